@@ -1,0 +1,413 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgcheckpoint/pgcheckpoint/db"
+)
+
+// DefaultMaxSnapshotBytes is the default Config.MaxSnapshotBytes: 10 MiB.
+const DefaultMaxSnapshotBytes = 10 << 20
+
+// MaxListLimit is the largest page ListCheckpoints and ListThreads return.
+const MaxListLimit = 10000
+
+const (
+	defaultListLimit = 100
+	maxIDLength      = 255
+)
+
+// Config tunes an Engine. The zero value is ready to use.
+type Config struct {
+	// MaxSnapshotBytes caps messages + state + tool results of one
+	// snapshot, in bytes as sent. Zero means DefaultMaxSnapshotBytes; a
+	// negative value disables the check.
+	MaxSnapshotBytes int64
+}
+
+// Engine is the agent-facing API over the pgcheckpoint tables. It is safe
+// for concurrent use, by any number of goroutines and processes: state lives
+// in Postgres, not in the Engine.
+type Engine struct {
+	pool *pgxpool.Pool
+	q    *db.Queries
+	cfg  Config
+}
+
+// New returns an Engine over pool. The database must be migrated (see
+// package schema).
+func New(pool *pgxpool.Pool, cfg Config) *Engine {
+	if cfg.MaxSnapshotBytes == 0 {
+		cfg.MaxSnapshotBytes = DefaultMaxSnapshotBytes
+	}
+	return &Engine{pool: pool, q: db.New(pool), cfg: cfg}
+}
+
+// NewCheckpointID returns a new time-ordered checkpoint id (UUIDv7). Make
+// the id before the first attempt and reuse it on retries, and a retried
+// Snapshot is a no-op.
+func NewCheckpointID() uuid.UUID {
+	return uuid.Must(uuid.NewV7())
+}
+
+// Snapshot writes one checkpoint on in.ThreadID and makes it the thread's
+// head, in one round trip and one transaction. Its parent is the head (or
+// in.ParentID) and its step the parent's step + 1, both assigned in the
+// database under the thread's row lock, so any number of writers may share a
+// thread.
+//
+// Errors: ErrInvalidInput (and ErrInvalidJSON, ErrSnapshotTooLarge, which
+// wrap it) for bad input, with nothing written; ErrNotFound when ParentID
+// does not exist in the thread; ErrIDConflict when in.ID already names other
+// content.
+func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (SnapshotResult, error) {
+	p, err := e.snapshotParams(in)
+	if err != nil {
+		return SnapshotResult{}, fmt.Errorf("snapshot: %w", err)
+	}
+	row, err := e.q.CheckpointPut(ctx, p)
+	if err != nil {
+		return SnapshotResult{}, dbError("snapshot", err)
+	}
+	return SnapshotResult{
+		ID:        row.CheckpointID,
+		ThreadID:  row.ThreadID,
+		Namespace: row.Namespace,
+		ParentID:  row.ParentCheckpointID,
+		Step:      row.Step,
+		CreatedAt: row.CreatedAt,
+		Created:   row.Inserted,
+	}, nil
+}
+
+func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error) {
+	if err := checkID("thread id", in.ThreadID, false); err != nil {
+		return db.CheckpointPutParams{}, err
+	}
+	if err := checkID("namespace", in.Namespace, true); err != nil {
+		return db.CheckpointPutParams{}, err
+	}
+	id := in.ID
+	if id == uuid.Nil {
+		id = NewCheckpointID()
+	} else if id.Version() != 7 {
+		return db.CheckpointPutParams{}, fmt.Errorf("%w: checkpoint id %s is a version %d UUID; ids must be UUIDv7 (time-ordered): use NewCheckpointID",
+			ErrInvalidInput, id, id.Version())
+	}
+	trigger := in.Trigger
+	if trigger == "" {
+		trigger = TriggerManual
+	}
+	if !trigger.Valid() {
+		return db.CheckpointPutParams{}, fmt.Errorf("%w: unknown trigger %q", ErrInvalidInput, trigger)
+	}
+	tags, err := checkTexts("tag", in.Tags)
+	if err != nil {
+		return db.CheckpointPutParams{}, err
+	}
+	if err := checkText("summary", in.Summary); err != nil {
+		return db.CheckpointPutParams{}, err
+	}
+	if err := checkText("next node", in.NextNode); err != nil {
+		return db.CheckpointPutParams{}, err
+	}
+
+	size := int64(len(in.Messages) + len(in.State) + len(in.ToolResults))
+	if e.cfg.MaxSnapshotBytes > 0 && size > e.cfg.MaxSnapshotBytes {
+		return db.CheckpointPutParams{}, fmt.Errorf("%w: %d bytes of messages, state and tool results, over the limit of %d (Config.MaxSnapshotBytes)",
+			ErrSnapshotTooLarge, size, e.cfg.MaxSnapshotBytes)
+	}
+	messages, err := jsonArg("messages", in.Messages, '[')
+	if err != nil {
+		return db.CheckpointPutParams{}, err
+	}
+	state, err := jsonArg("state", in.State, '{')
+	if err != nil {
+		return db.CheckpointPutParams{}, err
+	}
+	toolResults, err := jsonArg("tool results", in.ToolResults, '{')
+	if err != nil {
+		return db.CheckpointPutParams{}, err
+	}
+	metadata, err := jsonArg("metadata", in.Metadata, '{')
+	if err != nil {
+		return db.CheckpointPutParams{}, err
+	}
+	return db.CheckpointPutParams{
+		ThreadID:           in.ThreadID,
+		Namespace:          in.Namespace,
+		CheckpointID:       id,
+		ParentCheckpointID: uuid.NullUUID{UUID: in.ParentID, Valid: in.ParentID != uuid.Nil},
+		Trigger:            string(trigger),
+		Tags:               tags,
+		Summary:            in.Summary,
+		Metadata:           metadata,
+		Messages:           messages,
+		State:              state,
+		ToolResults:        toolResults,
+		NextNode:           in.NextNode,
+		SizeBytes:          size,
+	}, nil
+}
+
+// Get returns the checkpoint with the given id, with its pending writes.
+// Errors: ErrNotFound.
+func (e *Engine) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {
+	row, err := e.q.CheckpointGetByID(ctx, id)
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("get checkpoint %s", id), err)
+	}
+	return checkpointFromRow(db.CheckpointGetHeadRow(row))
+}
+
+// Latest returns the head of a thread's root namespace: the checkpoint the
+// next Snapshot builds on (after a Rewind, the rewound-to checkpoint, not the
+// highest step). Errors: ErrNotFound when the thread has no checkpoint;
+// ErrInvalidInput for a malformed thread id.
+func (e *Engine) Latest(ctx context.Context, threadID string) (*Checkpoint, error) {
+	return e.LatestIn(ctx, threadID, "")
+}
+
+// LatestIn is Latest for a sub-graph namespace.
+func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (*Checkpoint, error) {
+	if err := checkID("thread id", threadID, false); err != nil {
+		return nil, fmt.Errorf("latest: %w", err)
+	}
+	row, err := e.q.CheckpointGetHead(ctx, db.CheckpointGetHeadParams{ThreadID: threadID, Namespace: namespace})
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("latest checkpoint of thread %q", threadID), err)
+	}
+	return checkpointFromRow(row)
+}
+
+// ListCheckpoints returns a thread's checkpoints newest first, without their
+// content, one page at a time (see ListOptions). An unknown thread gives an
+// empty list. Errors: ErrInvalidInput, ErrInvalidJSON (for the metadata
+// filter).
+func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts ListOptions) ([]CheckpointInfo, error) {
+	if err := checkID("thread id", threadID, false); err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	limit, err := pageSize(opts.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	tags, err := checkTexts("tag", opts.Tags)
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	var filter json.RawMessage
+	if len(opts.Metadata) > 0 {
+		if filter, err = jsonArg("metadata filter", opts.Metadata, '{'); err != nil {
+			return nil, fmt.Errorf("list checkpoints: %w", err)
+		}
+	}
+	rows, err := e.q.CheckpointListByThread(ctx, db.CheckpointListByThreadParams{
+		ThreadID:       threadID,
+		Namespace:      opts.Namespace,
+		Before:         uuid.NullUUID{UUID: opts.Before, Valid: opts.Before != uuid.Nil},
+		MetadataFilter: filter,
+		Tags:           tags,
+		MaxRows:        int32(limit),
+	})
+	if err != nil {
+		return nil, dbError("list checkpoints", err)
+	}
+	out := make([]CheckpointInfo, len(rows))
+	for i, r := range rows {
+		out[i] = CheckpointInfo{
+			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace,
+			ParentID: r.ParentCheckpointID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
+			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
+			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+		}
+	}
+	return out, nil
+}
+
+// ListThreads returns threads in thread id order with their heads, one page
+// at a time (see ThreadListOptions). A page costs about Limit index reads,
+// however many checkpoints the threads hold.
+func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) ([]ThreadInfo, error) {
+	limit, err := pageSize(opts.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list threads: %w", err)
+	}
+	rows, err := e.q.ThreadListHeads(ctx, db.ThreadListHeadsParams{After: opts.After, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, dbError("list threads", err)
+	}
+	out := make([]ThreadInfo, len(rows))
+	for i, r := range rows {
+		out[i] = ThreadInfo{
+			ThreadID: r.ThreadID, Namespace: r.Namespace, HeadID: r.HeadCheckpointID.UUID,
+			HeadStep: r.HeadStep, HeadSummary: r.HeadSummary, Metadata: r.Metadata,
+			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		}
+	}
+	return out, nil
+}
+
+// DeleteThread deletes a thread from every table (thread rows of every
+// namespace, checkpoints, pending writes) in one transaction, and returns
+// how many checkpoints it deleted. A thread that does not exist deletes
+// nothing and returns 0, so a retried delete is harmless.
+func (e *Engine) DeleteThread(ctx context.Context, threadID string) (int64, error) {
+	if err := checkID("thread id", threadID, false); err != nil {
+		return 0, fmt.Errorf("delete thread: %w", err)
+	}
+	row, err := e.q.ThreadDelete(ctx, threadID)
+	if err != nil {
+		return 0, dbError(fmt.Sprintf("delete thread %q", threadID), err)
+	}
+	return row.Checkpoints, nil
+}
+
+// DeleteBefore deletes the checkpoints of a thread's root namespace whose
+// step is below step, with their pending writes, in one statement. The head
+// is never deleted, whatever its step. It returns how many it deleted.
+// Errors: ErrInvalidInput for a step below 1 or a malformed thread id.
+func (e *Engine) DeleteBefore(ctx context.Context, threadID string, step int64) (int64, error) {
+	if err := checkID("thread id", threadID, false); err != nil {
+		return 0, fmt.Errorf("delete before: %w", err)
+	}
+	if step < 1 {
+		return 0, fmt.Errorf("delete before: %w: step %d; steps start at 1", ErrInvalidInput, step)
+	}
+	n, err := e.q.CheckpointDeleteBefore(ctx, db.CheckpointDeleteBeforeParams{ThreadID: threadID, BeforeStep: step})
+	if err != nil {
+		return 0, dbError(fmt.Sprintf("delete before step %d of thread %q", step, threadID), err)
+	}
+	return n, nil
+}
+
+// PutWrites records the writes a task made after checkpoint id, in one
+// statement, at positions 0..len(writes)-1. Get and Latest return them with
+// the checkpoint, so a resumed run can skip the task. A retried PutWrites of
+// the same task keeps the first values. It returns how many writes were new.
+// Errors: ErrNotFound for an unknown checkpoint; ErrInvalidInput,
+// ErrInvalidJSON for bad input, with nothing written.
+func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (int64, error) {
+	if err := checkID("task id", taskID, false); err != nil {
+		return 0, fmt.Errorf("put writes: %w", err)
+	}
+	channels := make([]string, len(writes))
+	values := make([]json.RawMessage, len(writes))
+	for i, w := range writes {
+		if err := checkID("channel", w.Channel, false); err != nil {
+			return 0, fmt.Errorf("put writes: write %d: %w", i, err)
+		}
+		v, err := jsonArg("value", w.Value, 0)
+		if err != nil {
+			return 0, fmt.Errorf("put writes: write %d: %w", i, err)
+		}
+		channels[i], values[i] = w.Channel, v
+	}
+	row, err := e.q.PendingWritePutMany(ctx, db.PendingWritePutManyParams{
+		CheckpointID: id, TaskID: taskID, Channels: channels, Vals: values,
+	})
+	if err != nil {
+		return 0, dbError(fmt.Sprintf("put writes after checkpoint %s", id), err)
+	}
+	if row.Found == 0 {
+		return 0, fmt.Errorf("put writes: checkpoint %s: %w", id, ErrNotFound)
+	}
+	return row.Inserted, nil
+}
+
+func checkpointFromRow(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
+	c := &Checkpoint{
+		CheckpointInfo: CheckpointInfo{
+			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace,
+			ParentID: r.ParentCheckpointID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
+			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
+			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+		},
+		Messages:    unescapeNUL(r.Messages),
+		State:       unescapeNUL(r.State),
+		ToolResults: unescapeNUL(r.ToolResults),
+	}
+	if err := json.Unmarshal(unescapeNUL(r.PendingWrites), &c.PendingWrites); err != nil {
+		return nil, fmt.Errorf("decode pending writes of checkpoint %s: %w", r.CheckpointID, err)
+	}
+	return c, nil
+}
+
+// jsonArg validates a JSON argument and escapes it for jsonb. want is the
+// first byte the value must start with ('[' array, '{' object, 0 any); an
+// empty value becomes the empty array or object.
+func jsonArg(name string, v json.RawMessage, want byte) (json.RawMessage, error) {
+	trimmed := bytes.TrimSpace(v)
+	if len(trimmed) == 0 {
+		switch want {
+		case '[':
+			return json.RawMessage("[]"), nil
+		case '{':
+			return json.RawMessage("{}"), nil
+		}
+		return nil, fmt.Errorf("%w: %s is empty", ErrInvalidJSON, name)
+	}
+	if !json.Valid(trimmed) {
+		return nil, fmt.Errorf("%w: %s does not parse as JSON", ErrInvalidJSON, name)
+	}
+	if want != 0 && trimmed[0] != want {
+		kind := "an array"
+		if want == '{' {
+			kind = "an object"
+		}
+		return nil, fmt.Errorf("%w: %s must be %s", ErrInvalidJSON, name, kind)
+	}
+	return escapeNUL(trimmed), nil
+}
+
+// checkID validates an identifier: valid UTF-8 with no NUL (Postgres text
+// cannot hold it), at most 255 characters, non-empty unless allowEmpty.
+func checkID(name, s string, allowEmpty bool) error {
+	if s == "" && !allowEmpty {
+		return fmt.Errorf("%w: %s is empty", ErrInvalidInput, name)
+	}
+	if utf8.RuneCountInString(s) > maxIDLength {
+		return fmt.Errorf("%w: %s is %d characters; at most %d", ErrInvalidInput, name, utf8.RuneCountInString(s), maxIDLength)
+	}
+	return checkText(name, s)
+}
+
+func checkText(name, s string) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidInput, name)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%w: %s contains a NUL character", ErrInvalidInput, name)
+	}
+	return nil
+}
+
+func checkTexts(name string, ss []string) ([]string, error) {
+	for _, s := range ss {
+		if err := checkText(name, s); err != nil {
+			return nil, err
+		}
+	}
+	if ss == nil {
+		return []string{}, nil // nil would be SQL NULL
+	}
+	return ss, nil
+}
+
+func pageSize(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return defaultListLimit, nil
+	case limit < 0 || limit > MaxListLimit:
+		return 0, fmt.Errorf("%w: limit %d; use 1 to %d (0 means %d)", ErrInvalidInput, limit, MaxListLimit, defaultListLimit)
+	}
+	return limit, nil
+}

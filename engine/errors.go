@@ -1,0 +1,68 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Sentinel errors. Match them with errors.Is; the returned error wraps one of
+// them with what was wrong and what to do about it. Every call that returns
+// ErrInvalidInput (or an error wrapping it) has written nothing.
+var (
+	// ErrNotFound: the checkpoint, thread or parent named does not exist.
+	ErrNotFound = errors.New("pgcheckpoint: not found")
+
+	// ErrInvalidInput: an argument is malformed (empty or over-long thread
+	// id, NUL in a text field, unknown trigger, a checkpoint id that is not
+	// a UUIDv7, ...). ErrInvalidJSON and ErrSnapshotTooLarge wrap it.
+	ErrInvalidInput = errors.New("pgcheckpoint: invalid input")
+
+	// ErrInvalidJSON: a JSON argument does not parse, has the wrong shape
+	// (messages must be an array; state, tool results and metadata objects),
+	// or holds text Postgres rejects (an unpaired UTF-16 surrogate escape).
+	ErrInvalidJSON = fmt.Errorf("%w: invalid JSON", ErrInvalidInput)
+
+	// ErrSnapshotTooLarge: messages + state + tool results exceed
+	// Config.MaxSnapshotBytes.
+	ErrSnapshotTooLarge = fmt.Errorf("%w: snapshot too large", ErrInvalidInput)
+
+	// ErrIDConflict: a Snapshot reused an existing checkpoint id for other
+	// content or another thread. A retry of the very same write is not a
+	// conflict: it returns the stored checkpoint.
+	ErrIDConflict = errors.New("pgcheckpoint: checkpoint id already used for other content")
+)
+
+// SQLSTATE codes raised by pgcheckpoint's SQL functions.
+const (
+	sqlstateNotFound     = "PC001"
+	sqlstateIDConflict   = "PC002"
+	sqlstateInvalidInput = "PC003"
+)
+
+// dbError maps a driver error to the package's sentinels, keeping the
+// original in the chain. what names the operation, for the message.
+func dbError(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case sqlstateNotFound:
+			return fmt.Errorf("%s: %w: %s", what, ErrNotFound, pgErr.Message)
+		case sqlstateIDConflict:
+			return fmt.Errorf("%s: %w: %s", what, ErrIDConflict, pgErr.Message)
+		case sqlstateInvalidInput, "23514": // check_violation
+			return fmt.Errorf("%s: %w: %s", what, ErrInvalidInput, pgErr.Message)
+		case "22P02", "22P05", "22021", "22025", "2202E": // bad text in JSON input
+			return fmt.Errorf("%s: %w: %s", what, ErrInvalidJSON, pgErr.Message)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Trigger says what caused a snapshot.
+type Trigger string
+
+// The snapshot triggers.
+const (
+	TriggerToolCall     Trigger = "tool_call"     // before or after a tool call
+	TriggerLLMCall      Trigger = "llm_call"      // before or after an LLM call
+	TriggerStateChange  Trigger = "state_change"  // the agent's state changed
+	TriggerTaskBoundary Trigger = "task_boundary" // a task started or ended
+	TriggerManual       Trigger = "manual"        // an explicit call (the default)
+	TriggerInterval     Trigger = "interval"      // a timer
+)
+
+// Valid reports whether t is one of the defined triggers.
+func (t Trigger) Valid() bool {
+	switch t {
+	case TriggerToolCall, TriggerLLMCall, TriggerStateChange, TriggerTaskBoundary, TriggerManual, TriggerInterval:
+		return true
+	}
+	return false
+}
+
+// SnapshotInput is one checkpoint to write. Only ThreadID is required.
+type SnapshotInput struct {
+	// ThreadID names the agent run, 1 to 255 characters.
+	ThreadID string
+	// Namespace is the sub-graph; "" (the default) is the root graph. Each
+	// namespace has its own head.
+	Namespace string
+	// ID is the checkpoint id. Leave it zero and the engine makes a UUIDv7;
+	// set it (to a UUIDv7, see NewCheckpointID) to make a retried write
+	// idempotent.
+	ID uuid.UUID
+	// ParentID overrides the parent. Zero means the thread's head, which is
+	// what an agent loop wants; a checkpoint of the same thread and
+	// namespace starts a new line from there (like Rewind, then Snapshot).
+	ParentID uuid.UUID
+	// Trigger defaults to TriggerManual.
+	Trigger Trigger
+	// Tags are free-form labels, usable as a ListCheckpoints filter.
+	Tags []string
+	// Summary defaults to "[role] first 100 characters" of the last message,
+	// else "State: N keys".
+	Summary string
+	// Metadata is a JSON object (default {}), usable as a containment filter.
+	Metadata json.RawMessage
+	// Messages is a JSON array (default []).
+	Messages json.RawMessage
+	// State is a JSON object (default {}).
+	State json.RawMessage
+	// ToolResults is a JSON object (default {}), stored whole.
+	ToolResults json.RawMessage
+	// NextNode is the node the agent runs next when resumed from here.
+	NextNode string
+}
+
+// SnapshotResult describes a written checkpoint.
+type SnapshotResult struct {
+	ID        uuid.UUID
+	ThreadID  string
+	Namespace string
+	ParentID  uuid.UUID // zero for a thread's first checkpoint
+	Step      int64
+	CreatedAt time.Time
+	// Created is false when the checkpoint already existed: the call was a
+	// retry of an earlier identical write and changed nothing.
+	Created bool
+}
+
+// CheckpointInfo is a checkpoint without its content, as ListCheckpoints
+// returns it.
+type CheckpointInfo struct {
+	ID        uuid.UUID
+	ThreadID  string
+	Namespace string
+	ParentID  uuid.UUID // zero for a thread's first checkpoint
+	Step      int64
+	CreatedAt time.Time
+	Trigger   Trigger
+	Tags      []string
+	Summary   string
+	Metadata  json.RawMessage
+	NextNode  string
+	SizeBytes int64 // size of messages + state + tool results as written
+}
+
+// Checkpoint is a whole checkpoint: what was written, exactly, and the
+// pending writes recorded after it.
+type Checkpoint struct {
+	CheckpointInfo
+	Messages      json.RawMessage
+	State         json.RawMessage
+	ToolResults   json.RawMessage
+	PendingWrites []PendingWrite
+}
+
+// Write is one value a task wrote to a channel.
+type Write struct {
+	Channel string
+	Value   json.RawMessage
+}
+
+// PendingWrite is a Write recorded after a checkpoint by a task that
+// finished inside the step.
+type PendingWrite struct {
+	TaskID  string          `json:"task_id"`
+	Index   int             `json:"idx"`
+	Channel string          `json:"channel"`
+	Value   json.RawMessage `json:"value"`
+}
+
+// ListOptions filters and pages ListCheckpoints.
+type ListOptions struct {
+	// Namespace to list; "" is the root graph.
+	Namespace string
+	// Limit is the page size: default 100, at most MaxListLimit.
+	Limit int
+	// Before is the keyset cursor: only checkpoints older than this id.
+	// Pass the last ID of a page to get the next page.
+	Before uuid.UUID
+	// Metadata keeps checkpoints whose metadata contains this JSON object
+	// (Postgres @>), e.g. {"memory_cleared": true}.
+	Metadata json.RawMessage
+	// Tags keeps checkpoints that carry every one of these tags.
+	Tags []string
+}
+
+// ThreadListOptions pages ListThreads.
+type ThreadListOptions struct {
+	// Limit is the page size: default 100, at most MaxListLimit.
+	Limit int
+	// After is the keyset cursor: only threads whose id sorts after it.
+	// Pass the last ThreadID of a page to get the next page.
+	After string
+}
+
+// ThreadInfo is a thread and its head, as ListThreads returns it.
+type ThreadInfo struct {
+	ThreadID    string
+	Namespace   string // the namespace whose head is shown: "" when the thread has one
+	HeadID      uuid.UUID
+	HeadStep    int64
+	HeadSummary string
+	Metadata    json.RawMessage
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}

@@ -1,0 +1,17 @@
+// Package schema holds pgcheckpoint's SQL migrations, embedded, and applies
+// them with golang-migrate.
+//
+// Every object lives in the Postgres schema "pgcheckpoint", including the
+// version table (pgcheckpoint.schema_migrations), so pgcheckpoint's
+// migrations never collide with an application's own.
+//
+// An application that migrates on start:
+//
+//	if err := schema.Migrate(ctx, os.Getenv("DATABASE_URL")); err != nil {
+//		log.Fatal(err)
+//	}
+//
+// Migrate is safe to call from many processes at once: they queue on an
+// advisory lock and those that find the database current do nothing. Teams
+// on another migration tool can copy the files in FS, or print one with SQL.
+package schema
