@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -274,6 +275,31 @@ func TestNULRoundTripsExactly(t *testing.T) {
 	jsonEqual(t, "tool results", got.ToolResults, state)
 	jsonEqual(t, "metadata", got.Metadata, meta)
 	jsonEqual(t, "pending write", got.PendingWrites[0].Value, state)
+	// Random strings over an alphabet heavy in the characters that matter.
+	alphabet := []string{"\x00", "\x01", "0", "\\", "u", "é", "\"", "a"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var random []string
+	for range 300 {
+		var sb strings.Builder
+		for range rng.IntN(12) {
+			sb.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		random = append(random, sb.String())
+	}
+	randomJSON, _ := json.Marshal(random)
+	res = b.snap(t, engine.SnapshotInput{ThreadID: "nul", Messages: randomJSON})
+	if got, err = b.eng.Get(b.ctx, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	var randomBack []string
+	if err := json.Unmarshal(got.Messages, &randomBack); err != nil {
+		t.Fatal(err)
+	}
+	for i := range random {
+		if randomBack[i] != random[i] {
+			t.Fatalf("random string %d: got %q, want %q", i, randomBack[i], random[i])
+		}
+	}
 	// The metadata filter finds a NUL-bearing value too.
 	list, err := b.eng.ListCheckpoints(b.ctx, "nul", engine.ListOptions{Metadata: meta})
 	if err != nil || len(list) != 1 {

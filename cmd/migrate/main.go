@@ -1,0 +1,195 @@
+// Command migrate applies pgcheckpoint's schema migrations, for deploy
+// pipelines. Any number of copies may run at once: they queue on an
+// advisory lock and those that find the work done do nothing.
+//
+//	migrate -database postgres://... up
+//	migrate version
+//	migrate sql 1 up > pgcheckpoint_000001.up.sql
+//
+// The database comes from -database or DATABASE_URL. Run with no arguments
+// for the list of commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/pgcheckpoint/pgcheckpoint/schema"
+)
+
+const usage = `usage: migrate [-database URL] COMMAND
+
+Commands:
+  up             apply every migration not yet applied
+  down N         revert the last N migrations
+  down -all      revert every migration
+  goto V         migrate up or down to version V
+  version        print the applied version
+  force V        record version V as applied and clear the dirty flag, running
+                 no SQL (after repairing a failed migration by hand; -1: none)
+  list           list the embedded migrations
+  sql V [up|down]
+                 print the SQL of migration V (default up), for other tools
+
+The database URL comes from -database or the DATABASE_URL environment
+variable. Exit status: 0 success, 1 failure, 2 bad usage.
+`
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var ue usageError
+	switch {
+	case err == nil:
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "migrate: %v\n\n%s", err, usage)
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "migrate: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	dbURL := fs.String("database", "", "Postgres URL (default $DATABASE_URL)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	args = fs.Args()
+	if len(args) == 0 {
+		return usageError{"no command given"}
+	}
+	cmd, rest := args[0], args[1:]
+
+	// Commands that need no database.
+	switch cmd {
+	case "list":
+		if len(rest) != 0 {
+			return usageError{"list takes no arguments"}
+		}
+		for _, m := range schema.Migrations() {
+			fmt.Fprintf(stdout, "%06d %s\n", m.Version, m.Name)
+		}
+		return nil
+	case "sql":
+		if len(rest) < 1 || len(rest) > 2 {
+			return usageError{"sql takes a version and optionally up or down"}
+		}
+		v, err := strconv.ParseUint(rest[0], 10, 32)
+		if err != nil {
+			return usageError{fmt.Sprintf("sql: version %q is not a number", rest[0])}
+		}
+		up := true
+		if len(rest) == 2 {
+			switch rest[1] {
+			case "up":
+			case "down":
+				up = false
+			default:
+				return usageError{fmt.Sprintf("sql: direction %q is neither up nor down", rest[1])}
+			}
+		}
+		text, err := schema.SQL(uint(v), up)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, text)
+		return nil
+	}
+
+	url := *dbURL
+	if url == "" {
+		url = os.Getenv("DATABASE_URL")
+	}
+	if url == "" {
+		return usageError{"no database: pass -database URL or set DATABASE_URL"}
+	}
+	m := schema.NewMigrator(url)
+
+	switch cmd {
+	case "up":
+		if len(rest) != 0 {
+			return usageError{"up takes no arguments"}
+		}
+		if err := m.Up(ctx); err != nil {
+			return err
+		}
+	case "down":
+		if len(rest) != 1 {
+			return usageError{"down takes N (how many to revert) or -all"}
+		}
+		if rest[0] == "-all" || rest[0] == "--all" {
+			if err := m.DownAll(ctx); err != nil {
+				return err
+			}
+			break
+		}
+		n, err := strconv.Atoi(rest[0])
+		if err != nil || n < 1 {
+			return usageError{fmt.Sprintf("down: %q is not a positive number (use -all to revert everything)", rest[0])}
+		}
+		if err := m.Down(ctx, n); err != nil {
+			return err
+		}
+	case "goto":
+		if len(rest) != 1 {
+			return usageError{"goto takes a version"}
+		}
+		v, err := strconv.ParseUint(rest[0], 10, 32)
+		if err != nil {
+			return usageError{fmt.Sprintf("goto: version %q is not a number", rest[0])}
+		}
+		if err := m.Goto(ctx, uint(v)); err != nil {
+			return err
+		}
+	case "force":
+		if len(rest) != 1 {
+			return usageError{"force takes a version (-1 for none)"}
+		}
+		v, err := strconv.Atoi(rest[0])
+		if err != nil || v < -1 {
+			return usageError{fmt.Sprintf("force: version %q is not a number >= -1", rest[0])}
+		}
+		if err := m.Force(ctx, v); err != nil {
+			return err
+		}
+	case "version":
+		if len(rest) != 0 {
+			return usageError{"version takes no arguments"}
+		}
+	default:
+		return usageError{fmt.Sprintf("unknown command %q", cmd)}
+	}
+	return printVersion(ctx, m, stdout)
+}
+
+func printVersion(ctx context.Context, m *schema.Migrator, w io.Writer) error {
+	v, dirty, err := m.Version(ctx)
+	if err != nil {
+		return err
+	}
+	state := ""
+	if dirty {
+		state = fmt.Sprintf(" (dirty: migration %d failed part way; repair it by hand, then run `migrate force VERSION`)", v)
+	}
+	fmt.Fprintf(w, "version %d of %d%s\n", v, schema.Latest(), state)
+	return nil
+}

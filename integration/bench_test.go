@@ -1,0 +1,112 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+)
+
+// benchState is a ~4 KB agent state.
+func benchState() json.RawMessage {
+	m := map[string]any{"plan": []string{"search", "book", "confirm"}, "cursor": 7}
+	for i := range 30 {
+		m[fmt.Sprintf("k%02d", i)] = strings.Repeat(string(rune('a'+i%26)), 120)
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// benchSetup returns an engine and a bare insert of the same bytes into a
+// plain table: the baseline every Snapshot figure is measured against.
+func benchSetup(b *testing.B) (*engine.Engine, func(ctx context.Context, thread string, state json.RawMessage) error) {
+	d := pgtest.NewDB(b)
+	ctx := context.Background()
+	if _, err := d.Pool.Exec(ctx, `CREATE TABLE bench_plain (id uuid PRIMARY KEY, thread_id text NOT NULL, state jsonb NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	insert := func(ctx context.Context, thread string, state json.RawMessage) error {
+		_, err := d.Pool.Exec(ctx, `INSERT INTO bench_plain (id, thread_id, state) VALUES ($1, $2, $3)`, engine.NewCheckpointID(), thread, state)
+		return err
+	}
+	return engine.New(d.Pool, engine.Config{}), insert
+}
+
+func median(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// BenchmarkSnapshotLatency alternates one bare INSERT and one Snapshot per
+// iteration on one thread, so both see the same machine at the same moment,
+// and reports both medians and their ratio (goal: p50-ratio <= 1.5).
+func BenchmarkSnapshotLatency(b *testing.B) {
+	eng, insert := benchSetup(b)
+	ctx := context.Background()
+	state := benchState()
+	var bare, snap []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if err := insert(ctx, "bench", state); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "bench", State: state}); err != nil {
+			b.Fatal(err)
+		}
+		bare, snap = append(bare, t1.Sub(t0)), append(snap, time.Since(t1))
+	}
+	b.StopTimer()
+	pb, ps := median(bare), median(snap)
+	b.ReportMetric(float64(pb.Microseconds()), "insert-p50-µs")
+	b.ReportMetric(float64(ps.Microseconds()), "snapshot-p50-µs")
+	b.ReportMetric(float64(ps)/float64(pb), "p50-ratio")
+}
+
+// BenchmarkSnapshotThroughput8 runs 8 writers on distinct threads: first
+// bare INSERTs, then Snapshots, b.N writes each, and reports both rates and
+// their ratio (goal: throughput-ratio >= 0.7).
+func BenchmarkSnapshotThroughput8(b *testing.B) {
+	eng, insert := benchSetup(b)
+	ctx := context.Background()
+	state := benchState()
+	const writers = 8
+	run := func(write func(thread string) error) float64 {
+		var left atomic.Int64
+		left.Store(int64(b.N))
+		var wg sync.WaitGroup
+		start := time.Now()
+		for w := range writers {
+			thread := fmt.Sprintf("bench-%d", w)
+			wg.Go(func() {
+				for left.Add(-1) >= 0 {
+					if err := write(thread); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return float64(b.N) / time.Since(start).Seconds()
+	}
+	b.ResetTimer()
+	bareRate := run(func(thread string) error { return insert(ctx, thread, state) })
+	snapRate := run(func(thread string) error {
+		_, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread, State: state})
+		return err
+	})
+	b.StopTimer()
+	b.ReportMetric(bareRate, "insert-writes/s")
+	b.ReportMetric(snapRate, "snapshot-writes/s")
+	b.ReportMetric(snapRate/bareRate, "throughput-ratio")
+}

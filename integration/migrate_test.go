@@ -1,0 +1,249 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/schema"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// buildCommand builds a command of this module once per test binary and
+// returns the path of the executable.
+func buildCommand(t *testing.T, name string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = filepath.Abs("../bin/test")
+		if buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", binDir+"/", "../cmd/...").CombinedOutput()
+		if err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("go build ./cmd/...: %v", buildErr)
+	}
+	return filepath.Join(binDir, name)
+}
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+func runCLI(t *testing.T, bin string, env []string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		code = exitErr.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return cliResult{out.String(), errOut.String(), code}
+}
+
+// catalog describes every object in the pgcheckpoint schema, for comparing
+// schemas.
+func catalog(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var s string
+	err := pool.QueryRow(context.Background(), `
+SELECT coalesce(string_agg(line, E'\n' ORDER BY line), '') FROM (
+    SELECT format('column %s.%s %s notnull=%s default=%s', c.relname, a.attname,
+                  format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid)) AS line
+    FROM pg_attribute a
+    JOIN pg_class c ON c.oid = a.attrelid
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE c.relnamespace = 'pgcheckpoint'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+    UNION ALL
+    SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'pgcheckpoint'
+    UNION ALL
+    SELECT 'constraint ' || conname || ' ' || pg_get_constraintdef(oid)
+    FROM pg_constraint WHERE connamespace = 'pgcheckpoint'::regnamespace
+    UNION ALL
+    SELECT 'function ' || pg_get_functiondef(oid) FROM pg_proc WHERE pronamespace = 'pgcheckpoint'::regnamespace
+    UNION ALL
+    SELECT 'comment ' || pg_describe_object(classoid, objoid, objsubid) || ': ' || description
+    FROM pg_description WHERE pg_describe_object(classoid, objoid, objsubid) LIKE '%pgcheckpoint.%'
+) lines`).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConcurrentMigrateUp(t *testing.T) {
+	t.Parallel()
+	bin := buildCommand(t, "migrate")
+	d := pgtest.EmptyDB(t)
+	const n = 8
+	results := make([]cliResult, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { results[i] = runCLI(t, bin, []string{"DATABASE_URL=" + d.URL}, "up") })
+	}
+	wg.Wait()
+	want := "version " + itoa(schema.Latest()) + " of " + itoa(schema.Latest()) + "\n"
+	for i, r := range results {
+		if r.code != 0 || r.stdout != want {
+			t.Fatalf("migrate up #%d: exit %d stdout %q stderr %q", i, r.code, r.stdout, r.stderr)
+		}
+	}
+	v, dirty, err := schema.NewMigrator(d.URL).Version(context.Background())
+	if err != nil || dirty || v != schema.Latest() {
+		t.Fatalf("version %d dirty %v err %v", v, dirty, err)
+	}
+	// Nothing lands in public.
+	var inPublic int
+	if err := d.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace`).Scan(&inPublic); err != nil || inPublic != 0 {
+		t.Fatalf("%d relations in public (%v)", inPublic, err)
+	}
+}
+
+func TestMigrateUpDownUpLeavesTheSameSchema(t *testing.T) {
+	t.Parallel()
+	d := pgtest.EmptyDB(t)
+	ctx := context.Background()
+	m := schema.NewMigrator(d.URL)
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := catalog(t, d.Pool)
+	for _, want := range []string{"column checkpoints.messages jsonb", "index CREATE INDEX checkpoints_metadata_idx", "function CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put", "comment column state of table pgcheckpoint.checkpoints"} {
+		if !strings.Contains(first, want) {
+			t.Fatalf("catalog lacks %q:\n%s", want, first)
+		}
+	}
+	if err := m.DownAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := m.Version(ctx); v != 0 {
+		t.Fatalf("version after down all: %d", v)
+	}
+	if left := catalog(t, d.Pool); strings.Contains(left, "checkpoints") {
+		t.Fatalf("down all left objects behind:\n%s", left)
+	}
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again := catalog(t, d.Pool); again != first {
+		t.Fatalf("schema differs after up, down, up:\n--- first\n%s\n--- again\n%s", first, again)
+	}
+	// Up on a current database changes nothing and is not an error.
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMigrateCLI(t *testing.T) {
+	t.Parallel()
+	bin := buildCommand(t, "migrate")
+	d := pgtest.EmptyDB(t)
+	env := []string{"DATABASE_URL=" + d.URL}
+	latest := itoa(schema.Latest())
+
+	if r := runCLI(t, bin, env, "version"); r.code != 0 || r.stdout != "version 0 of "+latest+"\n" {
+		t.Fatalf("version on empty db: %+v", r)
+	}
+	if r := runCLI(t, bin, nil, "-database", d.URL, "up"); r.code != 0 {
+		t.Fatalf("up with -database: %+v", r)
+	}
+	if r := runCLI(t, bin, env, "down", "1"); r.code != 0 || r.stdout != "version 0 of "+latest+"\n" {
+		t.Fatalf("down 1: %+v", r)
+	}
+	if r := runCLI(t, bin, env, "goto", latest); r.code != 0 || r.stdout != "version "+latest+" of "+latest+"\n" {
+		t.Fatalf("goto: %+v", r)
+	}
+	up := runCLI(t, bin, nil, "sql", "1")
+	want, _ := schema.SQL(1, true)
+	if up.code != 0 || up.stdout != want || !strings.Contains(up.stdout, "CREATE TABLE pgcheckpoint.checkpoints") {
+		t.Fatalf("sql 1: exit %d, %d bytes", up.code, len(up.stdout))
+	}
+	if r := runCLI(t, bin, nil, "sql", "1", "down"); r.code != 0 || !strings.Contains(r.stdout, "DROP TABLE") {
+		t.Fatalf("sql 1 down: %+v", r)
+	}
+	if r := runCLI(t, bin, nil, "list"); r.code != 0 || !strings.HasPrefix(r.stdout, "000001 init\n") {
+		t.Fatalf("list: %+v", r)
+	}
+
+	// A failed migration leaves the database dirty; up refuses with advice,
+	// and force clears it.
+	if _, err := d.Pool.Exec(context.Background(), `UPDATE pgcheckpoint.schema_migrations SET dirty = true`); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, bin, env, "up")
+	if r.code != 1 || !strings.Contains(r.stderr, "dirty") || !strings.Contains(r.stderr, "migrate force") {
+		t.Fatalf("up on dirty db: %+v", r)
+	}
+	if r := runCLI(t, bin, env, "version"); r.code != 0 || !strings.Contains(r.stdout, "dirty") {
+		t.Fatalf("version on dirty db: %+v", r)
+	}
+	if r := runCLI(t, bin, env, "force", latest); r.code != 0 || r.stdout != "version "+latest+" of "+latest+"\n" {
+		t.Fatalf("force: %+v", r)
+	}
+
+	// Bad usage: exit 2 and a message saying what is wrong.
+	for _, c := range []struct {
+		env  []string
+		args []string
+		msg  string
+	}{
+		{nil, nil, "no command"},
+		{nil, []string{"up"}, "no database"},
+		{env, []string{"sideways"}, "unknown command"},
+		{env, []string{"down"}, "down takes N"},
+		{env, []string{"down", "zero"}, "not a positive number"},
+		{env, []string{"goto", "x"}, "not a number"},
+		{nil, []string{"sql", "1", "left"}, "neither up nor down"},
+	} {
+		r := runCLI(t, bin, c.env, c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.msg) || !strings.Contains(r.stderr, "usage:") {
+			t.Fatalf("%v: exit %d stderr %q, want exit 2 mentioning %q", c.args, r.code, r.stderr, c.msg)
+		}
+	}
+	if r := runCLI(t, bin, nil, "sql", "999"); r.code != 1 || !strings.Contains(r.stderr, "no such migration version") {
+		t.Fatalf("sql 999: %+v", r)
+	}
+	if r := runCLI(t, bin, env, "goto", "999"); r.code != 1 || !strings.Contains(r.stderr, "no such migration version") {
+		t.Fatalf("goto 999: %+v", r)
+	}
+	// An unreachable database fails promptly with exit 1.
+	r = runCLI(t, bin, []string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=5"}, "up")
+	if r.code != 1 || !strings.Contains(r.stderr, "connect") {
+		t.Fatalf("unreachable database: %+v", r)
+	}
+}
+
+func TestSchemaSQLUnknownVersion(t *testing.T) {
+	if _, err := schema.SQL(0, true); !errors.Is(err, schema.ErrUnknownVersion) {
+		t.Fatalf("SQL(0): %v", err)
+	}
+	if err := schema.NewMigrator("postgres://x@127.0.0.1:1/x").Goto(context.Background(), 42); !errors.Is(err, schema.ErrUnknownVersion) {
+		t.Fatalf("Goto(42): %v", err)
+	}
+}
+
+func itoa(v uint) string { return strconv.FormatUint(uint64(v), 10) }
