@@ -14,16 +14,7 @@ import (
 )
 
 const checkpointDeleteBefore = `-- name: CheckpointDeleteBefore :one
-WITH deleted AS (
-    DELETE FROM pgcheckpoint.checkpoints c
-    USING pgcheckpoint.threads t
-    WHERE c.thread_id = $1::text AND c.namespace = $2::text
-      AND t.thread_id = c.thread_id AND t.namespace = c.namespace
-      AND c.step < $3::bigint
-      AND c.checkpoint_id IS DISTINCT FROM t.head_checkpoint_id
-    RETURNING 1
-)
-SELECT count(*) FROM deleted
+SELECT pgcheckpoint.checkpoint_delete_before($1::text, $2::text, $3::bigint)::bigint AS deleted
 `
 
 type CheckpointDeleteBeforeParams struct {
@@ -32,17 +23,16 @@ type CheckpointDeleteBeforeParams struct {
 	BeforeStep int64
 }
 
-// Deletes a thread's checkpoints (root namespace) whose step is below the
-// given one, never the head; pending writes go with them (foreign key).
+// See pgcheckpoint.checkpoint_delete_before: never deletes the head.
 func (q *Queries) CheckpointDeleteBefore(ctx context.Context, arg CheckpointDeleteBeforeParams) (int64, error) {
 	row := q.db.QueryRow(ctx, checkpointDeleteBefore, arg.ThreadID, arg.Namespace, arg.BeforeStep)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
 }
 
 const checkpointGetByID = `-- name: CheckpointGetByID :one
-SELECT c.thread_id, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
        c.state, c.tool_results, c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -50,7 +40,7 @@ SELECT c.thread_id, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.step
                    ORDER BY w.task_id, w.idx), '[]'::jsonb)
         FROM pgcheckpoint.pending_writes w
         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
-          AND w.checkpoint_id = c.checkpoint_id)::jsonb AS pending_writes
+          AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
 FROM pgcheckpoint.checkpoints c
 WHERE c.checkpoint_id = $1::uuid
 LIMIT 1
@@ -59,6 +49,7 @@ LIMIT 1
 type CheckpointGetByIDRow struct {
 	ThreadID           string
 	Namespace          string
+	Seq                int64
 	CheckpointID       uuid.UUID
 	ParentCheckpointID uuid.NullUUID
 	Step               int64
@@ -83,6 +74,7 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 	err := row.Scan(
 		&i.ThreadID,
 		&i.Namespace,
+		&i.Seq,
 		&i.CheckpointID,
 		&i.ParentCheckpointID,
 		&i.Step,
@@ -102,7 +94,7 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 }
 
 const checkpointGetHead = `-- name: CheckpointGetHead :one
-SELECT c.thread_id, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
        c.state, c.tool_results, c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -110,12 +102,10 @@ SELECT c.thread_id, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.step
                    ORDER BY w.task_id, w.idx), '[]'::jsonb)
         FROM pgcheckpoint.pending_writes w
         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
-          AND w.checkpoint_id = c.checkpoint_id)::jsonb AS pending_writes
-FROM pgcheckpoint.threads t
-JOIN pgcheckpoint.checkpoints c
-  ON c.thread_id = t.thread_id AND c.namespace = t.namespace
- AND c.checkpoint_id = t.head_checkpoint_id
-WHERE t.thread_id = $1::text AND t.namespace = $2::text
+          AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
+FROM pgcheckpoint.checkpoints c
+WHERE c.thread_id = $1::text AND c.namespace = $2::text
+  AND c.seq = pgcheckpoint.head_seq($1::text, $2::text)
 `
 
 type CheckpointGetHeadParams struct {
@@ -126,6 +116,7 @@ type CheckpointGetHeadParams struct {
 type CheckpointGetHeadRow struct {
 	ThreadID           string
 	Namespace          string
+	Seq                int64
 	CheckpointID       uuid.UUID
 	ParentCheckpointID uuid.NullUUID
 	Step               int64
@@ -142,13 +133,15 @@ type CheckpointGetHeadRow struct {
 	PendingWrites      json.RawMessage
 }
 
-// The head of a thread and namespace: the checkpoint the next write builds on.
+// The head of a thread and namespace: the checkpoint the next write builds
+// on (see pgcheckpoint.head_seq).
 func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadParams) (CheckpointGetHeadRow, error) {
 	row := q.db.QueryRow(ctx, checkpointGetHead, arg.ThreadID, arg.Namespace)
 	var i CheckpointGetHeadRow
 	err := row.Scan(
 		&i.ThreadID,
 		&i.Namespace,
+		&i.Seq,
 		&i.CheckpointID,
 		&i.ParentCheckpointID,
 		&i.Step,
@@ -167,16 +160,46 @@ func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadPa
 	return i, err
 }
 
+const checkpointGetSeq = `-- name: CheckpointGetSeq :one
+SELECT c.seq
+FROM (SELECT c.seq, c.thread_id, c.namespace
+      FROM pgcheckpoint.checkpoints c
+      WHERE c.checkpoint_id = $1::uuid
+      LIMIT 1) c
+WHERE c.thread_id = $2::text AND c.namespace = $3::text
+`
+
+type CheckpointGetSeqParams struct {
+	CheckpointID uuid.UUID
+	ThreadID     string
+	Namespace    string
+}
+
+// The seq of a checkpoint in a thread and namespace, for list cursors. By
+// id alone, then checked (see checkpoint_put).
+func (q *Queries) CheckpointGetSeq(ctx context.Context, arg CheckpointGetSeqParams) (int64, error) {
+	row := q.db.QueryRow(ctx, checkpointGetSeq, arg.CheckpointID, arg.ThreadID, arg.Namespace)
+	var seq int64
+	err := row.Scan(&seq)
+	return seq, err
+}
+
 const checkpointListByThread = `-- name: CheckpointListByThread :many
-SELECT c.thread_id, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.next_node, c.size_bytes
 FROM pgcheckpoint.checkpoints c
 WHERE c.thread_id = $1::text
   AND c.namespace = $2::text
-  AND ($3::uuid IS NULL OR c.checkpoint_id < $3::uuid)
+  AND c.seq < coalesce(
+        -- The cursor by id alone, then checked (see checkpoint_put).
+        (SELECT CASE WHEN b.thread_id = $1::text AND b.namespace = $2::text THEN b.seq END
+         FROM pgcheckpoint.checkpoints b
+         WHERE b.checkpoint_id = $3::uuid
+         LIMIT 1),
+        CASE WHEN $3::uuid IS NULL THEN 9223372036854775807 ELSE 0 END)
   AND ($4::jsonb IS NULL OR c.metadata @> $4::jsonb)
   AND c.tags @> $5::text[]
-ORDER BY c.checkpoint_id DESC
+ORDER BY c.seq DESC
 LIMIT $6::int
 `
 
@@ -192,6 +215,7 @@ type CheckpointListByThreadParams struct {
 type CheckpointListByThreadRow struct {
 	ThreadID           string
 	Namespace          string
+	Seq                int64
 	CheckpointID       uuid.UUID
 	ParentCheckpointID uuid.NullUUID
 	Step               int64
@@ -204,9 +228,10 @@ type CheckpointListByThreadRow struct {
 	SizeBytes          int64
 }
 
-// Newest first (checkpoint ids are UUIDv7), keyset-paginated by the
-// before cursor, filtered by metadata containment and by tags. Content
-// columns are left out: Get reads one checkpoint whole.
+// Newest first (write order), keyset-paginated by the before cursor (a
+// checkpoint id; a cursor not in the thread gives no rows), filtered by
+// metadata containment and by tags. Content columns are left out: Get reads
+// one checkpoint whole.
 func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointListByThreadParams) ([]CheckpointListByThreadRow, error) {
 	rows, err := q.db.Query(ctx, checkpointListByThread,
 		arg.ThreadID,
@@ -226,6 +251,7 @@ func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointList
 		if err := rows.Scan(
 			&i.ThreadID,
 			&i.Namespace,
+			&i.Seq,
 			&i.CheckpointID,
 			&i.ParentCheckpointID,
 			&i.Step,

@@ -14,13 +14,14 @@ import (
 
 const pendingWritePutMany = `-- name: PendingWritePutMany :one
 WITH target AS (
-    SELECT c.thread_id, c.namespace, c.checkpoint_id
+    SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id
     FROM pgcheckpoint.checkpoints c
     WHERE c.checkpoint_id = $1::uuid
     LIMIT 1
 ), inserted AS (
-    INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_id, task_id, idx, channel, value)
-    SELECT target.thread_id, target.namespace, target.checkpoint_id, $2::text,
+    INSERT INTO pgcheckpoint.pending_writes
+        (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)
+    SELECT target.thread_id, target.namespace, target.seq, target.checkpoint_id, $2::text,
            (w.ord - 1)::int, w.channel, ($3::jsonb[])[w.ord]
     FROM target,
          unnest($4::text[]) WITH ORDINALITY AS w(channel, ord)

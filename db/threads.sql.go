@@ -14,43 +14,28 @@ import (
 )
 
 const threadDelete = `-- name: ThreadDelete :one
-WITH deleted_checkpoints AS (
-    DELETE FROM pgcheckpoint.checkpoints c
-    WHERE c.thread_id = $1::text
-    RETURNING 1
-), deleted_threads AS (
-    DELETE FROM pgcheckpoint.threads t
-    WHERE t.thread_id = $1::text
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM deleted_checkpoints) AS checkpoints,
-       (SELECT count(*) FROM deleted_threads) AS threads
+SELECT pgcheckpoint.thread_delete($1::text)::bigint AS deleted
 `
 
-type ThreadDeleteRow struct {
-	Checkpoints int64
-	Threads     int64
-}
-
-// Deletes a thread from every table in one statement: checkpoints go with
-// their thread rows and pending writes with their checkpoints (foreign
-// keys, ON DELETE CASCADE). Returns the number of checkpoints deleted.
-func (q *Queries) ThreadDelete(ctx context.Context, threadID string) (ThreadDeleteRow, error) {
+// See pgcheckpoint.thread_delete: every table, under the thread lock.
+func (q *Queries) ThreadDelete(ctx context.Context, threadID string) (int64, error) {
 	row := q.db.QueryRow(ctx, threadDelete, threadID)
-	var i ThreadDeleteRow
-	err := row.Scan(&i.Checkpoints, &i.Threads)
-	return i, err
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
 }
 
 const threadListHeads = `-- name: ThreadListHeads :many
 SELECT DISTINCT ON (t.thread_id)
-       t.thread_id, t.namespace, t.head_checkpoint_id, coalesce(t.head_step, 0)::bigint AS head_step, t.metadata,
-       t.created_at, t.updated_at,
-       coalesce(c.summary, '')::text AS head_summary
+       t.thread_id, t.namespace, t.metadata, t.created_at,
+       coalesce(h.checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS head_checkpoint_id,
+       coalesce(h.step, 0)::bigint AS head_step,
+       coalesce(h.summary, '')::text AS head_summary,
+       coalesce(h.created_at, t.created_at)::timestamptz AS head_created_at
 FROM pgcheckpoint.threads t
-LEFT JOIN pgcheckpoint.checkpoints c
-  ON c.thread_id = t.thread_id AND c.namespace = t.namespace
- AND c.checkpoint_id = t.head_checkpoint_id
+LEFT JOIN pgcheckpoint.checkpoints h
+  ON h.thread_id = t.thread_id AND h.namespace = t.namespace
+ AND h.seq = pgcheckpoint.head_seq(t.thread_id, t.namespace)
 WHERE t.thread_id > $1::text
 ORDER BY t.thread_id, t.namespace
 LIMIT $2::int
@@ -64,17 +49,17 @@ type ThreadListHeadsParams struct {
 type ThreadListHeadsRow struct {
 	ThreadID         string
 	Namespace        string
-	HeadCheckpointID uuid.NullUUID
-	HeadStep         int64
 	Metadata         json.RawMessage
 	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	HeadCheckpointID uuid.UUID
+	HeadStep         int64
 	HeadSummary      string
+	HeadCreatedAt    time.Time
 }
 
-// One row per thread: DISTINCT ON picks the root namespace (” sorts first)
-// and walks the threads primary key, so a page reads about max_rows rows
-// whatever the number of checkpoints.
+// One row per thread with its head: DISTINCT ON picks the root namespace
+// (” sorts first) and walks the threads primary key, so a page reads about
+// max_rows thread rows and one head each, however many checkpoints there are.
 func (q *Queries) ThreadListHeads(ctx context.Context, arg ThreadListHeadsParams) ([]ThreadListHeadsRow, error) {
 	rows, err := q.db.Query(ctx, threadListHeads, arg.After, arg.MaxRows)
 	if err != nil {
@@ -87,12 +72,12 @@ func (q *Queries) ThreadListHeads(ctx context.Context, arg ThreadListHeadsParams
 		if err := rows.Scan(
 			&i.ThreadID,
 			&i.Namespace,
-			&i.HeadCheckpointID,
-			&i.HeadStep,
 			&i.Metadata,
 			&i.CreatedAt,
-			&i.UpdatedAt,
+			&i.HeadCheckpointID,
+			&i.HeadStep,
 			&i.HeadSummary,
+			&i.HeadCreatedAt,
 		); err != nil {
 			return nil, err
 		}

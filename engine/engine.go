@@ -221,10 +221,17 @@ func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts List
 	if err != nil {
 		return nil, dbError("list checkpoints", err)
 	}
+	if len(rows) == 0 && opts.Before != uuid.Nil {
+		// No rows: the end of the list, or a cursor that is not there.
+		_, err := e.q.CheckpointGetSeq(ctx, db.CheckpointGetSeqParams{ThreadID: threadID, Namespace: opts.Namespace, CheckpointID: opts.Before})
+		if err != nil {
+			return nil, dbError(fmt.Sprintf("list checkpoints: cursor %s", opts.Before), err)
+		}
+	}
 	out := make([]CheckpointInfo, len(rows))
 	for i, r := range rows {
 		out[i] = CheckpointInfo{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace,
+			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
 			ParentID: r.ParentCheckpointID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
 			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
 			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,
@@ -248,9 +255,9 @@ func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) ([]Thr
 	out := make([]ThreadInfo, len(rows))
 	for i, r := range rows {
 		out[i] = ThreadInfo{
-			ThreadID: r.ThreadID, Namespace: r.Namespace, HeadID: r.HeadCheckpointID.UUID,
-			HeadStep: r.HeadStep, HeadSummary: r.HeadSummary, Metadata: r.Metadata,
-			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+			ThreadID: r.ThreadID, Namespace: r.Namespace, HeadID: r.HeadCheckpointID,
+			HeadStep: r.HeadStep, HeadSummary: r.HeadSummary, HeadCreatedAt: r.HeadCreatedAt,
+			Metadata: r.Metadata, CreatedAt: r.CreatedAt,
 		}
 	}
 	return out, nil
@@ -264,11 +271,11 @@ func (e *Engine) DeleteThread(ctx context.Context, threadID string) (int64, erro
 	if err := checkID("thread id", threadID, false); err != nil {
 		return 0, fmt.Errorf("delete thread: %w", err)
 	}
-	row, err := e.q.ThreadDelete(ctx, threadID)
+	n, err := e.q.ThreadDelete(ctx, threadID)
 	if err != nil {
 		return 0, dbError(fmt.Sprintf("delete thread %q", threadID), err)
 	}
-	return row.Checkpoints, nil
+	return n, nil
 }
 
 // DeleteBefore deletes the checkpoints of a thread's root namespace whose
@@ -326,7 +333,7 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 func checkpointFromRow(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
 	c := &Checkpoint{
 		CheckpointInfo: CheckpointInfo{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace,
+			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
 			ParentID: r.ParentCheckpointID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
 			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
 			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,

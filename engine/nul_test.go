@@ -3,8 +3,8 @@ package engine
 import (
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestEscapeNUL(t *testing.T) {

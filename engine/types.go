@@ -82,6 +82,8 @@ type CheckpointInfo struct {
 	ID        uuid.UUID
 	ThreadID  string
 	Namespace string
+	// Seq is the checkpoint's place in its thread's write order, from 1.
+	Seq       int64
 	ParentID  uuid.UUID // zero for a thread's first checkpoint
 	Step      int64
 	CreatedAt time.Time
@@ -124,8 +126,9 @@ type ListOptions struct {
 	Namespace string
 	// Limit is the page size: default 100, at most MaxListLimit.
 	Limit int
-	// Before is the keyset cursor: only checkpoints older than this id.
-	// Pass the last ID of a page to get the next page.
+	// Before is the keyset cursor: only checkpoints written before this one.
+	// Pass the last ID of a page to get the next page. A cursor that is not
+	// a checkpoint of the thread and namespace gives ErrNotFound.
 	Before uuid.UUID
 	// Metadata keeps checkpoints whose metadata contains this JSON object
 	// (Postgres @>), e.g. {"memory_cleared": true}.
@@ -145,12 +148,12 @@ type ThreadListOptions struct {
 
 // ThreadInfo is a thread and its head, as ListThreads returns it.
 type ThreadInfo struct {
-	ThreadID    string
-	Namespace   string // the namespace whose head is shown: "" when the thread has one
-	HeadID      uuid.UUID
-	HeadStep    int64
-	HeadSummary string
-	Metadata    json.RawMessage
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	ThreadID      string
+	Namespace     string // the namespace whose head is shown: "" when the thread has one
+	HeadID        uuid.UUID
+	HeadStep      int64
+	HeadSummary   string
+	HeadCreatedAt time.Time
+	Metadata      json.RawMessage
+	CreatedAt     time.Time // when the thread's first checkpoint was written
 }

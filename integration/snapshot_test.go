@@ -409,6 +409,9 @@ func TestListCheckpointsPagesAndFilters(t *testing.T) {
 	if _, err := b.eng.ListCheckpoints(b.ctx, "t", engine.ListOptions{Limit: engine.MaxListLimit + 1}); !errors.Is(err, engine.ErrInvalidInput) {
 		t.Fatalf("huge limit: %v", err)
 	}
+	if _, err := b.eng.ListCheckpoints(b.ctx, "t", engine.ListOptions{Before: engine.NewCheckpointID()}); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("unknown cursor: %v", err)
+	}
 	if none, err := b.eng.ListCheckpoints(b.ctx, "missing", engine.ListOptions{}); err != nil || len(none) != 0 {
 		t.Fatalf("unknown thread: %v %v", none, err)
 	}

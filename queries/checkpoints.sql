@@ -25,7 +25,7 @@ FROM pgcheckpoint.checkpoint_put(
 -- name: CheckpointGetByID :one
 -- A checkpoint with its pending writes (ordered by task and index) as one
 -- JSON array, so Get is one round trip.
-SELECT c.thread_id, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
        c.state, c.tool_results, c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -33,14 +33,15 @@ SELECT c.thread_id, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.step
                    ORDER BY w.task_id, w.idx), '[]'::jsonb)
         FROM pgcheckpoint.pending_writes w
         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
-          AND w.checkpoint_id = c.checkpoint_id)::jsonb AS pending_writes
+          AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
 FROM pgcheckpoint.checkpoints c
 WHERE c.checkpoint_id = @checkpoint_id::uuid
 LIMIT 1;
 
 -- name: CheckpointGetHead :one
--- The head of a thread and namespace: the checkpoint the next write builds on.
-SELECT c.thread_id, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+-- The head of a thread and namespace: the checkpoint the next write builds
+-- on (see pgcheckpoint.head_seq).
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
        c.state, c.tool_results, c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -48,38 +49,43 @@ SELECT c.thread_id, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.step
                    ORDER BY w.task_id, w.idx), '[]'::jsonb)
         FROM pgcheckpoint.pending_writes w
         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
-          AND w.checkpoint_id = c.checkpoint_id)::jsonb AS pending_writes
-FROM pgcheckpoint.threads t
-JOIN pgcheckpoint.checkpoints c
-  ON c.thread_id = t.thread_id AND c.namespace = t.namespace
- AND c.checkpoint_id = t.head_checkpoint_id
-WHERE t.thread_id = @thread_id::text AND t.namespace = @namespace::text;
+          AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
+FROM pgcheckpoint.checkpoints c
+WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
+  AND c.seq = pgcheckpoint.head_seq(@thread_id::text, @namespace::text);
 
 -- name: CheckpointListByThread :many
--- Newest first (checkpoint ids are UUIDv7), keyset-paginated by the
--- before cursor, filtered by metadata containment and by tags. Content
--- columns are left out: Get reads one checkpoint whole.
-SELECT c.thread_id, c.namespace, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+-- Newest first (write order), keyset-paginated by the before cursor (a
+-- checkpoint id; a cursor not in the thread gives no rows), filtered by
+-- metadata containment and by tags. Content columns are left out: Get reads
+-- one checkpoint whole.
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.next_node, c.size_bytes
 FROM pgcheckpoint.checkpoints c
 WHERE c.thread_id = @thread_id::text
   AND c.namespace = @namespace::text
-  AND (sqlc.narg(before)::uuid IS NULL OR c.checkpoint_id < sqlc.narg(before)::uuid)
+  AND c.seq < coalesce(
+        -- The cursor by id alone, then checked (see checkpoint_put).
+        (SELECT CASE WHEN b.thread_id = @thread_id::text AND b.namespace = @namespace::text THEN b.seq END
+         FROM pgcheckpoint.checkpoints b
+         WHERE b.checkpoint_id = sqlc.narg(before)::uuid
+         LIMIT 1),
+        CASE WHEN sqlc.narg(before)::uuid IS NULL THEN 9223372036854775807 ELSE 0 END)
   AND (sqlc.narg(metadata_filter)::jsonb IS NULL OR c.metadata @> sqlc.narg(metadata_filter)::jsonb)
   AND c.tags @> @tags::text[]
-ORDER BY c.checkpoint_id DESC
+ORDER BY c.seq DESC
 LIMIT @max_rows::int;
 
+-- name: CheckpointGetSeq :one
+-- The seq of a checkpoint in a thread and namespace, for list cursors. By
+-- id alone, then checked (see checkpoint_put).
+SELECT c.seq
+FROM (SELECT c.seq, c.thread_id, c.namespace
+      FROM pgcheckpoint.checkpoints c
+      WHERE c.checkpoint_id = @checkpoint_id::uuid
+      LIMIT 1) c
+WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text;
+
 -- name: CheckpointDeleteBefore :one
--- Deletes a thread's checkpoints (root namespace) whose step is below the
--- given one, never the head; pending writes go with them (foreign key).
-WITH deleted AS (
-    DELETE FROM pgcheckpoint.checkpoints c
-    USING pgcheckpoint.threads t
-    WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
-      AND t.thread_id = c.thread_id AND t.namespace = c.namespace
-      AND c.step < @before_step::bigint
-      AND c.checkpoint_id IS DISTINCT FROM t.head_checkpoint_id
-    RETURNING 1
-)
-SELECT count(*) FROM deleted;
+-- See pgcheckpoint.checkpoint_delete_before: never deletes the head.
+SELECT pgcheckpoint.checkpoint_delete_before(@thread_id::text, @namespace::text, @before_step::bigint)::bigint AS deleted;
