@@ -13,13 +13,15 @@ import (
 // testcontainers-go and returns a URL to its "postgres" database and a
 // function that removes the container. ctx bounds the start: a container
 // that never becomes ready is an error, not a hang.
-func StartContainer(ctx context.Context, image string) (url string, stop func(context.Context) error, err error) {
+// Extra options are applied after the harness's own (tests of the harness
+// use them to make a container fail).
+func StartContainer(ctx context.Context, image string, extra ...testcontainers.ContainerCustomizer) (url string, stop func(context.Context) error, err error) {
 	deadline, ok := ctx.Deadline()
 	startup := containerTimeout
 	if ok {
 		startup = time.Until(deadline)
 	}
-	ctr, err := tcpostgres.Run(ctx, image,
+	opts := []testcontainers.ContainerCustomizer{
 		tcpostgres.WithDatabase("postgres"),
 		tcpostgres.WithUsername("postgres"),
 		tcpostgres.WithPassword("postgres"),
@@ -28,7 +30,8 @@ func StartContainer(ctx context.Context, image string) (url string, stop func(co
 			"-c", "full_page_writes=off", "-c", "max_connections=300"),
 		tcpostgres.BasicWaitStrategies(),
 		testcontainers.WithAdditionalWaitStrategyAndDeadline(startup),
-	)
+	}
+	ctr, err := tcpostgres.Run(ctx, image, append(opts, extra...)...)
 	if err != nil {
 		if ctr != nil {
 			_ = ctr.Terminate(context.WithoutCancel(ctx))

@@ -173,19 +173,23 @@ func EmptyDB(tb testing.TB) *DB {
 }
 
 func getServer() (*server, error) {
-	once.Do(func() { shared, sharedErr = startServer(context.Background()) })
-	return shared, sharedErr
-}
-
-func startServer(ctx context.Context) (*server, error) {
-	srv := &server{}
-	if url := os.Getenv(EnvDatabaseURL); url != "" {
-		srv.adminURL, srv.how = url, "the server in "+EnvDatabaseURL
-	} else {
+	once.Do(func() {
 		image := os.Getenv(EnvImage)
 		if image == "" {
 			image = DefaultImage
 		}
+		shared, sharedErr = startServer(context.Background(), os.Getenv(EnvDatabaseURL), image)
+	})
+	return shared, sharedErr
+}
+
+// startServer connects to the server at url, or, when url is empty, starts a
+// container from image; then it makes sure the template database exists.
+func startServer(ctx context.Context, url, image string) (*server, error) {
+	srv := &server{}
+	if url != "" {
+		srv.adminURL, srv.how = url, "the server in "+EnvDatabaseURL
+	} else {
 		cctx, cancel := context.WithTimeout(ctx, containerTimeout)
 		url, stop, err := StartContainer(cctx, image)
 		cancel()
@@ -194,7 +198,9 @@ func startServer(ctx context.Context) (*server, error) {
 				"Either set %s to a Postgres URL whose user may create databases "+
 				"(e.g. postgres://postgres@127.0.0.1:5432/postgres), "+
 				"or make Docker able to run the image %q (set %s to use another image; "+
-				"integration/pgimage/build builds one with no registry)",
+				"integration/pgimage/build builds one with no registry; where no image can be "+
+				"pulled set TESTCONTAINERS_RYUK_DISABLED=true, and TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 "+
+				"when the tests themselves run in a container)",
 				EnvDatabaseURL, err, EnvDatabaseURL, image, EnvImage)
 		}
 		srv.adminURL, srv.stop, srv.how = url, stop, "the container from "+image

@@ -1,0 +1,25 @@
+// Package engine is pgcheckpoint's agent-facing API: it writes a checkpoint
+// of an agent's state at every step and reads them back, over the typed
+// queries in package db.
+//
+// An Engine holds no state of its own: steps, heads and locks live in
+// Postgres, so any number of goroutines and processes may share a thread.
+// Every write is one round trip and one transaction.
+//
+//	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+//	eng := engine.New(pool, engine.Config{})
+//	res, err := eng.Snapshot(ctx, engine.SnapshotInput{
+//		ThreadID: "run-42",
+//		Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`),
+//		State:    json.RawMessage(`{"cursor":1}`),
+//	})
+//	latest, err := eng.Latest(ctx, "run-42")
+//
+// Errors wrap the sentinels ErrNotFound, ErrInvalidInput (with
+// ErrInvalidJSON and ErrSnapshotTooLarge) and ErrIDConflict; match them
+// with errors.Is. A call that fails with ErrInvalidInput has written nothing.
+//
+// JSON comes back exactly as written, after JSON normalisation (jsonb's key
+// order and spacing), including strings with U+0000, which Postgres jsonb
+// cannot store as such: see the messages column comment for the escape used.
+package engine

@@ -1,0 +1,106 @@
+package pgtest
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+)
+
+func TestMain(m *testing.M) { os.Exit(Main(m)) }
+
+// The harness itself: a working server gives each test its own migrated
+// database, dropped afterwards.
+func TestNewDBIsMigratedAndPrivate(t *testing.T) {
+	a, b := NewDB(t), NewDB(t)
+	if a.Name == b.Name {
+		t.Fatalf("two tests share database %s", a.Name)
+	}
+	ctx := context.Background()
+	var tables int
+	if err := a.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'pgcheckpoint'`).Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables < 3 {
+		t.Fatalf("%d pgcheckpoint tables in a new database, want the migrated schema", tables)
+	}
+	if _, err := a.Pool.Exec(ctx, `INSERT INTO pgcheckpoint.threads (thread_id) VALUES ('only-in-a')`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := b.Pool.QueryRow(ctx, `SELECT count(*) FROM pgcheckpoint.threads`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("b sees %d threads (%v): databases are not isolated", n, err)
+	}
+	name := a.Name
+	t.Run("dropped at cleanup", func(t *testing.T) {
+		inner := NewDB(t)
+		name = inner.Name
+	})
+	srv, _ := getServer()
+	var exists bool
+	if err := srv.admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil || exists {
+		t.Fatalf("database %s still exists after its test (%v)", name, err)
+	}
+}
+
+func TestWrongURLFailsFastAndSaysWhatToFix(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	_, err := startServer(context.Background(), "postgres://nobody@127.0.0.1:1/nothing?sslmode=disable", DefaultImage)
+	if err == nil {
+		t.Fatal("no error for an unreachable server")
+	}
+	if took := time.Since(start); took > connectTimeout+5*time.Second {
+		t.Fatalf("took %v to fail", took)
+	}
+	for _, want := range []string{EnvDatabaseURL, "check the URL"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestContainerThatCannotStartFailsFastAndSaysWhatToFix(t *testing.T) {
+	t.Parallel()
+	testcontainers.SkipIfProviderIsNotHealthy(t)
+	t.Run("unknown image", func(t *testing.T) {
+		t.Parallel()
+		start := time.Now()
+		_, err := startServer(context.Background(), "", "pgcheckpoint/no-such-image:0")
+		if err == nil {
+			t.Fatal("no error for an image that does not exist")
+		}
+		if took := time.Since(start); took > containerTimeout+10*time.Second {
+			t.Fatalf("took %v to fail", took)
+		}
+		for _, want := range []string{EnvDatabaseURL, EnvImage, "pgcheckpoint/no-such-image:0"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error does not mention %q:\n%v", want, err)
+			}
+		}
+	})
+	t.Run("server that exits", func(t *testing.T) {
+		t.Parallel()
+		image := os.Getenv(EnvImage)
+		if image == "" {
+			image = DefaultImage
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		// An unknown setting makes postgres refuse to start.
+		_, _, err := StartContainer(ctx, image, testcontainers.WithCmdArgs("-c", "no_such_setting=1"))
+		if err == nil {
+			t.Fatal("a server that cannot start was reported ready")
+		}
+		if took := time.Since(start); took > 40*time.Second {
+			t.Fatalf("took %v to fail", took)
+		}
+		if !strings.Contains(err.Error(), image) {
+			t.Errorf("error does not name the image: %v", err)
+		}
+	})
+}
