@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const checkpointDeleteBefore = `-- name: CheckpointDeleteBefore :one
@@ -31,8 +32,53 @@ func (q *Queries) CheckpointDeleteBefore(ctx context.Context, arg CheckpointDele
 	return deleted, err
 }
 
+const checkpointDeleteForRuns = `-- name: CheckpointDeleteForRuns :one
+SELECT pgcheckpoint.delete_for_runs($1::text[])::bigint AS deleted
+`
+
+// See pgcheckpoint.delete_for_runs.
+func (q *Queries) CheckpointDeleteForRuns(ctx context.Context, runIds []string) (int64, error) {
+	row := q.db.QueryRow(ctx, checkpointDeleteForRuns, runIds)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
+}
+
+const checkpointFindOnHeadLine = `-- name: CheckpointFindOnHeadLine :one
+SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
+FROM pgcheckpoint.lineage(
+        pgcheckpoint.head($1::text, ''),
+        greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
+                  WHERE h.checkpoint_id = pgcheckpoint.head($1::text, '') LIMIT 1) - $2::bigint, 0)::int
+     ) AS l
+WHERE l.step <= $2::bigint AND l.thread_id = $1::text
+ORDER BY 2
+LIMIT 1
+`
+
+type CheckpointFindOnHeadLineParams struct {
+	ThreadID string
+	MaxStep  int64
+}
+
+type CheckpointFindOnHeadLineRow struct {
+	CheckpointID uuid.UUID
+	Depth        int32
+}
+
+// The checkpoint with the greatest step at or below max_step on the line
+// from the head of a thread's root namespace back to its root, in that
+// thread. Steps fall by one per link, so the walk stops at the depth where
+// that step is.
+func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFindOnHeadLineParams) (CheckpointFindOnHeadLineRow, error) {
+	row := q.db.QueryRow(ctx, checkpointFindOnHeadLine, arg.ThreadID, arg.MaxStep)
+	var i CheckpointFindOnHeadLineRow
+	err := row.Scan(&i.CheckpointID, &i.Depth)
+	return i, err
+}
+
 const checkpointGetByID = `-- name: CheckpointGetByID :one
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
        c.state, c.tool_results, c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -52,6 +98,7 @@ type CheckpointGetByIDRow struct {
 	Seq                int64
 	CheckpointID       uuid.UUID
 	ParentCheckpointID uuid.NullUUID
+	MergeParentID      uuid.NullUUID
 	Step               int64
 	CreatedAt          time.Time
 	Trigger            string
@@ -77,6 +124,7 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 		&i.Seq,
 		&i.CheckpointID,
 		&i.ParentCheckpointID,
+		&i.MergeParentID,
 		&i.Step,
 		&i.CreatedAt,
 		&i.Trigger,
@@ -94,7 +142,7 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 }
 
 const checkpointGetHead = `-- name: CheckpointGetHead :one
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
        c.state, c.tool_results, c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -119,6 +167,7 @@ type CheckpointGetHeadRow struct {
 	Seq                int64
 	CheckpointID       uuid.UUID
 	ParentCheckpointID uuid.NullUUID
+	MergeParentID      uuid.NullUUID
 	Step               int64
 	CreatedAt          time.Time
 	Trigger            string
@@ -144,6 +193,7 @@ func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadPa
 		&i.Seq,
 		&i.CheckpointID,
 		&i.ParentCheckpointID,
+		&i.MergeParentID,
 		&i.Step,
 		&i.CreatedAt,
 		&i.Trigger,
@@ -184,8 +234,80 @@ func (q *Queries) CheckpointGetSeq(ctx context.Context, arg CheckpointGetSeqPara
 	return seq, err
 }
 
+const checkpointLineage = `-- name: CheckpointLineage :many
+SELECT l.depth::int AS depth, l.thread_id::text AS thread_id, l.namespace::text AS namespace,
+       l.seq::bigint AS seq, l.checkpoint_id::uuid AS checkpoint_id,
+       coalesce(l.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+       coalesce(l.merge_parent_id, '00000000-0000-0000-0000-000000000000')::uuid AS merge_parent_id,
+       l.step::bigint AS step, l.created_at::timestamptz AS created_at, l.trigger::text AS trigger,
+       l.tags::text[] AS tags, l.summary::text AS summary, l.metadata::jsonb AS metadata,
+       l.next_node::text AS next_node, l.size_bytes::bigint AS size_bytes
+FROM pgcheckpoint.lineage($1::uuid, $2::int) AS l
+`
+
+type CheckpointLineageParams struct {
+	CheckpointID uuid.UUID
+	MaxDepth     pgtype.Int4
+}
+
+type CheckpointLineageRow struct {
+	Depth              int32
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.UUID
+	MergeParentID      uuid.UUID
+	Step               int64
+	CreatedAt          time.Time
+	Trigger            string
+	Tags               []string
+	Summary            string
+	Metadata           json.RawMessage
+	NextNode           string
+	SizeBytes          int64
+}
+
+// A checkpoint and its ancestors, newest first, across branch threads (see
+// pgcheckpoint.lineage). The nil UUID stands for "no parent".
+func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineageParams) ([]CheckpointLineageRow, error) {
+	rows, err := q.db.Query(ctx, checkpointLineage, arg.CheckpointID, arg.MaxDepth)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CheckpointLineageRow{}
+	for rows.Next() {
+		var i CheckpointLineageRow
+		if err := rows.Scan(
+			&i.Depth,
+			&i.ThreadID,
+			&i.Namespace,
+			&i.Seq,
+			&i.CheckpointID,
+			&i.ParentCheckpointID,
+			&i.MergeParentID,
+			&i.Step,
+			&i.CreatedAt,
+			&i.Trigger,
+			&i.Tags,
+			&i.Summary,
+			&i.Metadata,
+			&i.NextNode,
+			&i.SizeBytes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const checkpointListByThread = `-- name: CheckpointListByThread :many
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.next_node, c.size_bytes
 FROM pgcheckpoint.checkpoints c
 WHERE c.thread_id = $1::text
@@ -218,6 +340,7 @@ type CheckpointListByThreadRow struct {
 	Seq                int64
 	CheckpointID       uuid.UUID
 	ParentCheckpointID uuid.NullUUID
+	MergeParentID      uuid.NullUUID
 	Step               int64
 	CreatedAt          time.Time
 	Trigger            string
@@ -254,6 +377,7 @@ func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointList
 			&i.Seq,
 			&i.CheckpointID,
 			&i.ParentCheckpointID,
+			&i.MergeParentID,
 			&i.Step,
 			&i.CreatedAt,
 			&i.Trigger,
@@ -351,4 +475,103 @@ func (q *Queries) CheckpointPut(ctx context.Context, arg CheckpointPutParams) (C
 		&i.Inserted,
 	)
 	return i, err
+}
+
+const checkpointRewind = `-- name: CheckpointRewind :one
+SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
+       r.checkpoint_id::uuid AS checkpoint_id, r.step::bigint AS step,
+       r.head_step::bigint AS head_step, r.checkpoints::bigint AS checkpoints,
+       r.truncated::bigint AS truncated
+FROM pgcheckpoint.rewind($1::uuid, $2::boolean) AS r
+`
+
+type CheckpointRewindParams struct {
+	CheckpointID uuid.UUID
+	Truncate     bool
+}
+
+type CheckpointRewindRow struct {
+	ThreadID     string
+	Namespace    string
+	CheckpointID uuid.UUID
+	Step         int64
+	HeadStep     int64
+	Checkpoints  int64
+	Truncated    int64
+}
+
+// Makes a checkpoint its thread's head (see pgcheckpoint.rewind).
+func (q *Queries) CheckpointRewind(ctx context.Context, arg CheckpointRewindParams) (CheckpointRewindRow, error) {
+	row := q.db.QueryRow(ctx, checkpointRewind, arg.CheckpointID, arg.Truncate)
+	var i CheckpointRewindRow
+	err := row.Scan(
+		&i.ThreadID,
+		&i.Namespace,
+		&i.CheckpointID,
+		&i.Step,
+		&i.HeadStep,
+		&i.Checkpoints,
+		&i.Truncated,
+	)
+	return i, err
+}
+
+const checkpointTree = `-- name: CheckpointTree :many
+SELECT t.thread_id::text AS thread_id, t.namespace::text AS namespace, t.seq::bigint AS seq,
+       t.checkpoint_id::uuid AS checkpoint_id,
+       coalesce(t.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+       coalesce(t.merge_parent_id, '00000000-0000-0000-0000-000000000000')::uuid AS merge_parent_id,
+       t.step::bigint AS step, t.created_at::timestamptz AS created_at, t.trigger::text AS trigger,
+       t.tags::text[] AS tags, t.summary::text AS summary, t.is_head::boolean AS is_head
+FROM pgcheckpoint.tree($1::text) AS t
+`
+
+type CheckpointTreeRow struct {
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.UUID
+	MergeParentID      uuid.UUID
+	Step               int64
+	CreatedAt          time.Time
+	Trigger            string
+	Tags               []string
+	Summary            string
+	IsHead             bool
+}
+
+// Every checkpoint of a thread and of the branches forked from it, with
+// both parents (see pgcheckpoint.tree). The nil UUID stands for "none".
+func (q *Queries) CheckpointTree(ctx context.Context, threadID string) ([]CheckpointTreeRow, error) {
+	rows, err := q.db.Query(ctx, checkpointTree, threadID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CheckpointTreeRow{}
+	for rows.Next() {
+		var i CheckpointTreeRow
+		if err := rows.Scan(
+			&i.ThreadID,
+			&i.Namespace,
+			&i.Seq,
+			&i.CheckpointID,
+			&i.ParentCheckpointID,
+			&i.MergeParentID,
+			&i.Step,
+			&i.CreatedAt,
+			&i.Trigger,
+			&i.Tags,
+			&i.Summary,
+			&i.IsHead,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

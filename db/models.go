@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // One row per checkpoint: the messages, agent state, tool results and next node of a thread at one step. Write through pgcheckpoint.checkpoint_put(). There is no foreign key to threads: checkpoint_put creates the thread row, and the key check would cost every write.
@@ -47,6 +48,8 @@ type PgcheckpointCheckpoint struct {
 	NextNode string
 	// Size of messages + state + tool_results as the client sent them, in bytes; checked against the engine's limit.
 	SizeBytes int64
+	// For a merge: the head of the branch merged in, the second parent (parent_checkpoint_id is the first).
+	MergeParentID uuid.NullUUID
 }
 
 // Writes of tasks that finished inside a step, kept with the checkpoint they follow so a resumed run does not redo them. Deleted with their checkpoint.
@@ -83,4 +86,10 @@ type PgcheckpointThread struct {
 	Metadata json.RawMessage
 	// When the first checkpoint of this thread and namespace was written.
 	CreatedAt time.Time
+	// For a branch: the name it was given.
+	BranchName pgtype.Text
+	// For a branch: the checkpoint it was forked from (its first checkpoint's parent).
+	BranchedFrom uuid.NullUUID
+	// For a branch: the thread of the checkpoint it was forked from.
+	BranchedFromThread pgtype.Text
 }

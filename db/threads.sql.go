@@ -13,6 +13,54 @@ import (
 	"github.com/google/uuid"
 )
 
+const threadBranch = `-- name: ThreadBranch :one
+SELECT b.thread_id::text AS thread_id, b.checkpoint_id::uuid AS checkpoint_id, b.step::bigint AS step
+FROM pgcheckpoint.branch($1::uuid, $2::text, $3::text, $4::uuid) AS b
+`
+
+type ThreadBranchParams struct {
+	SourceCheckpointID uuid.UUID
+	NewThreadID        string
+	BranchName         string
+	CheckpointID       uuid.UUID
+}
+
+type ThreadBranchRow struct {
+	ThreadID     string
+	CheckpointID uuid.UUID
+	Step         int64
+}
+
+// Forks a new thread from a checkpoint (see pgcheckpoint.branch).
+func (q *Queries) ThreadBranch(ctx context.Context, arg ThreadBranchParams) (ThreadBranchRow, error) {
+	row := q.db.QueryRow(ctx, threadBranch,
+		arg.SourceCheckpointID,
+		arg.NewThreadID,
+		arg.BranchName,
+		arg.CheckpointID,
+	)
+	var i ThreadBranchRow
+	err := row.Scan(&i.ThreadID, &i.CheckpointID, &i.Step)
+	return i, err
+}
+
+const threadCopy = `-- name: ThreadCopy :one
+SELECT pgcheckpoint.copy_thread($1::text, $2::text)::bigint AS copied
+`
+
+type ThreadCopyParams struct {
+	SourceThreadID string
+	TargetThreadID string
+}
+
+// See pgcheckpoint.copy_thread.
+func (q *Queries) ThreadCopy(ctx context.Context, arg ThreadCopyParams) (int64, error) {
+	row := q.db.QueryRow(ctx, threadCopy, arg.SourceThreadID, arg.TargetThreadID)
+	var copied int64
+	err := row.Scan(&copied)
+	return copied, err
+}
+
 const threadDelete = `-- name: ThreadDelete :one
 SELECT pgcheckpoint.thread_delete($1::text)::bigint AS deleted
 `
@@ -23,6 +71,50 @@ func (q *Queries) ThreadDelete(ctx context.Context, threadID string) (int64, err
 	var deleted int64
 	err := row.Scan(&deleted)
 	return deleted, err
+}
+
+const threadListBranches = `-- name: ThreadListBranches :many
+SELECT t.thread_id, t.namespace, coalesce(t.branch_name, '')::text AS branch_name,
+       coalesce(t.branched_from, '00000000-0000-0000-0000-000000000000')::uuid AS branched_from,
+       t.created_at
+FROM pgcheckpoint.threads t
+WHERE t.branched_from_thread = $1::text
+ORDER BY t.created_at, t.thread_id
+`
+
+type ThreadListBranchesRow struct {
+	ThreadID     string
+	Namespace    string
+	BranchName   string
+	BranchedFrom uuid.UUID
+	CreatedAt    time.Time
+}
+
+// The branches forked from a thread, oldest first.
+func (q *Queries) ThreadListBranches(ctx context.Context, threadID string) ([]ThreadListBranchesRow, error) {
+	rows, err := q.db.Query(ctx, threadListBranches, threadID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ThreadListBranchesRow{}
+	for rows.Next() {
+		var i ThreadListBranchesRow
+		if err := rows.Scan(
+			&i.ThreadID,
+			&i.Namespace,
+			&i.BranchName,
+			&i.BranchedFrom,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const threadListHeads = `-- name: ThreadListHeads :many
@@ -87,4 +179,57 @@ func (q *Queries) ThreadListHeads(ctx context.Context, arg ThreadListHeadsParams
 		return nil, err
 	}
 	return items, nil
+}
+
+const threadMerge = `-- name: ThreadMerge :one
+SELECT m.thread_id::text AS thread_id, m.checkpoint_id::uuid AS checkpoint_id,
+       coalesce(m.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+       m.merge_parent_id::uuid AS merge_parent_id, m.step::bigint AS step
+FROM pgcheckpoint.merge($1::text, $2::text, $3::uuid) AS m
+`
+
+type ThreadMergeParams struct {
+	BranchThreadID string
+	IntoThreadID   string
+	CheckpointID   uuid.UUID
+}
+
+type ThreadMergeRow struct {
+	ThreadID           string
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.UUID
+	MergeParentID      uuid.UUID
+	Step               int64
+}
+
+// Writes the branch head's content onto the target thread with two parents
+// (see pgcheckpoint.merge).
+func (q *Queries) ThreadMerge(ctx context.Context, arg ThreadMergeParams) (ThreadMergeRow, error) {
+	row := q.db.QueryRow(ctx, threadMerge, arg.BranchThreadID, arg.IntoThreadID, arg.CheckpointID)
+	var i ThreadMergeRow
+	err := row.Scan(
+		&i.ThreadID,
+		&i.CheckpointID,
+		&i.ParentCheckpointID,
+		&i.MergeParentID,
+		&i.Step,
+	)
+	return i, err
+}
+
+const threadPrune = `-- name: ThreadPrune :one
+SELECT pgcheckpoint.prune($1::text[], $2::boolean)::bigint AS deleted
+`
+
+type ThreadPruneParams struct {
+	ThreadIds  []string
+	KeepLatest bool
+}
+
+// See pgcheckpoint.prune.
+func (q *Queries) ThreadPrune(ctx context.Context, arg ThreadPruneParams) (int64, error) {
+	row := q.db.QueryRow(ctx, threadPrune, arg.ThreadIds, arg.KeepLatest)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
 }

@@ -232,7 +232,7 @@ func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts List
 	for i, r := range rows {
 		out[i] = CheckpointInfo{
 			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-			ParentID: r.ParentCheckpointID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
+			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
 			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
 			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,
 		}
@@ -334,7 +334,7 @@ func checkpointFromRow(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
 	c := &Checkpoint{
 		CheckpointInfo: CheckpointInfo{
 			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-			ParentID: r.ParentCheckpointID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
+			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
 			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
 			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,
 		},

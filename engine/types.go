@@ -83,16 +83,19 @@ type CheckpointInfo struct {
 	ThreadID  string
 	Namespace string
 	// Seq is the checkpoint's place in its thread's write order, from 1.
-	Seq       int64
-	ParentID  uuid.UUID // zero for a thread's first checkpoint
-	Step      int64
-	CreatedAt time.Time
-	Trigger   Trigger
-	Tags      []string
-	Summary   string
-	Metadata  json.RawMessage
-	NextNode  string
-	SizeBytes int64 // size of messages + state + tool results as written
+	Seq      int64
+	ParentID uuid.UUID // zero for a thread's first checkpoint
+	// MergeParentID is, for a merge checkpoint, the head of the branch
+	// merged in; zero otherwise.
+	MergeParentID uuid.UUID
+	Step          int64
+	CreatedAt     time.Time
+	Trigger       Trigger
+	Tags          []string
+	Summary       string
+	Metadata      json.RawMessage
+	NextNode      string
+	SizeBytes     int64 // size of messages + state + tool results as written
 }
 
 // Checkpoint is a whole checkpoint: what was written, exactly, and the

@@ -171,7 +171,7 @@ func TestMigrateCLI(t *testing.T) {
 	if r := runCLI(t, bin, nil, "-database", d.URL, "up"); r.code != 0 {
 		t.Fatalf("up with -database: %+v", r)
 	}
-	if r := runCLI(t, bin, env, "down", "1"); r.code != 0 || r.stdout != "version 0 of "+latest+"\n" {
+	if r := runCLI(t, bin, env, "down", "1"); r.code != 0 || r.stdout != "version "+itoa(schema.Latest()-1)+" of "+latest+"\n" {
 		t.Fatalf("down 1: %+v", r)
 	}
 	if r := runCLI(t, bin, env, "goto", latest); r.code != 0 || r.stdout != "version "+latest+" of "+latest+"\n" {
@@ -185,7 +185,7 @@ func TestMigrateCLI(t *testing.T) {
 	if r := runCLI(t, bin, nil, "sql", "1", "down"); r.code != 0 || !strings.Contains(r.stdout, "DROP TABLE") {
 		t.Fatalf("sql 1 down: %+v", r)
 	}
-	if r := runCLI(t, bin, nil, "list"); r.code != 0 || !strings.HasPrefix(r.stdout, "000001 init\n") {
+	if r := runCLI(t, bin, nil, "list"); r.code != 0 || !strings.HasPrefix(r.stdout, "000001 init\n000002 time_travel\n") {
 		t.Fatalf("list: %+v", r)
 	}
 

@@ -25,7 +25,7 @@ FROM pgcheckpoint.checkpoint_put(
 -- name: CheckpointGetByID :one
 -- A checkpoint with its pending writes (ordered by task and index) as one
 -- JSON array, so Get is one round trip.
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
        c.state, c.tool_results, c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -41,7 +41,7 @@ LIMIT 1;
 -- name: CheckpointGetHead :one
 -- The head of a thread and namespace: the checkpoint the next write builds
 -- on (see pgcheckpoint.head_seq).
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
        c.state, c.tool_results, c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
@@ -59,7 +59,7 @@ WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
 -- checkpoint id; a cursor not in the thread gives no rows), filtered by
 -- metadata containment and by tags. Content columns are left out: Get reads
 -- one checkpoint whole.
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.step,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.next_node, c.size_bytes
 FROM pgcheckpoint.checkpoints c
 WHERE c.thread_id = @thread_id::text
@@ -89,3 +89,53 @@ WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text;
 -- name: CheckpointDeleteBefore :one
 -- See pgcheckpoint.checkpoint_delete_before: never deletes the head.
 SELECT pgcheckpoint.checkpoint_delete_before(@thread_id::text, @namespace::text, @before_step::bigint)::bigint AS deleted;
+
+-- name: CheckpointLineage :many
+-- A checkpoint and its ancestors, newest first, across branch threads (see
+-- pgcheckpoint.lineage). The nil UUID stands for "no parent".
+SELECT l.depth::int AS depth, l.thread_id::text AS thread_id, l.namespace::text AS namespace,
+       l.seq::bigint AS seq, l.checkpoint_id::uuid AS checkpoint_id,
+       coalesce(l.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+       coalesce(l.merge_parent_id, '00000000-0000-0000-0000-000000000000')::uuid AS merge_parent_id,
+       l.step::bigint AS step, l.created_at::timestamptz AS created_at, l.trigger::text AS trigger,
+       l.tags::text[] AS tags, l.summary::text AS summary, l.metadata::jsonb AS metadata,
+       l.next_node::text AS next_node, l.size_bytes::bigint AS size_bytes
+FROM pgcheckpoint.lineage(@checkpoint_id::uuid, sqlc.narg(max_depth)::int) AS l;
+
+-- name: CheckpointTree :many
+-- Every checkpoint of a thread and of the branches forked from it, with
+-- both parents (see pgcheckpoint.tree). The nil UUID stands for "none".
+SELECT t.thread_id::text AS thread_id, t.namespace::text AS namespace, t.seq::bigint AS seq,
+       t.checkpoint_id::uuid AS checkpoint_id,
+       coalesce(t.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+       coalesce(t.merge_parent_id, '00000000-0000-0000-0000-000000000000')::uuid AS merge_parent_id,
+       t.step::bigint AS step, t.created_at::timestamptz AS created_at, t.trigger::text AS trigger,
+       t.tags::text[] AS tags, t.summary::text AS summary, t.is_head::boolean AS is_head
+FROM pgcheckpoint.tree(@thread_id::text) AS t;
+
+-- name: CheckpointRewind :one
+-- Makes a checkpoint its thread's head (see pgcheckpoint.rewind).
+SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
+       r.checkpoint_id::uuid AS checkpoint_id, r.step::bigint AS step,
+       r.head_step::bigint AS head_step, r.checkpoints::bigint AS checkpoints,
+       r.truncated::bigint AS truncated
+FROM pgcheckpoint.rewind(@checkpoint_id::uuid, @truncate::boolean) AS r;
+
+-- name: CheckpointFindOnHeadLine :one
+-- The checkpoint with the greatest step at or below max_step on the line
+-- from the head of a thread's root namespace back to its root, in that
+-- thread. Steps fall by one per link, so the walk stops at the depth where
+-- that step is.
+SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
+FROM pgcheckpoint.lineage(
+        pgcheckpoint.head(@thread_id::text, ''),
+        greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
+                  WHERE h.checkpoint_id = pgcheckpoint.head(@thread_id::text, '') LIMIT 1) - @max_step::bigint, 0)::int
+     ) AS l
+WHERE l.step <= @max_step::bigint AND l.thread_id = @thread_id::text
+ORDER BY 2
+LIMIT 1;
+
+-- name: CheckpointDeleteForRuns :one
+-- See pgcheckpoint.delete_for_runs.
+SELECT pgcheckpoint.delete_for_runs(@run_ids::text[])::bigint AS deleted;

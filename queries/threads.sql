@@ -19,3 +19,33 @@ LIMIT @max_rows::int;
 -- name: ThreadDelete :one
 -- See pgcheckpoint.thread_delete: every table, under the thread lock.
 SELECT pgcheckpoint.thread_delete(@thread_id::text)::bigint AS deleted;
+
+-- name: ThreadBranch :one
+-- Forks a new thread from a checkpoint (see pgcheckpoint.branch).
+SELECT b.thread_id::text AS thread_id, b.checkpoint_id::uuid AS checkpoint_id, b.step::bigint AS step
+FROM pgcheckpoint.branch(@source_checkpoint_id::uuid, @new_thread_id::text, @branch_name::text, @checkpoint_id::uuid) AS b;
+
+-- name: ThreadListBranches :many
+-- The branches forked from a thread, oldest first.
+SELECT t.thread_id, t.namespace, coalesce(t.branch_name, '')::text AS branch_name,
+       coalesce(t.branched_from, '00000000-0000-0000-0000-000000000000')::uuid AS branched_from,
+       t.created_at
+FROM pgcheckpoint.threads t
+WHERE t.branched_from_thread = @thread_id::text
+ORDER BY t.created_at, t.thread_id;
+
+-- name: ThreadMerge :one
+-- Writes the branch head's content onto the target thread with two parents
+-- (see pgcheckpoint.merge).
+SELECT m.thread_id::text AS thread_id, m.checkpoint_id::uuid AS checkpoint_id,
+       coalesce(m.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+       m.merge_parent_id::uuid AS merge_parent_id, m.step::bigint AS step
+FROM pgcheckpoint.merge(@branch_thread_id::text, @into_thread_id::text, @checkpoint_id::uuid) AS m;
+
+-- name: ThreadCopy :one
+-- See pgcheckpoint.copy_thread.
+SELECT pgcheckpoint.copy_thread(@source_thread_id::text, @target_thread_id::text)::bigint AS copied;
+
+-- name: ThreadPrune :one
+-- See pgcheckpoint.prune.
+SELECT pgcheckpoint.prune(@thread_ids::text[], @keep_latest::boolean)::bigint AS deleted;

@@ -1,0 +1,475 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgcheckpoint/pgcheckpoint/db"
+)
+
+// RewindResult describes a rewind.
+type RewindResult struct {
+	ThreadID  string
+	Namespace string
+	// Checkpoint is the target, now the thread's head: the next Snapshot
+	// on the thread takes it as parent.
+	Checkpoint *Checkpoint
+	// StepsBack is the old head's step minus the target's.
+	StepsBack int64
+	// Checkpoints is how many checkpoints the thread (namespace) had.
+	Checkpoints int64
+	// Truncated is how many checkpoints RewindAndTruncate deleted (0 for
+	// Rewind).
+	Truncated int64
+}
+
+// Rewind makes checkpoint id the head of its thread, so the next Snapshot
+// there builds on it and history becomes a tree. It deletes nothing: every
+// checkpoint stays readable, and a later Rewind can return to the old line.
+// Errors: ErrNotFound.
+func (e *Engine) Rewind(ctx context.Context, id uuid.UUID) (*RewindResult, error) {
+	return e.rewind(ctx, id, false)
+}
+
+// RewindAndTruncate is Rewind, and it also deletes the checkpoints after the
+// target on the head's line (the old head and its ancestors down to the
+// target), in the same transaction. Other lines of the thread, and other
+// threads, are untouched. Errors: ErrNotFound.
+func (e *Engine) RewindAndTruncate(ctx context.Context, id uuid.UUID) (*RewindResult, error) {
+	return e.rewind(ctx, id, true)
+}
+
+func (e *Engine) rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error) {
+	r, err := e.q.CheckpointRewind(ctx, db.CheckpointRewindParams{CheckpointID: id, Truncate: truncate})
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("rewind to checkpoint %s", id), err)
+	}
+	cp, err := e.Get(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("rewind: read the target: %w", err)
+	}
+	return &RewindResult{
+		ThreadID: r.ThreadID, Namespace: r.Namespace, Checkpoint: cp,
+		StepsBack: r.HeadStep - r.Step, Checkpoints: r.Checkpoints, Truncated: r.Truncated,
+	}, nil
+}
+
+// RewindToStep rewinds a thread (root namespace) to the checkpoint with the
+// greatest step at or below step on the head's line, the line the agent is
+// on, not on other branches. Errors: ErrInvalidInput for a step below 1;
+// ErrNotFound when the thread has no checkpoint at or below step on that
+// line.
+func (e *Engine) RewindToStep(ctx context.Context, threadID string, step int64) (*RewindResult, error) {
+	if err := checkID("thread id", threadID, false); err != nil {
+		return nil, fmt.Errorf("rewind to step: %w", err)
+	}
+	if step < 1 {
+		return nil, fmt.Errorf("rewind to step: %w: step %d; steps start at 1", ErrInvalidInput, step)
+	}
+	row, err := e.q.CheckpointFindOnHeadLine(ctx, db.CheckpointFindOnHeadLineParams{ThreadID: threadID, MaxStep: step})
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("rewind thread %q to step %d: no checkpoint at or below it on the current line", threadID, step), err)
+	}
+	return e.Rewind(ctx, row.CheckpointID)
+}
+
+// PointsOptions pages TimeTravelPoints.
+type PointsOptions struct {
+	// Limit is the page size: default 100, at most MaxListLimit.
+	Limit int
+	// Before is the cursor: the page starts at this checkpoint's parent.
+	// Pass the last ID of a page to get the next one.
+	Before uuid.UUID
+}
+
+// TimeTravelPoints lists the checkpoints a thread (root namespace) can be
+// rewound to along its current line: the head, its parent, and so on back to
+// the root, newest first, a page at a time. Errors: ErrNotFound for a thread
+// with no checkpoint or an unknown cursor.
+func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts PointsOptions) ([]CheckpointInfo, error) {
+	if err := checkID("thread id", threadID, false); err != nil {
+		return nil, fmt.Errorf("time travel points: %w", err)
+	}
+	limit, err := pageSize(opts.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("time travel points: %w", err)
+	}
+	start := opts.Before
+	skip := 1 // the cursor itself was on the previous page
+	if start == uuid.Nil {
+		head, err := e.Latest(ctx, threadID)
+		if err != nil {
+			return nil, fmt.Errorf("time travel points: %w", err)
+		}
+		start, skip = head.ID, 0
+	}
+	points, err := e.lineage(ctx, start, limit+skip)
+	if err != nil {
+		return nil, fmt.Errorf("time travel points: %w", err)
+	}
+	if len(points) == 0 {
+		return nil, fmt.Errorf("time travel points: cursor %s: %w", start, ErrNotFound)
+	}
+	return points[skip:], nil
+}
+
+// Lineage returns checkpoint id and its ancestors back to the root, newest
+// first, across threads where a branch was forked. Errors: ErrNotFound.
+func (e *Engine) Lineage(ctx context.Context, id uuid.UUID) ([]CheckpointInfo, error) {
+	points, err := e.lineage(ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(points) == 0 {
+		return nil, fmt.Errorf("lineage of checkpoint %s: %w", id, ErrNotFound)
+	}
+	return points, nil
+}
+
+// lineage reads up to n checkpoints of the lineage (n <= 0: all).
+func (e *Engine) lineage(ctx context.Context, id uuid.UUID, n int) ([]CheckpointInfo, error) {
+	maxDepth := pgtype.Int4{}
+	if n > 0 {
+		maxDepth = pgtype.Int4{Int32: int32(n - 1), Valid: true}
+	}
+	rows, err := e.q.CheckpointLineage(ctx, db.CheckpointLineageParams{CheckpointID: id, MaxDepth: maxDepth})
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("lineage of checkpoint %s", id), err)
+	}
+	out := make([]CheckpointInfo, len(rows))
+	for i, r := range rows {
+		out[i] = CheckpointInfo{
+			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
+			ParentID: r.ParentCheckpointID, MergeParentID: r.MergeParentID, Step: r.Step,
+			CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
+			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+		}
+	}
+	return out, nil
+}
+
+// BranchResult describes a new branch.
+type BranchResult struct {
+	// ThreadID is the branch's thread: "<source thread>-branch-<name>-<6 hex>".
+	ThreadID string
+	// CheckpointID is the branch's first checkpoint: the source's content,
+	// with the source as parent.
+	CheckpointID uuid.UUID
+	Step         int64
+}
+
+// Branch forks a new thread from checkpoint fromID. Its first checkpoint
+// has the source's content and the source as parent; the thread records the
+// branch name and the source. Errors: ErrNotFound for an unknown source (or
+// one deleted meanwhile); ErrInvalidInput for an empty or over-long name.
+func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (BranchResult, error) {
+	if err := checkID("branch name", name, false); err != nil {
+		return BranchResult{}, fmt.Errorf("branch: %w", err)
+	}
+	src, err := e.Get(ctx, fromID)
+	if err != nil {
+		return BranchResult{}, fmt.Errorf("branch: source: %w", err)
+	}
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	tail := "-branch-" + name + "-" + hex.EncodeToString(suffix)
+	prefix := src.ThreadID
+	for utf8.RuneCountInString(prefix+tail) > maxIDLength && prefix != "" {
+		_, size := utf8.DecodeLastRuneInString(prefix)
+		prefix = prefix[:len(prefix)-size]
+	}
+	if utf8.RuneCountInString(prefix+tail) > maxIDLength {
+		return BranchResult{}, fmt.Errorf("branch: %w: name %q is too long for a thread id", ErrInvalidInput, name)
+	}
+	r, err := e.q.ThreadBranch(ctx, db.ThreadBranchParams{
+		SourceCheckpointID: fromID, NewThreadID: prefix + tail, BranchName: name, CheckpointID: NewCheckpointID(),
+	})
+	if err != nil {
+		return BranchResult{}, dbError(fmt.Sprintf("branch %q from checkpoint %s", name, fromID), err)
+	}
+	return BranchResult{ThreadID: r.ThreadID, CheckpointID: r.CheckpointID, Step: r.Step}, nil
+}
+
+// BranchInfo is a branch forked from a thread.
+type BranchInfo struct {
+	ThreadID  string
+	Name      string
+	FromID    uuid.UUID // the checkpoint it was forked from
+	CreatedAt time.Time
+}
+
+// Branches lists the branches forked from a thread, oldest first.
+func (e *Engine) Branches(ctx context.Context, threadID string) ([]BranchInfo, error) {
+	if err := checkID("thread id", threadID, false); err != nil {
+		return nil, fmt.Errorf("branches: %w", err)
+	}
+	rows, err := e.q.ThreadListBranches(ctx, threadID)
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("branches of thread %q", threadID), err)
+	}
+	out := make([]BranchInfo, len(rows))
+	for i, r := range rows {
+		out[i] = BranchInfo{ThreadID: r.ThreadID, Name: r.BranchName, FromID: r.BranchedFrom, CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}
+
+// MergeResult describes a merge checkpoint.
+type MergeResult struct {
+	ThreadID      string
+	CheckpointID  uuid.UUID
+	ParentID      uuid.UUID // the target thread's head before the merge
+	MergeParentID uuid.UUID // the branch's head, whose content was merged
+	Step          int64
+}
+
+// MergeBranch writes, on intoThread, a checkpoint with the content of
+// branchThread's head. Its parent is intoThread's head and its merge parent
+// the branch head, so the tree shows both. Errors: ErrNotFound for a branch
+// with no checkpoint; ErrInvalidInput for a merge of a thread into itself.
+func (e *Engine) MergeBranch(ctx context.Context, branchThread, intoThread string) (MergeResult, error) {
+	for _, t := range []string{branchThread, intoThread} {
+		if err := checkID("thread id", t, false); err != nil {
+			return MergeResult{}, fmt.Errorf("merge: %w", err)
+		}
+	}
+	r, err := e.q.ThreadMerge(ctx, db.ThreadMergeParams{
+		BranchThreadID: branchThread, IntoThreadID: intoThread, CheckpointID: NewCheckpointID(),
+	})
+	if err != nil {
+		return MergeResult{}, dbError(fmt.Sprintf("merge thread %q into %q", branchThread, intoThread), err)
+	}
+	return MergeResult{
+		ThreadID: r.ThreadID, CheckpointID: r.CheckpointID, ParentID: r.ParentCheckpointID,
+		MergeParentID: r.MergeParentID, Step: r.Step,
+	}, nil
+}
+
+// Tree is a thread's checkpoints and those of the branches forked from it.
+type Tree struct {
+	ThreadID string
+	Nodes    []TreeNode
+	Edges    []TreeEdge
+}
+
+// TreeNode is one checkpoint of a Tree.
+type TreeNode struct {
+	ID        uuid.UUID
+	ThreadID  string
+	Namespace string
+	Seq       int64
+	Step      int64
+	CreatedAt time.Time
+	Trigger   Trigger
+	Tags      []string
+	Summary   string
+	IsHead    bool // the head of its thread and namespace
+}
+
+// TreeEdge links a parent to a child. Merge marks the edge from a merged
+// branch's head to the merge checkpoint.
+type TreeEdge struct {
+	From, To uuid.UUID
+	Merge    bool
+}
+
+// Tree returns every checkpoint of a thread and of the branches forked from
+// it (recursively), with the edges between them, read in one query. An edge
+// whose parent lies outside the tree (the source of a branch whose tree is
+// asked for) is left out. Errors: ErrNotFound for a thread with no
+// checkpoint.
+func (e *Engine) Tree(ctx context.Context, threadID string) (*Tree, error) {
+	if err := checkID("thread id", threadID, false); err != nil {
+		return nil, fmt.Errorf("tree: %w", err)
+	}
+	rows, err := e.q.CheckpointTree(ctx, threadID)
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("tree of thread %q", threadID), err)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("tree of thread %q: %w", threadID, ErrNotFound)
+	}
+	t := &Tree{ThreadID: threadID, Nodes: make([]TreeNode, len(rows))}
+	in := make(map[uuid.UUID]bool, len(rows))
+	for i, r := range rows {
+		t.Nodes[i] = TreeNode{
+			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq, Step: r.Step,
+			CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary, IsHead: r.IsHead,
+		}
+		in[r.CheckpointID] = true
+	}
+	for _, r := range rows {
+		if in[r.ParentCheckpointID] {
+			t.Edges = append(t.Edges, TreeEdge{From: r.ParentCheckpointID, To: r.CheckpointID})
+		}
+		if in[r.MergeParentID] {
+			t.Edges = append(t.Edges, TreeEdge{From: r.MergeParentID, To: r.CheckpointID, Merge: true})
+		}
+	}
+	return t, nil
+}
+
+// ClearMemory appends to a thread an empty checkpoint (no messages, empty
+// state and tool results) whose metadata is {"memory_cleared": true}. It
+// deletes nothing; ListCheckpoints with that metadata filter and Limit 1
+// finds the latest marker.
+func (e *Engine) ClearMemory(ctx context.Context, threadID string) (SnapshotResult, error) {
+	return e.Snapshot(ctx, SnapshotInput{
+		ThreadID: threadID,
+		Trigger:  TriggerManual,
+		Tags:     []string{"memory_cleared"},
+		Summary:  "Memory cleared",
+		Metadata: json.RawMessage(`{"memory_cleared": true}`),
+	})
+}
+
+// Diff is what changed from one checkpoint to another.
+type Diff struct {
+	From, To uuid.UUID
+	// MessagesAdded are the messages of To after the longest prefix the two
+	// share; MessagesRemoved those of From after it (empty for an append).
+	MessagesAdded   []json.RawMessage
+	MessagesRemoved []json.RawMessage
+	State           KeyDiff
+	ToolResults     KeyDiff
+}
+
+// KeyDiff lists the top-level keys of a JSON object that were added,
+// removed, or changed value, each sorted.
+type KeyDiff struct {
+	Added, Removed, Changed []string
+}
+
+// Diff compares checkpoint a with checkpoint b. Errors: ErrNotFound.
+func (e *Engine) Diff(ctx context.Context, a, b uuid.UUID) (*Diff, error) {
+	from, err := e.Get(ctx, a)
+	if err != nil {
+		return nil, fmt.Errorf("diff: %w", err)
+	}
+	to, err := e.Get(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("diff: %w", err)
+	}
+	var am, bm []json.RawMessage
+	if err := json.Unmarshal(from.Messages, &am); err != nil {
+		return nil, fmt.Errorf("diff: messages of %s: %w", a, err)
+	}
+	if err := json.Unmarshal(to.Messages, &bm); err != nil {
+		return nil, fmt.Errorf("diff: messages of %s: %w", b, err)
+	}
+	common := 0
+	for common < len(am) && common < len(bm) && bytes.Equal(am[common], bm[common]) {
+		common++
+	}
+	d := &Diff{From: a, To: b, MessagesAdded: bm[common:], MessagesRemoved: am[common:]}
+	if d.State, err = keyDiff(from.State, to.State); err != nil {
+		return nil, fmt.Errorf("diff: state: %w", err)
+	}
+	if d.ToolResults, err = keyDiff(from.ToolResults, to.ToolResults); err != nil {
+		return nil, fmt.Errorf("diff: tool results: %w", err)
+	}
+	return d, nil
+}
+
+// keyDiff compares two JSON objects as Postgres rendered them (jsonb's
+// normal form), so equal values have equal bytes.
+func keyDiff(a, b json.RawMessage) (KeyDiff, error) {
+	var am, bm map[string]json.RawMessage
+	if err := json.Unmarshal(a, &am); err != nil {
+		return KeyDiff{}, err
+	}
+	if err := json.Unmarshal(b, &bm); err != nil {
+		return KeyDiff{}, err
+	}
+	var d KeyDiff
+	for k, bv := range bm {
+		av, ok := am[k]
+		switch {
+		case !ok:
+			d.Added = append(d.Added, k)
+		case !bytes.Equal(av, bv):
+			d.Changed = append(d.Changed, k)
+		}
+	}
+	for k := range am {
+		if _, ok := bm[k]; !ok {
+			d.Removed = append(d.Removed, k)
+		}
+	}
+	slices.Sort(d.Added)
+	slices.Sort(d.Removed)
+	slices.Sort(d.Changed)
+	return d, nil
+}
+
+// CopyThread copies thread src, all of it, to a new thread dst: checkpoints
+// in the same order with the same steps, content, metadata and pending
+// writes. The copies get new checkpoint ids, because ids are global (Get and
+// retried writes look them up alone); parent links are mapped to the new
+// ids. src is not changed. It returns how many checkpoints it copied.
+// Errors: ErrNotFound for an unknown src; ErrInvalidInput when dst exists.
+func (e *Engine) CopyThread(ctx context.Context, src, dst string) (int64, error) {
+	for _, t := range []string{src, dst} {
+		if err := checkID("thread id", t, false); err != nil {
+			return 0, fmt.Errorf("copy thread: %w", err)
+		}
+	}
+	n, err := e.q.ThreadCopy(ctx, db.ThreadCopyParams{SourceThreadID: src, TargetThreadID: dst})
+	if err != nil {
+		return 0, dbError(fmt.Sprintf("copy thread %q to %q", src, dst), err)
+	}
+	return n, nil
+}
+
+// DeleteForRuns deletes every checkpoint whose metadata run_id is one of
+// runIDs, with its pending writes, and returns how many it deleted.
+func (e *Engine) DeleteForRuns(ctx context.Context, runIDs []string) (int64, error) {
+	ids, err := checkTexts("run id", runIDs)
+	if err != nil {
+		return 0, fmt.Errorf("delete for runs: %w", err)
+	}
+	n, err := e.q.CheckpointDeleteForRuns(ctx, ids)
+	if err != nil {
+		return 0, dbError("delete for runs", err)
+	}
+	return n, nil
+}
+
+// PruneStrategy says what Prune keeps.
+type PruneStrategy int
+
+const (
+	// PruneKeepLatest keeps each thread's head (per namespace) and deletes
+	// the rest.
+	PruneKeepLatest PruneStrategy = iota + 1
+	// PruneDeleteAll deletes the threads whole.
+	PruneDeleteAll
+)
+
+// Prune applies strategy to each of threadIDs and returns how many
+// checkpoints it deleted. Errors: ErrInvalidInput for an unknown strategy.
+func (e *Engine) Prune(ctx context.Context, threadIDs []string, strategy PruneStrategy) (int64, error) {
+	if strategy != PruneKeepLatest && strategy != PruneDeleteAll {
+		return 0, fmt.Errorf("prune: %w: unknown strategy %d", ErrInvalidInput, strategy)
+	}
+	for _, t := range threadIDs {
+		if err := checkID("thread id", t, false); err != nil {
+			return 0, fmt.Errorf("prune: %w", err)
+		}
+	}
+	n, err := e.q.ThreadPrune(ctx, db.ThreadPruneParams{ThreadIds: threadIDs, KeepLatest: strategy == PruneKeepLatest})
+	if err != nil {
+		return 0, dbError("prune", err)
+	}
+	return n, nil
+}
