@@ -95,7 +95,7 @@ AS $$
         SELECT t.thread_id
         FROM pgcheckpoint.threads t
         JOIN family f ON t.branched_from_thread = f.thread_id
-    ), heads AS (
+    ), heads AS MATERIALIZED ( -- once per thread, not once per checkpoint
         SELECT t.thread_id, t.namespace, pgcheckpoint.head_seq(t.thread_id, t.namespace) AS head_seq
         FROM pgcheckpoint.threads t
         JOIN family f ON f.thread_id = t.thread_id
