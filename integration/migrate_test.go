@@ -247,3 +247,34 @@ func TestSchemaSQLUnknownVersion(t *testing.T) {
 }
 
 func itoa(v uint) string { return strconv.FormatUint(uint64(v), 10) }
+
+// DESIGN invariant 5: every table's key starts with thread_id (the version
+// table of the migration tool aside).
+func TestEveryKeyStartsWithThreadID(t *testing.T) {
+	t.Parallel()
+	d := pgtest.NewDB(t)
+	rows, err := d.Pool.Query(context.Background(), `
+		SELECT c.relname, a.attname
+		FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indrelid
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+		WHERE i.indisprimary AND c.relnamespace = 'pgcheckpoint'::regnamespace
+		  AND c.relname <> 'schema_migrations'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := 0
+	for rows.Next() {
+		var table, first string
+		if err := rows.Scan(&table, &first); err != nil {
+			t.Fatal(err)
+		}
+		if first != "thread_id" {
+			t.Errorf("the key of %s starts with %s, not thread_id", table, first)
+		}
+		tables++
+	}
+	if tables < 3 {
+		t.Fatalf("found keys of %d tables, want at least threads, checkpoints, pending_writes", tables)
+	}
+}
