@@ -61,7 +61,7 @@ func NewCheckpointID() uuid.UUID {
 // Snapshot writes one checkpoint on in.ThreadID and makes it the thread's
 // head, in one round trip and one transaction. Its parent is the head (or
 // in.ParentID) and its step the parent's step + 1, both assigned in the
-// database under the thread's row lock, so any number of writers may share a
+// database under the thread lock, so any number of writers may share a
 // thread.
 //
 // Errors: ErrInvalidInput (and ErrInvalidJSON, ErrSnapshotTooLarge, which
