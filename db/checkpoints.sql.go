@@ -79,8 +79,9 @@ func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFi
 
 const checkpointGetByID = `-- name: CheckpointGetByID :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
-       c.state, c.tool_results, c.next_node, c.size_bytes,
+       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format,
+       m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
+       c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
                    ORDER BY w.task_id, w.idx), '[]'::jsonb)
@@ -88,6 +89,7 @@ SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
           AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
 FROM pgcheckpoint.checkpoints c
+CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.checkpoint_id = $1::uuid
 LIMIT 1
 `
@@ -105,6 +107,7 @@ type CheckpointGetByIDRow struct {
 	Tags               []string
 	Summary            string
 	Metadata           json.RawMessage
+	Format             string
 	Messages           json.RawMessage
 	State              json.RawMessage
 	ToolResults        json.RawMessage
@@ -113,8 +116,9 @@ type CheckpointGetByIDRow struct {
 	PendingWrites      json.RawMessage
 }
 
-// A checkpoint with its pending writes (ordered by task and index) as one
-// JSON array, so Get is one round trip.
+// A checkpoint with its whole content (see pgcheckpoint.materialize) and its
+// pending writes (ordered by task and index) as one JSON array, so Get is
+// one round trip.
 func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID) (CheckpointGetByIDRow, error) {
 	row := q.db.QueryRow(ctx, checkpointGetByID, checkpointID)
 	var i CheckpointGetByIDRow
@@ -131,6 +135,7 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 		&i.Tags,
 		&i.Summary,
 		&i.Metadata,
+		&i.Format,
 		&i.Messages,
 		&i.State,
 		&i.ToolResults,
@@ -143,8 +148,9 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 
 const checkpointGetHead = `-- name: CheckpointGetHead :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
-       c.state, c.tool_results, c.next_node, c.size_bytes,
+       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format,
+       m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
+       c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
                    ORDER BY w.task_id, w.idx), '[]'::jsonb)
@@ -152,6 +158,7 @@ SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
           AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
 FROM pgcheckpoint.checkpoints c
+CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.thread_id = $1::text AND c.namespace = $2::text
   AND c.seq = pgcheckpoint.head_seq($1::text, $2::text)
 `
@@ -174,6 +181,7 @@ type CheckpointGetHeadRow struct {
 	Tags               []string
 	Summary            string
 	Metadata           json.RawMessage
+	Format             string
 	Messages           json.RawMessage
 	State              json.RawMessage
 	ToolResults        json.RawMessage
@@ -200,6 +208,7 @@ func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadPa
 		&i.Tags,
 		&i.Summary,
 		&i.Metadata,
+		&i.Format,
 		&i.Messages,
 		&i.State,
 		&i.ToolResults,
@@ -308,7 +317,7 @@ func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineagePa
 
 const checkpointListByThread = `-- name: CheckpointListByThread :many
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.next_node, c.size_bytes
+       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes
 FROM pgcheckpoint.checkpoints c
 WHERE c.thread_id = $1::text
   AND c.namespace = $2::text
@@ -347,6 +356,7 @@ type CheckpointListByThreadRow struct {
 	Tags               []string
 	Summary            string
 	Metadata           json.RawMessage
+	Format             string
 	NextNode           string
 	SizeBytes          int64
 }
@@ -384,6 +394,7 @@ func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointList
 			&i.Tags,
 			&i.Summary,
 			&i.Metadata,
+			&i.Format,
 			&i.NextNode,
 			&i.SizeBytes,
 		); err != nil {
@@ -417,7 +428,9 @@ FROM pgcheckpoint.checkpoint_put(
     $10::jsonb,
     $11::jsonb,
     $12::text,
-    $13::bigint
+    $13::bigint,
+    $14::bytea,
+    $15::int
 ) AS r
 `
 
@@ -435,6 +448,8 @@ type CheckpointPutParams struct {
 	ToolResults        json.RawMessage
 	NextNode           string
 	SizeBytes          int64
+	MessageDigests     []byte
+	FullEvery          int32
 }
 
 type CheckpointPutRow struct {
@@ -463,6 +478,8 @@ func (q *Queries) CheckpointPut(ctx context.Context, arg CheckpointPutParams) (C
 		arg.ToolResults,
 		arg.NextNode,
 		arg.SizeBytes,
+		arg.MessageDigests,
+		arg.FullEvery,
 	)
 	var i CheckpointPutRow
 	err := row.Scan(

@@ -36,13 +36,13 @@ type PgcheckpointCheckpoint struct {
 	Summary string
 	// Free-form JSON object, GIN-indexed for containment (@>) filters.
 	Metadata json.RawMessage
-	// How messages, state and tool_results are stored: 'full' holds the whole snapshot.
+	// 'full': messages, state and tool_results hold the whole snapshot. 'delta': they hold only the changes since the parent checkpoint (same thread and namespace); read it with pgcheckpoint.materialize(checkpoint_id).
 	Format string
-	// The conversation as a JSON array, lz4-compressed when large. Strings are NUL-escaped: U+0000 is stored as U+0001 '0' and U+0001 as U+0001 U+0001 (jsonb cannot hold U+0000).
+	// The conversation as a JSON array (format 'delta': only the messages appended to the parent's), lz4-compressed when large. Strings are NUL-escaped: U+0000 is stored as U+0001 '0' and U+0001 as U+0001 U+0001 (jsonb cannot hold U+0000).
 	Messages json.RawMessage
-	// The agent's state as a JSON object (NUL-escaped like messages).
+	// The agent's state as a JSON object (format 'delta': only the top-level keys set or changed since the parent), NUL-escaped like messages.
 	State json.RawMessage
-	// Tool results as a JSON object, stored whole (NUL-escaped like messages).
+	// Tool results as a JSON object, stored whole (format 'delta': only the top-level keys set or changed since the parent), NUL-escaped like messages.
 	ToolResults json.RawMessage
 	// The node the agent runs next when resumed from here.
 	NextNode string
@@ -50,6 +50,20 @@ type PgcheckpointCheckpoint struct {
 	SizeBytes int64
 	// For a merge: the head of the branch merged in, the second parent (parent_checkpoint_id is the first).
 	MergeParentID uuid.NullUUID
+	// How many delta checkpoints lead from this one back to a full one, at most: 0 for a full snapshot. A write that would reach the writer's limit (default 50) is stored whole, which bounds the cost of a read.
+	DeltaDepth int32
+	// Format 'delta': the top-level state keys of the parent that this checkpoint no longer has.
+	StateRemoved []string
+	// Format 'delta': the tool result keys of the parent that this checkpoint no longer has.
+	ToolResultsRemoved []string
+	// The number of messages of the whole snapshot (either format). NULL on rows written before delta storage.
+	MessagesCount pgtype.Int4
+	// SHA-256 of the concatenated 16-byte per-message digests of the whole message list: a child whose first messages_count digests hash to this is an append. NULL: unknown (the child is stored whole).
+	MessagesDigest []byte
+	// Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of the jsonb text), for the whole state: what a child compares to find changed keys. NULL: unknown.
+	StateDigests json.RawMessage
+	// Like state_digests, for tool_results.
+	ToolResultsDigests json.RawMessage
 }
 
 // Writes of tasks that finished inside a step, kept with the checkpoint they follow so a resumed run does not redo them. Deleted with their checkpoint.

@@ -17,6 +17,9 @@ import (
 // DefaultMaxSnapshotBytes is the default Config.MaxSnapshotBytes: 10 MiB.
 const DefaultMaxSnapshotBytes = 10 << 20
 
+// DefaultFullEvery is the default Config.FullEvery.
+const DefaultFullEvery = 50
+
 // MaxListLimit is the largest page ListCheckpoints and ListThreads return.
 const MaxListLimit = 10000
 
@@ -31,6 +34,16 @@ type Config struct {
 	// snapshot, in bytes as sent. Zero means DefaultMaxSnapshotBytes; a
 	// negative value disables the check.
 	MaxSnapshotBytes int64
+	// FullSnapshots turns delta storage off: every checkpoint is stored
+	// whole. By default a checkpoint whose messages extend its parent's is
+	// stored as a delta (the appended messages, the state and tool result
+	// keys changed or removed), which reads back exactly the same.
+	FullSnapshots bool
+	// FullEvery bounds a chain of deltas: at least every FullEvery-th
+	// checkpoint of a line is stored whole, so a read rebuilds from at most
+	// FullEvery-1 deltas. Zero means DefaultFullEvery; 1 is the same as
+	// FullSnapshots.
+	FullEvery int
 }
 
 // Engine is the agent-facing API over the pgcheckpoint tables. It is safe
@@ -47,6 +60,12 @@ type Engine struct {
 func New(pool *pgxpool.Pool, cfg Config) *Engine {
 	if cfg.MaxSnapshotBytes == 0 {
 		cfg.MaxSnapshotBytes = DefaultMaxSnapshotBytes
+	}
+	if cfg.FullEvery <= 0 {
+		cfg.FullEvery = DefaultFullEvery
+	}
+	if cfg.FullSnapshots {
+		cfg.FullEvery = 1
 	}
 	return &Engine{pool: pool, q: db.New(pool), cfg: cfg}
 }
@@ -141,6 +160,10 @@ func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error
 	if err != nil {
 		return db.CheckpointPutParams{}, err
 	}
+	var digests []byte // nil: stored whole, no digests needed
+	if e.cfg.FullEvery > 1 {
+		digests = messageDigests(messages)
+	}
 	return db.CheckpointPutParams{
 		ThreadID:           in.ThreadID,
 		Namespace:          in.Namespace,
@@ -155,6 +178,8 @@ func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error
 		ToolResults:        toolResults,
 		NextNode:           in.NextNode,
 		SizeBytes:          size,
+		MessageDigests:     digests,
+		FullEvery:          int32(e.cfg.FullEvery),
 	}, nil
 }
 
@@ -235,6 +260,7 @@ func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts List
 			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
 			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
 			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+			Format: r.Format,
 		}
 	}
 	return out, nil
@@ -337,6 +363,7 @@ func checkpointFromRow(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
 			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
 			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
 			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+			Format: r.Format,
 		},
 		Messages:    unescapeNUL(r.Messages),
 		State:       unescapeNUL(r.State),

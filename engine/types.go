@@ -96,6 +96,10 @@ type CheckpointInfo struct {
 	Metadata      json.RawMessage
 	NextNode      string
 	SizeBytes     int64 // size of messages + state + tool results as written
+	// Format is how the content is stored: "full", or "delta" (only the
+	// changes since the parent; see Config.FullSnapshots). Reads return
+	// whole content either way.
+	Format string
 }
 
 // Checkpoint is a whole checkpoint: what was written, exactly, and the

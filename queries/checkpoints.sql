@@ -19,15 +19,19 @@ FROM pgcheckpoint.checkpoint_put(
     @state::jsonb,
     @tool_results::jsonb,
     @next_node::text,
-    @size_bytes::bigint
+    @size_bytes::bigint,
+    sqlc.narg(message_digests)::bytea,
+    @full_every::int
 ) AS r;
 
 -- name: CheckpointGetByID :one
--- A checkpoint with its pending writes (ordered by task and index) as one
--- JSON array, so Get is one round trip.
+-- A checkpoint with its whole content (see pgcheckpoint.materialize) and its
+-- pending writes (ordered by task and index) as one JSON array, so Get is
+-- one round trip.
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
-       c.state, c.tool_results, c.next_node, c.size_bytes,
+       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format,
+       m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
+       c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
                    ORDER BY w.task_id, w.idx), '[]'::jsonb)
@@ -35,6 +39,7 @@ SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
           AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
 FROM pgcheckpoint.checkpoints c
+CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.checkpoint_id = @checkpoint_id::uuid
 LIMIT 1;
 
@@ -42,8 +47,9 @@ LIMIT 1;
 -- The head of a thread and namespace: the checkpoint the next write builds
 -- on (see pgcheckpoint.head_seq).
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.messages,
-       c.state, c.tool_results, c.next_node, c.size_bytes,
+       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format,
+       m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
+       c.next_node, c.size_bytes,
        (SELECT coalesce(jsonb_agg(jsonb_build_object(
                    'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
                    ORDER BY w.task_id, w.idx), '[]'::jsonb)
@@ -51,6 +57,7 @@ SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
           AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
 FROM pgcheckpoint.checkpoints c
+CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
   AND c.seq = pgcheckpoint.head_seq(@thread_id::text, @namespace::text);
 
@@ -60,7 +67,7 @@ WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
 -- metadata containment and by tags. Content columns are left out: Get reads
 -- one checkpoint whole.
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.next_node, c.size_bytes
+       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes
 FROM pgcheckpoint.checkpoints c
 WHERE c.thread_id = @thread_id::text
   AND c.namespace = @namespace::text

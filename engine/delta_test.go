@@ -1,0 +1,55 @@
+package engine
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"testing"
+)
+
+// wantDigests digests the elements encoding/json finds.
+func wantDigests(t testing.TB, arr []byte) []byte {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(arr, &elems); err != nil {
+		t.Fatalf("unmarshal %q: %v", arr, err)
+	}
+	var out []byte
+	for _, e := range elems {
+		sum := sha256.Sum256(e)
+		out = append(out, sum[:digestSize]...)
+	}
+	return out
+}
+
+func TestMessageDigests(t *testing.T) {
+	for _, arr := range []string{
+		`[]`, ` [ ] `, `[1]`, `[ 1 , "a" ,null,true , false ]`,
+		`[{"role":"user","content":"hi, [there]"}, {"a":{"b":[1,2,{"c":"]}"}]}}]`,
+		`["quote \" inside", "back\\\\", "\\\"]"]`,
+		"[\n\t{\"k\": \"v\"}\n,\n[ ]\r\n]",
+		`[-1.5e3,0,"\u0000"]`,
+	} {
+		if got, want := messageDigests([]byte(arr)), wantDigests(t, []byte(arr)); !bytes.Equal(got, want) {
+			t.Errorf("messageDigests(%q): %d bytes, want %d bytes (%x vs %x)", arr, len(got), len(want), got, want)
+		}
+	}
+	// Same content, other spacing: other digests (stored whole, never wrong).
+	if bytes.Equal(messageDigests([]byte(`[{"a":1}]`)), messageDigests([]byte(`[{"a": 1}]`))) {
+		t.Error("digests ignore the bytes inside an element")
+	}
+}
+
+func FuzzMessageDigests(f *testing.F) {
+	f.Add([]byte(`[{"role":"user","content":"x"},[1,2],"s\"]",3]`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var elems []json.RawMessage
+		if json.Unmarshal(b, &elems) != nil || !json.Valid(b) {
+			return
+		}
+		arr := bytes.TrimSpace(b)
+		if got, want := messageDigests(arr), wantDigests(t, arr); !bytes.Equal(got, want) {
+			t.Fatalf("messageDigests(%q) = %x, want %x", arr, got, want)
+		}
+	})
+}

@@ -1,0 +1,301 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// content is what a checkpoint should read back as: the model the random
+// histories below are checked against.
+type content struct {
+	Msgs  []any          `json:"m"`
+	State map[string]any `json:"s"`
+	Tools map[string]any `json:"t"`
+}
+
+func (c content) clone() content {
+	b, _ := json.Marshal(c)
+	var out content
+	_ = json.Unmarshal(b, &out)
+	if out.Msgs == nil {
+		out.Msgs = []any{}
+	}
+	if out.State == nil {
+		out.State = map[string]any{}
+	}
+	if out.Tools == nil {
+		out.Tools = map[string]any{}
+	}
+	return out
+}
+
+// storeMode is one way of storing the same history.
+type storeMode struct {
+	name   string
+	eng    *engine.Engine
+	thread string
+}
+
+// written is one checkpoint of the model, written once per mode.
+type written struct {
+	ids     []uuid.UUID // per mode
+	threads []string    // per mode
+	want    content
+}
+
+func randText(r *rand.Rand) string {
+	pieces := []string{"hello", "wörld", "\x00", "\x01", "\\", "\"", "🙂", " ", "tool", "[", "}", "\x010"}
+	var b []byte
+	for range 1 + r.IntN(6) {
+		b = append(b, pieces[r.IntN(len(pieces))]...)
+	}
+	return string(b)
+}
+
+func randValue(r *rand.Rand) any {
+	switch r.IntN(5) {
+	case 0:
+		return float64(r.IntN(1000))
+	case 1:
+		return randText(r)
+	case 2:
+		return map[string]any{"nested": randText(r), "n": float64(r.IntN(9))}
+	case 3:
+		return []any{randText(r), nil, true}
+	}
+	return nil
+}
+
+func randMessage(r *rand.Rand) any {
+	roles := []string{"user", "assistant", "tool"}
+	return map[string]any{"role": roles[r.IntN(3)], "content": randText(r)}
+}
+
+func anyKey(r *rand.Rand, m map[string]any) (string, bool) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	if len(keys) == 0 {
+		return "", false
+	}
+	slices.Sort(keys)
+	return keys[r.IntN(len(keys))], true
+}
+
+// TestDeltaHistoriesReadBackLikeFull writes random histories (appends,
+// edits, dropped messages, state and tool result keys set and removed,
+// rewinds, truncating rewinds, branches, deletes, NUL characters, the same
+// JSON with other spacing) three ways: whole snapshots, deltas (the
+// default), and deltas with a full snapshot every 4th checkpoint. Every
+// checkpoint must read back as the model says, and byte for byte the same
+// in every mode.
+func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
+	b := setup(t)
+	ctx := b.ctx
+	for seed := range uint64(8) {
+		r := rand.New(rand.NewPCG(seed, 42))
+		modes := []*storeMode{
+			{name: "full", eng: engine.New(b.db.Pool, engine.Config{FullSnapshots: true})},
+			{name: "delta", eng: engine.New(b.db.Pool, engine.Config{})},
+			{name: "k4", eng: engine.New(b.db.Pool, engine.Config{FullEvery: 4})},
+		}
+		for _, m := range modes {
+			m.thread = fmt.Sprintf("prop-%d-%s", seed, m.name)
+		}
+		var hist []*written
+		cur := content{}.clone()
+		alive := func() []*written {
+			var out []*written
+			for _, w := range hist {
+				if w.ids != nil {
+					out = append(out, w)
+				}
+			}
+			return out
+		}
+		for op := range 70 {
+			indent := false
+			switch k := r.IntN(100); {
+			case k < 35:
+				for range 1 + r.IntN(3) {
+					cur.Msgs = append(cur.Msgs, randMessage(r))
+				}
+			case k < 45:
+				cur.State[fmt.Sprintf("s%d", r.IntN(6))] = randValue(r)
+			case k < 50:
+				if key, ok := anyKey(r, cur.State); ok {
+					delete(cur.State, key)
+				}
+			case k < 56:
+				cur.Tools[fmt.Sprintf("t%d", r.IntN(4))] = randValue(r)
+			case k < 59:
+				if key, ok := anyKey(r, cur.Tools); ok {
+					delete(cur.Tools, key)
+				}
+			case k < 63:
+				if n := len(cur.Msgs); n > 0 {
+					cur.Msgs[r.IntN(n)] = randMessage(r)
+				}
+			case k < 66:
+				if n := len(cur.Msgs); n > 0 {
+					i := r.IntN(n)
+					cur.Msgs = append(cur.Msgs[:i], cur.Msgs[i+1:]...)
+				}
+			case k < 69:
+				indent = true
+			case k < 78:
+				// Rewind (sometimes truncating) to an earlier checkpoint;
+				// the next write builds on it.
+				live := alive()
+				if len(live) == 0 {
+					continue
+				}
+				w := live[r.IntN(len(live))]
+				truncate := r.IntN(3) == 0
+				for i, m := range modes {
+					var err error
+					if truncate {
+						_, err = m.eng.RewindAndTruncate(ctx, w.ids[i])
+					} else {
+						_, err = m.eng.Rewind(ctx, w.ids[i])
+					}
+					if err != nil {
+						t.Fatalf("seed %d op %d: %s: rewind: %v", seed, op, m.name, err)
+					}
+					m.thread = w.threads[i]
+				}
+				cur = w.want.clone()
+				if truncate {
+					forgetDeleted(t, ctx, modes, hist)
+				}
+				continue
+			case k < 82:
+				live := alive()
+				if len(live) == 0 {
+					continue
+				}
+				w := live[r.IntN(len(live))]
+				nw := &written{want: w.want.clone()}
+				for i, m := range modes {
+					res, err := m.eng.Branch(ctx, w.ids[i], fmt.Sprintf("b%d", op))
+					if err != nil {
+						t.Fatalf("seed %d op %d: %s: branch: %v", seed, op, m.name, err)
+					}
+					m.thread = res.ThreadID
+					nw.ids = append(nw.ids, res.CheckpointID)
+					nw.threads = append(nw.threads, res.ThreadID)
+				}
+				hist = append(hist, nw)
+				cur = nw.want.clone()
+				continue
+			case k < 85:
+				// Delete the old part of the current thread.
+				step := int64(1 + r.IntN(op+1))
+				for _, m := range modes {
+					if _, err := m.eng.DeleteBefore(ctx, m.thread, step); err != nil {
+						t.Fatalf("seed %d op %d: %s: delete before: %v", seed, op, m.name, err)
+					}
+				}
+				forgetDeleted(t, ctx, modes, hist)
+				continue
+			}
+			msgs, _ := json.Marshal(cur.Msgs)
+			state, _ := json.Marshal(cur.State)
+			tools, _ := json.Marshal(cur.Tools)
+			if indent {
+				msgs, _ = json.MarshalIndent(cur.Msgs, "", "  ")
+				state, _ = json.MarshalIndent(cur.State, " ", "\t")
+			}
+			nw := &written{want: cur.clone()}
+			for _, m := range modes {
+				res, err := m.eng.Snapshot(ctx, engine.SnapshotInput{
+					ThreadID: m.thread, Messages: msgs, State: state, ToolResults: tools,
+				})
+				if err != nil {
+					t.Fatalf("seed %d op %d: %s: snapshot: %v", seed, op, m.name, err)
+				}
+				nw.ids = append(nw.ids, res.ID)
+				nw.threads = append(nw.threads, m.thread)
+			}
+			hist = append(hist, nw)
+		}
+
+		for _, w := range alive() {
+			var first *engine.Checkpoint
+			for i, m := range modes {
+				got, err := m.eng.Get(ctx, w.ids[i])
+				if err != nil {
+					t.Fatalf("seed %d: %s: get %s: %v", seed, m.name, w.ids[i], err)
+				}
+				want := w.want.clone()
+				wm, _ := json.Marshal(want.Msgs)
+				ws, _ := json.Marshal(want.State)
+				wt, _ := json.Marshal(want.Tools)
+				jsonEqual(t, m.name+" messages", got.Messages, wm)
+				jsonEqual(t, m.name+" state", got.State, ws)
+				jsonEqual(t, m.name+" tool results", got.ToolResults, wt)
+				if first == nil {
+					first = got
+					continue
+				}
+				if !bytes.Equal(got.Messages, first.Messages) || !bytes.Equal(got.State, first.State) ||
+					!bytes.Equal(got.ToolResults, first.ToolResults) {
+					t.Fatalf("seed %d: %s reads %s otherwise than full mode", seed, m.name, w.ids[i])
+				}
+			}
+		}
+	}
+
+	// The modes really store differently.
+	var fullDeltas, deltas, k4Deepest int
+	err := b.db.Pool.QueryRow(ctx, `SELECT
+		count(*) FILTER (WHERE thread_id LIKE 'prop-%-full%' AND format = 'delta'),
+		count(*) FILTER (WHERE thread_id LIKE 'prop-%-delta%' AND format = 'delta'),
+		coalesce(max(delta_depth) FILTER (WHERE thread_id LIKE 'prop-%-k4%'), 0)
+		FROM pgcheckpoint.checkpoints`).Scan(&fullDeltas, &deltas, &k4Deepest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fullDeltas != 0 || deltas < 50 || k4Deepest > 3 {
+		t.Fatalf("full mode stored %d deltas (want 0); delta mode %d (want many); FullEvery 4 reached depth %d (want <= 3)",
+			fullDeltas, deltas, k4Deepest)
+	}
+	t.Logf("delta mode stored %d checkpoints as deltas", deltas)
+}
+
+// forgetDeleted drops from the model the checkpoints a delete removed, after
+// checking that every mode deleted the same ones.
+func forgetDeleted(t *testing.T, ctx context.Context, modes []*storeMode, hist []*written) {
+	t.Helper()
+	for _, w := range hist {
+		if w.ids == nil {
+			continue
+		}
+		gone := 0
+		for i, m := range modes {
+			if _, err := m.eng.Get(ctx, w.ids[i]); errors.Is(err, engine.ErrNotFound) {
+				gone++
+			} else if err != nil {
+				t.Fatalf("%s: get %s after a delete: %v", m.name, w.ids[i], err)
+			}
+		}
+		switch gone {
+		case 0:
+		case len(modes):
+			w.ids = nil
+		default:
+			t.Fatalf("checkpoint %v deleted in %d of %d modes", w.ids, gone, len(modes))
+		}
+	}
+}
