@@ -1,6 +1,9 @@
 package engine
 
-import "crypto/sha256"
+import (
+	"bytes"
+	"crypto/sha256"
+)
 
 // digestSize is the length of one message digest: the first 16 bytes of the
 // SHA-256 of the message's JSON text.
@@ -36,12 +39,7 @@ func messageDigests(arr []byte) []byte {
 			if depth == 1 && start < 0 {
 				start = i
 			}
-			// Skip the string; an escaped quote does not end it.
-			for i++; i < len(arr) && arr[i] != '"'; i++ {
-				if arr[i] == '\\' {
-					i++
-				}
-			}
+			i = stringEnd(arr, i)
 		case '[', '{':
 			if depth == 1 && start < 0 {
 				start = i
@@ -64,6 +62,28 @@ func messageDigests(arr []byte) []byte {
 		}
 	}
 	return out
+}
+
+// stringEnd returns the index of the quote that closes the JSON string
+// opened at arr[open] (len(arr) if none): the next quote not escaped by an
+// odd run of backslashes.
+func stringEnd(arr []byte, open int) int {
+	i := open + 1
+	for {
+		q := bytes.IndexByte(arr[i:], '"')
+		if q < 0 {
+			return len(arr)
+		}
+		i += q
+		n := 0
+		for j := i - 1; j > open && arr[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 0 {
+			return i
+		}
+		i++
+	}
 }
 
 func isSpace(c byte) bool {

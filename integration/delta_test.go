@@ -299,3 +299,145 @@ func forgetDeleted(t *testing.T, ctx context.Context, modes []*storeMode, hist [
 		}
 	}
 }
+
+// storedFormat returns how a checkpoint is stored.
+func (b *bundle) storedFormat(t *testing.T, id uuid.UUID) string {
+	t.Helper()
+	var f string
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT format FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, id).Scan(&f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestDeltaFromPlainSQL: a DBA's psql session writes with checkpoint_put's
+// defaults (no digests from a client) and reads with materialize(); it gets
+// deltas too, and an engine writing on the same thread stays exact.
+func TestDeltaFromPlainSQL(t *testing.T) {
+	b := setup(t)
+	put := `SELECT checkpoint_id FROM pgcheckpoint.checkpoint_put('sql', '', pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}',
+		$1::jsonb, $2::jsonb, '{}', '', 0)`
+	var ids []uuid.UUID
+	msgs := []string{}
+	for i := range 5 {
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"message %d %s"}`, i, bytes.Repeat([]byte("x"), 200)))
+		var id uuid.UUID
+		if err := b.db.Pool.QueryRow(b.ctx, put, "["+join(msgs)+"]", fmt.Sprintf(`{"turn":%d,"fixed":"same"}`, i)).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if f := b.storedFormat(t, ids[4]); f != "delta" {
+		t.Fatalf("fifth plain-SQL write stored as %q, want delta", f)
+	}
+	var m, s json.RawMessage
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT messages, state FROM pgcheckpoint.materialize($1)`, ids[4]).Scan(&m, &s); err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, "materialized messages", m, []byte("["+join(msgs)+"]"))
+	jsonEqual(t, "materialized state", s, []byte(`{"turn":4,"fixed":"same"}`))
+	var rows int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.materialize($1)`, engine.NewCheckpointID()).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("materialize(unknown id): %d rows, %v; want 0 rows", rows, err)
+	}
+
+	// The engine digests messages itself: its first write after SQL ones is
+	// stored whole (the digests differ), and reads back exactly.
+	msgs = append(msgs, `{"role":"assistant","content":"from Go"}`)
+	res := b.snap(t, engine.SnapshotInput{ThreadID: "sql", Messages: json.RawMessage("[" + join(msgs) + "]"), State: json.RawMessage(`{"turn":5}`)})
+	if f := b.storedFormat(t, res.ID); f != "full" {
+		t.Fatalf("engine write after SQL writes stored as %q, want full", f)
+	}
+	msgs = append(msgs, `{"role":"user","content":"again"}`)
+	res = b.snap(t, engine.SnapshotInput{ThreadID: "sql", Messages: json.RawMessage("[" + join(msgs) + "]"), State: json.RawMessage(`{"turn":6}`)})
+	if f := b.storedFormat(t, res.ID); f != "delta" {
+		t.Fatalf("second engine write stored as %q, want delta", f)
+	}
+	got, err := b.eng.Get(b.ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, "messages", got.Messages, []byte("["+join(msgs)+"]"))
+	jsonEqual(t, "state", got.State, []byte(`{"turn":6}`))
+}
+
+func join(ss []string) string { return string(bytes.Join(toBytes(ss), []byte(","))) }
+
+func toBytes(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+// TestDeltaSizeLimitIsOnTheWholeSnapshot: a snapshot whose delta is small
+// but whose whole content is over the limit is refused, and nothing is
+// written.
+func TestDeltaSizeLimitIsOnTheWholeSnapshot(t *testing.T) {
+	b := setup(t)
+	eng := engine.New(b.db.Pool, engine.Config{MaxSnapshotBytes: 4000})
+	big := fmt.Sprintf(`{"role":"user","content":"%s"}`, bytes.Repeat([]byte("y"), 3000))
+	if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "lim", Messages: json.RawMessage("[" + big + "]")}); err != nil {
+		t.Fatal(err)
+	}
+	before := b.count(t)
+	small := `{"role":"assistant","content":"ok"}`
+	_, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "lim", Messages: json.RawMessage("[" + big + "," + big + "," + small + "]")})
+	if !errors.Is(err, engine.ErrSnapshotTooLarge) || !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("over-limit snapshot: %v, want ErrSnapshotTooLarge", err)
+	}
+	if after := b.count(t); after != before {
+		t.Fatalf("rows %v after a refused snapshot, want %v", after, before)
+	}
+}
+
+// TestDeltaKeepsReadsExactAcrossTimeTravel covers what copies or deletes
+// checkpoints: copy_thread keeps deltas readable, merge and branch copy
+// whole content, and Prune (keep latest) rebases the head it keeps.
+func TestDeltaKeepsReadsExactAcrossTimeTravel(t *testing.T) {
+	b := setup(t)
+	var msgs []string
+	var ids []uuid.UUID
+	for i := range 8 {
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"m%d %s"}`, i, bytes.Repeat([]byte("z"), 100)))
+		ids = append(ids, b.snap(t, engine.SnapshotInput{ThreadID: "tt", Messages: json.RawMessage("[" + join(msgs) + "]"), State: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}).ID)
+	}
+	want := func(n int) []byte { return []byte("[" + join(msgs[:n]) + "]") }
+	if f := b.storedFormat(t, ids[7]); f != "delta" {
+		t.Fatalf("stored as %q, want delta", f)
+	}
+	check := func(id uuid.UUID, n int) {
+		t.Helper()
+		got, err := b.eng.Get(b.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonEqual(t, "messages", got.Messages, want(n))
+	}
+	if _, err := b.eng.CopyThread(b.ctx, "tt", "tt-copy"); err != nil {
+		t.Fatal(err)
+	}
+	copyHead := b.head(t, "tt-copy")
+	check(copyHead.ID, 8)
+	br, err := b.eng.Branch(b.ctx, ids[5], "side")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := b.storedFormat(t, br.CheckpointID); f != "full" {
+		t.Fatalf("branch's first checkpoint stored as %q, want full", f)
+	}
+	check(br.CheckpointID, 6)
+	mr, err := b.eng.MergeBranch(b.ctx, br.ThreadID, "tt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(mr.CheckpointID, 6)
+	if _, err := b.eng.Prune(b.ctx, []string{"tt-copy"}, engine.PruneKeepLatest); err != nil {
+		t.Fatal(err)
+	}
+	if f := b.storedFormat(t, copyHead.ID); f != "full" {
+		t.Fatalf("kept head stored as %q after prune, want full", f)
+	}
+	check(copyHead.ID, 8)
+}

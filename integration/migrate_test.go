@@ -3,16 +3,21 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
@@ -276,5 +281,45 @@ func TestEveryKeyStartsWithThreadID(t *testing.T) {
 	}
 	if tables < 3 {
 		t.Fatalf("found keys of %d tables, want at least threads, checkpoints, pending_writes", tables)
+	}
+}
+
+// TestMigrateDownFromDeltaKeepsContent: going down past the delta migration
+// rewrites every delta checkpoint whole first.
+func TestMigrateDownFromDeltaKeepsContent(t *testing.T) {
+	t.Parallel()
+	d := pgtest.EmptyDB(t)
+	ctx := context.Background()
+	m := schema.NewMigrator(d.URL)
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(d.Pool, engine.Config{})
+	var msgs []string
+	var last uuid.UUID
+	for i := range 6 {
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"turn %d"}`, i))
+		res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "down", Messages: json.RawMessage("[" + strings.Join(msgs, ",") + "]")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res.ID
+	}
+	var deltas int
+	if err := d.Pool.QueryRow(ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE format = 'delta'`).Scan(&deltas); err != nil || deltas == 0 {
+		t.Fatalf("%d delta checkpoints before going down (%v); the test needs some", deltas, err)
+	}
+	if err := m.Goto(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	var stored json.RawMessage
+	if err := d.Pool.QueryRow(ctx, `SELECT messages FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, last).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	var got, want any
+	_ = json.Unmarshal(stored, &got)
+	_ = json.Unmarshal([]byte("["+strings.Join(msgs, ",")+"]"), &want)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("after down to 2, checkpoint holds %s", stored)
 	}
 }
