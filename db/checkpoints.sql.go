@@ -429,8 +429,10 @@ FROM pgcheckpoint.checkpoint_put(
     $11::jsonb,
     $12::text,
     $13::bigint,
-    $14::bytea,
-    $15::int
+    $14::int,
+    $15::bytea,
+    $16::jsonb,
+    $17::jsonb
 ) AS r
 `
 
@@ -448,8 +450,10 @@ type CheckpointPutParams struct {
 	ToolResults        json.RawMessage
 	NextNode           string
 	SizeBytes          int64
-	MessageDigests     []byte
 	FullEvery          int32
+	MessageDigests     []byte
+	StateDigests       json.RawMessage
+	ToolResultsDigests json.RawMessage
 }
 
 type CheckpointPutRow struct {
@@ -478,8 +482,10 @@ func (q *Queries) CheckpointPut(ctx context.Context, arg CheckpointPutParams) (C
 		arg.ToolResults,
 		arg.NextNode,
 		arg.SizeBytes,
-		arg.MessageDigests,
 		arg.FullEvery,
+		arg.MessageDigests,
+		arg.StateDigests,
+		arg.ToolResultsDigests,
 	)
 	var i CheckpointPutRow
 	err := row.Scan(

@@ -3,6 +3,8 @@ package engine
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 )
 
 // digestSize is the length of one message digest: the first 16 bytes of the
@@ -88,4 +90,79 @@ func stringEnd(arr []byte, open int) int {
 
 func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
+}
+
+// keyDigests returns, as a JSON object, a digest of each top-level value of
+// a JSON object (valid JSON text): {"key": base64 of the first 16 bytes of
+// the SHA-256 of the value's text}, keys spelled as in obj and in its order.
+// A key given twice appears twice, so that jsonb keeps the last of both, as
+// it does for the object itself. checkpoint_put compares these with the
+// parent's to find the keys a delta must store.
+func keyDigests(obj []byte) ([]byte, error) {
+	out := make([]byte, 0, 64)
+	out = append(out, '{')
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidJSON)
+	}
+	for i = skipSpace(obj, i+1); i < len(obj) && obj[i] != '}'; i = skipSpace(obj, i+1) {
+		if obj[i] == ',' {
+			continue
+		}
+		end := stringEnd(obj, i)
+		if end >= len(obj) {
+			return nil, fmt.Errorf("%w: unterminated key", ErrInvalidJSON)
+		}
+		key := obj[i : end+1]     // with its quotes, valid JSON as it is
+		i = skipSpace(obj, end+1) // at ':'
+		start := skipSpace(obj, i+1)
+		i = valueEnd(obj, start)
+		stop := i
+		for stop > start && isSpace(obj[stop-1]) {
+			stop--
+		}
+		sum := sha256.Sum256(obj[start:stop])
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, key...)
+		out = append(out, ':', '"')
+		out = base64.StdEncoding.AppendEncode(out, sum[:digestSize])
+		out = append(out, '"')
+		if i >= len(obj) || obj[i] == '}' {
+			break
+		}
+	}
+	return append(out, '}'), nil
+}
+
+// valueEnd returns the index of the ',' or '}' (or ']') that ends the JSON
+// value starting at start.
+func valueEnd(b []byte, start int) int {
+	depth := 0
+	for i := start; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			i = stringEnd(b, i)
+		case '[', '{':
+			depth++
+		case ']', '}':
+			if depth == 0 {
+				return i
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return len(b)
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
 }

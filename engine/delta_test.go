@@ -3,8 +3,11 @@ package engine
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"reflect"
 	"testing"
+	"unicode/utf8"
 )
 
 // wantDigests digests the elements encoding/json finds.
@@ -51,5 +54,55 @@ func FuzzMessageDigests(f *testing.F) {
 		if got, want := messageDigests(arr), wantDigests(t, arr); !bytes.Equal(got, want) {
 			t.Fatalf("messageDigests(%q) = %x, want %x", arr, got, want)
 		}
+	})
+}
+
+// wantKeyDigests digests the values encoding/json finds (the last of a
+// repeated key wins, as in jsonb).
+func wantKeyDigests(t testing.TB, obj []byte) map[string]string {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		t.Fatalf("unmarshal %q: %v", obj, err)
+	}
+	out := map[string]string{}
+	for k, v := range m {
+		sum := sha256.Sum256(v)
+		out[k] = base64.StdEncoding.EncodeToString(sum[:digestSize])
+	}
+	return out
+}
+
+func checkKeyDigests(t testing.TB, obj []byte) {
+	got, err := keyDigests(obj)
+	if err != nil {
+		t.Fatalf("keyDigests(%q): %v", obj, err)
+	}
+	var g map[string]string
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("keyDigests(%q) = %q: %v", obj, got, err)
+	}
+	if want := wantKeyDigests(t, obj); !reflect.DeepEqual(g, want) {
+		t.Fatalf("keyDigests(%q) = %v, want %v", obj, g, want)
+	}
+}
+
+func TestKeyDigests(t *testing.T) {
+	for _, obj := range []string{
+		`{}`, ` { } `, `{"a":1}`, `{ "a" : [1, {"b": "}"}] , "c":"x\"y" }`,
+		`{"k\u0041":true,"kA":false}`, `{"dup":1,"dup":2}`, "{\n\"n\":\tnull\n}",
+		`{"\\":"\\","q\"":{"x":[]}}`,
+	} {
+		checkKeyDigests(t, []byte(obj))
+	}
+}
+
+func FuzzKeyDigests(f *testing.F) {
+	f.Add([]byte(`{"a":{"b":[1,"}"]},"c\"":2}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(b, &m) != nil || m == nil || !json.Valid(b) || !utf8.Valid(b) {
+			return
+		}
+		checkKeyDigests(t, bytes.TrimSpace(b))
 	})
 }

@@ -160,9 +160,17 @@ func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error
 	if err != nil {
 		return db.CheckpointPutParams{}, err
 	}
-	var digests []byte // nil: stored whole, no digests needed
+	// Digests of the content, from which checkpoint_put tells what changed
+	// since the parent; none when every checkpoint is stored whole.
+	var msgDigests, stateDigests, toolDigests []byte
 	if e.cfg.FullEvery > 1 {
-		digests = messageDigests(messages)
+		msgDigests = messageDigests(messages)
+		if stateDigests, err = keyDigests(state); err != nil {
+			return db.CheckpointPutParams{}, fmt.Errorf("state: %w", err)
+		}
+		if toolDigests, err = keyDigests(toolResults); err != nil {
+			return db.CheckpointPutParams{}, fmt.Errorf("tool results: %w", err)
+		}
 	}
 	return db.CheckpointPutParams{
 		ThreadID:           in.ThreadID,
@@ -178,8 +186,10 @@ func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error
 		ToolResults:        toolResults,
 		NextNode:           in.NextNode,
 		SizeBytes:          size,
-		MessageDigests:     digests,
 		FullEvery:          int32(e.cfg.FullEvery),
+		MessageDigests:     msgDigests,
+		StateDigests:       stateDigests,
+		ToolResultsDigests: toolDigests,
 	}, nil
 }
 

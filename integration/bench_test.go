@@ -27,7 +27,7 @@ func benchState() json.RawMessage {
 
 // benchSetup returns an engine and a bare insert of the same bytes into a
 // plain table: the baseline every Snapshot figure is measured against.
-func benchSetup(b *testing.B) (*engine.Engine, func(ctx context.Context, thread string, state json.RawMessage) error) {
+func benchSetup(b *testing.B, cfg engine.Config) (*engine.Engine, func(ctx context.Context, thread string, state json.RawMessage) error) {
 	d := pgtest.NewDB(b)
 	ctx := context.Background()
 	if _, err := d.Pool.Exec(ctx, `CREATE TABLE bench_plain (id uuid PRIMARY KEY, thread_id text NOT NULL, state jsonb NOT NULL)`); err != nil {
@@ -37,7 +37,14 @@ func benchSetup(b *testing.B) (*engine.Engine, func(ctx context.Context, thread 
 		_, err := d.Pool.Exec(ctx, `INSERT INTO bench_plain (id, thread_id, state) VALUES ($1, $2, $3)`, engine.NewCheckpointID(), thread, state)
 		return err
 	}
-	return engine.New(d.Pool, engine.Config{}), insert
+	return engine.New(d.Pool, cfg), insert
+}
+
+// forEachMode runs a Snapshot benchmark with delta storage (the default)
+// and with whole snapshots.
+func forEachMode(b *testing.B, f func(*testing.B, engine.Config)) {
+	b.Run("delta", func(b *testing.B) { f(b, engine.Config{}) })
+	b.Run("full", func(b *testing.B) { f(b, engine.Config{FullSnapshots: true}) })
 }
 
 func median(d []time.Duration) time.Duration {
@@ -49,7 +56,11 @@ func median(d []time.Duration) time.Duration {
 // iteration on one thread, so both see the same machine at the same moment,
 // and reports both medians and their ratio (goal: p50-ratio <= 1.5).
 func BenchmarkSnapshotLatency(b *testing.B) {
-	eng, insert := benchSetup(b)
+	forEachMode(b, benchLatency)
+}
+
+func benchLatency(b *testing.B, cfg engine.Config) {
+	eng, insert := benchSetup(b, cfg)
 	ctx := context.Background()
 	state := benchState()
 	var bare, snap []time.Duration
@@ -76,7 +87,11 @@ func BenchmarkSnapshotLatency(b *testing.B) {
 // bare INSERTs, then Snapshots, b.N writes each, and reports both rates and
 // their ratio (goal: throughput-ratio >= 0.7).
 func BenchmarkSnapshotThroughput8(b *testing.B) {
-	eng, insert := benchSetup(b)
+	forEachMode(b, benchThroughput8)
+}
+
+func benchThroughput8(b *testing.B, cfg engine.Config) {
+	eng, insert := benchSetup(b, cfg)
 	ctx := context.Background()
 	state := benchState()
 	const writers = 8

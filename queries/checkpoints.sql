@@ -20,8 +20,10 @@ FROM pgcheckpoint.checkpoint_put(
     @tool_results::jsonb,
     @next_node::text,
     @size_bytes::bigint,
+    @full_every::int,
     sqlc.narg(message_digests)::bytea,
-    @full_every::int
+    sqlc.narg(state_digests)::jsonb,
+    sqlc.narg(tool_results_digests)::jsonb
 ) AS r;
 
 -- name: CheckpointGetByID :one

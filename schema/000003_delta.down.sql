@@ -13,7 +13,7 @@ SET format = 'full', messages = w.messages, state = w.state, tool_results = w.to
 FROM whole w
 WHERE c.thread_id = w.thread_id AND c.namespace = w.namespace AND c.seq = w.seq;
 
-DROP FUNCTION pgcheckpoint.checkpoint_put(text, text, uuid, uuid, text, text[], text, jsonb, jsonb, jsonb, jsonb, text, bigint, bytea, integer);
+DROP FUNCTION pgcheckpoint.checkpoint_put(text, text, uuid, uuid, text, text[], text, jsonb, jsonb, jsonb, jsonb, text, bigint, integer, bytea, jsonb, jsonb);
 
 CREATE FUNCTION pgcheckpoint.checkpoint_put(
     p_thread_id            text,

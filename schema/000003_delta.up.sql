@@ -209,10 +209,14 @@ $$;
 COMMENT ON FUNCTION pgcheckpoint.delete_checkpoints IS
     'Deletes the given checkpoints (with their pending writes), first rewriting as full snapshots the kept delta checkpoints that build on them, so every kept checkpoint stays readable. The caller must hold the threads'' locks. Returns the number deleted.';
 
--- checkpoint_put, now storing deltas. Two parameters are new:
--- p_message_digests, the per-message digests as the engine computes them
--- (NULL: the database computes its own), and p_full_every, the longest delta
--- chain plus one (1: every checkpoint is stored whole, no digests kept).
+-- checkpoint_put, now storing deltas. New parameters: p_full_every, the
+-- longest delta chain plus one (1: every checkpoint is stored whole and no
+-- digests are kept), and the digests of the new content as the engine
+-- computes them: p_message_digests (16 bytes per message) and
+-- p_state_digests, p_tool_results_digests ({"key": base64 of 16 bytes}).
+-- NULL digests are computed by the database (slower: SHA-256 in SQL). A
+-- caller that passes digests vouches for them: digests that do not match the
+-- content make a wrong delta.
 DROP FUNCTION pgcheckpoint.checkpoint_put(text, text, uuid, uuid, text, text[], text, jsonb, jsonb, jsonb, jsonb, text, bigint);
 
 CREATE FUNCTION pgcheckpoint.checkpoint_put(
@@ -229,8 +233,10 @@ CREATE FUNCTION pgcheckpoint.checkpoint_put(
     p_tool_results         jsonb,
     p_next_node            text,
     p_size_bytes           bigint,
-    p_message_digests      bytea DEFAULT NULL,
     p_full_every           integer DEFAULT 50,
+    p_message_digests      bytea DEFAULT NULL,
+    p_state_digests        jsonb DEFAULT NULL,
+    p_tool_results_digests jsonb DEFAULT NULL,
     OUT thread_id            text,
     OUT namespace            text,
     OUT checkpoint_id        uuid,
@@ -247,28 +253,29 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_ns       text := coalesce(p_namespace, '');
-    v_metadata jsonb := coalesce(p_metadata, '{}');
-    v_messages jsonb := coalesce(p_messages, '[]');
-    v_state    jsonb := coalesce(p_state, '{}');
-    v_tools    jsonb := coalesce(p_tool_results, '{}');
-    v_summary  text := coalesce(p_summary, '');
-    v_last     jsonb;
-    v_same     boolean;
-    v_src      record;
-    -- What is stored; the whole snapshot unless a delta is chosen.
-    v_format      text := 'full';
-    v_depth       integer := 0;
-    v_put_msgs    jsonb;
-    v_put_state   jsonb;
-    v_put_tools   jsonb;
-    v_state_rm    text[] := '{}';
-    v_tools_rm    text[] := '{}';
-    v_digests     bytea;
-    v_msg_count   integer;
-    v_msg_digest  bytea;
-    v_state_dig   jsonb;
-    v_tools_dig   jsonb;
+    v_ns        text := coalesce(p_namespace, '');
+    v_metadata  jsonb := coalesce(p_metadata, '{}');
+    v_messages  jsonb := coalesce(p_messages, '[]');
+    v_state     jsonb := coalesce(p_state, '{}');
+    v_tools     jsonb := coalesce(p_tool_results, '{}');
+    v_summary   text := coalesce(p_summary, '');
+    v_msg_count integer;
+    v_last      jsonb;
+    v_same      boolean;
+    v_src       record;
+    -- What is stored: the whole snapshot unless a delta is chosen.
+    v_format    text := 'full';
+    v_depth     integer := 0;
+    v_put_msgs  jsonb := v_messages;
+    v_put_state jsonb := v_state;
+    v_put_tools jsonb := v_tools;
+    v_state_rm  text[] := '{}';
+    v_tools_rm  text[] := '{}';
+    -- Digests of the whole new content (none when p_full_every = 1).
+    v_msg_dig   bytea;
+    v_msg_sum   bytea;
+    v_state_dig jsonb := p_state_digests;
+    v_tools_dig jsonb := p_tool_results_digests;
 BEGIN
     IF p_thread_id IS NULL OR length(p_thread_id) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
@@ -289,6 +296,10 @@ BEGIN
     IF octet_length(p_message_digests) <> 16 * v_msg_count THEN
         RAISE EXCEPTION 'message_digests must hold 16 bytes per message (% messages, % bytes)',
             v_msg_count, octet_length(p_message_digests) USING ERRCODE = 'PC003';
+    END IF;
+    IF jsonb_typeof(p_state_digests) IS DISTINCT FROM 'object' AND p_state_digests IS NOT NULL
+       OR jsonb_typeof(p_tool_results_digests) IS DISTINCT FROM 'object' AND p_tool_results_digests IS NOT NULL THEN
+        RAISE EXCEPTION 'state_digests and tool_results_digests must be JSON objects' USING ERRCODE = 'PC003';
     END IF;
     IF v_summary = '' THEN
         v_last := v_messages -> -1;
@@ -362,30 +373,45 @@ BEGIN
             USING ERRCODE = 'PC001';
     END IF;
 
-    v_put_msgs := v_messages;
-    v_put_state := v_state;
-    v_put_tools := v_tools;
     IF p_full_every > 1 THEN
-        v_digests := coalesce(p_message_digests, pgcheckpoint.message_digests(v_messages));
-        v_msg_digest := sha256(v_digests);
-        v_state_dig := pgcheckpoint.key_digests(v_state);
-        v_tools_dig := pgcheckpoint.key_digests(v_tools);
+        v_msg_dig := coalesce(p_message_digests, pgcheckpoint.message_digests(v_messages));
+        v_msg_sum := sha256(v_msg_dig);
+        IF v_state_dig IS NULL OR v_tools_dig IS NULL THEN
+            SELECT coalesce(v_state_dig, pgcheckpoint.key_digests(v_state)),
+                   coalesce(v_tools_dig, pgcheckpoint.key_digests(v_tools))
+              INTO v_state_dig, v_tools_dig;
+        END IF;
         -- A delta when the parent's messages are a prefix of these (by
-        -- digest) and the chain is not too long.
+        -- digest), the chain is not too long, and the delta is smaller.
         IF v_src.parent_depth + 1 < p_full_every
            AND v_src.parent_count <= v_msg_count
            AND v_src.parent_state_dig IS NOT NULL AND v_src.parent_tools_dig IS NOT NULL
-           AND sha256(substring(v_digests FROM 1 FOR 16 * v_src.parent_count)) = v_src.parent_digest
+           AND sha256(substring(v_msg_dig FROM 1 FOR 16 * v_src.parent_count)) = v_src.parent_digest
         THEN
-            v_put_msgs := jsonb_path_query_array(v_messages, '$[$n to last]', jsonb_build_object('n', v_src.parent_count));
-            SELECT coalesce(jsonb_object_agg(e.key, e.value), '{}') INTO v_put_state
-            FROM jsonb_each(v_state) e
-            WHERE v_state_dig -> e.key IS DISTINCT FROM v_src.parent_state_dig -> e.key;
-            SELECT coalesce(jsonb_object_agg(e.key, e.value), '{}') INTO v_put_tools
-            FROM jsonb_each(v_tools) e
-            WHERE v_tools_dig -> e.key IS DISTINCT FROM v_src.parent_tools_dig -> e.key;
-            v_state_rm := ARRAY(SELECT k FROM jsonb_object_keys(v_src.parent_state_dig) k WHERE NOT v_state ? k ORDER BY k);
-            v_tools_rm := ARRAY(SELECT k FROM jsonb_object_keys(v_src.parent_tools_dig) k WHERE NOT v_tools ? k ORDER BY k);
+            -- The common cases (nothing appended, state or tool results
+            -- unchanged) cost a comparison.
+            IF v_src.parent_count < v_msg_count THEN
+                v_put_msgs := jsonb_path_query_array(v_messages, '$[$n to last]',
+                                                     jsonb_build_object('n', v_src.parent_count));
+            ELSE
+                v_put_msgs := '[]';
+            END IF;
+            IF v_state_dig = v_src.parent_state_dig THEN
+                v_put_state := '{}';
+            ELSE
+                SELECT (SELECT coalesce(jsonb_object_agg(e.key, v_state -> e.key), '{}') FROM jsonb_each(v_state_dig) e
+                        WHERE e.value IS DISTINCT FROM v_src.parent_state_dig -> e.key),
+                       ARRAY(SELECT k FROM jsonb_object_keys(v_src.parent_state_dig) k WHERE NOT v_state ? k ORDER BY k)
+                  INTO v_put_state, v_state_rm;
+            END IF;
+            IF v_tools_dig = v_src.parent_tools_dig THEN
+                v_put_tools := '{}';
+            ELSE
+                SELECT (SELECT coalesce(jsonb_object_agg(e.key, v_tools -> e.key), '{}') FROM jsonb_each(v_tools_dig) e
+                        WHERE e.value IS DISTINCT FROM v_src.parent_tools_dig -> e.key),
+                       ARRAY(SELECT k FROM jsonb_object_keys(v_src.parent_tools_dig) k WHERE NOT v_tools ? k ORDER BY k)
+                  INTO v_put_tools, v_tools_rm;
+            END IF;
             IF pg_column_size(v_put_msgs) + pg_column_size(v_put_state) + pg_column_size(v_put_tools)
                < pg_column_size(v_messages) + pg_column_size(v_state) + pg_column_size(v_tools) THEN
                 v_format := 'delta';
@@ -409,8 +435,8 @@ BEGIN
         p_thread_id, v_ns, coalesce(v_src.last_seq, 0) + 1, p_checkpoint_id, v_src.parent_id,
         coalesce(v_src.parent_step, 0) + 1, coalesce(p_trigger, 'manual'), coalesce(p_tags, '{}'),
         v_summary, v_metadata, v_format, v_depth, v_put_msgs, v_put_state, v_put_tools,
-        v_state_rm, v_tools_rm, v_msg_count, v_msg_digest, v_state_dig,
-        v_tools_dig, coalesce(p_next_node, ''), coalesce(p_size_bytes, 0))
+        v_state_rm, v_tools_rm, v_msg_count, v_msg_sum, v_state_dig, v_tools_dig,
+        coalesce(p_next_node, ''), coalesce(p_size_bytes, 0))
     RETURNING c.parent_checkpoint_id, c.step, c.created_at
       INTO parent_checkpoint_id, step, created_at;
 
