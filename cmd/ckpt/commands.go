@@ -182,6 +182,9 @@ func nodeLabel(n engine.TreeNode, root bool, thread string) string {
 	if n.ThreadID != thread {
 		fmt.Fprintf(&b, " [%s]", n.ThreadID)
 	}
+	if n.Namespace != "" {
+		fmt.Fprintf(&b, " {%s}", n.Namespace)
+	}
 	if n.IsHead {
 		b.WriteString(" (head)")
 	}

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	stdlog "log"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
@@ -18,6 +21,8 @@ const defaultDemoImage = "postgres:15"
 func startContainer(ctx context.Context, image string) (string, func(), error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	// The demo says what it does; testcontainers' own log would bury it.
+	tclog.SetDefault(stdlog.New(io.Discard, "", 0))
 	ctr, err := tcpostgres.Run(ctx, image,
 		tcpostgres.WithDatabase("postgres"),
 		tcpostgres.WithUsername("postgres"),
