@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -44,6 +46,21 @@ type Config struct {
 	// FullEvery-1 deltas. Zero means DefaultFullEvery; 1 is the same as
 	// FullSnapshots.
 	FullEvery int
+
+	// Triggers lists the enabled snapshot triggers; nil enables them all.
+	// A Snapshot whose trigger is not listed writes nothing and returns a
+	// result with Skipped set. TriggerManual is always enabled: it is what
+	// an explicit call means.
+	Triggers []Trigger
+
+	// Logger receives the failures of SnapshotSafe, WrapTool, Scope and
+	// interval snapshots; nil means slog.Default().
+	Logger *slog.Logger
+
+	// OnSnapshotFailure, when set, is called after each failure that
+	// SnapshotSafe logs and counts (a hook for metrics, e.g. an
+	// OpenTelemetry counter). It must not block.
+	OnSnapshotFailure func(ctx context.Context, in SnapshotInput, err error)
 }
 
 // Engine is the agent-facing API over the pgcheckpoint tables. It is safe
@@ -53,6 +70,9 @@ type Engine struct {
 	pool *pgxpool.Pool
 	q    *db.Queries
 	cfg  Config
+
+	enabled  triggerSet   // from cfg.Triggers
+	failures atomic.Int64 // SnapshotSafe failures, see SnapshotFailures
 }
 
 // New returns an Engine over pool. The database must be migrated (see
@@ -67,7 +87,10 @@ func New(pool *pgxpool.Pool, cfg Config) *Engine {
 	if cfg.FullSnapshots {
 		cfg.FullEvery = 1
 	}
-	return &Engine{pool: pool, q: db.New(pool), cfg: cfg}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Engine{pool: pool, q: db.New(pool), cfg: cfg, enabled: newTriggerSet(cfg.Triggers)}
 }
 
 // NewCheckpointID returns a new time-ordered checkpoint id (UUIDv7). Make
@@ -78,7 +101,9 @@ func NewCheckpointID() uuid.UUID {
 }
 
 // Snapshot writes one checkpoint on in.ThreadID and makes it the thread's
-// head, in one round trip and one transaction. Its parent is the head (or
+// head, in one round trip and one transaction. When in.Trigger is not
+// enabled (Config.Triggers) it writes nothing and returns a result with
+// Skipped set. Its parent is the head (or
 // in.ParentID) and its step the parent's step + 1, both assigned in the
 // database under the thread lock, so any number of writers may share a
 // thread.
@@ -91,6 +116,9 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (SnapshotResult
 	p, err := e.snapshotParams(in)
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", err)
+	}
+	if skipped, ok := e.skipDisabled(in); ok {
+		return skipped, nil
 	}
 	row, err := e.q.CheckpointPut(ctx, p)
 	if err != nil {

@@ -74,6 +74,10 @@ type SnapshotResult struct {
 	// Created is false when the checkpoint already existed: the call was a
 	// retry of an earlier identical write and changed nothing.
 	Created bool
+	// Skipped is true when nothing was written because the trigger is not
+	// enabled (Config.Triggers); SkipReason then says so, and ID is zero.
+	Skipped    bool
+	SkipReason string
 }
 
 // CheckpointInfo is a checkpoint without its content, as ListCheckpoints

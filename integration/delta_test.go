@@ -15,17 +15,17 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
-// content is what a checkpoint should read back as: the model the random
+// histContent is what a checkpoint should read back as: the model the random
 // histories below are checked against.
-type content struct {
+type histContent struct {
 	Msgs  []any          `json:"m"`
 	State map[string]any `json:"s"`
 	Tools map[string]any `json:"t"`
 }
 
-func (c content) clone() content {
+func (c histContent) clone() histContent {
 	b, _ := json.Marshal(c)
-	var out content
+	var out histContent
 	_ = json.Unmarshal(b, &out)
 	if out.Msgs == nil {
 		out.Msgs = []any{}
@@ -50,7 +50,7 @@ type storeMode struct {
 type written struct {
 	ids     []uuid.UUID // per mode
 	threads []string    // per mode
-	want    content
+	want    histContent
 }
 
 func randText(r *rand.Rand) string {
@@ -114,7 +114,7 @@ func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 			m.thread = fmt.Sprintf("prop-%d-%s", seed, m.name)
 		}
 		var hist []*written
-		cur := content{}.clone()
+		cur := histContent{}.clone()
 		alive := func() []*written {
 			var out []*written
 			for _, w := range hist {

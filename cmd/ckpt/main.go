@@ -1,0 +1,267 @@
+// Command ckpt inspects and repairs pgcheckpoint threads: list threads, show
+// a thread's history as a table or a graph, show and diff checkpoints,
+// rewind, branch, export and import. `ckpt demo` runs a scripted agent that
+// shows all of it.
+//
+//	ckpt demo
+//	ckpt --database postgres://... threads
+//	ckpt log run-42 --graph
+//	ckpt export run-42 > run-42.jsonl
+//
+// The database comes from --database or DATABASE_URL. Run with no arguments
+// for the list of commands.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// command is one subcommand. Adding one is adding an entry to commands.
+type command struct {
+	args  string // the arguments and flags, for the usage text
+	help  string
+	nargs [2]int // least and most positional arguments
+	flags func(fs *flag.FlagSet, c *cli)
+	noDB  bool // runs without a database (demo finds its own)
+	run   func(ctx context.Context, c *cli, args []string) error
+}
+
+var commands = map[string]*command{
+	"threads": {args: "[--limit N]", help: "list threads with their heads", run: runThreads,
+		flags: func(fs *flag.FlagSet, c *cli) { fs.IntVar(&c.limit, "limit", 0, "show at most N (0: all)") }},
+	"log": {args: "THREAD [--graph] [--limit N]", nargs: [2]int{1, 1}, help: "a thread's checkpoints, newest first; --graph: as a tree", run: runLog,
+		flags: func(fs *flag.FlagSet, c *cli) {
+			fs.BoolVar(&c.graph, "graph", false, "draw the tree")
+			fs.IntVar(&c.limit, "limit", 0, "show at most N (0: all)")
+		}},
+	"show":   {args: "ID", nargs: [2]int{1, 1}, help: "a checkpoint, content and pending writes, as JSON", run: runShow},
+	"diff":   {args: "A B", nargs: [2]int{2, 2}, help: "what changed from checkpoint A to B", run: runDiff},
+	"rewind": {args: "ID", nargs: [2]int{1, 1}, help: "make a checkpoint its thread's head (deletes nothing)", run: runRewind},
+	"branch": {args: "ID NAME", nargs: [2]int{2, 2}, help: "fork a new thread from a checkpoint", run: runBranch},
+	"export": {args: "THREAD", nargs: [2]int{1, 1}, help: "write a thread to stdout as JSON lines", run: runExport},
+	"import": {args: "[FILE]", nargs: [2]int{0, 1}, help: "read an export (FILE or stdin); all or nothing", run: runImport},
+	"tree": {args: "THREAD [--format dot|mermaid]", nargs: [2]int{1, 1}, help: "a thread and its branches for Graphviz or Mermaid", run: runTree,
+		flags: func(fs *flag.FlagSet, c *cli) { fs.StringVar(&c.format, "format", "dot", "dot or mermaid") }},
+	"demo": {help: "a scripted agent: crash, resume, rewind, branch, merge", noDB: true, run: runDemo},
+}
+
+// usageOrder is the order of the commands in the usage text.
+var usageOrder = []string{"demo", "threads", "log", "show", "diff", "rewind", "branch", "export", "import", "tree"}
+
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: ckpt [--database URL] [--json] COMMAND [ARGS]\n\nCommands:\n")
+	for _, name := range usageOrder {
+		cmd := commands[name]
+		left := name
+		if cmd.args != "" {
+			left += " " + cmd.args
+		}
+		if len(left) > 28 {
+			fmt.Fprintf(&b, "  %s\n  %-28s %s\n", left, "", cmd.help)
+		} else {
+			fmt.Fprintf(&b, "  %-28s %s\n", left, cmd.help)
+		}
+	}
+	b.WriteString(`
+Flags, before or after the command:
+  --database URL   the Postgres URL (default: $DATABASE_URL). demo without one
+                   starts a throwaway Postgres container (needs Docker).
+  --json           output JSON for scripts instead of tables
+
+IDs are checkpoint ids as ckpt log prints them. Exit status: 0 success,
+1 failure (not found, database error), 2 bad usage.
+`)
+	return b.String()
+}
+
+// cli is what a command needs: where to write, the flags, the engine.
+type cli struct {
+	stdout, stderr io.Writer
+	stdoutTTY      bool
+	dbURL          string
+	json           bool
+	graph          bool
+	limit          int
+	format         string
+
+	pool *pgxpool.Pool
+	eng  *engine.Engine
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, isTerminal(os.Stdout))
+	var ue usageError
+	switch {
+	case err == nil:
+	case errors.As(err, &ue):
+		fmt.Fprintf(os.Stderr, "ckpt: %v\n\n%s", err, usage())
+		os.Exit(2)
+	default:
+		fmt.Fprintf(os.Stderr, "ckpt: %v%s\n", err, hint(err))
+		os.Exit(1)
+	}
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// hint adds advice to errors whose fix is not in their text.
+func hint(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "3F000", "42P01", "42883": // no schema, table or function
+			return "\n(is the database migrated? run: go run ./cmd/migrate -database URL up)"
+		}
+	}
+	return ""
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool) error {
+	c := &cli{stdout: stdout, stderr: stderr, stdoutTTY: tty}
+	global := flag.NewFlagSet("ckpt", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	commonFlags(global, c)
+	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage())
+			return nil
+		}
+		return usageError{err.Error()}
+	}
+	if global.NArg() == 0 {
+		return usageError{"no command given"}
+	}
+	name := global.Arg(0)
+	if name == "help" {
+		fmt.Fprint(stdout, usage())
+		return nil
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		return usagef("unknown command %q", name)
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	commonFlags(fs, c)
+	if cmd.flags != nil {
+		cmd.flags(fs, c)
+	}
+	pos, err := parseInterspersed(fs, global.Args()[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage())
+			return nil
+		}
+		return usagef("%s: %v", name, err)
+	}
+	if len(pos) < cmd.nargs[0] || len(pos) > cmd.nargs[1] {
+		want := "no arguments"
+		if cmd.nargs[1] > 0 {
+			want = strings.Fields(cmd.args)[0]
+			if cmd.nargs[0] == 2 {
+				want = strings.Join(strings.Fields(cmd.args)[:2], " ")
+			}
+		}
+		return usagef("%s takes %s; got %d argument(s)", name, want, len(pos))
+	}
+	if c.limit < 0 {
+		return usagef("%s: --limit %d; use 0 (all) or more", name, c.limit)
+	}
+	if c.dbURL == "" {
+		c.dbURL = os.Getenv("DATABASE_URL")
+	}
+	if !cmd.noDB {
+		if c.dbURL == "" {
+			return usageError{"no database: pass --database URL or set DATABASE_URL"}
+		}
+		if err := c.connect(ctx); err != nil {
+			return err
+		}
+		defer c.pool.Close()
+	}
+	return cmd.run(ctx, c, pos)
+}
+
+func commonFlags(fs *flag.FlagSet, c *cli) {
+	fs.StringVar(&c.dbURL, "database", c.dbURL, "Postgres URL (default $DATABASE_URL)")
+	fs.BoolVar(&c.json, "json", c.json, "JSON output")
+}
+
+// parseInterspersed parses flags that may come before, between or after the
+// positional arguments, and returns those. "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// connect opens the pool and checks that the server answers, so a wrong URL
+// fails here with one clear message.
+func (c *cli) connect(ctx context.Context) error {
+	cfg, err := pgxpool.ParseConfig(c.dbURL)
+	if err != nil {
+		return usagef("the database URL does not parse: %v", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to the database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return fmt.Errorf("cannot connect to the database at %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	c.pool = pool
+	c.eng = engine.New(pool, engine.Config{})
+	return nil
+}
+
+// printJSON writes v as indented JSON.
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,317 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"unicode/utf8"
+)
+
+// triggerSet is the set of enabled triggers; nil means every trigger.
+type triggerSet map[Trigger]bool
+
+func newTriggerSet(ts []Trigger) triggerSet {
+	if ts == nil {
+		return nil
+	}
+	set := triggerSet{TriggerManual: true}
+	for _, t := range ts {
+		set[t] = true
+	}
+	return set
+}
+
+// Enabled reports whether snapshots with trigger t are written (see
+// Config.Triggers). An empty trigger means TriggerManual.
+func (e *Engine) Enabled(t Trigger) bool {
+	if t == "" {
+		t = TriggerManual
+	}
+	return e.enabled == nil || e.enabled[t]
+}
+
+// skipDisabled returns the result of a snapshot whose trigger is disabled.
+func (e *Engine) skipDisabled(in SnapshotInput) (SnapshotResult, bool) {
+	if e.Enabled(in.Trigger) {
+		return SnapshotResult{}, false
+	}
+	return SnapshotResult{
+		ThreadID:   in.ThreadID,
+		Namespace:  in.Namespace,
+		Skipped:    true,
+		SkipReason: fmt.Sprintf("trigger %s is not enabled (Config.Triggers)", in.Trigger),
+	}, true
+}
+
+// SafeResult is what SnapshotSafe returns: the snapshot's result, or the
+// error that was logged and counted instead of returned.
+type SafeResult struct {
+	SnapshotResult
+	// Err is the failure, already logged and counted; nil on success and
+	// when the trigger is disabled (then Skipped is set).
+	Err error
+}
+
+// SnapshotSafe is Snapshot for code that must not fail because a checkpoint
+// could not be written: it never returns an error. Each failure is logged
+// (Config.Logger, level error), counted (SnapshotFailures) and passed to
+// Config.OnSnapshotFailure, and returned in SafeResult.Err for callers
+// that want to look.
+func (e *Engine) SnapshotSafe(ctx context.Context, in SnapshotInput) SafeResult {
+	res, err := e.Snapshot(ctx, in)
+	if err != nil {
+		e.snapshotFailed(ctx, in, err)
+		return SafeResult{SnapshotResult: SnapshotResult{ThreadID: in.ThreadID, Namespace: in.Namespace}, Err: err}
+	}
+	return SafeResult{SnapshotResult: res}
+}
+
+// SnapshotFailures returns how many snapshots failed in SnapshotSafe (and
+// so in WrapTool, Scope and interval snapshots) since the Engine was made.
+func (e *Engine) SnapshotFailures() int64 {
+	return e.failures.Load()
+}
+
+func (e *Engine) snapshotFailed(ctx context.Context, in SnapshotInput, err error) {
+	n := e.failures.Add(1)
+	e.cfg.Logger.LogAttrs(ctx, slog.LevelError, "pgcheckpoint: snapshot failed; the agent goes on without it",
+		slog.String("thread_id", in.ThreadID),
+		slog.String("namespace", in.Namespace),
+		slog.String("trigger", string(in.Trigger)),
+		slog.Int64("failures", n),
+		slog.Any("error", err))
+	if e.cfg.OnSnapshotFailure != nil {
+		e.cfg.OnSnapshotFailure(ctx, in, err)
+	}
+}
+
+// headEdit describes a checkpoint that extends a thread's head: its messages
+// are appended to the head's, its tool results set over the head's, and
+// State, when not nil, replaces the head's state.
+type headEdit struct {
+	trigger     Trigger
+	tags        []string
+	summary     string
+	metadata    map[string]any
+	messages    []any
+	toolResults map[string]json.RawMessage
+	state       json.RawMessage
+	nextNode    string
+}
+
+// snapshotOnHead writes, through SnapshotSafe, a checkpoint with the
+// content of threadID's head (none for a new thread) changed by ed, as a
+// child of that head. A disabled trigger reads nothing and writes nothing.
+func (e *Engine) snapshotOnHead(ctx context.Context, threadID string, ed headEdit) SafeResult {
+	in := SnapshotInput{ThreadID: threadID, Trigger: ed.trigger, Tags: ed.tags, Summary: cleanSummary(ed.summary), NextNode: ed.nextNode}
+	if !e.Enabled(ed.trigger) {
+		res, _ := e.skipDisabled(in)
+		return SafeResult{SnapshotResult: res}
+	}
+	var messages []json.RawMessage
+	tools := map[string]json.RawMessage{}
+	state := ed.state
+	head, err := e.Latest(ctx, threadID)
+	switch {
+	case err == nil:
+		in.ParentID = head.ID
+		if err := json.Unmarshal(head.Messages, &messages); err != nil {
+			e.snapshotFailed(ctx, in, fmt.Errorf("read the head's messages: %w", err))
+			return SafeResult{Err: err}
+		}
+		if err := json.Unmarshal(head.ToolResults, &tools); err != nil {
+			e.snapshotFailed(ctx, in, fmt.Errorf("read the head's tool results: %w", err))
+			return SafeResult{Err: err}
+		}
+		if state == nil {
+			state = head.State
+		}
+	case errors.Is(err, ErrNotFound):
+	default:
+		e.snapshotFailed(ctx, in, err)
+		return SafeResult{SnapshotResult: SnapshotResult{ThreadID: threadID}, Err: err}
+	}
+	for _, m := range ed.messages {
+		messages = append(messages, encodeJSON(m))
+	}
+	for k, v := range ed.toolResults {
+		tools[k] = v
+	}
+	if messages == nil {
+		messages = []json.RawMessage{}
+	}
+	in.Messages, _ = json.Marshal(messages) // elements are valid JSON
+	in.ToolResults, _ = json.Marshal(tools)
+	in.State = state
+	in.Metadata = encodeJSON(ed.metadata)
+	return e.SnapshotSafe(ctx, in)
+}
+
+// encodeJSON marshals v; a value that cannot be encoded (a channel, a
+// function, a NaN) is recorded as an object saying why, not dropped.
+func encodeJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(map[string]string{"unencodable": fmt.Sprintf("%T: %v", v, err)})
+	}
+	return b
+}
+
+// cleanSummary makes s fit a summary: valid UTF-8, no NUL, at most 200
+// characters. Only the summary is shortened; content is stored whole.
+func cleanSummary(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if utf8.RuneCountInString(s) > 200 {
+		s = string([]rune(s)[:199]) + "…"
+	}
+	return s
+}
+
+// WrapTool returns tool wrapped so that every call writes two checkpoints
+// on threadID (trigger TriggerToolCall, through SnapshotSafe): one before,
+// whose last message is the call and its arguments, and one after, whose
+// last message is the whole result (or the error) and whose tool results
+// hold it under name. Both carry the head's messages, state and tool
+// results forward. The wrapper returns what tool returns; a failed snapshot
+// never fails the call. A panic in tool is recorded, then re-raised.
+func WrapTool[A, R any](e *Engine, threadID, name string, tool func(context.Context, A) (R, error)) func(context.Context, A) (R, error) {
+	return func(ctx context.Context, args A) (result R, err error) {
+		e.snapshotOnHead(ctx, threadID, headEdit{
+			trigger:  TriggerToolCall,
+			tags:     []string{"tool:" + name, "before"},
+			summary:  "tool " + name + ": call",
+			metadata: map[string]any{"tool": name, "phase": "before"},
+			messages: []any{map[string]any{"role": "tool_call", "name": name, "args": encodeJSON(args)}},
+			nextNode: name,
+		})
+		panicked := true
+		defer func() {
+			if !panicked {
+				return
+			}
+			p := recover()
+			msg := fmt.Sprint("panic: ", p)
+			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, toolAfter(name, nil, msg))
+			panic(p)
+		}()
+		result, err = tool(ctx, args)
+		panicked = false
+		if err != nil {
+			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, toolAfter(name, nil, err.Error()))
+			return result, err
+		}
+		e.snapshotOnHead(ctx, threadID, toolAfter(name, encodeJSON(result), ""))
+		return result, nil
+	}
+}
+
+func toolAfter(name string, result json.RawMessage, failure string) headEdit {
+	ed := headEdit{
+		trigger:  TriggerToolCall,
+		tags:     []string{"tool:" + name, "after"},
+		metadata: map[string]any{"tool": name, "phase": "after", "ok": failure == ""},
+	}
+	if failure != "" {
+		ed.tags = append(ed.tags, "error")
+		ed.summary = "tool " + name + ": " + failure
+		ed.messages = []any{map[string]any{"role": "tool", "name": name, "error": failure}}
+		ed.toolResults = map[string]json.RawMessage{name: encodeJSON(map[string]string{"error": failure})}
+		return ed
+	}
+	ed.summary = "tool " + name + ": ok"
+	ed.messages = []any{map[string]any{"role": "tool", "name": name, "content": result}}
+	ed.toolResults = map[string]json.RawMessage{name: result}
+	return ed
+}
+
+// Scope runs fn between two checkpoints on threadID (trigger
+// TriggerTaskBoundary, through SnapshotSafe): one on enter and one on exit,
+// whatever the outcome. state is encoded as JSON at each of the two (so a
+// pointer shows what fn changed); nil carries the head's state forward.
+// The exit checkpoint's metadata says how fn ended: {"scope": "exit",
+// "outcome": "ok" | "error" | "panic", "error": ...}. Scope returns fn's
+// error unchanged; a panic in fn is recorded, then re-raised. A failed
+// snapshot never fails the scope.
+func (e *Engine) Scope(ctx context.Context, threadID string, state any, fn func(context.Context) error) (err error) {
+	enc := func() json.RawMessage {
+		if state == nil {
+			return nil
+		}
+		return encodeJSON(state)
+	}
+	e.snapshotOnHead(ctx, threadID, headEdit{
+		trigger:  TriggerTaskBoundary,
+		tags:     []string{"scope", "enter"},
+		summary:  "scope: enter",
+		metadata: map[string]any{"scope": "enter"},
+		state:    enc(),
+	})
+	exit := func(outcome, failure string) {
+		meta := map[string]any{"scope": "exit", "outcome": outcome}
+		summary := "scope: exit, " + outcome
+		if failure != "" {
+			meta["error"] = failure
+			summary += ": " + failure
+		}
+		e.snapshotOnHead(context.WithoutCancel(ctx), threadID, headEdit{
+			trigger:  TriggerTaskBoundary,
+			tags:     []string{"scope", "exit", outcome},
+			summary:  summary,
+			metadata: meta,
+			state:    enc(),
+		})
+	}
+	panicked := true
+	defer func() {
+		if panicked {
+			p := recover()
+			exit("panic", fmt.Sprint(p))
+			panic(p)
+		}
+	}()
+	err = fn(ctx)
+	panicked = false
+	if err != nil {
+		exit("error", err.Error())
+		return err
+	}
+	exit("ok", "")
+	return nil
+}
+
+// ResumePoint is where a run picks up after a crash: the head of its
+// thread, and the tasks that finished after it.
+type ResumePoint struct {
+	*Checkpoint
+	// Done maps each task that recorded writes after the head (PutWrites)
+	// to its writes, in order: the run can use them instead of running the
+	// task again.
+	Done map[string][]PendingWrite
+}
+
+// TaskDone reports whether task recorded writes after the head.
+func (r *ResumePoint) TaskDone(task string) bool {
+	_, ok := r.Done[task]
+	return ok
+}
+
+// Resume returns the head of threadID (root namespace) with the pending
+// writes recorded after it, grouped by task. A loop resumed after a crash
+// continues from the head's state and next node, and skips the tasks in
+// Done. Errors: ErrNotFound for a thread with no checkpoint (a new run);
+// ErrInvalidInput for a malformed thread id.
+func (e *Engine) Resume(ctx context.Context, threadID string) (*ResumePoint, error) {
+	head, err := e.Latest(ctx, threadID)
+	if err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	r := &ResumePoint{Checkpoint: head, Done: map[string][]PendingWrite{}}
+	for _, w := range head.PendingWrites {
+		r.Done[w.TaskID] = append(r.Done[w.TaskID], w)
+	}
+	return r, nil
+}

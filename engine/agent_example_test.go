@@ -1,0 +1,71 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// A loop that survives crashes: resume from the head, skip the tasks whose
+// results were saved, save each new result as it comes, then write the
+// step's checkpoint.
+func ExampleEngine_Resume() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	eng := engine.New(pool, engine.Config{})
+
+	r, err := eng.Resume(ctx, "run-42")
+	if errors.Is(err, engine.ErrNotFound) { // a new run: write its first checkpoint
+		if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run-42", NextNode: "fetch"}); err != nil {
+			log.Fatal(err)
+		}
+		r, err = eng.Resume(ctx, "run-42")
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	results := map[string]json.RawMessage{}
+	for _, task := range []string{"fetch-a", "fetch-b"} {
+		if r.TaskDone(task) {
+			results[task] = r.Done[task][0].Value
+			continue
+		}
+		out := json.RawMessage(`{"ok": true}`) // the task's work
+		if _, err := eng.PutWrites(ctx, r.ID, task, []engine.Write{{Channel: "result", Value: out}}); err != nil {
+			log.Fatal(err)
+		}
+		results[task] = out
+	}
+	state, _ := json.Marshal(results)
+	eng.SnapshotSafe(ctx, engine.SnapshotInput{ThreadID: "run-42", Trigger: engine.TriggerTaskBoundary, State: state})
+}
+
+// A tool wrapped so each call writes a checkpoint before and after it.
+func ExampleWrapTool() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	eng := engine.New(pool, engine.Config{})
+
+	type query struct{ City string }
+	search := engine.WrapTool(eng, "run-42", "weather", func(ctx context.Context, q query) (string, error) {
+		return "sunny in " + q.City, nil
+	})
+	if _, err := search(ctx, query{City: "Lisbon"}); err != nil {
+		log.Fatal(err)
+	}
+	// eng.SnapshotFailures() counts the checkpoints that could not be written.
+}
