@@ -250,14 +250,20 @@ func TestCkptCLI(t *testing.T) {
 	}
 }
 
-// tableDump renders every pgcheckpoint row of a thread (all columns, as
-// stored), to compare two databases without trusting the exporter.
+// tableDump renders every pgcheckpoint row of a thread (all columns, with
+// the whole content of each checkpoint in place of how it is stored: an
+// import stores whole snapshots), to compare two databases without trusting
+// the exporter.
 func tableDump(t *testing.T, pool *pgxpool.Pool, thread string) string {
 	t.Helper()
 	var s string
 	err := pool.QueryRow(context.Background(), `SELECT concat_ws(E'\n',
 		(SELECT string_agg(to_jsonb(x)::text, E'\n' ORDER BY x.namespace) FROM pgcheckpoint.threads x WHERE x.thread_id = $1),
-		(SELECT string_agg(to_jsonb(x)::text, E'\n' ORDER BY x.namespace, x.seq) FROM pgcheckpoint.checkpoints x WHERE x.thread_id = $1),
+		(SELECT string_agg((to_jsonb(x) - ARRAY['format', 'delta_depth', 'state_removed', 'tool_results_removed',
+		                    'messages_count', 'messages_digest', 'state_digests', 'tool_results_digests']
+		                    || to_jsonb(m))::text, E'\n' ORDER BY x.namespace, x.seq)
+		 FROM pgcheckpoint.checkpoints x CROSS JOIN LATERAL pgcheckpoint.materialize(x.checkpoint_id) m
+		 WHERE x.thread_id = $1),
 		(SELECT string_agg(to_jsonb(x)::text, E'\n' ORDER BY x.namespace, x.checkpoint_seq, x.task_id, x.idx) FROM pgcheckpoint.pending_writes x WHERE x.thread_id = $1))`,
 		thread).Scan(&s)
 	if err != nil {
