@@ -66,6 +66,16 @@ type PgcheckpointCheckpoint struct {
 	ToolResultsDigests json.RawMessage
 }
 
+// Where each gc_sweep stopped, so the next call (e.g. the next pg_cron run) goes on from there; a sweep that reaches the last thread starts again from the first.
+type PgcheckpointGcCursor struct {
+	// The sweep: its policy and arguments, as gc_sweep spells them.
+	Sweep string
+	// The last thread the sweep finished; '' before the first.
+	AfterThreadID string
+	// When the sweep last moved.
+	UpdatedAt time.Time
+}
+
 // Writes of tasks that finished inside a step, kept with the checkpoint they follow so a resumed run does not redo them. Deleted with their checkpoint.
 type PgcheckpointPendingWrite struct {
 	// The thread of the checkpoint.
@@ -106,4 +116,8 @@ type PgcheckpointThread struct {
 	BranchedFrom uuid.NullUUID
 	// For a branch: the thread of the checkpoint it was forked from.
 	BranchedFromThread pgtype.Text
+	// When the thread expires (TTL); NULL: never. A sweep (pgcheckpoint.gc_sweep, gc_batch) applies expire_action to an expired thread. Set on every namespace row of the thread.
+	ExpiresAt pgtype.Timestamptz
+	// What expiry does: 'delete' deletes the thread; 'keep_latest' keeps only the head of each namespace (and clears expires_at).
+	ExpireAction string
 }

@@ -61,6 +61,11 @@ type Config struct {
 	// SnapshotSafe logs and counts (a hook for metrics, e.g. an
 	// OpenTelemetry counter). It must not block.
 	OnSnapshotFailure func(ctx context.Context, in SnapshotInput, err error)
+
+	// Retention, when set, is applied to the thread after each Snapshot
+	// (one more round trip and transaction; see Policy and ApplyRetention).
+	// The zero Policy keeps everything.
+	Retention Policy
 }
 
 // Engine is the agent-facing API over the pgcheckpoint tables. It is safe
@@ -111,7 +116,9 @@ func NewCheckpointID() uuid.UUID {
 // Errors: ErrInvalidInput (and ErrInvalidJSON, ErrSnapshotTooLarge, which
 // wrap it) for bad input, with nothing written; ErrNotFound when ParentID
 // does not exist in the thread; ErrIDConflict when in.ID already names other
-// content.
+// content. With Config.Retention set, the policy is then applied to the
+// thread; if that fails, the checkpoint stays written, the result is
+// returned with the error, and retrying with the same ID is safe.
 func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (SnapshotResult, error) {
 	p, err := e.snapshotParams(in)
 	if err != nil {
@@ -120,11 +127,14 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (SnapshotResult
 	if skipped, ok := e.skipDisabled(in); ok {
 		return skipped, nil
 	}
+	if err := e.cfg.Retention.check(); err != nil {
+		return SnapshotResult{}, fmt.Errorf("snapshot: Config.Retention: %w", err)
+	}
 	row, err := e.q.CheckpointPut(ctx, p)
 	if err != nil {
 		return SnapshotResult{}, dbError("snapshot", err)
 	}
-	return SnapshotResult{
+	res := SnapshotResult{
 		ID:        row.CheckpointID,
 		ThreadID:  row.ThreadID,
 		Namespace: row.Namespace,
@@ -132,7 +142,13 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (SnapshotResult
 		Step:      row.Step,
 		CreatedAt: row.CreatedAt,
 		Created:   row.Inserted,
-	}, nil
+	}
+	if !e.cfg.Retention.keepsAll() {
+		if _, err := e.ApplyRetention(ctx, row.ThreadID, e.cfg.Retention); err != nil {
+			return res, fmt.Errorf("snapshot %s was written, then: %w (a retry with the same ID is safe)", row.CheckpointID, err)
+		}
+	}
+	return res, nil
 }
 
 func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error) {

@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgcheckpoint/pgcheckpoint/db"
+)
+
+// Policy says which checkpoints of a thread retention keeps, in each
+// namespace, in write order. Whatever the policy, retention never deletes a
+// thread's head (the rewound-to checkpoint after a rewind), nor a
+// checkpoint a branch was forked from while the branch exists, nor another
+// thread's rows; a kept checkpoint stored as a delta whose base goes is
+// first rewritten whole, in the same transaction. The zero Policy keeps
+// everything. The same policies are SQL functions: see pgcheckpoint.gc_thread.
+type Policy struct {
+	name string
+	n    int
+	age  time.Duration
+}
+
+// KeepAll keeps every checkpoint: retention deletes nothing.
+func KeepAll() Policy { return Policy{name: "keep_all"} }
+
+// KeepLastN keeps the n newest checkpoints (n >= 1).
+func KeepLastN(n int) Policy { return Policy{name: "keep_last_n", n: n} }
+
+// KeepAge keeps the checkpoints written within d of now (d > 0).
+func KeepAge(d time.Duration) Policy { return Policy{name: "keep_age", age: d} }
+
+// KeepMilestones keeps the first and the newest checkpoint and n evenly
+// spaced between them (n >= 0): positions 1 + round(i*(total-1)/(n+1)) in
+// write order, for i = 1..n.
+func KeepMilestones(n int) Policy { return Policy{name: "keep_milestones", n: n} }
+
+// String spells the policy as the SQL functions name it, e.g.
+// "keep_last_n(10)".
+func (p Policy) String() string {
+	switch p.name {
+	case "", "keep_all":
+		return "keep_all"
+	case "keep_age":
+		return fmt.Sprintf("keep_age(%s)", p.age)
+	}
+	return fmt.Sprintf("%s(%d)", p.name, p.n)
+}
+
+func (p Policy) keepsAll() bool { return p.name == "" || p.name == "keep_all" }
+
+func (p Policy) check() error {
+	switch p.name {
+	case "", "keep_all":
+	case "keep_last_n":
+		if p.n < 1 {
+			return fmt.Errorf("%w: KeepLastN(%d); n must be 1 or more", ErrInvalidInput, p.n)
+		}
+	case "keep_milestones":
+		if p.n < 0 {
+			return fmt.Errorf("%w: KeepMilestones(%d); n must be 0 or more", ErrInvalidInput, p.n)
+		}
+	case "keep_age":
+		if p.age <= 0 {
+			return fmt.Errorf("%w: KeepAge(%s); the age must be positive", ErrInvalidInput, p.age)
+		}
+	default:
+		return fmt.Errorf("%w: unknown policy %q", ErrInvalidInput, p.name)
+	}
+	return nil
+}
+
+// Deleted is a checkpoint that retention deleted.
+type Deleted struct {
+	ThreadID  string
+	Namespace string
+	ID        uuid.UUID
+	Step      int64
+}
+
+// ApplyRetention applies p to one thread (every namespace), under the
+// thread lock, in one transaction, and returns what it deleted. Errors:
+// ErrInvalidInput for a bad policy or thread id, with nothing deleted.
+func (e *Engine) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {
+	if err := checkID("thread id", threadID, false); err != nil {
+		return nil, fmt.Errorf("retention: %w", err)
+	}
+	if err := p.check(); err != nil {
+		return nil, fmt.Errorf("retention: %w", err)
+	}
+	if p.keepsAll() {
+		return nil, nil
+	}
+	rows, err := e.q.GcThread(ctx, db.GcThreadParams{
+		ThreadID: threadID, Policy: p.name, N: int32(p.n), AgeSeconds: p.age.Seconds(),
+	})
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("retention %s on thread %q", p, threadID), err)
+	}
+	out := make([]Deleted, len(rows))
+	for i, r := range rows {
+		out[i] = Deleted{ThreadID: r.ThreadID, Namespace: r.Namespace, ID: r.CheckpointID, Step: r.Step}
+	}
+	return out, nil
+}
+
+// DefaultSweepBatch is the default SweepOptions.BatchSize.
+const DefaultSweepBatch = 20
+
+// SweepOptions tunes Sweep.
+type SweepOptions struct {
+	// BatchSize is how many threads one transaction handles (default
+	// DefaultSweepBatch). Their locks are held until it commits, so a
+	// Snapshot on one of them waits that long: keep it small.
+	BatchSize int
+	// TimeBudget stops the sweep after the batch during which it runs out;
+	// zero means no limit. SweepResult.Next says where to go on.
+	TimeBudget time.Duration
+	// After starts the sweep after this thread id ("" from the first).
+	After string
+}
+
+// SweepResult says what a Sweep did.
+type SweepResult struct {
+	Threads int   // threads seen
+	Expired int   // threads whose expiry was applied
+	Deleted int64 // checkpoints deleted
+	Batches int   // transactions
+	// LongestBatch is the longest single transaction, as the client timed
+	// it (one round trip each).
+	LongestBatch time.Duration
+	// Done is true when the sweep reached the last thread; otherwise Next
+	// is the SweepOptions.After that goes on from where it stopped.
+	Done bool
+	Next string
+}
+
+// Sweep applies thread expiry (see SetExpiry) and then p to every thread,
+// in thread id order, BatchSize threads per transaction. A crash or a
+// cancelled context loses at most the batch in flight, which rolls back
+// whole: every thread stays readable. Errors: ErrInvalidInput for a bad
+// policy or options.
+func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (SweepResult, error) {
+	if err := p.check(); err != nil {
+		return SweepResult{}, fmt.Errorf("sweep: %w", err)
+	}
+	if opts.BatchSize == 0 {
+		opts.BatchSize = DefaultSweepBatch
+	}
+	if opts.BatchSize < 0 || opts.TimeBudget < 0 {
+		return SweepResult{}, fmt.Errorf("sweep: %w: batch size %d and time budget %s must not be negative", ErrInvalidInput, opts.BatchSize, opts.TimeBudget)
+	}
+	name := p.name
+	if name == "" {
+		name = "keep_all"
+	}
+	var res SweepResult
+	start := time.Now()
+	after := opts.After
+	for {
+		t0 := time.Now()
+		b, err := e.q.GcBatch(ctx, db.GcBatchParams{
+			Policy: name, N: int32(p.n), AgeSeconds: p.age.Seconds(), AfterThreadID: after, BatchSize: int32(opts.BatchSize),
+		})
+		if err != nil {
+			res.Next = after
+			return res, dbError(fmt.Sprintf("sweep %s after thread %q", p, after), err)
+		}
+		res.LongestBatch = max(res.LongestBatch, time.Since(t0))
+		res.Batches++
+		res.Threads += int(b.Threads)
+		res.Expired += int(b.Expired)
+		res.Deleted += b.Deleted
+		if b.Threads < int32(opts.BatchSize) {
+			res.Done = true
+			return res, nil
+		}
+		after = b.LastThreadID
+		if opts.TimeBudget > 0 && time.Since(start) >= opts.TimeBudget {
+			res.Next = after
+			return res, nil
+		}
+	}
+}
+
+// ExpireAction is what happens to a thread when it expires.
+type ExpireAction string
+
+// The expire actions.
+const (
+	ExpireDelete     ExpireAction = "delete"      // delete the thread
+	ExpireKeepLatest ExpireAction = "keep_latest" // keep only its head(s)
+)
+
+// SetExpiry makes a thread expire at at: the next Sweep (or SQL gc_sweep)
+// after that applies action. A zero at clears the expiry. Errors:
+// ErrNotFound for a thread that does not exist; ErrInvalidInput.
+func (e *Engine) SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) error {
+	if err := checkID("thread id", threadID, false); err != nil {
+		return fmt.Errorf("set expiry: %w", err)
+	}
+	if action == "" {
+		action = ExpireDelete
+	}
+	if action != ExpireDelete && action != ExpireKeepLatest {
+		return fmt.Errorf("set expiry: %w: unknown action %q", ErrInvalidInput, action)
+	}
+	n, err := e.q.ThreadSetExpiry(ctx, db.ThreadSetExpiryParams{
+		ThreadID: threadID, ExpiresAt: pgtype.Timestamptz{Time: at, Valid: !at.IsZero()}, ExpireAction: string(action),
+	})
+	if err != nil {
+		return dbError(fmt.Sprintf("set expiry of thread %q", threadID), err)
+	}
+	if n == 0 {
+		return fmt.Errorf("set expiry: thread %q: %w", threadID, ErrNotFound)
+	}
+	return nil
+}
