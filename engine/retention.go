@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -108,7 +110,7 @@ func (e *Engine) ApplyRetention(ctx context.Context, threadID string, p Policy) 
 }
 
 // DefaultSweepBatch is the default SweepOptions.BatchSize.
-const DefaultSweepBatch = 20
+const DefaultSweepBatch = 5
 
 // SweepOptions tunes Sweep.
 type SweepOptions struct {
@@ -121,6 +123,13 @@ type SweepOptions struct {
 	TimeBudget time.Duration
 	// After starts the sweep after this thread id ("" from the first).
 	After string
+	// Pause is a sleep between batches, which leaves the server's CPU to
+	// the application's writes: a sweep on a busy, small server is gentler
+	// with a Pause of about one batch's duration (a few milliseconds).
+	Pause time.Duration
+	// Progress, when set, is called after each batch with the totals so
+	// far.
+	Progress func(SweepResult)
 }
 
 // SweepResult says what a Sweep did.
@@ -150,8 +159,9 @@ func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (SweepR
 	if opts.BatchSize == 0 {
 		opts.BatchSize = DefaultSweepBatch
 	}
-	if opts.BatchSize < 0 || opts.TimeBudget < 0 {
-		return SweepResult{}, fmt.Errorf("sweep: %w: batch size %d and time budget %s must not be negative", ErrInvalidInput, opts.BatchSize, opts.TimeBudget)
+	if opts.BatchSize < 0 || opts.TimeBudget < 0 || opts.Pause < 0 {
+		return SweepResult{}, fmt.Errorf("sweep: %w: batch size %d, time budget %s and pause %s must not be negative",
+			ErrInvalidInput, opts.BatchSize, opts.TimeBudget, opts.Pause)
 	}
 	name := p.name
 	if name == "" {
@@ -174,6 +184,9 @@ func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (SweepR
 		res.Threads += int(b.Threads)
 		res.Expired += int(b.Expired)
 		res.Deleted += b.Deleted
+		if opts.Progress != nil {
+			opts.Progress(res)
+		}
 		if b.Threads < int32(opts.BatchSize) {
 			res.Done = true
 			return res, nil
@@ -182,6 +195,14 @@ func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (SweepR
 		if opts.TimeBudget > 0 && time.Since(start) >= opts.TimeBudget {
 			res.Next = after
 			return res, nil
+		}
+		if opts.Pause > 0 {
+			select {
+			case <-ctx.Done():
+				res.Next = after
+				return res, ctx.Err()
+			case <-time.After(opts.Pause):
+			}
 		}
 	}
 }
@@ -218,4 +239,45 @@ func (e *Engine) SetExpiry(ctx context.Context, threadID string, at time.Time, a
 		return fmt.Errorf("set expiry: thread %q: %w", threadID, ErrNotFound)
 	}
 	return nil
+}
+
+// ParsePolicy reads a policy as String spells it, "keep_last_n(10)", or in
+// the shell-friendly form "keep-last-n:10"; likewise "keep_age(24h)" (a Go
+// duration), "keep_milestones(5)" and "keep_all". Errors: ErrInvalidInput.
+func ParsePolicy(s string) (Policy, error) {
+	name, arg := strings.ReplaceAll(strings.TrimSpace(s), "-", "_"), ""
+	if open := strings.IndexByte(name, '('); open >= 0 {
+		if !strings.HasSuffix(name, ")") {
+			return Policy{}, fmt.Errorf("%w: policy %q: no closing parenthesis", ErrInvalidInput, s)
+		}
+		name, arg = name[:open], name[open+1:len(name)-1]
+	} else if colon := strings.IndexByte(name, ':'); colon >= 0 {
+		name, arg = name[:colon], name[colon+1:]
+	}
+	var p Policy
+	switch name {
+	case "keep_all":
+		if arg != "" {
+			return Policy{}, fmt.Errorf("%w: policy %q: keep_all takes no argument", ErrInvalidInput, s)
+		}
+		p = KeepAll()
+	case "keep_last_n", "keep_milestones":
+		n, err := strconv.Atoi(arg)
+		if err != nil {
+			return Policy{}, fmt.Errorf("%w: policy %q: want a whole number, e.g. %s(10)", ErrInvalidInput, s, name)
+		}
+		p = Policy{name: name, n: n}
+	case "keep_age":
+		d, err := time.ParseDuration(arg)
+		if err != nil {
+			return Policy{}, fmt.Errorf("%w: policy %q: want a duration, e.g. keep_age(72h)", ErrInvalidInput, s)
+		}
+		p = KeepAge(d)
+	default:
+		return Policy{}, fmt.Errorf("%w: unknown policy %q; use keep_all, keep_last_n(N), keep_age(DURATION) or keep_milestones(N)", ErrInvalidInput, s)
+	}
+	if err := p.check(); err != nil {
+		return Policy{}, err
+	}
+	return p, nil
 }

@@ -245,7 +245,7 @@ func TestCkptCLI(t *testing.T) {
 		t.Fatalf("unmigrated database: %+v", r)
 	}
 	// Help is not an error.
-	if r := runCLI(t, bin, nil, "help"); r.code != 0 || !strings.Contains(r.stdout, "log THREAD [--graph]") || strings.Contains(r.stdout, "gc") {
+	if r := runCLI(t, bin, nil, "help"); r.code != 0 || !strings.Contains(r.stdout, "log THREAD [--graph]") || !strings.Contains(r.stdout, "gc --policy P") {
 		t.Fatalf("help: %+v", r)
 	}
 }
@@ -420,5 +420,44 @@ func TestCkptDemoStartsAContainer(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "starting a throwaway Postgres container from "+image) ||
 		!strings.Contains(r.stdout, "the container was removed") || !strings.Contains(r.stdout, "* step 5 manual (head)") {
 		t.Fatalf("demo with a container: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestCkptGC(t *testing.T) {
+	t.Parallel()
+	bin := buildCommand(t, "ckpt")
+	b := setup(t)
+	env := []string{"DATABASE_URL=" + b.db.URL}
+	one := b.line(t, "one", 6)
+	two := b.line(t, "two", 6)
+	three := b.line(t, "three", 6)
+
+	for _, args := range [][]string{
+		{"gc"}, {"gc", "--policy", "keep-last-n:0"}, {"gc", "--policy", "shred"}, {"gc", "--policy", "keep-all", "--batch", "-1"},
+	} {
+		if r := runCLI(t, bin, env, args...); r.code != 2 || !strings.Contains(r.stderr, "gc") {
+			t.Fatalf("%v: %+v, want exit 2", args, r)
+		}
+	}
+	b.checkLine(t, "one", one, span(0, 6))
+
+	r := runCLI(t, bin, env, "gc", "--policy", "keep-last-n:4", "--thread", "one")
+	if r.code != 0 || r.stdout != "gc keep_last_n(4) on thread one: 2 checkpoint(s) deleted\n" {
+		t.Fatalf("gc one thread: %+v", r)
+	}
+	b.checkLine(t, "one", one, span(2, 6))
+	b.checkLine(t, "two", two, span(0, 6))
+
+	r = runCLI(t, bin, env, "--json", "gc", "--policy", "keep_last_n(2)", "--batch", "2")
+	if r.code != 0 || !strings.Contains(r.stdout, `"deleted": 10`) || !strings.Contains(r.stdout, `"threads": 3`) || !strings.Contains(r.stdout, `"done": true`) {
+		t.Fatalf("gc sweep: %+v", r)
+	}
+	b.checkLine(t, "one", one, span(4, 6))
+	b.checkLine(t, "two", two, span(4, 6))
+	b.checkLine(t, "three", three, span(4, 6))
+
+	unreachable := []string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=2"}
+	if r := runCLI(t, bin, unreachable, "gc", "--policy", "keep-all"); r.code != 1 || strings.Contains(r.stderr, "goroutine") {
+		t.Fatalf("unreachable database: %+v", r)
 	}
 }

@@ -16,29 +16,23 @@
 -- and its lineage ends there.
 
 ALTER TABLE pgcheckpoint.threads
+    ADD COLUMN swept_at      timestamptz,
     ADD COLUMN expires_at    timestamptz,
     ADD COLUMN expire_action text NOT NULL DEFAULT 'delete',
     ADD CONSTRAINT threads_expire_action_known CHECK (expire_action IN ('delete', 'keep_latest'));
 
 COMMENT ON COLUMN pgcheckpoint.threads.expires_at IS
-    'When the thread expires (TTL); NULL: never. A sweep (pgcheckpoint.gc_sweep, gc_batch) applies expire_action to an expired thread. Set on every namespace row of the thread.';
+    'When the thread expires (TTL); NULL: never. A sweep (pgcheckpoint.gc_sweep, gc_batch, gc_threads) applies expire_action to an expired thread. Set on every namespace row of the thread.';
 COMMENT ON COLUMN pgcheckpoint.threads.expire_action IS
     'What expiry does: ''delete'' deletes the thread; ''keep_latest'' keeps only the head of each namespace (and clears expires_at).';
 
+COMMENT ON COLUMN pgcheckpoint.threads.swept_at IS
+    'When a sweep (gc_batch, gc_sweep) last went through the thread; NULL: never. gc_sweep takes the least recently swept threads first.';
+
 -- The sweep finds expired threads without reading the others.
 CREATE INDEX threads_expires_at_idx ON pgcheckpoint.threads (expires_at) WHERE expires_at IS NOT NULL;
-
-CREATE TABLE pgcheckpoint.gc_cursors (
-    sweep           text        NOT NULL PRIMARY KEY,
-    after_thread_id text        NOT NULL DEFAULT '',
-    updated_at      timestamptz NOT NULL DEFAULT now()
-);
-
-COMMENT ON TABLE pgcheckpoint.gc_cursors IS
-    'Where each gc_sweep stopped, so the next call (e.g. the next pg_cron run) goes on from there; a sweep that reaches the last thread starts again from the first.';
-COMMENT ON COLUMN pgcheckpoint.gc_cursors.sweep IS 'The sweep: its policy and arguments, as gc_sweep spells them.';
-COMMENT ON COLUMN pgcheckpoint.gc_cursors.after_thread_id IS 'The last thread the sweep finished; '''' before the first.';
-COMMENT ON COLUMN pgcheckpoint.gc_cursors.updated_at IS 'When the sweep last moved.';
+-- gc_sweep takes the least recently swept threads first.
+CREATE INDEX threads_swept_at_idx ON pgcheckpoint.threads (swept_at NULLS FIRST, thread_id);
 
 CREATE FUNCTION pgcheckpoint.gc_check_policy(p_policy text, p_n integer, p_age interval)
 RETURNS void
@@ -163,53 +157,73 @@ $$;
 COMMENT ON FUNCTION pgcheckpoint.expire_thread IS
     'If the thread has expired (threads.expires_at <= now()), deletes it or keeps only its heads (threads.expire_action) and returns the number of checkpoints deleted; NULL if it has not expired.';
 
--- gc_batch is one transaction of a sweep: up to p_batch_size threads after
--- p_after_thread_id, in thread id order, each expired (see expire_thread)
--- or put through the policy. The locks of the threads it touched are held
--- until it commits, so keep batches small.
-CREATE FUNCTION pgcheckpoint.gc_batch(p_policy text, p_n integer, p_age interval, p_after_thread_id text, p_batch_size integer)
-RETURNS TABLE (last_thread_id text, threads integer, expired integer, deleted bigint)
+-- gc_threads is one transaction of a sweep: each thread given is expired
+-- (see expire_thread) or put through the policy, and marked swept. The
+-- locks of the threads it touched are held until it commits, so keep
+-- batches small.
+CREATE FUNCTION pgcheckpoint.gc_threads(p_thread_ids text[], p_policy text, p_n integer, p_age interval)
+RETURNS TABLE (threads integer, expired integer, deleted bigint)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_thread  text;
-    v_last    text;
     v_threads integer := 0;
     v_expired integer := 0;
     v_deleted bigint := 0;
     v_n       bigint;
 BEGIN
     PERFORM pgcheckpoint.gc_check_policy(p_policy, p_n, p_age);
-    IF p_batch_size IS NULL OR p_batch_size < 1 THEN
-        RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
-    END IF;
-    FOR v_thread IN
-        SELECT DISTINCT t.thread_id FROM pgcheckpoint.threads t
-        WHERE t.thread_id > coalesce(p_after_thread_id, '')
-        ORDER BY 1
-        LIMIT p_batch_size
-    LOOP
+    FOR v_thread IN SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1 LOOP
         v_n := pgcheckpoint.expire_thread(v_thread);
         IF v_n IS NOT NULL THEN
             v_expired := v_expired + 1;
         ELSIF p_policy <> 'keep_all' THEN
             SELECT count(*) INTO v_n FROM pgcheckpoint.gc_thread(v_thread, p_policy, p_n, p_age);
         END IF;
+        UPDATE pgcheckpoint.threads t SET swept_at = now() WHERE t.thread_id = v_thread;
         v_deleted := v_deleted + coalesce(v_n, 0);
         v_threads := v_threads + 1;
-        v_last := v_thread;
     END LOOP;
-    RETURN QUERY SELECT v_last, v_threads, v_expired, v_deleted;
+    RETURN QUERY SELECT v_threads, v_expired, v_deleted;
+END;
+$$;
+
+COMMENT ON FUNCTION pgcheckpoint.gc_threads IS
+    'Sweeps the given threads in one transaction: each expired or put through the policy, and marked swept (threads.swept_at). Returns how many threads, how many expired, how many checkpoints deleted.';
+
+-- gc_batch is gc_threads for the p_batch_size threads after
+-- p_after_thread_id in thread id order: a whole pass is a loop that starts
+-- from '' and passes on the last thread returned (the engine's Sweep).
+CREATE FUNCTION pgcheckpoint.gc_batch(p_policy text, p_n integer, p_age interval, p_after_thread_id text, p_batch_size integer)
+RETURNS TABLE (last_thread_id text, threads integer, expired integer, deleted bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids text[];
+BEGIN
+    PERFORM pgcheckpoint.gc_check_policy(p_policy, p_n, p_age);
+    IF p_batch_size IS NULL OR p_batch_size < 1 THEN
+        RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
+    END IF;
+    v_ids := ARRAY(
+        SELECT DISTINCT t.thread_id FROM pgcheckpoint.threads t
+        WHERE t.thread_id > coalesce(p_after_thread_id, '')
+        ORDER BY 1
+        LIMIT p_batch_size);
+    RETURN QUERY SELECT v_ids[cardinality(v_ids)], g.threads, g.expired, g.deleted
+    FROM pgcheckpoint.gc_threads(v_ids, p_policy, p_n, p_age) g;
 END;
 $$;
 
 COMMENT ON FUNCTION pgcheckpoint.gc_batch IS
-    'One batch of a sweep, in one transaction: up to p_batch_size threads after p_after_thread_id, each expired or put through the policy. Returns the last thread done (NULL when none was left), how many threads, how many expired, how many checkpoints deleted.';
+    'One batch of a sweep in thread id order, in one transaction: gc_threads for up to p_batch_size threads after p_after_thread_id. Returns the last thread done (NULL when none was left), how many threads, how many expired, how many checkpoints deleted.';
 
--- gc_sweep runs batches, committing after each, until every thread was seen
--- or the time budget is spent, and remembers where it stopped (gc_cursors)
--- so that the next call goes on from there. For pg_cron:
+-- gc_sweep runs batches of the least recently swept threads, committing
+-- after each, until every thread was swept since it started or the time
+-- budget is spent; the next call takes up the threads this one left. For
+-- pg_cron:
 --   SELECT cron.schedule('pgcheckpoint-gc', '* * * * *',
 --       $$CALL pgcheckpoint.gc_sweep('keep_last_n', 10)$$);
 -- A procedure that commits cannot carry a SET search_path clause; every
@@ -218,35 +232,36 @@ CREATE PROCEDURE pgcheckpoint.gc_sweep(
     p_policy      text,
     p_n           integer DEFAULT NULL,
     p_age         interval DEFAULT NULL,
-    p_batch_size  integer DEFAULT 20,
-    p_time_budget interval DEFAULT '50 seconds')
+    p_batch_size  integer DEFAULT 5,
+    p_time_budget interval DEFAULT '50 seconds',
+    p_pause       interval DEFAULT '0')
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_sweep text := pg_catalog.format('%s(%s,%s)', p_policy, p_n, p_age);
-    v_after text;
-    v_start timestamptz := pg_catalog.clock_timestamp();
-    v_batch record;
+    v_start timestamptz := pg_catalog.now();
+    v_ids   text[];
 BEGIN
     PERFORM pgcheckpoint.gc_check_policy(p_policy, p_n, p_age);
-    SELECT c.after_thread_id INTO v_after FROM pgcheckpoint.gc_cursors c WHERE c.sweep = v_sweep;
-    LOOP
-        SELECT * INTO v_batch FROM pgcheckpoint.gc_batch(p_policy, p_n, p_age, v_after, p_batch_size);
-        v_after := coalesce(v_batch.last_thread_id, '');
-        INSERT INTO pgcheckpoint.gc_cursors AS c (sweep, after_thread_id, updated_at)
-        VALUES (v_sweep, v_after, pg_catalog.now())
-        ON CONFLICT (sweep) DO UPDATE SET after_thread_id = excluded.after_thread_id, updated_at = excluded.updated_at;
-        COMMIT;
-        EXIT WHEN v_batch.threads < p_batch_size
-               OR pg_catalog.clock_timestamp() - v_start >= p_time_budget;
-    END LOOP;
-    IF v_batch.threads < p_batch_size THEN
-        -- Every thread was seen: the next call starts from the first.
-        UPDATE pgcheckpoint.gc_cursors c SET after_thread_id = '' WHERE c.sweep = v_sweep;
-        COMMIT;
+    IF p_batch_size IS NULL OR p_batch_size < 1 THEN
+        RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
     END IF;
+    LOOP
+        v_ids := ARRAY(
+            SELECT t.thread_id FROM pgcheckpoint.threads t
+            WHERE t.swept_at IS NULL OR t.swept_at < v_start
+            ORDER BY t.swept_at NULLS FIRST, t.thread_id
+            LIMIT p_batch_size);
+        EXIT WHEN pg_catalog.cardinality(v_ids) = 0;
+        PERFORM pgcheckpoint.gc_threads(v_ids, p_policy, p_n, p_age);
+        COMMIT;
+        EXIT WHEN pg_catalog.clock_timestamp() - v_start >= p_time_budget;
+        IF p_pause > interval '0' THEN
+            -- Leave the CPU to the application's writes for a while.
+            PERFORM pg_catalog.pg_sleep(pg_catalog.date_part('epoch', p_pause));
+        END IF;
+    END LOOP;
 END;
 $$;
 
 COMMENT ON PROCEDURE pgcheckpoint.gc_sweep IS
-    'Sweeps all threads: expiry, then the policy, in batches of p_batch_size threads, committing after each, until done or p_time_budget is spent; the next call goes on where this one stopped. Usage: CALL pgcheckpoint.gc_sweep(''keep_last_n'', 10).';
+    'Sweeps all threads, least recently swept first: expiry, then the policy, in batches of p_batch_size threads, committing after each and sleeping p_pause between, until every thread is done or p_time_budget is spent; the next call takes up the rest. Usage: CALL pgcheckpoint.gc_sweep(''keep_last_n'', 10).';

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// runGC applies a retention policy: to one thread (--thread), or to every
+// thread in a sweep that also applies thread expiry.
+func runGC(ctx context.Context, c *cli, _ []string) error {
+	if c.policy == "" {
+		return usagef("gc: --policy is required, e.g. --policy keep-last-n:10")
+	}
+	p, err := engine.ParsePolicy(c.policy)
+	if err != nil {
+		return usagef("gc: %v", err)
+	}
+	if c.batch < 0 || c.budget < 0 {
+		return usagef("gc: --batch and --budget must not be negative")
+	}
+	if c.thread != "" {
+		deleted, err := c.eng.ApplyRetention(ctx, c.thread, p)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			type row struct {
+				ThreadID  string    `json:"thread_id"`
+				Namespace string    `json:"namespace"`
+				ID        uuid.UUID `json:"checkpoint_id"`
+				Step      int64     `json:"step"`
+			}
+			rows := make([]row, len(deleted))
+			for i, d := range deleted {
+				rows[i] = row{d.ThreadID, d.Namespace, d.ID, d.Step}
+			}
+			return c.printJSON(struct {
+				Policy  string `json:"policy"`
+				Deleted []row  `json:"deleted"`
+			}{p.String(), rows})
+		}
+		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", p, c.thread, len(deleted))
+		return nil
+	}
+
+	opts := engine.SweepOptions{BatchSize: c.batch, TimeBudget: c.budget}
+	progress := c.stdoutTTY && !c.json
+	if progress {
+		opts.Progress = func(r engine.SweepResult) {
+			fmt.Fprintf(c.stdout, "\rsweeping: %d thread(s), %d checkpoint(s) deleted", r.Threads, r.Deleted)
+		}
+	}
+	res, err := c.eng.Sweep(ctx, p, opts)
+	if progress {
+		fmt.Fprint(c.stdout, "\r\033[K")
+	}
+	if err != nil {
+		return fmt.Errorf("%w (batches before the failing one are done; run gc again to go on)", err)
+	}
+	if c.json {
+		return c.printJSON(struct {
+			Policy         string  `json:"policy"`
+			Threads        int     `json:"threads"`
+			Expired        int     `json:"expired"`
+			Deleted        int64   `json:"deleted"`
+			Batches        int     `json:"batches"`
+			LongestBatchMS float64 `json:"longest_batch_ms"`
+			Done           bool    `json:"done"`
+			Next           string  `json:"next,omitempty"`
+		}{p.String(), res.Threads, res.Expired, res.Deleted, res.Batches, float64(res.LongestBatch.Microseconds()) / 1000, res.Done, res.Next})
+	}
+	fmt.Fprintf(c.stdout, "gc %s: %d checkpoint(s) deleted in %d thread(s), %d expired; %d batch(es), longest %s\n",
+		p, res.Deleted, res.Threads, res.Expired, res.Batches, res.LongestBatch.Round(1000))
+	if !res.Done {
+		fmt.Fprintf(c.stdout, "stopped by --budget after thread %s; run gc again to go on\n", res.Next)
+	}
+	return nil
+}
