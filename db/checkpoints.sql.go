@@ -450,7 +450,7 @@ type CheckpointPutParams struct {
 	ToolResults        json.RawMessage
 	NextNode           string
 	SizeBytes          int64
-	FullEvery          int32
+	DeltaRun           int32
 	MessageDigests     []byte
 	StateDigests       json.RawMessage
 	ToolResultsDigests json.RawMessage
@@ -482,7 +482,7 @@ func (q *Queries) CheckpointPut(ctx context.Context, arg CheckpointPutParams) (C
 		arg.ToolResults,
 		arg.NextNode,
 		arg.SizeBytes,
-		arg.FullEvery,
+		arg.DeltaRun,
 		arg.MessageDigests,
 		arg.StateDigests,
 		arg.ToolResultsDigests,

@@ -36,13 +36,13 @@ type PgcheckpointCheckpoint struct {
 	Summary string
 	// Free-form JSON object, GIN-indexed for containment (@>) filters.
 	Metadata json.RawMessage
-	// 'full': messages, state and tool_results hold the whole snapshot. 'delta': they hold only the changes since the parent checkpoint (same thread and namespace); read it with pgcheckpoint.materialize(checkpoint_id).
+	// 'full': messages, state and tool_results hold the whole snapshot. 'delta': they hold only the changes since base_checkpoint_id (an ancestor in the same thread and namespace); read it with pgcheckpoint.materialize(checkpoint_id).
 	Format string
-	// The conversation as a JSON array (format 'delta': only the messages appended to the parent's), lz4-compressed when large. Strings are NUL-escaped: U+0000 is stored as U+0001 '0' and U+0001 as U+0001 U+0001 (jsonb cannot hold U+0000).
+	// The conversation as a JSON array (format 'delta': only the messages appended to the base's), lz4-compressed when large. Strings are NUL-escaped: U+0000 is stored as U+0001 '0' and U+0001 as U+0001 U+0001 (jsonb cannot hold U+0000).
 	Messages json.RawMessage
-	// The agent's state as a JSON object (format 'delta': only the top-level keys set or changed since the parent), NUL-escaped like messages.
+	// The agent's state as a JSON object (format 'delta': only the top-level keys set or changed since the base), NUL-escaped like messages.
 	State json.RawMessage
-	// Tool results as a JSON object, stored whole (format 'delta': only the top-level keys set or changed since the parent), NUL-escaped like messages.
+	// Tool results as a JSON object, stored whole (format 'delta': only the top-level keys set or changed since the base), NUL-escaped like messages.
 	ToolResults json.RawMessage
 	// The node the agent runs next when resumed from here.
 	NextNode string
@@ -50,30 +50,24 @@ type PgcheckpointCheckpoint struct {
 	SizeBytes int64
 	// For a merge: the head of the branch merged in, the second parent (parent_checkpoint_id is the first).
 	MergeParentID uuid.NullUUID
-	// How many delta checkpoints lead from this one back to a full one, at most: 0 for a full snapshot. A write that would reach the writer's limit (default 50) is stored whole, which bounds the cost of a read.
+	// Format 'delta': the checkpoint this one is a delta against: the parent, or at the end of a run the anchor the run started from. NULL for a full snapshot.
+	BaseCheckpointID uuid.NullUUID
+	// Format 'delta': how many deltas on their parents lead back to the anchor (full snapshot or anchor) of this run; 0 for a full snapshot or an anchor.
+	DeltaRun int32
+	// How many base links lead from this checkpoint to a full one, at most (a read follows them): 0 for a full snapshot.
 	DeltaDepth int32
-	// Format 'delta': the top-level state keys of the parent that this checkpoint no longer has.
+	// Format 'delta': the top-level state keys of the base that this checkpoint no longer has.
 	StateRemoved []string
-	// Format 'delta': the tool result keys of the parent that this checkpoint no longer has.
+	// Format 'delta': the tool result keys of the base that this checkpoint no longer has.
 	ToolResultsRemoved []string
 	// The number of messages of the whole snapshot (either format). NULL on rows written before delta storage.
 	MessagesCount pgtype.Int4
-	// SHA-256 of the concatenated 16-byte per-message digests of the whole message list: a child whose first messages_count digests hash to this is an append. NULL: unknown (the child is stored whole).
+	// SHA-256 of the concatenated 16-byte per-message digests of the whole message list: a descendant whose first messages_count digests hash to this is an append. NULL: unknown (a child is stored whole).
 	MessagesDigest []byte
 	// Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of the jsonb text), for the whole state: what a child compares to find changed keys. NULL: unknown.
 	StateDigests json.RawMessage
 	// Like state_digests, for tool_results.
 	ToolResultsDigests json.RawMessage
-}
-
-// Where each gc_sweep stopped, so the next call (e.g. the next pg_cron run) goes on from there; a sweep that reaches the last thread starts again from the first.
-type PgcheckpointGcCursor struct {
-	// The sweep: its policy and arguments, as gc_sweep spells them.
-	Sweep string
-	// The last thread the sweep finished; '' before the first.
-	AfterThreadID string
-	// When the sweep last moved.
-	UpdatedAt time.Time
 }
 
 // Writes of tasks that finished inside a step, kept with the checkpoint they follow so a resumed run does not redo them. Deleted with their checkpoint.
@@ -116,7 +110,9 @@ type PgcheckpointThread struct {
 	BranchedFrom uuid.NullUUID
 	// For a branch: the thread of the checkpoint it was forked from.
 	BranchedFromThread pgtype.Text
-	// When the thread expires (TTL); NULL: never. A sweep (pgcheckpoint.gc_sweep, gc_batch) applies expire_action to an expired thread. Set on every namespace row of the thread.
+	// When a sweep (gc_batch, gc_sweep) last went through the thread; NULL: never. gc_sweep takes the least recently swept threads first.
+	SweptAt pgtype.Timestamptz
+	// When the thread expires (TTL); NULL: never. A sweep (pgcheckpoint.gc_sweep, gc_batch, gc_threads) applies expire_action to an expired thread. Set on every namespace row of the thread.
 	ExpiresAt pgtype.Timestamptz
 	// What expiry does: 'delete' deletes the thread; 'keep_latest' keeps only the head of each namespace (and clears expires_at).
 	ExpireAction string

@@ -19,8 +19,8 @@ import (
 // DefaultMaxSnapshotBytes is the default Config.MaxSnapshotBytes: 10 MiB.
 const DefaultMaxSnapshotBytes = 10 << 20
 
-// DefaultFullEvery is the default Config.FullEvery.
-const DefaultFullEvery = 50
+// DefaultDeltaRun is the default Config.DeltaRun.
+const DefaultDeltaRun = 50
 
 // MaxListLimit is the largest page ListCheckpoints and ListThreads return.
 const MaxListLimit = 10000
@@ -41,11 +41,13 @@ type Config struct {
 	// stored as a delta (the appended messages, the state and tool result
 	// keys changed or removed), which reads back exactly the same.
 	FullSnapshots bool
-	// FullEvery bounds a chain of deltas: at least every FullEvery-th
-	// checkpoint of a line is stored whole, so a read rebuilds from at most
-	// FullEvery-1 deltas. Zero means DefaultFullEvery; 1 is the same as
+	// DeltaRun bounds the chains a read follows. After DeltaRun-1 deltas in
+	// a row on their parents, a checkpoint is stored as a delta against
+	// where that run started (an anchor); after DeltaRun-1 anchors in a
+	// row, whole. A read follows at most 2*(DeltaRun-1) links; storage grows
+	// with what changed. Zero means DefaultDeltaRun; 1 is the same as
 	// FullSnapshots.
-	FullEvery int
+	DeltaRun int
 
 	// Triggers lists the enabled snapshot triggers; nil enables them all.
 	// A Snapshot whose trigger is not listed writes nothing and returns a
@@ -86,11 +88,11 @@ func New(pool *pgxpool.Pool, cfg Config) *Engine {
 	if cfg.MaxSnapshotBytes == 0 {
 		cfg.MaxSnapshotBytes = DefaultMaxSnapshotBytes
 	}
-	if cfg.FullEvery <= 0 {
-		cfg.FullEvery = DefaultFullEvery
+	if cfg.DeltaRun <= 0 {
+		cfg.DeltaRun = DefaultDeltaRun
 	}
 	if cfg.FullSnapshots {
-		cfg.FullEvery = 1
+		cfg.DeltaRun = 1
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -207,7 +209,7 @@ func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error
 	// Digests of the content, from which checkpoint_put tells what changed
 	// since the parent; none when every checkpoint is stored whole.
 	var msgDigests, stateDigests, toolDigests []byte
-	if e.cfg.FullEvery > 1 {
+	if e.cfg.DeltaRun > 1 {
 		msgDigests = messageDigests(messages)
 		if stateDigests, err = keyDigests(state); err != nil {
 			return db.CheckpointPutParams{}, fmt.Errorf("state: %w", err)
@@ -230,7 +232,7 @@ func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error
 		ToolResults:        toolResults,
 		NextNode:           in.NextNode,
 		SizeBytes:          size,
-		FullEvery:          int32(e.cfg.FullEvery),
+		DeltaRun:           int32(e.cfg.DeltaRun),
 		MessageDigests:     msgDigests,
 		StateDigests:       stateDigests,
 		ToolResultsDigests: toolDigests,

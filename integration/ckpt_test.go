@@ -259,7 +259,7 @@ func tableDump(t *testing.T, pool *pgxpool.Pool, thread string) string {
 	var s string
 	err := pool.QueryRow(context.Background(), `SELECT concat_ws(E'\n',
 		(SELECT string_agg(to_jsonb(x)::text, E'\n' ORDER BY x.namespace) FROM pgcheckpoint.threads x WHERE x.thread_id = $1),
-		(SELECT string_agg((to_jsonb(x) - ARRAY['format', 'delta_depth', 'state_removed', 'tool_results_removed',
+		(SELECT string_agg((to_jsonb(x) - ARRAY['format', 'base_checkpoint_id', 'delta_run', 'delta_depth', 'state_removed', 'tool_results_removed',
 		                    'messages_count', 'messages_digest', 'state_digests', 'tool_results_digests']
 		                    || to_jsonb(m))::text, E'\n' ORDER BY x.namespace, x.seq)
 		 FROM pgcheckpoint.checkpoints x CROSS JOIN LATERAL pgcheckpoint.materialize(x.checkpoint_id) m

@@ -97,7 +97,8 @@ func anyKey(r *rand.Rand, m map[string]any) (string, bool) {
 // edits, dropped messages, state and tool result keys set and removed,
 // rewinds, truncating rewinds, branches, deletes, NUL characters, the same
 // JSON with other spacing) three ways: whole snapshots, deltas (the
-// default), and deltas with a full snapshot every 4th checkpoint. Every
+// default), and deltas with runs of at most 3 (DeltaRun 4), which makes
+// anchors and full snapshots often. Every
 // checkpoint must read back as the model says, and byte for byte the same
 // in every mode.
 func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
@@ -108,7 +109,7 @@ func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 		modes := []*storeMode{
 			{name: "full", eng: engine.New(b.db.Pool, engine.Config{FullSnapshots: true})},
 			{name: "delta", eng: engine.New(b.db.Pool, engine.Config{})},
-			{name: "k4", eng: engine.New(b.db.Pool, engine.Config{FullEvery: 4})},
+			{name: "k4", eng: engine.New(b.db.Pool, engine.Config{DeltaRun: 4})},
 		}
 		for _, m := range modes {
 			m.thread = fmt.Sprintf("prop-%d-%s", seed, m.name)
@@ -258,18 +259,20 @@ func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 	}
 
 	// The modes really store differently.
-	var fullDeltas, deltas, k4Deepest int
+	var fullDeltas, deltas, k4Anchors, k4Run, k4Depth int
 	err := b.db.Pool.QueryRow(ctx, `SELECT
 		count(*) FILTER (WHERE thread_id LIKE 'prop-%-full%' AND format = 'delta'),
 		count(*) FILTER (WHERE thread_id LIKE 'prop-%-delta%' AND format = 'delta'),
+		count(*) FILTER (WHERE thread_id LIKE 'prop-%-k4%' AND format = 'delta' AND base_checkpoint_id <> parent_checkpoint_id),
+		coalesce(max(delta_run) FILTER (WHERE thread_id LIKE 'prop-%-k4%'), 0),
 		coalesce(max(delta_depth) FILTER (WHERE thread_id LIKE 'prop-%-k4%'), 0)
-		FROM pgcheckpoint.checkpoints`).Scan(&fullDeltas, &deltas, &k4Deepest)
+		FROM pgcheckpoint.checkpoints`).Scan(&fullDeltas, &deltas, &k4Anchors, &k4Run, &k4Depth)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fullDeltas != 0 || deltas < 50 || k4Deepest > 3 {
-		t.Fatalf("full mode stored %d deltas (want 0); delta mode %d (want many); FullEvery 4 reached depth %d (want <= 3)",
-			fullDeltas, deltas, k4Deepest)
+	if fullDeltas != 0 || deltas < 50 || k4Anchors == 0 || k4Run > 3 || k4Depth > 6 {
+		t.Fatalf("full mode stored %d deltas (want 0); delta mode %d (want many); with DeltaRun 4, %d anchors (want some), "+
+			"runs up to %d (want <= 3), chains up to %d (want <= 6)", fullDeltas, deltas, k4Anchors, k4Run, k4Depth)
 	}
 	t.Logf("delta mode stored %d checkpoints as deltas", deltas)
 }

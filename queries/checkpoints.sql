@@ -20,7 +20,7 @@ FROM pgcheckpoint.checkpoint_put(
     @tool_results::jsonb,
     @next_node::text,
     @size_bytes::bigint,
-    @full_every::int,
+    @delta_run::int,
     sqlc.narg(message_digests)::bytea,
     sqlc.narg(state_digests)::jsonb,
     sqlc.narg(tool_results_digests)::jsonb

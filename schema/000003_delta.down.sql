@@ -449,6 +449,8 @@ ALTER TABLE pgcheckpoint.checkpoints
     DROP COLUMN tool_results_removed,
     DROP COLUMN state_removed,
     DROP COLUMN delta_depth,
+    DROP COLUMN delta_run,
+    DROP COLUMN base_checkpoint_id,
     DROP CONSTRAINT checkpoints_format_known,
     ADD CONSTRAINT checkpoints_format_known CHECK (format IN ('full'));
 

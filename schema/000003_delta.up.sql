@@ -1,16 +1,22 @@
--- Delta snapshots: a checkpoint may store only what changed since its
--- parent, and pgcheckpoint.materialize() rebuilds it in plain SQL.
+-- Delta snapshots: a checkpoint may store only what changed since an
+-- ancestor (its base), and pgcheckpoint.materialize() rebuilds it in plain
+-- SQL.
 --
--- A delta checkpoint (format 'delta') holds, against its parent in the same
--- thread and namespace:
---   messages      the messages appended to the parent's (a JSON array);
+-- A delta checkpoint (format 'delta') holds, against its base, an ancestor
+-- in the same thread and namespace:
+--   messages      the messages appended to the base's (a JSON array);
 --   state         the top-level state keys set or changed (a JSON object);
---   state_removed the top-level state keys the parent had and this one lacks;
+--   state_removed the top-level state keys the base had and this one lacks;
 --   tool_results, tool_results_removed: likewise for tool results.
--- Anything else (an edited or dropped message, a delta no smaller than the
--- whole, a parent missing digests, or the delta_depth limit reached) is
--- stored whole (format 'full'). Metadata, tags, summary and next node are
--- always stored whole.
+-- The base is the parent, except at the end of a run: after R-1 deltas in a
+-- row on their parents (R, the run limit, is the writer's choice, default
+-- 50), the next checkpoint's base is where that run started (an anchor: a
+-- full checkpoint or an earlier anchor), and after R-1 anchors in a row the
+-- next is stored whole. So a read follows at most 2(R-1) links, and storage
+-- grows with what changed: an anchor holds the messages of one run, not the
+-- whole conversation. Anything else (an edited or dropped message, a delta
+-- no smaller than the whole, a base missing digests) is stored whole (format
+-- 'full'). Metadata, tags, summary and next node are always stored whole.
 --
 -- To tell an append from an edit without reading the parent's messages, each
 -- checkpoint keeps digests of its whole content: a digest of its message
@@ -20,6 +26,8 @@
 ALTER TABLE pgcheckpoint.checkpoints
     DROP CONSTRAINT checkpoints_format_known,
     ADD CONSTRAINT checkpoints_format_known CHECK (format IN ('full', 'delta')),
+    ADD COLUMN base_checkpoint_id   uuid,
+    ADD COLUMN delta_run            integer NOT NULL DEFAULT 0,
     ADD COLUMN delta_depth          integer NOT NULL DEFAULT 0,
     ADD COLUMN state_removed        text[]  NOT NULL DEFAULT '{}',
     ADD COLUMN tool_results_removed text[]  NOT NULL DEFAULT '{}',
@@ -29,20 +37,24 @@ ALTER TABLE pgcheckpoint.checkpoints
     ADD COLUMN tool_results_digests jsonb;
 
 COMMENT ON COLUMN pgcheckpoint.checkpoints.format IS
-    '''full'': messages, state and tool_results hold the whole snapshot. ''delta'': they hold only the changes since the parent checkpoint (same thread and namespace); read it with pgcheckpoint.materialize(checkpoint_id).';
+    '''full'': messages, state and tool_results hold the whole snapshot. ''delta'': they hold only the changes since base_checkpoint_id (an ancestor in the same thread and namespace); read it with pgcheckpoint.materialize(checkpoint_id).';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.messages IS
-    'The conversation as a JSON array (format ''delta'': only the messages appended to the parent''s), lz4-compressed when large. Strings are NUL-escaped: U+0000 is stored as U+0001 ''0'' and U+0001 as U+0001 U+0001 (jsonb cannot hold U+0000).';
+    'The conversation as a JSON array (format ''delta'': only the messages appended to the base''s), lz4-compressed when large. Strings are NUL-escaped: U+0000 is stored as U+0001 ''0'' and U+0001 as U+0001 U+0001 (jsonb cannot hold U+0000).';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state IS
-    'The agent''s state as a JSON object (format ''delta'': only the top-level keys set or changed since the parent), NUL-escaped like messages.';
+    'The agent''s state as a JSON object (format ''delta'': only the top-level keys set or changed since the base), NUL-escaped like messages.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results IS
-    'Tool results as a JSON object, stored whole (format ''delta'': only the top-level keys set or changed since the parent), NUL-escaped like messages.';
+    'Tool results as a JSON object, stored whole (format ''delta'': only the top-level keys set or changed since the base), NUL-escaped like messages.';
+COMMENT ON COLUMN pgcheckpoint.checkpoints.base_checkpoint_id IS
+    'Format ''delta'': the checkpoint this one is a delta against: the parent, or at the end of a run the anchor the run started from. NULL for a full snapshot.';
+COMMENT ON COLUMN pgcheckpoint.checkpoints.delta_run IS
+    'Format ''delta'': how many deltas on their parents lead back to the anchor (full snapshot or anchor) of this run; 0 for a full snapshot or an anchor.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.delta_depth IS
-    'How many delta checkpoints lead from this one back to a full one, at most: 0 for a full snapshot. A write that would reach the writer''s limit (default 50) is stored whole, which bounds the cost of a read.';
-COMMENT ON COLUMN pgcheckpoint.checkpoints.state_removed IS 'Format ''delta'': the top-level state keys of the parent that this checkpoint no longer has.';
-COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results_removed IS 'Format ''delta'': the tool result keys of the parent that this checkpoint no longer has.';
+    'How many base links lead from this checkpoint to a full one, at most (a read follows them): 0 for a full snapshot.';
+COMMENT ON COLUMN pgcheckpoint.checkpoints.state_removed IS 'Format ''delta'': the top-level state keys of the base that this checkpoint no longer has.';
+COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results_removed IS 'Format ''delta'': the tool result keys of the base that this checkpoint no longer has.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_count IS 'The number of messages of the whole snapshot (either format). NULL on rows written before delta storage.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_digest IS
-    'SHA-256 of the concatenated 16-byte per-message digests of the whole message list: a child whose first messages_count digests hash to this is an append. NULL: unknown (the child is stored whole).';
+    'SHA-256 of the concatenated 16-byte per-message digests of the whole message list: a descendant whose first messages_count digests hash to this is an append. NULL: unknown (a child is stored whole).';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state_digests IS
     'Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of the jsonb text), for the whole state: what a child compares to find changed keys. NULL: unknown.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results_digests IS 'Like state_digests, for tool_results.';
@@ -80,11 +92,11 @@ COMMENT ON FUNCTION pgcheckpoint.key_digests IS
 
 -- materialize rebuilds a checkpoint's whole content. A full checkpoint is
 -- returned as stored. A delta one is rebuilt from its chain: the checkpoint,
--- its parent, and so on back to the first full one (at most delta_depth
--- steps), each a lookup by checkpoint id in the same thread and namespace.
--- Messages are the full one's followed by each delta's appended ones, oldest
--- first; a state or tool result key takes its value from the nearest
--- checkpoint in the chain that sets it, unless a nearer one removed it.
+-- its base, and so on back to a full one (delta_depth links), each a lookup
+-- by checkpoint id in the same thread and namespace. Messages are the full
+-- one's followed by each delta's appended ones, oldest first; a state or
+-- tool result key takes its value from the nearest checkpoint in the chain
+-- that sets it, unless a nearer one removed it.
 CREATE FUNCTION pgcheckpoint.materialize(p_checkpoint_id uuid)
 RETURNS TABLE (messages jsonb, state jsonb, tool_results jsonb)
 LANGUAGE plpgsql STABLE
@@ -113,19 +125,19 @@ BEGIN
     END IF;
 
     WITH RECURSIVE chain AS (
-        SELECT 0 AS depth, c.thread_id, c.namespace, c.parent_checkpoint_id, c.format,
+        SELECT 0 AS depth, c.thread_id, c.namespace, c.base_checkpoint_id, c.format,
                c.messages, c.state, c.tool_results, c.state_removed, c.tool_results_removed
         FROM pgcheckpoint.checkpoints c
         WHERE c.checkpoint_id = p_checkpoint_id
         UNION ALL
-        -- The parent by id alone, then checked to be in the same thread and
+        -- The base by id alone, then checked to be in the same thread and
         -- namespace (see checkpoint_put).
-        SELECT ch.depth + 1, p.thread_id, p.namespace, p.parent_checkpoint_id, p.format,
+        SELECT ch.depth + 1, p.thread_id, p.namespace, p.base_checkpoint_id, p.format,
                p.messages, p.state, p.tool_results, p.state_removed, p.tool_results_removed
         FROM chain ch
         CROSS JOIN LATERAL (
             SELECT * FROM pgcheckpoint.checkpoints p
-            WHERE p.checkpoint_id = ch.parent_checkpoint_id
+            WHERE p.checkpoint_id = ch.base_checkpoint_id
             LIMIT 1) p
         WHERE ch.format = 'delta' AND p.thread_id = ch.thread_id AND p.namespace = ch.namespace
     ), base AS (
@@ -165,9 +177,9 @@ COMMENT ON FUNCTION pgcheckpoint.materialize IS
     'The whole messages, state and tool_results of a checkpoint, in either format (no row for an unknown id). Usage: SELECT * FROM pgcheckpoint.materialize(''<checkpoint id>''). Error PC004: a delta chain that does not reach a full snapshot (a damaged table).';
 
 -- delete_checkpoints is the one way pgcheckpoint deletes some checkpoints of
--- a thread and keeps others. A kept delta checkpoint whose parent is deleted
--- would lose its base, so it is first rewritten whole (a rebase), from what
--- the table holds before the delete; deeper descendants then rest on it.
+-- a thread and keeps others. A kept delta checkpoint whose base is deleted
+-- would lose it, so it is first rewritten whole (a rebase), from what the
+-- table holds before the delete; the deltas on it then rest on a full one.
 -- The caller holds the lock of every thread touched.
 CREATE FUNCTION pgcheckpoint.delete_checkpoints(p_checkpoint_ids uuid[])
 RETURNS bigint
@@ -188,14 +200,15 @@ BEGIN
         FROM (SELECT DISTINCT d.thread_id, d.namespace FROM doomed d) t
         JOIN pgcheckpoint.checkpoints k ON k.thread_id = t.thread_id AND k.namespace = t.namespace
         WHERE k.format = 'delta'
-          AND k.parent_checkpoint_id IN (SELECT d.checkpoint_id FROM doomed d)
+          AND k.base_checkpoint_id IN (SELECT d.checkpoint_id FROM doomed d)
           AND k.checkpoint_id NOT IN (SELECT d.checkpoint_id FROM doomed d)
     ), whole AS (
         SELECT o.thread_id, o.namespace, o.seq, m.messages, m.state, m.tool_results
         FROM orphans o CROSS JOIN LATERAL pgcheckpoint.materialize(o.checkpoint_id) m
     )
     UPDATE pgcheckpoint.checkpoints c
-    SET format = 'full', delta_depth = 0, messages = w.messages, state = w.state,
+    SET format = 'full', base_checkpoint_id = NULL, delta_run = 0, delta_depth = 0,
+        messages = w.messages, state = w.state,
         tool_results = w.tool_results, state_removed = '{}', tool_results_removed = '{}'
     FROM whole w
     WHERE c.thread_id = w.thread_id AND c.namespace = w.namespace AND c.seq = w.seq;
@@ -209,9 +222,9 @@ $$;
 COMMENT ON FUNCTION pgcheckpoint.delete_checkpoints IS
     'Deletes the given checkpoints (with their pending writes), first rewriting as full snapshots the kept delta checkpoints that build on them, so every kept checkpoint stays readable. The caller must hold the threads'' locks. Returns the number deleted.';
 
--- checkpoint_put, now storing deltas. New parameters: p_full_every, the
--- longest delta chain plus one (1: every checkpoint is stored whole and no
--- digests are kept), and the digests of the new content as the engine
+-- checkpoint_put, now storing deltas. New parameters: p_delta_run, the run
+-- limit R (1: every checkpoint is stored whole and no digests are kept),
+-- and the digests of the new content as the engine
 -- computes them: p_message_digests (16 bytes per message) and
 -- p_state_digests, p_tool_results_digests ({"key": base64 of 16 bytes}).
 -- NULL digests are computed by the database (slower: SHA-256 in SQL). A
@@ -233,7 +246,7 @@ CREATE FUNCTION pgcheckpoint.checkpoint_put(
     p_tool_results         jsonb,
     p_next_node            text,
     p_size_bytes           bigint,
-    p_full_every           integer DEFAULT 50,
+    p_delta_run            integer DEFAULT 50,
     p_message_digests      bytea DEFAULT NULL,
     p_state_digests        jsonb DEFAULT NULL,
     p_tool_results_digests jsonb DEFAULT NULL,
@@ -266,12 +279,21 @@ DECLARE
     -- What is stored: the whole snapshot unless a delta is chosen.
     v_format    text := 'full';
     v_depth     integer := 0;
+    v_run       integer := 0;
+    -- The base candidate: the parent, or the anchor its run started from.
+    v_base_id     uuid;
+    v_base_depth  integer;
+    v_base_run    integer;
+    v_base_count  integer;
+    v_base_digest bytea;
+    v_base_state  jsonb;
+    v_base_tools  jsonb;
     v_put_msgs  jsonb := v_messages;
     v_put_state jsonb := v_state;
     v_put_tools jsonb := v_tools;
     v_state_rm  text[] := '{}';
     v_tools_rm  text[] := '{}';
-    -- Digests of the whole new content (none when p_full_every = 1).
+    -- Digests of the whole new content (none when p_delta_run = 1).
     v_msg_dig   bytea;
     v_msg_sum   bytea;
     v_state_dig jsonb := p_state_digests;
@@ -289,8 +311,8 @@ BEGIN
     IF jsonb_typeof(v_state) <> 'object' OR jsonb_typeof(v_tools) <> 'object' OR jsonb_typeof(v_metadata) <> 'object' THEN
         RAISE EXCEPTION 'state, tool_results and metadata must be JSON objects' USING ERRCODE = 'PC003';
     END IF;
-    IF p_full_every IS NULL OR p_full_every < 1 THEN
-        RAISE EXCEPTION 'full_every must be 1 or more' USING ERRCODE = 'PC003';
+    IF p_delta_run IS NULL OR p_delta_run < 1 THEN
+        RAISE EXCEPTION 'delta_run must be 1 or more' USING ERRCODE = 'PC003';
     END IF;
     v_msg_count := jsonb_array_length(v_messages);
     IF octet_length(p_message_digests) <> 16 * v_msg_count THEN
@@ -322,6 +344,7 @@ BEGIN
            coalesce(p_parent_checkpoint_id, t.rewound_to) AS wanted,
            l.seq AS last_seq,
            p.checkpoint_id AS parent_id, p.step AS parent_step, p.delta_depth AS parent_depth,
+           p.delta_run AS parent_run,
            p.messages_count AS parent_count, p.messages_digest AS parent_digest,
            p.state_digests AS parent_state_dig, p.tool_results_digests AS parent_tools_dig
       INTO v_src
@@ -339,7 +362,7 @@ BEGIN
     -- thread's primary key instead, reading every checkpoint.
     LEFT JOIN LATERAL (
         SELECT c.*
-        FROM (SELECT c.checkpoint_id, c.step, c.delta_depth, c.messages_count, c.messages_digest,
+        FROM (SELECT c.checkpoint_id, c.step, c.delta_depth, c.delta_run, c.messages_count, c.messages_digest,
                      c.state_digests, c.tool_results_digests, c.thread_id, c.namespace
               FROM pgcheckpoint.checkpoints c
               WHERE c.checkpoint_id = coalesce(p_parent_checkpoint_id, t.rewound_to, l.checkpoint_id)
@@ -373,7 +396,7 @@ BEGIN
             USING ERRCODE = 'PC001';
     END IF;
 
-    IF p_full_every > 1 THEN
+    IF p_delta_run > 1 THEN
         v_msg_dig := coalesce(p_message_digests, pgcheckpoint.message_digests(v_messages));
         v_msg_sum := sha256(v_msg_dig);
         IF v_state_dig IS NULL OR v_tools_dig IS NULL THEN
@@ -381,60 +404,102 @@ BEGIN
                    coalesce(v_tools_dig, pgcheckpoint.key_digests(v_tools))
               INTO v_state_dig, v_tools_dig;
         END IF;
-        -- A delta when the parent's messages are a prefix of these (by
-        -- digest), the chain is not too long, and the delta is smaller.
-        IF v_src.parent_depth + 1 < p_full_every
-           AND v_src.parent_count <= v_msg_count
-           AND v_src.parent_state_dig IS NOT NULL AND v_src.parent_tools_dig IS NOT NULL
-           AND sha256(substring(v_msg_dig FROM 1 FOR 16 * v_src.parent_count)) = v_src.parent_digest
+
+        -- The base: the parent, unless its run is as long as allowed; then
+        -- the anchor the run started from (found by following the run's
+        -- base links back), unless the anchors are as deep as allowed.
+        IF v_src.parent_run + 1 < p_delta_run THEN
+            v_base_id := v_src.parent_id;
+            v_base_depth := v_src.parent_depth;
+            v_base_run := v_src.parent_run;
+            v_base_count := v_src.parent_count;
+            v_base_digest := v_src.parent_digest;
+            v_base_state := v_src.parent_state_dig;
+            v_base_tools := v_src.parent_tools_dig;
+        ELSIF v_src.parent_id IS NOT NULL THEN
+            WITH RECURSIVE run AS (
+                SELECT c.* FROM (
+                    SELECT c.checkpoint_id, c.base_checkpoint_id, c.delta_run, c.delta_depth, c.messages_count,
+                           c.messages_digest, c.state_digests, c.tool_results_digests, c.thread_id, c.namespace
+                    FROM pgcheckpoint.checkpoints c
+                    WHERE c.checkpoint_id = v_src.parent_id
+                    LIMIT 1) c
+                UNION ALL
+                SELECT b.* FROM run r
+                CROSS JOIN LATERAL (
+                    SELECT b.checkpoint_id, b.base_checkpoint_id, b.delta_run, b.delta_depth, b.messages_count,
+                           b.messages_digest, b.state_digests, b.tool_results_digests, b.thread_id, b.namespace
+                    FROM pgcheckpoint.checkpoints b
+                    WHERE b.checkpoint_id = r.base_checkpoint_id
+                    LIMIT 1) b
+                WHERE r.delta_run > 0
+            )
+            SELECT r.checkpoint_id, r.delta_depth, 0, r.messages_count, r.messages_digest,
+                   r.state_digests, r.tool_results_digests
+              INTO v_base_id, v_base_depth, v_base_run, v_base_count, v_base_digest, v_base_state, v_base_tools
+            FROM run r
+            WHERE r.delta_run = 0 AND r.thread_id = p_thread_id AND r.namespace = v_ns
+              AND r.delta_depth + 1 < p_delta_run;
+        END IF;
+
+        -- A delta when the base's messages are a prefix of these (by digest)
+        -- and the delta is smaller than the whole.
+        IF v_base_id IS NOT NULL
+           AND v_base_count <= v_msg_count
+           AND v_base_state IS NOT NULL AND v_base_tools IS NOT NULL
+           AND sha256(substring(v_msg_dig FROM 1 FOR 16 * v_base_count)) = v_base_digest
         THEN
             -- The common cases (nothing appended, state or tool results
             -- unchanged) cost a comparison.
-            IF v_src.parent_count < v_msg_count THEN
+            IF v_base_count < v_msg_count THEN
                 v_put_msgs := jsonb_path_query_array(v_messages, '$[$n to last]',
-                                                     jsonb_build_object('n', v_src.parent_count));
+                                                     jsonb_build_object('n', v_base_count));
             ELSE
                 v_put_msgs := '[]';
             END IF;
-            IF v_state_dig = v_src.parent_state_dig THEN
+            IF v_state_dig = v_base_state THEN
                 v_put_state := '{}';
             ELSE
                 SELECT (SELECT coalesce(jsonb_object_agg(e.key, v_state -> e.key), '{}') FROM jsonb_each(v_state_dig) e
-                        WHERE e.value IS DISTINCT FROM v_src.parent_state_dig -> e.key),
-                       ARRAY(SELECT k FROM jsonb_object_keys(v_src.parent_state_dig) k WHERE NOT v_state ? k ORDER BY k)
+                        WHERE e.value IS DISTINCT FROM v_base_state -> e.key),
+                       ARRAY(SELECT k FROM jsonb_object_keys(v_base_state) k WHERE NOT v_state ? k ORDER BY k)
                   INTO v_put_state, v_state_rm;
             END IF;
-            IF v_tools_dig = v_src.parent_tools_dig THEN
+            IF v_tools_dig = v_base_tools THEN
                 v_put_tools := '{}';
             ELSE
                 SELECT (SELECT coalesce(jsonb_object_agg(e.key, v_tools -> e.key), '{}') FROM jsonb_each(v_tools_dig) e
-                        WHERE e.value IS DISTINCT FROM v_src.parent_tools_dig -> e.key),
-                       ARRAY(SELECT k FROM jsonb_object_keys(v_src.parent_tools_dig) k WHERE NOT v_tools ? k ORDER BY k)
+                        WHERE e.value IS DISTINCT FROM v_base_tools -> e.key),
+                       ARRAY(SELECT k FROM jsonb_object_keys(v_base_tools) k WHERE NOT v_tools ? k ORDER BY k)
                   INTO v_put_tools, v_tools_rm;
             END IF;
             IF pg_column_size(v_put_msgs) + pg_column_size(v_put_state) + pg_column_size(v_put_tools)
                < pg_column_size(v_messages) + pg_column_size(v_state) + pg_column_size(v_tools) THEN
                 v_format := 'delta';
-                v_depth := v_src.parent_depth + 1;
+                v_depth := v_base_depth + 1;
+                v_run := CASE WHEN v_base_id = v_src.parent_id THEN v_base_run + 1 ELSE 0 END;
             ELSE
+                v_base_id := NULL;
                 v_put_msgs := v_messages;
                 v_put_state := v_state;
                 v_put_tools := v_tools;
                 v_state_rm := '{}';
                 v_tools_rm := '{}';
             END IF;
+        ELSE
+            v_base_id := NULL;
         END IF;
     END IF;
 
     INSERT INTO pgcheckpoint.checkpoints AS c (
         thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
-        trigger, tags, summary, metadata, format, delta_depth, messages, state, tool_results,
-        state_removed, tool_results_removed, messages_count, messages_digest, state_digests,
-        tool_results_digests, next_node, size_bytes)
+        trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
+        messages, state, tool_results, state_removed, tool_results_removed, messages_count,
+        messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
     VALUES (
         p_thread_id, v_ns, coalesce(v_src.last_seq, 0) + 1, p_checkpoint_id, v_src.parent_id,
         coalesce(v_src.parent_step, 0) + 1, coalesce(p_trigger, 'manual'), coalesce(p_tags, '{}'),
-        v_summary, v_metadata, v_format, v_depth, v_put_msgs, v_put_state, v_put_tools,
+        v_summary, v_metadata, v_format, v_base_id, v_run, v_depth, v_put_msgs, v_put_state, v_put_tools,
         v_state_rm, v_tools_rm, v_msg_count, v_msg_sum, v_state_dig, v_tools_dig,
         coalesce(p_next_node, ''), coalesce(p_size_bytes, 0))
     RETURNING c.parent_checkpoint_id, c.step, c.created_at
@@ -453,7 +518,7 @@ END;
 $$;
 
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_put IS
-    'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent when the messages are an append and the delta is smaller (see checkpoints.format); p_full_every = 1 stores every checkpoint whole. Idempotent on checkpoint_id. Errors: PC001 parent not found, PC002 id reused for other content, PC003 invalid argument.';
+    'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id. Errors: PC001 parent not found, PC002 id reused for other content, PC003 invalid argument.';
 
 -- The functions that copy content or delete some of a thread's checkpoints,
 -- made delta-aware: copies read whole content through materialize(), and
@@ -568,22 +633,24 @@ BEGIN
     LEFT JOIN pgcheckpoint_copy_map m ON m.old_id = t.rewound_to
     WHERE t.thread_id = p_source_thread_id;
 
-    -- Deltas are copied as deltas: their parents are in the same thread and
+    -- Deltas are copied as deltas: their bases are in the same thread and
     -- are copied too, with the links mapped.
     INSERT INTO pgcheckpoint.checkpoints (
         thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step,
-        created_at, trigger, tags, summary, metadata, format, delta_depth, messages, state,
-        tool_results, state_removed, tool_results_removed, messages_count, messages_digest,
+        created_at, trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
+        messages, state, tool_results, state_removed, tool_results_removed, messages_count, messages_digest,
         state_digests, tool_results_digests, next_node, size_bytes)
     SELECT p_target_thread_id, c.namespace, c.seq, m.new_id,
            coalesce(p.new_id, c.parent_checkpoint_id), coalesce(mp.new_id, c.merge_parent_id), c.step,
-           c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.delta_depth, c.messages,
+           c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, b.new_id, c.delta_run,
+           c.delta_depth, c.messages,
            c.state, c.tool_results, c.state_removed, c.tool_results_removed, c.messages_count,
            c.messages_digest, c.state_digests, c.tool_results_digests, c.next_node, c.size_bytes
     FROM pgcheckpoint.checkpoints c
     JOIN pgcheckpoint_copy_map m ON m.old_id = c.checkpoint_id
     LEFT JOIN pgcheckpoint_copy_map p ON p.old_id = c.parent_checkpoint_id
     LEFT JOIN pgcheckpoint_copy_map mp ON mp.old_id = c.merge_parent_id
+    LEFT JOIN pgcheckpoint_copy_map b ON b.old_id = c.base_checkpoint_id
     WHERE c.thread_id = p_source_thread_id;
     GET DIAGNOSTICS v_count = ROW_COUNT;
 
