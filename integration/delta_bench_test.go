@@ -160,3 +160,60 @@ func BenchmarkDeltaStorage(b *testing.B) {
 	}
 	b.ReportMetric(float64(sides[1].sizes[2])/float64(sides[0].sizes[2]), "storage-ratio@1000")
 }
+
+// BenchmarkCompression compares Postgres 15's two TOAST compressions on the
+// snapshots of the conversation above (whole message lists of 1 to 300
+// steps), each written into a plain table whose jsonb column uses one of
+// them, alternately: bytes stored, and the median time to write and to read
+// back one snapshot.
+func BenchmarkCompression(b *testing.B) {
+	ctx := context.Background()
+	d := pgtest.NewDB(b)
+	methods := []string{"pglz", "lz4"}
+	for _, m := range methods {
+		if _, err := d.Pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE comp_%s (step int PRIMARY KEY, messages jsonb COMPRESSION %s NOT NULL)`, m, m)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	conv := newConversation()
+	var snaps []json.RawMessage
+	for i := 1; i <= 300; i++ {
+		msgs, _ := conv.step(i)
+		snaps = append(snaps, msgs)
+	}
+	write := map[string][]time.Duration{}
+	read := map[string][]time.Duration{}
+	b.ResetTimer()
+	for n := range b.N {
+		round := n * len(snaps)
+		for i, s := range snaps {
+			for _, m := range methods {
+				t0 := time.Now()
+				if _, err := d.Pool.Exec(ctx, fmt.Sprintf(`INSERT INTO comp_%s VALUES ($1, $2)`, m), round+i, s); err != nil {
+					b.Fatal(err)
+				}
+				write[m] = append(write[m], time.Since(t0))
+			}
+		}
+		for i := range snaps {
+			for _, m := range methods {
+				var out []byte
+				t0 := time.Now()
+				if err := d.Pool.QueryRow(ctx, fmt.Sprintf(`SELECT messages::text FROM comp_%s WHERE step = $1`, m), round+i).Scan(&out); err != nil {
+					b.Fatal(err)
+				}
+				read[m] = append(read[m], time.Since(t0))
+			}
+		}
+	}
+	b.StopTimer()
+	for _, m := range methods {
+		var size int64
+		if err := d.Pool.QueryRow(ctx, fmt.Sprintf(`SELECT pg_total_relation_size('comp_%s')`, m)).Scan(&size); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(size)/1e6/float64(b.N), m+"-MB")
+		b.ReportMetric(float64(median(write[m]))/1e3, m+"-write-µs")
+		b.ReportMetric(float64(median(read[m]))/1e3, m+"-read-µs")
+	}
+}
