@@ -64,7 +64,7 @@ type PgcheckpointCheckpoint struct {
 	MessagesCount pgtype.Int4
 	// SHA-256 of the concatenated 16-byte per-message digests of the whole message list: a descendant whose first messages_count digests hash to this is an append. NULL: unknown (a child is stored whole).
 	MessagesDigest []byte
-	// Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of the jsonb text), for the whole state: what a child compares to find changed keys. NULL: unknown.
+	// Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of its text: as the engine sent it, or as jsonb spells it for writes from SQL), for the whole state: what a descendant compares to find changed keys. NULL: unknown.
 	StateDigests json.RawMessage
 	// Like state_digests, for tool_results.
 	ToolResultsDigests json.RawMessage

@@ -14,7 +14,7 @@ import (
 
 const gcBatch = `-- name: GcBatch :one
 SELECT coalesce(b.last_thread_id, '')::text AS last_thread_id, b.threads::int AS threads,
-       b.expired::int AS expired, b.deleted::bigint AS deleted
+       b.expired::int AS expired, b.failed::int AS failed, b.deleted::bigint AS deleted
 FROM pgcheckpoint.gc_batch($1::text, $2::int, make_interval(0, 0, 0, 0, 0, 0, $3::float8),
                            $4::text, $5::int) AS b
 `
@@ -31,6 +31,7 @@ type GcBatchRow struct {
 	LastThreadID string
 	Threads      int32
 	Expired      int32
+	Failed       int32
 	Deleted      int64
 }
 
@@ -49,6 +50,7 @@ func (q *Queries) GcBatch(ctx context.Context, arg GcBatchParams) (GcBatchRow, e
 		&i.LastThreadID,
 		&i.Threads,
 		&i.Expired,
+		&i.Failed,
 		&i.Deleted,
 	)
 	return i, err

@@ -19,9 +19,11 @@ const ExportFormat = 1
 
 // An export is JSON lines: a header, then one line per thread row (one per
 // namespace), then one per checkpoint in write order, each with its pending
-// writes. Every column is kept, so an import puts back exactly what was
-// exported: ids, parents, steps, seqs, times, content (NUL characters
-// included).
+// writes. Everything a reader sees is kept, so an import puts back exactly
+// what was exported: ids, parents, steps, seqs, times, content (NUL
+// characters included). How content was stored is not: an export holds each
+// checkpoint's whole content, and an import stores each one whole (format
+// 'full', without digests, so the next write after it is whole too).
 
 // ExportHeader is the first line of an export.
 type ExportHeader struct {

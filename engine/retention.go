@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,9 @@ func (p Policy) String() string {
 func (p Policy) keepsAll() bool { return p.name == "" || p.name == "keep_all" }
 
 func (p Policy) check() error {
+	if p.n > math.MaxInt32 {
+		return fmt.Errorf("%w: %s: n is over %d", ErrInvalidInput, p, math.MaxInt32)
+	}
 	switch p.name {
 	case "", "keep_all":
 	case "keep_last_n":
@@ -84,7 +88,11 @@ type Deleted struct {
 }
 
 // ApplyRetention applies p to one thread (every namespace), under the
-// thread lock, in one transaction, and returns what it deleted. Errors:
+// thread lock, in one transaction, and returns what it deleted. With delta
+// storage, deleting the base of a kept delta rewrites that delta whole: a
+// KeepLastN applied after every Snapshot (Config.Retention) does so for one
+// checkpoint per Snapshot, where a periodic Sweep does it once per thread
+// and sweep. Errors:
 // ErrInvalidInput for a bad policy or thread id, with nothing deleted.
 func (e *Engine) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {
 	if err := checkID("thread id", threadID, false); err != nil {
@@ -137,6 +145,9 @@ type SweepResult struct {
 	Threads int   // threads seen
 	Expired int   // threads whose expiry was applied
 	Deleted int64 // checkpoints deleted
+	// Failed counts the threads the sweep could not clean (left as they
+	// were; the server logs a WARNING naming each and why).
+	Failed int
 	Batches int   // transactions
 	// LongestBatch is the longest single transaction, as the client timed
 	// it (one round trip each).
@@ -183,6 +194,7 @@ func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (SweepR
 		res.Batches++
 		res.Threads += int(b.Threads)
 		res.Expired += int(b.Expired)
+		res.Failed += int(b.Failed)
 		res.Deleted += b.Deleted
 		if opts.Progress != nil {
 			opts.Progress(res)

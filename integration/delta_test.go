@@ -258,6 +258,7 @@ func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 		}
 	}
 
+	b.checkDeltaBases(t)
 	// The modes really store differently.
 	var fullDeltas, deltas, k4Anchors, k4Run, k4Depth int
 	err := b.db.Pool.QueryRow(ctx, `SELECT

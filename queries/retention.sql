@@ -10,7 +10,7 @@ FROM pgcheckpoint.gc_thread(@thread_id::text, @policy::text, @n::int,
 -- One transaction of a sweep (see pgcheckpoint.gc_batch). last_thread_id is
 -- '' when no thread was left.
 SELECT coalesce(b.last_thread_id, '')::text AS last_thread_id, b.threads::int AS threads,
-       b.expired::int AS expired, b.deleted::bigint AS deleted
+       b.expired::int AS expired, b.failed::int AS failed, b.deleted::bigint AS deleted
 FROM pgcheckpoint.gc_batch(@policy::text, @n::int, make_interval(0, 0, 0, 0, 0, 0, @age_seconds::float8),
                            @after_thread_id::text, @batch_size::int) AS b;
 

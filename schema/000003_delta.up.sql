@@ -56,14 +56,15 @@ COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_count IS 'The number of mess
 COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_digest IS
     'SHA-256 of the concatenated 16-byte per-message digests of the whole message list: a descendant whose first messages_count digests hash to this is an append. NULL: unknown (a child is stored whole).';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state_digests IS
-    'Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of the jsonb text), for the whole state: what a child compares to find changed keys. NULL: unknown.';
+    'Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of its text: as the engine sent it, or as jsonb spells it for writes from SQL), for the whole state: what a descendant compares to find changed keys. NULL: unknown.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results_digests IS 'Like state_digests, for tool_results.';
 
 -- Per-message digests computed by the database: 16 bytes of SHA-256 of each
 -- element's jsonb text, concatenated. The engine sends its own (16 bytes of
 -- SHA-256 of each element's text as sent), which saves the database this
--- work; a list digested one way never matches one digested the other way, so
--- mixing writers costs a full snapshot, never a wrong delta.
+-- work. The two agree only where the text sent is spelled as jsonb spells
+-- it; where they disagree the checkpoint is stored whole, never as a wrong
+-- delta.
 CREATE FUNCTION pgcheckpoint.message_digests(p_messages jsonb)
 RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
@@ -180,47 +181,77 @@ COMMENT ON FUNCTION pgcheckpoint.materialize IS
 -- a thread and keeps others. A kept delta checkpoint whose base is deleted
 -- would lose it, so it is first rewritten whole (a rebase), from what the
 -- table holds before the delete; the deltas on it then rest on a full one.
--- The caller holds the lock of every thread touched.
+-- A thread rewound to a deleted checkpoint is no longer rewound (its head
+-- becomes the newest checkpoint).
 CREATE FUNCTION pgcheckpoint.delete_checkpoints(p_checkpoint_ids uuid[])
 RETURNS bigint
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_count bigint;
+    v_threads text[];
+    v_count   bigint;
 BEGIN
+    -- The lock of every thread touched, in lock key order: the order of
+    -- every function that takes several, so that none deadlocks with
+    -- another. A caller holding some already takes them again at no cost.
+    v_threads := ARRAY(
+        SELECT DISTINCT c.thread_id
+        FROM unnest(p_checkpoint_ids) i
+        CROSS JOIN LATERAL (
+            SELECT c.thread_id FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = i) c);
+    PERFORM pg_advisory_xact_lock(1885563760, k.h)
+    FROM (SELECT DISTINCT hashtext(x) AS h FROM unnest(v_threads) x) k
+    ORDER BY k.h;
+
+    -- Read under the locks, so every write to these threads is either seen
+    -- here or waits for this transaction.
     WITH doomed AS (
-        SELECT c.thread_id, c.namespace, c.checkpoint_id
+        SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id
         FROM (SELECT DISTINCT x AS id FROM unnest(p_checkpoint_ids) x) i
         CROSS JOIN LATERAL (
-            SELECT c.thread_id, c.namespace, c.checkpoint_id FROM pgcheckpoint.checkpoints c
-            WHERE c.checkpoint_id = i.id LIMIT 1) c
+            SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id FROM pgcheckpoint.checkpoints c
+            WHERE c.checkpoint_id = i.id) c
+        WHERE c.thread_id = ANY (v_threads)
     ), orphans AS (
+        -- Kept deltas based on a doomed checkpoint. A base is an ancestor,
+        -- written earlier: only later rows can be its deltas.
         SELECT k.thread_id, k.namespace, k.seq, k.checkpoint_id
-        FROM (SELECT DISTINCT d.thread_id, d.namespace FROM doomed d) t
-        JOIN pgcheckpoint.checkpoints k ON k.thread_id = t.thread_id AND k.namespace = t.namespace
+        FROM (SELECT d.thread_id, d.namespace, min(d.seq) AS from_seq FROM doomed d GROUP BY 1, 2) t
+        JOIN pgcheckpoint.checkpoints k
+          ON k.thread_id = t.thread_id AND k.namespace = t.namespace AND k.seq > t.from_seq
         WHERE k.format = 'delta'
           AND k.base_checkpoint_id IN (SELECT d.checkpoint_id FROM doomed d)
           AND k.checkpoint_id NOT IN (SELECT d.checkpoint_id FROM doomed d)
     ), whole AS (
         SELECT o.thread_id, o.namespace, o.seq, m.messages, m.state, m.tool_results
         FROM orphans o CROSS JOIN LATERAL pgcheckpoint.materialize(o.checkpoint_id) m
+    ), rebased AS (
+        UPDATE pgcheckpoint.checkpoints c
+        SET format = 'full', base_checkpoint_id = NULL, delta_run = 0, delta_depth = 0,
+            messages = w.messages, state = w.state,
+            tool_results = w.tool_results, state_removed = '{}', tool_results_removed = '{}'
+        FROM whole w
+        WHERE c.thread_id = w.thread_id AND c.namespace = w.namespace AND c.seq = w.seq
+        RETURNING 1
+    ), unrewound AS (
+        UPDATE pgcheckpoint.threads t SET rewound_to = NULL
+        FROM doomed d
+        WHERE t.thread_id = d.thread_id AND t.namespace = d.namespace AND t.rewound_to = d.checkpoint_id
+        RETURNING 1
+    ), deleted AS (
+        DELETE FROM pgcheckpoint.checkpoints c
+        USING doomed d
+        WHERE c.thread_id = d.thread_id AND c.namespace = d.namespace AND c.seq = d.seq
+        RETURNING 1
     )
-    UPDATE pgcheckpoint.checkpoints c
-    SET format = 'full', base_checkpoint_id = NULL, delta_run = 0, delta_depth = 0,
-        messages = w.messages, state = w.state,
-        tool_results = w.tool_results, state_removed = '{}', tool_results_removed = '{}'
-    FROM whole w
-    WHERE c.thread_id = w.thread_id AND c.namespace = w.namespace AND c.seq = w.seq;
-
-    DELETE FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = ANY (p_checkpoint_ids);
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    SELECT count(*) INTO v_count FROM deleted;
     RETURN v_count;
 END;
 $$;
 
 COMMENT ON FUNCTION pgcheckpoint.delete_checkpoints IS
-    'Deletes the given checkpoints (with their pending writes), first rewriting as full snapshots the kept delta checkpoints that build on them, so every kept checkpoint stays readable. The caller must hold the threads'' locks. Returns the number deleted.';
+    'Deletes the given checkpoints (with their pending writes) under their threads'' locks, first rewriting as full snapshots the kept delta checkpoints that build on them, so every kept checkpoint stays readable; a thread rewound to a deleted checkpoint is no longer rewound. Returns the number deleted.';
 
 -- checkpoint_put, now storing deltas. New parameters: p_delta_run, the run
 -- limit R (1: every checkpoint is stored whole and no digests are kept),
@@ -382,6 +413,10 @@ BEGIN
         CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
         WHERE c.checkpoint_id = p_checkpoint_id
         LIMIT 1;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'checkpoint % was deleted while this write was retried', p_checkpoint_id
+                USING ERRCODE = 'PC001';
+        END IF;
         IF NOT v_same THEN
             RAISE EXCEPTION 'checkpoint % already exists with other content', p_checkpoint_id
                 USING ERRCODE = 'PC002',
@@ -544,6 +579,9 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_new_thread_id) THEN
         RAISE EXCEPTION 'thread % already exists', p_new_thread_id USING ERRCODE = 'PC003';
     END IF;
+    IF EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
+        RAISE EXCEPTION 'checkpoint % already exists', p_checkpoint_id USING ERRCODE = 'PC002';
+    END IF;
     INSERT INTO pgcheckpoint.threads (thread_id, namespace, branch_name, branched_from, branched_from_thread)
     VALUES (p_new_thread_id, v_src.namespace, p_branch_name, p_source_id, v_src.thread_id);
     -- The first checkpoint of a branch is stored whole: deltas never cross
@@ -558,6 +596,10 @@ BEGIN
            v_src.messages_digest, v_src.state_digests, v_src.tool_results_digests, v_src.next_node,
            v_src.size_bytes
     FROM pgcheckpoint.materialize(p_source_id) m;
+    IF NOT FOUND THEN
+        -- Deleted since it was read (the source's thread lock is not held).
+        RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
+    END IF;
     RETURN QUERY SELECT p_new_thread_id, p_checkpoint_id, v_src.step + 1;
 END;
 $$;
@@ -583,6 +625,9 @@ BEGIN
     END IF;
     SELECT m.* INTO v_src.messages, v_src.state, v_src.tool_results
     FROM pgcheckpoint.materialize(v_src.checkpoint_id) m;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'branch thread % has no checkpoint', p_branch_thread_id USING ERRCODE = 'PC001';
+    END IF;
     SELECT * INTO v_put FROM pgcheckpoint.checkpoint_put(
         p_into_thread_id, '', p_checkpoint_id, NULL, 'manual', ARRAY['merge'],
         format('Merge of %s', p_branch_thread_id), v_src.metadata, v_src.messages, v_src.state,
@@ -713,8 +758,10 @@ BEGIN
     IF p_truncate AND v_head_id <> p_checkpoint_id THEN
         -- The head's line back to the target; delete it only if the target
         -- is on it, and never the target itself.
+        -- Steps fall by one per link: the target is at most this deep.
         WITH line AS (
-            SELECT l.checkpoint_id, l.depth, l.thread_id, l.namespace FROM pgcheckpoint.lineage(v_head_id) l
+            SELECT l.checkpoint_id, l.depth, l.thread_id, l.namespace
+            FROM pgcheckpoint.lineage(v_head_id, greatest(v_head_step - v_step, 0)::integer) l
         )
         SELECT pgcheckpoint.delete_checkpoints(array_agg(l.checkpoint_id)) INTO v_truncated
         FROM line l
@@ -754,11 +801,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock(1885563760, hashtext(x.thread_id))
-    FROM (SELECT DISTINCT c.thread_id
-          FROM unnest(p_run_ids) r
-          JOIN pgcheckpoint.checkpoints c ON c.metadata @> jsonb_build_object('run_id', r)) x
-    ORDER BY hashtext(x.thread_id);
+    -- delete_checkpoints takes the threads' locks, then reads the rows again.
     RETURN pgcheckpoint.delete_checkpoints(ARRAY(
         SELECT c.checkpoint_id FROM pgcheckpoint.checkpoints c, unnest(p_run_ids) r
         WHERE c.metadata @> jsonb_build_object('run_id', r)));
@@ -775,15 +818,23 @@ DECLARE
     v_n      bigint;
     v_count  bigint := 0;
 BEGIN
+    -- Every lock first, in lock key order (see delete_checkpoints).
+    PERFORM pg_advisory_xact_lock(1885563760, k.h)
+    FROM (SELECT DISTINCT hashtext(x) AS h FROM unnest(p_thread_ids) x) k
+    ORDER BY k.h;
     FOR v_thread IN SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1 LOOP
         IF p_keep_latest THEN
-            PERFORM pg_advisory_xact_lock(1885563760, hashtext(v_thread));
-            v_n := pgcheckpoint.delete_checkpoints(ARRAY(
+            WITH heads AS MATERIALIZED (
+                SELECT t.namespace, pgcheckpoint.head_seq(t.thread_id, t.namespace) AS seq
+                FROM pgcheckpoint.threads t
+                WHERE t.thread_id = v_thread
+            )
+            SELECT pgcheckpoint.delete_checkpoints(ARRAY(
                 SELECT c.checkpoint_id
                 FROM pgcheckpoint.checkpoints c
-                JOIN pgcheckpoint.threads t ON c.thread_id = t.thread_id AND c.namespace = t.namespace
-                WHERE t.thread_id = v_thread
-                  AND c.seq <> coalesce(pgcheckpoint.head_seq(t.thread_id, t.namespace), 0)));
+                JOIN heads h ON h.namespace = c.namespace
+                WHERE c.thread_id = v_thread AND c.seq IS DISTINCT FROM h.seq))
+              INTO v_n;
             UPDATE pgcheckpoint.threads t SET rewound_to = NULL WHERE t.thread_id = v_thread;
         ELSE
             v_n := pgcheckpoint.thread_delete(v_thread);

@@ -9,7 +9,8 @@
 --   keep_milestones(n)  the first, the newest, and n evenly spaced between.
 -- Whatever the policy, these are never deleted: the head of each namespace
 -- (the rewound-to checkpoint after a rewind), and a checkpoint that a branch
--- was forked from, while the branch thread exists. A kept delta checkpoint
+-- was forked from, while the branch thread exists. Expiry is not a policy:
+-- it deletes the thread, or all but its heads, branch sources included. A kept delta checkpoint
 -- whose base goes is first rewritten whole (see delete_checkpoints), so
 -- every kept checkpoint stays readable. A kept checkpoint's parent may be
 -- deleted: its parent_checkpoint_id then names a checkpoint that is gone,
@@ -94,16 +95,19 @@ BEGIN
                count(*) OVER (PARTITION BY c.namespace) AS total
         FROM pgcheckpoint.checkpoints c
         WHERE c.thread_id = p_thread_id
+    ), marks AS (
+        -- keep_milestones: the n positions between the first and the newest.
+        SELECT DISTINCT l.namespace, (1 + round(i * (l.total - 1)::numeric / (p_n + 1)))::bigint AS pos
+        FROM (SELECT DISTINCT r.namespace, r.total FROM ranked r) l, generate_series(1, p_n) i
+        WHERE p_policy = 'keep_milestones'
     ), doomed AS (
         SELECT r.checkpoint_id, r.namespace, r.step
         FROM ranked r
+        LEFT JOIN marks m ON m.namespace = r.namespace AND m.pos = r.pos
         WHERE NOT CASE p_policy
                 WHEN 'keep_last_n' THEN r.pos > r.total - p_n
                 WHEN 'keep_age' THEN r.created_at >= now() - p_age
-                WHEN 'keep_milestones' THEN
-                    r.pos = 1 OR r.pos = r.total
-                    OR r.pos IN (SELECT 1 + round(i * (r.total - 1)::numeric / (p_n + 1))
-                                 FROM generate_series(1, p_n) i)
+                WHEN 'keep_milestones' THEN r.pos = 1 OR r.pos = r.total OR m.pos IS NOT NULL
                 END
           AND NOT EXISTS (SELECT 1 FROM heads h WHERE h.namespace = r.namespace AND h.seq = r.seq)
           -- A branch's source, while the branch exists.
@@ -158,11 +162,13 @@ COMMENT ON FUNCTION pgcheckpoint.expire_thread IS
     'If the thread has expired (threads.expires_at <= now()), deletes it or keeps only its heads (threads.expire_action) and returns the number of checkpoints deleted; NULL if it has not expired.';
 
 -- gc_threads is one transaction of a sweep: each thread given is expired
--- (see expire_thread) or put through the policy, and marked swept. The
--- locks of the threads it touched are held until it commits, so keep
--- batches small.
+-- (see expire_thread) or put through the policy, and marked swept. It takes
+-- every lock first, in lock key order (see delete_checkpoints), and holds
+-- them until it commits, so keep batches small. A thread that fails (a
+-- damaged delta chain, say) is left as it was, reported with a WARNING and
+-- counted, and the sweep goes on.
 CREATE FUNCTION pgcheckpoint.gc_threads(p_thread_ids text[], p_policy text, p_n integer, p_age interval)
-RETURNS TABLE (threads integer, expired integer, deleted bigint)
+RETURNS TABLE (threads integer, expired integer, failed integer, deleted bigint)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -170,33 +176,42 @@ DECLARE
     v_thread  text;
     v_threads integer := 0;
     v_expired integer := 0;
+    v_failed  integer := 0;
     v_deleted bigint := 0;
     v_n       bigint;
 BEGIN
     PERFORM pgcheckpoint.gc_check_policy(p_policy, p_n, p_age);
+    PERFORM pg_advisory_xact_lock(1885563760, k.h)
+    FROM (SELECT DISTINCT hashtext(x) AS h FROM unnest(p_thread_ids) x) k
+    ORDER BY k.h;
     FOR v_thread IN SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1 LOOP
-        v_n := pgcheckpoint.expire_thread(v_thread);
-        IF v_n IS NOT NULL THEN
-            v_expired := v_expired + 1;
-        ELSIF p_policy <> 'keep_all' THEN
-            SELECT count(*) INTO v_n FROM pgcheckpoint.gc_thread(v_thread, p_policy, p_n, p_age);
-        END IF;
+        BEGIN
+            v_n := pgcheckpoint.expire_thread(v_thread);
+            IF v_n IS NOT NULL THEN
+                v_expired := v_expired + 1;
+            ELSIF p_policy <> 'keep_all' THEN
+                SELECT count(*) INTO v_n FROM pgcheckpoint.gc_thread(v_thread, p_policy, p_n, p_age);
+            END IF;
+            v_deleted := v_deleted + coalesce(v_n, 0);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', v_thread, SQLERRM, SQLSTATE;
+            v_failed := v_failed + 1;
+        END;
         UPDATE pgcheckpoint.threads t SET swept_at = now() WHERE t.thread_id = v_thread;
-        v_deleted := v_deleted + coalesce(v_n, 0);
         v_threads := v_threads + 1;
     END LOOP;
-    RETURN QUERY SELECT v_threads, v_expired, v_deleted;
+    RETURN QUERY SELECT v_threads, v_expired, v_failed, v_deleted;
 END;
 $$;
 
 COMMENT ON FUNCTION pgcheckpoint.gc_threads IS
-    'Sweeps the given threads in one transaction: each expired or put through the policy, and marked swept (threads.swept_at). Returns how many threads, how many expired, how many checkpoints deleted.';
+    'Sweeps the given threads in one transaction: each expired or put through the policy, and marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). Returns how many threads, expired, failed, and how many checkpoints deleted.';
 
 -- gc_batch is gc_threads for the p_batch_size threads after
 -- p_after_thread_id in thread id order: a whole pass is a loop that starts
 -- from '' and passes on the last thread returned (the engine's Sweep).
 CREATE FUNCTION pgcheckpoint.gc_batch(p_policy text, p_n integer, p_age interval, p_after_thread_id text, p_batch_size integer)
-RETURNS TABLE (last_thread_id text, threads integer, expired integer, deleted bigint)
+RETURNS TABLE (last_thread_id text, threads integer, expired integer, failed integer, deleted bigint)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -212,13 +227,13 @@ BEGIN
         WHERE t.thread_id > coalesce(p_after_thread_id, '')
         ORDER BY 1
         LIMIT p_batch_size);
-    RETURN QUERY SELECT v_ids[cardinality(v_ids)], g.threads, g.expired, g.deleted
+    RETURN QUERY SELECT v_ids[cardinality(v_ids)], g.threads, g.expired, g.failed, g.deleted
     FROM pgcheckpoint.gc_threads(v_ids, p_policy, p_n, p_age) g;
 END;
 $$;
 
 COMMENT ON FUNCTION pgcheckpoint.gc_batch IS
-    'One batch of a sweep in thread id order, in one transaction: gc_threads for up to p_batch_size threads after p_after_thread_id. Returns the last thread done (NULL when none was left), how many threads, how many expired, how many checkpoints deleted.';
+    'One batch of a sweep in thread id order, in one transaction: gc_threads for up to p_batch_size threads after p_after_thread_id. Returns the last thread done (NULL when none was left), how many threads, expired, failed, and how many checkpoints deleted.';
 
 -- gc_sweep runs batches of the least recently swept threads, committing
 -- after each, until every thread was swept since it started or the time

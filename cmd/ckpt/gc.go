@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -47,7 +48,7 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 		return nil
 	}
 
-	opts := engine.SweepOptions{BatchSize: c.batch, TimeBudget: c.budget}
+	opts := engine.SweepOptions{BatchSize: c.batch, TimeBudget: c.budget, After: c.after}
 	progress := c.stdoutTTY && !c.json
 	if progress {
 		opts.Progress = func(r engine.SweepResult) {
@@ -66,17 +67,21 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 			Policy         string  `json:"policy"`
 			Threads        int     `json:"threads"`
 			Expired        int     `json:"expired"`
+			Failed         int     `json:"failed"`
 			Deleted        int64   `json:"deleted"`
 			Batches        int     `json:"batches"`
 			LongestBatchMS float64 `json:"longest_batch_ms"`
 			Done           bool    `json:"done"`
 			Next           string  `json:"next,omitempty"`
-		}{p.String(), res.Threads, res.Expired, res.Deleted, res.Batches, float64(res.LongestBatch.Microseconds()) / 1000, res.Done, res.Next})
+		}{p.String(), res.Threads, res.Expired, res.Failed, res.Deleted, res.Batches, float64(res.LongestBatch.Microseconds()) / 1000, res.Done, res.Next})
 	}
 	fmt.Fprintf(c.stdout, "gc %s: %d checkpoint(s) deleted in %d thread(s), %d expired; %d batch(es), longest %s\n",
-		p, res.Deleted, res.Threads, res.Expired, res.Batches, res.LongestBatch.Round(1000))
+		p, res.Deleted, res.Threads, res.Expired, res.Batches, res.LongestBatch.Round(time.Microsecond))
+	if res.Failed > 0 {
+		fmt.Fprintf(c.stdout, "%d thread(s) could not be cleaned and were left as they were; the server log says why\n", res.Failed)
+	}
 	if !res.Done {
-		fmt.Fprintf(c.stdout, "stopped by --budget after thread %s; run gc again to go on\n", res.Next)
+		fmt.Fprintf(c.stdout, "stopped by --budget; to go on: ckpt gc --policy %s --after %s\n", c.policy, res.Next)
 	}
 	return nil
 }

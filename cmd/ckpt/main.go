@@ -58,12 +58,13 @@ var commands = map[string]*command{
 	"tree": {args: "THREAD [--format dot|mermaid]", nargs: [2]int{1, 1}, help: "a thread and its branches for Graphviz or Mermaid", run: runTree,
 		flags: func(fs *flag.FlagSet, c *cli) { fs.StringVar(&c.format, "format", "dot", "dot or mermaid") }},
 	"demo": {help: "a scripted agent: crash, resume, rewind, branch, merge", noDB: true, run: runDemo},
-	"gc": {args: "--policy P [--thread T] [--batch N] [--budget D]", help: "apply a retention policy to one thread, or sweep all (with expiry)", run: runGC,
+	"gc": {args: "--policy P [--thread T] [--batch N] [--budget D] [--after T]", help: "apply a retention policy to one thread, or sweep all (with expiry)", run: runGC,
 		flags: func(fs *flag.FlagSet, c *cli) {
 			fs.StringVar(&c.policy, "policy", "", "keep-last-n:N, keep-age:DURATION, keep-milestones:N or keep-all")
 			fs.StringVar(&c.thread, "thread", "", "only this thread (default: sweep every thread)")
 			fs.IntVar(&c.batch, "batch", 0, "threads per transaction in a sweep (default 5)")
 			fs.DurationVar(&c.budget, "budget", 0, "stop a sweep after this long (default: no limit)")
+			fs.StringVar(&c.after, "after", "", "start a sweep after this thread id (to go on after --budget)")
 		}},
 }
 
@@ -110,6 +111,7 @@ type cli struct {
 	thread         string
 	batch          int
 	budget         time.Duration
+	after          string
 
 	pool *pgxpool.Pool
 	eng  *engine.Engine
