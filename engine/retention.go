@@ -147,8 +147,8 @@ type SweepResult struct {
 	Deleted int64 // checkpoints deleted
 	// Failed counts the threads the sweep could not clean (left as they
 	// were; the server logs a WARNING naming each and why).
-	Failed int
-	Batches int   // transactions
+	Failed  int
+	Batches int // transactions
 	// LongestBatch is the longest single transaction, as the client timed
 	// it (one round trip each).
 	LongestBatch time.Duration
