@@ -19,6 +19,13 @@
 // ErrInvalidJSON and ErrSnapshotTooLarge) and ErrIDConflict; match them
 // with errors.Is. A call that fails with ErrInvalidInput has written nothing.
 //
+// Checkpoints are stored as deltas when they extend their parent (see
+// Config.DeltaRun and Config.FullSnapshots) and read back whole either way.
+// Retention policies (KeepLastN, KeepAge, KeepMilestones), thread expiry
+// (SetExpiry) and sweeps (Sweep) delete old checkpoints without ever
+// deleting a head, a branch's source, or what a kept checkpoint needs to be
+// read.
+//
 // JSON comes back exactly as written, after JSON normalisation (jsonb's key
 // order and spacing), including strings with U+0000, which Postgres jsonb
 // cannot store as such: see the messages column comment for the escape used.
