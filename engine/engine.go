@@ -78,8 +78,9 @@ type Engine struct {
 	q    *db.Queries
 	cfg  Config
 
-	enabled  triggerSet   // from cfg.Triggers
-	failures atomic.Int64 // SnapshotSafe failures, see SnapshotFailures
+	enabled      triggerSet   // from cfg.Triggers
+	retentionErr error        // cfg.Retention checked once, in New
+	failures     atomic.Int64 // SnapshotSafe failures, see SnapshotFailures
 }
 
 // New returns an Engine over pool. The database must be migrated (see
@@ -97,7 +98,8 @@ func New(pool *pgxpool.Pool, cfg Config) *Engine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Engine{pool: pool, q: db.New(pool), cfg: cfg, enabled: newTriggerSet(cfg.Triggers)}
+	return &Engine{pool: pool, q: db.New(pool), cfg: cfg, enabled: newTriggerSet(cfg.Triggers),
+		retentionErr: cfg.Retention.check()}
 }
 
 // NewCheckpointID returns a new time-ordered checkpoint id (UUIDv7). Make
@@ -129,8 +131,11 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (SnapshotResult
 	if skipped, ok := e.skipDisabled(in); ok {
 		return skipped, nil
 	}
-	if err := e.cfg.Retention.check(); err != nil {
-		return SnapshotResult{}, fmt.Errorf("snapshot: Config.Retention: %w", err)
+	if e.retentionErr != nil {
+		return SnapshotResult{}, fmt.Errorf("snapshot: Config.Retention: %w", e.retentionErr)
+	}
+	if err := e.addDigests(&p); err != nil {
+		return SnapshotResult{}, fmt.Errorf("snapshot: %w", err)
 	}
 	row, err := e.q.CheckpointPut(ctx, p)
 	if err != nil {
@@ -206,18 +211,6 @@ func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error
 	if err != nil {
 		return db.CheckpointPutParams{}, err
 	}
-	// Digests of the content, from which checkpoint_put tells what changed
-	// since the parent; none when every checkpoint is stored whole.
-	var msgDigests, stateDigests, toolDigests []byte
-	if e.cfg.DeltaRun > 1 {
-		msgDigests = messageDigests(messages)
-		if stateDigests, err = keyDigests(state); err != nil {
-			return db.CheckpointPutParams{}, fmt.Errorf("state: %w", err)
-		}
-		if toolDigests, err = keyDigests(toolResults); err != nil {
-			return db.CheckpointPutParams{}, fmt.Errorf("tool results: %w", err)
-		}
-	}
 	return db.CheckpointPutParams{
 		ThreadID:           in.ThreadID,
 		Namespace:          in.Namespace,
@@ -233,10 +226,25 @@ func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error
 		NextNode:           in.NextNode,
 		SizeBytes:          size,
 		DeltaRun:           int32(e.cfg.DeltaRun),
-		MessageDigests:     msgDigests,
-		StateDigests:       stateDigests,
-		ToolResultsDigests: toolDigests,
 	}, nil
+}
+
+// addDigests adds to validated parameters the digests of their content,
+// from which checkpoint_put tells what changed since the base; none when
+// every checkpoint is stored whole.
+func (e *Engine) addDigests(p *db.CheckpointPutParams) error {
+	if e.cfg.DeltaRun <= 1 {
+		return nil
+	}
+	var err error
+	p.MessageDigests = messageDigests(p.Messages)
+	if p.StateDigests, err = keyDigests(p.State); err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	if p.ToolResultsDigests, err = keyDigests(p.ToolResults); err != nil {
+		return fmt.Errorf("tool results: %w", err)
+	}
+	return nil
 }
 
 // Get returns the checkpoint with the given id, with its pending writes.

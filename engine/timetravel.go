@@ -176,10 +176,15 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (Bra
 	if err := checkID("branch name", name, false); err != nil {
 		return BranchResult{}, fmt.Errorf("branch: %w", err)
 	}
-	src, err := e.Get(ctx, fromID)
+	// The source's thread names the branch; its content is not needed here.
+	line, err := e.lineage(ctx, fromID, 1)
 	if err != nil {
 		return BranchResult{}, fmt.Errorf("branch: source: %w", err)
 	}
+	if len(line) == 0 {
+		return BranchResult{}, fmt.Errorf("branch: source checkpoint %s: %w", fromID, ErrNotFound)
+	}
+	src := line[0]
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	tail := "-branch-" + name + "-" + hex.EncodeToString(suffix)

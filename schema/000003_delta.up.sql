@@ -832,7 +832,6 @@ BEGIN
                 JOIN heads h ON h.namespace = c.namespace
                 WHERE c.thread_id = v_thread AND c.seq IS DISTINCT FROM h.seq))
               INTO v_n;
-            UPDATE pgcheckpoint.threads t SET rewound_to = NULL WHERE t.thread_id = v_thread;
         ELSE
             v_n := pgcheckpoint.thread_delete(v_thread);
         END IF;
