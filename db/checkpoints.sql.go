@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const checkpointDeleteBefore = `-- name: CheckpointDeleteBefore :one
+const CheckpointDeleteBefore = `-- name: CheckpointDeleteBefore :one
 SELECT pgcheckpoint.checkpoint_delete_before($1::text, $2::text, $3::bigint)::bigint AS deleted
 `
 
@@ -26,25 +26,25 @@ type CheckpointDeleteBeforeParams struct {
 
 // See pgcheckpoint.checkpoint_delete_before: never deletes the head.
 func (q *Queries) CheckpointDeleteBefore(ctx context.Context, arg CheckpointDeleteBeforeParams) (int64, error) {
-	row := q.db.QueryRow(ctx, checkpointDeleteBefore, arg.ThreadID, arg.Namespace, arg.BeforeStep)
+	row := q.db.QueryRow(ctx, CheckpointDeleteBefore, arg.ThreadID, arg.Namespace, arg.BeforeStep)
 	var deleted int64
 	err := row.Scan(&deleted)
 	return deleted, err
 }
 
-const checkpointDeleteForRuns = `-- name: CheckpointDeleteForRuns :one
+const CheckpointDeleteForRuns = `-- name: CheckpointDeleteForRuns :one
 SELECT pgcheckpoint.delete_for_runs($1::text[])::bigint AS deleted
 `
 
 // See pgcheckpoint.delete_for_runs.
 func (q *Queries) CheckpointDeleteForRuns(ctx context.Context, runIds []string) (int64, error) {
-	row := q.db.QueryRow(ctx, checkpointDeleteForRuns, runIds)
+	row := q.db.QueryRow(ctx, CheckpointDeleteForRuns, runIds)
 	var deleted int64
 	err := row.Scan(&deleted)
 	return deleted, err
 }
 
-const checkpointFindOnHeadLine = `-- name: CheckpointFindOnHeadLine :one
+const CheckpointFindOnHeadLine = `-- name: CheckpointFindOnHeadLine :one
 SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
 FROM pgcheckpoint.lineage(
         pgcheckpoint.head($1::text, ''),
@@ -71,13 +71,13 @@ type CheckpointFindOnHeadLineRow struct {
 // thread. Steps fall by one per link, so the walk stops at the depth where
 // that step is.
 func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFindOnHeadLineParams) (CheckpointFindOnHeadLineRow, error) {
-	row := q.db.QueryRow(ctx, checkpointFindOnHeadLine, arg.ThreadID, arg.MaxStep)
+	row := q.db.QueryRow(ctx, CheckpointFindOnHeadLine, arg.ThreadID, arg.MaxStep)
 	var i CheckpointFindOnHeadLineRow
 	err := row.Scan(&i.CheckpointID, &i.Depth)
 	return i, err
 }
 
-const checkpointGetByID = `-- name: CheckpointGetByID :one
+const CheckpointGetByID = `-- name: CheckpointGetByID :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format,
        m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
@@ -120,7 +120,7 @@ type CheckpointGetByIDRow struct {
 // pending writes (ordered by task and index) as one JSON array, so Get is
 // one round trip.
 func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID) (CheckpointGetByIDRow, error) {
-	row := q.db.QueryRow(ctx, checkpointGetByID, checkpointID)
+	row := q.db.QueryRow(ctx, CheckpointGetByID, checkpointID)
 	var i CheckpointGetByIDRow
 	err := row.Scan(
 		&i.ThreadID,
@@ -146,7 +146,7 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 	return i, err
 }
 
-const checkpointGetHead = `-- name: CheckpointGetHead :one
+const CheckpointGetHead = `-- name: CheckpointGetHead :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format,
        m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
@@ -193,7 +193,7 @@ type CheckpointGetHeadRow struct {
 // The head of a thread and namespace: the checkpoint the next write builds
 // on (see pgcheckpoint.head_seq).
 func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadParams) (CheckpointGetHeadRow, error) {
-	row := q.db.QueryRow(ctx, checkpointGetHead, arg.ThreadID, arg.Namespace)
+	row := q.db.QueryRow(ctx, CheckpointGetHead, arg.ThreadID, arg.Namespace)
 	var i CheckpointGetHeadRow
 	err := row.Scan(
 		&i.ThreadID,
@@ -219,7 +219,7 @@ func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadPa
 	return i, err
 }
 
-const checkpointGetSeq = `-- name: CheckpointGetSeq :one
+const CheckpointGetSeq = `-- name: CheckpointGetSeq :one
 SELECT c.seq
 FROM (SELECT c.seq, c.thread_id, c.namespace
       FROM pgcheckpoint.checkpoints c
@@ -237,13 +237,13 @@ type CheckpointGetSeqParams struct {
 // The seq of a checkpoint in a thread and namespace, for list cursors. By
 // id alone, then checked (see checkpoint_put).
 func (q *Queries) CheckpointGetSeq(ctx context.Context, arg CheckpointGetSeqParams) (int64, error) {
-	row := q.db.QueryRow(ctx, checkpointGetSeq, arg.CheckpointID, arg.ThreadID, arg.Namespace)
+	row := q.db.QueryRow(ctx, CheckpointGetSeq, arg.CheckpointID, arg.ThreadID, arg.Namespace)
 	var seq int64
 	err := row.Scan(&seq)
 	return seq, err
 }
 
-const checkpointLineage = `-- name: CheckpointLineage :many
+const CheckpointLineage = `-- name: CheckpointLineage :many
 SELECT l.depth::int AS depth, l.thread_id::text AS thread_id, l.namespace::text AS namespace,
        l.seq::bigint AS seq, l.checkpoint_id::uuid AS checkpoint_id,
        coalesce(l.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
@@ -280,7 +280,7 @@ type CheckpointLineageRow struct {
 // A checkpoint and its ancestors, newest first, across branch threads (see
 // pgcheckpoint.lineage). The nil UUID stands for "no parent".
 func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineageParams) ([]CheckpointLineageRow, error) {
-	rows, err := q.db.Query(ctx, checkpointLineage, arg.CheckpointID, arg.MaxDepth)
+	rows, err := q.db.Query(ctx, CheckpointLineage, arg.CheckpointID, arg.MaxDepth)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +315,7 @@ func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineagePa
 	return items, nil
 }
 
-const checkpointListByThread = `-- name: CheckpointListByThread :many
+const CheckpointListByThread = `-- name: CheckpointListByThread :many
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes
 FROM pgcheckpoint.checkpoints c
@@ -366,7 +366,7 @@ type CheckpointListByThreadRow struct {
 // metadata containment and by tags. Content columns are left out: Get reads
 // one checkpoint whole.
 func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointListByThreadParams) ([]CheckpointListByThreadRow, error) {
-	rows, err := q.db.Query(ctx, checkpointListByThread,
+	rows, err := q.db.Query(ctx, CheckpointListByThread,
 		arg.ThreadID,
 		arg.Namespace,
 		arg.Before,
@@ -408,7 +408,7 @@ func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointList
 	return items, nil
 }
 
-const checkpointPut = `-- name: CheckpointPut :one
+const CheckpointPut = `-- name: CheckpointPut :one
 SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
        r.checkpoint_id::uuid AS checkpoint_id,
        -- The nil UUID stands for "no parent" (sqlc types function columns as NOT NULL).
@@ -468,7 +468,7 @@ type CheckpointPutRow struct {
 
 // Writes one checkpoint in one round trip; see pgcheckpoint.checkpoint_put.
 func (q *Queries) CheckpointPut(ctx context.Context, arg CheckpointPutParams) (CheckpointPutRow, error) {
-	row := q.db.QueryRow(ctx, checkpointPut,
+	row := q.db.QueryRow(ctx, CheckpointPut,
 		arg.ThreadID,
 		arg.Namespace,
 		arg.CheckpointID,
@@ -500,7 +500,7 @@ func (q *Queries) CheckpointPut(ctx context.Context, arg CheckpointPutParams) (C
 	return i, err
 }
 
-const checkpointRewind = `-- name: CheckpointRewind :one
+const CheckpointRewind = `-- name: CheckpointRewind :one
 SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
        r.checkpoint_id::uuid AS checkpoint_id, r.step::bigint AS step,
        r.head_step::bigint AS head_step, r.checkpoints::bigint AS checkpoints,
@@ -525,7 +525,7 @@ type CheckpointRewindRow struct {
 
 // Makes a checkpoint its thread's head (see pgcheckpoint.rewind).
 func (q *Queries) CheckpointRewind(ctx context.Context, arg CheckpointRewindParams) (CheckpointRewindRow, error) {
-	row := q.db.QueryRow(ctx, checkpointRewind, arg.CheckpointID, arg.Truncate)
+	row := q.db.QueryRow(ctx, CheckpointRewind, arg.CheckpointID, arg.Truncate)
 	var i CheckpointRewindRow
 	err := row.Scan(
 		&i.ThreadID,
@@ -539,7 +539,7 @@ func (q *Queries) CheckpointRewind(ctx context.Context, arg CheckpointRewindPara
 	return i, err
 }
 
-const checkpointTree = `-- name: CheckpointTree :many
+const CheckpointTree = `-- name: CheckpointTree :many
 SELECT t.thread_id::text AS thread_id, t.namespace::text AS namespace, t.seq::bigint AS seq,
        t.checkpoint_id::uuid AS checkpoint_id,
        coalesce(t.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
@@ -567,7 +567,7 @@ type CheckpointTreeRow struct {
 // Every checkpoint of a thread and of the branches forked from it, with
 // both parents (see pgcheckpoint.tree). The nil UUID stands for "none".
 func (q *Queries) CheckpointTree(ctx context.Context, threadID string) ([]CheckpointTreeRow, error) {
-	rows, err := q.db.Query(ctx, checkpointTree, threadID)
+	rows, err := q.db.Query(ctx, CheckpointTree, threadID)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 )
 
-const pendingWritePutMany = `-- name: PendingWritePutMany :one
+const PendingWritePutMany = `-- name: PendingWritePutMany :one
 WITH target AS (
     SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id
     FROM pgcheckpoint.checkpoints c
@@ -48,7 +48,7 @@ type PendingWritePutManyRow struct {
 // statement. A retried write of the same task and position is ignored.
 // found = 0 means the checkpoint does not exist.
 func (q *Queries) PendingWritePutMany(ctx context.Context, arg PendingWritePutManyParams) (PendingWritePutManyRow, error) {
-	row := q.db.QueryRow(ctx, pendingWritePutMany,
+	row := q.db.QueryRow(ctx, PendingWritePutMany,
 		arg.CheckpointID,
 		arg.TaskID,
 		arg.Vals,

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const gcBatch = `-- name: GcBatch :one
+const GcBatch = `-- name: GcBatch :one
 SELECT coalesce(b.last_thread_id, '')::text AS last_thread_id, b.threads::int AS threads,
        b.expired::int AS expired, b.failed::int AS failed, b.deleted::bigint AS deleted
 FROM pgcheckpoint.gc_batch($1::text, $2::int, make_interval(0, 0, 0, 0, 0, 0, $3::float8),
@@ -38,7 +38,7 @@ type GcBatchRow struct {
 // One transaction of a sweep (see pgcheckpoint.gc_batch). last_thread_id is
 // ” when no thread was left.
 func (q *Queries) GcBatch(ctx context.Context, arg GcBatchParams) (GcBatchRow, error) {
-	row := q.db.QueryRow(ctx, gcBatch,
+	row := q.db.QueryRow(ctx, GcBatch,
 		arg.Policy,
 		arg.N,
 		arg.AgeSeconds,
@@ -56,7 +56,7 @@ func (q *Queries) GcBatch(ctx context.Context, arg GcBatchParams) (GcBatchRow, e
 	return i, err
 }
 
-const gcThread = `-- name: GcThread :many
+const GcThread = `-- name: GcThread :many
 SELECT g.thread_id::text AS thread_id, g.namespace::text AS namespace,
        g.checkpoint_id::uuid AS checkpoint_id, g.step::bigint AS step
 FROM pgcheckpoint.gc_thread($1::text, $2::text, $3::int,
@@ -80,7 +80,7 @@ type GcThreadRow struct {
 // Applies a retention policy to one thread (see pgcheckpoint.gc_thread);
 // age_seconds is the keep_age age in seconds (ignored by other policies).
 func (q *Queries) GcThread(ctx context.Context, arg GcThreadParams) ([]GcThreadRow, error) {
-	rows, err := q.db.Query(ctx, gcThread,
+	rows, err := q.db.Query(ctx, GcThread,
 		arg.ThreadID,
 		arg.Policy,
 		arg.N,
@@ -109,7 +109,7 @@ func (q *Queries) GcThread(ctx context.Context, arg GcThreadParams) ([]GcThreadR
 	return items, nil
 }
 
-const threadSetExpiry = `-- name: ThreadSetExpiry :execrows
+const ThreadSetExpiry = `-- name: ThreadSetExpiry :execrows
 UPDATE pgcheckpoint.threads t
 SET expires_at = $1::timestamptz, expire_action = $2::text
 WHERE t.thread_id = $3::text
@@ -124,7 +124,7 @@ type ThreadSetExpiryParams struct {
 // Sets (or, with a NULL time, clears) the expiry of every namespace row of
 // a thread.
 func (q *Queries) ThreadSetExpiry(ctx context.Context, arg ThreadSetExpiryParams) (int64, error) {
-	result, err := q.db.Exec(ctx, threadSetExpiry, arg.ExpiresAt, arg.ExpireAction, arg.ThreadID)
+	result, err := q.db.Exec(ctx, ThreadSetExpiry, arg.ExpiresAt, arg.ExpireAction, arg.ThreadID)
 	if err != nil {
 		return 0, err
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 )
 
-const threadBranch = `-- name: ThreadBranch :one
+const ThreadBranch = `-- name: ThreadBranch :one
 SELECT b.thread_id::text AS thread_id, b.checkpoint_id::uuid AS checkpoint_id, b.step::bigint AS step
 FROM pgcheckpoint.branch($1::uuid, $2::text, $3::text, $4::uuid) AS b
 `
@@ -33,7 +33,7 @@ type ThreadBranchRow struct {
 
 // Forks a new thread from a checkpoint (see pgcheckpoint.branch).
 func (q *Queries) ThreadBranch(ctx context.Context, arg ThreadBranchParams) (ThreadBranchRow, error) {
-	row := q.db.QueryRow(ctx, threadBranch,
+	row := q.db.QueryRow(ctx, ThreadBranch,
 		arg.SourceCheckpointID,
 		arg.NewThreadID,
 		arg.BranchName,
@@ -44,7 +44,7 @@ func (q *Queries) ThreadBranch(ctx context.Context, arg ThreadBranchParams) (Thr
 	return i, err
 }
 
-const threadCopy = `-- name: ThreadCopy :one
+const ThreadCopy = `-- name: ThreadCopy :one
 SELECT pgcheckpoint.copy_thread($1::text, $2::text)::bigint AS copied
 `
 
@@ -55,25 +55,25 @@ type ThreadCopyParams struct {
 
 // See pgcheckpoint.copy_thread.
 func (q *Queries) ThreadCopy(ctx context.Context, arg ThreadCopyParams) (int64, error) {
-	row := q.db.QueryRow(ctx, threadCopy, arg.SourceThreadID, arg.TargetThreadID)
+	row := q.db.QueryRow(ctx, ThreadCopy, arg.SourceThreadID, arg.TargetThreadID)
 	var copied int64
 	err := row.Scan(&copied)
 	return copied, err
 }
 
-const threadDelete = `-- name: ThreadDelete :one
+const ThreadDelete = `-- name: ThreadDelete :one
 SELECT pgcheckpoint.thread_delete($1::text)::bigint AS deleted
 `
 
 // See pgcheckpoint.thread_delete: every table, under the thread lock.
 func (q *Queries) ThreadDelete(ctx context.Context, threadID string) (int64, error) {
-	row := q.db.QueryRow(ctx, threadDelete, threadID)
+	row := q.db.QueryRow(ctx, ThreadDelete, threadID)
 	var deleted int64
 	err := row.Scan(&deleted)
 	return deleted, err
 }
 
-const threadListBranches = `-- name: ThreadListBranches :many
+const ThreadListBranches = `-- name: ThreadListBranches :many
 SELECT t.thread_id, t.namespace, coalesce(t.branch_name, '')::text AS branch_name,
        coalesce(t.branched_from, '00000000-0000-0000-0000-000000000000')::uuid AS branched_from,
        t.created_at
@@ -92,7 +92,7 @@ type ThreadListBranchesRow struct {
 
 // The branches forked from a thread, oldest first.
 func (q *Queries) ThreadListBranches(ctx context.Context, threadID string) ([]ThreadListBranchesRow, error) {
-	rows, err := q.db.Query(ctx, threadListBranches, threadID)
+	rows, err := q.db.Query(ctx, ThreadListBranches, threadID)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (q *Queries) ThreadListBranches(ctx context.Context, threadID string) ([]Th
 	return items, nil
 }
 
-const threadListHeads = `-- name: ThreadListHeads :many
+const ThreadListHeads = `-- name: ThreadListHeads :many
 SELECT DISTINCT ON (t.thread_id)
        t.thread_id, t.namespace, t.metadata, t.created_at,
        coalesce(h.checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS head_checkpoint_id,
@@ -153,7 +153,7 @@ type ThreadListHeadsRow struct {
 // (” sorts first) and walks the threads primary key, so a page reads about
 // max_rows thread rows and one head each, however many checkpoints there are.
 func (q *Queries) ThreadListHeads(ctx context.Context, arg ThreadListHeadsParams) ([]ThreadListHeadsRow, error) {
-	rows, err := q.db.Query(ctx, threadListHeads, arg.After, arg.MaxRows)
+	rows, err := q.db.Query(ctx, ThreadListHeads, arg.After, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func (q *Queries) ThreadListHeads(ctx context.Context, arg ThreadListHeadsParams
 	return items, nil
 }
 
-const threadMerge = `-- name: ThreadMerge :one
+const ThreadMerge = `-- name: ThreadMerge :one
 SELECT m.thread_id::text AS thread_id, m.checkpoint_id::uuid AS checkpoint_id,
        coalesce(m.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
        m.merge_parent_id::uuid AS merge_parent_id, m.step::bigint AS step
@@ -205,7 +205,7 @@ type ThreadMergeRow struct {
 // Writes the branch head's content onto the target thread with two parents
 // (see pgcheckpoint.merge).
 func (q *Queries) ThreadMerge(ctx context.Context, arg ThreadMergeParams) (ThreadMergeRow, error) {
-	row := q.db.QueryRow(ctx, threadMerge, arg.BranchThreadID, arg.IntoThreadID, arg.CheckpointID)
+	row := q.db.QueryRow(ctx, ThreadMerge, arg.BranchThreadID, arg.IntoThreadID, arg.CheckpointID)
 	var i ThreadMergeRow
 	err := row.Scan(
 		&i.ThreadID,
@@ -217,7 +217,7 @@ func (q *Queries) ThreadMerge(ctx context.Context, arg ThreadMergeParams) (Threa
 	return i, err
 }
 
-const threadPrune = `-- name: ThreadPrune :one
+const ThreadPrune = `-- name: ThreadPrune :one
 SELECT pgcheckpoint.prune($1::text[], $2::boolean)::bigint AS deleted
 `
 
@@ -228,7 +228,7 @@ type ThreadPruneParams struct {
 
 // See pgcheckpoint.prune.
 func (q *Queries) ThreadPrune(ctx context.Context, arg ThreadPruneParams) (int64, error) {
-	row := q.db.QueryRow(ctx, threadPrune, arg.ThreadIds, arg.KeepLatest)
+	row := q.db.QueryRow(ctx, ThreadPrune, arg.ThreadIds, arg.KeepLatest)
 	var deleted int64
 	err := row.Scan(&deleted)
 	return deleted, err

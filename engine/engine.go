@@ -48,6 +48,14 @@ type Config struct {
 	// with what changed. Zero means DefaultDeltaRun; 1 is the same as
 	// FullSnapshots.
 	DeltaRun int
+	// SingleStatement makes every Snapshot one call of
+	// pgcheckpoint.checkpoint_put. By default the common case (a thread
+	// with checkpoints, no rewind pending, the head as the parent) is two
+	// statements pipelined in one round trip and one implicit transaction:
+	// the thread lock, then the insert, which costs the database about half
+	// as much. Set it behind a connection pooler in statement mode, or any
+	// proxy that does not keep a pipeline on one connection.
+	SingleStatement bool
 
 	// Triggers lists the enabled snapshot triggers; nil enables them all.
 	// A Snapshot whose trigger is not listed writes nothing and returns a
@@ -110,7 +118,11 @@ func NewCheckpointID() uuid.UUID {
 }
 
 // Snapshot writes one checkpoint on in.ThreadID and makes it the thread's
-// head, in one round trip and one transaction. When in.Trigger is not
+// head, in one transaction. It takes one round trip (see
+// Config.SingleStatement); two for a thread's first checkpoint, the first
+// after a rewind or with an explicit ParentID other than the head, a retry
+// of an existing ID, and, with deltas, the write that ends a run (one in
+// DeltaRun-1). When in.Trigger is not
 // enabled (Config.Triggers) it writes nothing and returns a result with
 // Skipped set. Its parent is the head (or
 // in.ParentID) and its step the parent's step + 1, both assigned in the
@@ -137,7 +149,7 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (SnapshotResult
 	if err := e.addDigests(&p); err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", err)
 	}
-	row, err := e.q.CheckpointPut(ctx, p)
+	row, err := e.put(ctx, p)
 	if err != nil {
 		return SnapshotResult{}, dbError("snapshot", err)
 	}

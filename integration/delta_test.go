@@ -110,6 +110,10 @@ func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 			{name: "full", eng: engine.New(b.db.Pool, engine.Config{FullSnapshots: true})},
 			{name: "delta", eng: engine.New(b.db.Pool, engine.Config{})},
 			{name: "k4", eng: engine.New(b.db.Pool, engine.Config{DeltaRun: 4})},
+			// The same through pgcheckpoint.checkpoint_put alone: the
+			// pipelined path must store exactly what it stores.
+			{name: "delta-1st", eng: engine.New(b.db.Pool, engine.Config{SingleStatement: true})},
+			{name: "k4-1st", eng: engine.New(b.db.Pool, engine.Config{DeltaRun: 4, SingleStatement: true})},
 		}
 		for _, m := range modes {
 			m.thread = fmt.Sprintf("prop-%d-%s", seed, m.name)
@@ -256,6 +260,11 @@ func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 				}
 			}
 		}
+		// Both paths store the same rows: same columns, and ids that name
+		// the same checkpoints of the model.
+		for _, pair := range [][2]int{{1, 3}, {2, 4}} {
+			b.sameRows(t, hist, pair[0], pair[1])
+		}
 	}
 
 	b.checkDeltaBases(t)
@@ -276,6 +285,54 @@ func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 			"runs up to %d (want <= 3), chains up to %d (want <= 6)", fullDeltas, deltas, k4Anchors, k4Run, k4Depth)
 	}
 	t.Logf("delta mode stored %d checkpoints as deltas", deltas)
+}
+
+// sameRows checks that modes a and b stored every live checkpoint of hist
+// alike: every column but the ids, times and thread, and parent and base
+// ids that are the same checkpoints of the model.
+func (b *bundle) sameRows(t *testing.T, hist []*written, a, c int) {
+	t.Helper()
+	index := map[uuid.UUID]int{}
+	for i, w := range hist {
+		if w.ids != nil {
+			index[w.ids[a]], index[w.ids[c]] = i, i
+		}
+	}
+	row := func(id uuid.UUID) (string, int, int) {
+		var cols string
+		var parent, base uuid.NullUUID
+		// A branch's summary names its source: ids are compared below.
+		err := b.db.Pool.QueryRow(b.ctx, `SELECT row(seq, step, trigger, tags,
+			regexp_replace(summary, '[0-9a-f-]{36}', 'ID'), metadata, format, delta_run,
+			delta_depth, messages, state, tool_results, state_removed, tool_results_removed, messages_count,
+			messages_digest, state_digests, tool_results_digests, next_node, size_bytes)::text,
+			parent_checkpoint_id, base_checkpoint_id
+			FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, id).Scan(&cols, &parent, &base)
+		if err != nil {
+			t.Fatalf("row %s: %v", id, err)
+		}
+		pos := func(id uuid.NullUUID) int {
+			if !id.Valid {
+				return -1
+			}
+			if i, ok := index[id.UUID]; ok {
+				return i
+			}
+			return -2 // in another thread's history, as a branch's parent is
+		}
+		return cols, pos(parent), pos(base)
+	}
+	for i, w := range hist {
+		if w.ids == nil {
+			continue
+		}
+		ra, pa, ba := row(w.ids[a])
+		rc, pc, bc := row(w.ids[c])
+		if ra != rc || pa != pc || ba != bc {
+			t.Fatalf("checkpoint %d stored otherwise by the two paths:\n%s (parent %d, base %d)\n%s (parent %d, base %d)",
+				i, ra, pa, ba, rc, pc, bc)
+		}
+	}
 }
 
 // forgetDeleted drops from the model the checkpoints a delete removed, after

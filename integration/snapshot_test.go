@@ -10,8 +10,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
@@ -558,4 +560,62 @@ func TestExplicitParentStartsANewLine(t *testing.T) {
 	if _, err := b.eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "t", ParentID: other.ID}); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("cross-thread parent: %v", err)
 	}
+}
+
+// A thread's first checkpoint goes through pgcheckpoint.checkpoint_put (the
+// pipelined insert finds no head and writes nothing); the next ones are the
+// pipelined lock and insert alone, unless Config.SingleStatement is set.
+// Counted with the server's function statistics.
+func TestSnapshotPipelinesTheCommonCase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	calls := func() int64 {
+		t.Helper()
+		var n int64
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions
+			WHERE schemaname = 'pgcheckpoint' AND funcname = 'checkpoint_put'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// writeAndCount writes 6 checkpoints on a new thread through an engine on
+	// a pool of its own that tracks PL/pgSQL calls, closes the pool (a
+	// backend flushes its statistics as it exits) and returns how many
+	// calls of checkpoint_put that added.
+	writeAndCount := func(thread string, cfg engine.Config) int64 {
+		t.Helper()
+		before := calls()
+		pcfg := b.db.Pool.Config()
+		pcfg.ConnConfig.RuntimeParams["track_functions"] = "pl"
+		pool, err := pgxpool.NewWithConfig(b.ctx, pcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng := engine.New(pool, cfg)
+		for i := range 6 {
+			if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread,
+				Messages: json.RawMessage(fmt.Sprintf(`[{"role":"user","content":"%d"}]`, i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pool.Close()
+		last, stable := calls(), 0
+		for deadline := time.Now().Add(10 * time.Second); (last == before || stable < 5) && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			if n := calls(); n != last {
+				last, stable = n, 0
+			} else {
+				stable++
+			}
+		}
+		return last - before
+	}
+	if got := writeAndCount("pipelined", engine.Config{}); got != 1 {
+		t.Errorf("6 snapshots on a new thread called checkpoint_put %d times, want 1 (the first)", got)
+	}
+	if got := writeAndCount("single", engine.Config{SingleStatement: true}); got != 6 {
+		t.Errorf("with SingleStatement, 6 snapshots called checkpoint_put %d times, want 6", got)
+	}
+	checkLinearThread(t, b.db.Pool, "pipelined", 6)
+	checkLinearThread(t, b.db.Pool, "single", 6)
 }

@@ -26,6 +26,102 @@ FROM pgcheckpoint.checkpoint_put(
     sqlc.narg(tool_results_digests)::jsonb
 ) AS r;
 
+-- name: ThreadLock :batchexec
+-- The thread lock (see pgcheckpoint.lock_thread, inlined here): the engine
+-- queues it ahead of CheckpointPutFast in one pipeline, so both run in one
+-- implicit transaction and the insert's snapshot is taken under the lock.
+SELECT pg_advisory_xact_lock(1885563760, hashtext(@thread_id::text));
+
+-- name: CheckpointPutFast :batchone
+-- The common case of checkpoint_put as one statement, for a caller that
+-- already holds the thread lock: a thread with checkpoints and no rewind
+-- pending, a new id, the newest checkpoint as the parent and, for a delta,
+-- as its base, when the parent's run may grow (delta_run 1: always whole).
+-- The row stored is the one checkpoint_put would store (the engine's tests
+-- compare them column by column). No row back means the case is not the
+-- common one: nothing was written, and the caller calls checkpoint_put,
+-- which handles every case. Arguments are taken as checked (the engine
+-- validates them as checkpoint_put does); messages_digest is sha256 of
+-- message_digests.
+INSERT INTO pgcheckpoint.checkpoints AS c (
+    thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
+    trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
+    messages, state, tool_results, state_removed, tool_results_removed, messages_count,
+    messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
+SELECT @thread_id::text, @namespace::text, p.seq + 1, @checkpoint_id::uuid, p.checkpoint_id, p.step + 1,
+       @trigger::text, @tags::text[],
+       CASE WHEN @summary::text <> '' THEN @summary::text
+            WHEN jsonb_typeof(@messages::jsonb -> -1) = 'object'
+            THEN format('[%s] %s', coalesce(@messages::jsonb -> -1 ->> 'role', 'unknown'),
+                        left(coalesce(@messages::jsonb -> -1 ->> 'content', ''), 100))
+            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys(@state::jsonb)))
+       END,
+       @metadata::jsonb,
+       CASE WHEN d.delta THEN 'delta' ELSE 'full' END,
+       CASE WHEN d.delta THEN p.checkpoint_id END,
+       CASE WHEN d.delta THEN p.delta_run + 1 ELSE 0 END,
+       CASE WHEN d.delta THEN p.delta_depth + 1 ELSE 0 END,
+       CASE WHEN d.delta THEN d.messages ELSE @messages::jsonb END,
+       CASE WHEN d.delta THEN d.state ELSE @state::jsonb END,
+       CASE WHEN d.delta THEN d.tool_results ELSE @tool_results::jsonb END,
+       CASE WHEN d.delta THEN d.state_removed ELSE '{}' END,
+       CASE WHEN d.delta THEN d.tool_results_removed ELSE '{}' END,
+       jsonb_array_length(@messages::jsonb), sqlc.narg(messages_digest)::bytea,
+       sqlc.narg(state_digests)::jsonb, sqlc.narg(tool_results_digests)::jsonb,
+       @next_node::text, @size_bytes::bigint
+FROM pgcheckpoint.threads t
+CROSS JOIN LATERAL (
+    SELECT p.checkpoint_id, p.seq, p.step, p.delta_run, p.delta_depth, p.messages_count,
+           p.messages_digest, p.state_digests, p.tool_results_digests
+    FROM pgcheckpoint.checkpoints p
+    WHERE p.thread_id = @thread_id::text AND p.namespace = @namespace::text
+    ORDER BY p.seq DESC
+    LIMIT 1) p
+CROSS JOIN LATERAL (
+    -- A delta when the parent's messages are a prefix of these (by digest)
+    -- and the delta is smaller than the whole; OFFSET 0 keeps each part
+    -- computed once.
+    SELECT x.prefix
+           AND pg_column_size(x.messages) + pg_column_size(x.state) + pg_column_size(x.tool_results)
+             < pg_column_size(@messages::jsonb) + pg_column_size(@state::jsonb) + pg_column_size(@tool_results::jsonb)
+           AS delta,
+           x.*
+    FROM (
+        SELECT @delta_run::int > 1 AND p.messages_count <= jsonb_array_length(@messages::jsonb)
+                 AND p.state_digests IS NOT NULL AND p.tool_results_digests IS NOT NULL
+                 AND sha256(substring(sqlc.narg(message_digests)::bytea FROM 1 FOR 16 * p.messages_count))
+                     = p.messages_digest AS prefix,
+               CASE WHEN @delta_run::int = 1 OR p.messages_count >= jsonb_array_length(@messages::jsonb) THEN '[]'::jsonb
+                    ELSE jsonb_path_query_array(@messages::jsonb, '$[$n to last]', jsonb_build_object('n', p.messages_count))
+               END AS messages,
+               CASE WHEN @delta_run::int = 1 OR sqlc.narg(state_digests)::jsonb = p.state_digests THEN '{}'::jsonb
+                    ELSE (SELECT coalesce(jsonb_object_agg(e.key, @state::jsonb -> e.key), '{}')
+                          FROM jsonb_each(sqlc.narg(state_digests)::jsonb) e
+                          WHERE e.value IS DISTINCT FROM p.state_digests -> e.key)
+               END AS state,
+               CASE WHEN @delta_run::int = 1 OR sqlc.narg(state_digests)::jsonb = p.state_digests THEN '{}'::text[]
+                    ELSE ARRAY(SELECT k FROM jsonb_object_keys(p.state_digests) k
+                               WHERE NOT @state::jsonb ? k ORDER BY k)
+               END AS state_removed,
+               CASE WHEN @delta_run::int = 1 OR sqlc.narg(tool_results_digests)::jsonb = p.tool_results_digests THEN '{}'::jsonb
+                    ELSE (SELECT coalesce(jsonb_object_agg(e.key, @tool_results::jsonb -> e.key), '{}')
+                          FROM jsonb_each(sqlc.narg(tool_results_digests)::jsonb) e
+                          WHERE e.value IS DISTINCT FROM p.tool_results_digests -> e.key)
+               END AS tool_results,
+               CASE WHEN @delta_run::int = 1 OR sqlc.narg(tool_results_digests)::jsonb = p.tool_results_digests THEN '{}'::text[]
+                    ELSE ARRAY(SELECT k FROM jsonb_object_keys(p.tool_results_digests) k
+                               WHERE NOT @tool_results::jsonb ? k ORDER BY k)
+               END AS tool_results_removed
+        OFFSET 0) x
+    OFFSET 0) d
+WHERE t.thread_id = @thread_id::text AND t.namespace = @namespace::text AND t.rewound_to IS NULL
+  AND (sqlc.narg(parent_checkpoint_id)::uuid IS NULL OR sqlc.narg(parent_checkpoint_id)::uuid = p.checkpoint_id)
+  AND (@delta_run::int = 1 OR p.delta_run + 1 < @delta_run::int)
+  AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id = @checkpoint_id::uuid)
+RETURNING c.thread_id, c.namespace, c.checkpoint_id,
+          coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+          c.step, c.created_at;
+
 -- name: CheckpointGetByID :one
 -- A checkpoint with its whole content (see pgcheckpoint.materialize) and its
 -- pending writes (ordered by task and index) as one JSON array, so Get is
