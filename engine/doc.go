@@ -4,7 +4,8 @@
 //
 // An Engine holds no state of its own: steps, heads and locks live in
 // Postgres, so any number of goroutines and processes may share a thread.
-// Every write is one round trip and one transaction.
+// Every write is one transaction and, in the common case, one round trip
+// (see Engine.Snapshot and Config.SingleStatement).
 //
 //	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 //	eng := engine.New(pool, engine.Config{})

@@ -27,6 +27,8 @@ func (e *Engine) put(ctx context.Context, p db.CheckpointPutParams) (db.Checkpoi
 	return e.q.CheckpointPut(ctx, p)
 }
 
+// putFast tries the common case; ok is false when the case was not the
+// common one and nothing was written.
 func (e *Engine) putFast(ctx context.Context, p db.CheckpointPutParams) (db.CheckpointPutRow, bool, error) {
 	fp := db.CheckpointPutFastParams{
 		ThreadID:           p.ThreadID,
