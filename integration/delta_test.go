@@ -287,6 +287,44 @@ func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 	t.Logf("delta mode stored %d checkpoints as deltas", deltas)
 }
 
+// A head written without digests or a message count (by Import, or by hand
+// like the retention benchmark's bulk load) is no base: the next Snapshot
+// stores its checkpoint whole, on either path, and the one after is a delta.
+func TestSnapshotOnAHeadWithoutDigests(t *testing.T) {
+	b := setup(t)
+	for _, cfg := range []engine.Config{{}, {SingleStatement: true}} {
+		thread := fmt.Sprintf("bare-%v", cfg.SingleStatement)
+		if _, err := b.db.Pool.Exec(b.ctx, `WITH t AS (INSERT INTO pgcheckpoint.threads (thread_id) VALUES ($1))
+			INSERT INTO pgcheckpoint.checkpoints (thread_id, seq, checkpoint_id, step, messages, state)
+			VALUES ($1, 1, pgcheckpoint.uuid_v7(), 1, '[{"role":"user","content":"by hand"}]', '{"a":1}')`,
+			thread); err != nil {
+			t.Fatal(err)
+		}
+		eng := engine.New(b.db.Pool, cfg)
+		msgs := `[{"role":"user","content":"by hand"},{"role":"assistant","content":"from Go"}]`
+		var ids []uuid.UUID
+		for i, m := range []string{msgs, msgs[:len(msgs)-1] + `,{"role":"user","content":"more"}]`} {
+			res, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(m),
+				State: json.RawMessage(`{"a":2}`)})
+			if err != nil {
+				t.Fatalf("%s: snapshot %d: %v", thread, i, err)
+			}
+			got, err := eng.Get(b.ctx, res.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jsonEqual(t, thread+" messages", got.Messages, []byte(m))
+			ids = append(ids, res.ID)
+		}
+		if f := b.storedFormat(t, ids[0]); f != "full" {
+			t.Errorf("%s: the write on a head without digests stored as %q, want full", thread, f)
+		}
+		if f := b.storedFormat(t, ids[1]); f != "delta" {
+			t.Errorf("%s: the write after it stored as %q, want delta", thread, f)
+		}
+	}
+}
+
 // sameRows checks that modes a and b stored every live checkpoint of hist
 // alike: every column but the ids, times and thread, and parent and base
 // ids that are the same checkpoints of the model.

@@ -80,7 +80,9 @@ CROSS JOIN LATERAL (
 CROSS JOIN LATERAL (
     -- A delta when the parent's messages are a prefix of these (by digest)
     -- and the delta is smaller than the whole; OFFSET 0 keeps each part
-    -- computed once.
+    -- computed once. The parts are computed before the prefix is known, so
+    -- each must also work on a parent without digests (imported, or written
+    -- by hand), whose columns are NULL.
     SELECT x.prefix
            AND pg_column_size(x.messages) + pg_column_size(x.state) + pg_column_size(x.tool_results)
              < pg_column_size(@messages::jsonb) + pg_column_size(@state::jsonb) + pg_column_size(@tool_results::jsonb)
@@ -91,7 +93,8 @@ CROSS JOIN LATERAL (
                  AND p.state_digests IS NOT NULL AND p.tool_results_digests IS NOT NULL
                  AND sha256(substring(sqlc.narg(message_digests)::bytea FROM 1 FOR 16 * p.messages_count))
                      = p.messages_digest AS prefix,
-               CASE WHEN @delta_run::int = 1 OR p.messages_count >= jsonb_array_length(@messages::jsonb) THEN '[]'::jsonb
+               CASE WHEN @delta_run::int = 1 OR p.messages_count IS NULL
+                         OR p.messages_count >= jsonb_array_length(@messages::jsonb) THEN '[]'::jsonb
                     ELSE jsonb_path_query_array(@messages::jsonb, '$[$n to last]', jsonb_build_object('n', p.messages_count))
                END AS messages,
                CASE WHEN @delta_run::int = 1 OR sqlc.narg(state_digests)::jsonb = p.state_digests THEN '{}'::jsonb
