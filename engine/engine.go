@@ -52,8 +52,8 @@ type Config struct {
 	// pgcheckpoint.checkpoint_put. By default the common case (a thread
 	// with checkpoints, no rewind pending, the head as the parent) is two
 	// statements pipelined in one round trip and one implicit transaction:
-	// the thread lock, then the insert, which costs the database about half
-	// as much. Set it behind a connection pooler in statement mode, or any
+	// the thread lock, then the insert, which costs the database about two
+	// thirds of what the function call does. Set it behind a connection pooler in statement mode, or any
 	// proxy that does not keep a pipeline on one connection.
 	SingleStatement bool
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgcheckpoint/pgcheckpoint/db"
 )
@@ -61,7 +60,7 @@ func (e *Engine) putFast(ctx context.Context, p db.CheckpointPutParams) (db.Chec
 	res.QueryRow(func(_ int, r db.CheckpointPutFastRow, qerr error) { row, err = r, qerr })
 	// QueryRow closed the batch and dropped the error of its end, where the
 	// implicit transaction commits: ask again.
-	if cerr := res.Close(); err == nil || errors.Is(err, pgx.ErrNoRows) && cerr != nil {
+	if cerr := res.Close(); cerr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
 		err = cerr
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -94,25 +93,8 @@ func (l lockFirst) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	locked.Queue(db.ThreadLock, l.threadID)
 	locked.QueuedQueries = append(locked.QueuedQueries, b.QueuedQueries...)
 	br := l.DBTX.SendBatch(ctx, locked)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
-		return failedBatch{BatchResults: br, err: err}
-	}
+	// A lock that fails leaves its error in br, which the batch's own
+	// results then report.
+	_, _ = br.Exec()
 	return br
 }
-
-// failedBatch is the closed pgx.BatchResults of a batch whose lock failed:
-// every result is that error.
-type failedBatch struct {
-	pgx.BatchResults
-	err error
-}
-
-func (f failedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, f.err }
-func (f failedBatch) Query() (pgx.Rows, error)         { return nil, f.err }
-func (f failedBatch) QueryRow() pgx.Row                { return failedRow{f.err} }
-func (f failedBatch) Close() error                     { return f.err }
-
-type failedRow struct{ err error }
-
-func (f failedRow) Scan(...any) error { return f.err }
