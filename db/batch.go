@@ -208,6 +208,123 @@ func (b *CheckpointPutFastBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const CheckpointPutWhole = `-- name: CheckpointPutWhole :batchone
+INSERT INTO pgcheckpoint.checkpoints AS c (
+    thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
+    trigger, tags, summary, metadata, messages, state, tool_results, messages_count,
+    next_node, size_bytes)
+SELECT $1::text, $2::text, p.seq + 1, $3::uuid, p.checkpoint_id, p.step + 1,
+       $4::text, $5::text[],
+       CASE WHEN $6::text <> '' THEN $6::text
+            WHEN jsonb_typeof($7::jsonb -> -1) = 'object'
+            THEN format('[%s] %s', coalesce($7::jsonb -> -1 ->> 'role', 'unknown'),
+                        left(coalesce($7::jsonb -> -1 ->> 'content', ''), 100))
+            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys($8::jsonb)))
+       END,
+       $9::jsonb, $7::jsonb, $8::jsonb, $10::jsonb,
+       jsonb_array_length($7::jsonb), $11::text, $12::bigint
+FROM pgcheckpoint.threads t
+CROSS JOIN LATERAL (
+    SELECT p.checkpoint_id, p.seq, p.step
+    FROM pgcheckpoint.checkpoints p
+    WHERE p.thread_id = $1::text AND p.namespace = $2::text
+    ORDER BY p.seq DESC
+    LIMIT 1) p
+WHERE t.thread_id = $1::text AND t.namespace = $2::text AND t.rewound_to IS NULL
+  AND ($13::uuid IS NULL OR $13::uuid = p.checkpoint_id)
+  AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id = $3::uuid)
+RETURNING c.thread_id, c.namespace, c.checkpoint_id,
+          coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+          c.step, c.created_at
+`
+
+type CheckpointPutWholeBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type CheckpointPutWholeParams struct {
+	ThreadID           string
+	Namespace          string
+	CheckpointID       uuid.UUID
+	Trigger            string
+	Tags               []string
+	Summary            string
+	Messages           json.RawMessage
+	State              json.RawMessage
+	Metadata           json.RawMessage
+	ToolResults        json.RawMessage
+	NextNode           string
+	SizeBytes          int64
+	ParentCheckpointID uuid.NullUUID
+}
+
+type CheckpointPutWholeRow struct {
+	ThreadID           string
+	Namespace          string
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.UUID
+	Step               int64
+	CreatedAt          time.Time
+}
+
+// CheckpointPutFast for a writer that stores every checkpoint whole
+// (delta_run 1): the same row, without the delta computation.
+func (q *Queries) CheckpointPutWhole(ctx context.Context, arg []CheckpointPutWholeParams) *CheckpointPutWholeBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.ThreadID,
+			a.Namespace,
+			a.CheckpointID,
+			a.Trigger,
+			a.Tags,
+			a.Summary,
+			a.Messages,
+			a.State,
+			a.Metadata,
+			a.ToolResults,
+			a.NextNode,
+			a.SizeBytes,
+			a.ParentCheckpointID,
+		}
+		batch.Queue(CheckpointPutWhole, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &CheckpointPutWholeBatchResults{br, len(arg), false}
+}
+
+func (b *CheckpointPutWholeBatchResults) QueryRow(f func(int, CheckpointPutWholeRow, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		var i CheckpointPutWholeRow
+		if b.closed {
+			if f != nil {
+				f(t, i, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		row := b.br.QueryRow()
+		err := row.Scan(
+			&i.ThreadID,
+			&i.Namespace,
+			&i.CheckpointID,
+			&i.ParentCheckpointID,
+			&i.Step,
+			&i.CreatedAt,
+		)
+		if f != nil {
+			f(t, i, err)
+		}
+	}
+}
+
+func (b *CheckpointPutWholeBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const ThreadLock = `-- name: ThreadLock :batchexec
 SELECT pg_advisory_xact_lock(1885563760, hashtext($1::text))
 `

@@ -20,8 +20,9 @@
 // ErrInvalidJSON and ErrSnapshotTooLarge) and ErrIDConflict; match them
 // with errors.Is. A call that fails with ErrInvalidInput has written nothing.
 //
-// Checkpoints are stored as deltas when they extend their parent (see
-// Config.DeltaRun and Config.FullSnapshots) and read back whole either way.
+// Checkpoints of 8 KiB or more are stored as deltas when they extend their
+// parent (see Config.DeltaRun, Config.DeltaMinBytes and
+// Config.FullSnapshots) and read back whole either way.
 // Retention policies (KeepLastN, KeepAge, KeepMilestones), thread expiry
 // (SetExpiry) and sweeps (Sweep) delete old checkpoints without ever
 // deleting a head, a branch's source, or what a kept checkpoint needs to be

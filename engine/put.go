@@ -12,23 +12,64 @@ import (
 
 // put writes one checkpoint. The common case (a thread with checkpoints, no
 // rewind pending, a new id, the head as the parent) is one pipelined round
-// trip: the thread lock, then db.CheckpointPutFast, in one implicit
-// transaction, with no PL/pgSQL in the way. Every other case, or a
-// CheckpointPutFast that finds the case is not the common one and writes
-// nothing, goes to pgcheckpoint.checkpoint_put, which handles them all.
+// trip: the thread lock, then one INSERT ... SELECT, in one implicit
+// transaction, with no PL/pgSQL in the way: db.CheckpointPutWhole for a
+// snapshot stored whole (p.DeltaRun 1), db.CheckpointPutFast, which
+// computes the delta, for the rest. Every other case, or an insert that
+// finds the case is not the common one and writes nothing, goes to
+// pgcheckpoint.checkpoint_put, which handles them all.
 func (e *Engine) put(ctx context.Context, p db.CheckpointPutParams) (db.CheckpointPutRow, error) {
 	if !e.cfg.SingleStatement {
-		row, ok, err := e.putFast(ctx, p)
-		if err != nil || ok {
-			return row, err
+		var (
+			row db.CheckpointPutFastRow
+			ok  bool
+			err error
+		)
+		q := db.New(lockFirst{DBTX: e.pool, threadID: p.ThreadID})
+		if p.DeltaRun == 1 {
+			var whole db.CheckpointPutWholeRow
+			whole, ok, err = oneRow(q.CheckpointPutWhole(ctx, []db.CheckpointPutWholeParams{wholeParams(p)}))
+			row = db.CheckpointPutFastRow(whole)
+		} else {
+			row, ok, err = oneRow(q.CheckpointPutFast(ctx, []db.CheckpointPutFastParams{fastParams(p)}))
+		}
+		if err != nil {
+			return db.CheckpointPutRow{}, err
+		}
+		if ok {
+			return db.CheckpointPutRow{
+				ThreadID:           row.ThreadID,
+				Namespace:          row.Namespace,
+				CheckpointID:       row.CheckpointID,
+				ParentCheckpointID: row.ParentCheckpointID,
+				Step:               row.Step,
+				CreatedAt:          row.CreatedAt,
+				Inserted:           true,
+			}, nil
 		}
 	}
 	return e.q.CheckpointPut(ctx, p)
 }
 
-// putFast tries the common case; ok is false when the case was not the
-// common one and nothing was written.
-func (e *Engine) putFast(ctx context.Context, p db.CheckpointPutParams) (db.CheckpointPutRow, bool, error) {
+func wholeParams(p db.CheckpointPutParams) db.CheckpointPutWholeParams {
+	return db.CheckpointPutWholeParams{
+		ThreadID:           p.ThreadID,
+		Namespace:          p.Namespace,
+		CheckpointID:       p.CheckpointID,
+		ParentCheckpointID: p.ParentCheckpointID,
+		Trigger:            p.Trigger,
+		Tags:               p.Tags,
+		Summary:            p.Summary,
+		Metadata:           p.Metadata,
+		Messages:           p.Messages,
+		State:              p.State,
+		ToolResults:        p.ToolResults,
+		NextNode:           p.NextNode,
+		SizeBytes:          p.SizeBytes,
+	}
+}
+
+func fastParams(p db.CheckpointPutParams) db.CheckpointPutFastParams {
 	fp := db.CheckpointPutFastParams{
 		ThreadID:           p.ThreadID,
 		Namespace:          p.Namespace,
@@ -52,32 +93,29 @@ func (e *Engine) putFast(ctx context.Context, p db.CheckpointPutParams) (db.Chec
 		sum := sha256.Sum256(p.MessageDigests)
 		fp.MessagesDigest = sum[:]
 	}
-	var (
-		row db.CheckpointPutFastRow
-		err error
-	)
-	res := db.New(lockFirst{DBTX: e.pool, threadID: p.ThreadID}).CheckpointPutFast(ctx, []db.CheckpointPutFastParams{fp})
-	res.QueryRow(func(_ int, r db.CheckpointPutFastRow, qerr error) { row, err = r, qerr })
+	return fp
+}
+
+// batchOne is the result of a sqlc :batchone query sent with one set of
+// arguments.
+type batchOne[R any] interface {
+	QueryRow(func(int, R, error))
+	Close() error
+}
+
+// oneRow reads the row of a one-query batch; ok is false when the query
+// returned none.
+func oneRow[R any](res batchOne[R]) (row R, ok bool, err error) {
+	res.QueryRow(func(_ int, r R, qerr error) { row, err = r, qerr })
 	// QueryRow closed the batch and dropped the error of its end, where the
 	// implicit transaction commits: ask again.
 	if cerr := res.Close(); cerr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
 		err = cerr
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return db.CheckpointPutRow{}, false, nil
+		return row, false, nil
 	}
-	if err != nil {
-		return db.CheckpointPutRow{}, false, err
-	}
-	return db.CheckpointPutRow{
-		ThreadID:           row.ThreadID,
-		Namespace:          row.Namespace,
-		CheckpointID:       row.CheckpointID,
-		ParentCheckpointID: row.ParentCheckpointID,
-		Step:               row.Step,
-		CreatedAt:          row.CreatedAt,
-		Inserted:           true,
-	}, true, nil
+	return row, err == nil, err
 }
 
 // lockFirst is a db.DBTX whose batches run under a thread's lock: it queues

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -96,11 +97,12 @@ func anyKey(r *rand.Rand, m map[string]any) (string, bool) {
 // TestDeltaHistoriesReadBackLikeFull writes random histories (appends,
 // edits, dropped messages, state and tool result keys set and removed,
 // rewinds, truncating rewinds, branches, deletes, NUL characters, the same
-// JSON with other spacing) three ways: whole snapshots, deltas (the
-// default), and deltas with runs of at most 3 (DeltaRun 4), which makes
-// anchors and full snapshots often. Every
-// checkpoint must read back as the model says, and byte for byte the same
-// in every mode.
+// JSON with other spacing) three ways: whole snapshots, deltas however
+// small, and deltas with runs of at most 3 (DeltaRun 4), which makes
+// anchors and full snapshots often; each also through checkpoint_put alone
+// (SingleStatement). Every checkpoint must read back as the model says, and
+// byte for byte the same in every mode, and each path must store the same
+// rows as checkpoint_put.
 func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 	b := setup(t)
 	ctx := b.ctx
@@ -108,12 +110,13 @@ func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 42))
 		modes := []*storeMode{
 			{name: "full", eng: engine.New(b.db.Pool, engine.Config{FullSnapshots: true})},
-			{name: "delta", eng: engine.New(b.db.Pool, engine.Config{})},
-			{name: "k4", eng: engine.New(b.db.Pool, engine.Config{DeltaRun: 4})},
+			{name: "delta", eng: engine.New(b.db.Pool, deltas)},
+			{name: "k4", eng: engine.New(b.db.Pool, engine.Config{DeltaRun: 4, DeltaMinBytes: -1})},
 			// The same through pgcheckpoint.checkpoint_put alone: the
 			// pipelined path must store exactly what it stores.
-			{name: "delta-1st", eng: engine.New(b.db.Pool, engine.Config{SingleStatement: true})},
-			{name: "k4-1st", eng: engine.New(b.db.Pool, engine.Config{DeltaRun: 4, SingleStatement: true})},
+			{name: "delta-1st", eng: engine.New(b.db.Pool, engine.Config{SingleStatement: true, DeltaMinBytes: -1})},
+			{name: "k4-1st", eng: engine.New(b.db.Pool, engine.Config{DeltaRun: 4, SingleStatement: true, DeltaMinBytes: -1})},
+			{name: "full-1st", eng: engine.New(b.db.Pool, engine.Config{FullSnapshots: true, SingleStatement: true})},
 		}
 		for _, m := range modes {
 			m.thread = fmt.Sprintf("prop-%d-%s", seed, m.name)
@@ -262,7 +265,7 @@ func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 		}
 		// Both paths store the same rows: same columns, and ids that name
 		// the same checkpoints of the model.
-		for _, pair := range [][2]int{{1, 3}, {2, 4}} {
+		for _, pair := range [][2]int{{1, 3}, {2, 4}, {0, 5}} {
 			b.sameRows(t, hist, pair[0], pair[1])
 		}
 	}
@@ -292,7 +295,7 @@ func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
 // stores its checkpoint whole, on either path, and the one after is a delta.
 func TestSnapshotOnAHeadWithoutDigests(t *testing.T) {
 	b := setup(t)
-	for _, cfg := range []engine.Config{{}, {SingleStatement: true}} {
+	for _, cfg := range []engine.Config{deltas, {SingleStatement: true, DeltaMinBytes: -1}} {
 		thread := fmt.Sprintf("bare-%v", cfg.SingleStatement)
 		if _, err := b.db.Pool.Exec(b.ctx, `WITH t AS (INSERT INTO pgcheckpoint.threads (thread_id) VALUES ($1))
 			INSERT INTO pgcheckpoint.checkpoints (thread_id, seq, checkpoint_id, step, messages, state)
@@ -475,7 +478,7 @@ func toBytes(ss []string) [][]byte {
 // written.
 func TestDeltaSizeLimitIsOnTheWholeSnapshot(t *testing.T) {
 	b := setup(t)
-	eng := engine.New(b.db.Pool, engine.Config{MaxSnapshotBytes: 4000})
+	eng := engine.New(b.db.Pool, engine.Config{MaxSnapshotBytes: 4000, DeltaMinBytes: -1})
 	big := fmt.Sprintf(`{"role":"user","content":"%s"}`, bytes.Repeat([]byte("y"), 3000))
 	if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "lim", Messages: json.RawMessage("[" + big + "]")}); err != nil {
 		t.Fatal(err)
@@ -539,4 +542,57 @@ func TestDeltaKeepsReadsExactAcrossTimeTravel(t *testing.T) {
 		t.Fatalf("kept head stored as %q after prune, want full", f)
 	}
 	check(copyHead.ID, 8)
+}
+
+// TestSmallSnapshotsAreStoredWhole: a snapshot under Config.DeltaMinBytes
+// is stored whole and without digests, on either path; the first one at
+// the minimum is stored whole with digests (its parent has none to compare
+// with), and the next is a delta. The default minimum is
+// DefaultDeltaMinBytes. Every checkpoint reads back as written.
+func TestSmallSnapshotsAreStoredWhole(t *testing.T) {
+	b := setup(t)
+	// state returns a state of exactly size bytes whose "v" key is v.
+	state := func(size int, v string) json.RawMessage {
+		s := fmt.Sprintf(`{"v":%q,"pad":"`, v)
+		return json.RawMessage(s + strings.Repeat("x", size-len(s)-2) + `"}`)
+	}
+	type stored struct {
+		format  string
+		digests bool
+	}
+	check := func(eng *engine.Engine, thread string, sizes []int, want []stored) {
+		t.Helper()
+		for i, size := range sizes {
+			in := engine.SnapshotInput{ThreadID: thread, State: state(size, fmt.Sprint(i))}
+			if len(in.State) != size {
+				t.Fatalf("state of %d bytes, want %d", len(in.State), size)
+			}
+			res, err := eng.Snapshot(b.ctx, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got stored
+			if err := b.db.Pool.QueryRow(b.ctx, `SELECT format, state_digests IS NOT NULL FROM pgcheckpoint.checkpoints
+				WHERE checkpoint_id = $1`, res.ID).Scan(&got.format, &got.digests); err != nil {
+				t.Fatal(err)
+			}
+			if got != want[i] {
+				t.Errorf("%s, write %d (%d bytes): stored %+v, want %+v", thread, i, size, got, want[i])
+			}
+			c, err := eng.Get(b.ctx, res.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jsonEqual(t, "state", c.State, in.State)
+		}
+	}
+	whole, wholeDigests, delta := stored{"full", false}, stored{"full", true}, stored{"delta", true}
+	for _, single := range []bool{false, true} {
+		eng := engine.New(b.db.Pool, engine.Config{DeltaMinBytes: 1000, SingleStatement: single})
+		check(eng, fmt.Sprintf("min-%v", single), []int{999, 999, 1000, 1000, 999, 5000, 5000},
+			[]stored{whole, whole, wholeDigests, delta, whole, wholeDigests, delta})
+	}
+	m := engine.DefaultDeltaMinBytes
+	check(engine.New(b.db.Pool, engine.Config{}), "default", []int{m - 1, m, m},
+		[]stored{whole, wholeDigests, delta})
 }

@@ -294,7 +294,7 @@ func TestMigrateDownFromDeltaKeepsContent(t *testing.T) {
 	if err := m.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(d.Pool, engine.Config{})
+	eng := engine.New(d.Pool, deltas)
 	var msgs []string
 	var last uuid.UUID
 	for i := range 6 {

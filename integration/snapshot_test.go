@@ -32,11 +32,19 @@ type bundle struct {
 	ctx context.Context
 }
 
+// setup gives a test its own database and an engine that stores every
+// checkpoint it can as a delta, however small (DeltaMinBytes -1): the
+// tests' snapshots are small, and the code that reads, copies, rewinds and
+// deletes must meet delta chains. TestSmallSnapshotsAreStoredWhole covers
+// the default minimum.
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	d := pgtest.NewDB(t)
-	return &bundle{db: d, eng: engine.New(d.Pool, engine.Config{}), ctx: context.Background()}
+	return &bundle{db: d, eng: engine.New(d.Pool, deltas), ctx: context.Background()}
 }
+
+// deltas is the configuration of the engines of tests about delta chains.
+var deltas = engine.Config{DeltaMinBytes: -1}
 
 // count returns the number of rows in each pgcheckpoint table, for
 // "nothing was written" checks.
@@ -228,6 +236,52 @@ func TestBadInputIsTypedAndWritesNothing(t *testing.T) {
 	big := json.RawMessage(`{"big":"` + strings.Repeat("x", engine.DefaultMaxSnapshotBytes) + `"}`)
 	if _, err := b.eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "t", State: big}); !errors.Is(err, engine.ErrSnapshotTooLarge) {
 		t.Fatalf("10 MiB state: %v", err)
+	}
+}
+
+// TestBadJSONIsNamedOnEveryPath: JSON that does not parse is found by
+// Postgres when the engine stores the snapshot whole (it does not parse it
+// itself then) and by the engine before it computes digests: either way
+// the error is ErrInvalidJSON naming the field, on the pipelined and the
+// single-statement path, on a new thread and an existing one, and nothing
+// is written.
+func TestBadJSONIsNamedOnEveryPath(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	engines := map[string]engine.Config{
+		"default": {}, "full": {FullSnapshots: true}, "deltas": deltas,
+		"single": {SingleStatement: true}, "single-deltas": {SingleStatement: true, DeltaMinBytes: -1},
+	}
+	fields := []struct {
+		name string
+		in   func(json.RawMessage) engine.SnapshotInput
+		bad  string
+	}{
+		{"messages", func(v json.RawMessage) engine.SnapshotInput { return engine.SnapshotInput{Messages: v} }, `[{"role":"user"},`},
+		{"state", func(v json.RawMessage) engine.SnapshotInput { return engine.SnapshotInput{State: v} }, `{"a":}`},
+		{"tool results", func(v json.RawMessage) engine.SnapshotInput { return engine.SnapshotInput{ToolResults: v} }, `{"a" 1}`},
+		{"metadata", func(v json.RawMessage) engine.SnapshotInput { return engine.SnapshotInput{Metadata: v} }, `{"a":1} {}`},
+	}
+	for name, cfg := range engines {
+		eng := engine.New(b.db.Pool, cfg)
+		thread := "existing-" + name
+		if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread, State: json.RawMessage(`{"a":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fields {
+			for _, th := range []string{thread, "new-" + name} {
+				in := f.in(json.RawMessage(f.bad))
+				in.ThreadID = th
+				before := b.count(t)
+				_, err := eng.Snapshot(b.ctx, in)
+				if !errors.Is(err, engine.ErrInvalidJSON) || !strings.Contains(err.Error(), f.name+" does not parse") {
+					t.Errorf("%s, %s on %s: err = %v, want ErrInvalidJSON naming %s", name, f.name, th, err, f.name)
+				}
+				if after := b.count(t); after != before {
+					t.Errorf("%s, %s on %s: rows changed %v -> %v", name, f.name, th, before, after)
+				}
+			}
+		}
 	}
 }
 
@@ -564,7 +618,8 @@ func TestExplicitParentStartsANewLine(t *testing.T) {
 
 // A thread's first checkpoint goes through pgcheckpoint.checkpoint_put (the
 // pipelined insert finds no head and writes nothing); the next ones are the
-// pipelined lock and insert alone, unless Config.SingleStatement is set.
+// pipelined lock and insert alone (db.CheckpointPutWhole, or with deltas
+// db.CheckpointPutFast), unless Config.SingleStatement is set.
 // Counted with the server's function statistics.
 func TestSnapshotPipelinesTheCommonCase(t *testing.T) {
 	t.Parallel()
@@ -610,12 +665,18 @@ func TestSnapshotPipelinesTheCommonCase(t *testing.T) {
 		}
 		return last - before
 	}
+	// Small snapshots are stored whole (Config.DeltaMinBytes), by their own
+	// statement; with deltas, by the one that computes them.
 	if got := writeAndCount("pipelined", engine.Config{}); got != 1 {
 		t.Errorf("6 snapshots on a new thread called checkpoint_put %d times, want 1 (the first)", got)
+	}
+	if got := writeAndCount("pipelined-deltas", deltas); got != 1 {
+		t.Errorf("with deltas, 6 snapshots on a new thread called checkpoint_put %d times, want 1 (the first)", got)
 	}
 	if got := writeAndCount("single", engine.Config{SingleStatement: true}); got != 6 {
 		t.Errorf("with SingleStatement, 6 snapshots called checkpoint_put %d times, want 6", got)
 	}
 	checkLinearThread(t, b.db.Pool, "pipelined", 6)
+	checkLinearThread(t, b.db.Pool, "pipelined-deltas", 6)
 	checkLinearThread(t, b.db.Pool, "single", 6)
 }

@@ -125,6 +125,37 @@ RETURNING c.thread_id, c.namespace, c.checkpoint_id,
           coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
           c.step, c.created_at;
 
+-- name: CheckpointPutWhole :batchone
+-- CheckpointPutFast for a writer that stores every checkpoint whole
+-- (delta_run 1): the same row, without the delta computation.
+INSERT INTO pgcheckpoint.checkpoints AS c (
+    thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
+    trigger, tags, summary, metadata, messages, state, tool_results, messages_count,
+    next_node, size_bytes)
+SELECT @thread_id::text, @namespace::text, p.seq + 1, @checkpoint_id::uuid, p.checkpoint_id, p.step + 1,
+       @trigger::text, @tags::text[],
+       CASE WHEN @summary::text <> '' THEN @summary::text
+            WHEN jsonb_typeof(@messages::jsonb -> -1) = 'object'
+            THEN format('[%s] %s', coalesce(@messages::jsonb -> -1 ->> 'role', 'unknown'),
+                        left(coalesce(@messages::jsonb -> -1 ->> 'content', ''), 100))
+            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys(@state::jsonb)))
+       END,
+       @metadata::jsonb, @messages::jsonb, @state::jsonb, @tool_results::jsonb,
+       jsonb_array_length(@messages::jsonb), @next_node::text, @size_bytes::bigint
+FROM pgcheckpoint.threads t
+CROSS JOIN LATERAL (
+    SELECT p.checkpoint_id, p.seq, p.step
+    FROM pgcheckpoint.checkpoints p
+    WHERE p.thread_id = @thread_id::text AND p.namespace = @namespace::text
+    ORDER BY p.seq DESC
+    LIMIT 1) p
+WHERE t.thread_id = @thread_id::text AND t.namespace = @namespace::text AND t.rewound_to IS NULL
+  AND (sqlc.narg(parent_checkpoint_id)::uuid IS NULL OR sqlc.narg(parent_checkpoint_id)::uuid = p.checkpoint_id)
+  AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id = @checkpoint_id::uuid)
+RETURNING c.thread_id, c.namespace, c.checkpoint_id,
+          coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+          c.step, c.created_at;
+
 -- name: CheckpointGetByID :one
 -- A checkpoint with its whole content (see pgcheckpoint.materialize) and its
 -- pending writes (ordered by task and index) as one JSON array, so Get is
