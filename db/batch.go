@@ -269,8 +269,11 @@ type CheckpointPutWholeRow struct {
 	CreatedAt          time.Time
 }
 
-// CheckpointPutFast for a writer that stores every checkpoint whole
-// (delta_run 1): the same row, without the delta computation.
+// CheckpointPutFast for a checkpoint stored whole (the engine's delta_run 1:
+// FullSnapshots, or a snapshot under DeltaMinBytes): the same row, without
+// the delta computation. The columns left out take their defaults, which
+// are what checkpoint_put stores for such a write: format 'full', no base,
+// run and depth 0, no removed keys, no digests.
 func (q *Queries) CheckpointPutWhole(ctx context.Context, arg []CheckpointPutWholeParams) *CheckpointPutWholeBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {

@@ -42,7 +42,7 @@ type Config struct {
 	MaxSnapshotBytes int64
 	// FullSnapshots turns delta storage off: every checkpoint is stored
 	// whole. By default a checkpoint whose messages extend its parent's is
-	// stored as a delta (the appended messages, the state and tool result
+	// stored, from DeltaMinBytes up, as a delta (the appended messages, the state and tool result
 	// keys changed or removed), which reads back exactly the same.
 	FullSnapshots bool
 	// DeltaRun bounds the chains a read follows. After DeltaRun-1 deltas in

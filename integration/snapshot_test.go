@@ -196,6 +196,7 @@ func TestBadInputIsTypedAndWritesNothing(t *testing.T) {
 	b := setup(t)
 	b.snap(t, engine.SnapshotInput{ThreadID: "existing"})
 	small := engine.New(b.db.Pool, engine.Config{MaxSnapshotBytes: 1000})
+	plain := engine.New(b.db.Pool, engine.Config{})
 
 	cases := []struct {
 		name string
@@ -213,6 +214,7 @@ func TestBadInputIsTypedAndWritesNothing(t *testing.T) {
 		{"tool results not JSON", b.eng, engine.SnapshotInput{ThreadID: "t", ToolResults: json.RawMessage(`nope`)}, engine.ErrInvalidJSON},
 		{"metadata not an object", b.eng, engine.SnapshotInput{ThreadID: "t", Metadata: json.RawMessage(`"x"`)}, engine.ErrInvalidJSON},
 		{"unpaired surrogate escape", b.eng, engine.SnapshotInput{ThreadID: "t", State: json.RawMessage(`{"s":"\ud800"}`)}, engine.ErrInvalidJSON},
+		{"unpaired surrogate escape, stored whole", plain, engine.SnapshotInput{ThreadID: "t", State: json.RawMessage(`{"s":"\ud800"}`)}, engine.ErrInvalidJSON},
 		{"unknown trigger", b.eng, engine.SnapshotInput{ThreadID: "t", Trigger: "sometimes"}, engine.ErrInvalidInput},
 		{"NUL in tag", b.eng, engine.SnapshotInput{ThreadID: "t", Tags: []string{"a\x00"}}, engine.ErrInvalidInput},
 		{"checkpoint id not v7", b.eng, engine.SnapshotInput{ThreadID: "t", ID: uuid.New()}, engine.ErrInvalidInput},

@@ -126,8 +126,11 @@ RETURNING c.thread_id, c.namespace, c.checkpoint_id,
           c.step, c.created_at;
 
 -- name: CheckpointPutWhole :batchone
--- CheckpointPutFast for a writer that stores every checkpoint whole
--- (delta_run 1): the same row, without the delta computation.
+-- CheckpointPutFast for a checkpoint stored whole (the engine's delta_run 1:
+-- FullSnapshots, or a snapshot under DeltaMinBytes): the same row, without
+-- the delta computation. The columns left out take their defaults, which
+-- are what checkpoint_put stores for such a write: format 'full', no base,
+-- run and depth 0, no removed keys, no digests.
 INSERT INTO pgcheckpoint.checkpoints AS c (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
     trigger, tags, summary, metadata, messages, state, tool_results, messages_count,
