@@ -128,29 +128,39 @@ func checkLinearThread(t *testing.T, pool *pgxpool.Pool, thread string, want int
 	}
 }
 
+// TestConcurrentWritersOneThread runs 16 goroutines x 50 snapshots on one
+// thread through each pipelined insert: the delta one (every write a delta
+// candidate) and the whole one (the default for small snapshots, which the
+// writer processes below use too).
 func TestConcurrentWritersOneThread(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const writers, each = 16, 50
-	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
-		wg.Go(func() {
-			for i := range each {
-				state := json.RawMessage(fmt.Sprintf(`{"w": %d, "i": %d}`, w, i))
-				if _, err := b.eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "shared", State: state}); err != nil {
-					errs <- err
-					return
+	for _, thread := range []string{"deltas", "whole"} {
+		eng := engine.New(b.db.Pool, deltas)
+		if thread == "whole" {
+			eng = engine.New(b.db.Pool, engine.Config{})
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := range writers {
+			wg.Go(func() {
+				for i := range each {
+					state := json.RawMessage(fmt.Sprintf(`{"w": %d, "i": %d}`, w, i))
+					if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread, State: state}); err != nil {
+						errs <- err
+						return
+					}
 				}
-			}
-		})
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		checkLinearThread(t, b.db.Pool, thread, writers*each)
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	checkLinearThread(t, b.db.Pool, "shared", writers*each)
 }
 
 func TestConcurrentWriterProcessesOneThread(t *testing.T) {
