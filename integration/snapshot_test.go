@@ -595,26 +595,39 @@ func TestNamespacesHaveTheirOwnHeads(t *testing.T) {
 	}
 }
 
+// An explicit parent other than the head: on both pipelined inserts (the
+// default engine stores these small snapshots whole, deltas as deltas).
 func TestExplicitParentStartsANewLine(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	first := b.snap(t, engine.SnapshotInput{ThreadID: "t"})
-	b.snap(t, engine.SnapshotInput{ThreadID: "t"})
-	b.snap(t, engine.SnapshotInput{ThreadID: "t"})
-	fork := b.snap(t, engine.SnapshotInput{ThreadID: "t", ParentID: first.ID})
-	if fork.Step != 2 || fork.ParentID != first.ID {
-		t.Fatalf("fork: %+v", fork)
-	}
-	if got, _ := b.eng.Latest(b.ctx, "t"); got.ID != fork.ID {
-		t.Fatalf("head is %s, want the fork %s", got.ID, fork.ID)
-	}
-	if list, _ := b.eng.ListCheckpoints(b.ctx, "t", engine.ListOptions{}); len(list) != 4 {
-		t.Fatalf("%d checkpoints, want 4: nothing is deleted", len(list))
-	}
-	// A parent from another thread is not found in this one.
-	other := b.snap(t, engine.SnapshotInput{ThreadID: "other"})
-	if _, err := b.eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "t", ParentID: other.ID}); !errors.Is(err, engine.ErrNotFound) {
-		t.Fatalf("cross-thread parent: %v", err)
+	for name, cfg := range map[string]engine.Config{"whole": {}, "delta": deltas} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.eng = engine.New(b.db.Pool, cfg)
+			first := b.snap(t, engine.SnapshotInput{ThreadID: "t"})
+			b.snap(t, engine.SnapshotInput{ThreadID: "t"})
+			head := b.snap(t, engine.SnapshotInput{ThreadID: "t"})
+			// The head named as the parent: the common case, pipelined.
+			next := b.snap(t, engine.SnapshotInput{ThreadID: "t", ParentID: head.ID})
+			if next.Step != 4 || next.ParentID != head.ID {
+				t.Fatalf("next: %+v", next)
+			}
+			fork := b.snap(t, engine.SnapshotInput{ThreadID: "t", ParentID: first.ID})
+			if fork.Step != 2 || fork.ParentID != first.ID {
+				t.Fatalf("fork: %+v", fork)
+			}
+			if got, _ := b.eng.Latest(b.ctx, "t"); got.ID != fork.ID {
+				t.Fatalf("head is %s, want the fork %s", got.ID, fork.ID)
+			}
+			if list, _ := b.eng.ListCheckpoints(b.ctx, "t", engine.ListOptions{}); len(list) != 5 {
+				t.Fatalf("%d checkpoints, want 5: nothing is deleted", len(list))
+			}
+			// A parent from another thread is not found in this one.
+			other := b.snap(t, engine.SnapshotInput{ThreadID: "other"})
+			if _, err := b.eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "t", ParentID: other.ID}); !errors.Is(err, engine.ErrNotFound) {
+				t.Fatalf("cross-thread parent: %v", err)
+			}
+		})
 	}
 }
 
