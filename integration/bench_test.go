@@ -105,9 +105,9 @@ func benchLatency(b *testing.B, cfg engine.Config) {
 // BenchmarkSnapshotThroughput8 runs 8 writers on distinct threads, bare
 // INSERTs and Snapshots in alternating rounds (b.N writes of each kind in
 // all), and reports both rates and their ratio (goal: throughput-ratio >=
-// 0.7). Rounds, in alternating order, make both kinds share the machine's
-// moods and the background work they cause (autovacuum, checkpoints)
-// instead of one phase paying for the other.
+// 0.7). Rounds, in alternating order, make both kinds meet the same load
+// on the machine and share the background work they cause (autovacuum,
+// checkpoints) instead of one phase paying for the other.
 func BenchmarkSnapshotThroughput8(b *testing.B) {
 	forEachMode(b, benchThroughput8)
 }
