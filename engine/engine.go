@@ -13,8 +13,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/pgcheckpoint/pgcheckpoint/db"
 )
 
 // DefaultMaxSnapshotBytes is the default Config.MaxSnapshotBytes: 10 MiB.
@@ -92,22 +90,28 @@ type Config struct {
 	Retention Policy
 }
 
-// Engine is the agent-facing API over the pgcheckpoint tables. It is safe
-// for concurrent use, by any number of goroutines and processes: state lives
-// in Postgres, not in the Engine.
+// Engine is the agent-facing API over a Store: Postgres (New) or SQLite
+// (package sqlite, through NewWithStore). It is safe for concurrent use, by
+// any number of goroutines and processes: state lives in the database, not
+// in the Engine.
 type Engine struct {
-	pool *pgxpool.Pool
-	q    *db.Queries
-	cfg  Config
+	store Store
+	cfg   Config
 
 	enabled      triggerSet   // from cfg.Triggers
 	retentionErr error        // cfg.Retention checked once, in New
 	failures     atomic.Int64 // SnapshotSafe failures, see SnapshotFailures
 }
 
-// New returns an Engine over pool. The database must be migrated (see
-// package schema).
+// New returns an Engine over a Postgres pool. The database must be migrated
+// (see package schema). Close does not close the pool.
 func New(pool *pgxpool.Pool, cfg Config) *Engine {
+	return NewWithStore(newPGStore(pool, cfg.SingleStatement, false), cfg)
+}
+
+// NewWithStore returns an Engine over store, e.g. a SQLite store (package
+// sqlite). Close closes the store.
+func NewWithStore(store Store, cfg Config) *Engine {
 	if cfg.MaxSnapshotBytes == 0 {
 		cfg.MaxSnapshotBytes = DefaultMaxSnapshotBytes
 	}
@@ -123,8 +127,14 @@ func New(pool *pgxpool.Pool, cfg Config) *Engine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Engine{pool: pool, q: db.New(pool), cfg: cfg, enabled: newTriggerSet(cfg.Triggers),
+	return &Engine{store: store, cfg: cfg, enabled: newTriggerSet(cfg.Triggers),
 		retentionErr: cfg.Retention.check()}
+}
+
+// Close releases the Engine's store: the pool or file it opened. An Engine
+// made by New leaves the caller's pool open.
+func (e *Engine) Close() error {
+	return e.store.Close()
 }
 
 // NewCheckpointID returns a new time-ordered checkpoint id (UUIDv7). Make
@@ -166,39 +176,30 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (SnapshotResult
 	if err := e.addDigests(&p); err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", err)
 	}
-	row, err := e.put(ctx, p)
+	res, err := e.store.Put(ctx, p)
 	if err != nil {
-		return SnapshotResult{}, explainJSON(dbError("snapshot", err), p)
-	}
-	res := SnapshotResult{
-		ID:        row.CheckpointID,
-		ThreadID:  row.ThreadID,
-		Namespace: row.Namespace,
-		ParentID:  row.ParentCheckpointID,
-		Step:      row.Step,
-		CreatedAt: row.CreatedAt,
-		Created:   row.Inserted,
+		return SnapshotResult{}, explainJSON(fmt.Errorf("snapshot: %w", err), p)
 	}
 	if !e.cfg.Retention.keepsAll() {
-		if _, err := e.ApplyRetention(ctx, row.ThreadID, e.cfg.Retention); err != nil {
-			return res, fmt.Errorf("snapshot %s was written, then: %w (a retry with the same ID is safe)", row.CheckpointID, err)
+		if _, err := e.ApplyRetention(ctx, res.ThreadID, e.cfg.Retention); err != nil {
+			return res, fmt.Errorf("snapshot %s was written, then: %w (a retry with the same ID is safe)", res.ID, err)
 		}
 	}
 	return res, nil
 }
 
-func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error) {
+func (e *Engine) snapshotParams(in SnapshotInput) (PutRequest, error) {
 	if err := checkID("thread id", in.ThreadID, false); err != nil {
-		return db.CheckpointPutParams{}, err
+		return PutRequest{}, err
 	}
 	if err := checkID("namespace", in.Namespace, true); err != nil {
-		return db.CheckpointPutParams{}, err
+		return PutRequest{}, err
 	}
 	id := in.ID
 	if id == uuid.Nil {
 		id = NewCheckpointID()
 	} else if id.Version() != 7 {
-		return db.CheckpointPutParams{}, fmt.Errorf("%w: checkpoint id %s is a version %d UUID; ids must be UUIDv7 (time-ordered): use NewCheckpointID",
+		return PutRequest{}, fmt.Errorf("%w: checkpoint id %s is a version %d UUID; ids must be UUIDv7 (time-ordered): use NewCheckpointID",
 			ErrInvalidInput, id, id.Version())
 	}
 	trigger := in.Trigger
@@ -206,22 +207,22 @@ func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error
 		trigger = TriggerManual
 	}
 	if !trigger.Valid() {
-		return db.CheckpointPutParams{}, fmt.Errorf("%w: unknown trigger %q", ErrInvalidInput, trigger)
+		return PutRequest{}, fmt.Errorf("%w: unknown trigger %q", ErrInvalidInput, trigger)
 	}
 	tags, err := checkTexts("tag", in.Tags)
 	if err != nil {
-		return db.CheckpointPutParams{}, err
+		return PutRequest{}, err
 	}
 	if err := checkText("summary", in.Summary); err != nil {
-		return db.CheckpointPutParams{}, err
+		return PutRequest{}, err
 	}
 	if err := checkText("next node", in.NextNode); err != nil {
-		return db.CheckpointPutParams{}, err
+		return PutRequest{}, err
 	}
 
 	size := int64(len(in.Messages) + len(in.State) + len(in.ToolResults))
 	if e.cfg.MaxSnapshotBytes > 0 && size > e.cfg.MaxSnapshotBytes {
-		return db.CheckpointPutParams{}, fmt.Errorf("%w: %d bytes of messages, state and tool results, over the limit of %d (Config.MaxSnapshotBytes)",
+		return PutRequest{}, fmt.Errorf("%w: %d bytes of messages, state and tool results, over the limit of %d (Config.MaxSnapshotBytes)",
 			ErrSnapshotTooLarge, size, e.cfg.MaxSnapshotBytes)
 	}
 	// The JSON is parsed once, by Postgres, which rejects what does not
@@ -229,35 +230,35 @@ func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error
 	// it only to compute digests, and checks it first (see addDigests).
 	messages, err := jsonText("messages", in.Messages, '[')
 	if err != nil {
-		return db.CheckpointPutParams{}, err
+		return PutRequest{}, err
 	}
 	state, err := jsonText("state", in.State, '{')
 	if err != nil {
-		return db.CheckpointPutParams{}, err
+		return PutRequest{}, err
 	}
 	toolResults, err := jsonText("tool results", in.ToolResults, '{')
 	if err != nil {
-		return db.CheckpointPutParams{}, err
+		return PutRequest{}, err
 	}
 	metadata, err := jsonText("metadata", in.Metadata, '{')
 	if err != nil {
-		return db.CheckpointPutParams{}, err
+		return PutRequest{}, err
 	}
-	return db.CheckpointPutParams{
-		ThreadID:           in.ThreadID,
-		Namespace:          in.Namespace,
-		CheckpointID:       id,
-		ParentCheckpointID: uuid.NullUUID{UUID: in.ParentID, Valid: in.ParentID != uuid.Nil},
-		Trigger:            string(trigger),
-		Tags:               tags,
-		Summary:            in.Summary,
-		Metadata:           metadata,
-		Messages:           messages,
-		State:              state,
-		ToolResults:        toolResults,
-		NextNode:           in.NextNode,
-		SizeBytes:          size,
-		DeltaRun:           int32(e.cfg.DeltaRun),
+	return PutRequest{
+		ThreadID:    in.ThreadID,
+		Namespace:   in.Namespace,
+		ID:          id,
+		ParentID:    in.ParentID,
+		Trigger:     trigger,
+		Tags:        tags,
+		Summary:     in.Summary,
+		Metadata:    metadata,
+		Messages:    messages,
+		State:       state,
+		ToolResults: toolResults,
+		NextNode:    in.NextNode,
+		SizeBytes:   size,
+		DeltaRun:    e.cfg.DeltaRun,
 	}, nil
 }
 
@@ -265,7 +266,7 @@ func (e *Engine) snapshotParams(in SnapshotInput) (db.CheckpointPutParams, error
 // which the database tells what changed since the base. A snapshot stored
 // whole (every one with FullSnapshots, or one under DeltaMinBytes) needs
 // none: its DeltaRun becomes 1.
-func (e *Engine) addDigests(p *db.CheckpointPutParams) error {
+func (e *Engine) addDigests(p *PutRequest) error {
 	if p.DeltaRun <= 1 || p.SizeBytes < e.cfg.DeltaMinBytes {
 		p.DeltaRun = 1
 		return nil
@@ -289,11 +290,11 @@ func (e *Engine) addDigests(p *db.CheckpointPutParams) error {
 // Get returns the checkpoint with the given id, with its pending writes.
 // Errors: ErrNotFound.
 func (e *Engine) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {
-	row, err := e.q.CheckpointGetByID(ctx, id)
+	c, err := e.store.Get(ctx, id)
 	if err != nil {
-		return nil, dbError(fmt.Sprintf("get checkpoint %s", id), err)
+		return nil, fmt.Errorf("get checkpoint %s: %w", id, err)
 	}
-	return checkpointFromRow(db.CheckpointGetHeadRow(row))
+	return unescapeCheckpoint(c), nil
 }
 
 // Latest returns the head of a thread's root namespace: the checkpoint the
@@ -309,11 +310,14 @@ func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (*Che
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("latest: %w", err)
 	}
-	row, err := e.q.CheckpointGetHead(ctx, db.CheckpointGetHeadParams{ThreadID: threadID, Namespace: namespace})
-	if err != nil {
-		return nil, dbError(fmt.Sprintf("latest checkpoint of thread %q", threadID), err)
+	if err := checkID("namespace", namespace, true); err != nil {
+		return nil, fmt.Errorf("latest: %w", err)
 	}
-	return checkpointFromRow(row)
+	c, err := e.store.Head(ctx, threadID, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("latest checkpoint of thread %q: %w", threadID, err)
+	}
+	return unescapeCheckpoint(c), nil
 }
 
 // ListCheckpoints returns a thread's checkpoints newest first, without their
@@ -322,6 +326,9 @@ func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (*Che
 // filter).
 func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts ListOptions) ([]CheckpointInfo, error) {
 	if err := checkID("thread id", threadID, false); err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	if err := checkID("namespace", opts.Namespace, true); err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
 	limit, err := pageSize(opts.Limit)
@@ -338,35 +345,17 @@ func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts List
 			return nil, fmt.Errorf("list checkpoints: %w", err)
 		}
 	}
-	rows, err := e.q.CheckpointListByThread(ctx, db.CheckpointListByThreadParams{
-		ThreadID:       threadID,
-		Namespace:      opts.Namespace,
-		Before:         uuid.NullUUID{UUID: opts.Before, Valid: opts.Before != uuid.Nil},
-		MetadataFilter: filter,
-		Tags:           tags,
-		MaxRows:        int32(limit),
+	infos, err := e.store.ListCheckpoints(ctx, ListQuery{
+		ThreadID: threadID, Namespace: opts.Namespace, Before: opts.Before,
+		Metadata: filter, Tags: tags, Limit: limit,
 	})
 	if err != nil {
-		return nil, dbError("list checkpoints", err)
+		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
-	if len(rows) == 0 && opts.Before != uuid.Nil {
-		// No rows: the end of the list, or a cursor that is not there.
-		_, err := e.q.CheckpointGetSeq(ctx, db.CheckpointGetSeqParams{ThreadID: threadID, Namespace: opts.Namespace, CheckpointID: opts.Before})
-		if err != nil {
-			return nil, dbError(fmt.Sprintf("list checkpoints: cursor %s", opts.Before), err)
-		}
+	for i := range infos {
+		unescapeInfo(&infos[i])
 	}
-	out := make([]CheckpointInfo, len(rows))
-	for i, r := range rows {
-		out[i] = CheckpointInfo{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
-			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
-			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,
-			Format: r.Format,
-		}
-	}
-	return out, nil
+	return infos, nil
 }
 
 // ListThreads returns threads in thread id order with their heads, one page
@@ -377,19 +366,17 @@ func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) ([]Thr
 	if err != nil {
 		return nil, fmt.Errorf("list threads: %w", err)
 	}
-	rows, err := e.q.ThreadListHeads(ctx, db.ThreadListHeadsParams{After: opts.After, MaxRows: int32(limit)})
+	if err := checkText("after", opts.After); err != nil {
+		return nil, fmt.Errorf("list threads: %w", err)
+	}
+	threads, err := e.store.ListThreads(ctx, opts.After, limit)
 	if err != nil {
-		return nil, dbError("list threads", err)
+		return nil, fmt.Errorf("list threads: %w", err)
 	}
-	out := make([]ThreadInfo, len(rows))
-	for i, r := range rows {
-		out[i] = ThreadInfo{
-			ThreadID: r.ThreadID, Namespace: r.Namespace, HeadID: r.HeadCheckpointID,
-			HeadStep: r.HeadStep, HeadSummary: r.HeadSummary, HeadCreatedAt: r.HeadCreatedAt,
-			Metadata: r.Metadata, CreatedAt: r.CreatedAt,
-		}
+	for i := range threads {
+		threads[i].Metadata = unescapeNUL(threads[i].Metadata)
 	}
-	return out, nil
+	return threads, nil
 }
 
 // DeleteThread deletes a thread from every table (thread rows of every
@@ -400,9 +387,9 @@ func (e *Engine) DeleteThread(ctx context.Context, threadID string) (int64, erro
 	if err := checkID("thread id", threadID, false); err != nil {
 		return 0, fmt.Errorf("delete thread: %w", err)
 	}
-	n, err := e.q.ThreadDelete(ctx, threadID)
+	n, err := e.store.DeleteThread(ctx, threadID)
 	if err != nil {
-		return 0, dbError(fmt.Sprintf("delete thread %q", threadID), err)
+		return 0, fmt.Errorf("delete thread %q: %w", threadID, err)
 	}
 	return n, nil
 }
@@ -418,9 +405,9 @@ func (e *Engine) DeleteBefore(ctx context.Context, threadID string, step int64) 
 	if step < 1 {
 		return 0, fmt.Errorf("delete before: %w: step %d; steps start at 1", ErrInvalidInput, step)
 	}
-	n, err := e.q.CheckpointDeleteBefore(ctx, db.CheckpointDeleteBeforeParams{ThreadID: threadID, BeforeStep: step})
+	n, err := e.store.DeleteBefore(ctx, threadID, "", step)
 	if err != nil {
-		return 0, dbError(fmt.Sprintf("delete before step %d of thread %q", step, threadID), err)
+		return 0, fmt.Errorf("delete before step %d of thread %q: %w", step, threadID, err)
 	}
 	return n, nil
 }
@@ -435,8 +422,7 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 	if err := checkID("task id", taskID, false); err != nil {
 		return 0, fmt.Errorf("put writes: %w", err)
 	}
-	channels := make([]string, len(writes))
-	values := make([]json.RawMessage, len(writes))
+	stored := make([]Write, len(writes))
 	for i, w := range writes {
 		if err := checkID("channel", w.Channel, false); err != nil {
 			return 0, fmt.Errorf("put writes: write %d: %w", i, err)
@@ -445,37 +431,30 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 		if err != nil {
 			return 0, fmt.Errorf("put writes: write %d: %w", i, err)
 		}
-		channels[i], values[i] = w.Channel, v
+		stored[i] = Write{Channel: w.Channel, Value: v}
 	}
-	row, err := e.q.PendingWritePutMany(ctx, db.PendingWritePutManyParams{
-		CheckpointID: id, TaskID: taskID, Channels: channels, Vals: values,
-	})
+	n, err := e.store.PutWrites(ctx, id, taskID, stored)
 	if err != nil {
-		return 0, dbError(fmt.Sprintf("put writes after checkpoint %s", id), err)
+		return 0, fmt.Errorf("put writes after checkpoint %s: %w", id, err)
 	}
-	if row.Found == 0 {
-		return 0, fmt.Errorf("put writes: checkpoint %s: %w", id, ErrNotFound)
-	}
-	return row.Inserted, nil
+	return n, nil
 }
 
-func checkpointFromRow(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
-	c := &Checkpoint{
-		CheckpointInfo: CheckpointInfo{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
-			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
-			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,
-			Format: r.Format,
-		},
-		Messages:    unescapeNUL(r.Messages),
-		State:       unescapeNUL(r.State),
-		ToolResults: unescapeNUL(r.ToolResults),
+// unescapeInfo turns a CheckpointInfo from a store into what was written.
+func unescapeInfo(c *CheckpointInfo) {
+	c.Metadata = unescapeNUL(c.Metadata)
+}
+
+// unescapeCheckpoint turns a Checkpoint from a store into what was written.
+func unescapeCheckpoint(c *Checkpoint) *Checkpoint {
+	unescapeInfo(&c.CheckpointInfo)
+	c.Messages = unescapeNUL(c.Messages)
+	c.State = unescapeNUL(c.State)
+	c.ToolResults = unescapeNUL(c.ToolResults)
+	for i := range c.PendingWrites {
+		c.PendingWrites[i].Value = unescapeNUL(c.PendingWrites[i].Value)
 	}
-	if err := json.Unmarshal(unescapeNUL(r.PendingWrites), &c.PendingWrites); err != nil {
-		return nil, fmt.Errorf("decode pending writes of checkpoint %s: %w", r.CheckpointID, err)
-	}
-	return c, nil
+	return c
 }
 
 // jsonArg validates a JSON argument and escapes it for jsonb. want is the
@@ -518,7 +497,7 @@ func notJSON(name string) error {
 
 // checkJSON returns ErrInvalidJSON naming the first JSON field of a
 // snapshot that does not parse, or nil.
-func checkJSON(p *db.CheckpointPutParams) error {
+func checkJSON(p *PutRequest) error {
 	for _, f := range []struct {
 		name string
 		text json.RawMessage
@@ -534,7 +513,7 @@ func checkJSON(p *db.CheckpointPutParams) error {
 // (its message names neither field nor position). JSON that parses here
 // and not there (an escaped lone surrogate, which jsonb cannot hold) keeps
 // Postgres's message.
-func explainJSON(err error, p db.CheckpointPutParams) error {
+func explainJSON(err error, p PutRequest) error {
 	if !errors.Is(err, ErrInvalidJSON) {
 		return err
 	}

@@ -42,27 +42,40 @@ const (
 	sqlstateInvalidInput = "PC003"
 )
 
+// storeError is dbError for the Postgres store, whose caller, the Engine,
+// says what failed.
+func storeError(err error) error {
+	return dbError("", err)
+}
+
 // dbError maps a driver error to the package's sentinels, keeping the
-// original in the chain. what names the operation, for the message.
+// original in the chain. what names the operation, for the message ("":
+// the caller names it).
 func dbError(what string, err error) error {
 	if err == nil {
 		return nil
 	}
+	if what != "" {
+		what += ": "
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, ErrNotFound)
+		return fmt.Errorf("%s%w", what, ErrNotFound)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case sqlstateNotFound:
-			return fmt.Errorf("%s: %w: %s", what, ErrNotFound, pgErr.Message)
+			return fmt.Errorf("%s%w: %s", what, ErrNotFound, pgErr.Message)
 		case sqlstateIDConflict:
-			return fmt.Errorf("%s: %w: %s", what, ErrIDConflict, pgErr.Message)
+			return fmt.Errorf("%s%w: %s", what, ErrIDConflict, pgErr.Message)
 		case sqlstateInvalidInput, "23514": // check_violation
-			return fmt.Errorf("%s: %w: %s", what, ErrInvalidInput, pgErr.Message)
+			return fmt.Errorf("%s%w: %s", what, ErrInvalidInput, pgErr.Message)
 		case "22P02", "22P05", "22021", "22025", "2202E": // bad text in JSON input
-			return fmt.Errorf("%s: %w: %s", what, ErrInvalidJSON, pgErr.Message)
+			return fmt.Errorf("%s%w: %s", what, ErrInvalidJSON, pgErr.Message)
 		}
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	if what == "" {
+		return err
+	}
+	return fmt.Errorf("%s%w", what, err)
 }

@@ -18,14 +18,14 @@ import (
 // computes the delta, for the rest. Every other case, or an insert that
 // finds the case is not the common one and writes nothing, goes to
 // pgcheckpoint.checkpoint_put, which handles them all.
-func (e *Engine) put(ctx context.Context, p db.CheckpointPutParams) (db.CheckpointPutRow, error) {
-	if !e.cfg.SingleStatement {
+func (s *pgStore) put(ctx context.Context, p db.CheckpointPutParams) (db.CheckpointPutRow, error) {
+	if !s.singleStatement {
 		var (
 			row db.CheckpointPutFastRow
 			ok  bool
 			err error
 		)
-		q := db.New(lockFirst{DBTX: e.pool, threadID: p.ThreadID})
+		q := db.New(lockFirst{DBTX: s.pool, threadID: p.ThreadID})
 		if p.DeltaRun == 1 {
 			var whole db.CheckpointPutWholeRow
 			whole, ok, err = oneRow(q.CheckpointPutWhole(ctx, []db.CheckpointPutWholeParams{wholeParams(p)}))
@@ -48,7 +48,7 @@ func (e *Engine) put(ctx context.Context, p db.CheckpointPutParams) (db.Checkpoi
 			}, nil
 		}
 	}
-	return e.q.CheckpointPut(ctx, p)
+	return s.q.CheckpointPut(ctx, p)
 }
 
 func wholeParams(p db.CheckpointPutParams) db.CheckpointPutWholeParams {

@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/pgcheckpoint/pgcheckpoint/db"
 )
 
 // Policy says which checkpoints of a thread retention keeps, in each
@@ -54,6 +51,21 @@ func (p Policy) String() string {
 }
 
 func (p Policy) keepsAll() bool { return p.name == "" || p.name == "keep_all" }
+
+// Name is the policy's name as the SQL functions spell it: keep_all,
+// keep_last_n, keep_age or keep_milestones.
+func (p Policy) Name() string {
+	if p.name == "" {
+		return "keep_all"
+	}
+	return p.name
+}
+
+// N is the count of keep_last_n and keep_milestones (0 for the others).
+func (p Policy) N() int { return p.n }
+
+// Age is the age of keep_age (0 for the others).
+func (p Policy) Age() time.Duration { return p.age }
 
 func (p Policy) check() error {
 	if p.n > math.MaxInt32 {
@@ -104,17 +116,11 @@ func (e *Engine) ApplyRetention(ctx context.Context, threadID string, p Policy) 
 	if p.keepsAll() {
 		return nil, nil
 	}
-	rows, err := e.q.GcThread(ctx, db.GcThreadParams{
-		ThreadID: threadID, Policy: p.name, N: int32(p.n), AgeSeconds: p.age.Seconds(),
-	})
+	deleted, err := e.store.ApplyRetention(ctx, threadID, p)
 	if err != nil {
-		return nil, dbError(fmt.Sprintf("retention %s on thread %q", p, threadID), err)
+		return nil, fmt.Errorf("retention %s on thread %q: %w", p, threadID, err)
 	}
-	out := make([]Deleted, len(rows))
-	for i, r := range rows {
-		out[i] = Deleted{ThreadID: r.ThreadID, Namespace: r.Namespace, ID: r.CheckpointID, Step: r.Step}
-	}
-	return out, nil
+	return deleted, nil
 }
 
 // DefaultSweepBatch is the default SweepOptions.BatchSize.
@@ -174,32 +180,26 @@ func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (SweepR
 		return SweepResult{}, fmt.Errorf("sweep: %w: batch size %d, time budget %s and pause %s must not be negative",
 			ErrInvalidInput, opts.BatchSize, opts.TimeBudget, opts.Pause)
 	}
-	name := p.name
-	if name == "" {
-		name = "keep_all"
-	}
 	var res SweepResult
 	start := time.Now()
 	after := opts.After
 	for {
 		t0 := time.Now()
-		b, err := e.q.GcBatch(ctx, db.GcBatchParams{
-			Policy: name, N: int32(p.n), AgeSeconds: p.age.Seconds(), AfterThreadID: after, BatchSize: int32(opts.BatchSize),
-		})
+		b, err := e.store.SweepBatch(ctx, p, after, opts.BatchSize)
 		if err != nil {
 			res.Next = after
-			return res, dbError(fmt.Sprintf("sweep %s after thread %q", p, after), err)
+			return res, fmt.Errorf("sweep %s after thread %q: %w", p, after, err)
 		}
 		res.LongestBatch = max(res.LongestBatch, time.Since(t0))
 		res.Batches++
-		res.Threads += int(b.Threads)
-		res.Expired += int(b.Expired)
-		res.Failed += int(b.Failed)
+		res.Threads += b.Threads
+		res.Expired += b.Expired
+		res.Failed += b.Failed
 		res.Deleted += b.Deleted
 		if opts.Progress != nil {
 			opts.Progress(res)
 		}
-		if b.Threads < int32(opts.BatchSize) {
+		if b.Threads < opts.BatchSize {
 			res.Done = true
 			return res, nil
 		}
@@ -241,11 +241,9 @@ func (e *Engine) SetExpiry(ctx context.Context, threadID string, at time.Time, a
 	if action != ExpireDelete && action != ExpireKeepLatest {
 		return fmt.Errorf("set expiry: %w: unknown action %q", ErrInvalidInput, action)
 	}
-	n, err := e.q.ThreadSetExpiry(ctx, db.ThreadSetExpiryParams{
-		ThreadID: threadID, ExpiresAt: pgtype.Timestamptz{Time: at, Valid: !at.IsZero()}, ExpireAction: string(action),
-	})
+	n, err := e.store.SetExpiry(ctx, threadID, at, action)
 	if err != nil {
-		return dbError(fmt.Sprintf("set expiry of thread %q", threadID), err)
+		return fmt.Errorf("set expiry of thread %q: %w", threadID, err)
 	}
 	if n == 0 {
 		return fmt.Errorf("set expiry: thread %q: %w", threadID, ErrNotFound)

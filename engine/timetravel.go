@@ -12,9 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/pgcheckpoint/pgcheckpoint/db"
 )
 
 // RewindResult describes a rewind.
@@ -50,18 +47,14 @@ func (e *Engine) RewindAndTruncate(ctx context.Context, id uuid.UUID) (*RewindRe
 }
 
 func (e *Engine) rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error) {
-	r, err := e.q.CheckpointRewind(ctx, db.CheckpointRewindParams{CheckpointID: id, Truncate: truncate})
+	r, err := e.store.Rewind(ctx, id, truncate)
 	if err != nil {
-		return nil, dbError(fmt.Sprintf("rewind to checkpoint %s", id), err)
+		return nil, fmt.Errorf("rewind to checkpoint %s: %w", id, err)
 	}
-	cp, err := e.Get(ctx, id)
-	if err != nil {
+	if r.Checkpoint, err = e.Get(ctx, id); err != nil {
 		return nil, fmt.Errorf("rewind: read the target: %w", err)
 	}
-	return &RewindResult{
-		ThreadID: r.ThreadID, Namespace: r.Namespace, Checkpoint: cp,
-		StepsBack: r.HeadStep - r.Step, Checkpoints: r.Checkpoints, Truncated: r.Truncated,
-	}, nil
+	return r, nil
 }
 
 // RewindToStep rewinds a thread (root namespace) to the checkpoint with the
@@ -76,11 +69,11 @@ func (e *Engine) RewindToStep(ctx context.Context, threadID string, step int64) 
 	if step < 1 {
 		return nil, fmt.Errorf("rewind to step: %w: step %d; steps start at 1", ErrInvalidInput, step)
 	}
-	row, err := e.q.CheckpointFindOnHeadLine(ctx, db.CheckpointFindOnHeadLineParams{ThreadID: threadID, MaxStep: step})
+	id, err := e.store.FindOnHeadLine(ctx, threadID, step)
 	if err != nil {
-		return nil, dbError(fmt.Sprintf("rewind thread %q to step %d: no checkpoint at or below it on the current line", threadID, step), err)
+		return nil, fmt.Errorf("rewind thread %q to step %d: no checkpoint at or below it on the current line: %w", threadID, step, err)
 	}
-	return e.Rewind(ctx, row.CheckpointID)
+	return e.Rewind(ctx, id)
 }
 
 // PointsOptions pages TimeTravelPoints.
@@ -138,24 +131,14 @@ func (e *Engine) Lineage(ctx context.Context, id uuid.UUID) ([]CheckpointInfo, e
 
 // lineage reads up to n checkpoints of the lineage (n <= 0: all).
 func (e *Engine) lineage(ctx context.Context, id uuid.UUID, n int) ([]CheckpointInfo, error) {
-	maxDepth := pgtype.Int4{}
-	if n > 0 {
-		maxDepth = pgtype.Int4{Int32: int32(n - 1), Valid: true}
-	}
-	rows, err := e.q.CheckpointLineage(ctx, db.CheckpointLineageParams{CheckpointID: id, MaxDepth: maxDepth})
+	infos, err := e.store.Lineage(ctx, id, n)
 	if err != nil {
-		return nil, dbError(fmt.Sprintf("lineage of checkpoint %s", id), err)
+		return nil, fmt.Errorf("lineage of checkpoint %s: %w", id, err)
 	}
-	out := make([]CheckpointInfo, len(rows))
-	for i, r := range rows {
-		out[i] = CheckpointInfo{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-			ParentID: r.ParentCheckpointID, MergeParentID: r.MergeParentID, Step: r.Step,
-			CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
-			Metadata: unescapeNUL(r.Metadata), NextNode: r.NextNode, SizeBytes: r.SizeBytes,
-		}
+	for i := range infos {
+		unescapeInfo(&infos[i])
 	}
-	return out, nil
+	return infos, nil
 }
 
 // BranchResult describes a new branch.
@@ -196,13 +179,11 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (Bra
 	if utf8.RuneCountInString(prefix+tail) > maxIDLength {
 		return BranchResult{}, fmt.Errorf("branch: %w: name %q is too long for a thread id", ErrInvalidInput, name)
 	}
-	r, err := e.q.ThreadBranch(ctx, db.ThreadBranchParams{
-		SourceCheckpointID: fromID, NewThreadID: prefix + tail, BranchName: name, CheckpointID: NewCheckpointID(),
-	})
+	r, err := e.store.Branch(ctx, fromID, prefix+tail, name, NewCheckpointID())
 	if err != nil {
-		return BranchResult{}, dbError(fmt.Sprintf("branch %q from checkpoint %s", name, fromID), err)
+		return BranchResult{}, fmt.Errorf("branch %q from checkpoint %s: %w", name, fromID, err)
 	}
-	return BranchResult{ThreadID: r.ThreadID, CheckpointID: r.CheckpointID, Step: r.Step}, nil
+	return r, nil
 }
 
 // BranchInfo is a branch forked from a thread.
@@ -218,15 +199,11 @@ func (e *Engine) Branches(ctx context.Context, threadID string) ([]BranchInfo, e
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("branches: %w", err)
 	}
-	rows, err := e.q.ThreadListBranches(ctx, threadID)
+	branches, err := e.store.Branches(ctx, threadID)
 	if err != nil {
-		return nil, dbError(fmt.Sprintf("branches of thread %q", threadID), err)
+		return nil, fmt.Errorf("branches of thread %q: %w", threadID, err)
 	}
-	out := make([]BranchInfo, len(rows))
-	for i, r := range rows {
-		out[i] = BranchInfo{ThreadID: r.ThreadID, Name: r.BranchName, FromID: r.BranchedFrom, CreatedAt: r.CreatedAt}
-	}
-	return out, nil
+	return branches, nil
 }
 
 // MergeResult describes a merge checkpoint.
@@ -248,16 +225,11 @@ func (e *Engine) MergeBranch(ctx context.Context, branchThread, intoThread strin
 			return MergeResult{}, fmt.Errorf("merge: %w", err)
 		}
 	}
-	r, err := e.q.ThreadMerge(ctx, db.ThreadMergeParams{
-		BranchThreadID: branchThread, IntoThreadID: intoThread, CheckpointID: NewCheckpointID(),
-	})
+	r, err := e.store.Merge(ctx, branchThread, intoThread, NewCheckpointID())
 	if err != nil {
-		return MergeResult{}, dbError(fmt.Sprintf("merge thread %q into %q", branchThread, intoThread), err)
+		return MergeResult{}, fmt.Errorf("merge thread %q into %q: %w", branchThread, intoThread, err)
 	}
-	return MergeResult{
-		ThreadID: r.ThreadID, CheckpointID: r.CheckpointID, ParentID: r.ParentCheckpointID,
-		MergeParentID: r.MergeParentID, Step: r.Step,
-	}, nil
+	return r, nil
 }
 
 // Tree is a thread's checkpoints and those of the branches forked from it.
@@ -278,7 +250,11 @@ type TreeNode struct {
 	Trigger   Trigger
 	Tags      []string
 	Summary   string
-	IsHead    bool // the head of its thread and namespace
+	IsHead    bool      // the head of its thread and namespace
+	ParentID  uuid.UUID // zero for a thread's first checkpoint
+	// MergeParentID is, for a merge checkpoint, the head of the branch
+	// merged in; zero otherwise.
+	MergeParentID uuid.UUID
 }
 
 // TreeEdge links a parent to a child. Merge marks the edge from a merged
@@ -297,28 +273,24 @@ func (e *Engine) Tree(ctx context.Context, threadID string) (*Tree, error) {
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("tree: %w", err)
 	}
-	rows, err := e.q.CheckpointTree(ctx, threadID)
+	nodes, err := e.store.Tree(ctx, threadID)
 	if err != nil {
-		return nil, dbError(fmt.Sprintf("tree of thread %q", threadID), err)
+		return nil, fmt.Errorf("tree of thread %q: %w", threadID, err)
 	}
-	if len(rows) == 0 {
+	if len(nodes) == 0 {
 		return nil, fmt.Errorf("tree of thread %q: %w", threadID, ErrNotFound)
 	}
-	t := &Tree{ThreadID: threadID, Nodes: make([]TreeNode, len(rows))}
-	in := make(map[uuid.UUID]bool, len(rows))
-	for i, r := range rows {
-		t.Nodes[i] = TreeNode{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq, Step: r.Step,
-			CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary, IsHead: r.IsHead,
-		}
-		in[r.CheckpointID] = true
+	t := &Tree{ThreadID: threadID, Nodes: nodes}
+	in := make(map[uuid.UUID]bool, len(nodes))
+	for _, n := range nodes {
+		in[n.ID] = true
 	}
-	for _, r := range rows {
-		if in[r.ParentCheckpointID] {
-			t.Edges = append(t.Edges, TreeEdge{From: r.ParentCheckpointID, To: r.CheckpointID})
+	for _, n := range nodes {
+		if in[n.ParentID] {
+			t.Edges = append(t.Edges, TreeEdge{From: n.ParentID, To: n.ID})
 		}
-		if in[r.MergeParentID] {
-			t.Edges = append(t.Edges, TreeEdge{From: r.MergeParentID, To: r.CheckpointID, Merge: true})
+		if in[n.MergeParentID] {
+			t.Edges = append(t.Edges, TreeEdge{From: n.MergeParentID, To: n.ID, Merge: true})
 		}
 	}
 	return t, nil
@@ -429,9 +401,9 @@ func (e *Engine) CopyThread(ctx context.Context, src, dst string) (int64, error)
 			return 0, fmt.Errorf("copy thread: %w", err)
 		}
 	}
-	n, err := e.q.ThreadCopy(ctx, db.ThreadCopyParams{SourceThreadID: src, TargetThreadID: dst})
+	n, err := e.store.CopyThread(ctx, src, dst)
 	if err != nil {
-		return 0, dbError(fmt.Sprintf("copy thread %q to %q", src, dst), err)
+		return 0, fmt.Errorf("copy thread %q to %q: %w", src, dst, err)
 	}
 	return n, nil
 }
@@ -443,9 +415,9 @@ func (e *Engine) DeleteForRuns(ctx context.Context, runIDs []string) (int64, err
 	if err != nil {
 		return 0, fmt.Errorf("delete for runs: %w", err)
 	}
-	n, err := e.q.CheckpointDeleteForRuns(ctx, ids)
+	n, err := e.store.DeleteForRuns(ctx, ids)
 	if err != nil {
-		return 0, dbError("delete for runs", err)
+		return 0, fmt.Errorf("delete for runs: %w", err)
 	}
 	return n, nil
 }
@@ -472,9 +444,9 @@ func (e *Engine) Prune(ctx context.Context, threadIDs []string, strategy PruneSt
 			return 0, fmt.Errorf("prune: %w", err)
 		}
 	}
-	n, err := e.q.ThreadPrune(ctx, db.ThreadPruneParams{ThreadIds: threadIDs, KeepLatest: strategy == PruneKeepLatest})
+	n, err := e.store.Prune(ctx, threadIDs, strategy == PruneKeepLatest)
 	if err != nil {
-		return 0, dbError("prune", err)
+		return 0, fmt.Errorf("prune: %w", err)
 	}
 	return n, nil
 }

@@ -1,0 +1,338 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgcheckpoint/pgcheckpoint/db"
+)
+
+// pgStore is the Postgres Store: a thin layer over the sqlc-generated
+// queries of package db, which call the SQL functions of package schema.
+// The rules (steps, heads, deltas, retention) live in those functions, so a
+// psql session or a pg_cron job gets what the Engine gets.
+type pgStore struct {
+	pool            *pgxpool.Pool
+	q               *db.Queries
+	singleStatement bool // see Config.SingleStatement
+	ownsPool        bool // Close closes the pool
+}
+
+func newPGStore(pool *pgxpool.Pool, singleStatement, ownsPool bool) *pgStore {
+	return &pgStore{pool: pool, q: db.New(pool), singleStatement: singleStatement, ownsPool: ownsPool}
+}
+
+// NewPostgresStore returns the Postgres Store over pool, for NewWithStore;
+// with ownsPool, the store's Close closes the pool. New(pool, cfg) is the
+// usual way to get an Engine over Postgres.
+func NewPostgresStore(pool *pgxpool.Pool, cfg Config, ownsPool bool) Store {
+	return newPGStore(pool, cfg.SingleStatement, ownsPool)
+}
+
+func (s *pgStore) Close() error {
+	if s.ownsPool {
+		s.pool.Close()
+	}
+	return nil
+}
+
+func nullUUID(id uuid.UUID) uuid.NullUUID {
+	return uuid.NullUUID{UUID: id, Valid: id != uuid.Nil}
+}
+
+func (s *pgStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error) {
+	row, err := s.put(ctx, db.CheckpointPutParams{
+		ThreadID:           p.ThreadID,
+		Namespace:          p.Namespace,
+		CheckpointID:       p.ID,
+		ParentCheckpointID: nullUUID(p.ParentID),
+		Trigger:            string(p.Trigger),
+		Tags:               p.Tags,
+		Summary:            p.Summary,
+		Metadata:           p.Metadata,
+		Messages:           p.Messages,
+		State:              p.State,
+		ToolResults:        p.ToolResults,
+		NextNode:           p.NextNode,
+		SizeBytes:          p.SizeBytes,
+		DeltaRun:           int32(p.DeltaRun),
+		MessageDigests:     p.MessageDigests,
+		StateDigests:       p.StateDigests,
+		ToolResultsDigests: p.ToolResultsDigests,
+	})
+	if err != nil {
+		return SnapshotResult{}, storeError(err)
+	}
+	return SnapshotResult{
+		ID:        row.CheckpointID,
+		ThreadID:  row.ThreadID,
+		Namespace: row.Namespace,
+		ParentID:  row.ParentCheckpointID,
+		Step:      row.Step,
+		CreatedAt: row.CreatedAt,
+		Created:   row.Inserted,
+	}, nil
+}
+
+// pgCheckpoint maps a row with content and pending writes, as the Get and
+// head queries return it.
+func pgCheckpoint(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
+	c := &Checkpoint{
+		CheckpointInfo: CheckpointInfo{
+			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
+			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
+			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
+			Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+			Format: r.Format,
+		},
+		Messages:    r.Messages,
+		State:       r.State,
+		ToolResults: r.ToolResults,
+	}
+	if err := json.Unmarshal(r.PendingWrites, &c.PendingWrites); err != nil {
+		return nil, fmt.Errorf("decode pending writes of checkpoint %s: %w", r.CheckpointID, err)
+	}
+	return c, nil
+}
+
+func (s *pgStore) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {
+	row, err := s.q.CheckpointGetByID(ctx, id)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return pgCheckpoint(db.CheckpointGetHeadRow(row))
+}
+
+func (s *pgStore) Head(ctx context.Context, threadID, namespace string) (*Checkpoint, error) {
+	row, err := s.q.CheckpointGetHead(ctx, db.CheckpointGetHeadParams{ThreadID: threadID, Namespace: namespace})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return pgCheckpoint(row)
+}
+
+func (s *pgStore) ListCheckpoints(ctx context.Context, q ListQuery) ([]CheckpointInfo, error) {
+	rows, err := s.q.CheckpointListByThread(ctx, db.CheckpointListByThreadParams{
+		ThreadID:       q.ThreadID,
+		Namespace:      q.Namespace,
+		Before:         nullUUID(q.Before),
+		MetadataFilter: q.Metadata,
+		Tags:           q.Tags,
+		MaxRows:        int32(q.Limit),
+	})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	if len(rows) == 0 && q.Before != uuid.Nil {
+		// No rows: the end of the list, or a cursor that is not there.
+		_, err := s.q.CheckpointGetSeq(ctx, db.CheckpointGetSeqParams{ThreadID: q.ThreadID, Namespace: q.Namespace, CheckpointID: q.Before})
+		if err != nil {
+			return nil, dbError(fmt.Sprintf("cursor %s", q.Before), err)
+		}
+	}
+	out := make([]CheckpointInfo, len(rows))
+	for i, r := range rows {
+		out[i] = CheckpointInfo{
+			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
+			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
+			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
+			Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+			Format: r.Format,
+		}
+	}
+	return out, nil
+}
+
+func (s *pgStore) ListThreads(ctx context.Context, after string, limit int) ([]ThreadInfo, error) {
+	rows, err := s.q.ThreadListHeads(ctx, db.ThreadListHeadsParams{After: after, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	out := make([]ThreadInfo, len(rows))
+	for i, r := range rows {
+		out[i] = ThreadInfo{
+			ThreadID: r.ThreadID, Namespace: r.Namespace, HeadID: r.HeadCheckpointID,
+			HeadStep: r.HeadStep, HeadSummary: r.HeadSummary, HeadCreatedAt: r.HeadCreatedAt,
+			Metadata: r.Metadata, CreatedAt: r.CreatedAt,
+		}
+	}
+	return out, nil
+}
+
+func (s *pgStore) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (int64, error) {
+	channels := make([]string, len(writes))
+	values := make([]json.RawMessage, len(writes))
+	for i, w := range writes {
+		channels[i], values[i] = w.Channel, w.Value
+	}
+	row, err := s.q.PendingWritePutMany(ctx, db.PendingWritePutManyParams{
+		CheckpointID: id, TaskID: taskID, Channels: channels, Vals: values,
+	})
+	if err != nil {
+		return 0, storeError(err)
+	}
+	if row.Found == 0 {
+		return 0, fmt.Errorf("checkpoint %s: %w", id, ErrNotFound)
+	}
+	return row.Inserted, nil
+}
+
+func (s *pgStore) DeleteThread(ctx context.Context, threadID string) (int64, error) {
+	n, err := s.q.ThreadDelete(ctx, threadID)
+	return n, storeError(err)
+}
+
+func (s *pgStore) DeleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error) {
+	// The SQL function takes the root namespace; others are for issue 18.
+	if namespace != "" {
+		return 0, fmt.Errorf("%w: namespace %q: delete before acts on the root namespace", ErrInvalidInput, namespace)
+	}
+	n, err := s.q.CheckpointDeleteBefore(ctx, db.CheckpointDeleteBeforeParams{ThreadID: threadID, BeforeStep: step})
+	return n, storeError(err)
+}
+
+func (s *pgStore) DeleteForRuns(ctx context.Context, runIDs []string) (int64, error) {
+	n, err := s.q.CheckpointDeleteForRuns(ctx, runIDs)
+	return n, storeError(err)
+}
+
+func (s *pgStore) Prune(ctx context.Context, threadIDs []string, keepLatest bool) (int64, error) {
+	n, err := s.q.ThreadPrune(ctx, db.ThreadPruneParams{ThreadIds: threadIDs, KeepLatest: keepLatest})
+	return n, storeError(err)
+}
+
+func (s *pgStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error) {
+	r, err := s.q.CheckpointRewind(ctx, db.CheckpointRewindParams{CheckpointID: id, Truncate: truncate})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	return &RewindResult{
+		ThreadID: r.ThreadID, Namespace: r.Namespace,
+		StepsBack: r.HeadStep - r.Step, Checkpoints: r.Checkpoints, Truncated: r.Truncated,
+	}, nil
+}
+
+func (s *pgStore) FindOnHeadLine(ctx context.Context, threadID string, step int64) (uuid.UUID, error) {
+	row, err := s.q.CheckpointFindOnHeadLine(ctx, db.CheckpointFindOnHeadLineParams{ThreadID: threadID, MaxStep: step})
+	if err != nil {
+		return uuid.Nil, storeError(err)
+	}
+	return row.CheckpointID, nil
+}
+
+func (s *pgStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]CheckpointInfo, error) {
+	maxDepth := pgtype.Int4{}
+	if limit > 0 {
+		maxDepth = pgtype.Int4{Int32: int32(limit - 1), Valid: true}
+	}
+	rows, err := s.q.CheckpointLineage(ctx, db.CheckpointLineageParams{CheckpointID: id, MaxDepth: maxDepth})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	out := make([]CheckpointInfo, len(rows))
+	for i, r := range rows {
+		out[i] = CheckpointInfo{
+			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
+			ParentID: r.ParentCheckpointID, MergeParentID: r.MergeParentID, Step: r.Step,
+			CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
+			Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+		}
+	}
+	return out, nil
+}
+
+func (s *pgStore) Tree(ctx context.Context, threadID string) ([]TreeNode, error) {
+	rows, err := s.q.CheckpointTree(ctx, threadID)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	out := make([]TreeNode, len(rows))
+	for i, r := range rows {
+		out[i] = TreeNode{
+			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq, Step: r.Step,
+			CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary, IsHead: r.IsHead,
+			ParentID: r.ParentCheckpointID, MergeParentID: r.MergeParentID,
+		}
+	}
+	return out, nil
+}
+
+func (s *pgStore) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name string, id uuid.UUID) (BranchResult, error) {
+	r, err := s.q.ThreadBranch(ctx, db.ThreadBranchParams{
+		SourceCheckpointID: fromID, NewThreadID: newThreadID, BranchName: name, CheckpointID: id,
+	})
+	if err != nil {
+		return BranchResult{}, storeError(err)
+	}
+	return BranchResult{ThreadID: r.ThreadID, CheckpointID: r.CheckpointID, Step: r.Step}, nil
+}
+
+func (s *pgStore) Branches(ctx context.Context, threadID string) ([]BranchInfo, error) {
+	rows, err := s.q.ThreadListBranches(ctx, threadID)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	out := make([]BranchInfo, len(rows))
+	for i, r := range rows {
+		out[i] = BranchInfo{ThreadID: r.ThreadID, Name: r.BranchName, FromID: r.BranchedFrom, CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}
+
+func (s *pgStore) Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (MergeResult, error) {
+	r, err := s.q.ThreadMerge(ctx, db.ThreadMergeParams{
+		BranchThreadID: branchThread, IntoThreadID: intoThread, CheckpointID: id,
+	})
+	if err != nil {
+		return MergeResult{}, storeError(err)
+	}
+	return MergeResult{
+		ThreadID: r.ThreadID, CheckpointID: r.CheckpointID, ParentID: r.ParentCheckpointID,
+		MergeParentID: r.MergeParentID, Step: r.Step,
+	}, nil
+}
+
+func (s *pgStore) CopyThread(ctx context.Context, src, dst string) (int64, error) {
+	n, err := s.q.ThreadCopy(ctx, db.ThreadCopyParams{SourceThreadID: src, TargetThreadID: dst})
+	return n, storeError(err)
+}
+
+func (s *pgStore) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {
+	rows, err := s.q.GcThread(ctx, db.GcThreadParams{
+		ThreadID: threadID, Policy: p.Name(), N: int32(p.N()), AgeSeconds: p.Age().Seconds(),
+	})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	out := make([]Deleted, len(rows))
+	for i, r := range rows {
+		out[i] = Deleted{ThreadID: r.ThreadID, Namespace: r.Namespace, ID: r.CheckpointID, Step: r.Step}
+	}
+	return out, nil
+}
+
+func (s *pgStore) SweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error) {
+	b, err := s.q.GcBatch(ctx, db.GcBatchParams{
+		Policy: p.Name(), N: int32(p.N()), AgeSeconds: p.Age().Seconds(), AfterThreadID: after, BatchSize: int32(size),
+	})
+	if err != nil {
+		return SweepBatchResult{}, storeError(err)
+	}
+	return SweepBatchResult{
+		LastThreadID: b.LastThreadID, Threads: int(b.Threads), Expired: int(b.Expired),
+		Failed: int(b.Failed), Deleted: b.Deleted,
+	}, nil
+}
+
+func (s *pgStore) SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (int64, error) {
+	n, err := s.q.ThreadSetExpiry(ctx, db.ThreadSetExpiryParams{
+		ThreadID: threadID, ExpiresAt: pgtype.Timestamptz{Time: at, Valid: !at.IsZero()}, ExpireAction: string(action),
+	})
+	return n, storeError(err)
+}

@@ -1,0 +1,193 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Store is where an Engine keeps checkpoints. Two stores exist: Postgres
+// (New, in this package, over the SQL functions of package schema) and
+// SQLite (package sqlite, for local development and tests). Every behaviour
+// of the Engine's API is the same on both; what only Postgres offers (SQL
+// functions for psql, pg_cron sweeps, advisory locks in pg_locks) is outside
+// this interface.
+//
+// The division of work: the Engine validates every argument, fills in
+// defaults, NUL-escapes JSON before it calls a Store and unescapes what a
+// Store returns (see escapeNUL), so JSON crossing this interface is in its
+// stored form, valid and of the right shape (messages an array; state, tool
+// results and metadata objects). A Store assigns steps, parents and write
+// order, decides what to store as a delta, enforces retention, and keeps
+// every invariant of DESIGN.md with its own means: each write one
+// transaction, serialized per thread; a retried id changes nothing. It
+// returns the package's sentinel errors (ErrNotFound, ErrInvalidInput,
+// ErrIDConflict), wrapped with context.
+//
+// A Store is safe for concurrent use. Implementations outside this module
+// are possible, but the interface may grow with the Engine's API.
+type Store interface {
+	// Put writes one checkpoint and makes it the head of its thread and
+	// namespace: parent the head (or p.ParentID, which must be a checkpoint
+	// of the same thread and namespace: ErrNotFound otherwise), step the
+	// parent's + 1, seq the next in the thread and namespace. A p.ID that
+	// exists with the same thread, namespace and content returns that
+	// checkpoint with Created false; with other content, ErrIDConflict.
+	Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
+	// Get returns a checkpoint whole (content rebuilt from deltas) with
+	// its pending writes; ErrNotFound for an unknown id.
+	Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error)
+	// Head returns the head of a thread and namespace: the rewound-to
+	// checkpoint when the thread was rewound, else the newest. ErrNotFound
+	// when the thread has no checkpoint.
+	Head(ctx context.Context, threadID, namespace string) (*Checkpoint, error)
+	// ListCheckpoints returns checkpoints without content, newest first
+	// (see ListQuery). ErrNotFound for a Before cursor that is not a
+	// checkpoint of the thread and namespace.
+	ListCheckpoints(ctx context.Context, q ListQuery) ([]CheckpointInfo, error)
+	// ListThreads returns up to limit threads whose id sorts after after,
+	// in thread id order, each with the head of its root namespace (or of
+	// its first namespace when it has no root one).
+	ListThreads(ctx context.Context, after string, limit int) ([]ThreadInfo, error)
+	// PutWrites records writes at positions 0..len-1 of task taskID after
+	// checkpoint id; positions already recorded keep their values. It
+	// returns how many were new; ErrNotFound for an unknown checkpoint.
+	PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (int64, error)
+
+	// DeleteThread deletes every row of a thread (all namespaces), in one
+	// transaction, and returns how many checkpoints it deleted.
+	DeleteThread(ctx context.Context, threadID string) (int64, error)
+	// DeleteBefore deletes the checkpoints of a thread and namespace with a
+	// step below step, except the head.
+	DeleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error)
+	// DeleteForRuns deletes the checkpoints whose metadata "run_id" is one
+	// of runIDs (stored form).
+	DeleteForRuns(ctx context.Context, runIDs []string) (int64, error)
+	// Prune keeps only each thread's heads (keepLatest) or deletes the
+	// threads whole.
+	Prune(ctx context.Context, threadIDs []string, keepLatest bool) (int64, error)
+
+	// Rewind makes checkpoint id its thread's head; with truncate it also
+	// deletes the old head's line down to (not including) id. The result's
+	// Checkpoint is left nil. ErrNotFound for an unknown id.
+	Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error)
+	// FindOnHeadLine returns the checkpoint with the greatest step at or
+	// below step on the line from the head of the thread's root namespace
+	// back to its first checkpoint, within the thread; ErrNotFound if none.
+	FindOnHeadLine(ctx context.Context, threadID string, step int64) (uuid.UUID, error)
+	// Lineage returns checkpoint id and its ancestors, newest first,
+	// following parents across branch threads; at most limit of them
+	// (limit <= 0: all). An unknown id gives an empty list.
+	Lineage(ctx context.Context, id uuid.UUID, limit int) ([]CheckpointInfo, error)
+	// Tree returns every checkpoint of a thread and of the branches forked
+	// from it, recursively, with ParentID and MergeParentID set, in thread
+	// then write order.
+	Tree(ctx context.Context, threadID string) ([]TreeNode, error)
+	// Branch creates thread newThreadID whose first checkpoint (id) has
+	// the content of checkpoint fromID and fromID as parent, and records
+	// the branch name and source on the thread. ErrNotFound for an unknown
+	// source; ErrInvalidInput when newThreadID exists.
+	Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name string, id uuid.UUID) (BranchResult, error)
+	// Branches lists the branches forked from a thread, oldest first.
+	Branches(ctx context.Context, threadID string) ([]BranchInfo, error)
+	// Merge writes checkpoint id on intoThread with the content of
+	// branchThread's head, intoThread's head as parent and the branch head
+	// as merge parent. ErrNotFound for a branch with no checkpoint;
+	// ErrInvalidInput for a thread merged into itself.
+	Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (MergeResult, error)
+	// CopyThread copies every row of thread src to a new thread dst with
+	// new checkpoint ids. ErrNotFound for an unknown src; ErrInvalidInput
+	// when dst exists.
+	CopyThread(ctx context.Context, src, dst string) (int64, error)
+
+	// ApplyRetention applies a checked policy (not keep-all) to every
+	// namespace of a thread, in one transaction (see Policy).
+	ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error)
+	// SweepBatch applies expiry (see SetExpiry) and then p to up to size
+	// threads whose id sorts after after, in thread id order, in one
+	// transaction. A thread that fails is counted and left as it was.
+	SweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error)
+	// SetExpiry sets (zero at: clears) the expiry of every namespace of a
+	// thread and returns how many thread rows it changed.
+	SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (int64, error)
+
+	// Export reads a thread (every namespace) in one consistent snapshot
+	// and hands its rows to sink: the thread rows first, then the
+	// checkpoints whole, in namespace then write order. ErrNotFound for an
+	// unknown thread.
+	Export(ctx context.Context, threadID string, sink ExportSink) error
+	// Import calls fn with a writer inside one transaction, which commits
+	// when fn returns nil and rolls back otherwise.
+	Import(ctx context.Context, fn func(ImportWriter) error) error
+
+	// Close releases what the store holds (a pool it opened, a file).
+	Close() error
+}
+
+// PutRequest is a checkpoint as an Engine hands it to a Store: checked,
+// defaults filled in, JSON in stored form.
+type PutRequest struct {
+	ThreadID    string
+	Namespace   string
+	ID          uuid.UUID // a UUIDv7
+	ParentID    uuid.UUID // zero: the head
+	Trigger     Trigger
+	Tags        []string // never nil
+	Summary     string   // "": the store's default summary
+	Metadata    json.RawMessage
+	Messages    json.RawMessage
+	State       json.RawMessage
+	ToolResults json.RawMessage
+	NextNode    string
+	SizeBytes   int64 // messages + state + tool results as sent
+	// DeltaRun is Config.DeltaRun, or 1 when this checkpoint is to be
+	// stored whole (FullSnapshots, or under Config.DeltaMinBytes); then
+	// the digests are nil.
+	DeltaRun int
+	// MessageDigests holds 16 bytes per message (see messageDigests);
+	// StateDigests and ToolResultsDigests a digest per top-level key (see
+	// keyDigests). A store compares them with the base's to find what
+	// changed.
+	MessageDigests     []byte
+	StateDigests       json.RawMessage
+	ToolResultsDigests json.RawMessage
+}
+
+// ListQuery is a checked ListCheckpoints request.
+type ListQuery struct {
+	ThreadID  string
+	Namespace string
+	Before    uuid.UUID       // zero: from the newest
+	Metadata  json.RawMessage // nil: no filter; else a JSON object the metadata must contain
+	Tags      []string        // every one must be present
+	Limit     int             // 1 to MaxListLimit
+}
+
+// SweepBatchResult is what one Store.SweepBatch did.
+type SweepBatchResult struct {
+	LastThreadID string // the last thread seen; "" when none was left
+	Threads      int
+	Expired      int
+	Failed       int
+	Deleted      int64
+}
+
+// ExportSink receives the rows of an export, JSON in stored form.
+type ExportSink struct {
+	Thread     func(ExportThread) error
+	Checkpoint func(ExportCheckpoint) error
+}
+
+// ImportWriter writes the rows of an import inside the import's
+// transaction. Its arguments are checked, JSON in stored form.
+type ImportWriter interface {
+	// Thread writes a thread row. The first row of a thread fails with
+	// ErrInvalidInput when the thread exists already.
+	Thread(ctx context.Context, t ExportThread) error
+	// Checkpoint writes a checkpoint, stored whole, with its pending
+	// writes. ErrIDConflict when its id is in use; ErrInvalidInput when the
+	// import holds the same row twice.
+	Checkpoint(ctx context.Context, c ExportCheckpoint) error
+}
