@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
 
 // DefaultMaxSnapshotBytes is the default Config.MaxSnapshotBytes: 10 MiB.
@@ -277,12 +279,12 @@ func (e *Engine) addDigests(p *PutRequest) error {
 		return err
 	}
 	var err error
-	p.MessageDigests = messageDigests(p.Messages)
-	if p.StateDigests, err = keyDigests(p.State); err != nil {
-		return fmt.Errorf("state: %w", err)
+	p.MessageDigests = jsontext.MessageDigests(p.Messages)
+	if p.StateDigests, err = jsontext.KeyDigests(p.State); err != nil {
+		return fmt.Errorf("%w: state: %v", ErrInvalidJSON, err)
 	}
-	if p.ToolResultsDigests, err = keyDigests(p.ToolResults); err != nil {
-		return fmt.Errorf("tool results: %w", err)
+	if p.ToolResultsDigests, err = jsontext.KeyDigests(p.ToolResults); err != nil {
+		return fmt.Errorf("%w: tool results: %v", ErrInvalidJSON, err)
 	}
 	return nil
 }

@@ -2,12 +2,12 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgcheckpoint/pgcheckpoint/db"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
 
 // put writes one checkpoint. The common case (a thread with checkpoints, no
@@ -90,8 +90,7 @@ func fastParams(p db.CheckpointPutParams) db.CheckpointPutFastParams {
 		ToolResultsDigests: p.ToolResultsDigests,
 	}
 	if p.DeltaRun > 1 {
-		sum := sha256.Sum256(p.MessageDigests)
-		fp.MessagesDigest = sum[:]
+		fp.MessagesDigest = jsontext.ListDigest(p.MessageDigests)
 	}
 	return fp
 }

@@ -146,9 +146,9 @@ type PutRequest struct {
 	// stored whole (FullSnapshots, or under Config.DeltaMinBytes); then
 	// the digests are nil.
 	DeltaRun int
-	// MessageDigests holds 16 bytes per message (see messageDigests);
-	// StateDigests and ToolResultsDigests a digest per top-level key (see
-	// keyDigests). A store compares them with the base's to find what
+	// MessageDigests holds 16 bytes per message; StateDigests and
+	// ToolResultsDigests a digest per top-level key (see package
+	// internal/jsontext). A store compares them with the base's to find what
 	// changed.
 	MessageDigests     []byte
 	StateDigests       json.RawMessage

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
 
 // RewindResult describes a rewind.
@@ -345,7 +346,7 @@ func (e *Engine) Diff(ctx context.Context, a, b uuid.UUID) (*Diff, error) {
 		return nil, fmt.Errorf("diff: messages of %s: %w", b, err)
 	}
 	common := 0
-	for common < len(am) && common < len(bm) && bytes.Equal(am[common], bm[common]) {
+	for common < len(am) && common < len(bm) && jsontext.Same(am[common], bm[common]) {
 		common++
 	}
 	d := &Diff{From: a, To: b, MessagesAdded: bm[common:], MessagesRemoved: am[common:]}
@@ -358,8 +359,8 @@ func (e *Engine) Diff(ctx context.Context, a, b uuid.UUID) (*Diff, error) {
 	return d, nil
 }
 
-// keyDiff compares two JSON objects as Postgres rendered them (jsonb's
-// normal form), so equal values have equal bytes.
+// keyDiff compares two JSON objects key by key; values are compared as
+// JSON (jsontext.Same), whatever their spelling.
 func keyDiff(a, b json.RawMessage) (KeyDiff, error) {
 	var am, bm map[string]json.RawMessage
 	if err := json.Unmarshal(a, &am); err != nil {
@@ -374,7 +375,7 @@ func keyDiff(a, b json.RawMessage) (KeyDiff, error) {
 		switch {
 		case !ok:
 			d.Added = append(d.Added, k)
-		case !bytes.Equal(av, bv):
+		case !jsontext.Same(av, bv):
 			d.Changed = append(d.Changed, k)
 		}
 	}

@@ -198,7 +198,7 @@ func runDemo(ctx context.Context, c *cli, _ []string) error {
 	if err := c.connect(ctx); err != nil {
 		return err
 	}
-	defer c.pool.Close()
+	defer c.eng.Close()
 	eng := c.eng
 
 	// Start clean: remove what an earlier demo left.

@@ -26,8 +26,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
@@ -88,8 +87,9 @@ func usage() string {
 	}
 	b.WriteString(`
 Flags, before or after the command:
-  --database URL   the Postgres URL (default: $DATABASE_URL). demo without one
-                   starts a throwaway Postgres container (needs Docker).
+  --database URL   postgres://..., sqlite:FILE or sqlite::memory: (default:
+                   $DATABASE_URL). demo without one uses a throwaway Postgres
+                   from local server binaries, else a temporary SQLite file.
   --json           output JSON for scripts instead of tables
 
 IDs are checkpoint ids as ckpt log prints them. Exit status: 0 success,
@@ -113,8 +113,7 @@ type cli struct {
 	budget         time.Duration
 	after          string
 
-	pool *pgxpool.Pool
-	eng  *engine.Engine
+	eng *engine.Engine
 }
 
 type usageError struct{ msg string }
@@ -217,13 +216,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		if err := c.connect(ctx); err != nil {
 			return err
 		}
-		defer c.pool.Close()
+		defer c.eng.Close()
 	}
 	return cmd.run(ctx, c, pos)
 }
 
 func commonFlags(fs *flag.FlagSet, c *cli) {
-	fs.StringVar(&c.dbURL, "database", c.dbURL, "Postgres URL (default $DATABASE_URL)")
+	fs.StringVar(&c.dbURL, "database", c.dbURL, "postgres://... or sqlite:FILE (default $DATABASE_URL)")
 	fs.BoolVar(&c.json, "json", c.json, "JSON output")
 }
 
@@ -247,27 +246,17 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// connect opens the pool and checks that the server answers, so a wrong URL
-// fails here with one clear message.
+// connect opens the store the URL names and checks that it answers, so a
+// wrong URL fails here with one clear message.
 func (c *cli) connect(ctx context.Context) error {
-	cfg, err := pgxpool.ParseConfig(c.dbURL)
+	eng, err := pgcheckpoint.Open(ctx, c.dbURL, pgcheckpoint.Options{})
+	if errors.Is(err, pgcheckpoint.ErrBadURL) {
+		return usageError{err.Error()}
+	}
 	if err != nil {
-		return usagef("the database URL does not parse: %v", err)
+		return err
 	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	}
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("connect to the database: %w", err)
-	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return fmt.Errorf("cannot connect to the database at %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
-	}
-	c.pool = pool
-	c.eng = engine.New(pool, engine.Config{})
+	c.eng = eng
 	return nil
 }
 

@@ -21,10 +21,15 @@ import (
 	"strconv"
 	"syscall"
 
+	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
 const usage = `usage: migrate [-database URL] COMMAND
+
+The URL is postgres://... (or postgresql://...) for Postgres, or
+sqlite:FILE for a SQLite file (which up creates; SQLite's schema is one
+migration: up, down -all and version apply to it).
 
 Commands:
   up             apply every migration not yet applied
@@ -34,9 +39,10 @@ Commands:
   version        print the applied version
   force V        record version V as applied and clear the dirty flag, running
                  no SQL (after repairing a failed migration by hand; -1: none)
-  list           list the embedded migrations
+  list           list the embedded Postgres migrations
   sql V [up|down]
-                 print the SQL of migration V (default up), for other tools
+                 print the SQL of Postgres migration V (default up), for
+                 other tools
 
 The database URL comes from -database or the DATABASE_URL environment
 variable. Exit status: 0 success, 1 failure, 2 bad usage.
@@ -122,7 +128,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if url == "" {
 		return usageError{"no database: pass -database URL or set DATABASE_URL"}
 	}
-	m := schema.NewMigrator(url)
+	kind, target, err := pgcheckpoint.ParseURL(url)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	var m migrator = postgresMigrator{schema.NewMigrator(url)}
+	if kind == pgcheckpoint.KindSQLite {
+		sm := &sqliteMigrator{path: target, create: cmd == "up"}
+		defer sm.close()
+		m = sm
+	}
 
 	switch cmd {
 	case "up":
@@ -181,7 +196,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return printVersion(ctx, m, stdout)
 }
 
-func printVersion(ctx context.Context, m *schema.Migrator, w io.Writer) error {
+func printVersion(ctx context.Context, m migrator, w io.Writer) error {
 	v, dirty, err := m.Version(ctx)
 	if err != nil {
 		return err
@@ -190,6 +205,6 @@ func printVersion(ctx context.Context, m *schema.Migrator, w io.Writer) error {
 	if dirty {
 		state = fmt.Sprintf(" (dirty: migration %d failed part way; repair it by hand, then run `migrate force VERSION`)", v)
 	}
-	fmt.Fprintf(w, "version %d of %d%s\n", v, schema.Latest(), state)
+	fmt.Fprintf(w, "version %d of %d%s\n", v, m.Latest(), state)
 	return nil
 }

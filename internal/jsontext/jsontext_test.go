@@ -1,4 +1,4 @@
-package engine
+package jsontext
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ func wantDigests(t testing.TB, arr []byte) []byte {
 	var out []byte
 	for _, e := range elems {
 		sum := sha256.Sum256(e)
-		out = append(out, sum[:digestSize]...)
+		out = append(out, sum[:DigestSize]...)
 	}
 	return out
 }
@@ -32,12 +32,12 @@ func TestMessageDigests(t *testing.T) {
 		"[\n\t{\"k\": \"v\"}\n,\n[ ]\r\n]",
 		`[-1.5e3,0,"\u0000"]`,
 	} {
-		if got, want := messageDigests([]byte(arr)), wantDigests(t, []byte(arr)); !bytes.Equal(got, want) {
-			t.Errorf("messageDigests(%q): %d bytes, want %d bytes (%x vs %x)", arr, len(got), len(want), got, want)
+		if got, want := MessageDigests([]byte(arr)), wantDigests(t, []byte(arr)); !bytes.Equal(got, want) {
+			t.Errorf("MessageDigests(%q): %d bytes, want %d bytes (%x vs %x)", arr, len(got), len(want), got, want)
 		}
 	}
 	// Same content, other spacing: other digests (stored whole, never wrong).
-	if bytes.Equal(messageDigests([]byte(`[{"a":1}]`)), messageDigests([]byte(`[{"a": 1}]`))) {
+	if bytes.Equal(MessageDigests([]byte(`[{"a":1}]`)), MessageDigests([]byte(`[{"a": 1}]`))) {
 		t.Error("digests ignore the bytes inside an element")
 	}
 }
@@ -51,8 +51,8 @@ func FuzzMessageDigests(f *testing.F) {
 			return
 		}
 		arr := bytes.TrimSpace(b)
-		if got, want := messageDigests(arr), wantDigests(t, arr); !bytes.Equal(got, want) {
-			t.Fatalf("messageDigests(%q) = %x, want %x", arr, got, want)
+		if got, want := MessageDigests(arr), wantDigests(t, arr); !bytes.Equal(got, want) {
+			t.Fatalf("MessageDigests(%q) = %x, want %x", arr, got, want)
 		}
 	})
 }
@@ -67,22 +67,22 @@ func wantKeyDigests(t testing.TB, obj []byte) map[string]string {
 	out := map[string]string{}
 	for k, v := range m {
 		sum := sha256.Sum256(v)
-		out[k] = base64.StdEncoding.EncodeToString(sum[:digestSize])
+		out[k] = base64.StdEncoding.EncodeToString(sum[:DigestSize])
 	}
 	return out
 }
 
 func checkKeyDigests(t testing.TB, obj []byte) {
-	got, err := keyDigests(obj)
+	got, err := KeyDigests(obj)
 	if err != nil {
-		t.Fatalf("keyDigests(%q): %v", obj, err)
+		t.Fatalf("KeyDigests(%q): %v", obj, err)
 	}
 	var g map[string]string
 	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("keyDigests(%q) = %q: %v", obj, got, err)
+		t.Fatalf("KeyDigests(%q) = %q: %v", obj, got, err)
 	}
 	if want := wantKeyDigests(t, obj); !reflect.DeepEqual(g, want) {
-		t.Fatalf("keyDigests(%q) = %v, want %v", obj, g, want)
+		t.Fatalf("KeyDigests(%q) = %v, want %v", obj, g, want)
 	}
 }
 

@@ -1,37 +1,41 @@
-package engine
+// Package jsontext reads JSON text without decoding it: where values start
+// and end, and the digests by which a store tells what changed between two
+// snapshots. Both stores and the engine use it, so a digest is computed one
+// way everywhere. Every function expects valid JSON text.
+package jsontext
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
-	"fmt"
+	"errors"
 )
 
-// digestSize is the length of one message digest: the first 16 bytes of the
+// DigestSize is the length of one message digest: the first 16 bytes of the
 // SHA-256 of the message's JSON text.
-const digestSize = 16
+const DigestSize = 16
 
-// messageDigests returns the digests of the elements of a JSON array, in
-// order, concatenated: what checkpoint_put compares with the parent's to
-// tell an appended message list (stored as a delta) from an edited one
+// MessageDigests returns the digests of the elements of a JSON array, in
+// order, concatenated: what a store compares with the parent's to tell an
+// appended message list (stored as a delta) from an edited one
 // (stored whole). arr must be valid JSON text of an array; each element's
 // text is taken as it is, without the spaces around it.
 //
 // The digests are of the bytes as sent, so the same message sent with other
 // spacing or key order counts as edited: the checkpoint is stored whole,
 // which costs space, never correctness.
-func messageDigests(arr []byte) []byte {
-	out := make([]byte, 0, 64*digestSize)
+func MessageDigests(arr []byte) []byte {
+	out := make([]byte, 0, 64*DigestSize)
 	depth, start := 0, -1
 	emit := func(end int) {
 		if start < 0 {
 			return
 		}
-		for end > start && isSpace(arr[end-1]) {
+		for end > start && IsSpace(arr[end-1]) {
 			end--
 		}
 		sum := sha256.Sum256(arr[start:end])
-		out = append(out, sum[:digestSize]...)
+		out = append(out, sum[:DigestSize]...)
 		start = -1
 	}
 	for i := 0; i < len(arr); i++ {
@@ -41,7 +45,7 @@ func messageDigests(arr []byte) []byte {
 			if depth == 1 && start < 0 {
 				start = i
 			}
-			i = stringEnd(arr, i)
+			i = StringEnd(arr, i)
 		case '[', '{':
 			if depth == 1 && start < 0 {
 				start = i
@@ -66,10 +70,10 @@ func messageDigests(arr []byte) []byte {
 	return out
 }
 
-// stringEnd returns the index of the quote that closes the JSON string
+// StringEnd returns the index of the quote that closes the JSON string
 // opened at arr[open] (len(arr) if none): the next quote not escaped by an
 // odd run of backslashes.
-func stringEnd(arr []byte, open int) int {
+func StringEnd(arr []byte, open int) int {
 	i := open + 1
 	for {
 		q := bytes.IndexByte(arr[i:], '"')
@@ -88,37 +92,38 @@ func stringEnd(arr []byte, open int) int {
 	}
 }
 
-func isSpace(c byte) bool {
+// IsSpace reports whether c is JSON whitespace.
+func IsSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }
 
-// keyDigests returns, as a JSON object, a digest of each top-level value of
+// KeyDigests returns, as a JSON object, a digest of each top-level value of
 // a JSON object (valid JSON text): {"key": base64 of the first 16 bytes of
 // the SHA-256 of the value's text}, keys spelled as in obj and in its order.
 // A key given twice appears twice, so that jsonb keeps the last of both, as
-// it does for the object itself. checkpoint_put compares these with the
+// it does for the object itself. A store compares these with the
 // parent's to find the keys a delta must store.
-func keyDigests(obj []byte) ([]byte, error) {
+func KeyDigests(obj []byte) ([]byte, error) {
 	out := make([]byte, 0, 64)
 	out = append(out, '{')
-	i := skipSpace(obj, 0)
+	i := SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
-		return nil, fmt.Errorf("%w: not a JSON object", ErrInvalidJSON)
+		return nil, errors.New("not a JSON object")
 	}
-	for i = skipSpace(obj, i+1); i < len(obj) && obj[i] != '}'; i = skipSpace(obj, i+1) {
+	for i = SkipSpace(obj, i+1); i < len(obj) && obj[i] != '}'; i = SkipSpace(obj, i+1) {
 		if obj[i] == ',' {
 			continue
 		}
-		end := stringEnd(obj, i)
+		end := StringEnd(obj, i)
 		if end >= len(obj) {
-			return nil, fmt.Errorf("%w: unterminated key", ErrInvalidJSON)
+			return nil, errors.New("unterminated key")
 		}
 		key := obj[i : end+1]     // with its quotes, valid JSON as it is
-		i = skipSpace(obj, end+1) // at ':'
-		start := skipSpace(obj, i+1)
-		i = valueEnd(obj, start)
+		i = SkipSpace(obj, end+1) // at ':'
+		start := SkipSpace(obj, i+1)
+		i = ValueEnd(obj, start)
 		stop := i
-		for stop > start && isSpace(obj[stop-1]) {
+		for stop > start && IsSpace(obj[stop-1]) {
 			stop--
 		}
 		sum := sha256.Sum256(obj[start:stop])
@@ -127,7 +132,7 @@ func keyDigests(obj []byte) ([]byte, error) {
 		}
 		out = append(out, key...)
 		out = append(out, ':', '"')
-		out = base64.StdEncoding.AppendEncode(out, sum[:digestSize])
+		out = base64.StdEncoding.AppendEncode(out, sum[:DigestSize])
 		out = append(out, '"')
 		if i >= len(obj) || obj[i] == '}' {
 			break
@@ -136,14 +141,14 @@ func keyDigests(obj []byte) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-// valueEnd returns the index of the ',' or '}' (or ']') that ends the JSON
+// ValueEnd returns the index of the ',' or '}' (or ']') that ends the JSON
 // value starting at start.
-func valueEnd(b []byte, start int) int {
+func ValueEnd(b []byte, start int) int {
 	depth := 0
 	for i := start; i < len(b); i++ {
 		switch b[i] {
 		case '"':
-			i = stringEnd(b, i)
+			i = StringEnd(b, i)
 		case '[', '{':
 			depth++
 		case ']', '}':
@@ -160,9 +165,27 @@ func valueEnd(b []byte, start int) int {
 	return len(b)
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
+// SkipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace.
+func SkipSpace(b []byte, i int) int {
+	for i < len(b) && IsSpace(b[i]) {
 		i++
 	}
 	return i
+}
+
+// TrimRight returns b without the JSON whitespace at its end.
+func TrimRight(b []byte) []byte {
+	for len(b) > 0 && IsSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// ListDigest is the digest of a whole message list, from its MessageDigests
+// (or a prefix of them): a descendant whose first n message digests have
+// this ListDigest appends to a list of n messages.
+func ListDigest(messageDigests []byte) []byte {
+	sum := sha256.Sum256(messageDigests)
+	return sum[:]
 }

@@ -1,0 +1,62 @@
+package pgcheckpoint_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// A SQLite file needs no server: the same Engine API as on Postgres, for
+// local development and tests.
+func ExampleOpen() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "pgcheckpoint-example")
+	defer os.RemoveAll(dir)
+
+	eng, err := pgcheckpoint.Open(ctx, "sqlite:"+filepath.Join(dir, "agent.db"), pgcheckpoint.Options{Migrate: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer eng.Close()
+
+	for _, msg := range []string{"plan a trip", "searching flights"} {
+		if _, err := eng.Snapshot(ctx, engine.SnapshotInput{
+			ThreadID: "run-42",
+			Messages: json.RawMessage(fmt.Sprintf(`[{"role":"user","content":%q}]`, msg)),
+			State:    json.RawMessage(`{"cursor":1}`),
+		}); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	head, err := eng.Latest(ctx, "run-42")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("step", head.Step, head.Summary)
+	// Output: step 2 [user] searching flights
+}
+
+// ParseURL tells which store a URL names.
+func ExampleParseURL() {
+	for _, url := range []string{"postgres://app@db:5432/app", "sqlite:agent.db", "sqlite::memory:", "mysql://x"} {
+		kind, target, err := pgcheckpoint.ParseURL(url)
+		if err != nil {
+			fmt.Println("error:", err)
+			continue
+		}
+		fmt.Println(kind, target)
+	}
+	// Output:
+	// postgres postgres://app@db:5432/app
+	// sqlite agent.db
+	// sqlite :memory:
+	// error: pgcheckpoint: invalid input: database URL "mysql://...": want postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:
+}

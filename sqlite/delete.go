@@ -1,0 +1,278 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
+)
+
+// sliceChunk bounds the ids bound to one statement (SQLite's limit on
+// parameters is 32766).
+const sliceChunk = 500
+
+// chunks calls fn with ids a chunk at a time.
+func chunks[T any](ids []T, fn func([]T) error) error {
+	for len(ids) > 0 {
+		n := min(len(ids), sliceChunk)
+		if err := fn(ids[:n]); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// deleteCheckpoints is the one way the store deletes some checkpoints of a
+// thread and keeps others, inside a write transaction. A kept delta whose
+// base is deleted is first rewritten whole (a rebase), from what the table
+// holds before the delete, so every kept checkpoint stays readable; a
+// thread rewound to a deleted checkpoint is no longer rewound. It returns
+// how many it deleted; unknown ids are skipped.
+func deleteCheckpoints(ctx context.Context, q *sqlitedb.Queries, ids []uuid.UUID) (int64, error) {
+	type place struct{ thread, namespace string }
+	doomed := map[uuid.UUID]bool{}
+	groups := map[place][]uuid.UUID{}
+	var order []place
+	for _, id := range ids {
+		if doomed[id] {
+			continue
+		}
+		l, err := q.CheckpointLinkByID(ctx, id)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		} else if err != nil {
+			return 0, dbError("read a checkpoint to delete", err)
+		}
+		doomed[id] = true
+		k := place{l.ThreadID, l.Namespace}
+		if groups[k] == nil {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], id)
+	}
+	if len(doomed) == 0 {
+		return 0, nil
+	}
+	// Every orphan is rebuilt before anything changes.
+	type rebase struct {
+		id uuid.UUID
+		c  content
+	}
+	var rebases []rebase
+	for _, k := range order {
+		err := chunks(groups[k], func(part []uuid.UUID) error {
+			orphans, err := q.CheckpointListDeltasOn(ctx, sqlitedb.CheckpointListDeltasOnParams{
+				ThreadID: k.thread, Namespace: k.namespace, Ids: nullIDs(part),
+			})
+			if err != nil {
+				return dbError("find deltas to rebase", err)
+			}
+			for _, o := range orphans {
+				if doomed[o] || slices.ContainsFunc(rebases, func(r rebase) bool { return r.id == o }) {
+					continue
+				}
+				row, err := q.CheckpointGetByID(ctx, o)
+				if err != nil {
+					return dbError("read a delta to rebase", err)
+				}
+				c, err := materialize(ctx, q, row)
+				if err != nil {
+					return err
+				}
+				rebases = append(rebases, rebase{o, c})
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	for _, r := range rebases {
+		if err := q.CheckpointRewriteWhole(ctx, sqlitedb.CheckpointRewriteWholeParams{
+			CheckpointID: r.id, Messages: string(r.c.messages), State: string(r.c.state), ToolResults: string(r.c.tools),
+		}); err != nil {
+			return 0, dbError("rebase a delta", err)
+		}
+	}
+	all := make([]uuid.UUID, 0, len(doomed))
+	for _, k := range order {
+		all = append(all, groups[k]...)
+	}
+	var n int64
+	err := chunks(all, func(part []uuid.UUID) error {
+		if err := q.ThreadClearRewoundTo(ctx, nullIDs(part)); err != nil {
+			return dbError("un-rewind threads", err)
+		}
+		k, err := q.CheckpointDeleteMany(ctx, part)
+		if err != nil {
+			return dbError("delete checkpoints", err)
+		}
+		n += k
+		return nil
+	})
+	return n, err
+}
+
+func nullIDs(ids []uuid.UUID) []uuid.NullUUID {
+	out := make([]uuid.NullUUID, len(ids))
+	for i, id := range ids {
+		out[i] = uuid.NullUUID{UUID: id, Valid: true}
+	}
+	return out
+}
+
+// deleteThread deletes every row of a thread inside a write transaction.
+func deleteThread(ctx context.Context, q *sqlitedb.Queries, threadID string) (int64, error) {
+	n, err := q.CheckpointDeleteByThread(ctx, threadID)
+	if err != nil {
+		return 0, dbError(fmt.Sprintf("delete the checkpoints of thread %q", threadID), err)
+	}
+	if err := q.ThreadDelete(ctx, threadID); err != nil {
+		return 0, dbError(fmt.Sprintf("delete thread %q", threadID), err)
+	}
+	return n, nil
+}
+
+// DeleteThread deletes every row of a thread (all namespaces, pending
+// writes with their checkpoints) in one transaction.
+func (s *Store) DeleteThread(ctx context.Context, threadID string) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		var err error
+		n, err = deleteThread(ctx, q, threadID)
+		return err
+	})
+	return n, err
+}
+
+// DeleteBefore deletes the checkpoints of a thread and namespace whose step
+// is below step, except the head.
+func (s *Store) DeleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		} else if err != nil {
+			return dbError("read the head", err)
+		}
+		rows, err := q.CheckpointListForRetention(ctx, threadID)
+		if err != nil {
+			return dbError("list checkpoints", err)
+		}
+		var ids []uuid.UUID
+		for _, r := range rows {
+			if r.Namespace == namespace && r.Step < step && r.Seq != head.Seq {
+				ids = append(ids, r.CheckpointID)
+			}
+		}
+		n, err = deleteCheckpoints(ctx, q, ids)
+		return err
+	})
+	return n, err
+}
+
+// DeleteForRuns deletes the checkpoints whose metadata contains
+// {"run_id": r} for one of runIDs (stored form), as Postgres @> decides.
+func (s *Store) DeleteForRuns(ctx context.Context, runIDs []string) (int64, error) {
+	if len(runIDs) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		rows, err := q.CheckpointListWithRunID(ctx)
+		if err != nil {
+			return dbError("find checkpoints by run id", err)
+		}
+		var ids []uuid.UUID
+		for _, r := range rows {
+			doc, err := jsontext.Decode([]byte(r.Metadata))
+			if err != nil {
+				return fmt.Errorf("metadata of checkpoint %s: %w", r.CheckpointID, err)
+			}
+			for _, run := range runIDs {
+				if jsontext.Contains(doc, map[string]any{"run_id": run}) {
+					ids = append(ids, r.CheckpointID)
+					break
+				}
+			}
+		}
+		n, err = deleteCheckpoints(ctx, q, ids)
+		return err
+	})
+	return n, err
+}
+
+// Prune keeps only each thread's heads (one per namespace) or deletes the
+// threads whole, in one transaction.
+func (s *Store) Prune(ctx context.Context, threadIDs []string, keepLatest bool) (int64, error) {
+	ids := slices.Clone(threadIDs)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var n int64
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		for _, t := range ids {
+			var k int64
+			var err error
+			if keepLatest {
+				k, err = keepHeads(ctx, q, t)
+			} else {
+				k, err = deleteThread(ctx, q, t)
+			}
+			if err != nil {
+				return err
+			}
+			n += k
+		}
+		return nil
+	})
+	return n, err
+}
+
+// keepHeads deletes every checkpoint of a thread but the head of each
+// namespace.
+func keepHeads(ctx context.Context, q *sqlitedb.Queries, threadID string) (int64, error) {
+	heads, err := headSeqs(ctx, q, threadID)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := q.CheckpointListForRetention(ctx, threadID)
+	if err != nil {
+		return 0, dbError("list checkpoints", err)
+	}
+	var ids []uuid.UUID
+	for _, r := range rows {
+		if h, ok := heads[r.Namespace]; ok && h != r.Seq {
+			ids = append(ids, r.CheckpointID)
+		}
+	}
+	return deleteCheckpoints(ctx, q, ids)
+}
+
+// headSeqs returns the seq of the head of each namespace of a thread that
+// has a thread row.
+func headSeqs(ctx context.Context, q *sqlitedb.Queries, threadID string) (map[string]int64, error) {
+	ths, err := q.ThreadListRows(ctx, threadID)
+	if err != nil {
+		return nil, dbError("read the thread", err)
+	}
+	heads := make(map[string]int64, len(ths))
+	for _, t := range ths {
+		h, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: t.Namespace})
+		if errors.Is(err, sql.ErrNoRows) {
+			heads[t.Namespace] = 0
+			continue
+		} else if err != nil {
+			return nil, dbError("read a head", err)
+		}
+		heads[t.Namespace] = h.Seq
+	}
+	return heads, nil
+}

@@ -1,0 +1,279 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
+)
+
+// Delta storage, the rules of the Postgres store (schema/000003_delta.up.sql)
+// computed in Go. A delta row (format 'delta') holds, against its base, an
+// earlier checkpoint of the same thread and namespace:
+//
+//	messages              the messages appended to the base's (a JSON array);
+//	state                 the top-level keys set or changed (a JSON object);
+//	state_removed         the base's keys this one lacks (a JSON array of keys);
+//	tool_results, tool_results_removed: likewise.
+//
+// The base is the parent, except at the end of a run: after R-1 deltas in a
+// row on their parents (R is PutRequest.DeltaRun), the base is the anchor
+// the run started from, and after R-1 anchors in a row the checkpoint is
+// stored whole; a read follows at most 2(R-1) links. A checkpoint whose
+// messages are not an append of the base's (by digest), or whose delta is
+// no smaller than the whole, is stored whole. Metadata, tags, summary and
+// next node are always stored whole.
+
+// link is what a write needs of its parent or base: no content.
+type link = sqlitedb.CheckpointLinkByIDRow
+
+// content is a checkpoint's messages, state and tool results, whole.
+type content struct {
+	messages, state, tools []byte
+}
+
+// stored is how a checkpoint's content goes into its row.
+type stored struct {
+	format                     string
+	base                       uuid.NullUUID
+	run, depth                 int64
+	messages, state, tools     []byte
+	stateRemoved, toolsRemoved []byte
+}
+
+func storeWhole(c content) stored {
+	return stored{format: "full", messages: c.messages, state: c.state, tools: c.tools,
+		stateRemoved: []byte("[]"), toolsRemoved: []byte("[]")}
+}
+
+// digests are a checkpoint's digests of its whole content (see
+// PutRequest); nil when it is stored whole without them.
+type digests struct {
+	messages      []byte
+	state, tools  []byte
+	messagesCount int64
+}
+
+// planDelta is the one place that decides how a new checkpoint's content
+// is stored: whole, or as a delta against parent or the anchor of its run
+// (see the comment at the top of this file). parent is nil for a thread's
+// first checkpoint; deltaRun is R.
+func planDelta(ctx context.Context, q *sqlitedb.Queries, parent *link, c content, d digests, deltaRun int) (stored, error) {
+	whole := storeWhole(c)
+	if deltaRun <= 1 || parent == nil || d.messages == nil || d.state == nil || d.tools == nil {
+		return whole, nil
+	}
+	base := parent
+	if parent.DeltaRun+1 >= int64(deltaRun) {
+		// The run is as long as allowed: go back to where it started.
+		anchor := *parent
+		for anchor.DeltaRun > 0 {
+			if !anchor.BaseCheckpointID.Valid {
+				return whole, nil
+			}
+			b, err := q.CheckpointLinkByID(ctx, anchor.BaseCheckpointID.UUID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return whole, nil
+			} else if err != nil {
+				return stored{}, dbError("read the base of a delta", err)
+			}
+			anchor = b
+		}
+		if anchor.ThreadID != parent.ThreadID || anchor.Namespace != parent.Namespace ||
+			anchor.DeltaDepth+1 >= int64(deltaRun) {
+			return whole, nil
+		}
+		base = &anchor
+	}
+	if !base.MessagesCount.Valid || base.MessagesDigest == nil || !base.StateDigests.Valid || !base.ToolResultsDigests.Valid {
+		return whole, nil
+	}
+	n := base.MessagesCount.Int64
+	if n > d.messagesCount {
+		return whole, nil
+	}
+	if !bytes.Equal(jsontext.ListDigest(d.messages[:n*jsontext.DigestSize]), base.MessagesDigest) {
+		return whole, nil // an edited or dropped message
+	}
+	msgs, err := splitArray(c.messages)
+	if err != nil {
+		return stored{}, err
+	}
+	if int64(len(msgs)) != d.messagesCount {
+		return stored{}, fmt.Errorf("%w: message digests for %d messages, and %d messages", engine.ErrInvalidInput, d.messagesCount, len(msgs))
+	}
+	delta := stored{format: "delta", base: uuid.NullUUID{UUID: base.CheckpointID, Valid: true},
+		depth: base.DeltaDepth + 1, messages: joinArray(msgs[n:])}
+	if base.CheckpointID == parent.CheckpointID {
+		delta.run = parent.DeltaRun + 1
+	}
+	if delta.state, delta.stateRemoved, err = keyDelta(c.state, d.state, []byte(base.StateDigests.String)); err != nil {
+		return stored{}, fmt.Errorf("state: %w", err)
+	}
+	if delta.tools, delta.toolsRemoved, err = keyDelta(c.tools, d.tools, []byte(base.ToolResultsDigests.String)); err != nil {
+		return stored{}, fmt.Errorf("tool results: %w", err)
+	}
+	if len(delta.messages)+len(delta.state)+len(delta.tools)+len(delta.stateRemoved)+len(delta.toolsRemoved) >=
+		len(c.messages)+len(c.state)+len(c.tools)+4 {
+		return whole, nil
+	}
+	return delta, nil
+}
+
+// keyDelta returns the members of obj whose key is new or whose digest
+// changed since baseDigests, as a JSON object in obj's order, and the keys
+// of baseDigests that obj lacks, as a sorted JSON array.
+func keyDelta(obj, objDigests, baseDigests []byte) (set, removed []byte, err error) {
+	if bytes.Equal(objDigests, baseDigests) {
+		return []byte("{}"), []byte("[]"), nil
+	}
+	nd, err := splitObject(objDigests)
+	if err != nil {
+		return nil, nil, err
+	}
+	bd, err := splitObject(baseDigests)
+	if err != nil {
+		return nil, nil, err
+	}
+	was := make(map[string][]byte, len(bd))
+	for _, m := range bd {
+		was[m.key] = m.val
+	}
+	now := make(map[string][]byte, len(nd))
+	for _, m := range nd {
+		now[m.key] = m.val
+	}
+	changed := map[string]bool{}
+	for k, v := range now {
+		if w, ok := was[k]; !ok || !bytes.Equal(v, w) {
+			changed[k] = true
+		}
+	}
+	var gone []string
+	for k := range was {
+		if _, ok := now[k]; !ok {
+			gone = append(gone, k)
+		}
+	}
+	slices.Sort(gone)
+	members, err := splitObject(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	last := lastByKey(members)
+	for i := range members {
+		members[i].gone = !changed[members[i].key] || last[members[i].key] != i
+	}
+	removed = []byte("[]")
+	if len(gone) > 0 {
+		if removed, err = json.Marshal(gone); err != nil {
+			return nil, nil, err
+		}
+	}
+	return joinObject(members), removed, nil
+}
+
+// materialize is the one place that rebuilds a checkpoint's whole content
+// from its row: a full row as stored, byte for byte; a delta row from its
+// chain of bases (each in the same thread and namespace) back to a full
+// one. Messages are the full one's followed by each delta's, oldest first;
+// state and tool results start from the full one's members, in its order,
+// and each delta, oldest first, drops its removed keys, replaces the
+// values of keys present and appends new keys.
+func materialize(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoint) (content, error) {
+	if row.Format == "full" {
+		return content{[]byte(row.Messages), []byte(row.State), []byte(row.ToolResults)}, nil
+	}
+	chain, err := q.CheckpointDeltaChain(ctx, sqlitedb.CheckpointDeltaChainParams{
+		CheckpointID: row.CheckpointID, ThreadID: row.ThreadID, Namespace: row.Namespace,
+	})
+	if err != nil {
+		return content{}, dbError("read the chain of a delta", err)
+	}
+	if len(chain) == 0 || chain[len(chain)-1].Format != "full" {
+		return content{}, fmt.Errorf("checkpoint %s cannot be rebuilt: its chain of deltas does not reach a full snapshot", row.CheckpointID)
+	}
+	full := chain[len(chain)-1]
+	msgs, err := splitArray([]byte(full.Messages))
+	if err != nil {
+		return content{}, err
+	}
+	state, err := objectMembers([]byte(full.State))
+	if err != nil {
+		return content{}, err
+	}
+	tools, err := objectMembers([]byte(full.ToolResults))
+	if err != nil {
+		return content{}, err
+	}
+	for i := len(chain) - 2; i >= 0; i-- {
+		d := chain[i]
+		more, err := splitArray([]byte(d.Messages))
+		if err != nil {
+			return content{}, err
+		}
+		msgs = append(msgs, more...)
+		if state, err = applyKeys(state, []byte(d.State), []byte(d.StateRemoved)); err != nil {
+			return content{}, err
+		}
+		if tools, err = applyKeys(tools, []byte(d.ToolResults), []byte(d.ToolResultsRemoved)); err != nil {
+			return content{}, err
+		}
+	}
+	return content{joinArray(msgs), joinObject(state), joinObject(tools)}, nil
+}
+
+// objectMembers splits an object keeping only the last of duplicate keys.
+func objectMembers(obj []byte) ([]member, error) {
+	ms, err := splitObject(obj)
+	if err != nil {
+		return nil, err
+	}
+	last := lastByKey(ms)
+	for i := range ms {
+		ms[i].gone = last[ms[i].key] != i
+	}
+	return ms, nil
+}
+
+// applyKeys applies one delta's set members and removed keys to ms.
+func applyKeys(ms []member, set, removed []byte) ([]member, error) {
+	idx := make(map[string]int, len(ms))
+	for i, m := range ms {
+		if !m.gone {
+			idx[m.key] = i
+		}
+	}
+	var rm []string
+	if err := json.Unmarshal(removed, &rm); err != nil {
+		return nil, fmt.Errorf("removed keys: %w", err)
+	}
+	for _, k := range rm {
+		if i, ok := idx[k]; ok {
+			ms[i].gone = true
+			delete(idx, k)
+		}
+	}
+	sets, err := splitObject(set)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range sets {
+		if i, ok := idx[m.key]; ok {
+			ms[i].val = m.val
+			continue
+		}
+		idx[m.key] = len(ms)
+		ms = append(ms, m)
+	}
+	return ms, nil
+}

@@ -1,0 +1,62 @@
+package sqlite
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+
+	sqlite3 "modernc.org/sqlite"
+	sqlite3lib "modernc.org/sqlite/lib"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// Errors of Open, OpenDB and the migration helpers. Match them with
+// errors.Is. The errors of the Store's methods are the engine's sentinels
+// (engine.ErrNotFound, engine.ErrInvalidInput, engine.ErrIDConflict).
+var (
+	// ErrNoDirectory: the directory the database file should be in does
+	// not exist. Nothing was created. It wraps engine.ErrInvalidInput.
+	ErrNoDirectory = fmt.Errorf("%w: the database file's directory does not exist", engine.ErrInvalidInput)
+
+	// ErrNotDatabase: the file exists and is not a SQLite database. It was
+	// not changed. It wraps engine.ErrInvalidInput.
+	ErrNotDatabase = fmt.Errorf("%w: the file is not a SQLite database", engine.ErrInvalidInput)
+
+	// ErrNotMigrated: the database has no pgcheckpoint schema, or an older
+	// one (or the file does not exist). Migrate it: Migrate, Options.Migrate,
+	// or `migrate -database sqlite:PATH up`.
+	ErrNotMigrated = errors.New("pgcheckpoint sqlite: database not migrated; run migrate up (or open with Options.Migrate)")
+
+	// ErrNewerSchema: the database was migrated by a newer version of
+	// pgcheckpoint than this one; upgrade this program rather than migrate
+	// down, which would drop data.
+	ErrNewerSchema = errors.New("pgcheckpoint sqlite: database migrated by a newer version of pgcheckpoint")
+
+	// ErrDirtySchema: a migration failed halfway (golang-migrate's dirty
+	// flag). Inspect the file, then force the version with golang-migrate.
+	ErrDirtySchema = errors.New("pgcheckpoint sqlite: a migration failed halfway (dirty schema version)")
+)
+
+// resultCode returns the primary SQLite result code of err, or 0.
+func resultCode(err error) int {
+	var e *sqlite3.Error
+	if errors.As(err, &e) {
+		return e.Code() & 0xff
+	}
+	return 0
+}
+
+// dbError maps a driver error to the engine's sentinels, keeping it in the
+// chain; what names the operation.
+func dbError(what string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%s: %w", what, engine.ErrNotFound)
+	case resultCode(err) == sqlite3lib.SQLITE_CONSTRAINT:
+		return fmt.Errorf("%s: %w: %v", what, engine.ErrInvalidInput, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

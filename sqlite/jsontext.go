@@ -1,0 +1,128 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+)
+
+// The store keeps JSON as the text the engine handed over and works on
+// that text, not on decoded values, so what it returns is made of the very
+// bytes written: a whole checkpoint is returned byte for byte; a rebuilt
+// one is made of the messages, keys and values as written, joined with ','
+// and ':' and no spaces (see materialize).
+
+// member is one key and value of a JSON object, as text.
+type member struct {
+	key  string // decoded: the identity of the key
+	raw  []byte // the key as written, quotes included
+	val  []byte // the value as written, without spaces around it
+	gone bool   // removed while rebuilding
+}
+
+// splitArray returns the elements of a JSON array (valid JSON text), each
+// as written without the spaces around it.
+func splitArray(b []byte) ([][]byte, error) {
+	i := jsontext.SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		return nil, fmt.Errorf("%w: not a JSON array", engine.ErrInvalidJSON)
+	}
+	var out [][]byte
+	for i = jsontext.SkipSpace(b, i+1); i < len(b) && b[i] != ']'; i = jsontext.SkipSpace(b, i+1) {
+		if b[i] == ',' {
+			continue
+		}
+		end := jsontext.ValueEnd(b, i)
+		out = append(out, jsontext.TrimRight(b[i:end]))
+		i = end
+		if i >= len(b) || b[i] == ']' {
+			break
+		}
+	}
+	return out, nil
+}
+
+// splitObject returns the members of a JSON object (valid JSON text) in
+// the order written. A key given twice appears twice; lookups take the
+// last, as Postgres jsonb does.
+func splitObject(b []byte) ([]member, error) {
+	i := jsontext.SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, fmt.Errorf("%w: not a JSON object", engine.ErrInvalidJSON)
+	}
+	var out []member
+	for i = jsontext.SkipSpace(b, i+1); i < len(b) && b[i] != '}'; i = jsontext.SkipSpace(b, i+1) {
+		if b[i] == ',' {
+			continue
+		}
+		end := jsontext.StringEnd(b, i)
+		if end >= len(b) {
+			return nil, fmt.Errorf("%w: unterminated key", engine.ErrInvalidJSON)
+		}
+		raw := b[i : end+1]
+		var key string
+		if err := json.Unmarshal(raw, &key); err != nil {
+			return nil, fmt.Errorf("%w: object key %s: %v", engine.ErrInvalidJSON, raw, err)
+		}
+		i = jsontext.SkipSpace(b, end+1) // at ':'
+		start := jsontext.SkipSpace(b, i+1)
+		i = jsontext.ValueEnd(b, start)
+		out = append(out, member{key: key, raw: raw, val: jsontext.TrimRight(b[start:i])})
+		if i >= len(b) || b[i] == '}' {
+			break
+		}
+	}
+	return out, nil
+}
+
+// joinArray writes elements as a JSON array.
+func joinArray(elems [][]byte) []byte {
+	n := 2
+	for _, e := range elems {
+		n += len(e) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, e := range elems {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, e...)
+	}
+	return append(out, ']')
+}
+
+// joinObject writes the members not gone as a JSON object.
+func joinObject(ms []member) []byte {
+	n := 2
+	for _, m := range ms {
+		n += len(m.raw) + len(m.val) + 2
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '{')
+	first := true
+	for _, m := range ms {
+		if m.gone {
+			continue
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = append(out, m.raw...)
+		out = append(out, ':')
+		out = append(out, m.val...)
+	}
+	return append(out, '}')
+}
+
+// lastByKey maps each key to the index of its last member.
+func lastByKey(ms []member) map[string]int {
+	idx := make(map[string]int, len(ms))
+	for i, m := range ms {
+		idx[m.key] = i
+	}
+	return idx
+}

@@ -1,0 +1,238 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	sqlite3lib "modernc.org/sqlite/lib"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
+)
+
+// Memory is the path that opens a private in-memory database, gone at
+// Close: for tests.
+const Memory = ":memory:"
+
+// DefaultBusyTimeout is the default Options.BusyTimeout.
+const DefaultBusyTimeout = 30 * time.Second
+
+// DefaultMaxReaders is the default Options.MaxReaders.
+const DefaultMaxReaders = 4
+
+// Options tunes Open. The zero value opens an existing, migrated file.
+type Options struct {
+	// Migrate creates the file if need be and migrates it up to
+	// LatestVersion. Without it, Open fails with ErrNotMigrated on a
+	// missing or unmigrated file, and creates nothing.
+	Migrate bool
+	// BusyTimeout is how long a write waits for another process's write
+	// to finish before it fails (SQLite's busy timeout). Zero means
+	// DefaultBusyTimeout.
+	BusyTimeout time.Duration
+	// MaxReaders is the number of connections that serve reads, which in
+	// WAL mode never wait for writes. Zero means DefaultMaxReaders.
+	MaxReaders int
+}
+
+// Store is the SQLite store: an engine.Store over one database file. Use
+// it through engine.NewWithStore. It is safe for concurrent use by any
+// number of goroutines, and any number of processes may open one file.
+type Store struct {
+	w  *sql.DB // the writer: one connection, every transaction BEGIN IMMEDIATE
+	r  *sql.DB // the readers (w itself for an in-memory database)
+	rq *sqlitedb.Queries
+
+	now func() time.Time
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// Open opens the SQLite database at path (a file path, or Memory) as a
+// Store. It sets WAL mode on the file, a busy timeout and foreign keys on
+// every connection. With opts.Migrate it creates and migrates the file;
+// else the file must exist and be migrated. Errors: ErrNoDirectory (and
+// nothing created), ErrNotDatabase, ErrNewerSchema, ErrDirtySchema,
+// ErrNotMigrated, engine.ErrInvalidInput for an empty path.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
+	}
+	if opts.MaxReaders <= 0 {
+		opts.MaxReaders = DefaultMaxReaders
+	}
+	w, err := OpenDB(ctx, path, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{w: w, r: w, now: time.Now}
+	fail := func(err error) (*Store, error) {
+		_ = s.Close()
+		return nil, err
+	}
+	if err := CheckVersion(ctx, w); err != nil {
+		if !opts.Migrate || errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrNotDatabase) {
+			return fail(fmt.Errorf("open %s: %w", path, err))
+		}
+		if err := Migrate(ctx, w); err != nil {
+			return fail(fmt.Errorf("open %s: %w", path, err))
+		}
+	}
+	if err := setWAL(ctx, w, path); err != nil {
+		return fail(err)
+	}
+	if path != Memory {
+		// Readers get connections of their own: in WAL mode they read a
+		// snapshot and never wait for the writer.
+		s.r, err = sql.Open("sqlite", dsn(path, false, opts)+"&_pragma=query_only(1)")
+		if err != nil {
+			return fail(fmt.Errorf("open %s: %w", path, err))
+		}
+		s.r.SetMaxOpenConns(opts.MaxReaders)
+		s.r.SetMaxIdleConns(opts.MaxReaders)
+	}
+	s.rq = sqlitedb.New(s.r)
+	return s, nil
+}
+
+// OpenDB opens the database at path as a *sql.DB configured as the store
+// uses it (WAL, busy timeout, foreign keys, BEGIN IMMEDIATE, one
+// connection), for the migration helpers (Migrate, MigrateDown, Version).
+// Without opts.Migrate the file must exist and is not written to; with it,
+// the file is created if need be and put in WAL mode. It does not check the
+// schema version. Errors: ErrNoDirectory, ErrNotDatabase,
+// ErrNotMigrated (wrapping fs.ErrNotExist) for a missing file.
+func OpenDB(ctx context.Context, path string, opts Options) (*sql.DB, error) {
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = DefaultBusyTimeout
+	}
+	if path == "" {
+		return nil, fmt.Errorf("open: %w: empty database path; give a file path or %q", engine.ErrInvalidInput, Memory)
+	}
+	if path != Memory {
+		dir := filepath.Dir(path)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("open %s: %w: %s", path, ErrNoDirectory, dir)
+		}
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && !opts.Migrate {
+			return nil, fmt.Errorf("open %s: %w: %w", path, ErrNotMigrated, fs.ErrNotExist)
+		}
+	}
+	db, err := sql.Open("sqlite", dsn(path, opts.Migrate, opts)+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	// One connection: writers of this process queue here, in order, rather
+	// than in SQLite's busy handler, which polls. An in-memory database
+	// lives in its connection, so it must be kept: it is the only one.
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	// Reading the schema finds a file that is not a database before
+	// anything is written to it.
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master`).Scan(&n); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, openError(err))
+	}
+	if opts.Migrate {
+		if err := setWAL(ctx, db, path); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return db, nil
+}
+
+// setWAL puts a database file in WAL mode, which lasts: readers then read
+// a snapshot while a writer writes. It writes to the file, so OpenDB
+// without Migrate (for Version on any file) leaves it to Open.
+func setWAL(ctx context.Context, db *sql.DB, path string) error {
+	if path == Memory {
+		return nil
+	}
+	var mode string
+	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
+		return fmt.Errorf("open %s: set WAL mode: %w", path, openError(err))
+	}
+	return nil
+}
+
+// dsn is the modernc.org/sqlite data source name of path. synchronous
+// FULL makes each commit durable (in WAL mode NORMAL could lose the last
+// commits on a power failure, though never consistency).
+func dsn(path string, create bool, opts Options) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(FULL)")
+	if path == Memory {
+		return "file::memory:?" + q.Encode()
+	}
+	if create {
+		q.Set("mode", "rwc")
+	} else {
+		q.Set("mode", "rw")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	return "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath() + "?" + q.Encode()
+}
+
+// openError names the errors of opening a file that is not a database.
+func openError(err error) error {
+	if resultCode(err) == sqlite3lib.SQLITE_NOTADB {
+		return fmt.Errorf("%w: %w", ErrNotDatabase, err)
+	}
+	return err
+}
+
+// Close closes the store's connections.
+func (s *Store) Close() error {
+	var err error
+	if s.r != nil && s.r != s.w {
+		err = s.r.Close()
+	}
+	if s.w != nil {
+		err = errors.Join(err, s.w.Close())
+	}
+	return err
+}
+
+// write runs fn in one write transaction (BEGIN IMMEDIATE: it holds the
+// database's write lock from its first statement, so what it reads stays
+// true until it commits).
+func (s *Store) write(ctx context.Context, fn func(q *sqlitedb.Queries, tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	if err := fn(sqlitedb.New(tx), tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// read runs fn in one read transaction: one consistent snapshot.
+func (s *Store) read(ctx context.Context, fn func(q *sqlitedb.Queries) error) error {
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(sqlitedb.New(tx))
+}

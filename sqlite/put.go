@@ -1,0 +1,251 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
+)
+
+// Put writes one checkpoint in one write transaction (see engine.Store).
+// The parent, step and seq are read and assigned under the database's
+// write lock, so concurrent writers, in this process or others, queue and
+// each builds on the one before.
+func (s *Store) Put(ctx context.Context, p engine.PutRequest) (engine.SnapshotResult, error) {
+	if err := checkPut(p); err != nil {
+		return engine.SnapshotResult{}, err
+	}
+	var res engine.SnapshotResult
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		var err error
+		res, err = s.put(ctx, q, p, uuid.Nil)
+		return err
+	})
+	return res, err
+}
+
+// checkPut checks what the engine leaves to the store: that the JSON
+// parses (the engine parses it only to compute digests), and the digests'
+// shape.
+func checkPut(p engine.PutRequest) error {
+	if p.ThreadID == "" || utf8.RuneCountInString(p.ThreadID) > 255 {
+		return fmt.Errorf("%w: thread id must be 1 to 255 characters", engine.ErrInvalidInput)
+	}
+	if p.ID == uuid.Nil {
+		return fmt.Errorf("%w: checkpoint id must not be zero", engine.ErrInvalidInput)
+	}
+	if p.DeltaRun < 1 {
+		return fmt.Errorf("%w: delta run %d; it must be 1 or more", engine.ErrInvalidInput, p.DeltaRun)
+	}
+	if p.MessageDigests == nil {
+		for _, f := range []struct {
+			name string
+			text []byte
+			want byte
+		}{{"messages", p.Messages, '['}, {"state", p.State, '{'}, {"tool results", p.ToolResults, '{'}, {"metadata", p.Metadata, '{'}} {
+			if !json.Valid(f.text) {
+				return fmt.Errorf("%w: %s does not parse as JSON", engine.ErrInvalidJSON, f.name)
+			}
+			if f.text[0] != f.want {
+				return fmt.Errorf("%w: %s has the wrong JSON type", engine.ErrInvalidJSON, f.name)
+			}
+		}
+	} else if len(p.MessageDigests)%jsontext.DigestSize != 0 || p.StateDigests == nil || p.ToolResultsDigests == nil {
+		return fmt.Errorf("%w: message digests must hold %d bytes per message, with state and tool result digests", engine.ErrInvalidInput, jsontext.DigestSize)
+	}
+	return nil
+}
+
+// put is Put inside a write transaction; mergeParent is set for a merge.
+func (s *Store) put(ctx context.Context, q *sqlitedb.Queries, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
+	if ex, err := q.CheckpointGetByID(ctx, p.ID); err == nil {
+		return retried(ctx, q, ex, p)
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return engine.SnapshotResult{}, dbError("look up the checkpoint id", err)
+	}
+	th, err := q.ThreadGet(ctx, sqlitedb.ThreadGetParams{ThreadID: p.ThreadID, Namespace: p.Namespace})
+	threadSeen := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return engine.SnapshotResult{}, dbError("read the thread", err)
+	}
+
+	var parent *link
+	wanted := p.ParentID
+	if wanted == uuid.Nil && th.RewoundTo.Valid {
+		wanted = th.RewoundTo.UUID
+	}
+	if wanted != uuid.Nil {
+		l, err := q.CheckpointLinkByID(ctx, wanted)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && (l.ThreadID != p.ThreadID || l.Namespace != p.Namespace) {
+			return engine.SnapshotResult{}, fmt.Errorf("parent checkpoint %s not found in thread %q namespace %q: %w",
+				wanted, p.ThreadID, p.Namespace, engine.ErrNotFound)
+		} else if err != nil {
+			return engine.SnapshotResult{}, dbError("read the parent", err)
+		}
+		parent = &l
+	} else {
+		l, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: p.ThreadID, Namespace: p.Namespace})
+		if err == nil {
+			parent = (*link)(&l)
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return engine.SnapshotResult{}, dbError("read the head", err)
+		}
+	}
+	lastSeq, err := q.CheckpointMaxSeq(ctx, sqlitedb.CheckpointMaxSeqParams{ThreadID: p.ThreadID, Namespace: p.Namespace})
+	if err != nil {
+		return engine.SnapshotResult{}, dbError("read the last seq", err)
+	}
+
+	c := content{p.Messages, p.State, p.ToolResults}
+	d := digests{messages: p.MessageDigests, state: p.StateDigests, tools: p.ToolResultsDigests,
+		messagesCount: int64(len(p.MessageDigests) / jsontext.DigestSize)}
+	st, err := planDelta(ctx, q, parent, c, d, p.DeltaRun)
+	if err != nil {
+		return engine.SnapshotResult{}, err
+	}
+	summary := p.Summary
+	if summary == "" {
+		if summary, err = defaultSummary(p.Messages, p.State); err != nil {
+			return engine.SnapshotResult{}, err
+		}
+	}
+	tags, err := json.Marshal(nonNil(p.Tags))
+	if err != nil {
+		return engine.SnapshotResult{}, fmt.Errorf("tags: %w", err)
+	}
+	now := s.now().UnixMicro()
+	row := sqlitedb.CheckpointInsertParams{
+		ThreadID: p.ThreadID, Namespace: p.Namespace, Seq: lastSeq + 1, CheckpointID: p.ID,
+		MergeParentID: nullID(mergeParent), Step: 1, CreatedAt: now, Trigger: string(p.Trigger),
+		Tags: string(tags), Summary: summary, NextNode: p.NextNode, SizeBytes: p.SizeBytes,
+		Metadata: string(p.Metadata),
+	}
+	if parent != nil {
+		row.ParentCheckpointID = nullID(parent.CheckpointID)
+		row.Step = parent.Step + 1
+	}
+	if p.MessageDigests != nil {
+		row.MessagesCount = sql.NullInt64{Int64: d.messagesCount, Valid: true}
+		row.MessagesDigest = jsontext.ListDigest(p.MessageDigests)
+		row.StateDigests = sql.NullString{String: string(p.StateDigests), Valid: true}
+		row.ToolResultsDigests = sql.NullString{String: string(p.ToolResultsDigests), Valid: true}
+	}
+	setStored(&row, st)
+	if err := q.CheckpointInsert(ctx, row); err != nil {
+		return engine.SnapshotResult{}, dbError("insert the checkpoint", err)
+	}
+	if !threadSeen {
+		err = q.ThreadInsert(ctx, sqlitedb.ThreadInsertParams{
+			ThreadID: p.ThreadID, Namespace: p.Namespace, Metadata: "{}", CreatedAt: now, ExpireAction: "delete",
+		})
+	} else if th.RewoundTo.Valid {
+		err = q.ThreadSetRewoundTo(ctx, sqlitedb.ThreadSetRewoundToParams{ThreadID: p.ThreadID, Namespace: p.Namespace})
+	}
+	if err != nil {
+		return engine.SnapshotResult{}, dbError("update the thread", err)
+	}
+	return engine.SnapshotResult{
+		ID: p.ID, ThreadID: p.ThreadID, Namespace: p.Namespace, ParentID: row.ParentCheckpointID.UUID,
+		Step: row.Step, CreatedAt: fromMicros(now), Created: true,
+	}, nil
+}
+
+// setStored puts a storage decision into a row.
+func setStored(row *sqlitedb.CheckpointInsertParams, st stored) {
+	row.Format, row.BaseCheckpointID, row.DeltaRun, row.DeltaDepth = st.format, st.base, st.run, st.depth
+	row.Messages, row.State, row.ToolResults = string(st.messages), string(st.state), string(st.tools)
+	row.StateRemoved, row.ToolResultsRemoved = string(st.stateRemoved), string(st.toolsRemoved)
+}
+
+// retried answers a write whose id exists: the same thread, namespace and
+// content (JSON-equal, as Postgres compares jsonb) is a retry that changes
+// nothing; anything else is a conflict.
+func retried(ctx context.Context, q *sqlitedb.Queries, ex sqlitedb.Checkpoint, p engine.PutRequest) (engine.SnapshotResult, error) {
+	same := ex.ThreadID == p.ThreadID && ex.Namespace == p.Namespace && ex.NextNode == p.NextNode &&
+		jsontext.Same([]byte(ex.Metadata), p.Metadata)
+	if same {
+		c, err := materialize(ctx, q, ex)
+		if err != nil {
+			return engine.SnapshotResult{}, err
+		}
+		same = jsontext.Same(c.messages, p.Messages) && jsontext.Same(c.state, p.State) && jsontext.Same(c.tools, p.ToolResults)
+	}
+	if !same {
+		return engine.SnapshotResult{}, fmt.Errorf("checkpoint %s already exists with other content; use a new id for a new checkpoint: %w",
+			p.ID, engine.ErrIDConflict)
+	}
+	return engine.SnapshotResult{
+		ID: ex.CheckpointID, ThreadID: ex.ThreadID, Namespace: ex.Namespace, ParentID: ex.ParentCheckpointID.UUID,
+		Step: ex.Step, CreatedAt: fromMicros(ex.CreatedAt), Created: false,
+	}, nil
+}
+
+// defaultSummary is "[role] first 100 characters of content" of the last
+// message when it is an object, else "State: N keys", as checkpoint_put
+// makes it. A role or content that is not a string is shown as written.
+func defaultSummary(messages, state []byte) (string, error) {
+	msgs, err := splitArray(messages)
+	if err != nil {
+		return "", err
+	}
+	if n := len(msgs); n > 0 && msgs[n-1][0] == '{' {
+		ms, err := splitObject(msgs[n-1])
+		if err != nil {
+			return "", err
+		}
+		role, text := "unknown", ""
+		for _, m := range ms {
+			switch m.key {
+			case "role":
+				role = textOf(m.val, "unknown")
+			case "content":
+				text = textOf(m.val, "")
+			}
+		}
+		if utf8.RuneCountInString(text) > 100 {
+			r := []rune(text)
+			text = string(r[:100])
+		}
+		return fmt.Sprintf("[%s] %s", role, text), nil
+	}
+	ms, err := splitObject(state)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("State: %d keys", len(lastByKey(ms))), nil
+}
+
+// textOf is Postgres ->> of a JSON value: a string's text, null as def,
+// anything else as written.
+func textOf(v []byte, def string) string {
+	switch v[0] {
+	case '"':
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			return s
+		}
+	case 'n':
+		return def
+	}
+	return string(v)
+}
+
+func nullID(id uuid.UUID) uuid.NullUUID { return uuid.NullUUID{UUID: id, Valid: id != uuid.Nil} }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func nonNil(ss []string) []string {
+	if ss == nil {
+		return []string{}
+	}
+	return ss
+}

@@ -1,0 +1,74 @@
+-- Queries about threads (DDL in ../migrations/000001_init.up.sql).
+
+-- name: ThreadInsert :exec
+INSERT INTO threads (thread_id, namespace, rewound_to, metadata, created_at, branch_name, branched_from,
+                     branched_from_thread, swept_at, expires_at, expire_action)
+VALUES (@thread_id, @namespace, @rewound_to, @metadata, @created_at, @branch_name, @branched_from,
+        @branched_from_thread, @swept_at, @expires_at, @expire_action);
+
+-- name: ThreadGet :one
+SELECT * FROM threads WHERE thread_id = @thread_id AND namespace = @namespace;
+
+-- name: ThreadListRows :many
+-- Every namespace row of a thread, in namespace order.
+SELECT * FROM threads WHERE thread_id = @thread_id ORDER BY namespace;
+
+-- name: ThreadExists :one
+-- Whether a thread has a thread row or a checkpoint, in any namespace.
+SELECT CAST(EXISTS (SELECT 1 FROM threads t WHERE t.thread_id = @thread_id)
+         OR EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = @thread_id) AS INTEGER) AS found;
+
+-- name: ThreadSetRewoundTo :exec
+UPDATE threads SET rewound_to = @rewound_to WHERE thread_id = @thread_id AND namespace = @namespace;
+
+-- name: ThreadClearRewoundTo :exec
+-- Un-rewinds the threads rewound to one of ids (about to be deleted).
+UPDATE threads SET rewound_to = NULL WHERE rewound_to IN (sqlc.slice(ids));
+
+-- name: ThreadDelete :exec
+DELETE FROM threads WHERE thread_id = @thread_id;
+
+-- name: ThreadListHeads :many
+-- One row per thread after a thread id, with the head of its root
+-- namespace, or else of its first namespace.
+SELECT t.thread_id, t.namespace, t.metadata, t.created_at,
+       h.checkpoint_id AS head_checkpoint_id, h.step AS head_step, h.summary AS head_summary,
+       h.created_at AS head_created_at
+FROM threads t
+LEFT JOIN checkpoints h
+  ON h.thread_id = t.thread_id AND h.namespace = t.namespace
+ AND h.seq = coalesce(
+        (SELECT r.seq FROM checkpoints r
+         WHERE r.checkpoint_id = t.rewound_to AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
+        (SELECT max(m.seq) FROM checkpoints m WHERE m.thread_id = t.thread_id AND m.namespace = t.namespace))
+WHERE t.thread_id > @after
+  AND t.namespace = (SELECT min(f.namespace) FROM threads f WHERE f.thread_id = t.thread_id)
+ORDER BY t.thread_id
+LIMIT @max_rows;
+
+-- name: ThreadListBranches :many
+-- The branches forked from a thread, oldest first.
+SELECT thread_id, namespace, branch_name, branched_from, created_at
+FROM threads
+WHERE branched_from_thread = @thread_id
+ORDER BY created_at, thread_id;
+
+-- name: ThreadIDsAfter :many
+-- Up to max_rows thread ids after a thread id, in order (a sweep batch).
+SELECT DISTINCT thread_id FROM threads WHERE thread_id > @after ORDER BY thread_id LIMIT @max_rows;
+
+-- name: ThreadSetExpiry :execrows
+UPDATE threads SET expires_at = @expires_at, expire_action = @expire_action WHERE thread_id = @thread_id;
+
+-- name: ThreadExpireAction :one
+-- The expire action of a thread whose expiry is due (no row when none is).
+SELECT expire_action FROM threads
+WHERE thread_id = @thread_id AND expires_at <= @now
+ORDER BY expires_at
+LIMIT 1;
+
+-- name: ThreadClearExpiry :exec
+UPDATE threads SET expires_at = NULL WHERE thread_id = @thread_id;
+
+-- name: ThreadSetSwept :exec
+UPDATE threads SET swept_at = @swept_at WHERE thread_id = @thread_id;

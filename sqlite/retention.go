@@ -1,0 +1,223 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
+)
+
+// Retention, as pgcheckpoint.gc_thread, expire_thread and gc_batch do it
+// on Postgres (schema/000004_retention.up.sql): a policy names what to keep
+// in each namespace, in write order; whatever it says, the head of each
+// namespace and a checkpoint a branch was forked from (while the branch
+// exists) are kept; kept deltas whose base goes are rebased
+// (deleteCheckpoints). Expiry deletes the thread, or all but its heads.
+
+// ApplyRetention applies a policy to every namespace of a thread in one
+// transaction and returns what it deleted. Errors: engine.ErrInvalidInput
+// for an unknown policy.
+func (s *Store) ApplyRetention(ctx context.Context, threadID string, p engine.Policy) ([]engine.Deleted, error) {
+	if err := checkPolicy(p); err != nil {
+		return nil, err
+	}
+	var out []engine.Deleted
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		var err error
+		out, err = applyPolicy(ctx, q, threadID, p, s.now())
+		return err
+	})
+	return out, err
+}
+
+func checkPolicy(p engine.Policy) error {
+	switch p.Name() {
+	case "keep_all":
+	case "keep_last_n":
+		if p.N() < 1 {
+			return fmt.Errorf("%w: keep_last_n needs n >= 1, got %d", engine.ErrInvalidInput, p.N())
+		}
+	case "keep_milestones":
+		if p.N() < 0 {
+			return fmt.Errorf("%w: keep_milestones needs n >= 0, got %d", engine.ErrInvalidInput, p.N())
+		}
+	case "keep_age":
+		if p.Age() <= 0 {
+			return fmt.Errorf("%w: keep_age needs a positive age, got %s", engine.ErrInvalidInput, p.Age())
+		}
+	default:
+		return fmt.Errorf("%w: unknown retention policy %q; use keep_all, keep_last_n, keep_age or keep_milestones",
+			engine.ErrInvalidInput, p.Name())
+	}
+	return nil
+}
+
+// applyPolicy is gc_thread inside a write transaction.
+func applyPolicy(ctx context.Context, q *sqlitedb.Queries, threadID string, p engine.Policy, now time.Time) ([]engine.Deleted, error) {
+	if p.Name() == "keep_all" {
+		return nil, nil
+	}
+	heads, err := headSeqs(ctx, q, threadID)
+	if err != nil {
+		return nil, err
+	}
+	sources := map[uuid.UUID]bool{}
+	branches, err := q.ThreadListBranches(ctx, sql.NullString{String: threadID, Valid: true})
+	if err != nil {
+		return nil, dbError("list branches", err)
+	}
+	for _, b := range branches {
+		if b.BranchedFrom.Valid {
+			sources[b.BranchedFrom.UUID] = true
+		}
+	}
+	rows, err := q.CheckpointListForRetention(ctx, threadID)
+	if err != nil {
+		return nil, dbError("list checkpoints", err)
+	}
+	cutoff := now.Add(-p.Age()).UnixMicro()
+	var doomed []engine.Deleted
+	var ids []uuid.UUID
+	for start := 0; start < len(rows); {
+		end := start
+		for end < len(rows) && rows[end].Namespace == rows[start].Namespace {
+			end++
+		}
+		ns := rows[start:end]
+		total := int64(len(ns))
+		marks := map[int64]bool{}
+		if p.Name() == "keep_milestones" {
+			for i := int64(1); i <= int64(p.N()); i++ {
+				marks[1+roundDiv(i*(total-1), int64(p.N())+1)] = true
+			}
+		}
+		for i, r := range ns {
+			pos := int64(i) + 1
+			var keep bool
+			switch p.Name() {
+			case "keep_last_n":
+				keep = pos > total-int64(p.N())
+			case "keep_age":
+				keep = r.CreatedAt >= cutoff
+			case "keep_milestones":
+				keep = pos == 1 || pos == total || marks[pos]
+			}
+			if h, ok := heads[r.Namespace]; keep || ok && h == r.Seq || sources[r.CheckpointID] {
+				continue
+			}
+			doomed = append(doomed, engine.Deleted{ThreadID: threadID, Namespace: r.Namespace, ID: r.CheckpointID, Step: r.Step})
+			ids = append(ids, r.CheckpointID)
+		}
+		start = end
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if _, err := deleteCheckpoints(ctx, q, ids); err != nil {
+		return nil, err
+	}
+	return doomed, nil
+}
+
+// roundDiv is round(x/d) for x >= 0, d > 0, halves away from zero, as
+// Postgres rounds numeric.
+func roundDiv(x, d int64) int64 {
+	return (2*x + d) / (2 * d)
+}
+
+// SweepBatch applies expiry and then p to up to size threads after after,
+// in thread id order, in one transaction. A thread that fails is rolled
+// back to where it was (a savepoint), counted, and skipped.
+func (s *Store) SweepBatch(ctx context.Context, p engine.Policy, after string, size int) (engine.SweepBatchResult, error) {
+	if err := checkPolicy(p); err != nil {
+		return engine.SweepBatchResult{}, err
+	}
+	if size < 1 {
+		return engine.SweepBatchResult{}, fmt.Errorf("%w: batch size must be 1 or more", engine.ErrInvalidInput)
+	}
+	var res engine.SweepBatchResult
+	err := s.write(ctx, func(q *sqlitedb.Queries, tx *sql.Tx) error {
+		now := s.now()
+		ids, err := q.ThreadIDsAfter(ctx, sqlitedb.ThreadIDsAfterParams{After: after, MaxRows: int64(size)})
+		if err != nil {
+			return dbError("list threads", err)
+		}
+		for _, t := range ids {
+			if _, err := tx.ExecContext(ctx, `SAVEPOINT sweep_thread`); err != nil {
+				return dbError("savepoint", err)
+			}
+			expired, n, err := sweepThread(ctx, q, t, p, now)
+			if err != nil {
+				if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO sweep_thread`); rerr != nil {
+					return dbError("roll back a failed thread", errors.Join(err, rerr))
+				}
+				res.Failed++
+			} else {
+				res.Deleted += n
+				if expired {
+					res.Expired++
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `RELEASE sweep_thread`); err != nil {
+				return dbError("release savepoint", err)
+			}
+			if err := q.ThreadSetSwept(ctx, sqlitedb.ThreadSetSweptParams{
+				ThreadID: t, SweptAt: sql.NullInt64{Int64: now.UnixMicro(), Valid: true},
+			}); err != nil {
+				return dbError("mark the thread swept", err)
+			}
+			res.Threads++
+			res.LastThreadID = t
+		}
+		return nil
+	})
+	return res, err
+}
+
+// sweepThread applies a thread's expiry if it is due, else the policy.
+func sweepThread(ctx context.Context, q *sqlitedb.Queries, threadID string, p engine.Policy, now time.Time) (expired bool, n int64, err error) {
+	action, err := q.ThreadExpireAction(ctx, sqlitedb.ThreadExpireActionParams{
+		ThreadID: threadID, Now: sql.NullInt64{Int64: now.UnixMicro(), Valid: true},
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		deleted, err := applyPolicy(ctx, q, threadID, p, now)
+		return false, int64(len(deleted)), err
+	case err != nil:
+		return false, 0, dbError("read the expiry", err)
+	case action == string(engine.ExpireDelete):
+		n, err := deleteThread(ctx, q, threadID)
+		return true, n, err
+	}
+	if n, err = keepHeads(ctx, q, threadID); err != nil {
+		return false, 0, err
+	}
+	if err := q.ThreadClearExpiry(ctx, threadID); err != nil {
+		return false, 0, dbError("clear the expiry", err)
+	}
+	return true, n, nil
+}
+
+// SetExpiry sets (zero at: clears) the expiry of every namespace row of a
+// thread and returns how many rows it changed.
+func (s *Store) SetExpiry(ctx context.Context, threadID string, at time.Time, action engine.ExpireAction) (int64, error) {
+	if action == "" {
+		action = engine.ExpireDelete
+	}
+	var n int64
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		var err error
+		n, err = q.ThreadSetExpiry(ctx, sqlitedb.ThreadSetExpiryParams{
+			ThreadID: threadID, ExpiresAt: sql.NullInt64{Int64: at.UnixMicro(), Valid: !at.IsZero()},
+			ExpireAction: string(action),
+		})
+		return dbError(fmt.Sprintf("set the expiry of thread %q", threadID), err)
+	})
+	return n, err
+}

@@ -1,0 +1,356 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
+)
+
+// Rewind makes checkpoint id its thread's head; it deletes nothing unless
+// truncate, which deletes only the checkpoints after id on the old head's
+// line, in the same transaction. Errors: engine.ErrNotFound.
+func (s *Store) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*engine.RewindResult, error) {
+	var res *engine.RewindResult
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		l, err := q.CheckpointLinkByID(ctx, id)
+		if err != nil {
+			return dbError(fmt.Sprintf("checkpoint %s", id), err)
+		}
+		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: l.ThreadID, Namespace: l.Namespace})
+		if err != nil {
+			return dbError("read the head", err)
+		}
+		count, err := q.CheckpointCount(ctx, sqlitedb.CheckpointCountParams{ThreadID: l.ThreadID, Namespace: l.Namespace})
+		if err != nil {
+			return dbError("count checkpoints", err)
+		}
+		var truncated int64
+		if truncate && head.CheckpointID != id {
+			// Steps fall by one per link: the target is at most this deep.
+			line, err := q.CheckpointLineage(ctx, sqlitedb.CheckpointLineageParams{
+				CheckpointID: head.CheckpointID, MaxDepth: max(head.Step-l.Step, 0),
+			})
+			if err != nil {
+				return dbError("read the head's line", err)
+			}
+			var ids []uuid.UUID
+			for _, c := range line {
+				if c.CheckpointID == id {
+					if truncated, err = deleteCheckpoints(ctx, q, ids); err != nil {
+						return err
+					}
+					break
+				}
+				if c.ThreadID == l.ThreadID && c.Namespace == l.Namespace {
+					ids = append(ids, c.CheckpointID)
+				}
+			}
+		}
+		if err := q.ThreadSetRewoundTo(ctx, sqlitedb.ThreadSetRewoundToParams{
+			RewoundTo: nullID(id), ThreadID: l.ThreadID, Namespace: l.Namespace,
+		}); err != nil {
+			return dbError("rewind the thread", err)
+		}
+		res = &engine.RewindResult{ThreadID: l.ThreadID, Namespace: l.Namespace, StepsBack: head.Step - l.Step,
+			Checkpoints: count, Truncated: truncated}
+		return nil
+	})
+	return res, err
+}
+
+// FindOnHeadLine returns the checkpoint with the greatest step at or below
+// step on the line from the head of the thread's root namespace back to its
+// first checkpoint, within the thread. Errors: engine.ErrNotFound.
+func (s *Store) FindOnHeadLine(ctx context.Context, threadID string, step int64) (uuid.UUID, error) {
+	var found uuid.UUID
+	err := s.read(ctx, func(q *sqlitedb.Queries) error {
+		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID})
+		if err != nil {
+			return dbError(fmt.Sprintf("thread %q", threadID), err)
+		}
+		line, err := q.CheckpointLineage(ctx, sqlitedb.CheckpointLineageParams{
+			CheckpointID: head.CheckpointID, MaxDepth: max(head.Step-step, 0),
+		})
+		if err != nil {
+			return dbError("read the head's line", err)
+		}
+		for _, c := range line {
+			if c.Step <= step && c.ThreadID == threadID {
+				found = c.CheckpointID
+				return nil
+			}
+		}
+		return fmt.Errorf("thread %q: no checkpoint at or below step %d on the head's line: %w", threadID, step, engine.ErrNotFound)
+	})
+	return found, err
+}
+
+// Lineage returns checkpoint id and its ancestors, newest first, across
+// branch threads, at most limit of them (limit <= 0: all); an unknown id
+// gives an empty list. Format is left empty, as on Postgres.
+func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.CheckpointInfo, error) {
+	maxDepth := int64(-1)
+	if limit > 0 {
+		maxDepth = int64(limit - 1)
+	}
+	rows, err := s.rq.CheckpointLineage(ctx, sqlitedb.CheckpointLineageParams{CheckpointID: id, MaxDepth: maxDepth})
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("lineage of checkpoint %s", id), err)
+	}
+	out := make([]engine.CheckpointInfo, len(rows))
+	for i, r := range rows {
+		if out[i], err = checkpointInfo(r.ThreadID, r.Namespace, r.Seq, r.CheckpointID, r.ParentCheckpointID, r.MergeParentID,
+			r.Step, r.CreatedAt, r.Trigger, r.Tags, r.Summary, r.Metadata, r.NextNode, r.SizeBytes, ""); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Tree returns the checkpoints of a thread and of the branches forked from
+// it, recursively, in thread, namespace and write order.
+func (s *Store) Tree(ctx context.Context, threadID string) ([]engine.TreeNode, error) {
+	rows, err := s.rq.CheckpointTree(ctx, threadID)
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("tree of thread %q", threadID), err)
+	}
+	out := make([]engine.TreeNode, len(rows))
+	for i, r := range rows {
+		info, err := checkpointInfo(r.ThreadID, r.Namespace, r.Seq, r.CheckpointID, r.ParentCheckpointID, r.MergeParentID,
+			r.Step, r.CreatedAt, r.Trigger, r.Tags, r.Summary, "{}", "", 0, "")
+		if err != nil {
+			return nil, err
+		}
+		out[i] = engine.TreeNode{
+			ID: info.ID, ThreadID: info.ThreadID, Namespace: info.Namespace, Seq: info.Seq, Step: info.Step,
+			CreatedAt: info.CreatedAt, Trigger: info.Trigger, Tags: info.Tags, Summary: info.Summary,
+			IsHead: r.IsHead != 0, ParentID: info.ParentID, MergeParentID: info.MergeParentID,
+		}
+	}
+	return out, nil
+}
+
+// Branch creates thread newThreadID whose first checkpoint, id, has the
+// content of fromID (stored whole: deltas never cross threads) and fromID
+// as parent. Errors: engine.ErrNotFound for an unknown source;
+// engine.ErrInvalidInput when newThreadID exists; engine.ErrIDConflict
+// when id is in use.
+func (s *Store) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name string, id uuid.UUID) (engine.BranchResult, error) {
+	var res engine.BranchResult
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		src, err := q.CheckpointGetByID(ctx, fromID)
+		if err != nil {
+			return dbError(fmt.Sprintf("source checkpoint %s", fromID), err)
+		}
+		if err := threadIsNew(ctx, q, newThreadID); err != nil {
+			return err
+		}
+		if _, err := q.CheckpointLinkByID(ctx, id); err == nil {
+			return fmt.Errorf("checkpoint %s already exists: %w", id, engine.ErrIDConflict)
+		}
+		c, err := materialize(ctx, q, src)
+		if err != nil {
+			return err
+		}
+		now := s.now().UnixMicro()
+		if err := q.ThreadInsert(ctx, sqlitedb.ThreadInsertParams{
+			ThreadID: newThreadID, Namespace: src.Namespace, Metadata: "{}", CreatedAt: now,
+			BranchName: sql.NullString{String: name, Valid: true}, BranchedFrom: nullID(fromID),
+			BranchedFromThread: sql.NullString{String: src.ThreadID, Valid: true}, ExpireAction: "delete",
+		}); err != nil {
+			return dbError("insert the branch thread", err)
+		}
+		tags, _ := json.Marshal([]string{"branch", name})
+		row := sqlitedb.CheckpointInsertParams{
+			ThreadID: newThreadID, Namespace: src.Namespace, Seq: 1, CheckpointID: id, ParentCheckpointID: nullID(fromID),
+			Step: src.Step + 1, CreatedAt: now, Trigger: string(engine.TriggerManual), Tags: string(tags),
+			Summary: fmt.Sprintf("Branch %s from %s", quoteLiteral(name), fromID), NextNode: src.NextNode,
+			SizeBytes: src.SizeBytes, MessagesCount: src.MessagesCount, MessagesDigest: src.MessagesDigest,
+			StateDigests: src.StateDigests, ToolResultsDigests: src.ToolResultsDigests, Metadata: src.Metadata,
+		}
+		setStored(&row, storeWhole(c))
+		if err := q.CheckpointInsert(ctx, row); err != nil {
+			return dbError("insert the branch's first checkpoint", err)
+		}
+		res = engine.BranchResult{ThreadID: newThreadID, CheckpointID: id, Step: row.Step}
+		return nil
+	})
+	return res, err
+}
+
+// threadIsNew returns engine.ErrInvalidInput when a thread exists.
+func threadIsNew(ctx context.Context, q *sqlitedb.Queries, threadID string) error {
+	found, err := q.ThreadExists(ctx, threadID)
+	if err != nil {
+		return dbError("look for the thread", err)
+	}
+	if found != 0 {
+		return fmt.Errorf("%w: thread %q already exists", engine.ErrInvalidInput, threadID)
+	}
+	return nil
+}
+
+// quoteLiteral quotes s as Postgres quote_literal does, so branch
+// summaries read the same on both stores.
+func quoteLiteral(s string) string {
+	q := "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	if strings.Contains(s, `\`) {
+		return "E" + strings.ReplaceAll(q, `\`, `\\`)
+	}
+	return q
+}
+
+// Branches lists the branches forked from a thread, oldest first.
+func (s *Store) Branches(ctx context.Context, threadID string) ([]engine.BranchInfo, error) {
+	rows, err := s.rq.ThreadListBranches(ctx, sql.NullString{String: threadID, Valid: true})
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("branches of thread %q", threadID), err)
+	}
+	out := make([]engine.BranchInfo, len(rows))
+	for i, r := range rows {
+		out[i] = engine.BranchInfo{ThreadID: r.ThreadID, Name: r.BranchName.String, FromID: r.BranchedFrom.UUID,
+			CreatedAt: fromMicros(r.CreatedAt)}
+	}
+	return out, nil
+}
+
+// Merge writes checkpoint id on intoThread (root namespace) with the
+// content of branchThread's head, intoThread's head as parent and the
+// branch head as merge parent; it is a write like Put (a retried id is a
+// no-op). Errors: engine.ErrNotFound for a branch with no checkpoint;
+// engine.ErrInvalidInput for a thread merged into itself.
+func (s *Store) Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (engine.MergeResult, error) {
+	var res engine.MergeResult
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		src, err := q.CheckpointGetHead(ctx, sqlitedb.CheckpointGetHeadParams{ThreadID: branchThread})
+		if err != nil {
+			return dbError(fmt.Sprintf("branch thread %q has no checkpoint", branchThread), err)
+		}
+		if branchThread == intoThread {
+			return fmt.Errorf("%w: cannot merge thread %q into itself", engine.ErrInvalidInput, intoThread)
+		}
+		c, err := materialize(ctx, q, src)
+		if err != nil {
+			return err
+		}
+		p := engine.PutRequest{
+			ThreadID: intoThread, ID: id, Trigger: engine.TriggerManual, Tags: []string{"merge"},
+			Summary: "Merge of " + branchThread, Metadata: json.RawMessage(src.Metadata), Messages: c.messages,
+			State: c.state, ToolResults: c.tools, NextNode: src.NextNode, SizeBytes: src.SizeBytes, DeltaRun: 1,
+		}
+		if src.MessagesDigest != nil {
+			// The source was big enough for deltas: so is the merge.
+			p.DeltaRun = engine.DefaultDeltaRun
+			if err := addDigests(&p); err != nil {
+				return err
+			}
+		}
+		put, err := s.put(ctx, q, p, src.CheckpointID)
+		if err != nil {
+			return err
+		}
+		res = engine.MergeResult{ThreadID: intoThread, CheckpointID: id, ParentID: put.ParentID,
+			MergeParentID: src.CheckpointID, Step: put.Step}
+		return nil
+	})
+	return res, err
+}
+
+// addDigests computes a PutRequest's digests, as the engine does, for
+// content the store rebuilt itself.
+func addDigests(p *engine.PutRequest) error {
+	var err error
+	p.MessageDigests = jsontext.MessageDigests(p.Messages)
+	if p.StateDigests, err = jsontext.KeyDigests(p.State); err != nil {
+		return fmt.Errorf("%w: state: %v", engine.ErrInvalidJSON, err)
+	}
+	if p.ToolResultsDigests, err = jsontext.KeyDigests(p.ToolResults); err != nil {
+		return fmt.Errorf("%w: tool results: %v", engine.ErrInvalidJSON, err)
+	}
+	return nil
+}
+
+// CopyThread copies every row of thread src to a new thread dst with new
+// checkpoint ids (UUIDv7), parents, merge parents and delta bases mapped to
+// them (links outside the thread kept), in one transaction. Deltas are
+// copied as deltas. Errors: engine.ErrNotFound for an unknown src;
+// engine.ErrInvalidInput when dst exists or is src.
+func (s *Store) CopyThread(ctx context.Context, src, dst string) (int64, error) {
+	if src == dst {
+		return 0, fmt.Errorf("%w: cannot copy thread %q onto itself", engine.ErrInvalidInput, src)
+	}
+	var n int64
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		threads, err := q.ThreadListRows(ctx, src)
+		if err != nil {
+			return dbError("read the thread", err)
+		}
+		if len(threads) == 0 {
+			return fmt.Errorf("thread %q: %w", src, engine.ErrNotFound)
+		}
+		if err := threadIsNew(ctx, q, dst); err != nil {
+			return err
+		}
+		rows, err := q.CheckpointListWhole(ctx, src)
+		if err != nil {
+			return dbError("read the checkpoints", err)
+		}
+		ids := make(map[uuid.UUID]uuid.UUID, len(rows))
+		for _, r := range rows {
+			ids[r.CheckpointID] = engine.NewCheckpointID()
+		}
+		mapped := func(id uuid.NullUUID) uuid.NullUUID {
+			if n, ok := ids[id.UUID]; ok && id.Valid {
+				return nullID(n)
+			}
+			return id
+		}
+		for _, t := range threads {
+			rewound := uuid.NullUUID{}
+			if n, ok := ids[t.RewoundTo.UUID]; ok && t.RewoundTo.Valid {
+				rewound = nullID(n)
+			}
+			if err := q.ThreadInsert(ctx, sqlitedb.ThreadInsertParams{
+				ThreadID: dst, Namespace: t.Namespace, RewoundTo: rewound, Metadata: t.Metadata, CreatedAt: t.CreatedAt,
+				BranchName: t.BranchName, BranchedFrom: t.BranchedFrom, BranchedFromThread: t.BranchedFromThread,
+				ExpireAction: "delete",
+			}); err != nil {
+				return dbError("insert the thread copy", err)
+			}
+		}
+		for _, r := range rows {
+			c := sqlitedb.CheckpointInsertParams(r)
+			c.ThreadID, c.CheckpointID = dst, ids[r.CheckpointID]
+			c.ParentCheckpointID, c.MergeParentID = mapped(r.ParentCheckpointID), mapped(r.MergeParentID)
+			if r.BaseCheckpointID.Valid {
+				c.BaseCheckpointID = nullID(ids[r.BaseCheckpointID.UUID])
+			}
+			if err := q.CheckpointInsert(ctx, c); err != nil {
+				return dbError("insert a checkpoint copy", err)
+			}
+		}
+		writes, err := q.PendingWriteListByThread(ctx, src)
+		if err != nil {
+			return dbError("read pending writes", err)
+		}
+		for _, w := range writes {
+			if _, err := q.PendingWriteInsert(ctx, sqlitedb.PendingWriteInsertParams{
+				ThreadID: dst, Namespace: w.Namespace, CheckpointSeq: w.CheckpointSeq, CheckpointID: ids[w.CheckpointID],
+				TaskID: w.TaskID, Idx: w.Idx, Channel: w.Channel, Value: w.Value, CreatedAt: w.CreatedAt,
+			}); err != nil {
+				return dbError("copy a pending write", err)
+			}
+		}
+		n = int64(len(rows))
+		return nil
+	})
+	return n, err
+}
