@@ -210,7 +210,7 @@ func TestCkptCLI(t *testing.T) {
 		{env, []string{"tree", "run-1", "--format", "png"}, `--format "png"; use dot or mermaid`},
 		{env, []string{"log", "run-1", "--limit", "-1"}, "--limit -1"},
 		{nil, []string{"threads"}, "no database: pass --database URL or set DATABASE_URL"},
-		{nil, []string{"--database", "postgres://x:y@:::bad", "threads"}, "does not parse"},
+		{nil, []string{"--database", "postgres://x:y@:::bad", "threads"}, "database URL: cannot parse"},
 	} {
 		r := runCLI(t, bin, c.env, c.args...)
 		noStackTrace(t, r)
@@ -230,7 +230,7 @@ func TestCkptCLI(t *testing.T) {
 		{env, []string{"rewind", unknown}, "not found"},
 		{env, []string{"log", "no-such-thread"}, "not found"},
 		{env, []string{"branch", ids[0].String(), strings.Repeat("n", 300)}, "invalid input"},
-		{[]string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=5"}, []string{"threads"}, "cannot connect to the database at 127.0.0.1:1"},
+		{[]string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=5"}, []string{"threads"}, "cannot connect to Postgres at 127.0.0.1:1"},
 	} {
 		r := runCLI(t, bin, c.env, c.args...)
 		noStackTrace(t, r)

@@ -3,12 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"os/exec"
-	"strconv"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,58 +11,6 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
-
-// The test binary runs itself as a writer process when these are set.
-const (
-	helperProcessEnv = "PGCHECKPOINT_TEST_HELPER"
-	helperURLEnv     = "PGCHECKPOINT_TEST_HELPER_URL"
-	helperThreadEnv  = "PGCHECKPOINT_TEST_HELPER_THREAD"
-	helperCountEnv   = "PGCHECKPOINT_TEST_HELPER_COUNT"
-)
-
-// runHelperProcess writes snapshots from a separate process: 4 goroutines,
-// COUNT snapshots each (COUNT < 0: until killed).
-func runHelperProcess() int {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv(helperURLEnv))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer pool.Close()
-	eng := engine.New(pool, engine.Config{})
-	thread := os.Getenv(helperThreadEnv)
-	count, _ := strconv.Atoi(os.Getenv(helperCountEnv))
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; count < 0 || i < count; i++ {
-				state := fmt.Sprintf(`{"pid": %d, "worker": %d, "i": %d}`, os.Getpid(), w, i)
-				if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread, State: json.RawMessage(state)}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
-
-func helperCommand(t *testing.T, url, thread string, count int) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(),
-		helperProcessEnv+"=writer", helperURLEnv+"="+url,
-		helperThreadEnv+"="+thread, helperCountEnv+"="+strconv.Itoa(count))
-	cmd.Stderr = os.Stderr
-	return cmd
-}
 
 type row struct {
 	parent uuid.UUID
@@ -125,112 +67,6 @@ func checkLinearThread(t *testing.T, pool *pgxpool.Pool, thread string, want int
 	}
 	if walked != want {
 		t.Fatalf("chain from head has %d links, want %d", walked, want)
-	}
-}
-
-// TestConcurrentWritersOneThread runs 16 goroutines x 50 snapshots on one
-// thread through each pipelined insert: the delta one (every write a delta
-// candidate) and the whole one (the default for small snapshots, which the
-// writer processes below use too).
-func TestConcurrentWritersOneThread(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	const writers, each = 16, 50
-	for _, thread := range []string{"deltas", "whole"} {
-		eng := engine.New(b.db.Pool, deltas)
-		if thread == "whole" {
-			eng = engine.New(b.db.Pool, engine.Config{})
-		}
-		var wg sync.WaitGroup
-		errs := make(chan error, writers)
-		for w := range writers {
-			wg.Go(func() {
-				for i := range each {
-					state := json.RawMessage(fmt.Sprintf(`{"w": %d, "i": %d}`, w, i))
-					if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread, State: state}); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		checkLinearThread(t, b.db.Pool, thread, writers*each)
-	}
-}
-
-func TestConcurrentWriterProcessesOneThread(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	const procs, each = 4, 50 // each process runs 4 goroutines
-	var cmds []*exec.Cmd
-	for range procs {
-		cmd := helperCommand(t, b.db.URL, "shared", each)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, cmd)
-	}
-	for _, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("writer process: %v", err)
-		}
-	}
-	checkLinearThread(t, b.db.Pool, "shared", procs*4*each)
-}
-
-// A writer process killed (SIGKILL) while writing leaves whole checkpoints
-// only: the chain from the head is unbroken and the head's step matches.
-func TestKilledWriterProcessLeavesWholeCheckpoints(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	cmd := helperCommand(t, b.db.URL, "crashy", -1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var n int64
-		if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n >= 100 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("writer wrote only %d checkpoints in 20s", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
-	// Wait for the dead process's connections to end: a backend finishes
-	// (and commits) what it was sent before it reads the end of the
-	// connection and exits.
-	for range 100 {
-		var backends int32
-		if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND backend_type = 'client backend'`).Scan(&backends); err != nil {
-			t.Fatal(err)
-		}
-		if backends <= b.db.Pool.Stat().TotalConns() {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	var n int
-	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = 'crashy'`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	checkLinearThread(t, b.db.Pool, "crashy", n)
-	// And the thread takes new writes where it left off.
-	res := b.snap(t, engine.SnapshotInput{ThreadID: "crashy"})
-	if res.Step != int64(n+1) {
-		t.Fatalf("next step %d, want %d", res.Step, n+1)
 	}
 }
 

@@ -2,269 +2,66 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 )
 
-// histContent is what a checkpoint should read back as: the model the random
-// histories below are checked against.
-type histContent struct {
-	Msgs  []any          `json:"m"`
-	State map[string]any `json:"s"`
-	Tools map[string]any `json:"t"`
-}
-
-func (c histContent) clone() histContent {
-	b, _ := json.Marshal(c)
-	var out histContent
-	_ = json.Unmarshal(b, &out)
-	if out.Msgs == nil {
-		out.Msgs = []any{}
-	}
-	if out.State == nil {
-		out.State = map[string]any{}
-	}
-	if out.Tools == nil {
-		out.Tools = map[string]any{}
-	}
-	return out
-}
-
-// storeMode is one way of storing the same history.
-type storeMode struct {
-	name   string
-	eng    *engine.Engine
-	thread string
-}
-
-// written is one checkpoint of the model, written once per mode.
-type written struct {
-	ids     []uuid.UUID // per mode
-	threads []string    // per mode
-	want    histContent
-}
-
-func randText(r *rand.Rand) string {
-	pieces := []string{"hello", "wörld", "\x00", "\x01", "\\", "\"", "🙂", " ", "tool", "[", "}", "\x010"}
-	var b []byte
-	for range 1 + r.IntN(6) {
-		b = append(b, pieces[r.IntN(len(pieces))]...)
-	}
-	return string(b)
-}
-
-func randValue(r *rand.Rand) any {
-	switch r.IntN(5) {
-	case 0:
-		return float64(r.IntN(1000))
-	case 1:
-		return randText(r)
-	case 2:
-		return map[string]any{"nested": randText(r), "n": float64(r.IntN(9))}
-	case 3:
-		return []any{randText(r), nil, true}
-	}
-	return nil
-}
-
-func randMessage(r *rand.Rand) any {
-	roles := []string{"user", "assistant", "tool"}
-	return map[string]any{"role": roles[r.IntN(3)], "content": randText(r)}
-}
-
-func anyKey(r *rand.Rand, m map[string]any) (string, bool) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	if len(keys) == 0 {
-		return "", false
-	}
-	slices.Sort(keys)
-	return keys[r.IntN(len(keys))], true
-}
-
-// TestDeltaHistoriesReadBackLikeFull writes random histories (appends,
-// edits, dropped messages, state and tool result keys set and removed,
-// rewinds, truncating rewinds, branches, deletes, NUL characters, the same
-// JSON with other spacing) three ways: whole snapshots, deltas however
-// small, and deltas with runs of at most 3 (DeltaRun 4), which makes
-// anchors and full snapshots often; each also through checkpoint_put alone
-// (SingleStatement). Every checkpoint must read back as the model says, and
-// byte for byte the same in every mode, and each path must store the same
-// rows as checkpoint_put.
-func TestDeltaHistoriesReadBackLikeFull(t *testing.T) {
+// TestWritePathsStoreRandomHistoriesAlike writes random histories
+// (enginetest.RandomHistory: appends, edits, dropped messages, state and
+// tool result keys set and removed, rewinds, truncating rewinds, branches,
+// deletes, NUL characters, the same JSON with other spacing) three ways:
+// whole snapshots, deltas however small, and deltas with runs of at most 3
+// (DeltaRun 4), each through the pipelined statements and through
+// checkpoint_put alone (SingleStatement). The conformance suite checks
+// that every checkpoint reads back as written; here, every mode reads back
+// the same bytes (jsonb's normal form), both paths store the same rows,
+// and the modes store differently, within their bounds.
+func TestWritePathsStoreRandomHistoriesAlike(t *testing.T) {
 	b := setup(t)
 	ctx := b.ctx
+	modes := []struct {
+		name string
+		cfg  engine.Config
+	}{
+		{"full", engine.Config{FullSnapshots: true}},
+		{"delta", deltas},
+		{"k4", engine.Config{DeltaRun: 4, DeltaMinBytes: -1}},
+		{"delta-1st", engine.Config{SingleStatement: true, DeltaMinBytes: -1}},
+		{"k4-1st", engine.Config{DeltaRun: 4, SingleStatement: true, DeltaMinBytes: -1}},
+		{"full-1st", engine.Config{FullSnapshots: true, SingleStatement: true}},
+	}
 	for seed := range uint64(8) {
-		r := rand.New(rand.NewPCG(seed, 42))
-		modes := []*storeMode{
-			{name: "full", eng: engine.New(b.db.Pool, engine.Config{FullSnapshots: true})},
-			{name: "delta", eng: engine.New(b.db.Pool, deltas)},
-			{name: "k4", eng: engine.New(b.db.Pool, engine.Config{DeltaRun: 4, DeltaMinBytes: -1})},
-			// The same through pgcheckpoint.checkpoint_put alone: the
-			// pipelined path must store exactly what it stores.
-			{name: "delta-1st", eng: engine.New(b.db.Pool, engine.Config{SingleStatement: true, DeltaMinBytes: -1})},
-			{name: "k4-1st", eng: engine.New(b.db.Pool, engine.Config{DeltaRun: 4, SingleStatement: true, DeltaMinBytes: -1})},
-			{name: "full-1st", eng: engine.New(b.db.Pool, engine.Config{FullSnapshots: true, SingleStatement: true})},
-		}
+		var writers []enginetest.HistoryWriter
 		for _, m := range modes {
-			m.thread = fmt.Sprintf("prop-%d-%s", seed, m.name)
+			writers = append(writers, enginetest.HistoryWriter{Engine: engine.New(b.db.Pool, m.cfg), Thread: fmt.Sprintf("prop-%d-%s", seed, m.name)})
 		}
-		var hist []*written
-		cur := histContent{}.clone()
-		alive := func() []*written {
-			var out []*written
-			for _, w := range hist {
-				if w.ids != nil {
-					out = append(out, w)
-				}
-			}
-			return out
-		}
-		for op := range 70 {
-			indent := false
-			switch k := r.IntN(100); {
-			case k < 35:
-				for range 1 + r.IntN(3) {
-					cur.Msgs = append(cur.Msgs, randMessage(r))
-				}
-			case k < 45:
-				cur.State[fmt.Sprintf("s%d", r.IntN(6))] = randValue(r)
-			case k < 50:
-				if key, ok := anyKey(r, cur.State); ok {
-					delete(cur.State, key)
-				}
-			case k < 56:
-				cur.Tools[fmt.Sprintf("t%d", r.IntN(4))] = randValue(r)
-			case k < 59:
-				if key, ok := anyKey(r, cur.Tools); ok {
-					delete(cur.Tools, key)
-				}
-			case k < 63:
-				if n := len(cur.Msgs); n > 0 {
-					cur.Msgs[r.IntN(n)] = randMessage(r)
-				}
-			case k < 66:
-				if n := len(cur.Msgs); n > 0 {
-					i := r.IntN(n)
-					cur.Msgs = append(cur.Msgs[:i], cur.Msgs[i+1:]...)
-				}
-			case k < 69:
-				indent = true
-			case k < 78:
-				// Rewind (sometimes truncating) to an earlier checkpoint;
-				// the next write builds on it.
-				live := alive()
-				if len(live) == 0 {
-					continue
-				}
-				w := live[r.IntN(len(live))]
-				truncate := r.IntN(3) == 0
-				for i, m := range modes {
-					var err error
-					if truncate {
-						_, err = m.eng.RewindAndTruncate(ctx, w.ids[i])
-					} else {
-						_, err = m.eng.Rewind(ctx, w.ids[i])
-					}
-					if err != nil {
-						t.Fatalf("seed %d op %d: %s: rewind: %v", seed, op, m.name, err)
-					}
-					m.thread = w.threads[i]
-				}
-				cur = w.want.clone()
-				if truncate {
-					forgetDeleted(t, ctx, modes, hist)
-				}
-				continue
-			case k < 82:
-				live := alive()
-				if len(live) == 0 {
-					continue
-				}
-				w := live[r.IntN(len(live))]
-				nw := &written{want: w.want.clone()}
-				for i, m := range modes {
-					res, err := m.eng.Branch(ctx, w.ids[i], fmt.Sprintf("b%d", op))
-					if err != nil {
-						t.Fatalf("seed %d op %d: %s: branch: %v", seed, op, m.name, err)
-					}
-					m.thread = res.ThreadID
-					nw.ids = append(nw.ids, res.CheckpointID)
-					nw.threads = append(nw.threads, res.ThreadID)
-				}
-				hist = append(hist, nw)
-				cur = nw.want.clone()
-				continue
-			case k < 85:
-				// Delete the old part of the current thread.
-				step := int64(1 + r.IntN(op+1))
-				for _, m := range modes {
-					if _, err := m.eng.DeleteBefore(ctx, m.thread, step); err != nil {
-						t.Fatalf("seed %d op %d: %s: delete before: %v", seed, op, m.name, err)
-					}
-				}
-				forgetDeleted(t, ctx, modes, hist)
-				continue
-			}
-			msgs, _ := json.Marshal(cur.Msgs)
-			state, _ := json.Marshal(cur.State)
-			tools, _ := json.Marshal(cur.Tools)
-			if indent {
-				msgs, _ = json.MarshalIndent(cur.Msgs, "", "  ")
-				state, _ = json.MarshalIndent(cur.State, " ", "\t")
-			}
-			nw := &written{want: cur.clone()}
-			for _, m := range modes {
-				res, err := m.eng.Snapshot(ctx, engine.SnapshotInput{
-					ThreadID: m.thread, Messages: msgs, State: state, ToolResults: tools,
-				})
-				if err != nil {
-					t.Fatalf("seed %d op %d: %s: snapshot: %v", seed, op, m.name, err)
-				}
-				nw.ids = append(nw.ids, res.ID)
-				nw.threads = append(nw.threads, m.thread)
-			}
-			hist = append(hist, nw)
-		}
-
-		for _, w := range alive() {
+		hist := enginetest.RandomHistory(t, ctx, writers, seed, 70)
+		for _, h := range hist {
 			var first *engine.Checkpoint
-			for i, m := range modes {
-				got, err := m.eng.Get(ctx, w.ids[i])
+			for i, w := range writers {
+				got, err := w.Engine.Get(ctx, h.IDs[i])
 				if err != nil {
-					t.Fatalf("seed %d: %s: get %s: %v", seed, m.name, w.ids[i], err)
+					t.Fatalf("seed %d: %s: get %s: %v", seed, modes[i].name, h.IDs[i], err)
 				}
-				want := w.want.clone()
-				wm, _ := json.Marshal(want.Msgs)
-				ws, _ := json.Marshal(want.State)
-				wt, _ := json.Marshal(want.Tools)
-				jsonEqual(t, m.name+" messages", got.Messages, wm)
-				jsonEqual(t, m.name+" state", got.State, ws)
-				jsonEqual(t, m.name+" tool results", got.ToolResults, wt)
 				if first == nil {
 					first = got
 					continue
 				}
 				if !bytes.Equal(got.Messages, first.Messages) || !bytes.Equal(got.State, first.State) ||
 					!bytes.Equal(got.ToolResults, first.ToolResults) {
-					t.Fatalf("seed %d: %s reads %s otherwise than full mode", seed, m.name, w.ids[i])
+					t.Fatalf("seed %d: %s reads %s otherwise than full mode", seed, modes[i].name, h.IDs[i])
 				}
 			}
 		}
 		// Both paths store the same rows: same columns, and ids that name
-		// the same checkpoints of the model.
+		// the same checkpoints of the history.
 		for _, pair := range [][2]int{{1, 3}, {2, 4}, {0, 5}} {
 			b.sameRows(t, hist, pair[0], pair[1])
 		}
@@ -328,16 +125,15 @@ func TestSnapshotOnAHeadWithoutDigests(t *testing.T) {
 	}
 }
 
-// sameRows checks that modes a and b stored every live checkpoint of hist
+// sameRows checks that modes a and b stored every checkpoint of hist
 // alike: every column but the ids, times and thread, and parent and base
-// ids that are the same checkpoints of the model.
-func (b *bundle) sameRows(t *testing.T, hist []*written, a, c int) {
+// ids that are the same checkpoints of the history (a checkpoint deleted
+// from the history, whose id no longer counts, included).
+func (b *bundle) sameRows(t *testing.T, hist []*enginetest.HistoryCheckpoint, a, c int) {
 	t.Helper()
 	index := map[uuid.UUID]int{}
 	for i, w := range hist {
-		if w.ids != nil {
-			index[w.ids[a]], index[w.ids[c]] = i, i
-		}
+		index[w.IDs[a]], index[w.IDs[c]] = i, i
 	}
 	row := func(id uuid.UUID) (string, int, int) {
 		var cols string
@@ -364,40 +160,11 @@ func (b *bundle) sameRows(t *testing.T, hist []*written, a, c int) {
 		return cols, pos(parent), pos(base)
 	}
 	for i, w := range hist {
-		if w.ids == nil {
-			continue
-		}
-		ra, pa, ba := row(w.ids[a])
-		rc, pc, bc := row(w.ids[c])
+		ra, pa, ba := row(w.IDs[a])
+		rc, pc, bc := row(w.IDs[c])
 		if ra != rc || pa != pc || ba != bc {
 			t.Fatalf("checkpoint %d stored otherwise by the two paths:\n%s (parent %d, base %d)\n%s (parent %d, base %d)",
 				i, ra, pa, ba, rc, pc, bc)
-		}
-	}
-}
-
-// forgetDeleted drops from the model the checkpoints a delete removed, after
-// checking that every mode deleted the same ones.
-func forgetDeleted(t *testing.T, ctx context.Context, modes []*storeMode, hist []*written) {
-	t.Helper()
-	for _, w := range hist {
-		if w.ids == nil {
-			continue
-		}
-		gone := 0
-		for i, m := range modes {
-			if _, err := m.eng.Get(ctx, w.ids[i]); errors.Is(err, engine.ErrNotFound) {
-				gone++
-			} else if err != nil {
-				t.Fatalf("%s: get %s after a delete: %v", m.name, w.ids[i], err)
-			}
-		}
-		switch gone {
-		case 0:
-		case len(modes):
-			w.ids = nil
-		default:
-			t.Fatalf("checkpoint %v deleted in %d of %d modes", w.ids, gone, len(modes))
 		}
 	}
 }
@@ -473,31 +240,11 @@ func toBytes(ss []string) [][]byte {
 	return out
 }
 
-// TestDeltaSizeLimitIsOnTheWholeSnapshot: a snapshot whose delta is small
-// but whose whole content is over the limit is refused, and nothing is
-// written.
-func TestDeltaSizeLimitIsOnTheWholeSnapshot(t *testing.T) {
-	b := setup(t)
-	eng := engine.New(b.db.Pool, engine.Config{MaxSnapshotBytes: 4000, DeltaMinBytes: -1})
-	big := fmt.Sprintf(`{"role":"user","content":"%s"}`, bytes.Repeat([]byte("y"), 3000))
-	if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "lim", Messages: json.RawMessage("[" + big + "]")}); err != nil {
-		t.Fatal(err)
-	}
-	before := b.count(t)
-	small := `{"role":"assistant","content":"ok"}`
-	_, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "lim", Messages: json.RawMessage("[" + big + "," + big + "," + small + "]")})
-	if !errors.Is(err, engine.ErrSnapshotTooLarge) || !errors.Is(err, engine.ErrInvalidInput) {
-		t.Fatalf("over-limit snapshot: %v, want ErrSnapshotTooLarge", err)
-	}
-	if after := b.count(t); after != before {
-		t.Fatalf("rows %v after a refused snapshot, want %v", after, before)
-	}
-}
-
-// TestDeltaKeepsReadsExactAcrossTimeTravel covers what copies or deletes
-// checkpoints: copy_thread keeps deltas readable, merge and branch copy
-// whole content, and Prune (keep latest) rebases the head it keeps.
-func TestDeltaKeepsReadsExactAcrossTimeTravel(t *testing.T) {
+// TestDeltaStorageAcrossTimeTravel is the storage side of what copies or
+// deletes checkpoints (the conformance suite checks their reads):
+// copy_thread copies deltas as deltas, branch and merge copy whole
+// content, and Prune (keep latest) rewrites the delta head it keeps whole.
+func TestDeltaStorageAcrossTimeTravel(t *testing.T) {
 	b := setup(t)
 	var msgs []string
 	var ids []uuid.UUID

@@ -1,0 +1,197 @@
+package enginetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint"
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// Harness says how to get databases of the store under test.
+type Harness struct {
+	// Name names the store in messages, e.g. "postgres" or "sqlite".
+	Name string
+	// NewURL returns the URL (as pgcheckpoint.Open takes it) of a new,
+	// empty database that only the calling test uses, and removes the
+	// database when the test ends (t.Cleanup). The suite migrates it.
+	NewURL func(t testing.TB) string
+}
+
+// conformanceTest is one test of the suite.
+type conformanceTest struct {
+	name string
+	// serial tests run alone, before the parallel ones: they count the
+	// goroutines of the whole test binary.
+	serial bool
+	fn     func(t *testing.T, e *env)
+}
+
+// tests is the suite, in the order Run starts them.
+var tests = []conformanceTest{
+	// snapshot.go
+	{name: "SnapshotRoundTrip", fn: testSnapshotRoundTrip},
+	{name: "DefaultSummary", fn: testDefaultSummary},
+	{name: "NULAndUnicodeRoundTripExactly", fn: testNULAndUnicode},
+	{name: "RetryIsIdempotent", fn: testRetryIsIdempotent},
+	{name: "ExplicitParentStartsANewLine", fn: testExplicitParent},
+	{name: "BadInputIsTypedAndWritesNothing", fn: testBadInput},
+	{name: "BadJSONIsNamedInEveryMode", fn: testBadJSONNamed},
+	{name: "UnknownIDsAreNotFound", fn: testUnknownIDs},
+	{name: "PendingWrites", fn: testPendingWrites},
+	{name: "ListCheckpointsPagesAndFilters", fn: testListCheckpoints},
+	{name: "MetadataContainmentFilter", fn: testMetadataFilter},
+	{name: "ListThreadsPages", fn: testListThreads},
+	{name: "NamespacesHaveTheirOwnHeads", fn: testNamespaces},
+	{name: "DeleteThreadRemovesEverything", fn: testDeleteThread},
+	{name: "DeleteBeforeKeepsTheHead", fn: testDeleteBefore},
+	// timetravel.go
+	{name: "RewindMovesTheHeadAndDeletesNothing", fn: testRewind},
+	{name: "RewindAndTruncateDeletesOnlyTheOldLine", fn: testRewindAndTruncate},
+	{name: "RewindToStepFollowsTheHeadLine", fn: testRewindToStep},
+	{name: "TimeTravelPointsPage", fn: testTimeTravelPoints},
+	{name: "BranchMergeTreeAndLineage", fn: testBranchMergeTreeLineage},
+	{name: "TimeTravelBadInputWritesNothing", fn: testTimeTravelBadInput},
+	{name: "ConcurrentSnapshotAndRewind", fn: testConcurrentSnapshotAndRewind},
+	{name: "ClearMemoryAppendsAMarker", fn: testClearMemory},
+	{name: "Diff", fn: testDiff},
+	{name: "CopyThread", fn: testCopyThread},
+	{name: "DeleteForRunsAndPrune", fn: testDeleteForRunsAndPrune},
+	{name: "DeletesClearARewindToWhatTheyDelete", fn: testDeletesClearARewind},
+	// retention.go
+	{name: "RetentionPolicies", fn: testRetentionPolicies},
+	{name: "RetentionKeepsHeadsAndBranchSources", fn: testRetentionKeepsHeadsAndBranchSources},
+	{name: "RetentionAfterEachSnapshot", fn: testRetentionAfterEachSnapshot},
+	{name: "RetentionBadInputDeletesNothing", fn: testRetentionBadInput},
+	{name: "SweepAppliesPoliciesAndExpiry", fn: testSweep},
+	{name: "DeletesAndSweepsRaceWriters", fn: testDeletesAndSweepsRaceWriters},
+	// delta.go
+	{name: "RandomHistoriesReadBackAsWritten", fn: testRandomHistories},
+	{name: "SizeLimitIsOnTheWholeSnapshot", fn: testSizeLimitOnWholeSnapshot},
+	{name: "DeltasStayExactAcrossTimeTravel", fn: testDeltasAcrossTimeTravel},
+	{name: "SmallSnapshotsAreStoredWhole", fn: testSmallSnapshotsWhole},
+	// concurrency.go
+	{name: "ConcurrentWritersOneThread", fn: testConcurrentWritersOneThread},
+	{name: "ConcurrentWritersDistinctThreads", fn: testConcurrentWritersDistinctThreads},
+	{name: "WriterProcessesOneThread", fn: testWriterProcesses},
+	{name: "KilledWriterProcessLeavesWholeCheckpoints", fn: testKilledWriter},
+	{name: "ResumeAfterKilledAgentProcess", fn: testResumeAfterKill},
+	// export.go
+	{name: "ExportImportRoundTrip", fn: testExportImport},
+	{name: "ImportBadInputWritesNothing", fn: testImportBadInput},
+	// agent.go
+	{name: "IntervalSnapshotter", serial: true, fn: testInterval},
+	{name: "DisabledTriggerWritesNothing", fn: testDisabledTrigger},
+	{name: "SnapshotSafeCountsAndLogsFailures", fn: testSnapshotSafe},
+	{name: "WrapToolSnapshotsBeforeAndAfter", fn: testWrapTool},
+	{name: "ScopeSnapshotsOnEnterAndExit", fn: testScope},
+	{name: "Resume", fn: testResume},
+}
+
+// Run runs the conformance suite against the store h names, each test as
+// a subtest of t with a database of its own. The tests that need writer
+// processes re-execute the test binary, whose TestMain must call Main.
+func Run(t *testing.T, h Harness) {
+	if h.NewURL == nil {
+		t.Fatal("enginetest: Harness.NewURL is nil")
+	}
+	for _, c := range tests {
+		if c.serial {
+			t.Run(c.name, func(t *testing.T) { c.fn(t, newEnv(t, h)) })
+		}
+	}
+	for _, c := range tests {
+		if !c.serial {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.fn(t, newEnv(t, h))
+			})
+		}
+	}
+}
+
+// deltas is the configuration of a test's main engine: every snapshot that
+// extends its parent is stored as a delta, however small, so the code that
+// reads, copies, rewinds and deletes meets delta chains.
+var deltas = engine.Config{DeltaMinBytes: -1}
+
+// env is what one test works with: its database and an engine over it.
+type env struct {
+	t   *testing.T
+	h   Harness
+	url string
+	eng *engine.Engine // Config deltas
+	ctx context.Context
+}
+
+func newEnv(t *testing.T, h Harness) *env {
+	t.Helper()
+	e := &env{t: t, h: h, url: h.NewURL(t), ctx: context.Background()}
+	e.eng = e.open(deltas)
+	return e
+}
+
+// open returns an Engine with cfg over the test's database, closed when
+// the test ends.
+func (e *env) open(cfg engine.Config) *engine.Engine {
+	e.t.Helper()
+	if e.url == "" {
+		e.t.Fatalf("enginetest: harness %q gave an empty URL", e.h.Name)
+	}
+	return openURL(e.t, e.url, cfg)
+}
+
+// openURL opens an Engine over url, migrating it, closed when t ends.
+func openURL(t testing.TB, url string, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	eng, err := pgcheckpoint.Open(ctx, url, pgcheckpoint.Options{Migrate: true, Config: cfg})
+	if err != nil {
+		t.Fatalf("open %s: %v", url, err)
+	}
+	t.Cleanup(func() {
+		if err := eng.Close(); err != nil {
+			t.Errorf("close engine: %v", err)
+		}
+	})
+	return eng
+}
+
+// snap writes a snapshot with the test's main engine; any error is fatal.
+func (e *env) snap(in engine.SnapshotInput) engine.SnapshotResult {
+	e.t.Helper()
+	return snapWith(e.t, e.ctx, e.eng, in)
+}
+
+func snapWith(t testing.TB, ctx context.Context, eng *engine.Engine, in engine.SnapshotInput) engine.SnapshotResult {
+	t.Helper()
+	res, err := eng.Snapshot(ctx, in)
+	if err != nil {
+		t.Fatalf("snapshot on %q: %v", in.ThreadID, err)
+	}
+	return res
+}
+
+// get reads a checkpoint; any error is fatal.
+func (e *env) get(id uuid.UUID) *engine.Checkpoint {
+	e.t.Helper()
+	cp, err := e.eng.Get(e.ctx, id)
+	if err != nil {
+		e.t.Fatalf("get %s: %v", id, err)
+	}
+	return cp
+}
+
+// head returns the head of a thread's root namespace; any error is fatal.
+func (e *env) head(thread string) *engine.Checkpoint {
+	e.t.Helper()
+	cp, err := e.eng.Latest(e.ctx, thread)
+	if err != nil {
+		e.t.Fatalf("latest of %q: %v", thread, err)
+	}
+	return cp
+}
