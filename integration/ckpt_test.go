@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
 )
 
 // runCLIStdin is runCLI with stdin.
@@ -400,9 +401,9 @@ func TestCkptDemo(t *testing.T) {
 	}
 }
 
-// With no database, the demo starts a container. It runs where the
-// harness uses containers (PGCHECKPOINT_TEST_IMAGE set, as in CI's
-// testcontainers pass).
+// With no database and --container, the demo starts a container. It runs
+// where the harness uses containers (PGCHECKPOINT_TEST_IMAGE set, as in
+// CI's testcontainers pass).
 func TestCkptDemoStartsAContainer(t *testing.T) {
 	image := os.Getenv(pgtest.EnvImage)
 	if image == "" {
@@ -410,17 +411,57 @@ func TestCkptDemoStartsAContainer(t *testing.T) {
 	}
 	t.Parallel()
 	bin := buildCommand(t, "ckpt")
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DATABASE_URL=") {
-			env = append(env, kv)
-		}
-	}
-	r := runCLI(t, bin, env, "demo")
+	r := runCLI(t, bin, envWithout("DATABASE_URL"), "demo", "--container")
 	if r.code != 0 || !strings.Contains(r.stdout, "starting a throwaway Postgres container from "+image) ||
 		!strings.Contains(r.stdout, "the container was removed") || !strings.Contains(r.stdout, "* step 5 manual (head)") {
 		t.Fatalf("demo with a container: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// With no database, the demo starts a throwaway Postgres from the server
+// binaries installed here (found as a new user's machine would have them),
+// and removes it at the end.
+func TestCkptDemoStartsALocalPostgres(t *testing.T) {
+	if _, err := localpg.Find(); err != nil {
+		t.Fatalf("this test needs Postgres server binaries (CI installs postgresql-15): %v", err)
+	}
+	t.Parallel()
+	bin := buildCommand(t, "ckpt")
+	r := runCLI(t, bin, envWithout("DATABASE_URL", localpg.EnvDirs), "demo")
+	if r.code != 0 || !strings.Contains(r.stdout, "starting a throwaway Postgres from the server binaries in") ||
+		!strings.Contains(r.stdout, "database  postgres://") || !strings.Contains(r.stdout, "schema    migrated: version 4 of 4") ||
+		!strings.Contains(r.stdout, "* step 5 manual (head)") || !strings.Contains(r.stdout, "the throwaway Postgres was stopped and removed") {
+		t.Fatalf("demo on a local Postgres: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// With no database, no Postgres binaries and no Docker image, the demo
+// runs on a temporary SQLite file: the README's first command works on a
+// machine with nothing installed but Go.
+func TestCkptDemoWithNothingInstalled(t *testing.T) {
+	t.Parallel()
+	bin := buildCommand(t, "ckpt")
+	env := append(envWithout("DATABASE_URL", localpg.EnvDirs, "PATH"), localpg.EnvDirs+"=", "PATH=/nonexistent")
+	r := runCLI(t, bin, env, "demo")
+	if r.code != 0 || !strings.Contains(r.stdout, "no Postgres server installed: using a temporary SQLite file") ||
+		!strings.Contains(r.stdout, "database  sqlite:") || !strings.Contains(r.stdout, "* step 5 manual (head)") ||
+		!strings.Contains(r.stdout, "the temporary SQLite file was removed") {
+		t.Fatalf("demo with nothing installed: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	dir := strings.TrimSuffix(strings.TrimPrefix(lineWith(r.stdout, "database  sqlite:"), "database  sqlite:"), "/demo.db")
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the demo left %s behind: %v", dir, err)
+	}
+}
+
+// lineWith returns the first line of s that starts with prefix.
+func lineWith(s, prefix string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
 }
 
 func TestCkptGC(t *testing.T) {

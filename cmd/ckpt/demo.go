@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"strings"
 
+	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
 )
 
 // The demo's agent plans a trip. Its "LLM" and tools are scripted, so every
@@ -168,38 +169,31 @@ func runDemo(ctx context.Context, c *cli, _ []string) error {
 	fmt.Fprintln(w, "pgcheckpoint demo: a scripted travel agent (no network, no LLM) that checkpoints every step")
 	fmt.Fprintln(w)
 	dbURL := c.dbURL
-	container := dbURL == ""
-	if container {
-		image := os.Getenv("PGCHECKPOINT_TEST_IMAGE")
-		if image == "" {
-			image = defaultDemoImage
-		}
-		fmt.Fprintf(w, "database  none given (--database or DATABASE_URL): starting a throwaway Postgres container from %s\n", image)
-		u, stop, err := startContainer(ctx, image)
+	if dbURL == "" {
+		u, cleanup, err := demoDatabase(ctx, w, c.container)
 		if err != nil {
-			return fmt.Errorf("%w\n(give a database with --database URL or DATABASE_URL, or make Docker able to run %s; PGCHECKPOINT_TEST_IMAGE names another image)", err, image)
+			return err
 		}
-		defer func() {
-			stop()
-			fmt.Fprintln(w, "\ndatabase  the container was removed; run with --database URL to keep the data and look around")
-		}()
+		defer cleanup()
 		dbURL = u
+	} else if c.container {
+		return usageError{"demo: --container and --database exclude each other"}
 	}
 	fmt.Fprintf(w, "database  %s\n", redact(dbURL))
-	if err := schema.Migrate(ctx, dbURL); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+	kind, _, err := pgcheckpoint.ParseURL(dbURL)
+	if err != nil {
+		return usageError{err.Error()}
 	}
-	v, _, err := schema.NewMigrator(dbURL).Version(ctx)
+	eng, err := pgcheckpoint.Open(ctx, dbURL, pgcheckpoint.Options{Migrate: true})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "schema    migrated: version %d of %d\n", v, schema.Latest())
-	c.dbURL = dbURL
-	if err := c.connect(ctx); err != nil {
-		return err
+	defer eng.Close()
+	latest := schema.Latest()
+	if kind == pgcheckpoint.KindSQLite {
+		latest = sqlite.LatestVersion()
 	}
-	defer c.eng.Close()
-	eng := c.eng
+	fmt.Fprintf(w, "schema    migrated: version %d of %d\n", latest, latest)
 
 	// Start clean: remove what an earlier demo left.
 	branches, err := eng.Branches(ctx, demoThread)
@@ -310,7 +304,7 @@ func runDemo(ctx context.Context, c *cli, _ []string) error {
 	for _, l := range drawGraph(tree, demoLabel) {
 		fmt.Fprintln(w, "  "+l)
 	}
-	if !container {
+	if c.dbURL != "" {
 		fmt.Fprintf(w, "\nlook around (same database): ckpt log %s --graph, ckpt show ID, ckpt diff A B, ckpt export %s\n", demoThread, demoThread)
 	}
 	return nil

@@ -56,7 +56,10 @@ var commands = map[string]*command{
 	"import": {args: "[FILE]", nargs: [2]int{0, 1}, help: "read an export (FILE or stdin); all or nothing", run: runImport},
 	"tree": {args: "THREAD [--format dot|mermaid]", nargs: [2]int{1, 1}, help: "a thread and its branches for Graphviz or Mermaid", run: runTree,
 		flags: func(fs *flag.FlagSet, c *cli) { fs.StringVar(&c.format, "format", "dot", "dot or mermaid") }},
-	"demo": {help: "a scripted agent: crash, resume, rewind, branch, merge", noDB: true, run: runDemo},
+	"demo": {args: "[--container]", help: "a scripted agent: crash, resume, rewind, branch, merge", noDB: true, run: runDemo,
+		flags: func(fs *flag.FlagSet, c *cli) {
+			fs.BoolVar(&c.container, "container", false, "with no database given, start a Postgres container (Docker)")
+		}},
 	"gc": {args: "--policy P [--thread T] [--batch N] [--budget D] [--after T]", help: "apply a retention policy to one thread, or sweep all (with expiry)", run: runGC,
 		flags: func(fs *flag.FlagSet, c *cli) {
 			fs.StringVar(&c.policy, "policy", "", "keep-last-n:N, keep-age:DURATION, keep-milestones:N or keep-all")
@@ -112,6 +115,7 @@ type cli struct {
 	batch          int
 	budget         time.Duration
 	after          string
+	container      bool
 
 	eng *engine.Engine
 }

@@ -1,0 +1,144 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
+)
+
+// envWithout is the test's environment less the variables named.
+func envWithout(names ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		keep := true
+		for _, n := range names {
+			if strings.HasPrefix(kv, n+"=") {
+				keep = false
+			}
+		}
+		if keep {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// The demo on a SQLite file, then ckpt reading that file: the tree drawn
+// from it, threads listed, a checkpoint shown.
+func TestCkptOnASQLiteFile(t *testing.T) {
+	t.Parallel()
+	bin := buildCommand(t, "ckpt")
+	env := envWithout("DATABASE_URL")
+	url := "sqlite:" + filepath.Join(t.TempDir(), "demo.db")
+
+	r := runCLI(t, bin, env, "--database", url, "demo")
+	if r.code != 0 || !strings.Contains(r.stdout, "merge    the branch into demo-trip: step 5") {
+		t.Fatalf("demo on %s: exit %d\n%s\n%s", url, r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, bin, env, "--database", url, "log", "demo-trip", "--graph")
+	if r.code != 0 || !strings.Contains(r.stdout, " step 5 manual (head)  Merge of demo-trip-branch-hostel-") || !strings.Contains(r.stdout, "|\\") {
+		t.Fatalf("log --graph from the file: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, bin, append(env, "DATABASE_URL="+url), "threads")
+	if r.code != 0 || !strings.Contains(r.stdout, "demo-trip") {
+		t.Fatalf("threads with DATABASE_URL: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// The demo runs again on the same file.
+	r = runCLI(t, bin, env, "--database", url, "demo")
+	if r.code != 0 || !strings.Contains(r.stdout, "(deleted 8 checkpoints of an earlier demo first)") {
+		t.Fatalf("demo again: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A --database that cannot be opened gets a clear error, exit 2 for a
+// malformed URL and 1 for the rest, and nothing is created or changed.
+func TestCkptBadSQLiteDatabase(t *testing.T) {
+	t.Parallel()
+	bin := buildCommand(t, "ckpt")
+	env := envWithout("DATABASE_URL")
+	dir := t.TempDir()
+
+	notDB := filepath.Join(dir, "notes.txt")
+	text := []byte("not a database\n")
+	if err := os.WriteFile(notDB, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	newer := filepath.Join(dir, "newer.db")
+	ctx := context.Background()
+	db, err := sqlite.OpenDB(ctx, newer, sqlite.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlite.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE schema_migrations SET version = 999`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	for _, c := range []struct {
+		name, url string
+		code      int
+		want      string
+	}{
+		{"malformed", "mysql://u@h/db", 2, "want postgres://..., postgresql://..., sqlite:PATH"},
+		{"no path", "sqlite:", 2, "has no file path"},
+		{"missing directory", "sqlite:" + filepath.Join(dir, "nope", "x.db"), 1, "directory does not exist"},
+		{"missing file", "sqlite:" + filepath.Join(dir, "absent.db"), 1, "run migrate up"},
+		{"not a database", "sqlite:" + notDB, 1, "not a SQLite database"},
+		{"newer schema", "sqlite:" + newer, 1, "newer"},
+	} {
+		r := runCLI(t, bin, env, "--database", c.url, "threads")
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s: exit %d, want %d, with %q in\n%s", c.name, r.code, c.code, c.want, r.stderr)
+		}
+		noStackTrace(t, r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nope")); !os.IsNotExist(err) {
+		t.Errorf("the missing directory was created: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "absent.db")); !os.IsNotExist(err) {
+		t.Errorf("the missing file was created: %v", err)
+	}
+	if got, _ := os.ReadFile(notDB); !bytes.Equal(got, text) {
+		t.Errorf("the file that is not a database changed: %q", got)
+	}
+}
+
+// cmd/migrate on a SQLite file: up creates it, version reads it without
+// creating anything, down -all empties it.
+func TestMigrateSQLiteFile(t *testing.T) {
+	t.Parallel()
+	bin := buildCommand(t, "migrate")
+	env := envWithout("DATABASE_URL")
+	path := filepath.Join(t.TempDir(), "m.db")
+	url := "sqlite:" + path
+
+	if r := runCLI(t, bin, env, "-database", url, "version"); r.code != 1 || !strings.Contains(r.stderr, "run migrate up") {
+		t.Fatalf("version of a missing file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("version created the file: %v", err)
+	}
+	want := func(args []string, out string) {
+		t.Helper()
+		r := runCLI(t, bin, env, append([]string{"-database", url}, args...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, out) {
+			t.Fatalf("migrate %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	want([]string{"up"}, "version 1 of 1")
+	want([]string{"up"}, "version 1 of 1")
+	want([]string{"version"}, "version 1 of 1")
+	want([]string{"down", "-all"}, "version 0 of 1")
+	want([]string{"goto", "1"}, "version 1 of 1")
+	if r := runCLI(t, bin, env, "-database", url, "force", "1"); r.code != 1 || !strings.Contains(r.stderr, "not for SQLite") {
+		t.Fatalf("force on SQLite: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
