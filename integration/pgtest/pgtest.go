@@ -6,11 +6,15 @@
 // The server is found as:
 //   - PGCHECKPOINT_TEST_DATABASE_URL, if set: a URL to any database of a
 //     server where the user may create databases; or else
-//   - a throwaway container started with testcontainers-go, from the image in
-//     PGCHECKPOINT_TEST_IMAGE (default DefaultImage), one per test binary.
+//   - PGCHECKPOINT_TEST_IMAGE, if set: a throwaway container started with
+//     testcontainers-go from that image, one per test binary; or else
+//   - a container from DefaultImage, if Docker can run it; or else
+//   - a throwaway cluster from the Postgres server binaries installed on the
+//     machine (internal/localpg), one per test binary.
 //
-// If neither works, the test fails with a message naming both ways; it is
-// never skipped. A package's tests use it like this:
+// If none works, the tests fail, never skip: the first with a message
+// naming the three ways to fix it, the others with a one-line reference to
+// it. A package's tests use it like this:
 //
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 //
@@ -28,18 +32,23 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
+	stdlog "log"
 	"net/url"
 	"os"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	tclog "github.com/testcontainers/testcontainers-go/log"
 
+	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
@@ -85,7 +94,24 @@ var (
 	once      sync.Once
 	shared    *server
 	sharedErr error
+	explained atomic.Bool // the no-server failure was explained in full
 )
+
+// fixIt says how to give the tests a server.
+const fixIt = "Give the tests a Postgres server one of three ways: set " + EnvDatabaseURL +
+	" to a Postgres URL whose user may create databases (e.g. postgres://postgres@127.0.0.1:5432/postgres); " +
+	"or install the PostgreSQL server (e.g. apt-get install postgresql, brew install postgresql@15), " +
+	"whose binaries the tests then run themselves (found on PATH, through pg_config, or in the usual places; " +
+	"as root they run as the OS user postgres); or make Docker able to run the image " + DefaultImage +
+	" (" + EnvImage + " names another; integration/pgimage/build builds one with no registry; " +
+	"where no image can be pulled set TESTCONTAINERS_RYUK_DISABLED=true, and TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 " +
+	"when the tests themselves run in a container)."
+
+// oneLine is the first line of err's text.
+func oneLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
 
 // Main runs the tests and then stops the container the harness started, if
 // any. Call it from TestMain: os.Exit(pgtest.Main(m)).
@@ -110,7 +136,7 @@ func NewDB(tb testing.TB) *DB {
 	tb.Helper()
 	srv, err := getServer()
 	if err != nil {
-		tb.Fatalf("pgtest: no Postgres server for the tests: %v", err)
+		noServer(tb, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
@@ -145,7 +171,7 @@ func EmptyDB(tb testing.TB) *DB {
 	tb.Helper()
 	srv, err := getServer()
 	if err != nil {
-		tb.Fatalf("pgtest: no Postgres server for the tests: %v", err)
+		noServer(tb, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
@@ -174,36 +200,58 @@ func EmptyDB(tb testing.TB) *DB {
 
 func getServer() (*server, error) {
 	once.Do(func() {
-		image := os.Getenv(EnvImage)
-		if image == "" {
-			image = DefaultImage
-		}
-		shared, sharedErr = startServer(context.Background(), os.Getenv(EnvDatabaseURL), image)
+		shared, sharedErr = startServer(context.Background(), os.Getenv(EnvDatabaseURL), os.Getenv(EnvImage))
 	})
 	return shared, sharedErr
 }
 
-// startServer connects to the server at url, or, when url is empty, starts a
-// container from image; then it makes sure the template database exists.
+// noServer fails a test that found no server: with the whole explanation
+// the first time in the test binary, with a one-line reference after.
+func noServer(tb testing.TB, err error) {
+	tb.Helper()
+	if explained.CompareAndSwap(false, true) {
+		tb.Fatalf("pgtest: no Postgres server for the tests: %v", err)
+	}
+	tb.Fatal("pgtest: no Postgres server for the tests (the first failure above says why and how to fix it)")
+}
+
+// startServer connects to the server at url; or, when url is empty,
+// starts a container from image; or, when image is empty too, a container
+// from DefaultImage if Docker can run it, else a throwaway cluster from the
+// Postgres server binaries installed here (internal/localpg). Then it makes
+// sure the template database exists.
 func startServer(ctx context.Context, url, image string) (*server, error) {
 	srv := &server{}
-	if url != "" {
+	switch {
+	case url != "":
 		srv.adminURL, srv.how = url, "the server in "+EnvDatabaseURL
-	} else {
+	case image != "":
 		cctx, cancel := context.WithTimeout(ctx, containerTimeout)
-		url, stop, err := StartContainer(cctx, image)
+		u, stop, err := StartContainer(cctx, image)
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("%s is not set, and starting a Postgres container failed: %w\n"+
-				"Either set %s to a Postgres URL whose user may create databases "+
-				"(e.g. postgres://postgres@127.0.0.1:5432/postgres), "+
-				"or make Docker able to run the image %q (set %s to use another image; "+
-				"integration/pgimage/build builds one with no registry; where no image can be "+
-				"pulled set TESTCONTAINERS_RYUK_DISABLED=true, and TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 "+
-				"when the tests themselves run in a container)",
-				EnvDatabaseURL, err, EnvDatabaseURL, image, EnvImage)
+			return nil, fmt.Errorf("%s is not set, and starting a Postgres container from %s (%s) failed: %w\n%s",
+				EnvDatabaseURL, EnvImage, image, err, fixIt)
 		}
-		srv.adminURL, srv.stop, srv.how = url, stop, "the container from "+image
+		srv.adminURL, srv.stop, srv.how = u, stop, "the container from "+image
+	default:
+		// Quietly: the container is one of two ways, and where it fails
+		// (no Docker, no image) the next one is tried.
+		tclog.SetDefault(stdlog.New(io.Discard, "", 0))
+		cctx, cancel := context.WithTimeout(ctx, containerTimeout)
+		u, stop, cerr := StartContainer(cctx, DefaultImage)
+		cancel()
+		if cerr == nil {
+			srv.adminURL, srv.stop, srv.how = u, stop, "the container from "+DefaultImage
+			break
+		}
+		cluster, lerr := localpg.Start(ctx, localpg.Options{Settings: map[string]string{"max_connections": "300"}})
+		if lerr != nil {
+			return nil, fmt.Errorf("%s is not set; a container from %s did not start (%v); and no local Postgres server: %w\n%s",
+				EnvDatabaseURL, DefaultImage, oneLine(cerr), lerr, fixIt)
+		}
+		srv.adminURL, srv.how = cluster.URL(), "the throwaway Postgres from "+cluster.BinDir()
+		srv.stop = cluster.Stop
 	}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()

@@ -2,12 +2,16 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -103,4 +107,77 @@ func TestContainerThatCannotStartFailsFastAndSaysWhatToFix(t *testing.T) {
 			t.Errorf("error does not name the image: %v", err)
 		}
 	})
+}
+
+// With no URL and no image named, and no container to be had from
+// DefaultImage, the harness runs the Postgres server binaries installed
+// here.
+func TestNoServerGivenUsesLocalBinaries(t *testing.T) {
+	if _, err := localpg.Find(); err != nil {
+		t.Fatalf("this test needs Postgres server binaries (CI installs postgresql-15): %v", err)
+	}
+	if _, _, err := StartContainer(context.Background(), DefaultImage); err == nil {
+		t.Skip("Docker can run " + DefaultImage + " here: the harness uses it, not local binaries")
+	}
+	t.Parallel()
+	srv, err := startServer(context.Background(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		srv.admin.Close()
+		if err := srv.stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	if !strings.Contains(srv.how, "the throwaway Postgres from") {
+		t.Fatalf("server found as %q", srv.how)
+	}
+	var v int
+	if err := srv.admin.QueryRow(context.Background(), `SELECT current_setting('server_version_num')::int`).Scan(&v); err != nil || v < 150000 {
+		t.Fatalf("server version %d: %v", v, err)
+	}
+}
+
+// envChild marks the test binary run by TestNoServerIsExplainedOnce.
+const envChild = "PGTEST_NO_SERVER_CHILD"
+
+// With no server at all, every test fails (none is skipped), and the
+// explanation is printed once, not once per test.
+func TestNoServerIsExplainedOnce(t *testing.T) {
+	if os.Getenv(envChild) != "" {
+		for i := range 3 {
+			t.Run(fmt.Sprint("needs a database ", i), func(t *testing.T) { NewDB(t) })
+		}
+		return
+	}
+	t.Parallel()
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, EnvDatabaseURL+"=") && !strings.HasPrefix(kv, EnvImage+"=") {
+			env = append(env, kv)
+		}
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNoServerIsExplainedOnce$", "-test.v")
+	cmd.Env = append(env, envChild+"=1", localpg.EnvDirs+"=")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the tests passed with no server:\n%s", out)
+	}
+	if _, _, cerr := StartContainer(context.Background(), DefaultImage); cerr == nil {
+		t.Skip("Docker can run " + DefaultImage + " here")
+	}
+	text := string(out)
+	if n := strings.Count(text, "Give the tests a Postgres server one of three ways"); n != 1 {
+		t.Errorf("the explanation appears %d times, want once:\n%s", n, text)
+	}
+	if n := strings.Count(text, "--- FAIL: TestNoServerIsExplainedOnce/needs_a_database"); n != 3 {
+		t.Errorf("%d of 3 tests failed:\n%s", n, text)
+	}
+	if n := strings.Count(text, "the first failure above says why"); n != 2 {
+		t.Errorf("%d one-line references, want 2:\n%s", n, text)
+	}
+	if len(text) > 8<<10 {
+		t.Errorf("%d bytes of output for 3 failing tests", len(text))
+	}
 }
