@@ -104,7 +104,7 @@ func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error
 		return dbError("begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	w := &pgImport{tx: tx, batch: &pgx.Batch{}, threads: map[string]bool{}}
+	w := &pgImport{tx: tx, batch: &pgx.Batch{}, threads: map[string]bool{}, seen: map[uuid.UUID]bool{}}
 	if err := fn(w); err != nil {
 		return err
 	}
@@ -117,7 +117,8 @@ func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error
 // pgImport writes an import's rows, checkpoints in pipelined batches.
 type pgImport struct {
 	tx      pgx.Tx
-	threads map[string]bool // threads created by this import
+	threads map[string]bool    // threads created by this import
+	seen    map[uuid.UUID]bool // checkpoint ids of this import
 	batch   *pgx.Batch
 	ids     []uuid.UUID // per queued statement: the checkpoint id, or uuid.Nil for pending writes
 }
@@ -146,6 +147,10 @@ func (w *pgImport) Thread(ctx context.Context, t ExportThread) error {
 }
 
 func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint) error {
+	if w.seen[c.ID] {
+		return fmt.Errorf("%w: checkpoint %s appears twice in the import", ErrInvalidInput, c.ID)
+	}
+	w.seen[c.ID] = true
 	w.batch.Queue(`
 		INSERT INTO pgcheckpoint.checkpoints (thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id,
 		    merge_parent_id, step, created_at, trigger, tags, summary, metadata, format, messages, state,

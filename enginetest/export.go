@@ -198,14 +198,10 @@ func testImportBadInput(t *testing.T, e *env) {
 		{"unknown kind", export + `{"kind":"mystery"}` + "\n", engine.ErrInvalidInput, fmt.Sprintf("record %d", lines+1)},
 		{"a checkpoint before its thread", header + export[strings.Index(export, `{"kind":"checkpoint"`):], engine.ErrInvalidInput, "record 2"},
 		{"messages not an array", strings.Replace(export, `"messages":[`, `"messages":"x","m":[`, 1), engine.ErrInvalidJSON, "messages"},
-		{"the same checkpoint twice", export + export[strings.Index(export, `{"kind":"checkpoint"`):], nil, firstID},
+		{"the same checkpoint twice", export + export[strings.Index(export, `{"kind":"checkpoint"`):], engine.ErrInvalidInput, firstID},
 	} {
 		_, err := other.eng.Import(e.ctx, strings.NewReader(bad.input), engine.ImportOptions{})
-		typed := errors.Is(err, bad.want)
-		if bad.want == nil { // the same row twice: invalid, or an id in use
-			typed = errors.Is(err, engine.ErrInvalidInput) || errors.Is(err, engine.ErrIDConflict)
-		}
-		if !typed || !strings.Contains(fmt.Sprint(err), bad.msg) {
+		if !errors.Is(err, bad.want) || errors.Is(err, engine.ErrIDConflict) || !strings.Contains(fmt.Sprint(err), bad.msg) {
 			t.Errorf("%s: %v, want %v naming %q", bad.name, err, bad.want, bad.msg)
 		}
 		if got := other.inventory("run-1").counts(); got != [3]int{} {
