@@ -270,4 +270,3 @@ func TestMemory(t *testing.T) {
 	wg.Wait()
 	checkChain(t, eng, "m", 100)
 }
-
