@@ -76,6 +76,19 @@ func BenchmarkStorage(b *testing.B) {
 			metrics[fmt.Sprintf("stored-%%-of-whole@%d", step)] = 100 * float64(stored) / float64(whole)
 		}
 	}
+	// The goal: storage linear in the steps (each doubling of the steps
+	// doubles it, give or take the anchors), and at most 5% of storing
+	// every snapshot whole.
+	for _, n := range []int{500, 1000} {
+		if g := metrics[fmt.Sprintf("stored-bytes@%d", n)] / metrics[fmt.Sprintf("stored-bytes@%d", n/2)]; g < 1.5 || g > 2.5 {
+			b.Errorf("storage grew %.2fx from step %d to %d; linear is 2x", g, n/2, n)
+		}
+	}
+	for _, n := range []int{250, 500, 1000} {
+		if p := metrics[fmt.Sprintf("stored-%%-of-whole@%d", n)]; p > 5 {
+			b.Errorf("at step %d storage is %.1f%% of every snapshot whole; the goal is at most 5%%", n, p)
+		}
+	}
 	// Custom metrics of a benchmark with sub-benchmarks are dropped: they
 	// go on one of their own.
 	b.Run("Storage", func(b *testing.B) {
