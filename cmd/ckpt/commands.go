@@ -225,7 +225,7 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 		out.PendingWrites = []engine.PendingWrite{}
 	}
 	if c.json {
-		enc := json.NewEncoder(c.stdout)
+		enc := json.NewEncoder(c.raw)
 		enc.SetEscapeHTML(false)
 		return enc.Encode(out)
 	}
@@ -355,7 +355,7 @@ func runBranch(ctx context.Context, c *cli, args []string) error {
 }
 
 func runExport(ctx context.Context, c *cli, args []string) error {
-	st, err := c.eng.Export(ctx, args[0], c.stdout)
+	st, err := c.eng.Export(ctx, args[0], c.raw)
 	if err != nil {
 		return err
 	}
@@ -387,12 +387,12 @@ func runImport(ctx context.Context, c *cli, args []string) error {
 			if size > 0 {
 				line += fmt.Sprintf(", %d%%", counter.n*100/size)
 			}
-			fmt.Fprint(c.stdout, line)
+			fmt.Fprint(c.raw, line)
 		}
 	}
 	st, err := c.eng.Import(ctx, counter, opts)
 	if progress {
-		fmt.Fprint(c.stdout, "\r\033[K")
+		fmt.Fprint(c.raw, "\r\033[K")
 	}
 	if err != nil {
 		return fmt.Errorf("%w (nothing was imported)", err)

@@ -52,12 +52,12 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 	progress := c.stdoutTTY && !c.json
 	if progress {
 		opts.Progress = func(r engine.SweepResult) {
-			fmt.Fprintf(c.stdout, "\rsweeping: %d thread(s), %d checkpoint(s) deleted", r.Threads, r.Deleted)
+			fmt.Fprintf(c.raw, "\rsweeping: %d thread(s), %d checkpoint(s) deleted", r.Threads, r.Deleted)
 		}
 	}
 	res, err := c.eng.Sweep(ctx, p, opts)
 	if progress {
-		fmt.Fprint(c.stdout, "\r\033[K")
+		fmt.Fprint(c.raw, "\r\033[K")
 	}
 	if err != nil {
 		return fmt.Errorf("%w (batches before the failing one are done; run gc again to go on)", err)

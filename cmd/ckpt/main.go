@@ -103,7 +103,11 @@ IDs are checkpoint ids as ckpt log prints them. Exit status: 0 success,
 
 // cli is what a command needs: where to write, the flags, the engine.
 type cli struct {
+	// stdout and stderr are for people: agent text on them is escaped
+	// (see safeWriter). raw is stdout as it is, for --json, export and
+	// ckpt's own progress line.
 	stdout, stderr io.Writer
+	raw            io.Writer
 	stdoutTTY      bool
 	dbURL          string
 	json           bool
@@ -134,10 +138,10 @@ func main() {
 	switch {
 	case err == nil:
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "ckpt: %v\n\n%s", err, usage())
+		fmt.Fprintf(os.Stderr, "ckpt: %s\n\n%s", safeText(err.Error()), usage())
 		os.Exit(2)
 	default:
-		fmt.Fprintf(os.Stderr, "ckpt: %v%s\n", err, hint(err))
+		fmt.Fprintf(os.Stderr, "ckpt: %s%s\n", safeText(err.Error()), hint(err))
 		os.Exit(1)
 	}
 }
@@ -160,7 +164,7 @@ func hint(err error) string {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool) error {
-	c := &cli{stdout: stdout, stderr: stderr, stdoutTTY: tty}
+	c := &cli{stdout: safeWriter{stdout}, stderr: safeWriter{stderr}, raw: stdout, stdoutTTY: tty}
 	global := flag.NewFlagSet("ckpt", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	commonFlags(global, c)
@@ -264,9 +268,14 @@ func (c *cli) connect(ctx context.Context) error {
 	return nil
 }
 
-// printJSON writes v as indented JSON.
+// printJSON writes v as indented JSON: exactly with --json, for programs;
+// else for people, agent text escaped (still valid JSON of the same value).
 func (c *cli) printJSON(v any) error {
-	enc := json.NewEncoder(c.stdout)
+	w := c.stdout
+	if c.json {
+		w = c.raw
+	}
+	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Text from agents, LLMs and tools is untrusted: a summary, a thread id or
+// a state key may hold bytes that drive a terminal (ESC sequences retitle
+// or clear it, a carriage return overwrites a line, bidi overrides reorder
+// what is shown). Everything ckpt writes for people goes through
+// safeWriter, which shows such characters as visible escapes; output for
+// programs (--json, export) is written exactly.
+
+// unsafeRune reports whether r must not reach a terminal as it is: control
+// characters (C0 but tab and newline, DEL, C1), format characters (bidi
+// overrides and isolates, zero-width characters), line and paragraph
+// separators, and invalid UTF-8.
+func unsafeRune(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n':
+		return false
+	case r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f):
+		return true
+	case r == utf8.RuneError, r == '\u2028', r == '\u2029':
+		return true
+	}
+	return unicode.Is(unicode.Cf, r)
+}
+
+// safeText returns s with every unsafe character (see unsafeRune) written
+// as \uXXXX (\UXXXXXXXX above U+FFFF) and every invalid UTF-8 byte as \xXX.
+// Within JSON strings the \u form is itself valid JSON for the same
+// character.
+func safeText(s string) string {
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if unsafeRune(r) {
+			break
+		}
+		i += size
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case !unsafeRune(r):
+			b.WriteString(s[i : i+size])
+		case r > 0xffff:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// safeWriter escapes what it writes with safeText. Every write must hold
+// whole characters, as fmt and text/tabwriter write them.
+type safeWriter struct{ w io.Writer }
+
+func (s safeWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(s.w, safeText(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
