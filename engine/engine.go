@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -463,7 +462,7 @@ func unescapeCheckpoint(c *Checkpoint) *Checkpoint {
 // first byte the value must start with ('[' array, '{' object, 0 any); an
 // empty value becomes the empty array or object.
 func jsonArg(name string, v json.RawMessage, want byte) (json.RawMessage, error) {
-	if t := bytes.TrimSpace(v); len(t) > 0 && !json.Valid(t) {
+	if t := trimJSON(v); len(t) > 0 && !json.Valid(t) {
 		return nil, notJSON(name)
 	}
 	return jsonText(name, v, want)
@@ -473,7 +472,7 @@ func jsonArg(name string, v json.RawMessage, want byte) (json.RawMessage, error)
 // need be, before it writes anything: the kind is told from the first
 // byte, which is enough for JSON that parses.
 func jsonText(name string, v json.RawMessage, want byte) (json.RawMessage, error) {
-	trimmed := bytes.TrimSpace(v)
+	trimmed := trimJSON(v)
 	if len(trimmed) == 0 {
 		switch want {
 		case '[':
@@ -491,6 +490,13 @@ func jsonText(name string, v json.RawMessage, want byte) (json.RawMessage, error
 		return nil, fmt.Errorf("%w: %s must be %s", ErrInvalidJSON, name, kind)
 	}
 	return escapeNUL(trimmed), nil
+}
+
+// trimJSON drops the JSON whitespace (space, tab, newline, carriage
+// return) around v, and nothing else: "\v" is not JSON whitespace, and
+// text that starts with it does not parse.
+func trimJSON(v []byte) []byte {
+	return jsontext.TrimRight(v[jsontext.SkipSpace(v, 0):])
 }
 
 func notJSON(name string) error {

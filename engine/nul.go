@@ -1,6 +1,9 @@
 package engine
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // Postgres jsonb cannot hold U+0000, so JSON strings are stored with an
 // escape: U+0000 becomes U+0001 '0' and U+0001 becomes U+0001 U+0001.
@@ -77,6 +80,19 @@ func unescapeNUL(b []byte) []byte {
 			out = append(out, escSOH...)
 			i += 5
 		}
+	}
+	return out
+}
+
+// storedString is s as a JSON string value of stored JSON holds it (see
+// escapeNUL), for comparing text with what SQL reads out of stored JSON
+// (e.g. metadata->>'run_id'). The rule is escapeNUL's, applied through the
+// JSON spelling of s.
+func storedString(s string) string {
+	text, _ := json.Marshal(s) // a string always encodes
+	var out string
+	if err := json.Unmarshal(escapeNUL(text), &out); err != nil {
+		return s
 	}
 	return out
 }

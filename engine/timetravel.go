@@ -416,7 +416,11 @@ func (e *Engine) DeleteForRuns(ctx context.Context, runIDs []string) (int64, err
 	if err != nil {
 		return 0, fmt.Errorf("delete for runs: %w", err)
 	}
-	n, err := e.store.DeleteForRuns(ctx, ids)
+	stored := make([]string, len(ids))
+	for i, id := range ids {
+		stored[i] = storedString(id)
+	}
+	n, err := e.store.DeleteForRuns(ctx, stored)
 	if err != nil {
 		return 0, fmt.Errorf("delete for runs: %w", err)
 	}

@@ -48,6 +48,7 @@ var tests = []conformanceTest{
 	{name: "NamespacesHaveTheirOwnHeads", fn: testNamespaces},
 	{name: "DeleteThreadRemovesEverything", fn: testDeleteThread},
 	{name: "DeleteBeforeKeepsTheHead", fn: testDeleteBefore},
+	{name: "NoSilentMisreadings", fn: testNoSilentMisreadings},
 	// timetravel.go
 	{name: "RewindMovesTheHeadAndDeletesNothing", fn: testRewind},
 	{name: "RewindAndTruncateDeletesOnlyTheOldLine", fn: testRewindAndTruncate},
