@@ -160,11 +160,13 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (E
 	err := e.store.Import(ctx, func(w ImportWriter) error {
 		dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 		threads := map[string]bool{} // thread ids with a thread line
+		links := importLinks{ids: map[uuid.UUID]importedCheckpoint{}, branchedFrom: map[string]uuid.UUID{},
+			unresolved: map[uuid.UUID][]importedCheckpoint{}}
 		seenHeader := false
 		for line := 1; ; line++ {
 			var l exportLine
 			if err := dec.Decode(&l); err == io.EOF {
-				return nil
+				return links.checkUnresolved()
 			} else if err != nil {
 				return fmt.Errorf("record %d: %w: %v", line, ErrInvalidJSON, err)
 			}
@@ -186,6 +188,9 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (E
 					return fmt.Errorf("record %d: %w", line, err)
 				}
 				threads[t.ThreadID] = true
+				if t.BranchedFrom != nil {
+					links.branchedFrom[t.ThreadID] = *t.BranchedFrom
+				}
 				st.Threads++
 			case "checkpoint":
 				c := l.ExportCheckpoint
@@ -194,7 +199,11 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (E
 				}
 				err := checkImportCheckpoint(&c)
 				if err == nil {
+					err = e.checkImportParent(ctx, links, c)
+				}
+				if err == nil {
 					err = w.Checkpoint(ctx, c)
+					links.ids[c.ID] = importedCheckpoint{id: c.ID, thread: c.ThreadID, namespace: c.Namespace, step: c.Step}
 				}
 				if err != nil {
 					return fmt.Errorf("record %d: checkpoint %s: %w", line, c.ID, err)
@@ -216,6 +225,84 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (E
 		opts.Progress(st)
 	}
 	return st, nil
+}
+
+// importLinks is what an import has seen so far, to check each
+// checkpoint's parent: the checkpoints imported, each thread's branch
+// source, and the children whose parent was not seen (yet).
+type importLinks struct {
+	ids          map[uuid.UUID]importedCheckpoint
+	branchedFrom map[string]uuid.UUID
+	unresolved   map[uuid.UUID][]importedCheckpoint // by parent id
+}
+
+type importedCheckpoint struct {
+	id                uuid.UUID
+	thread, namespace string
+	step              int64
+}
+
+// checkImportParent checks that a checkpoint's parent is one a write could
+// have given it (see parentFits). A parent found neither in the import so
+// far nor in the database is remembered: it may come later in the import
+// (checked by checkUnresolved at the end), or have been deleted by
+// retention, which leaves children pointing at it. Merge parents come from
+// other threads by design and are not checked.
+func (e *Engine) checkImportParent(ctx context.Context, links importLinks, c ExportCheckpoint) error {
+	if c.ParentID == nil {
+		return nil
+	}
+	p := *c.ParentID
+	child := importedCheckpoint{id: c.ID, thread: c.ThreadID, namespace: c.Namespace, step: c.Step}
+	if parent, ok := links.ids[p]; ok {
+		return links.parentFits(child, p, parent)
+	}
+	found, err := e.store.Lineage(ctx, p, 1)
+	if err != nil {
+		return fmt.Errorf("look up parent %s: %w", p, err)
+	}
+	if len(found) == 0 {
+		links.unresolved[p] = append(links.unresolved[p], child)
+		return nil
+	}
+	return links.parentFits(child, p, importedCheckpoint{id: p, thread: found[0].ThreadID, namespace: found[0].Namespace, step: found[0].Step})
+}
+
+// checkUnresolved checks, at the end of an import, the children whose
+// parent came after them.
+func (links importLinks) checkUnresolved() error {
+	for p, children := range links.unresolved {
+		parent, ok := links.ids[p]
+		if !ok {
+			continue // deleted before the export
+		}
+		for _, c := range children {
+			if err := links.parentFits(c, p, parent); err != nil {
+				return fmt.Errorf("checkpoint %s: %w", c.id, err)
+			}
+			// A branch may be imported before the thread it was forked
+			// from; within a thread, parents come first.
+			if links.branchedFrom[c.thread] != p {
+				return fmt.Errorf("checkpoint %s: %w: its parent %s comes after it in the import", c.id, ErrInvalidInput, p)
+			}
+		}
+	}
+	return nil
+}
+
+// parentFits is the rule: the parent is a checkpoint of the same thread and
+// namespace (or, for a branch, the checkpoint it was forked from), one step
+// before the child.
+func (links importLinks) parentFits(c importedCheckpoint, p uuid.UUID, parent importedCheckpoint) error {
+	fromBranch := links.branchedFrom[c.thread] == p
+	if !fromBranch && (parent.thread != c.thread || parent.namespace != c.namespace) {
+		return fmt.Errorf("%w: parent %s belongs to thread %q namespace %q, not to this checkpoint's thread %q namespace %q",
+			ErrInvalidInput, p, parent.thread, parent.namespace, c.thread, c.namespace)
+	}
+	if c.step != parent.step+1 {
+		return fmt.Errorf("%w: step %d does not follow its parent %s at step %d", ErrInvalidInput, c.step, p, parent.step)
+	}
+	return nil
 }
 
 // checkImportThread validates a thread line and returns its row, JSON in

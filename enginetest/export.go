@@ -199,6 +199,8 @@ func testImportBadInput(t *testing.T, e *env) {
 		{"a checkpoint before its thread", header + export[strings.Index(export, `{"kind":"checkpoint"`):], engine.ErrInvalidInput, "record 2"},
 		{"messages not an array", strings.Replace(export, `"messages":[`, `"messages":"x","m":[`, 1), engine.ErrInvalidJSON, "messages"},
 		{"the same checkpoint twice", export + export[strings.Index(export, `{"kind":"checkpoint"`):], engine.ErrInvalidInput, firstID},
+		{"a step that does not follow its parent", strings.Replace(export, `"step":2,`, `"step":5,`, 1), engine.ErrInvalidInput, "does not follow its parent"},
+		{"a parent in another namespace", strings.Replace(export, `"parent_id":"`+firstID+`"`, `"parent_id":"`+subID(t, export)+`"`, 1), engine.ErrInvalidInput, `namespace "sub"`},
 	} {
 		_, err := other.eng.Import(e.ctx, strings.NewReader(bad.input), engine.ImportOptions{})
 		if !errors.Is(err, bad.want) || errors.Is(err, engine.ErrIDConflict) || !strings.Contains(fmt.Sprint(err), bad.msg) {
@@ -208,8 +210,32 @@ func testImportBadInput(t *testing.T, e *env) {
 			t.Fatalf("%s: a failed import wrote %v", bad.name, got)
 		}
 	}
+	// A parent that is a checkpoint of another thread in the database.
+	stranger := other.snap(engine.SnapshotInput{ThreadID: "stranger"})
+	before = other.inventory("run-1")
+	foreign := strings.Replace(export, `"parent_id":"`+firstID+`"`, `"parent_id":"`+stranger.ID.String()+`"`, 1)
+	if _, err := other.eng.Import(e.ctx, strings.NewReader(foreign), engine.ImportOptions{}); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(err.Error(), `thread "stranger"`) {
+		t.Errorf("a parent in another thread: %v, want ErrInvalidInput naming the thread", err)
+	}
+	other.unchanged("an import with a foreign parent", before, "run-1")
+	if _, err := other.eng.DeleteThread(e.ctx, "stranger"); err != nil {
+		t.Fatal(err)
+	}
 	// The same input, valid, then imports.
 	if st, err := other.eng.Import(e.ctx, strings.NewReader(export), engine.ImportOptions{}); err != nil || st.Checkpoints != 5 {
 		t.Fatalf("valid import after refused ones: %+v %v", st, err)
 	}
+}
+
+// subID returns the id of the export's checkpoint in namespace "sub".
+func subID(t *testing.T, export string) string {
+	t.Helper()
+	for _, line := range strings.Split(export, "\n") {
+		var c engine.ExportCheckpoint
+		if json.Unmarshal([]byte(line), &c) == nil && c.Kind == "checkpoint" && c.Namespace == "sub" {
+			return c.ID.String()
+		}
+	}
+	t.Fatal("the export has no checkpoint in namespace sub")
+	return ""
 }
