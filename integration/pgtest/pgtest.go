@@ -72,6 +72,11 @@ const (
 // templateLockKey serialises template builds across test binaries.
 const templateLockKey int64 = 0x70_67_63_6b_74_6d_70_6c // "pgcktmpl"
 
+// templateUsersKey is held shared by every test binary using a server given
+// by URL; the last one to finish takes it exclusively and drops the
+// template ("pgcktusr").
+const templateUsersKey int64 = 0x70_67_63_6b_74_75_73_72
+
 // DB is one test's database.
 type DB struct {
 	// URL connects to the database.
@@ -88,6 +93,10 @@ type server struct {
 	template string
 	stop     func(context.Context) error // stops a container we started; nil otherwise
 	how      string                      // how the server was found, for messages
+	// user holds, on a server given by URL, a shared lock on
+	// templateUsersKey for as long as this test binary may use the
+	// template (see leaveNothing).
+	user *pgxpool.Conn
 }
 
 var (
@@ -118,6 +127,11 @@ func oneLine(err error) string {
 func Main(m *testing.M) int {
 	code := m.Run()
 	if shared != nil {
+		if shared.user != nil {
+			if err := shared.leaveNothing(); err != nil {
+				fmt.Fprintf(os.Stderr, "pgtest: dropping the template database: %v\n", err)
+			}
+		}
 		shared.admin.Close()
 		if shared.stop != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -263,6 +277,17 @@ func startServer(ctx context.Context, url, image string) (*server, error) {
 		return nil, fmt.Errorf("connect to %s: %w (check the URL, that the server runs, and that the user may log in)", srv.how, err)
 	}
 	srv.admin = admin
+	if srv.stop == nil {
+		// A server that outlives the tests: note this binary as a user of
+		// the template, before the template is looked for.
+		if srv.user, err = admin.Acquire(cctx); err == nil {
+			_, err = srv.user.Exec(cctx, "SELECT pg_advisory_lock_shared($1)", templateUsersKey)
+		}
+		if err != nil {
+			admin.Close()
+			return nil, fmt.Errorf("connect to %s: %w", srv.how, err)
+		}
+	}
 	tctx, tcancel := context.WithTimeout(ctx, templateTimeout)
 	defer tcancel()
 	if srv.template, err = ensureTemplate(tctx, admin, srv.adminURL); err != nil {
@@ -273,6 +298,26 @@ func startServer(ctx context.Context, url, image string) (*server, error) {
 		return nil, fmt.Errorf("build the template database on %s: %w", srv.how, err)
 	}
 	return srv, nil
+}
+
+// leaveNothing drops the template when no other test binary uses it: the
+// tests leave no database behind on a server they were given. A binary
+// that starts meanwhile takes the shared lock before it looks for the
+// template, so it either stops the drop or builds the template anew.
+func (srv *server) leaveNothing() error {
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	defer srv.user.Release()
+	if _, err := srv.user.Exec(ctx, "SELECT pg_advisory_unlock_shared($1)", templateUsersKey); err != nil {
+		return err
+	}
+	var last bool
+	if err := srv.user.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", templateUsersKey).Scan(&last); err != nil || !last {
+		return err
+	}
+	defer srv.user.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", templateUsersKey)
+	_, err := srv.user.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{srv.template}.Sanitize()))
+	return err
 }
 
 // ensureTemplate makes, once per server and migration set, a database with

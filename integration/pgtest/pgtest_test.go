@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
@@ -179,5 +180,39 @@ func TestNoServerIsExplainedOnce(t *testing.T) {
 	}
 	if len(text) > 8<<10 {
 		t.Errorf("%d bytes of output for 3 failing tests", len(text))
+	}
+}
+
+// A test binary given a server by URL leaves no database on it: the
+// per-test databases are dropped as the tests end, the template when the
+// last binary using it finishes.
+func TestTestsLeaveNothingOnTheServer(t *testing.T) {
+	if os.Getenv(envChild) != "" {
+		return
+	}
+	t.Parallel()
+	ctx := context.Background()
+	cluster, err := localpg.Start(ctx, localpg.Options{})
+	if err != nil {
+		t.Fatalf("this test needs Postgres server binaries (CI installs postgresql-15): %v", err)
+	}
+	defer cluster.Stop(context.Background())
+	for range 2 { // the second run builds the template anew
+		cmd := exec.Command(os.Args[0], "-test.run=^TestNewDBIsMigratedAndPrivate$")
+		cmd.Env = append(os.Environ(), EnvDatabaseURL+"="+cluster.URL())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("the tests failed: %v\n%s", err, out)
+		}
+		conn, err := pgx.Connect(ctx, cluster.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var left []string
+		rows, _ := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'pgct%'`)
+		left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		conn.Close(ctx)
+		if err != nil || len(left) != 0 {
+			t.Fatalf("the tests left databases %v (%v)", left, err)
+		}
 	}
 }
