@@ -250,8 +250,11 @@ SELECT l.depth::int AS depth, l.thread_id::text AS thread_id, l.namespace::text 
        coalesce(l.merge_parent_id, '00000000-0000-0000-0000-000000000000')::uuid AS merge_parent_id,
        l.step::bigint AS step, l.created_at::timestamptz AS created_at, l.trigger::text AS trigger,
        l.tags::text[] AS tags, l.summary::text AS summary, l.metadata::jsonb AS metadata,
-       l.next_node::text AS next_node, l.size_bytes::bigint AS size_bytes
+       l.next_node::text AS next_node, l.size_bytes::bigint AS size_bytes,
+       coalesce((SELECT c.format FROM pgcheckpoint.checkpoints c
+                 WHERE c.thread_id = l.thread_id AND c.namespace = l.namespace AND c.seq = l.seq), '')::text AS format
 FROM pgcheckpoint.lineage($1::uuid, $2::int) AS l
+ORDER BY l.depth
 `
 
 type CheckpointLineageParams struct {
@@ -275,10 +278,12 @@ type CheckpointLineageRow struct {
 	Metadata           json.RawMessage
 	NextNode           string
 	SizeBytes          int64
+	Format             string
 }
 
 // A checkpoint and its ancestors, newest first, across branch threads (see
-// pgcheckpoint.lineage). The nil UUID stands for "no parent".
+// pgcheckpoint.lineage), with each one's storage format. The nil UUID
+// stands for "no parent".
 func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineageParams) ([]CheckpointLineageRow, error) {
 	rows, err := q.db.Query(ctx, CheckpointLineage, arg.CheckpointID, arg.MaxDepth)
 	if err != nil {
@@ -304,6 +309,7 @@ func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineagePa
 			&i.Metadata,
 			&i.NextNode,
 			&i.SizeBytes,
+			&i.Format,
 		); err != nil {
 			return nil, err
 		}

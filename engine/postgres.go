@@ -241,7 +241,7 @@ func (s *pgStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]Check
 			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
 			ParentID: r.ParentCheckpointID, MergeParentID: r.MergeParentID, Step: r.Step,
 			CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
-			Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+			Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes, Format: r.Format,
 		}
 	}
 	return out, nil

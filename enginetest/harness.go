@@ -54,6 +54,7 @@ var tests = []conformanceTest{
 	{name: "RewindAndTruncateDeletesOnlyTheOldLine", fn: testRewindAndTruncate},
 	{name: "RewindToStepFollowsTheHeadLine", fn: testRewindToStep},
 	{name: "TimeTravelPointsPage", fn: testTimeTravelPoints},
+	{name: "ListingsFillEveryField", fn: testListingsFillEveryField},
 	{name: "BranchMergeTreeAndLineage", fn: testBranchMergeTreeLineage},
 	{name: "TimeTravelBadInputWritesNothing", fn: testTimeTravelBadInput},
 	{name: "ConcurrentSnapshotAndRewind", fn: testConcurrentSnapshotAndRewind},

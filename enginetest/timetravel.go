@@ -749,3 +749,76 @@ func testDeletesClearARewind(t *testing.T, e *env) {
 		t.Fatalf("next write: %+v, want parent %s", res, ids[2])
 	}
 }
+
+// testListingsFillEveryField: every call that lists checkpoints
+// (ListCheckpoints, Lineage, TimeTravelPoints) fills every field of
+// CheckpointInfo, the same as Get.
+func testListingsFillEveryField(t *testing.T, e *env) {
+	eng := e.open(deltas)
+	for i := range 4 {
+		msgs := fmt.Sprintf(`[{"role":"user","content":"m%d"}]`, i)
+		if i > 0 {
+			msgs = fmt.Sprintf(`[{"role":"user","content":"m0"},{"role":"assistant","content":"m%d"}]`, i)
+		}
+		if _, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "t", Trigger: engine.TriggerToolCall, Tags: []string{"a", "b"},
+			Metadata: json.RawMessage(fmt.Sprintf(`{"i": %d}`, i)), Messages: json.RawMessage(msgs),
+			State: json.RawMessage(fmt.Sprintf(`{"k": %d, "big": "%s"}`, i, strings.Repeat("x", 100))), NextNode: "n"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed, err := eng.ListCheckpoints(e.ctx, "t", engine.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	points, err := eng.TimeTravelPoints(e.ctx, "t", engine.PointsOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := eng.Lineage(e.ctx, listed[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	formats := map[string]bool{}
+	for i, want := range listed {
+		got, err := eng.Get(e.ctx, want.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		formats[want.Format] = true
+		for name, info := range map[string]engine.CheckpointInfo{"Get": got.CheckpointInfo, "Lineage": line[i], "TimeTravelPoints": points[i]} {
+			if diff := infoDiff(info, want); diff != "" {
+				t.Errorf("%s of step %d differs from ListCheckpoints: %s", name, want.Step, diff)
+			}
+		}
+	}
+	if !formats["full"] || !formats["delta"] {
+		t.Errorf("formats %v: the test wants both full and delta checkpoints", formats)
+	}
+}
+
+// infoDiff names the fields in which a and b differ ("" when none).
+func infoDiff(a, b engine.CheckpointInfo) string {
+	var d []string
+	if a.ID != b.ID || a.ThreadID != b.ThreadID || a.Namespace != b.Namespace || a.Seq != b.Seq {
+		d = append(d, "identity")
+	}
+	if a.ParentID != b.ParentID || a.MergeParentID != b.MergeParentID || a.Step != b.Step {
+		d = append(d, "links or step")
+	}
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		d = append(d, "created at")
+	}
+	if a.Trigger != b.Trigger || !slices.Equal(a.Tags, b.Tags) || a.Summary != b.Summary || a.NextNode != b.NextNode {
+		d = append(d, "trigger, tags, summary or next node")
+	}
+	if jsonDiff(a.Metadata, b.Metadata) != nil {
+		d = append(d, "metadata")
+	}
+	if a.SizeBytes != b.SizeBytes {
+		d = append(d, "size")
+	}
+	if a.Format != b.Format {
+		d = append(d, fmt.Sprintf("format %q vs %q", a.Format, b.Format))
+	}
+	return strings.Join(d, ", ")
+}

@@ -234,15 +234,19 @@ SELECT pgcheckpoint.checkpoint_delete_before(@thread_id::text, @namespace::text,
 
 -- name: CheckpointLineage :many
 -- A checkpoint and its ancestors, newest first, across branch threads (see
--- pgcheckpoint.lineage). The nil UUID stands for "no parent".
+-- pgcheckpoint.lineage), with each one's storage format. The nil UUID
+-- stands for "no parent".
 SELECT l.depth::int AS depth, l.thread_id::text AS thread_id, l.namespace::text AS namespace,
        l.seq::bigint AS seq, l.checkpoint_id::uuid AS checkpoint_id,
        coalesce(l.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
        coalesce(l.merge_parent_id, '00000000-0000-0000-0000-000000000000')::uuid AS merge_parent_id,
        l.step::bigint AS step, l.created_at::timestamptz AS created_at, l.trigger::text AS trigger,
        l.tags::text[] AS tags, l.summary::text AS summary, l.metadata::jsonb AS metadata,
-       l.next_node::text AS next_node, l.size_bytes::bigint AS size_bytes
-FROM pgcheckpoint.lineage(@checkpoint_id::uuid, sqlc.narg(max_depth)::int) AS l;
+       l.next_node::text AS next_node, l.size_bytes::bigint AS size_bytes,
+       coalesce((SELECT c.format FROM pgcheckpoint.checkpoints c
+                 WHERE c.thread_id = l.thread_id AND c.namespace = l.namespace AND c.seq = l.seq), '')::text AS format
+FROM pgcheckpoint.lineage(@checkpoint_id::uuid, sqlc.narg(max_depth)::int) AS l
+ORDER BY l.depth;
 
 -- name: CheckpointTree :many
 -- Every checkpoint of a thread and of the branches forked from it, with

@@ -108,7 +108,7 @@ func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.
 	out := make([]engine.CheckpointInfo, len(rows))
 	for i, r := range rows {
 		if out[i], err = checkpointInfo(r.ThreadID, r.Namespace, r.Seq, r.CheckpointID, r.ParentCheckpointID, r.MergeParentID,
-			r.Step, r.CreatedAt, r.Trigger, r.Tags, r.Summary, r.Metadata, r.NextNode, r.SizeBytes, ""); err != nil {
+			r.Step, r.CreatedAt, r.Trigger, r.Tags, r.Summary, r.Metadata, r.NextNode, r.SizeBytes, r.Format); err != nil {
 			return nil, err
 		}
 	}
