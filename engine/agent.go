@@ -27,10 +27,7 @@ func newTriggerSet(ts []Trigger) triggerSet {
 // Enabled reports whether snapshots with trigger t are written (see
 // Config.Triggers). An empty trigger means TriggerManual.
 func (e *Engine) Enabled(t Trigger) bool {
-	if t == "" {
-		t = TriggerManual
-	}
-	return e.enabled == nil || e.enabled[t]
+	return e.enabled == nil || e.enabled[t.orDefault()]
 }
 
 // skipDisabled returns the result of a snapshot whose trigger is disabled.
@@ -42,7 +39,7 @@ func (e *Engine) skipDisabled(in SnapshotInput) (SnapshotResult, bool) {
 		ThreadID:   in.ThreadID,
 		Namespace:  in.Namespace,
 		Skipped:    true,
-		SkipReason: fmt.Sprintf("trigger %s is not enabled (Config.Triggers)", in.Trigger),
+		SkipReason: fmt.Sprintf("trigger %s is not enabled (Config.Triggers)", in.Trigger.orDefault()),
 	}, true
 }
 
@@ -80,7 +77,7 @@ func (e *Engine) snapshotFailed(ctx context.Context, in SnapshotInput, err error
 	e.cfg.Logger.LogAttrs(ctx, slog.LevelError, "pgcheckpoint: snapshot failed; the agent goes on without it",
 		slog.String("thread_id", in.ThreadID),
 		slog.String("namespace", in.Namespace),
-		slog.String("trigger", string(in.Trigger)),
+		slog.String("trigger", string(in.Trigger.orDefault())),
 		slog.Int64("failures", n),
 		slog.Any("error", err))
 	if e.cfg.OnSnapshotFailure != nil {

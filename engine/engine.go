@@ -203,10 +203,7 @@ func (e *Engine) snapshotParams(in SnapshotInput) (PutRequest, error) {
 		return PutRequest{}, fmt.Errorf("%w: checkpoint id %s is a version %d UUID; ids must be UUIDv7 (time-ordered): use NewCheckpointID",
 			ErrInvalidInput, id, id.Version())
 	}
-	trigger := in.Trigger
-	if trigger == "" {
-		trigger = TriggerManual
-	}
+	trigger := in.Trigger.orDefault()
 	if !trigger.Valid() {
 		return PutRequest{}, fmt.Errorf("%w: unknown trigger %q", ErrInvalidInput, trigger)
 	}

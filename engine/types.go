@@ -20,6 +20,15 @@ const (
 	TriggerInterval     Trigger = "interval"      // a timer
 )
 
+// orDefault is t, or TriggerManual for the empty trigger: what an
+// explicit call means.
+func (t Trigger) orDefault() Trigger {
+	if t == "" {
+		return TriggerManual
+	}
+	return t
+}
+
 // Valid reports whether t is one of the defined triggers.
 func (t Trigger) Valid() bool {
 	switch t {

@@ -160,7 +160,9 @@ func testSnapshotSafe(t *testing.T, e *env) {
 	if r.Err == nil || closed.SnapshotFailures() != 1 {
 		t.Fatalf("closed store: err %v, failures %d", r.Err, closed.SnapshotFailures())
 	}
-	if !strings.Contains(closedLogs.String(), "snapshot failed") || !strings.Contains(closedLogs.String(), "thread_id=closed") {
+	// The record names the trigger used: manual when the input gave none.
+	if !strings.Contains(closedLogs.String(), "snapshot failed") || !strings.Contains(closedLogs.String(), "thread_id=closed") ||
+		!strings.Contains(closedLogs.String(), "trigger=manual") {
 		t.Fatalf("the store failure was not logged:\n%s", closedLogs.String())
 	}
 	// Success is not counted.
