@@ -72,6 +72,12 @@ func dbError(what string, err error) error {
 			return fmt.Errorf("%s%w: %s", what, ErrInvalidInput, pgErr.Message)
 		case "22P02", "22P05", "22021", "22025", "2202E": // bad text in JSON input
 			return fmt.Errorf("%s%w: %s", what, ErrInvalidJSON, pgErr.Message)
+		case "22003": // numeric_value_out_of_range: a JSON number jsonb cannot hold
+			return fmt.Errorf("%s%w: a number is out of range: %s", what, ErrInvalidJSON, pgErr.Message)
+		case "54001": // statement_too_complex: JSON nested deeper than the server parses
+			return fmt.Errorf("%s%w: nested too deeply: %s", what, ErrInvalidJSON, pgErr.Message)
+		case "22008": // datetime_field_overflow
+			return fmt.Errorf("%s%w: %s", what, ErrInvalidInput, pgErr.Message)
 		}
 	}
 	if what == "" {

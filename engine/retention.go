@@ -241,6 +241,9 @@ func (e *Engine) SetExpiry(ctx context.Context, threadID string, at time.Time, a
 	if action != ExpireDelete && action != ExpireKeepLatest {
 		return fmt.Errorf("set expiry: %w: unknown action %q", ErrInvalidInput, action)
 	}
+	if !at.IsZero() && (at.Year() < 1 || at.Year() > 9999) {
+		return fmt.Errorf("set expiry: %w: %s is outside years 1 to 9999", ErrInvalidInput, at.Format(time.RFC3339))
+	}
 	n, err := e.store.SetExpiry(ctx, threadID, at, action)
 	if err != nil {
 		return fmt.Errorf("set expiry of thread %q: %w", threadID, err)

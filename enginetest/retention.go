@@ -255,6 +255,11 @@ func testRetentionBadInput(t *testing.T, e *env) {
 	if err := e.eng.SetExpiry(e.ctx, "", time.Now(), engine.ExpireDelete); !errors.Is(err, engine.ErrInvalidInput) {
 		t.Fatalf("expiry of an empty thread id: %v", err)
 	}
+	for _, at := range []time.Time{time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-5, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if err := e.eng.SetExpiry(e.ctx, "run", at, engine.ExpireDelete); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Fatalf("expiry at %v: %v, want ErrInvalidInput", at, err)
+		}
+	}
 	// Keep-all and an unknown thread delete nothing.
 	if d, err := e.eng.ApplyRetention(e.ctx, "run", engine.KeepAll()); err != nil || len(d) != 0 {
 		t.Fatalf("keep all: %v %v", d, err)
