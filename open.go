@@ -117,7 +117,7 @@ func openPostgres(ctx context.Context, url string, opts Options) (engine.Store, 
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("cannot connect to Postgres at %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+		return nil, fmt.Errorf("cannot connect to Postgres at %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, oneLine{err})
 	}
 	if opts.Migrate {
 		if err := schema.Migrate(ctx, url); err != nil {
@@ -127,3 +127,23 @@ func openPostgres(ctx context.Context, url string, opts Options) (engine.Store, 
 	}
 	return engine.NewPostgresStore(pool, opts.Config, true), nil
 }
+
+// oneLine is an error shown on one line, each of its lines once: pgx
+// reports a failed connection once per address and TLS mode tried, on lines
+// of their own that often say the same thing twice.
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, l := range strings.Split(e.err.Error(), "\n") {
+		l = strings.TrimSuffix(strings.TrimSpace(l), ":")
+		if l != "" && !seen[l] {
+			seen[l] = true
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, ": ")
+}
+
+func (e oneLine) Unwrap() error { return e.err }

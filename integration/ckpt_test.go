@@ -483,7 +483,7 @@ func TestCkptGC(t *testing.T) {
 	b.checkLine(t, "one", one, span(0, 6))
 
 	r := runCLI(t, bin, env, "gc", "--policy", "keep-last-n:4", "--thread", "one")
-	if r.code != 0 || r.stdout != "gc keep_last_n(4) on thread one: 2 checkpoint(s) deleted\n" {
+	if r.code != 0 || r.stdout != "gc keep-last-n:4 on thread one: 2 checkpoint(s) deleted\n" {
 		t.Fatalf("gc one thread: %+v", r)
 	}
 	b.checkLine(t, "one", one, span(2, 6))

@@ -224,11 +224,6 @@ func runShow(ctx context.Context, c *cli, args []string) error {
 	if out.PendingWrites == nil {
 		out.PendingWrites = []engine.PendingWrite{}
 	}
-	if c.json {
-		enc := json.NewEncoder(c.raw)
-		enc.SetEscapeHTML(false)
-		return enc.Encode(out)
-	}
 	return c.printJSON(out)
 }
 
@@ -338,6 +333,9 @@ func runBranch(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if args[1] == "" {
+		return usagef("branch: NAME is empty")
+	}
 	r, err := c.eng.Branch(ctx, id, args[1])
 	if err != nil {
 		return err
@@ -380,19 +378,19 @@ func runImport(ctx context.Context, c *cli, args []string) error {
 	}
 	counter.r = bufio.NewReaderSize(in, 64<<10)
 	opts := engine.ImportOptions{}
-	progress := c.stdoutTTY && !c.json
+	progress := c.stderrTTY && !c.json
 	if progress {
 		opts.Progress = func(st engine.ExportStats) {
 			line := fmt.Sprintf("\rimporting: %d checkpoint(s)", st.Checkpoints)
 			if size > 0 {
 				line += fmt.Sprintf(", %d%%", counter.n*100/size)
 			}
-			fmt.Fprint(c.raw, line)
+			fmt.Fprint(c.rawErr, line)
 		}
 	}
 	st, err := c.eng.Import(ctx, counter, opts)
 	if progress {
-		fmt.Fprint(c.raw, "\r\033[K")
+		fmt.Fprint(c.rawErr, "\r\033[K")
 	}
 	if err != nil {
 		return fmt.Errorf("%w (nothing was imported)", err)
@@ -437,4 +435,22 @@ func runTree(ctx context.Context, c *cli, args []string) error {
 		_, err = io.WriteString(c.stdout, dot(tree))
 	}
 	return err
+}
+
+func runDelete(ctx context.Context, c *cli, args []string) error {
+	n, err := c.eng.DeleteThread(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("thread %q: %w", args[0], engine.ErrNotFound)
+	}
+	if c.json {
+		return c.printJSON(struct {
+			ThreadID string `json:"thread_id"`
+			Deleted  int64  `json:"deleted"`
+		}{args[0], n})
+	}
+	fmt.Fprintf(c.stdout, "thread %s deleted: %d checkpoint(s), with its pending writes\n", args[0], n)
+	return nil
 }

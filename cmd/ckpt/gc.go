@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,12 +19,15 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 	}
 	p, err := engine.ParsePolicy(c.policy)
 	if err != nil {
-		return usagef("gc: %v", err)
+		return usagef("gc: --policy %q is not a policy; %s", c.policy, policyHelp)
 	}
 	if c.batch < 0 || c.budget < 0 {
 		return usagef("gc: --batch and --budget must not be negative")
 	}
 	if c.thread != "" {
+		if _, err := c.eng.Latest(ctx, c.thread); err != nil {
+			return err // not found: say so, as log does
+		}
 		deleted, err := c.eng.ApplyRetention(ctx, c.thread, p)
 		if err != nil {
 			return err
@@ -42,22 +46,22 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 			return c.printJSON(struct {
 				Policy  string `json:"policy"`
 				Deleted []row  `json:"deleted"`
-			}{p.String(), rows})
+			}{cliPolicy(p), rows})
 		}
-		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", p, c.thread, len(deleted))
+		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", cliPolicy(p), c.thread, len(deleted))
 		return nil
 	}
 
 	opts := engine.SweepOptions{BatchSize: c.batch, TimeBudget: c.budget, After: c.after}
-	progress := c.stdoutTTY && !c.json
+	progress := c.stderrTTY && !c.json
 	if progress {
 		opts.Progress = func(r engine.SweepResult) {
-			fmt.Fprintf(c.raw, "\rsweeping: %d thread(s), %d checkpoint(s) deleted", r.Threads, r.Deleted)
+			fmt.Fprintf(c.rawErr, "\rsweeping: %d thread(s), %d checkpoint(s) deleted", r.Threads, r.Deleted)
 		}
 	}
 	res, err := c.eng.Sweep(ctx, p, opts)
 	if progress {
-		fmt.Fprint(c.raw, "\r\033[K")
+		fmt.Fprint(c.rawErr, "\r\033[K")
 	}
 	if err != nil {
 		return fmt.Errorf("%w (batches before the failing one are done; run gc again to go on)", err)
@@ -73,10 +77,10 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 			LongestBatchMS float64 `json:"longest_batch_ms"`
 			Done           bool    `json:"done"`
 			Next           string  `json:"next,omitempty"`
-		}{p.String(), res.Threads, res.Expired, res.Failed, res.Deleted, res.Batches, float64(res.LongestBatch.Microseconds()) / 1000, res.Done, res.Next})
+		}{cliPolicy(p), res.Threads, res.Expired, res.Failed, res.Deleted, res.Batches, float64(res.LongestBatch.Microseconds()) / 1000, res.Done, res.Next})
 	}
 	fmt.Fprintf(c.stdout, "gc %s: %d checkpoint(s) deleted in %d thread(s), %d expired; %d batch(es), longest %s\n",
-		p, res.Deleted, res.Threads, res.Expired, res.Batches, res.LongestBatch.Round(time.Microsecond))
+		cliPolicy(p), res.Deleted, res.Threads, res.Expired, res.Batches, res.LongestBatch.Round(time.Microsecond))
 	if res.Failed > 0 {
 		fmt.Fprintf(c.stdout, "%d thread(s) could not be cleaned and were left as they were; the server log says why\n", res.Failed)
 	}
@@ -84,4 +88,22 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 		fmt.Fprintf(c.stdout, "stopped by --budget; to go on: ckpt gc --policy %s --after %s\n", c.policy, res.Next)
 	}
 	return nil
+}
+
+// policyHelp is the policy syntax, as ckpt spells it.
+const policyHelp = `use keep-all, keep-last-n:N (the N newest), keep-age:DURATION
+(written within it, e.g. 72h), or keep-milestones:N (the first, the newest
+and N evenly spaced between). Whatever the policy, a thread's head and a
+checkpoint a branch was forked from are kept.`
+
+// cliPolicy spells a policy as ckpt takes it, e.g. keep-last-n:10.
+func cliPolicy(p engine.Policy) string {
+	name := strings.ReplaceAll(p.Name(), "_", "-")
+	switch p.Name() {
+	case "keep_all":
+		return name
+	case "keep_age":
+		return name + ":" + p.Age().String()
+	}
+	return fmt.Sprintf("%s:%d", name, p.N())
 }

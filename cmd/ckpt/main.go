@@ -36,7 +36,8 @@ type command struct {
 	help  string
 	nargs [2]int // least and most positional arguments
 	flags func(fs *flag.FlagSet, c *cli)
-	noDB  bool // runs without a database (demo finds its own)
+	noDB  bool   // runs without a database (demo finds its own)
+	more  string // more help, for ckpt COMMAND --help
 	run   func(ctx context.Context, c *cli, args []string) error
 }
 
@@ -53,6 +54,7 @@ var commands = map[string]*command{
 	"rewind": {args: "ID", nargs: [2]int{1, 1}, help: "make a checkpoint its thread's head (deletes nothing)", run: runRewind},
 	"branch": {args: "ID NAME", nargs: [2]int{2, 2}, help: "fork a new thread from a checkpoint", run: runBranch},
 	"export": {args: "THREAD", nargs: [2]int{1, 1}, help: "write a thread to stdout as JSON lines", run: runExport},
+	"delete": {args: "THREAD", nargs: [2]int{1, 1}, help: "delete a thread: every checkpoint, namespace and pending write", run: runDelete},
 	"import": {args: "[FILE]", nargs: [2]int{0, 1}, help: "read an export (FILE or stdin); all or nothing", run: runImport},
 	"tree": {args: "THREAD [--format dot|mermaid]", nargs: [2]int{1, 1}, help: "a thread and its branches for Graphviz or Mermaid", run: runTree,
 		flags: func(fs *flag.FlagSet, c *cli) { fs.StringVar(&c.format, "format", "dot", "dot or mermaid") }},
@@ -61,6 +63,7 @@ var commands = map[string]*command{
 			fs.BoolVar(&c.container, "container", false, "with no database given, start a Postgres container (Docker)")
 		}},
 	"gc": {args: "--policy P [--thread T] [--batch N] [--budget D] [--after T]", help: "apply a retention policy to one thread, or sweep all (with expiry)", run: runGC,
+		more: policyHelp,
 		flags: func(fs *flag.FlagSet, c *cli) {
 			fs.StringVar(&c.policy, "policy", "", "keep-last-n:N, keep-age:DURATION, keep-milestones:N or keep-all")
 			fs.StringVar(&c.thread, "thread", "", "only this thread (default: sweep every thread)")
@@ -71,7 +74,7 @@ var commands = map[string]*command{
 }
 
 // usageOrder is the order of the commands in the usage text.
-var usageOrder = []string{"demo", "threads", "log", "show", "diff", "rewind", "branch", "gc", "export", "import", "tree"}
+var usageOrder = []string{"demo", "threads", "log", "show", "diff", "rewind", "branch", "gc", "delete", "export", "import", "tree"}
 
 func usage() string {
 	var b strings.Builder
@@ -108,7 +111,8 @@ type cli struct {
 	// ckpt's own progress line.
 	stdout, stderr io.Writer
 	raw            io.Writer
-	stdoutTTY      bool
+	rawErr         io.Writer // stderr as it is, for the progress line
+	stderrTTY      bool      // progress lines go to stderr when it is a terminal
 	dbURL          string
 	json           bool
 	graph          bool
@@ -133,7 +137,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, isTerminal(os.Stdout))
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, isTerminal(os.Stderr))
 	var ue usageError
 	switch {
 	case err == nil:
@@ -164,7 +168,7 @@ func hint(err error) string {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool) error {
-	c := &cli{stdout: safeWriter{stdout}, stderr: safeWriter{stderr}, raw: stdout, stdoutTTY: tty}
+	c := &cli{stdout: safeWriter{stdout}, stderr: safeWriter{stderr}, raw: stdout, rawErr: stderr, stderrTTY: tty}
 	global := flag.NewFlagSet("ckpt", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	commonFlags(global, c)
@@ -196,7 +200,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 	pos, err := parseInterspersed(fs, global.Args()[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usage())
+			fmt.Fprint(stdout, commandUsage(name, cmd, fs))
 			return nil
 		}
 		return usagef("%s: %v", name, err)
@@ -227,6 +231,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 		defer c.eng.Close()
 	}
 	return cmd.run(ctx, c, pos)
+}
+
+// commandUsage is the help of one command: what it does, its arguments
+// and every flag it takes.
+func commandUsage(name string, cmd *command, fs *flag.FlagSet) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: ckpt [--database URL] [--json] %s %s\n\n%s.\n", name, cmd.args, cmd.help)
+	if cmd.more != "" {
+		b.WriteString("\n" + cmd.more + "\n")
+	}
+	b.WriteString("\nFlags, before or after the arguments:\n")
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return b.String()
 }
 
 func commonFlags(fs *flag.FlagSet, c *cli) {
