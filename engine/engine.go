@@ -85,6 +85,10 @@ type Config struct {
 	// OpenTelemetry counter). It must not block.
 	OnSnapshotFailure func(ctx context.Context, in SnapshotInput, err error)
 
+	// Retry retries writes that fail with ErrTransient (see RetryPolicy);
+	// the zero value does not.
+	Retry RetryPolicy
+
 	// Retention, when set, is applied to the thread after each Snapshot
 	// (one more round trip and transaction; see Policy and ApplyRetention).
 	// The zero Policy keeps everything.
@@ -177,7 +181,11 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (SnapshotResult
 	if err := e.addDigests(&p); err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", err)
 	}
-	res, err := e.store.Put(ctx, p)
+	var res SnapshotResult
+	err = e.cfg.Retry.retry(ctx, func() (err error) {
+		res, err = e.store.Put(ctx, p)
+		return err
+	})
 	if err != nil {
 		return SnapshotResult{}, explainJSON(fmt.Errorf("snapshot: %w", err), p)
 	}
@@ -431,7 +439,11 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 		}
 		stored[i] = Write{Channel: w.Channel, Value: v}
 	}
-	n, err := e.store.PutWrites(ctx, id, taskID, stored)
+	var n int64
+	err := e.cfg.Retry.retry(ctx, func() (err error) {
+		n, err = e.store.PutWrites(ctx, id, taskID, stored)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("put writes after checkpoint %s: %w", id, err)
 	}

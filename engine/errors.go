@@ -1,8 +1,13 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,7 +38,41 @@ var (
 	// content or another thread. A retry of the very same write is not a
 	// conflict: it returns the stored checkpoint.
 	ErrIDConflict = errors.New("pgcheckpoint: checkpoint id already used for other content")
+
+	// ErrTransient: the database failed the call for a reason that passes:
+	// the connection was lost or refused, the server is shutting down or
+	// starting, a serialization failure or deadlock, too many connections,
+	// a SQLite file busy past its timeout. A write may or may not have
+	// committed (the acknowledgment may be what was lost): retry it with
+	// the same checkpoint id, which is safe, or let Config.Retry do it.
+	ErrTransient = errors.New("pgcheckpoint: transient database failure")
 )
+
+// transientPG reports whether a Postgres driver error passes: class 08
+// (connection exception), admin or crash shutdown, cannot connect now,
+// serialization failure, deadlock, too many connections; or, below the
+// protocol, a connection that failed, closed or was reset. Errors the
+// server gives for the request itself (bad input, permissions, a failed
+// login) are not transient.
+func transientPG(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "40001", "40P01", "53300":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
+	}
+	var netErr net.Error
+	var connectErr *pgconn.ConnectError
+	return pgconn.SafeToRetry(err) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
+}
 
 // SQLSTATE codes raised by pgcheckpoint's SQL functions.
 const (
@@ -79,6 +118,9 @@ func dbError(what string, err error) error {
 		case "22008": // datetime_field_overflow
 			return fmt.Errorf("%s%w: %s", what, ErrInvalidInput, pgErr.Message)
 		}
+	}
+	if transientPG(err) {
+		return fmt.Errorf("%s%w: %w", what, ErrTransient, err)
 	}
 	if what == "" {
 		return err

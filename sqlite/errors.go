@@ -47,6 +47,18 @@ func resultCode(err error) int {
 	return 0
 }
 
+// transient marks an error of a busy or locked database (another writer
+// held it past the busy timeout) as engine.ErrTransient: a retry may pass.
+func transient(err error) error {
+	switch resultCode(err) {
+	case sqlite3lib.SQLITE_BUSY, sqlite3lib.SQLITE_LOCKED:
+		if !errors.Is(err, engine.ErrTransient) {
+			return fmt.Errorf("%w: %w", engine.ErrTransient, err)
+		}
+	}
+	return err
+}
+
 // dbError maps a driver error to the engine's sentinels, keeping it in the
 // chain; what names the operation.
 func dbError(what string, err error) error {

@@ -215,14 +215,14 @@ func (s *Store) Close() error {
 func (s *Store) write(ctx context.Context, fn func(q *sqlitedb.Queries, tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return transient(fmt.Errorf("begin: %w", err))
 	}
 	defer tx.Rollback()
 	if err := fn(sqlitedb.New(tx), tx); err != nil {
-		return err
+		return transient(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return transient(fmt.Errorf("commit: %w", err))
 	}
 	return nil
 }
@@ -231,8 +231,8 @@ func (s *Store) write(ctx context.Context, fn func(q *sqlitedb.Queries, tx *sql.
 func (s *Store) read(ctx context.Context, fn func(q *sqlitedb.Queries) error) error {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return transient(fmt.Errorf("begin: %w", err))
 	}
 	defer tx.Rollback()
-	return fn(sqlitedb.New(tx))
+	return transient(fn(sqlitedb.New(tx)))
 }

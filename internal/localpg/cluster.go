@@ -277,6 +277,18 @@ func (c *Cluster) stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Crash stops the server at once, as a crash or a power cut would (pg_ctl
+// stop -m immediate: no shutdown checkpoint, every connection cut), and
+// starts it again on the same port, where it recovers from its WAL. Tests
+// of clients that must ride through a server restart use it.
+func (c *Cluster) Crash(ctx context.Context) error {
+	out, err := c.command(ctx, "pg_ctl", "stop", "-D", c.dataDir, "-s", "-m", "immediate", "-w", "-t", waitSeconds(ctx)).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("localpg: immediate stop: %w%s", c.ctxErr(ctx, err), tail("pg_ctl's output", out))
+	}
+	return c.pgCtlStart(ctx)
+}
+
 // stopNow ends a server that did not stop in time: an immediate shutdown,
 // then, where the OS allows, a kill. It has its own time bound, as the
 // caller's may be spent.
