@@ -125,7 +125,19 @@ func openPostgres(ctx context.Context, url string, opts Options) (engine.Store, 
 			return nil, fmt.Errorf("migrate: %w", err)
 		}
 	}
-	return engine.NewPostgresStore(pool, opts.Config, true), nil
+	return poolStore{engine.NewPostgresStore(pool, opts.Config), pool}, nil
+}
+
+// poolStore is the Postgres store over a pool Open made, which its Close
+// closes.
+type poolStore struct {
+	engine.TxStore
+	pool *pgxpool.Pool
+}
+
+func (s poolStore) Close() error {
+	s.pool.Close()
+	return nil
 }
 
 // oneLine is an error shown on one line, each of its lines once: pgx

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
@@ -103,15 +103,16 @@ type Engine struct {
 	store Store
 	cfg   Config
 
-	enabled      triggerSet   // from cfg.Triggers
-	retentionErr error        // cfg.Retention checked once, in New
-	failures     atomic.Int64 // SnapshotSafe failures, see SnapshotFailures
+	enabled      triggerSet    // from cfg.Triggers
+	retentionErr error         // cfg.Retention checked once, in New
+	failures     *atomic.Int64 // SnapshotSafe failures, see SnapshotFailures; shared with WithTx's engines
 }
 
-// New returns an Engine over a Postgres pool. The database must be migrated
-// (see package schema). Close does not close the pool.
-func New(pool *pgxpool.Pool, cfg Config) *Engine {
-	return NewWithStore(newPGStore(pool, cfg.SingleStatement, false), cfg)
+// New returns an Engine over Postgres: a *pgxpool.Pool, a *pgx.Conn (used
+// by one goroutine at a time), or a pgx.Tx (see also WithTx); see DB. The
+// database must be migrated (see package schema). Close leaves conn open.
+func New(conn DB, cfg Config) *Engine {
+	return NewWithStore(newPGStore(conn, cfg.SingleStatement), cfg)
 }
 
 // NewWithStore returns an Engine over store, e.g. a SQLite store (package
@@ -133,7 +134,28 @@ func NewWithStore(store Store, cfg Config) *Engine {
 		cfg.Logger = slog.Default()
 	}
 	return &Engine{store: store, cfg: cfg, enabled: newTriggerSet(cfg.Triggers),
-		retentionErr: cfg.Retention.check()}
+		retentionErr: cfg.Retention.check(), failures: new(atomic.Int64)}
+}
+
+// WithTx returns an Engine that runs every call inside the caller's
+// transaction tx, with e's configuration: a checkpoint then commits with
+// the caller's own rows or not at all, and nothing is visible to others
+// before the commit. WithTx neither commits nor rolls back tx. Each write
+// takes its thread's lock, which is held until tx ends: other writers of
+// that thread wait for the caller's commit or rollback, so keep such
+// transactions short. Config.Retry does not apply inside tx (a failed
+// statement aborts the whole transaction: retry the transaction). Export
+// and Import run in a savepoint of tx, at tx's isolation level. Errors:
+// ErrInvalidInput when e's store is not Postgres.
+func (e *Engine) WithTx(tx pgx.Tx) (*Engine, error) {
+	ts, ok := e.store.(TxStore)
+	if !ok {
+		return nil, fmt.Errorf("with tx: %w: the caller's transaction is a Postgres feature; this engine's store is %T", ErrInvalidInput, e.store)
+	}
+	cfg := e.cfg
+	cfg.Retry = RetryPolicy{}
+	return &Engine{store: ts.WithTx(tx), cfg: cfg, enabled: e.enabled,
+		retentionErr: e.retentionErr, failures: e.failures}, nil
 }
 
 // Close releases the Engine's store: the pool or file it opened. An Engine

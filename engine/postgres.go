@@ -7,40 +7,59 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/db"
 )
+
+// DB is what the Postgres store needs of a connection source, and what
+// pgx's pool, single connection and transaction all are: a *pgxpool.Pool
+// (safe for any number of goroutines), a *pgx.Conn (one goroutine at a
+// time), or a pgx.Tx (see Engine.WithTx).
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
 
 // pgStore is the Postgres Store: a thin layer over the sqlc-generated
 // queries of package db, which call the SQL functions of package schema.
 // The rules (steps, heads, deltas, retention) live in those functions, so a
 // psql session or a pg_cron job gets what the Engine gets.
 type pgStore struct {
-	pool            *pgxpool.Pool
+	db              DB
 	q               *db.Queries
 	singleStatement bool // see Config.SingleStatement
-	ownsPool        bool // Close closes the pool
+	inTx            bool // db is the caller's transaction
 }
 
-func newPGStore(pool *pgxpool.Pool, singleStatement, ownsPool bool) *pgStore {
-	return &pgStore{pool: pool, q: db.New(pool), singleStatement: singleStatement, ownsPool: ownsPool}
+func newPGStore(conn DB, singleStatement bool) *pgStore {
+	_, inTx := conn.(pgx.Tx)
+	return &pgStore{db: conn, q: db.New(conn), singleStatement: singleStatement, inTx: inTx}
 }
 
-// NewPostgresStore returns the Postgres Store over pool, for NewWithStore;
-// with ownsPool, the store's Close closes the pool. New(pool, cfg) is the
-// usual way to get an Engine over Postgres.
-func NewPostgresStore(pool *pgxpool.Pool, cfg Config, ownsPool bool) Store {
-	return newPGStore(pool, cfg.SingleStatement, ownsPool)
+// TxStore is a Store that can run inside a caller's pgx transaction: the
+// Postgres store. See Engine.WithTx.
+type TxStore interface {
+	Store
+	// WithTx returns the store bound to tx.
+	WithTx(tx pgx.Tx) Store
 }
 
-func (s *pgStore) Close() error {
-	if s.ownsPool {
-		s.pool.Close()
-	}
-	return nil
+// NewPostgresStore returns the Postgres Store over conn, for NewWithStore
+// (New(conn, cfg) is the usual way to an Engine over Postgres). Its Close
+// leaves conn open.
+func NewPostgresStore(conn DB, cfg Config) TxStore {
+	return newPGStore(conn, cfg.SingleStatement)
 }
+
+func (s *pgStore) WithTx(tx pgx.Tx) Store { return newPGStore(tx, s.singleStatement) }
+
+func (s *pgStore) Close() error { return nil }
 
 func nullUUID(id uuid.UUID) uuid.NullUUID {
 	return uuid.NullUUID{UUID: id, Valid: id != uuid.Nil}

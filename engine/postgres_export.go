@@ -13,7 +13,18 @@ import (
 )
 
 func (s *pgStore) Export(ctx context.Context, threadID string, sink ExportSink) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	// One snapshot of the database: a repeatable-read transaction of its
+	// own, or, inside the caller's transaction, a savepoint of it (which
+	// sees what the caller's isolation level lets it see).
+	var tx pgx.Tx
+	var err error
+	if b, ok := s.db.(interface {
+		BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+	}); ok && !s.inTx {
+		tx, err = b.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	} else {
+		tx, err = s.db.Begin(ctx)
+	}
 	if err != nil {
 		return dbError("begin", err)
 	}
@@ -99,7 +110,7 @@ func pgExportThreads(ctx context.Context, tx pgx.Tx, threadID string) ([]ExportT
 }
 
 func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error {
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.db.Begin(ctx) // a savepoint inside the caller's transaction
 	if err != nil {
 		return dbError("begin", err)
 	}

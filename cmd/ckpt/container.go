@@ -82,9 +82,15 @@ func demoDatabase(ctx context.Context, w io.Writer, useContainer bool) (url stri
 	if err == nil {
 		fmt.Fprintf(w, "database  none given (--database or DATABASE_URL): starting a throwaway Postgres from the server binaries in %s\n", cluster.BinDir())
 		return cluster.URL(), func() {
-			_ = cluster.Stop(context.WithoutCancel(ctx))
+			if err := cluster.Stop(context.WithoutCancel(ctx)); err != nil {
+				fmt.Fprintf(w, "\ndatabase  stopping the throwaway Postgres: %v\n", err)
+				return
+			}
 			fmt.Fprintln(w, "\ndatabase  the throwaway Postgres was stopped and removed; "+keep)
 		}, nil
+	}
+	if ctx.Err() != nil { // interrupted while it started: no fallback
+		return "", nil, err
 	}
 	if errors.Is(err, localpg.ErrNotFound) {
 		fmt.Fprintln(w, "database  none given (--database or DATABASE_URL) and no Postgres server installed: using a temporary SQLite file")

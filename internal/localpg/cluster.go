@@ -137,7 +137,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	out, err := c.command(ctx, "initdb", "-D", c.dataDir, "--auth=trust", "-U", "postgres",
 		"--encoding=UTF8", "--locale=C", "-N").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("localpg: initdb in %s: %w%s%s", c.dir, c.ctxErr(ctx, err), tail("initdb's output", out), c.ownerHint())
+		return fmt.Errorf("localpg: initdb in %s: %w%s%s", c.dir, c.ctxErr(ctx, err), tail("initdb's output", out), c.ownerHint(ctx))
 	}
 	if err := c.writeSettings(opts.Settings); err != nil {
 		return err
@@ -335,10 +335,10 @@ func (c *Cluster) ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// ownerHint is added to initdb's errors as root: the usual cause is a
-// temporary directory the server's user cannot reach.
-func (c *Cluster) ownerHint() string {
-	if c.owner == nil {
+// ownerHint is added to initdb's errors as root, unless ctx ended: the
+// usual cause is a temporary directory the server's user cannot reach.
+func (c *Cluster) ownerHint(ctx context.Context) string {
+	if c.owner == nil || ctx.Err() != nil {
 		return ""
 	}
 	return fmt.Sprintf("\n(as root, initdb and the server run as user %s, who must be able to reach %s: "+
