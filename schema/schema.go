@@ -15,6 +15,7 @@ import (
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -105,7 +106,8 @@ func SQL(version uint, up bool) (string, error) {
 // run migrations at once: they queue, and the ones that find the work done
 // do nothing.
 type Migrator struct {
-	url string
+	url  string        // or
+	pool *pgxpool.Pool // the application's own pool
 }
 
 // NewMigrator returns a Migrator for the database at url (a postgres://
@@ -114,10 +116,48 @@ func NewMigrator(url string) *Migrator {
 	return &Migrator{url: url}
 }
 
+// NewMigratorFromPool returns a Migrator that runs over the application's
+// own pool (its BeforeConnect, AfterConnect, IAM or TLS settings apply):
+// the lock on one of the pool's connections, golang-migrate over a
+// *sql.DB made from the pool (stdlib.OpenDBFromPool). The pool must reach
+// Postgres directly, not through a pooler in transaction mode, which
+// cannot keep a session-level lock.
+func NewMigratorFromPool(pool *pgxpool.Pool) *Migrator {
+	return &Migrator{pool: pool}
+}
+
 // Migrate brings the database at url up to the latest version. It is the
 // call for applications that migrate on start.
 func Migrate(ctx context.Context, url string) error {
 	return NewMigrator(url).Up(ctx)
+}
+
+// MigratePool is Migrate over the application's own pool (see
+// NewMigratorFromPool).
+func MigratePool(ctx context.Context, pool *pgxpool.Pool) error {
+	return NewMigratorFromPool(pool).Up(ctx)
+}
+
+// ErrPending is returned by Check when migrations are not applied yet.
+var ErrPending = errors.New("pgcheckpoint schema is not up to date")
+
+// Check reports whether the database is at the latest version, changing
+// nothing: nil when it is; ErrPending (naming the versions) when
+// migrations are to be applied; ErrDirty; an error for a database at a
+// version newer than this program knows.
+func (m *Migrator) Check(ctx context.Context) error {
+	v, dirty, err := m.Version(ctx)
+	switch {
+	case err != nil:
+		return err
+	case dirty:
+		return fmt.Errorf("%w at version %d: repair it, then run `migrate force VERSION`", ErrDirty, v)
+	case v < Latest():
+		return fmt.Errorf("%w: version %d of %d; run `migrate up` (schema.Migrate)", ErrPending, v, Latest())
+	case v > Latest():
+		return fmt.Errorf("%w: version %d, newer than this program's %d: upgrade the program", ErrUnknownVersion, v, Latest())
+	}
+	return nil
 }
 
 // Up applies every migration not yet applied. A database already at the
@@ -161,31 +201,73 @@ func (m *Migrator) Force(ctx context.Context, version int) error {
 }
 
 // Version reports the applied version (0 when none) and whether the last
-// migration failed part way (dirty).
+// migration failed part way (dirty). It only reads: on an empty database it
+// creates nothing.
 func (m *Migrator) Version(ctx context.Context) (version uint, dirty bool, err error) {
-	err = m.run(ctx, func(mg *migrate.Migrate) error {
-		var e error
-		version, dirty, e = mg.Version()
-		if errors.Is(e, migrate.ErrNilVersion) {
-			return nil
+	q, release, err := m.conn(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	defer release()
+	var table *string
+	if err := q.QueryRow(ctx, "SELECT to_regclass($1)::text", Name+"."+VersionTable).Scan(&table); err != nil {
+		return 0, false, fmt.Errorf("pgcheckpoint migrate: read the version: %w", err)
+	}
+	if table == nil {
+		return 0, false, nil
+	}
+	var v int64
+	err = q.QueryRow(ctx, "SELECT version, dirty FROM "+Name+"."+VersionTable+" LIMIT 1").Scan(&v, &dirty)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && v < 0 {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("pgcheckpoint migrate: read the version: %w", err)
+	}
+	return uint(v), dirty, nil
+}
+
+// conn returns a connection for the session-level work (the lock, the
+// version): a new one from the URL, or one of the pool's.
+func (m *Migrator) conn(ctx context.Context) (*pgx.Conn, func(), error) {
+	if m.pool != nil {
+		c, err := m.pool.Acquire(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pgcheckpoint migrate: connect: %w", err)
 		}
-		return e
-	})
-	return version, dirty, err
+		return c.Conn(), c.Release, nil
+	}
+	cfg, err := pgx.ParseConfig(m.url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pgcheckpoint migrate: bad database URL: %w", err)
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pgcheckpoint migrate: connect: %w", err)
+	}
+	return c, func() { c.Close(context.WithoutCancel(ctx)) }, nil
+}
+
+// sqlDB returns the *sql.DB golang-migrate runs on.
+func (m *Migrator) sqlDB() (*sql.DB, error) {
+	if m.pool != nil {
+		return stdlib.OpenDBFromPool(m.pool), nil // its Close leaves the pool open
+	}
+	cfg, err := pgx.ParseConfig(m.url)
+	if err != nil {
+		return nil, fmt.Errorf("pgcheckpoint migrate: bad database URL: %w", err)
+	}
+	return stdlib.OpenDB(*cfg), nil
 }
 
 // run holds the advisory lock on its own connection while op runs on a
 // golang-migrate instance, then translates golang-migrate's errors.
 func (m *Migrator) run(ctx context.Context, op func(*migrate.Migrate) error) error {
-	cfg, err := pgx.ParseConfig(m.url)
+	lockConn, release, err := m.conn(ctx)
 	if err != nil {
-		return fmt.Errorf("pgcheckpoint migrate: bad database URL: %w", err)
+		return err
 	}
-	lockConn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("pgcheckpoint migrate: connect: %w", err)
-	}
-	defer lockConn.Close(context.WithoutCancel(ctx))
+	defer release()
 	if _, err := lockConn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLockKey); err != nil {
 		return fmt.Errorf("pgcheckpoint migrate: wait for the migration lock: %w", err)
 	}
@@ -196,7 +278,10 @@ func (m *Migrator) run(ctx context.Context, op func(*migrate.Migrate) error) err
 		return fmt.Errorf("pgcheckpoint migrate: create schema %s: %w", Name, err)
 	}
 
-	sqlDB := stdlib.OpenDB(*cfg)
+	sqlDB, err := m.sqlDB()
+	if err != nil {
+		return err
+	}
 	defer sqlDB.Close()
 	mg, err := newMigrate(ctx, sqlDB)
 	if err != nil {

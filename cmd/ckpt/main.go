@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/cliflags"
 )
 
 // command is one subcommand. Adding one is adding an entry to commands.
@@ -197,7 +198,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool)
 	if cmd.flags != nil {
 		cmd.flags(fs, c)
 	}
-	pos, err := parseInterspersed(fs, global.Args()[1:])
+	pos, err := cliflags.Parse(fs, global.Args()[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, commandUsage(name, cmd, fs))
@@ -251,26 +252,6 @@ func commandUsage(name string, cmd *command, fs *flag.FlagSet) string {
 func commonFlags(fs *flag.FlagSet, c *cli) {
 	fs.StringVar(&c.dbURL, "database", c.dbURL, "postgres://... or sqlite:FILE (default $DATABASE_URL)")
 	fs.BoolVar(&c.json, "json", c.json, "JSON output")
-}
-
-// parseInterspersed parses flags that may come before, between or after the
-// positional arguments, and returns those. "--" ends the flags.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }
 
 // connect opens the store the URL names and checks that it answers, so a

@@ -22,10 +22,11 @@ import (
 	"syscall"
 
 	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/cliflags"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
-const usage = `usage: migrate [-database URL] COMMAND
+const usage = `usage: migrate [-database URL] COMMAND [ARGS]
 
 The URL is postgres://... (or postgresql://...) for Postgres, or
 sqlite:FILE for a SQLite file (which up creates; SQLite's schema is one
@@ -36,7 +37,9 @@ Commands:
   down N         revert the last N migrations
   down -all      revert every migration
   goto V         migrate up or down to version V
-  version        print the applied version
+  version        print the applied version (creates nothing)
+  check          exit 0 if the database is at the latest version, 1 if
+                 migrations are pending (or it is dirty); changes nothing
   force V        record version V as applied and clear the dirty flag, running
                  no SQL (after repairing a failed migration by hand; -1: none)
   list           list the embedded Postgres migrations
@@ -44,8 +47,11 @@ Commands:
                  print the SQL of Postgres migration V (default up), for
                  other tools
 
-The database URL comes from -database or the DATABASE_URL environment
-variable. Exit status: 0 success, 1 failure, 2 bad usage.
+  help           this text
+
+The database URL comes from -database (or --database, before or after the
+command) or the DATABASE_URL environment variable. Exit status: 0 success,
+1 failure, 2 bad usage.
 `
 
 type usageError struct{ msg string }
@@ -71,19 +77,27 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	dbURL := fs.String("database", "", "Postgres URL (default $DATABASE_URL)")
-	if err := fs.Parse(args); err != nil {
+	dbURL := fs.String("database", "", "postgres://... or sqlite:FILE (default $DATABASE_URL)")
+	all := fs.Bool("all", false, "with down: revert every migration")
+	args, err := cliflags.Parse(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
 			return nil
 		}
 		return usageError{err.Error()}
 	}
-	args = fs.Args()
 	if len(args) == 0 {
 		return usageError{"no command given"}
 	}
 	cmd, rest := args[0], args[1:]
+	if *all && cmd != "down" {
+		return usageError{"-all goes with down"}
+	}
+	if cmd == "help" {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
 
 	// Commands that need no database.
 	switch cmd {
@@ -148,14 +162,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	case "down":
-		if len(rest) != 1 {
-			return usageError{"down takes N (how many to revert) or -all"}
-		}
-		if rest[0] == "-all" || rest[0] == "--all" {
+		if *all && len(rest) == 0 {
 			if err := m.DownAll(ctx); err != nil {
 				return err
 			}
 			break
+		}
+		if *all || len(rest) != 1 {
+			return usageError{"down takes N (how many to revert) or -all"}
 		}
 		n, err := strconv.Atoi(rest[0])
 		if err != nil || n < 1 {
@@ -189,6 +203,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "version":
 		if len(rest) != 0 {
 			return usageError{"version takes no arguments"}
+		}
+	case "check":
+		if len(rest) != 0 {
+			return usageError{"check takes no arguments"}
+		}
+		if err := m.Check(ctx); err != nil {
+			return err
 		}
 	default:
 		return usageError{fmt.Sprintf("unknown command %q", cmd)}

@@ -17,6 +17,7 @@ type migrator interface {
 	Goto(ctx context.Context, version uint) error
 	Force(ctx context.Context, version int) error
 	Version(ctx context.Context) (version uint, dirty bool, err error)
+	Check(ctx context.Context) error
 	Latest() uint
 }
 
@@ -95,4 +96,12 @@ func (m *sqliteMigrator) Version(ctx context.Context) (uint, bool, error) {
 		return 0, false, err
 	}
 	return sqlite.Version(ctx, db)
+}
+
+func (m *sqliteMigrator) Check(ctx context.Context) error {
+	db, err := m.open(ctx)
+	if err != nil {
+		return err
+	}
+	return sqlite.CheckVersion(ctx, db)
 }

@@ -1,0 +1,38 @@
+package cliflags
+
+import (
+	"flag"
+	"io"
+	"slices"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		db   string
+		all  bool
+		pos  []string
+	}{
+		{[]string{"up"}, "", false, []string{"up"}},
+		{[]string{"-database", "u", "up"}, "u", false, []string{"up"}},
+		{[]string{"up", "--database", "u"}, "u", false, []string{"up"}},
+		{[]string{"down", "-all", "--database=u"}, "u", true, []string{"down"}},
+		{[]string{"sql", "1", "down", "-database", "u"}, "u", false, []string{"sql", "1", "down"}},
+		{[]string{"log", "--", "-database"}, "", false, []string{"log", "-database"}},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		db := fs.String("database", "", "")
+		all := fs.Bool("all", false, "")
+		pos, err := Parse(fs, c.args)
+		if err != nil || *db != c.db || *all != c.all || !slices.Equal(pos, c.pos) {
+			t.Errorf("Parse(%q) = %q, database %q, all %v, %v; want %q, %q, %v", c.args, pos, *db, *all, err, c.pos, c.db, c.all)
+		}
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if _, err := Parse(fs, []string{"up", "--nope"}); err == nil {
+		t.Error("an unknown flag after the command parsed")
+	}
+}
