@@ -31,10 +31,11 @@ func (e *Engine) Enabled(t Trigger) bool {
 }
 
 // skipDisabled returns the result of a snapshot whose trigger is disabled.
-func (e *Engine) skipDisabled(in SnapshotInput) (SnapshotResult, bool) {
+func (e *Engine) skipDisabled(ctx context.Context, in SnapshotInput) (SnapshotResult, bool) {
 	if e.Enabled(in.Trigger) {
 		return SnapshotResult{}, false
 	}
+	e.tel.skipped(ctx)
 	return SnapshotResult{
 		ThreadID:   in.ThreadID,
 		Namespace:  in.Namespace,
@@ -105,7 +106,7 @@ type headEdit struct {
 func (e *Engine) snapshotOnHead(ctx context.Context, threadID string, ed headEdit) SafeResult {
 	in := SnapshotInput{ThreadID: threadID, Trigger: ed.trigger, Tags: ed.tags, Summary: cleanSummary(ed.summary), NextNode: ed.nextNode}
 	if !e.Enabled(ed.trigger) {
-		res, _ := e.skipDisabled(in)
+		res, _ := e.skipDisabled(ctx, in)
 		return SafeResult{SnapshotResult: res}
 	}
 	var messages []json.RawMessage

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
@@ -89,6 +91,14 @@ type Config struct {
 	// the zero value does not.
 	Retry RetryPolicy
 
+	// TracerProvider and MeterProvider receive the Engine's spans and
+	// metrics (see telemetry.go: a span per store call, counters of
+	// snapshots, bytes and failures, a duration histogram); nil means
+	// OpenTelemetry's global providers, which do nothing unless the
+	// application installs some.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+
 	// Retention, when set, is applied to the thread after each Snapshot
 	// (one more round trip and transaction; see Policy and ApplyRetention).
 	// The zero Policy keeps everything.
@@ -100,7 +110,9 @@ type Config struct {
 // any number of goroutines and processes: state lives in the database, not
 // in the Engine.
 type Engine struct {
-	store Store
+	store Store // base, with telemetry around every call
+	base  Store
+	tel   *telemetry
 	cfg   Config
 
 	enabled      triggerSet    // from cfg.Triggers
@@ -133,7 +145,8 @@ func NewWithStore(store Store, cfg Config) *Engine {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Engine{store: store, cfg: cfg, enabled: newTriggerSet(cfg.Triggers),
+	tel := newTelemetry(cfg)
+	return &Engine{store: tracedStore{store, tel}, base: store, tel: tel, cfg: cfg, enabled: newTriggerSet(cfg.Triggers),
 		retentionErr: cfg.Retention.check(), failures: new(atomic.Int64)}
 }
 
@@ -148,13 +161,14 @@ func NewWithStore(store Store, cfg Config) *Engine {
 // and Import run in a savepoint of tx, at tx's isolation level. Errors:
 // ErrInvalidInput when e's store is not Postgres.
 func (e *Engine) WithTx(tx pgx.Tx) (*Engine, error) {
-	ts, ok := e.store.(TxStore)
+	ts, ok := e.base.(TxStore)
 	if !ok {
-		return nil, fmt.Errorf("with tx: %w: the caller's transaction is a Postgres feature; this engine's store is %T", ErrInvalidInput, e.store)
+		return nil, fmt.Errorf("with tx: %w: the caller's transaction is a Postgres feature; this engine's store is %T", ErrInvalidInput, e.base)
 	}
 	cfg := e.cfg
 	cfg.Retry = RetryPolicy{}
-	return &Engine{store: ts.WithTx(tx), cfg: cfg, enabled: e.enabled,
+	inTx := ts.WithTx(tx)
+	return &Engine{store: tracedStore{inTx, e.tel}, base: inTx, tel: e.tel, cfg: cfg, enabled: e.enabled,
 		retentionErr: e.retentionErr, failures: e.failures}, nil
 }
 
@@ -194,7 +208,7 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (SnapshotResult
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", err)
 	}
-	if skipped, ok := e.skipDisabled(in); ok {
+	if skipped, ok := e.skipDisabled(ctx, in); ok {
 		return skipped, nil
 	}
 	if e.retentionErr != nil {

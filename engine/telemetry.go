@@ -1,0 +1,294 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Telemetry, through the OpenTelemetry API: a span for every call the
+// Engine makes to its store, named "pgcheckpoint.<Operation>", child of the
+// caller's span (from ctx), with the thread, namespace, checkpoint id,
+// step, storage format and bytes where the call knows them, and the error
+// recorded; and metrics:
+//
+//	pgcheckpoint.snapshots        counter, by result: written, existing (a retried id), skipped (trigger disabled)
+//	pgcheckpoint.stored.bytes     counter: messages + state + tool results of the snapshots written
+//	pgcheckpoint.failures         counter, by operation
+//	pgcheckpoint.duration         histogram, seconds, by operation
+//
+// Without providers installed (Config.TracerProvider, Config.MeterProvider,
+// or the global ones of package otel) all of it is a no-op. A pgx tracer on
+// the pool (e.g. otelpgx, set as ConnConfig.Tracer) adds a span per SQL
+// statement; they are children of these spans, since the Engine passes
+// its ctx down.
+
+const instrumentation = "github.com/pgcheckpoint/pgcheckpoint/engine"
+
+// Attribute keys of the spans and metrics.
+const (
+	attrThread    = attribute.Key("pgcheckpoint.thread_id")
+	attrNamespace = attribute.Key("pgcheckpoint.namespace")
+	attrID        = attribute.Key("pgcheckpoint.checkpoint_id")
+	attrStep      = attribute.Key("pgcheckpoint.step")
+	attrFormat    = attribute.Key("pgcheckpoint.format")
+	attrBytes     = attribute.Key("pgcheckpoint.bytes")
+	attrOperation = attribute.Key("pgcheckpoint.operation")
+	attrResult    = attribute.Key("pgcheckpoint.result")
+)
+
+// telemetry holds the Engine's tracer and instruments.
+type telemetry struct {
+	tracer    trace.Tracer
+	snapshots metric.Int64Counter
+	bytes     metric.Int64Counter
+	failures  metric.Int64Counter
+	duration  metric.Float64Histogram
+}
+
+func newTelemetry(cfg Config) *telemetry {
+	tp, mp := cfg.TracerProvider, cfg.MeterProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter(instrumentation)
+	t := &telemetry{tracer: tp.Tracer(instrumentation)}
+	// An instrument that cannot be made is a no-op one: telemetry never
+	// fails the caller.
+	t.snapshots, _ = m.Int64Counter("pgcheckpoint.snapshots", metric.WithDescription("Snapshots, by result: written, existing (a retried id), skipped (trigger disabled)."))
+	t.bytes, _ = m.Int64Counter("pgcheckpoint.stored.bytes", metric.WithUnit("By"), metric.WithDescription("Messages + state + tool results of the snapshots written, as sent."))
+	t.failures, _ = m.Int64Counter("pgcheckpoint.failures", metric.WithDescription("Failed store calls, by operation."))
+	t.duration, _ = m.Float64Histogram("pgcheckpoint.duration", metric.WithUnit("s"), metric.WithDescription("Duration of store calls, by operation."))
+	return t
+}
+
+// span starts the span of one store call; end ends it, recording err and
+// the call's duration.
+func (t *telemetry) span(ctx context.Context, op string, attrs ...attribute.KeyValue) (context.Context, func(err error, more ...attribute.KeyValue)) {
+	start := time.Now()
+	ctx, s := t.tracer.Start(ctx, "pgcheckpoint."+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return ctx, func(err error, more ...attribute.KeyValue) {
+		opAttr := metric.WithAttributes(attrOperation.String(op))
+		s.SetAttributes(more...)
+		if err != nil {
+			s.RecordError(err)
+			s.SetStatus(codes.Error, err.Error())
+			t.failures.Add(ctx, 1, opAttr)
+		}
+		t.duration.Record(ctx, time.Since(start).Seconds(), opAttr)
+		s.End()
+	}
+}
+
+// skipped counts a snapshot not written because its trigger is disabled.
+func (t *telemetry) skipped(ctx context.Context) {
+	t.snapshots.Add(ctx, 1, metric.WithAttributes(attrResult.String("skipped")))
+}
+
+// tracedStore is a Store with a span around every call (see telemetry).
+type tracedStore struct {
+	Store
+	t *telemetry
+}
+
+func threadAttrs(threadID, namespace string) []attribute.KeyValue {
+	return []attribute.KeyValue{attrThread.String(threadID), attrNamespace.String(namespace)}
+}
+
+func idAttr(id uuid.UUID) attribute.KeyValue { return attrID.String(id.String()) }
+
+func infoAttrs(c CheckpointInfo) []attribute.KeyValue {
+	return []attribute.KeyValue{attrThread.String(c.ThreadID), attrNamespace.String(c.Namespace),
+		attrStep.Int64(c.Step), attrFormat.String(c.Format), attrBytes.Int64(c.SizeBytes)}
+}
+
+func (s tracedStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error) {
+	ctx, end := s.t.span(ctx, "Put", append(threadAttrs(p.ThreadID, p.Namespace), idAttr(p.ID), attrBytes.Int64(p.SizeBytes))...)
+	r, err := s.Store.Put(ctx, p)
+	end(err, attrStep.Int64(r.Step))
+	if err == nil {
+		result := "written"
+		if !r.Created {
+			result = "existing"
+		} else {
+			s.t.bytes.Add(ctx, p.SizeBytes)
+		}
+		s.t.snapshots.Add(ctx, 1, metric.WithAttributes(attrResult.String(result)))
+	}
+	return r, err
+}
+
+func (s tracedStore) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {
+	ctx, end := s.t.span(ctx, "Get", idAttr(id))
+	c, err := s.Store.Get(ctx, id)
+	if err != nil {
+		end(err)
+		return nil, err
+	}
+	end(nil, infoAttrs(c.CheckpointInfo)...)
+	return c, nil
+}
+
+func (s tracedStore) Head(ctx context.Context, threadID, namespace string) (*Checkpoint, error) {
+	ctx, end := s.t.span(ctx, "Head", threadAttrs(threadID, namespace)...)
+	c, err := s.Store.Head(ctx, threadID, namespace)
+	if err != nil {
+		end(err)
+		return nil, err
+	}
+	end(nil, append(infoAttrs(c.CheckpointInfo), idAttr(c.ID))...)
+	return c, nil
+}
+
+func (s tracedStore) ListCheckpoints(ctx context.Context, q ListQuery) ([]CheckpointInfo, error) {
+	ctx, end := s.t.span(ctx, "ListCheckpoints", threadAttrs(q.ThreadID, q.Namespace)...)
+	r, err := s.Store.ListCheckpoints(ctx, q)
+	end(err)
+	return r, err
+}
+
+func (s tracedStore) ListThreads(ctx context.Context, after string, limit int) ([]ThreadInfo, error) {
+	ctx, end := s.t.span(ctx, "ListThreads")
+	r, err := s.Store.ListThreads(ctx, after, limit)
+	end(err)
+	return r, err
+}
+
+func (s tracedStore) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (int64, error) {
+	ctx, end := s.t.span(ctx, "PutWrites", idAttr(id))
+	n, err := s.Store.PutWrites(ctx, id, taskID, writes)
+	end(err)
+	return n, err
+}
+
+func (s tracedStore) DeleteThread(ctx context.Context, threadID string) (int64, error) {
+	ctx, end := s.t.span(ctx, "DeleteThread", attrThread.String(threadID))
+	n, err := s.Store.DeleteThread(ctx, threadID)
+	end(err)
+	return n, err
+}
+
+func (s tracedStore) DeleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error) {
+	ctx, end := s.t.span(ctx, "DeleteBefore", append(threadAttrs(threadID, namespace), attrStep.Int64(step))...)
+	n, err := s.Store.DeleteBefore(ctx, threadID, namespace, step)
+	end(err)
+	return n, err
+}
+
+func (s tracedStore) DeleteForRuns(ctx context.Context, runIDs []string) (int64, error) {
+	ctx, end := s.t.span(ctx, "DeleteForRuns")
+	n, err := s.Store.DeleteForRuns(ctx, runIDs)
+	end(err)
+	return n, err
+}
+
+func (s tracedStore) Prune(ctx context.Context, threadIDs []string, keepLatest bool) (int64, error) {
+	ctx, end := s.t.span(ctx, "Prune")
+	n, err := s.Store.Prune(ctx, threadIDs, keepLatest)
+	end(err)
+	return n, err
+}
+
+func (s tracedStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error) {
+	ctx, end := s.t.span(ctx, "Rewind", idAttr(id))
+	r, err := s.Store.Rewind(ctx, id, truncate)
+	if err != nil {
+		end(err)
+		return nil, err
+	}
+	end(nil, threadAttrs(r.ThreadID, r.Namespace)...)
+	return r, nil
+}
+
+func (s tracedStore) FindOnHeadLine(ctx context.Context, threadID string, step int64) (uuid.UUID, error) {
+	ctx, end := s.t.span(ctx, "FindOnHeadLine", attrThread.String(threadID), attrStep.Int64(step))
+	id, err := s.Store.FindOnHeadLine(ctx, threadID, step)
+	end(err)
+	return id, err
+}
+
+func (s tracedStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]CheckpointInfo, error) {
+	ctx, end := s.t.span(ctx, "Lineage", idAttr(id))
+	r, err := s.Store.Lineage(ctx, id, limit)
+	end(err)
+	return r, err
+}
+
+func (s tracedStore) Tree(ctx context.Context, threadID string) ([]TreeNode, error) {
+	ctx, end := s.t.span(ctx, "Tree", attrThread.String(threadID))
+	r, err := s.Store.Tree(ctx, threadID)
+	end(err)
+	return r, err
+}
+
+func (s tracedStore) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name string, id uuid.UUID) (BranchResult, error) {
+	ctx, end := s.t.span(ctx, "Branch", idAttr(fromID), attrThread.String(newThreadID))
+	r, err := s.Store.Branch(ctx, fromID, newThreadID, name, id)
+	end(err)
+	return r, err
+}
+
+func (s tracedStore) Branches(ctx context.Context, threadID string) ([]BranchInfo, error) {
+	ctx, end := s.t.span(ctx, "Branches", attrThread.String(threadID))
+	r, err := s.Store.Branches(ctx, threadID)
+	end(err)
+	return r, err
+}
+
+func (s tracedStore) Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (MergeResult, error) {
+	ctx, end := s.t.span(ctx, "Merge", attrThread.String(intoThread), idAttr(id))
+	r, err := s.Store.Merge(ctx, branchThread, intoThread, id)
+	end(err, attrStep.Int64(r.Step))
+	return r, err
+}
+
+func (s tracedStore) CopyThread(ctx context.Context, src, dst string) (int64, error) {
+	ctx, end := s.t.span(ctx, "CopyThread", attrThread.String(src))
+	n, err := s.Store.CopyThread(ctx, src, dst)
+	end(err)
+	return n, err
+}
+
+func (s tracedStore) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {
+	ctx, end := s.t.span(ctx, "ApplyRetention", attrThread.String(threadID))
+	r, err := s.Store.ApplyRetention(ctx, threadID, p)
+	end(err)
+	return r, err
+}
+
+func (s tracedStore) SweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error) {
+	ctx, end := s.t.span(ctx, "SweepBatch")
+	r, err := s.Store.SweepBatch(ctx, p, after, size)
+	end(err)
+	return r, err
+}
+
+func (s tracedStore) SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (int64, error) {
+	ctx, end := s.t.span(ctx, "SetExpiry", attrThread.String(threadID))
+	n, err := s.Store.SetExpiry(ctx, threadID, at, action)
+	end(err)
+	return n, err
+}
+
+func (s tracedStore) Export(ctx context.Context, threadID string, sink ExportSink) error {
+	ctx, end := s.t.span(ctx, "Export", attrThread.String(threadID))
+	err := s.Store.Export(ctx, threadID, sink)
+	end(err)
+	return err
+}
+
+func (s tracedStore) Import(ctx context.Context, fn func(ImportWriter) error) error {
+	ctx, end := s.t.span(ctx, "Import")
+	err := s.Store.Import(ctx, fn)
+	end(err)
+	return err
+}

@@ -1,0 +1,124 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
+)
+
+// Spans and metrics through the OpenTelemetry SDK's in-memory exporter and
+// manual reader, on a real SQLite store.
+func TestTelemetry(t *testing.T) {
+	ctx := context.Background()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "t.db"), sqlite.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.NewWithStore(store, engine.Config{TracerProvider: tp, MeterProvider: mp,
+		Triggers: []engine.Trigger{engine.TriggerToolCall}})
+	defer eng.Close()
+
+	// The caller's span is the parent.
+	ctx, parent := tp.Tracer("app").Start(ctx, "agent step")
+	id := engine.NewCheckpointID()
+	in := engine.SnapshotInput{ID: id, ThreadID: "run-1", Namespace: "sub", Trigger: engine.TriggerToolCall, State: json.RawMessage(`{"a":1}`)}
+	if _, err := eng.Snapshot(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Snapshot(ctx, in); err != nil { // a retry: existing
+		t.Fatal(err)
+	}
+	if r, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run-1", Trigger: engine.TriggerLLMCall}); err != nil || !r.Skipped {
+		t.Fatalf("disabled trigger: %+v %v", r, err)
+	}
+	if _, err := eng.Get(ctx, engine.NewCheckpointID()); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatal(err)
+	}
+	parent.End()
+
+	byName := map[string][]tracetest.SpanStub{}
+	for _, s := range spans.GetSpans() {
+		byName[s.Name] = append(byName[s.Name], s)
+	}
+	puts := byName["pgcheckpoint.Put"]
+	if len(puts) != 2 {
+		t.Fatalf("%d Put spans, want 2 (the skipped snapshot calls no store): %v", len(puts), byName)
+	}
+	put := puts[0]
+	if put.Parent.SpanID() != parent.SpanContext().SpanID() || put.SpanContext.TraceID() != parent.SpanContext().TraceID() {
+		t.Errorf("Put's parent is not the caller's span")
+	}
+	want := map[attribute.Key]string{
+		"pgcheckpoint.thread_id": "run-1", "pgcheckpoint.namespace": "sub", "pgcheckpoint.checkpoint_id": id.String(),
+	}
+	got := map[attribute.Key]attribute.Value{}
+	for _, a := range put.Attributes {
+		got[a.Key] = a.Value
+	}
+	for k, v := range want {
+		if got[k].AsString() != v {
+			t.Errorf("Put span attribute %s = %q, want %q", k, got[k].AsString(), v)
+		}
+	}
+	if got["pgcheckpoint.step"].AsInt64() != 1 || got["pgcheckpoint.bytes"].AsInt64() != 7 {
+		t.Errorf("Put span step %v, bytes %v", got["pgcheckpoint.step"], got["pgcheckpoint.bytes"])
+	}
+	gets := byName["pgcheckpoint.Get"]
+	if len(gets) != 1 || gets[0].Status.Code != codes.Error || len(gets[0].Events) == 0 {
+		t.Errorf("the failed Get's span does not record the error: %+v", gets)
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]map[string]int64{}
+	var durations uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				sums[m.Name] = map[string]int64{}
+				for _, p := range d.DataPoints {
+					key := ""
+					for _, kv := range p.Attributes.ToSlice() {
+						key += kv.Value.AsString()
+					}
+					sums[m.Name][key] += p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					durations += p.Count
+				}
+			}
+		}
+	}
+	if s := sums["pgcheckpoint.snapshots"]; s["written"] != 1 || s["existing"] != 1 || s["skipped"] != 1 {
+		t.Errorf("snapshots counted %v, want written 1, existing 1, skipped 1", s)
+	}
+	if sums["pgcheckpoint.stored.bytes"][""] != 7 {
+		t.Errorf("bytes stored %v, want 7", sums["pgcheckpoint.stored.bytes"])
+	}
+	if sums["pgcheckpoint.failures"]["Get"] != 1 {
+		t.Errorf("failures %v, want one Get", sums["pgcheckpoint.failures"])
+	}
+	if durations != 3 {
+		t.Errorf("%d durations recorded, want 3 (Put, Put, Get)", durations)
+	}
+}
