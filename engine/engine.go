@@ -203,7 +203,9 @@ func NewCheckpointID() uuid.UUID {
 // content. With Config.Retention set, the policy is then applied to the
 // thread; if that fails, the checkpoint stays written, the result is
 // returned with the error, and retrying with the same ID is safe.
-func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (SnapshotResult, error) {
+func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResult, err error) {
+	ctx, done := e.tel.call(ctx, "Snapshot", attrThread.String(in.ThreadID), attrNamespace.String(in.Namespace))
+	defer func() { done(err) }()
 	p, err := e.snapshotParams(in)
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", err)
@@ -331,7 +333,9 @@ func (e *Engine) addDigests(p *PutRequest) error {
 
 // Get returns the checkpoint with the given id, with its pending writes.
 // Errors: ErrNotFound.
-func (e *Engine) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {
+func (e *Engine) Get(ctx context.Context, id uuid.UUID) (_ *Checkpoint, err error) {
+	ctx, done := e.tel.call(ctx, "Get", idAttr(id))
+	defer func() { done(err) }()
 	c, err := e.store.Get(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("get checkpoint %s: %w", id, err)
@@ -343,12 +347,16 @@ func (e *Engine) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {
 // next Snapshot builds on (after a Rewind, the rewound-to checkpoint, not the
 // highest step). Errors: ErrNotFound when the thread has no checkpoint;
 // ErrInvalidInput for a malformed thread id.
-func (e *Engine) Latest(ctx context.Context, threadID string) (*Checkpoint, error) {
+func (e *Engine) Latest(ctx context.Context, threadID string) (_ *Checkpoint, err error) {
+	ctx, done := e.tel.call(ctx, "Latest", attrThread.String(threadID))
+	defer func() { done(err) }()
 	return e.LatestIn(ctx, threadID, "")
 }
 
 // LatestIn is Latest for a sub-graph namespace.
-func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (*Checkpoint, error) {
+func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (_ *Checkpoint, err error) {
+	ctx, done := e.tel.call(ctx, "LatestIn", attrThread.String(threadID))
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("latest: %w", err)
 	}
@@ -366,7 +374,9 @@ func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (*Che
 // content, one page at a time (see ListOptions). An unknown thread gives an
 // empty list. Errors: ErrInvalidInput, ErrInvalidJSON (for the metadata
 // filter).
-func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts ListOptions) ([]CheckpointInfo, error) {
+func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts ListOptions) (_ []CheckpointInfo, err error) {
+	ctx, done := e.tel.call(ctx, "ListCheckpoints", attrThread.String(threadID))
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
@@ -403,7 +413,9 @@ func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts List
 // ListThreads returns threads in thread id order with their heads, one page
 // at a time (see ThreadListOptions). A page costs about Limit index reads,
 // however many checkpoints the threads hold.
-func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) ([]ThreadInfo, error) {
+func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) (_ []ThreadInfo, err error) {
+	ctx, done := e.tel.call(ctx, "ListThreads")
+	defer func() { done(err) }()
 	limit, err := pageSize(opts.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list threads: %w", err)
@@ -425,7 +437,9 @@ func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) ([]Thr
 // namespace, checkpoints, pending writes) in one transaction, and returns
 // how many checkpoints it deleted. A thread that does not exist deletes
 // nothing and returns 0, so a retried delete is harmless.
-func (e *Engine) DeleteThread(ctx context.Context, threadID string) (int64, error) {
+func (e *Engine) DeleteThread(ctx context.Context, threadID string) (_ int64, err error) {
+	ctx, done := e.tel.call(ctx, "DeleteThread", attrThread.String(threadID))
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return 0, fmt.Errorf("delete thread: %w", err)
 	}
@@ -440,7 +454,9 @@ func (e *Engine) DeleteThread(ctx context.Context, threadID string) (int64, erro
 // step is below step, with their pending writes, in one statement. The head
 // is never deleted, whatever its step. It returns how many it deleted.
 // Errors: ErrInvalidInput for a step below 1 or a malformed thread id.
-func (e *Engine) DeleteBefore(ctx context.Context, threadID string, step int64) (int64, error) {
+func (e *Engine) DeleteBefore(ctx context.Context, threadID string, step int64) (_ int64, err error) {
+	ctx, done := e.tel.call(ctx, "DeleteBefore", attrThread.String(threadID))
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return 0, fmt.Errorf("delete before: %w", err)
 	}
@@ -460,7 +476,9 @@ func (e *Engine) DeleteBefore(ctx context.Context, threadID string, step int64) 
 // the same task keeps the first values. It returns how many writes were new.
 // Errors: ErrNotFound for an unknown checkpoint; ErrInvalidInput,
 // ErrInvalidJSON for bad input, with nothing written.
-func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (int64, error) {
+func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (_ int64, err error) {
+	ctx, done := e.tel.call(ctx, "PutWrites", idAttr(id))
+	defer func() { done(err) }()
 	if err := checkID("task id", taskID, false); err != nil {
 		return 0, fmt.Errorf("put writes: %w", err)
 	}
@@ -476,7 +494,7 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 		stored[i] = Write{Channel: w.Channel, Value: v}
 	}
 	var n int64
-	err := e.cfg.Retry.retry(ctx, func() (err error) {
+	err = e.cfg.Retry.retry(ctx, func() (err error) {
 		n, err = e.store.PutWrites(ctx, id, taskID, stored)
 		return err
 	})

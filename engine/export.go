@@ -85,7 +85,9 @@ type ExportStats struct {
 // are threads of their own) to w as JSON lines, read in one consistent
 // snapshot of the database. Errors: ErrNotFound for an unknown thread;
 // ErrInvalidInput for a malformed thread id; w's write errors.
-func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer) (ExportStats, error) {
+func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer) (_ ExportStats, err error) {
+	ctx, done := e.tel.call(ctx, "Export", attrThread.String(threadID))
+	defer func() { done(err) }()
 	var st ExportStats
 	if err := checkID("thread id", threadID, false); err != nil {
 		return st, fmt.Errorf("export: %w", err)
@@ -93,7 +95,7 @@ func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer) (Expo
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	err := e.store.Export(ctx, threadID, ExportSink{
+	err = e.store.Export(ctx, threadID, ExportSink{
 		Thread: func(t ExportThread) error {
 			if st.Threads == 0 {
 				if err := enc.Encode(ExportHeader{Kind: "pgcheckpoint-export", Format: ExportFormat, ThreadID: threadID}); err != nil {
@@ -155,9 +157,11 @@ const importBatch = 200
 // export record, naming the line; ErrInvalidInput for a thread that exists
 // already; ErrIDConflict for a checkpoint id in use. On error nothing is
 // written.
-func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (ExportStats, error) {
+func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_ ExportStats, err error) {
+	ctx, done := e.tel.call(ctx, "Import")
+	defer func() { done(err) }()
 	var st ExportStats
-	err := e.store.Import(ctx, func(w ImportWriter) error {
+	err = e.store.Import(ctx, func(w ImportWriter) error {
 		dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 		threads := map[string]bool{} // thread ids with a thread line
 		links := importLinks{ids: map[uuid.UUID]importedCheckpoint{}, branchedFrom: map[string]uuid.UUID{},

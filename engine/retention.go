@@ -106,7 +106,9 @@ type Deleted struct {
 // checkpoint per Snapshot, where a periodic Sweep does it once per thread
 // and sweep. Errors:
 // ErrInvalidInput for a bad policy or thread id, with nothing deleted.
-func (e *Engine) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {
+func (e *Engine) ApplyRetention(ctx context.Context, threadID string, p Policy) (_ []Deleted, err error) {
+	ctx, done := e.tel.call(ctx, "ApplyRetention", attrThread.String(threadID))
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("retention: %w", err)
 	}
@@ -169,7 +171,9 @@ type SweepResult struct {
 // cancelled context loses at most the batch in flight, which rolls back
 // whole: every thread stays readable. Errors: ErrInvalidInput for a bad
 // policy or options.
-func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (SweepResult, error) {
+func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (_ SweepResult, err error) {
+	ctx, done := e.tel.call(ctx, "Sweep")
+	defer func() { done(err) }()
 	if err := p.check(); err != nil {
 		return SweepResult{}, fmt.Errorf("sweep: %w", err)
 	}
@@ -231,7 +235,9 @@ const (
 // SetExpiry makes a thread expire at at: the next Sweep (or SQL gc_sweep)
 // after that applies action. A zero at clears the expiry. Errors:
 // ErrNotFound for a thread that does not exist; ErrInvalidInput.
-func (e *Engine) SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) error {
+func (e *Engine) SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (err error) {
+	ctx, done := e.tel.call(ctx, "SetExpiry", attrThread.String(threadID))
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return fmt.Errorf("set expiry: %w", err)
 	}

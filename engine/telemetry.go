@@ -12,11 +12,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Telemetry, through the OpenTelemetry API: a span for every call the
-// Engine makes to its store, named "pgcheckpoint.<Operation>", child of the
-// caller's span (from ctx), with the thread, namespace, checkpoint id,
-// step, storage format and bytes where the call knows them, and the error
-// recorded; and metrics:
+// Telemetry, through the OpenTelemetry API: a span for every Engine call,
+// named "pgcheckpoint.<Method>" (e.g. pgcheckpoint.Snapshot), child of the
+// caller's span (from ctx), its error recorded, also one refused before any
+// I/O; under it a span for each call to the store, named
+// "pgcheckpoint.store.<Operation>" (one per attempt when Config.Retry
+// retries), with the thread, namespace, checkpoint id, step, storage format
+// and bytes where the call knows them; and metrics:
 //
 //	pgcheckpoint.snapshots        counter, by result: written, existing (a retried id), skipped (trigger disabled)
 //	pgcheckpoint.stored.bytes     counter: messages + state + tool results of the snapshots written
@@ -75,7 +77,7 @@ func newTelemetry(cfg Config) *telemetry {
 // the call's duration.
 func (t *telemetry) span(ctx context.Context, op string, attrs ...attribute.KeyValue) (context.Context, func(err error, more ...attribute.KeyValue)) {
 	start := time.Now()
-	ctx, s := t.tracer.Start(ctx, "pgcheckpoint."+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	ctx, s := t.tracer.Start(ctx, "pgcheckpoint.store."+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	return ctx, func(err error, more ...attribute.KeyValue) {
 		opAttr := metric.WithAttributes(attrOperation.String(op))
 		s.SetAttributes(more...)
@@ -291,4 +293,18 @@ func (s tracedStore) Import(ctx context.Context, fn func(ImportWriter) error) er
 	err := s.Store.Import(ctx, fn)
 	end(err)
 	return err
+}
+
+// call starts the span of one Engine call, the parent of the store calls
+// it makes; done ends it, recording the call's error (also an error the
+// Engine returned before reaching the store, such as bad input).
+func (t *telemetry) call(ctx context.Context, method string, attrs ...attribute.KeyValue) (context.Context, func(error)) {
+	ctx, s := t.tracer.Start(ctx, "pgcheckpoint."+method, trace.WithAttributes(attrs...))
+	return ctx, func(err error) {
+		if err != nil {
+			s.RecordError(err)
+			s.SetStatus(codes.Error, err.Error())
+		}
+		s.End()
+	}
 }

@@ -50,19 +50,36 @@ func TestTelemetry(t *testing.T) {
 	if _, err := eng.Get(ctx, engine.NewCheckpointID()); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatal(err)
 	}
+	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: ""}); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatal(err)
+	}
 	parent.End()
 
 	byName := map[string][]tracetest.SpanStub{}
 	for _, s := range spans.GetSpans() {
 		byName[s.Name] = append(byName[s.Name], s)
 	}
-	puts := byName["pgcheckpoint.Put"]
+	// One span per Engine call, a child of the caller's; under it, one per
+	// store call.
+	calls := byName["pgcheckpoint.Snapshot"]
+	if len(calls) != 4 {
+		t.Fatalf("%d Snapshot spans, want 4: %v", len(calls), byName)
+	}
+	for _, c := range calls {
+		if c.Parent.SpanID() != parent.SpanContext().SpanID() {
+			t.Errorf("a Snapshot span's parent is not the caller's span")
+		}
+	}
+	if refused := calls[3]; refused.Status.Code != codes.Error || len(refused.Events) == 0 {
+		t.Errorf("the refused Snapshot's span records no error: %+v", refused.Status)
+	}
+	puts := byName["pgcheckpoint.store.Put"]
 	if len(puts) != 2 {
-		t.Fatalf("%d Put spans, want 2 (the skipped snapshot calls no store): %v", len(puts), byName)
+		t.Fatalf("%d store Put spans, want 2 (the skipped and the refused snapshots reach no store): %v", len(puts), byName)
 	}
 	put := puts[0]
-	if put.Parent.SpanID() != parent.SpanContext().SpanID() || put.SpanContext.TraceID() != parent.SpanContext().TraceID() {
-		t.Errorf("Put's parent is not the caller's span")
+	if put.Parent.SpanID() != calls[0].SpanContext.SpanID() || put.SpanContext.TraceID() != parent.SpanContext().TraceID() {
+		t.Errorf("the store Put's parent is not its Snapshot span")
 	}
 	want := map[attribute.Key]string{
 		"pgcheckpoint.thread_id": "run-1", "pgcheckpoint.namespace": "sub", "pgcheckpoint.checkpoint_id": id.String(),
@@ -79,7 +96,7 @@ func TestTelemetry(t *testing.T) {
 	if got["pgcheckpoint.step"].AsInt64() != 1 || got["pgcheckpoint.bytes"].AsInt64() != 7 {
 		t.Errorf("Put span step %v, bytes %v", got["pgcheckpoint.step"], got["pgcheckpoint.bytes"])
 	}
-	gets := byName["pgcheckpoint.Get"]
+	gets := byName["pgcheckpoint.store.Get"]
 	if len(gets) != 1 || gets[0].Status.Code != codes.Error || len(gets[0].Events) == 0 {
 		t.Errorf("the failed Get's span does not record the error: %+v", gets)
 	}

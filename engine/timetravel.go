@@ -35,7 +35,9 @@ type RewindResult struct {
 // there builds on it and history becomes a tree. It deletes nothing: every
 // checkpoint stays readable, and a later Rewind can return to the old line.
 // Errors: ErrNotFound.
-func (e *Engine) Rewind(ctx context.Context, id uuid.UUID) (*RewindResult, error) {
+func (e *Engine) Rewind(ctx context.Context, id uuid.UUID) (_ *RewindResult, err error) {
+	ctx, done := e.tel.call(ctx, "Rewind", idAttr(id))
+	defer func() { done(err) }()
 	return e.rewind(ctx, id, false)
 }
 
@@ -43,7 +45,9 @@ func (e *Engine) Rewind(ctx context.Context, id uuid.UUID) (*RewindResult, error
 // target on the head's line (the old head and its ancestors down to the
 // target), in the same transaction. Other lines of the thread, and other
 // threads, are untouched. Errors: ErrNotFound.
-func (e *Engine) RewindAndTruncate(ctx context.Context, id uuid.UUID) (*RewindResult, error) {
+func (e *Engine) RewindAndTruncate(ctx context.Context, id uuid.UUID) (_ *RewindResult, err error) {
+	ctx, done := e.tel.call(ctx, "RewindAndTruncate", idAttr(id))
+	defer func() { done(err) }()
 	return e.rewind(ctx, id, true)
 }
 
@@ -63,7 +67,9 @@ func (e *Engine) rewind(ctx context.Context, id uuid.UUID, truncate bool) (*Rewi
 // on, not on other branches. Errors: ErrInvalidInput for a step below 1;
 // ErrNotFound when the thread has no checkpoint at or below step on that
 // line.
-func (e *Engine) RewindToStep(ctx context.Context, threadID string, step int64) (*RewindResult, error) {
+func (e *Engine) RewindToStep(ctx context.Context, threadID string, step int64) (_ *RewindResult, err error) {
+	ctx, done := e.tel.call(ctx, "RewindToStep", attrThread.String(threadID))
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("rewind to step: %w", err)
 	}
@@ -90,7 +96,9 @@ type PointsOptions struct {
 // rewound to along its current line: the head, its parent, and so on back to
 // the root, newest first, a page at a time. Errors: ErrNotFound for a thread
 // with no checkpoint or an unknown cursor.
-func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts PointsOptions) ([]CheckpointInfo, error) {
+func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts PointsOptions) (_ []CheckpointInfo, err error) {
+	ctx, done := e.tel.call(ctx, "TimeTravelPoints", attrThread.String(threadID))
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("time travel points: %w", err)
 	}
@@ -119,7 +127,9 @@ func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts Poi
 
 // Lineage returns checkpoint id and its ancestors back to the root, newest
 // first, across threads where a branch was forked. Errors: ErrNotFound.
-func (e *Engine) Lineage(ctx context.Context, id uuid.UUID) ([]CheckpointInfo, error) {
+func (e *Engine) Lineage(ctx context.Context, id uuid.UUID) (_ []CheckpointInfo, err error) {
+	ctx, done := e.tel.call(ctx, "Lineage", idAttr(id))
+	defer func() { done(err) }()
 	points, err := e.lineage(ctx, id, 0)
 	if err != nil {
 		return nil, err
@@ -156,7 +166,9 @@ type BranchResult struct {
 // has the source's content and the source as parent; the thread records the
 // branch name and the source. Errors: ErrNotFound for an unknown source (or
 // one deleted meanwhile); ErrInvalidInput for an empty or over-long name.
-func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (BranchResult, error) {
+func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ BranchResult, err error) {
+	ctx, done := e.tel.call(ctx, "Branch")
+	defer func() { done(err) }()
 	if err := checkID("branch name", name, false); err != nil {
 		return BranchResult{}, fmt.Errorf("branch: %w", err)
 	}
@@ -196,7 +208,9 @@ type BranchInfo struct {
 }
 
 // Branches lists the branches forked from a thread, oldest first.
-func (e *Engine) Branches(ctx context.Context, threadID string) ([]BranchInfo, error) {
+func (e *Engine) Branches(ctx context.Context, threadID string) (_ []BranchInfo, err error) {
+	ctx, done := e.tel.call(ctx, "Branches", attrThread.String(threadID))
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("branches: %w", err)
 	}
@@ -220,7 +234,9 @@ type MergeResult struct {
 // branchThread's head. Its parent is intoThread's head and its merge parent
 // the branch head, so the tree shows both. Errors: ErrNotFound for a branch
 // with no checkpoint; ErrInvalidInput for a merge of a thread into itself.
-func (e *Engine) MergeBranch(ctx context.Context, branchThread, intoThread string) (MergeResult, error) {
+func (e *Engine) MergeBranch(ctx context.Context, branchThread, intoThread string) (_ MergeResult, err error) {
+	ctx, done := e.tel.call(ctx, "MergeBranch")
+	defer func() { done(err) }()
 	for _, t := range []string{branchThread, intoThread} {
 		if err := checkID("thread id", t, false); err != nil {
 			return MergeResult{}, fmt.Errorf("merge: %w", err)
@@ -270,7 +286,9 @@ type TreeEdge struct {
 // whose parent lies outside the tree (the source of a branch whose tree is
 // asked for) is left out. Errors: ErrNotFound for a thread with no
 // checkpoint.
-func (e *Engine) Tree(ctx context.Context, threadID string) (*Tree, error) {
+func (e *Engine) Tree(ctx context.Context, threadID string) (_ *Tree, err error) {
+	ctx, done := e.tel.call(ctx, "Tree", attrThread.String(threadID))
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("tree: %w", err)
 	}
@@ -301,7 +319,9 @@ func (e *Engine) Tree(ctx context.Context, threadID string) (*Tree, error) {
 // state and tool results) whose metadata is {"memory_cleared": true}. It
 // deletes nothing; ListCheckpoints with that metadata filter and Limit 1
 // finds the latest marker.
-func (e *Engine) ClearMemory(ctx context.Context, threadID string) (SnapshotResult, error) {
+func (e *Engine) ClearMemory(ctx context.Context, threadID string) (_ SnapshotResult, err error) {
+	ctx, done := e.tel.call(ctx, "ClearMemory", attrThread.String(threadID))
+	defer func() { done(err) }()
 	return e.Snapshot(ctx, SnapshotInput{
 		ThreadID: threadID,
 		Trigger:  TriggerManual,
@@ -329,7 +349,9 @@ type KeyDiff struct {
 }
 
 // Diff compares checkpoint a with checkpoint b. Errors: ErrNotFound.
-func (e *Engine) Diff(ctx context.Context, a, b uuid.UUID) (*Diff, error) {
+func (e *Engine) Diff(ctx context.Context, a, b uuid.UUID) (_ *Diff, err error) {
+	ctx, done := e.tel.call(ctx, "Diff")
+	defer func() { done(err) }()
 	from, err := e.Get(ctx, a)
 	if err != nil {
 		return nil, fmt.Errorf("diff: %w", err)
@@ -396,7 +418,9 @@ func keyDiff(a, b json.RawMessage) (KeyDiff, error) {
 // retried writes look them up alone); parent links are mapped to the new
 // ids. src is not changed. It returns how many checkpoints it copied.
 // Errors: ErrNotFound for an unknown src; ErrInvalidInput when dst exists.
-func (e *Engine) CopyThread(ctx context.Context, src, dst string) (int64, error) {
+func (e *Engine) CopyThread(ctx context.Context, src, dst string) (_ int64, err error) {
+	ctx, done := e.tel.call(ctx, "CopyThread")
+	defer func() { done(err) }()
 	for _, t := range []string{src, dst} {
 		if err := checkID("thread id", t, false); err != nil {
 			return 0, fmt.Errorf("copy thread: %w", err)
@@ -411,7 +435,9 @@ func (e *Engine) CopyThread(ctx context.Context, src, dst string) (int64, error)
 
 // DeleteForRuns deletes every checkpoint whose metadata run_id is one of
 // runIDs, with its pending writes, and returns how many it deleted.
-func (e *Engine) DeleteForRuns(ctx context.Context, runIDs []string) (int64, error) {
+func (e *Engine) DeleteForRuns(ctx context.Context, runIDs []string) (_ int64, err error) {
+	ctx, done := e.tel.call(ctx, "DeleteForRuns")
+	defer func() { done(err) }()
 	ids, err := checkTexts("run id", runIDs)
 	if err != nil {
 		return 0, fmt.Errorf("delete for runs: %w", err)
@@ -440,7 +466,9 @@ const (
 
 // Prune applies strategy to each of threadIDs and returns how many
 // checkpoints it deleted. Errors: ErrInvalidInput for an unknown strategy.
-func (e *Engine) Prune(ctx context.Context, threadIDs []string, strategy PruneStrategy) (int64, error) {
+func (e *Engine) Prune(ctx context.Context, threadIDs []string, strategy PruneStrategy) (_ int64, err error) {
+	ctx, done := e.tel.call(ctx, "Prune")
+	defer func() { done(err) }()
 	if strategy != PruneKeepLatest && strategy != PruneDeleteAll {
 		return 0, fmt.Errorf("prune: %w: unknown strategy %d", ErrInvalidInput, strategy)
 	}

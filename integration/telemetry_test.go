@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"strings"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -27,13 +28,24 @@ func TestTelemetryOnPostgres(t *testing.T) {
 	}
 	parent.End()
 	seen := map[string]bool{}
+	ids := map[string]string{} // span id -> name
+	for _, s := range spans.GetSpans() {
+		ids[s.SpanContext.SpanID().String()] = s.Name
+	}
 	for _, s := range spans.GetSpans() {
 		if s.Name == "request" {
 			continue
 		}
 		seen[s.Name] = true
-		if s.Parent.SpanID() != parent.SpanContext().SpanID() {
-			t.Errorf("%s: not a child of the caller's span", s.Name)
+		wantParent := "request"
+		if strings.HasPrefix(s.Name, "pgcheckpoint.store.") {
+			wantParent = map[string]string{"pgcheckpoint.store.Put": "pgcheckpoint.Snapshot", "pgcheckpoint.store.Get": "pgcheckpoint.Get"}[s.Name]
+		}
+		if got := ids[s.Parent.SpanID().String()]; got != wantParent {
+			t.Errorf("%s: parent %q, want %q", s.Name, got, wantParent)
+		}
+		if !strings.HasPrefix(s.Name, "pgcheckpoint.store.") {
+			continue
 		}
 		attrs := map[string]string{}
 		for _, a := range s.Attributes {
@@ -43,7 +55,7 @@ func TestTelemetryOnPostgres(t *testing.T) {
 			t.Errorf("%s: attributes %v", s.Name, attrs)
 		}
 	}
-	if !seen["pgcheckpoint.Put"] || !seen["pgcheckpoint.Get"] {
+	if !seen["pgcheckpoint.store.Put"] || !seen["pgcheckpoint.store.Get"] || !seen["pgcheckpoint.Snapshot"] || !seen["pgcheckpoint.Get"] {
 		t.Fatalf("spans %v, want Put and Get", seen)
 	}
 }
