@@ -1,0 +1,98 @@
+// Package eino makes pgcheckpoint the checkpoint store of Eino
+// (github.com/cloudwego/eino): interrupted graphs resume from Postgres (or a
+// SQLite file), with every checkpoint kept, listed, diffed and rewound like
+// any other pgcheckpoint thread.
+//
+//	eng, err := pgcheckpoint.Open(ctx, os.Getenv("DATABASE_URL"), pgcheckpoint.Options{Migrate: true})
+//	runnable, err := graph.Compile(ctx, compose.WithCheckPointStore(eino.New(eng)))
+//	out, err := runnable.Invoke(ctx, input, compose.WithCheckPointID("order-42"))
+//
+// An Eino checkpoint id is a pgcheckpoint thread (root namespace). Every Set
+// writes a new checkpoint on it, so the thread holds the run's history; Get
+// returns its head, so after a Rewind Eino resumes from the rewound-to
+// checkpoint. Eino's default serializer writes JSON, which is stored as the
+// checkpoint's state: `ckpt show` and `ckpt diff` show it, and delta storage
+// keeps only the changed top-level keys. Bytes that are not a JSON object
+// (a custom serializer's) are stored base64-encoded under the state key
+// "eino_checkpoint_base64": exact, but opaque to diffs and stored whole.
+//
+// The package is a module of its own, so pgcheckpoint's core never depends
+// on Eino; another framework's checkpoint interface is one more small
+// module like this one.
+package eino
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// base64Key holds checkpoints that are not JSON objects.
+const base64Key = "eino_checkpoint_base64"
+
+// Store is an Eino compose.CheckPointStore over a pgcheckpoint Engine. It
+// is safe for concurrent use.
+type Store struct {
+	eng *engine.Engine
+}
+
+// New returns a Store over eng.
+func New(eng *engine.Engine) *Store { return &Store{eng: eng} }
+
+// Get returns the head of thread checkPointID: the latest checkpoint, or
+// the one a Rewind made the head. ok is false for an unknown id.
+func (s *Store) Get(ctx context.Context, checkPointID string) ([]byte, bool, error) {
+	head, err := s.eng.Latest(ctx, checkPointID)
+	if errors.Is(err, engine.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("eino checkpoint %q: %w", checkPointID, err)
+	}
+	var wrapped map[string]string
+	if json.Unmarshal(head.State, &wrapped) == nil && len(wrapped) == 1 {
+		if enc, ok := wrapped[base64Key]; ok {
+			b, err := base64.StdEncoding.DecodeString(enc)
+			if err != nil {
+				return nil, false, fmt.Errorf("eino checkpoint %q: %w", checkPointID, err)
+			}
+			return b, true, nil
+		}
+	}
+	return head.State, true, nil
+}
+
+// Set writes checkPoint as a new checkpoint of thread checkPointID, child
+// of its head.
+func (s *Store) Set(ctx context.Context, checkPointID string, checkPoint []byte) error {
+	state := bytes.TrimSpace(checkPoint)
+	if len(state) == 0 || state[0] != '{' || !json.Valid(state) {
+		state, _ = json.Marshal(map[string]string{base64Key: base64.StdEncoding.EncodeToString(checkPoint)})
+	}
+	_, err := s.eng.Snapshot(ctx, engine.SnapshotInput{
+		ThreadID: checkPointID,
+		Trigger:  engine.TriggerTaskBoundary,
+		Summary:  "eino checkpoint",
+		Metadata: json.RawMessage(`{"eino": true}`),
+		State:    state,
+	})
+	if err != nil {
+		return fmt.Errorf("eino checkpoint %q: %w", checkPointID, err)
+	}
+	return nil
+}
+
+// Delete deletes thread checkPointID, every checkpoint of it (the shape of
+// Eino's optional checkpoint deleter). Deleting an unknown id is not an
+// error.
+func (s *Store) Delete(ctx context.Context, checkPointID string) error {
+	if _, err := s.eng.DeleteThread(ctx, checkPointID); err != nil {
+		return fmt.Errorf("eino checkpoint %q: %w", checkPointID, err)
+	}
+	return nil
+}

@@ -1,0 +1,163 @@
+package eino_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cloudwego/eino/compose"
+
+	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
+	"github.com/pgcheckpoint/pgcheckpoint/adapters/eino"
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// approvals counts the runs of the approval node, across graphs.
+var approvals atomic.Int64
+
+// tripGraph is an agent that plans, waits for a human's approval (an
+// interrupt before "approve"), then before booking (an interrupt before
+// "book"), compiled anew for every run, as a restarted program would.
+func tripGraph(t *testing.T, store compose.CheckPointStore) compose.Runnable[string, string] {
+	t.Helper()
+	ctx := context.Background()
+	g := compose.NewGraph[string, string]()
+	step := func(name string) *compose.Lambda {
+		return compose.InvokableLambda(func(ctx context.Context, in string) (string, error) {
+			if name == "approve" {
+				approvals.Add(1)
+			}
+			return in + " " + name, nil
+		})
+	}
+	for _, n := range []string{"plan", "approve", "book"} {
+		if err := g.AddLambdaNode(n, step(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range [][2]string{{compose.START, "plan"}, {"plan", "approve"}, {"approve", "book"}, {"book", compose.END}} {
+		if err := g.AddEdge(e[0], e[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := g.Compile(ctx, compose.WithCheckPointStore(store), compose.WithInterruptBeforeNodes([]string{"approve", "book"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// interruptedBefore returns the nodes a run stopped before.
+func interruptedBefore(t *testing.T, err error) []string {
+	t.Helper()
+	info, ok := compose.ExtractInterruptInfo(err)
+	if !ok {
+		t.Fatalf("the run did not stop at an interrupt: %v", err)
+	}
+	return info.BeforeNodes
+}
+
+func open(t *testing.T, url string) *engine.Engine {
+	t.Helper()
+	eng, err := pgcheckpoint.Open(context.Background(), url, pgcheckpoint.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
+}
+
+func TestEinoOnPostgres(t *testing.T) { testEino(t, pgtest.NewDB(t).URL) }
+
+func TestEinoOnSQLite(t *testing.T) {
+	testEino(t, "sqlite:"+filepath.Join(t.TempDir(), "eino.db"))
+}
+
+func testEino(t *testing.T, url string) {
+	ctx := context.Background()
+	const id = "trip-42"
+
+	// A run stops for approval; its checkpoint is in the database.
+	_, err := tripGraph(t, eino.New(open(t, url))).Invoke(ctx, "Lisbon", compose.WithCheckPointID(id))
+	if got := interruptedBefore(t, err); len(got) != 1 || got[0] != "approve" {
+		t.Fatalf("first run stopped before %v, want approve", got)
+	}
+
+	// A new engine and a newly compiled graph resume it: approval given, it
+	// stops before booking.
+	eng := open(t, url)
+	_, err = tripGraph(t, eino.New(eng)).Invoke(ctx, "", compose.WithCheckPointID(id))
+	if got := interruptedBefore(t, err); len(got) != 1 || got[0] != "book" {
+		t.Fatalf("second run stopped before %v, want book", got)
+	}
+	history, err := eng.ListCheckpoints(ctx, id, engine.ListOptions{})
+	if err != nil || len(history) < 2 {
+		t.Fatalf("history: %d checkpoints, %v", len(history), err)
+	}
+	first := history[len(history)-1]
+	cp, err := eng.Get(ctx, first.ID)
+	if err != nil || !strings.Contains(string(cp.State), "_eino_checkpoint") {
+		t.Fatalf("the checkpoint is not Eino's JSON as state: %.200s %v", cp.State, err)
+	}
+
+	// ckpt shows the run's history.
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	if out, err := exec.Command("go", "build", "-o", ckpt, "github.com/pgcheckpoint/pgcheckpoint/cmd/ckpt").CombinedOutput(); err != nil {
+		t.Fatalf("build ckpt: %v\n%s", err, out)
+	}
+	out, err := exec.Command(ckpt, "--database", url, "log", id).CombinedOutput()
+	if err != nil || strings.Count(string(out), "eino checkpoint") != len(history) {
+		t.Fatalf("ckpt log: %v\n%s", err, out)
+	}
+
+	// A rewind to the first checkpoint: Eino resumes from there, running the
+	// approval again.
+	before := approvals.Load()
+	if _, err := eng.Rewind(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tripGraph(t, eino.New(eng)).Invoke(ctx, "", compose.WithCheckPointID(id))
+	if got := interruptedBefore(t, err); len(got) != 1 || got[0] != "book" || approvals.Load() != before+1 {
+		t.Fatalf("after the rewind the run stopped before %v with %d approvals, want book and one more approval", got, approvals.Load()-before)
+	}
+
+	// Booking finishes the run.
+	out2, err := tripGraph(t, eino.New(eng)).Invoke(ctx, "", compose.WithCheckPointID(id))
+	if err != nil || out2 != "Lisbon plan approve book" {
+		t.Fatalf("last run: %q %v", out2, err)
+	}
+
+	// The deleter removes the thread: the id starts afresh.
+	if err := eino.New(eng).Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := eino.New(eng).Get(ctx, id); ok || err != nil {
+		t.Fatalf("after delete: found %v, %v", ok, err)
+	}
+	if _, err := eng.Latest(ctx, id); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
+	}
+}
+
+// Bytes that are not a JSON object come back exactly.
+func TestEinoBytesRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s := eino.New(open(t, "sqlite::memory:"))
+	for _, b := range [][]byte{{0, 1, 2, 255}, []byte(`[1,2]`), []byte(`{"a":`), {}} {
+		if err := s.Set(ctx, "raw", b); err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := s.Get(ctx, "raw")
+		if err != nil || !ok || string(got) != string(b) {
+			t.Fatalf("round trip of %q: %q %v %v", b, got, ok, err)
+		}
+	}
+}
