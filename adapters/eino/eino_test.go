@@ -20,6 +20,9 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
+// Store is an Eino checkpoint store.
+var _ compose.CheckPointStore = (*eino.Store)(nil)
+
 // approvals counts the runs of the approval node, across graphs.
 var approvals atomic.Int64
 
