@@ -300,13 +300,20 @@ func (c *Cluster) stopNow() error {
 	if !fileExists(pidFile) {
 		return nil
 	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return err
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
-	if err != nil || pid <= 0 {
-		return fmt.Errorf("no process id in %s", pidFile)
+	// A postmaster writes its pid file just after creating it: one stopped
+	// while starting may leave it empty. Wait for the number; without one,
+	// end whatever runs in the data directory.
+	pid := 0
+	waitFor(2*time.Second, func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return true
+		}
+		pid, _ = strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+		return pid > 0
+	})
+	if pid <= 0 {
+		return killAllIn(c.dataDir)
 	}
 	return killServer(pid, c.dataDir)
 }

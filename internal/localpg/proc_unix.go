@@ -87,6 +87,28 @@ func killServer(pid int, dataDir string) error {
 	return fmt.Errorf("server process %d is still running after SIGKILL", pid)
 }
 
+// killAllIn ends the processes whose working directory is dataDir (a
+// server whose pid file is empty), where /proc shows it (Linux); elsewhere
+// there is nothing to go by, and it does nothing.
+func killAllIn(dataDir string) error {
+	want, _ := filepath.EvalSymlinks(dataDir)
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil && (cwd == want || cwd == dataDir) {
+			errs = append(errs, killServer(pid, dataDir))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // alive reports whether process pid exists and is not a zombie.
 func alive(pid int) bool {
 	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
