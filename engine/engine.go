@@ -203,6 +203,9 @@ func NewCheckpointID() uuid.UUID {
 // content. With Config.Retention set, the policy is then applied to the
 // thread; if that fails, the checkpoint stays written, the result is
 // returned with the error, and retrying with the same ID is safe.
+// ErrTransient: the database failed for a reason that passes (the write
+// may have committed; retry with the same ID), after Config.Retry's
+// attempts when it is set.
 func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResult, err error) {
 	ctx, done := e.tel.call(ctx, "Snapshot", attrThread.String(in.ThreadID), attrNamespace.String(in.Namespace))
 	defer func() { done(err) }()
