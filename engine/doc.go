@@ -1,9 +1,11 @@
 // Package engine is pgcheckpoint's agent-facing API: it writes a checkpoint
-// of an agent's state at every step and reads them back, over the typed
-// queries in package db.
+// of an agent's state at every step and reads them back, over a Store:
+// Postgres (New, over the typed queries in package db; any pgx pool,
+// connection or transaction, see WithTx) or SQLite (package sqlite, through
+// NewWithStore; pgcheckpoint.Open opens either from a URL).
 //
-// An Engine holds no state of its own: steps, heads and locks live in
-// Postgres, so any number of goroutines and processes may share a thread.
+// An Engine holds no state of its own: steps, heads and locks live in the
+// database, so any number of goroutines and processes may share a thread.
 // Every write is one transaction and, in the common case, one round trip
 // (see Engine.Snapshot and Config.SingleStatement).
 //
