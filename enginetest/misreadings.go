@@ -34,6 +34,20 @@ func testNoSilentMisreadings(t *testing.T, e *env) {
 	jsonEqual(t, "state", got.State, []byte(`{"b":2}`))
 	jsonEqual(t, "tool results", got.ToolResults, []byte(`{}`))
 
+	// A bad namespace or cursor is bad input, not "invalid JSON".
+	for name, call := range map[string]func() error{
+		"list namespace": func() error {
+			_, err := e.eng.ListCheckpoints(e.ctx, "t", engine.ListOptions{Namespace: "a\x00b"})
+			return err
+		},
+		"latest namespace": func() error { _, err := e.eng.LatestIn(e.ctx, "t", "bad\xff"); return err },
+		"thread cursor":    func() error { _, err := e.eng.ListThreads(e.ctx, engine.ThreadListOptions{After: "x\x00"}); return err },
+	} {
+		if err := call(); !errors.Is(err, engine.ErrInvalidInput) || errors.Is(err, engine.ErrInvalidJSON) {
+			t.Errorf("%s: %v, want ErrInvalidInput that is not ErrInvalidJSON", name, err)
+		}
+	}
+
 	// Run ids with U+0001 (which the stores escape in JSON) find their
 	// checkpoints.
 	for _, run := range []string{"run\x01x", "\x01", "plain"} {
