@@ -69,7 +69,10 @@ type Config struct {
 	// statements pipelined in one round trip and one implicit transaction:
 	// the thread lock, then the insert, which costs the database about two
 	// thirds of what the function call does. Set it behind a connection pooler in statement mode, or any
-	// proxy that does not keep a pipeline on one connection.
+	// proxy that does not keep a pipeline on one connection, and when pgx
+	// does not prepare statements (default_query_exec_mode exec or
+	// simple_protocol, as behind PgBouncer in transaction mode; see DB):
+	// then the function call is the faster.
 	SingleStatement bool
 
 	// Triggers lists the enabled snapshot triggers; nil enables them all.
@@ -121,9 +124,13 @@ type Engine struct {
 }
 
 // New returns an Engine over Postgres: a *pgxpool.Pool, a *pgx.Conn (used
-// by one goroutine at a time), or a pgx.Tx (see also WithTx); see DB. The
-// database must be migrated (see package schema). Close leaves conn open.
+// by one goroutine at a time), or a pgx.Tx, which is the same as WithTx
+// (Config.Retry is then ignored); see DB. The database must be migrated
+// (see package schema). Close leaves conn open.
 func New(conn DB, cfg Config) *Engine {
+	if _, ok := conn.(pgx.Tx); ok {
+		cfg.Retry = RetryPolicy{} // as in WithTx
+	}
 	return NewWithStore(newPGStore(conn, cfg.SingleStatement), cfg)
 }
 
@@ -153,13 +160,27 @@ func NewWithStore(store Store, cfg Config) *Engine {
 // WithTx returns an Engine that runs every call inside the caller's
 // transaction tx, with e's configuration: a checkpoint then commits with
 // the caller's own rows or not at all, and nothing is visible to others
-// before the commit. WithTx neither commits nor rolls back tx. Each write
-// takes its thread's lock, which is held until tx ends: other writers of
-// that thread wait for the caller's commit or rollback, so keep such
-// transactions short. Config.Retry does not apply inside tx (a failed
-// statement aborts the whole transaction: retry the transaction). Export
-// and Import run in a savepoint of tx, at tx's isolation level. Errors:
-// ErrInvalidInput when e's store is not Postgres.
+// before the commit. WithTx neither commits nor rolls back tx. The Engine
+// returned is for tx's lifetime and, like tx, for one goroutine at a time.
+//
+// Each write takes its thread's lock, which is held until tx ends: other
+// writers of that thread (in or out of transactions) wait for the caller's
+// commit or rollback, so keep such transactions short. A call that fails in
+// the database (ErrNotFound or ErrIDConflict found by a SQL function, a
+// driver error) aborts tx, as any failed statement does; bad input found
+// before the database is reached (ErrInvalidInput) leaves tx usable.
+// Config.Retry does not apply inside tx: retry the whole transaction.
+//
+// Export and Import run in a savepoint of tx, not in a transaction of their
+// own. An Export or Import that fails rolls back to its savepoint, and tx
+// goes on.
+// An Export sees what tx's isolation level shows: under Read Committed (the
+// default) each of its statements takes a new snapshot, so a thread
+// written by others during the export can come out mixed; begin tx as
+// Repeatable Read for one consistent snapshot, as Export has outside a
+// transaction.
+//
+// Errors: ErrInvalidInput when e's store is not Postgres.
 func (e *Engine) WithTx(tx pgx.Tx) (*Engine, error) {
 	ts, ok := e.base.(TxStore)
 	if !ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,6 +54,12 @@ func TestMigrateFromTheApplicationsPool(t *testing.T) {
 	if err := m.Check(ctx); !errors.Is(err, schema.ErrPending) {
 		t.Fatalf("check of an empty database: %v, want ErrPending", err)
 	}
+	if err := schema.CheckPool(ctx, pool); !errors.Is(err, schema.ErrPending) {
+		t.Fatalf("CheckPool of an empty database: %v, want ErrPending", err)
+	}
+	if err := schema.Check(ctx, d.URL); !errors.Is(err, schema.ErrPending) {
+		t.Fatalf("Check of an empty database: %v, want ErrPending", err)
+	}
 	if schemaExists(t, pool) {
 		t.Fatal("Version or Check created the schema")
 	}
@@ -61,6 +68,9 @@ func TestMigrateFromTheApplicationsPool(t *testing.T) {
 	}
 	if err := m.Check(ctx); err != nil {
 		t.Fatalf("check after up: %v", err)
+	}
+	if err := schema.Check(ctx, d.URL); err != nil {
+		t.Fatalf("Check after up: %v", err)
 	}
 	if connected == 0 {
 		t.Fatal("the pool's AfterConnect never ran")
@@ -112,5 +122,36 @@ func TestMigrateCLICheckHelpAndFlags(t *testing.T) {
 	}
 	if r := runCLI(t, bin, env, "up", "-all", "--database", d.URL); r.code != 2 {
 		t.Fatalf("up -all: exit %d, want 2", r.code)
+	}
+}
+
+// A pool of one connection cannot migrate (the lock and golang-migrate
+// each hold one): it says so at once instead of waiting for itself, and
+// Version and Check, which need one, work.
+func TestMigratePoolOfOneConnection(t *testing.T) {
+	t.Parallel()
+	d := pgtest.EmptyDB(t)
+	cfg, err := pgxpool.ParseConfig(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// Bounded, so that a Migrator that waits for itself fails the test.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := schema.MigratePool(ctx, pool); !errors.Is(err, schema.ErrPoolTooSmall) {
+		t.Fatalf("MigratePool over one connection: %v, want ErrPoolTooSmall", err)
+	}
+	m := schema.NewMigratorFromPool(pool)
+	if err := m.Check(context.Background()); !errors.Is(err, schema.ErrPending) {
+		t.Fatalf("check over one connection: %v, want ErrPending", err)
+	}
+	if schemaExists(t, pool) {
+		t.Fatal("a refused migration created the schema")
 	}
 }

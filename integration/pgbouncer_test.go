@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,80 +120,139 @@ pidfile = %s
 	return via.String()
 }
 
-// The engine through PgBouncer in transaction mode: writers on one thread
-// (each write's lock and insert share one transaction, so one server
-// connection), reads, rewind, retention, export and import. pgx must not
-// cache prepared statements there: default_query_exec_mode=exec.
+// The engine through PgBouncer in transaction mode, with pgx's
+// default_query_exec_mode exec or simple_protocol (pgx's default,
+// cache_statement, fails there: PgBouncer 1.18 does not carry prepared
+// statements from one server connection to the next): writers on one
+// thread through each write path (pipelined whole, pipelined delta, single
+// statement), reads of what was written exactly, rewind, retention, export
+// and import, and a checkpoint in the caller's transaction.
 func TestEngineBehindPgBouncerInTransactionMode(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
 	via := startPgBouncer(t, b.db.URL)
-	cfg, err := pgxpool.ParseConfig(via + "&default_query_exec_mode=exec")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 16
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	for _, c := range []struct {
-		name string
-		cfg  engine.Config
-	}{{"pipelined", engine.Config{DeltaMinBytes: -1}}, {"single statement", engine.Config{SingleStatement: true}}} {
-		eng := engine.New(pool, c.cfg)
-		thread := "bouncer-" + c.name
-		var wg sync.WaitGroup
-		for w := range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range 25 {
-					if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread,
-						Messages: []byte(fmt.Sprintf(`[{"role":"user","content":"w%d i%d"}]`, w, i))}); err != nil {
-						t.Errorf("%s: writer %d: %v", c.name, w, err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		var n, steps, top, linked int
-		if err := b.db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT c.step), max(c.step),
-			count(*) FILTER (WHERE c.step = 1 OR p.step = c.step - 1)
-			FROM pgcheckpoint.checkpoints c
-			LEFT JOIN pgcheckpoint.checkpoints p ON p.checkpoint_id = c.parent_checkpoint_id AND p.thread_id = c.thread_id
-			WHERE c.thread_id = $1`, thread).Scan(&n, &steps, &top, &linked); err != nil {
-			t.Fatal(err)
-		}
-		if n != 200 || steps != 200 || top != 200 || linked != 200 {
-			t.Fatalf("%s: %d checkpoints, %d steps, top %d, %d linked to the step before; want 200 of each", c.name, n, steps, top, linked)
-		}
-		list, err := eng.ListCheckpoints(ctx, thread, engine.ListOptions{Limit: 5})
-		if err != nil || len(list) != 5 {
-			t.Fatalf("%s: list: %v", c.name, err)
-		}
-		if _, err := eng.Rewind(ctx, list[4].ID); err != nil {
-			t.Fatalf("%s: rewind: %v", c.name, err)
-		}
-		if _, err := eng.ApplyRetention(ctx, thread, engine.KeepLastN(50)); err != nil {
-			t.Fatalf("%s: retention: %v", c.name, err)
-		}
-		var buf bytes.Buffer
-		st, err := eng.Export(ctx, thread, &buf)
+	for _, mode := range []string{"exec", "simple_protocol"} {
+		cfg, err := pgxpool.ParseConfig(via + "&default_query_exec_mode=" + mode)
 		if err != nil {
-			t.Fatalf("%s: export: %v", c.name, err)
-		}
-		if _, err := eng.DeleteThread(ctx, thread); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := eng.Import(ctx, &buf, engine.ImportOptions{}); err != nil || got.Checkpoints != st.Checkpoints {
-			t.Fatalf("%s: import: %+v %v", c.name, got, err)
+		cfg.MaxConns = 16
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if head, err := eng.Latest(ctx, thread); err != nil || head.ID != list[4].ID {
-			t.Fatalf("%s: head after import: %v %v", c.name, head, err)
+		defer pool.Close()
+		for _, c := range []struct {
+			name string
+			cfg  engine.Config
+		}{
+			{"pipelined whole", engine.Config{FullSnapshots: true}},
+			{"pipelined delta", engine.Config{DeltaMinBytes: -1}},
+			{"single statement", engine.Config{SingleStatement: true, DeltaMinBytes: -1}},
+		} {
+			name := mode + ", " + c.name
+			thread := "bouncer " + name
+			eng := engine.New(pool, c.cfg)
+			var wg sync.WaitGroup
+			for w := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 25 {
+						if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread,
+							Messages: []byte(fmt.Sprintf(`[{"role":"user","content":"w%d i%d"}]`, w, i))}); err != nil {
+							t.Errorf("%s: writer %d: %v", name, w, err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			var n, steps, top, linked int
+			if err := b.db.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT c.step), max(c.step),
+				count(*) FILTER (WHERE c.step = 1 OR p.step = c.step - 1)
+				FROM pgcheckpoint.checkpoints c
+				LEFT JOIN pgcheckpoint.checkpoints p ON p.checkpoint_id = c.parent_checkpoint_id AND p.thread_id = c.thread_id
+				WHERE c.thread_id = $1`, thread).Scan(&n, &steps, &top, &linked); err != nil {
+				t.Fatal(err)
+			}
+			if n != 200 || steps != 200 || top != 200 || linked != 200 {
+				t.Fatalf("%s: %d checkpoints, %d steps, top %d, %d linked to the step before; want 200 of each", name, n, steps, top, linked)
+			}
+
+			// What was written reads back, whatever the text (NUL, non-ASCII,
+			// escapes) and the encoding of the mode.
+			in := engine.SnapshotInput{ThreadID: thread, Tags: []string{"étape", "tag with space"},
+				Messages:    []byte(`[{"role":"user","content":"w0 i0"},{"role":"tool","content":"nul \u0000, é, 😀, \\ \" \n"}]`),
+				State:       []byte(`{"n":12345,"f":1.5e-7,"nested":{"a":[1,null,true,"\u0000"]}}`),
+				ToolResults: []byte(`{"search":{"hits":["TP1","FR2"]}}`),
+				Metadata:    []byte(`{"run_id":"r-1","who":"ünïcode"}`),
+				NextNode:    "book"}
+			res, err := eng.Snapshot(ctx, in)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			got, err := eng.Get(ctx, res.ID)
+			if err != nil {
+				t.Fatalf("%s: get: %v", name, err)
+			}
+			jsonEqual(t, name+": messages", got.Messages, in.Messages)
+			jsonEqual(t, name+": state", got.State, in.State)
+			jsonEqual(t, name+": tool results", got.ToolResults, in.ToolResults)
+			jsonEqual(t, name+": metadata", got.Metadata, in.Metadata)
+			if strings.Join(got.Tags, ",") != strings.Join(in.Tags, ",") || got.NextNode != in.NextNode || got.Step != 201 {
+				t.Fatalf("%s: read back %+v", name, got.CheckpointInfo)
+			}
+
+			list, err := eng.ListCheckpoints(ctx, thread, engine.ListOptions{Limit: 5})
+			if err != nil || len(list) != 5 {
+				t.Fatalf("%s: list: %v", name, err)
+			}
+			if _, err := eng.Rewind(ctx, list[4].ID); err != nil {
+				t.Fatalf("%s: rewind: %v", name, err)
+			}
+			if _, err := eng.ApplyRetention(ctx, thread, engine.KeepLastN(50)); err != nil {
+				t.Fatalf("%s: retention: %v", name, err)
+			}
+			var buf bytes.Buffer
+			st, err := eng.Export(ctx, thread, &buf)
+			if err != nil {
+				t.Fatalf("%s: export: %v", name, err)
+			}
+			if _, err := eng.DeleteThread(ctx, thread); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := eng.Import(ctx, &buf, engine.ImportOptions{}); err != nil || got.Checkpoints != st.Checkpoints {
+				t.Fatalf("%s: import: %+v %v", name, got, err)
+			}
+			if head, err := eng.Latest(ctx, thread); err != nil || head.ID != list[4].ID {
+				t.Fatalf("%s: head after import: %v %v", name, head, err)
+			}
+
+			// The caller's transaction through PgBouncer: one server
+			// connection for its length.
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inTx, err := eng.WithTx(tx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r1, err := inTx.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread})
+			if err != nil {
+				t.Fatalf("%s: in a transaction: %v", name, err)
+			}
+			if head, err := inTx.Latest(ctx, thread); err != nil || head.ID != r1.ID {
+				t.Fatalf("%s: latest in a transaction: %v %v", name, head, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if head, err := eng.Latest(ctx, thread); err != nil || head.ID != r1.ID {
+				t.Fatalf("%s: after the commit: %v %v", name, head, err)
+			}
 		}
 	}
 }

@@ -149,10 +149,31 @@ func TestCallersTransactionsSerializeOnAThread(t *testing.T) {
 		}
 		done <- r2
 	}()
+	// The second waits on the thread's advisory lock, which the first holds
+	// until it commits.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var waiting int
+		if err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 1 {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the second transaction wrote while the first held the thread: %+v", r)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions wait on an advisory lock, want the second transaction's", waiting)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	select {
 	case r := <-done:
 		t.Fatalf("the second transaction wrote while the first held the thread: %+v", r)
-	case <-time.After(300 * time.Millisecond):
+	case <-time.After(200 * time.Millisecond):
 	}
 	if err := tx1.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -221,5 +242,215 @@ func TestEngineOverOneConnection(t *testing.T) {
 		t.Fatal(err)
 	} else if _, err := inTx.Snapshot(ctx, engine.SnapshotInput{ThreadID: "via-open"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// tableDigest returns a digest of every row of the pgcheckpoint tables,
+// for "nothing changed" checks that see updates as well as inserts.
+func tableDigest(t *testing.T, b *bundle) string {
+	t.Helper()
+	var d string
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT concat_ws(' ',
+		(SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM pgcheckpoint.threads t),
+		(SELECT md5(coalesce(string_agg(c::text, ',' ORDER BY c::text), '')) FROM pgcheckpoint.checkpoints c),
+		(SELECT md5(coalesce(string_agg(p::text, ',' ORDER BY p::text), '')) FROM pgcheckpoint.pending_writes p))`).Scan(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Every call of the Engine, bound to the caller's transaction, runs in it:
+// reads see the transaction's own uncommitted writes, others see nothing
+// while it is open, and a rollback leaves the database as it was.
+func TestEveryCallInsideTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := b.ctx
+	outside := b.snap(t, engine.SnapshotInput{ThreadID: "outside", Messages: []byte(`[{"role":"user","content":"hi"}]`)})
+	before := tableDigest(t, b)
+
+	tx, err := b.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	e, err := b.eng.WithTx(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s inside the transaction: %v", what, err)
+		}
+	}
+	check := func(what string, ok bool, got any) {
+		t.Helper()
+		if !ok {
+			t.Fatalf("%s inside the transaction: %+v", what, got)
+		}
+	}
+
+	// Writes, then reads that must see them.
+	s1, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: "a", Messages: []byte(`[{"role":"user","content":"one"}]`),
+		Metadata: []byte(`{"run_id":"run-1"}`)})
+	must("Snapshot", err)
+	s2, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: "a", Messages: []byte(`[{"role":"user","content":"one"},{"role":"assistant","content":"two"}]`),
+		State: []byte(`{"k":1}`)})
+	must("Snapshot", err)
+	n, err := e.PutWrites(ctx, s2.ID, "task-1", []engine.Write{{Channel: "out", Value: []byte(`{"v":1}`)}})
+	check("PutWrites", err == nil && n == 1, err)
+	cp, err := e.Get(ctx, s2.ID)
+	check("Get", err == nil && len(cp.PendingWrites) == 1 && cp.Step == 2, err)
+	head, err := e.Latest(ctx, "a")
+	check("Latest", err == nil && head.ID == s2.ID, err)
+	head, err = e.LatestIn(ctx, "a", "")
+	check("LatestIn", err == nil && head.ID == s2.ID, err)
+	list, err := e.ListCheckpoints(ctx, "a", engine.ListOptions{Metadata: []byte(`{"run_id":"run-1"}`)})
+	check("ListCheckpoints", err == nil && len(list) == 1 && list[0].ID == s1.ID, list)
+	threads, err := e.ListThreads(ctx, engine.ThreadListOptions{})
+	check("ListThreads", err == nil && len(threads) == 2, threads)
+	points, err := e.TimeTravelPoints(ctx, "a", engine.PointsOptions{})
+	check("TimeTravelPoints", err == nil && len(points) == 2, points)
+	lin, err := e.Lineage(ctx, s2.ID)
+	check("Lineage", err == nil && len(lin) == 2, lin)
+	diff, err := e.Diff(ctx, s1.ID, s2.ID)
+	check("Diff", err == nil && diff != nil, err)
+	rp, err := e.Resume(ctx, "a")
+	check("Resume", err == nil && rp.TaskDone("task-1"), rp)
+	safe := e.SnapshotSafe(ctx, engine.SnapshotInput{ThreadID: "a"})
+	check("SnapshotSafe", safe.Err == nil && safe.Step == 3, safe)
+	tool := engine.WrapTool(e, "a", "echo", func(_ context.Context, s string) (string, error) { return s, nil })
+	_, err = tool(ctx, "x")
+	must("WrapTool", err)
+	must("Scope", e.Scope(ctx, "a", map[string]int{"k": 2}, func(context.Context) error { return nil }))
+	if e.SnapshotFailures() != 0 {
+		t.Fatalf("%d agent snapshots failed inside the transaction", e.SnapshotFailures())
+	}
+
+	// Time travel, branches, copies.
+	rw, err := e.Rewind(ctx, s1.ID)
+	check("Rewind", err == nil && rw.StepsBack == 6, rw)
+	_, err = e.RewindToStep(ctx, "a", 2)
+	must("RewindToStep", err)
+	s3, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: "a"})
+	must("Snapshot after rewind", err)
+	rw, err = e.RewindAndTruncate(ctx, s1.ID)
+	check("RewindAndTruncate", err == nil && rw.Truncated > 0, rw)
+	_, err = e.Get(ctx, s3.ID)
+	check("Get of a truncated checkpoint", errors.Is(err, engine.ErrNotFound), err)
+	br, err := e.Branch(ctx, s1.ID, "other")
+	must("Branch", err)
+	brs, err := e.Branches(ctx, "a")
+	check("Branches", err == nil && len(brs) == 1, brs)
+	_, err = e.MergeBranch(ctx, br.ThreadID, "a")
+	must("MergeBranch", err)
+	tree, err := e.Tree(ctx, "a")
+	check("Tree", err == nil && len(tree.Nodes) >= 3, tree)
+	_, err = e.ClearMemory(ctx, "a")
+	must("ClearMemory", err)
+	copied, err := e.CopyThread(ctx, "a", "a-copy")
+	check("CopyThread", err == nil && copied > 0, copied)
+
+	// Retention and deletes.
+	_, err = e.ApplyRetention(ctx, "a-copy", engine.KeepLastN(2))
+	must("ApplyRetention", err)
+	must("SetExpiry", e.SetExpiry(ctx, "a-copy", time.Now().Add(-time.Hour), engine.ExpireDelete))
+	sw, err := e.Sweep(ctx, engine.KeepAll(), engine.SweepOptions{})
+	check("Sweep", err == nil && sw.Expired == 1, sw)
+	_, err = e.DeleteBefore(ctx, "a", 2)
+	must("DeleteBefore", err)
+	_, err = e.DeleteForRuns(ctx, []string{"run-1"})
+	must("DeleteForRuns", err)
+	_, err = e.Prune(ctx, []string{br.ThreadID}, engine.PruneKeepLatest)
+	must("Prune", err)
+
+	// Export, delete, import back.
+	var buf bytes.Buffer
+	st, err := e.Export(ctx, "a", &buf)
+	must("Export", err)
+	n, err = e.DeleteThread(ctx, "a")
+	check("DeleteThread", err == nil && n == int64(st.Checkpoints), n)
+	im, err := e.Import(ctx, &buf, engine.ImportOptions{})
+	check("Import", err == nil && im.Checkpoints == st.Checkpoints, im)
+	if _, err := e.Latest(ctx, "a"); err != nil {
+		t.Fatalf("Latest after import inside the transaction: %v", err)
+	}
+
+	// Nothing shows outside while the transaction is open; a rollback
+	// leaves every row as it was.
+	if _, err := b.eng.Latest(ctx, "a"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("outside, before the end of the transaction: %v, want ErrNotFound", err)
+	}
+	if got := tableDigest(t, b); got != before {
+		t.Fatal("rows changed outside while the transaction was open")
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := tableDigest(t, b); got != before {
+		t.Fatal("rows changed after the rollback")
+	}
+	if head, err := b.eng.Latest(ctx, "outside"); err != nil || head.ID != outside.ID {
+		t.Fatalf("the thread written outside: %v %v", head, err)
+	}
+}
+
+// What a failed call leaves of the caller's transaction: bad input found
+// by the engine, nothing (the transaction goes on); a failed Import, its
+// savepoint rolled back (the transaction goes on); an error raised in the
+// database, an aborted transaction, as with any failed statement.
+func TestErrorsInsideTheCallersTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := b.ctx
+	tx, err := b.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	e, err := b.eng.WithTx(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", State: []byte(`{"open":`)}); !errors.Is(err, engine.ErrInvalidJSON) {
+		t.Fatalf("bad JSON: %v, want ErrInvalidJSON", err)
+	}
+	var buf bytes.Buffer
+	if _, err := e.Export(ctx, "t", &buf); err != nil {
+		t.Fatal(err)
+	}
+	// The thread exists: the import fails after it has written rows of its
+	// own in its savepoint.
+	if _, err := e.Import(ctx, bytes.NewReader(buf.Bytes()), engine.ImportOptions{}); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("import of an existing thread: %v, want ErrInvalidInput", err)
+	}
+	// Thread u, written whole, then a broken line: u is rolled back.
+	u := strings.ReplaceAll(buf.String(), first.ID.String(), engine.NewCheckpointID().String())
+	u = strings.ReplaceAll(u, `"thread_id":"t"`, `"thread_id":"u"`)
+	if _, err := e.Import(ctx, strings.NewReader(u+"{not json\n"), engine.ImportOptions{}); err == nil {
+		t.Fatal("an import with a broken last line succeeded")
+	}
+	if _, err := e.Latest(ctx, "u"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("a failed import left thread u: %v", err)
+	}
+	if st, err := e.Import(ctx, strings.NewReader(u), engine.ImportOptions{}); err != nil || st.Checkpoints != 1 {
+		t.Fatalf("the same import, whole: %+v %v", st, err)
+	}
+	second, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"})
+	if err != nil || second.Step != 2 {
+		t.Fatalf("snapshot after the failed calls: %+v %v", second, err)
+	}
+	if _, err := e.Rewind(ctx, engine.NewCheckpointID()); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("rewind to an unknown checkpoint: %v, want ErrNotFound", err)
+	}
+	_, err = e.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"})
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "25P02" {
+		t.Fatalf("snapshot after an error raised in the database: %v, want 25P02 (transaction aborted)", err)
 	}
 }

@@ -11,6 +11,14 @@
 //		log.Fatal(err)
 //	}
 //
+// Or over its own pool (its AfterConnect, IAM or TLS settings apply), and
+// a readiness check that changes nothing:
+//
+//	if err := schema.MigratePool(ctx, pool); err != nil {
+//		log.Fatal(err)
+//	}
+//	err := schema.CheckPool(ctx, pool) // errors.Is(err, schema.ErrPending): migrations to apply
+//
 // Migrate is safe to call from many processes at once: they queue on an
 // advisory lock and those that find the database current do nothing. Teams
 // on another migration tool can copy the files in FS, or print one with SQL.

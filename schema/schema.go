@@ -121,7 +121,10 @@ func NewMigrator(url string) *Migrator {
 // the lock on one of the pool's connections, golang-migrate over a
 // *sql.DB made from the pool (stdlib.OpenDBFromPool). The pool must reach
 // Postgres directly, not through a pooler in transaction mode, which
-// cannot keep a session-level lock.
+// cannot keep a session-level lock. Up, Down, Goto and Force hold two of
+// the pool's connections at once (the lock's and golang-migrate's): they
+// return ErrPoolTooSmall at once for a pool of MaxConns 1, which would
+// otherwise wait for itself.
 func NewMigratorFromPool(pool *pgxpool.Pool) *Migrator {
 	return &Migrator{pool: pool}
 }
@@ -138,8 +141,25 @@ func MigratePool(ctx context.Context, pool *pgxpool.Pool) error {
 	return NewMigratorFromPool(pool).Up(ctx)
 }
 
+// ErrPoolTooSmall is returned by a Migrator from NewMigratorFromPool whose
+// pool has MaxConns below 2: a migration needs two connections at once.
+var ErrPoolTooSmall = errors.New("pgcheckpoint migrate: the pool allows one connection; a migration holds two (the lock and golang-migrate's): give it MaxConns of 2 or more, or migrate from a URL (schema.Migrate)")
+
 // ErrPending is returned by Check when migrations are not applied yet.
 var ErrPending = errors.New("pgcheckpoint schema is not up to date")
+
+// Check is Migrator.Check for the database at url: nil when it is at the
+// latest version, ErrPending when migrations are to be applied. It changes
+// nothing. For a readiness probe, or a deploy step that must not migrate.
+func Check(ctx context.Context, url string) error {
+	return NewMigrator(url).Check(ctx)
+}
+
+// CheckPool is Check over the application's own pool; it uses one of its
+// connections.
+func CheckPool(ctx context.Context, pool *pgxpool.Pool) error {
+	return NewMigratorFromPool(pool).Check(ctx)
+}
 
 // Check reports whether the database is at the latest version, changing
 // nothing: nil when it is; ErrPending (naming the versions) when
@@ -263,6 +283,9 @@ func (m *Migrator) sqlDB() (*sql.DB, error) {
 // run holds the advisory lock on its own connection while op runs on a
 // golang-migrate instance, then translates golang-migrate's errors.
 func (m *Migrator) run(ctx context.Context, op func(*migrate.Migrate) error) error {
+	if m.pool != nil && m.pool.Config().MaxConns < 2 {
+		return ErrPoolTooSmall
+	}
 	lockConn, release, err := m.conn(ctx)
 	if err != nil {
 		return err

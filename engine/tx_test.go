@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// serializationFailure is a pgx.Tx whose every statement fails with a
+// serialization failure, a transient error outside a transaction; only
+// QueryRow (the single-statement write) is implemented.
+type serializationFailure struct {
+	pgx.Tx
+	statements atomic.Int64
+}
+
+func (f *serializationFailure) QueryRow(context.Context, string, ...any) pgx.Row {
+	f.statements.Add(1)
+	return failedRow{&pgconn.PgError{Code: "40001", Message: "could not serialize access"}}
+}
+
+// pool is a DB that is not a transaction; it is never called.
+type pool struct{ DB }
+
+type failedRow struct{ err error }
+
+func (r failedRow) Scan(...any) error { return r.err }
+
+// Inside the caller's transaction a failed statement aborts it: nothing is
+// retried there, whether the Engine came from WithTx or from New(tx).
+func TestNoRetryInsideTheCallersTransaction(t *testing.T) {
+	ctx := context.Background()
+	cfg := Config{SingleStatement: true, Retry: RetryPolicy{Attempts: 5, Backoff: 1, MaxBackoff: 1}}
+	for name, open := range map[string]func(pgx.Tx) *Engine{
+		"New(tx)": func(tx pgx.Tx) *Engine { return New(tx, cfg) },
+		"WithTx": func(tx pgx.Tx) *Engine {
+			e, err := New(pool{}, cfg).WithTx(tx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		},
+	} {
+		tx := &serializationFailure{}
+		_, err := open(tx).Snapshot(ctx, SnapshotInput{ThreadID: "t"})
+		if !errors.Is(err, ErrTransient) {
+			t.Errorf("%s: %v, want ErrTransient", name, err)
+		}
+		if n := tx.statements.Load(); n != 1 {
+			t.Errorf("%s: %d statements sent in the transaction, want 1 (no retry)", name, n)
+		}
+	}
+}

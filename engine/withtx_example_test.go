@@ -1,0 +1,59 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"log"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/schema"
+)
+
+// The application's row and the checkpoint that records it commit together,
+// or not at all. Migrations run over the application's own pool.
+func ExampleEngine_WithTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	if err := schema.MigratePool(ctx, pool); err != nil {
+		log.Fatal(err)
+	}
+	eng := engine.New(pool, engine.Config{})
+
+	placeOrder := func(ctx context.Context, orderID int, item string) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx) // after Commit, a no-op
+		if _, err := tx.Exec(ctx, `INSERT INTO orders (id, item) VALUES ($1, $2)`, orderID, item); err != nil {
+			return err
+		}
+		inTx, err := eng.WithTx(tx) // ErrInvalidInput on a SQLite engine
+		if err != nil {
+			return err
+		}
+		state, err := json.Marshal(map[string]any{"ordered": item, "order_id": orderID})
+		if err != nil {
+			return err
+		}
+		// The thread's lock is held from here until the commit.
+		if _, err := inTx.Snapshot(ctx, engine.SnapshotInput{
+			ThreadID: "run-42",
+			Trigger:  engine.TriggerToolCall,
+			State:    state,
+		}); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	if err := placeOrder(ctx, 1, "book"); err != nil {
+		log.Fatal(err)
+	}
+}
