@@ -94,11 +94,20 @@ type Config struct {
 	// the zero value does not.
 	Retry RetryPolicy
 
-	// TracerProvider and MeterProvider receive the Engine's spans and
-	// metrics (see telemetry.go: a span per store call, counters of
-	// snapshots, bytes and failures, a duration histogram); nil means
-	// OpenTelemetry's global providers, which do nothing unless the
-	// application installs some.
+	// TracerProvider and MeterProvider receive the Engine's OpenTelemetry
+	// spans and metrics; nil means OpenTelemetry's global providers, which
+	// do nothing unless the application installs some. Every Engine call
+	// is a span, "pgcheckpoint.<Method>" (e.g. pgcheckpoint.Snapshot), a
+	// child of the span in its ctx, with its error recorded; under it each
+	// store call (one per attempt when Retry retries) is a span
+	// "pgcheckpoint.store.<Operation>" with the attributes it knows:
+	// pgcheckpoint.thread_id, .namespace, .checkpoint_id, .step, .format,
+	// .bytes. Metrics: pgcheckpoint.snapshots (by pgcheckpoint.result:
+	// written, existing, skipped), pgcheckpoint.stored.bytes,
+	// pgcheckpoint.failures and pgcheckpoint.duration (seconds), the last
+	// two by pgcheckpoint.operation. A pgx tracer on the pool (e.g.
+	// otelpgx in ConnConfig.Tracer) adds the SQL statements as children of
+	// the store spans.
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 

@@ -51,11 +51,15 @@ var (
 // transientPG reports whether a Postgres driver error passes: class 08
 // (connection exception), admin or crash shutdown, cannot connect now,
 // serialization failure, deadlock, too many connections; or, below the
-// protocol, a connection that failed, closed or was reset. Errors the
-// server gives for the request itself (bad input, permissions, a failed
-// login) are not transient.
+// protocol, a connection that failed, closed or was reset, or a connection
+// attempt that timed out (connect_timeout). Errors the server gives for the
+// request itself (bad input, permissions, a failed login) are not
+// transient, nor are TLS failures, a cancelled context or a deadline that
+// passed during a statement: those are the caller's to fix. (Retries also
+// stop once the caller's context is done, whatever the error.)
 func transientPG(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	var connectErr *pgconn.ConnectError
+	if errors.Is(err, context.Canceled) || (errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &connectErr)) {
 		return false
 	}
 	var pgErr *pgconn.PgError
@@ -67,9 +71,8 @@ func transientPG(err error) bool {
 		return strings.HasPrefix(pgErr.Code, "08")
 	}
 	var netErr net.Error
-	var connectErr *pgconn.ConnectError
 	return pgconn.SafeToRetry(err) || errors.Is(err, pgconn.ErrConnClosed) ||
-		errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.As(err, &netErr) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -137,5 +138,45 @@ func TestTelemetry(t *testing.T) {
 	}
 	if durations != 3 {
 		t.Errorf("%d durations recorded, want 3 (Put, Put, Get)", durations)
+	}
+}
+
+// Without providers in Config, the Engine reports to OpenTelemetry's global
+// ones, as installed by the application (no-ops until then).
+func TestTelemetryGlobalProviders(t *testing.T) {
+	ctx := context.Background()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	prevTP, prevMP := otel.GetTracerProvider(), otel.GetMeterProvider()
+	otel.SetTracerProvider(tp)
+	otel.SetMeterProvider(mp)
+	defer func() {
+		otel.SetTracerProvider(prevTP)
+		otel.SetMeterProvider(prevMP)
+	}()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "t.db"), sqlite.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.NewWithStore(store, engine.Config{})
+	defer eng.Close()
+	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run-1"}); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, s := range spans.GetSpans() {
+		names[s.Name] = true
+	}
+	if !names["pgcheckpoint.Snapshot"] || !names["pgcheckpoint.store.Put"] {
+		t.Errorf("spans %v, want pgcheckpoint.Snapshot and pgcheckpoint.store.Put", names)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) == 0 {
+		t.Errorf("no metrics through the global meter provider")
 	}
 }

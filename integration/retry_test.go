@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
@@ -18,7 +22,10 @@ import (
 
 // A server crash and restart while 4 writers run with Config.Retry: every
 // write the engine acknowledged exists afterwards, none twice, each
-// thread's steps one chain, and the same engine and pool serve on.
+// thread's steps one chain, and the same engine and pool serve on. The
+// failed attempts are counted from the engine's own spans (one
+// pgcheckpoint.store.Put span per attempt), so the test also shows that the
+// crash did hit the writers.
 func TestRetryRidesThroughAServerRestart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -37,61 +44,114 @@ func TestRetryRidesThroughAServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	eng := engine.New(pool, engine.Config{Retry: engine.RetryPolicy{
-		Attempts: 100, Backoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, MaxElapsed: time.Minute,
-	}})
+	spans := tracetest.NewInMemoryExporter()
+	eng := engine.New(pool, engine.Config{
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)),
+		Retry: engine.RetryPolicy{
+			Attempts: 100, Backoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, MaxElapsed: time.Minute,
+		},
+	})
 
-	const writers, writes = 4, 120
+	// Each writer writes at least `before` checkpoints, then the server
+	// crashes and restarts under them, and each writes `after` more.
+	const writers, before, after = 4, 30, 30
 	acked := make([][]engine.SnapshotResult, writers)
-	var total, found atomic.Int64
-	crashed := make(chan error, 1)
+	var found atomic.Int64
+	var ready sync.WaitGroup
+	ready.Add(writers)
+	restarted := make(chan struct{})
 	var wg sync.WaitGroup
+	began := time.Now()
 	for w := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			thread := fmt.Sprint("writer-", w)
-			for i := range writes {
+			sinceRestart := 0
+			for i := 0; sinceRestart < after; i++ {
 				res, err := eng.Snapshot(ctx, engine.SnapshotInput{ID: engine.NewCheckpointID(), ThreadID: thread,
 					State: []byte(fmt.Sprintf(`{"i": %d}`, i))})
 				if err != nil {
 					t.Errorf("%s write %d: %v", thread, i, err)
+					if i < before {
+						ready.Done()
+					}
 					return
 				}
 				acked[w] = append(acked[w], res)
 				if !res.Created {
 					found.Add(1) // committed, acknowledgment lost: found by the retry
 				}
-				if total.Add(1) == writers*writes/4 {
-					go func() { crashed <- cluster.Crash(ctx) }()
+				if i == before-1 {
+					ready.Done()
+				}
+				select {
+				case <-restarted:
+					sinceRestart++
+				default:
 				}
 			}
 		}()
 	}
-	wg.Wait()
-	if err := <-crashed; err != nil {
+	ready.Wait()
+	crashAt := time.Now()
+	if err := cluster.Crash(ctx); err != nil {
 		t.Fatalf("crash and restart: %v", err)
 	}
+	restartTook := time.Since(crashAt)
+	close(restarted)
+	wg.Wait()
+	took := time.Since(began)
+	if t.Failed() {
+		return
+	}
+
+	total := 0
 	for w := range writers {
 		thread := fmt.Sprint("writer-", w)
 		list, err := eng.ListCheckpoints(ctx, thread, engine.ListOptions{Limit: engine.MaxListLimit})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(list) != len(acked[w]) || len(list) != writes {
-			t.Fatalf("%s: %d checkpoints stored, %d acknowledged, want %d", thread, len(list), len(acked[w]), writes)
+		total += len(acked[w])
+		if len(list) != len(acked[w]) {
+			t.Fatalf("%s: %d checkpoints stored, %d acknowledged", thread, len(list), len(acked[w]))
 		}
-		stored := map[string]int64{}
+		stored := map[uuid.UUID]engine.CheckpointInfo{}
 		for _, c := range list {
-			stored[c.ID.String()] = c.Step
+			stored[c.ID] = c
 		}
+		if len(stored) != len(list) {
+			t.Fatalf("%s: an id listed twice", thread)
+		}
+		var parent uuid.UUID
 		for i, a := range acked[w] {
-			if step, ok := stored[a.ID.String()]; !ok || step != int64(i+1) || a.Step != step {
-				t.Fatalf("%s: acknowledged write %d (%s, step %d) stored at step %d (%v)", thread, i, a.ID, a.Step, step, ok)
+			c, ok := stored[a.ID]
+			if !ok || c.Step != int64(i+1) || a.Step != c.Step || c.ParentID != parent || a.ParentID != parent {
+				t.Fatalf("%s: acknowledged write %d (%s, step %d, parent %s) stored as %+v (%v); want step %d on %s",
+					thread, i, a.ID, a.Step, a.ParentID, c, ok, i+1, parent)
+			}
+			parent = a.ID
+		}
+	}
+	var attempts, failed int
+	for _, s := range spans.GetSpans() {
+		if s.Name == "pgcheckpoint.store.Put" {
+			attempts++
+			if s.Status.Code == codes.Error {
+				failed++
 			}
 		}
 	}
-	t.Logf("%d writes by %d writers through an immediate restart; %d found committed by their retry", writers*writes, writers, found.Load())
+	if failed == 0 {
+		t.Fatalf("no write failed: the crash (%v) did not hit the writers", restartTook)
+	}
+	if attempts != total+failed {
+		t.Errorf("%d store calls for %d writes and %d failed attempts", attempts, total, failed)
+	}
+	t.Logf("%d writers, %d writes acknowledged in %v, all stored once; the immediate stop and restart took %v; "+
+		"%d attempts failed and were retried; %d writes found committed by their retry (acknowledgment lost)",
+		writers, total, took.Round(time.Millisecond), restartTook.Round(time.Millisecond), failed, found.Load())
 	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "after"}); err != nil {
 		t.Fatalf("the same engine after the restart: %v", err)
 	}

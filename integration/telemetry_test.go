@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
@@ -57,5 +61,79 @@ func TestTelemetryOnPostgres(t *testing.T) {
 	}
 	if !seen["pgcheckpoint.store.Put"] || !seen["pgcheckpoint.store.Get"] || !seen["pgcheckpoint.Snapshot"] || !seen["pgcheckpoint.Get"] {
 		t.Fatalf("spans %v, want Put and Get", seen)
+	}
+}
+
+// sqlTracer is a pgx tracer as otelpgx is one: a span per statement,
+// started from the ctx pgx is given.
+type sqlTracer struct{ tracer trace.Tracer }
+
+type sqlSpanKey struct{}
+
+func (s sqlTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, q pgx.TraceQueryStartData) context.Context {
+	ctx, span := s.tracer.Start(ctx, "sql")
+	return context.WithValue(ctx, sqlSpanKey{}, span)
+}
+
+func (s sqlTracer) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	ctx.Value(sqlSpanKey{}).(trace.Span).End()
+}
+
+func (s sqlTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	ctx, span := s.tracer.Start(ctx, "sql")
+	return context.WithValue(ctx, sqlSpanKey{}, span)
+}
+
+func (s sqlTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+
+func (s sqlTracer) TraceBatchEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchEndData) {
+	ctx.Value(sqlSpanKey{}).(trace.Span).End()
+}
+
+// A pgx tracer on the pool (as otelpgx is) puts the SQL statements under
+// the engine's store spans: one trace from the caller down to the SQL.
+func TestTelemetryComposesWithAPgxTracer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	cfg := b.db.Pool.Config().Copy()
+	cfg.ConnConfig.Tracer = sqlTracer{tp.Tracer("pgx")}
+	pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	eng := engine.New(pool, engine.Config{TracerProvider: tp})
+	if err := pool.Ping(b.ctx); err != nil { // connect before tracing
+		t.Fatal(err)
+	}
+	spans.Reset()
+
+	ctx, parent := tp.Tracer("app").Start(b.ctx, "request")
+	res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "traced"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Get(ctx, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	parent.End()
+	names := map[trace.SpanID]string{}
+	for _, s := range spans.GetSpans() {
+		names[s.SpanContext.SpanID()] = s.Name
+	}
+	sql := 0
+	for _, s := range spans.GetSpans() {
+		if s.Name != "sql" {
+			continue
+		}
+		sql++
+		if p := names[s.Parent.SpanID()]; !strings.HasPrefix(p, "pgcheckpoint.store.") || s.SpanContext.TraceID() != parent.SpanContext().TraceID() {
+			t.Errorf("a SQL span's parent is %q, want a pgcheckpoint.store span of the caller's trace", p)
+		}
+	}
+	if sql < 2 {
+		t.Fatalf("%d SQL spans, want at least one per store call: %v", sql, names)
 	}
 }
