@@ -74,7 +74,7 @@ func (s *Store) Set(ctx context.Context, checkPointID string, checkPoint []byte)
 	if len(state) == 0 || state[0] != '{' || !json.Valid(state) {
 		state, _ = json.Marshal(map[string]string{base64Key: base64.StdEncoding.EncodeToString(checkPoint)})
 	}
-	_, err := s.eng.Snapshot(ctx, engine.SnapshotInput{
+	res, err := s.eng.Snapshot(ctx, engine.SnapshotInput{
 		ThreadID: checkPointID,
 		Trigger:  engine.TriggerTaskBoundary,
 		Summary:  "eino checkpoint",
@@ -84,8 +84,18 @@ func (s *Store) Set(ctx context.Context, checkPointID string, checkPoint []byte)
 	if err != nil {
 		return fmt.Errorf("eino checkpoint %q: %w", checkPointID, err)
 	}
+	if res.Skipped {
+		// Reporting success would let Eino resume later from an older
+		// checkpoint.
+		return fmt.Errorf("eino checkpoint %q: %w", checkPointID, ErrNotStored)
+	}
 	return nil
 }
+
+// ErrNotStored is returned by Set when the Engine is configured not to
+// write task_boundary checkpoints (Config.Triggers): Eino's checkpoint was
+// not stored.
+var ErrNotStored = errors.New("pgcheckpoint eino: the engine does not write task_boundary checkpoints (Config.Triggers); the Eino checkpoint was not stored")
 
 // Delete deletes thread checkPointID, every checkpoint of it (the shape of
 // Eino's optional checkpoint deleter). Deleting an unknown id is not an

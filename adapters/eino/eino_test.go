@@ -164,3 +164,17 @@ func TestEinoBytesRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// An engine that does not write task_boundary checkpoints makes Set fail,
+// not report a checkpoint it did not store.
+func TestEinoDisabledTrigger(t *testing.T) {
+	eng, err := pgcheckpoint.Open(context.Background(), "sqlite::memory:", pgcheckpoint.Options{Migrate: true,
+		Config: engine.Config{Triggers: []engine.Trigger{engine.TriggerToolCall}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if err := eino.New(eng).Set(context.Background(), "x", []byte(`{"a":1}`)); !errors.Is(err, eino.ErrNotStored) {
+		t.Fatalf("Set with the trigger disabled: %v, want ErrNotStored", err)
+	}
+}
