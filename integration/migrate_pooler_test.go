@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/url"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -60,19 +62,82 @@ func migrateUpCLI(ctx context.Context, bin, dbURL string) (stdout string, err er
 	return out.String(), nil
 }
 
-// Eight `migrate up` processes, four schema.Migrate and four
-// schema.MigratePool calls at once on a fresh database, all through
-// PgBouncer in transaction mode, with pgx's exec mode and with its default:
-// every one succeeds, promptly; the schema is migrated exactly once
-// (one version row, at the latest version, not dirty, the same objects as a
-// database migrated directly); no advisory lock is left behind. Then down 1
-// and up again through PgBouncer. (The application's own traffic through
-// PgBouncer is TestEngineBehindPgBouncerInTransactionMode.)
+// recordDDL makes the database of d log every DDL command it commits, in
+// ddl_audit.log, so that a test can see each migration applied exactly
+// once (a rolled-back command leaves no row).
+func recordDDL(t *testing.T, d *pgtest.DB) {
+	t.Helper()
+	if _, err := d.Pool.Exec(context.Background(), `
+		CREATE SCHEMA ddl_audit;
+		CREATE TABLE ddl_audit.log (command text NOT NULL);
+		CREATE FUNCTION ddl_audit.record() RETURNS event_trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO ddl_audit.log
+			SELECT command_tag || ' ' || coalesce(object_identity, '') FROM pg_event_trigger_ddl_commands();
+		END $$;
+		CREATE EVENT TRIGGER ddl_audit ON ddl_command_end EXECUTE FUNCTION ddl_audit.record();`); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// takeDDL returns the DDL commands logged since the last call (sorted) and
+// clears the log.
+func takeDDL(t *testing.T, d *pgtest.DB) []string {
+	t.Helper()
+	var log []string
+	if err := d.Pool.QueryRow(context.Background(), `
+		WITH taken AS (DELETE FROM ddl_audit.log RETURNING command)
+		SELECT coalesce(array_agg(command ORDER BY command), '{}') FROM taken`).Scan(&log); err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
+
+// migrationReference is what migrating a fresh database directly, one
+// process, produces: the schema, and the DDL of a whole up and of an up
+// from the version before the latest.
+type migrationReference struct {
+	catalog                 string
+	upFromEmpty, upFromPrev []string
+}
+
+func referenceMigration(t *testing.T) migrationReference {
+	t.Helper()
+	ctx := context.Background()
+	d := pgtest.EmptyDB(t)
+	recordDDL(t, d)
+	m := schema.NewMigrator(d.URL)
+	var ref migrationReference
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ref.catalog, ref.upFromEmpty = catalog(t, d.Pool), takeDDL(t, d)
+	if err := m.Down(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	takeDDL(t, d)
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ref.upFromPrev = takeDDL(t, d)
+	if len(ref.upFromEmpty) < 20 || len(ref.upFromPrev) < 5 || len(ref.upFromPrev) >= len(ref.upFromEmpty) {
+		t.Fatalf("the DDL log is not recording migrations: %d commands for a whole up, %d for the last migration", len(ref.upFromEmpty), len(ref.upFromPrev))
+	}
+	return ref
+}
+
+// Through PgBouncer in transaction mode, with pgx's exec mode and with its
+// default: eight `migrate up` processes, four schema.Migrate and four
+// schema.MigratePool calls at once, on a fresh database and again after a
+// down 1. Every one succeeds, promptly; the DDL committed is exactly that
+// of one direct migration (each migration applied once); the schema is that
+// of a database migrated directly; one version row, at the latest version,
+// not dirty; no advisory lock left held or awaited. (The application's own
+// traffic through PgBouncer is TestEngineBehindPgBouncerInTransactionMode.)
 func TestMigrateBehindPgBouncerInTransactionMode(t *testing.T) {
 	t.Parallel()
 	bin := buildCommand(t, "migrate")
-	reference := catalog(t, pgtest.NewDB(t).Pool)
-	latest := "version " + itoa(schema.Latest()) + " of " + itoa(schema.Latest()) + "\n"
+	ref := referenceMigration(t)
 	for _, mode := range []string{"exec", ""} {
 		name := mode
 		if name == "" {
@@ -80,8 +145,9 @@ func TestMigrateBehindPgBouncerInTransactionMode(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			d := pgtest.EmptyDB(t)
+			recordDDL(t, d)
 			via := withExecMode(t, startPgBouncer(t, d.URL), mode)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			cfg, err := pgxpool.ParseConfig(via)
 			if err != nil {
@@ -94,60 +160,67 @@ func TestMigrateBehindPgBouncerInTransactionMode(t *testing.T) {
 			}
 			defer pool.Close()
 
-			const n = 8
-			var cliOut [n]string
-			var cliErr, libErr [n]error
-			done := make(chan struct{})
-			start := time.Now()
-			go func() {
-				defer close(done)
-				var wg sync.WaitGroup
-				for i := range n {
-					wg.Go(func() { cliOut[i], cliErr[i] = migrateUpCLI(ctx, bin, via) })
-					if i%2 == 0 {
-						wg.Go(func() { libErr[i] = schema.Migrate(ctx, via) })
-					} else {
-						wg.Go(func() { libErr[i] = schema.MigratePool(ctx, pool) })
-					}
-				}
-				wg.Wait()
-			}()
-			select {
-			case <-done:
-			case <-time.After(90 * time.Second):
-				cancel()
-				held, waiting := advisoryLocks(t, d)
-				t.Fatalf("16 migrations through PgBouncer still running after 90 s (advisory locks: %d held, %d awaited)", held, waiting)
-			}
-			t.Logf("16 concurrent migrations through PgBouncer (pgx mode %s): %v", name, time.Since(start).Round(time.Millisecond))
-			for i := range n {
-				if cliErr[i] != nil || cliOut[i] != latest {
-					t.Errorf("migrate up #%d: %q, %v", i, cliOut[i], cliErr[i])
-				}
-				if libErr[i] != nil {
-					t.Errorf("schema.Migrate/MigratePool #%d: %v", i, libErr[i])
-				}
-			}
-			migratedOnce(t, d, reference, schema.Latest())
+			migrateAtOnce(ctx, t, d, bin, via, pool)
+			migratedOnce(t, d, ref.catalog, ref.upFromEmpty)
 
-			// Down and up again through PgBouncer.
-			m := schema.NewMigrator(via)
-			if err := m.Down(ctx, 1); err != nil {
+			if err := schema.NewMigrator(via).Down(ctx, 1); err != nil {
 				t.Fatal(err)
 			}
-			migratedOnce(t, d, "", schema.Latest()-1)
-			if err := schema.MigratePool(ctx, pool); err != nil {
-				t.Fatal(err)
-			}
-			migratedOnce(t, d, reference, schema.Latest())
+			takeDDL(t, d)
+			migrateAtOnce(ctx, t, d, bin, via, pool)
+			migratedOnce(t, d, ref.catalog, ref.upFromPrev)
 		})
 	}
 }
 
-// migratedOnce checks, directly on the server, that d is at version want,
-// not dirty, with one version row, no advisory lock held or awaited, and
-// (unless reference is "") the objects of a database migrated directly.
-func migratedOnce(t *testing.T, d *pgtest.DB, reference string, want uint) {
+// migrateAtOnce runs eight `migrate up` processes, four schema.Migrate and
+// four schema.MigratePool calls at once through via, and fails the test
+// unless every one succeeds within 90 s.
+func migrateAtOnce(ctx context.Context, t *testing.T, d *pgtest.DB, bin, via string, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	const n = 8
+	var cliOut [n]string
+	var cliErr, libErr [n]error
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { cliOut[i], cliErr[i] = migrateUpCLI(ctx, bin, via) })
+			if i%2 == 0 {
+				wg.Go(func() { libErr[i] = schema.Migrate(ctx, via) })
+			} else {
+				wg.Go(func() { libErr[i] = schema.MigratePool(ctx, pool) })
+			}
+		}
+		wg.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		held, waiting := advisoryLocks(t, d)
+		t.Fatalf("%d migrations through PgBouncer still running after 90 s (advisory locks: %d held, %d awaited)", 2*n, held, waiting)
+	}
+	t.Logf("%d concurrent migrations through PgBouncer: %v", 2*n, time.Since(start).Round(time.Millisecond))
+	latest := "version " + itoa(schema.Latest()) + " of " + itoa(schema.Latest()) + "\n"
+	for i := range n {
+		if cliErr[i] != nil || cliOut[i] != latest {
+			t.Errorf("migrate up #%d: %q, %v", i, cliOut[i], cliErr[i])
+		}
+		if libErr[i] != nil {
+			t.Errorf("schema.Migrate/MigratePool #%d: %v", i, libErr[i])
+		}
+	}
+}
+
+// migratedOnce checks, directly on the server, that the database of d is
+// at the latest version, not dirty, with one version row, the schema
+// wantCatalog, no advisory lock held or awaited, and that the DDL committed
+// since the last takeDDL is wantDDL: each migration applied once.
+func migratedOnce(t *testing.T, d *pgtest.DB, wantCatalog string, wantDDL []string) {
 	t.Helper()
 	var rows int
 	var version int64
@@ -156,13 +229,15 @@ func migratedOnce(t *testing.T, d *pgtest.DB, reference string, want uint) {
 		FROM pgcheckpoint.schema_migrations`).Scan(&rows, &version, &dirty); err != nil {
 		t.Fatal(err)
 	}
-	if rows != 1 || version != int64(want) || dirty {
-		t.Errorf("schema_migrations: %d rows, version %d, dirty %v; want 1 row, version %d, not dirty", rows, version, dirty, want)
+	if rows != 1 || version != int64(schema.Latest()) || dirty {
+		t.Errorf("schema_migrations: %d rows, version %d, dirty %v; want 1 row, version %d, not dirty", rows, version, dirty, schema.Latest())
 	}
-	if reference != "" {
-		if got := catalog(t, d.Pool); got != reference {
-			t.Errorf("the schema differs from one migrated directly:\n--- through PgBouncer\n%s\n--- directly\n%s", got, reference)
-		}
+	if got := takeDDL(t, d); !slices.Equal(got, wantDDL) {
+		t.Errorf("DDL committed through PgBouncer differs from one direct migration's (%d commands, want %d):\n%s",
+			len(got), len(wantDDL), strings.Join(got, "\n"))
+	}
+	if got := catalog(t, d.Pool); got != wantCatalog {
+		t.Errorf("the schema differs from one migrated directly:\n--- through PgBouncer\n%s\n--- directly\n%s", got, wantCatalog)
 	}
 	if held, waiting := advisoryLocks(t, d); held != 0 || waiting != 0 {
 		t.Errorf("advisory locks left on the server: %d held, %d awaited", held, waiting)
