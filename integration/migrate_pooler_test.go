@@ -310,3 +310,48 @@ func TestMigrateCLIEndsOnSIGTERMBehindPgBouncer(t *testing.T) {
 		t.Fatalf("advisory locks left on the server: %d held, %d awaited", held, waiting)
 	}
 }
+
+// A migration that fails part way changes nothing: the database stays at
+// the version it was, not dirty, with neither the failed migration's first
+// statements nor the earlier migrations of the same command; once the
+// cause is gone, up completes. Down with fewer migrations applied than
+// asked reverts nothing.
+func TestFailedMigrationChangesNothing(t *testing.T) {
+	t.Parallel()
+	d := pgtest.EmptyDB(t)
+	ctx := context.Background()
+	m := schema.NewMigrator(d.URL)
+	if err := m.Goto(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	// In the way of migration 4, after its ALTER TABLE and indexes.
+	if _, err := d.Pool.Exec(ctx, `CREATE FUNCTION pgcheckpoint.gc_check_policy(text, integer, interval) RETURNS void LANGUAGE sql AS ''`); err != nil {
+		t.Fatal(err)
+	}
+	before := catalog(t, d.Pool)
+	err := m.Up(ctx)
+	if err == nil || errors.Is(err, schema.ErrDirty) || !strings.Contains(err.Error(), "migration 000004 up failed") || !strings.Contains(err.Error(), "still at version 2") {
+		t.Fatalf("up over an object in the way: %v", err)
+	}
+	if v, dirty, err := m.Version(ctx); v != 2 || dirty || err != nil {
+		t.Fatalf("after the failed up: version %d, dirty %v, %v; want 2, clean", v, dirty, err)
+	}
+	if after := catalog(t, d.Pool); after != before {
+		t.Fatalf("the failed up changed the schema:\n--- before\n%s\n--- after\n%s", before, after)
+	}
+	if err := m.Check(ctx); !errors.Is(err, schema.ErrPending) {
+		t.Fatalf("check after the failed up: %v, want ErrPending", err)
+	}
+	if _, err := d.Pool.Exec(ctx, `DROP FUNCTION pgcheckpoint.gc_check_policy(text, integer, interval)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Down(ctx, int(schema.Latest())+1); err == nil || !strings.Contains(err.Error(), "nothing reverted") {
+		t.Fatalf("down more than applied: %v", err)
+	}
+	if err := m.Check(ctx); err != nil {
+		t.Fatalf("after a refused down: %v", err)
+	}
+}
