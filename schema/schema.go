@@ -190,7 +190,8 @@ func (m *Migrator) Check(ctx context.Context) error {
 }
 
 // Up applies every migration not yet applied. A database already at the
-// latest version is not an error.
+// latest version is not an error; one left dirty is ErrDirty, one newer
+// than this program ErrUnknownVersion.
 func (m *Migrator) Up(ctx context.Context) error {
 	return m.run(ctx, false, func(uint) (uint, error) { return Latest(), nil })
 }
