@@ -247,7 +247,8 @@ func migratedOnce(t *testing.T, d *pgtest.DB, wantCatalog string, wantDDL []stri
 // SIGTERM ends a `migrate up` that waits, through PgBouncer, for another
 // migrator's lock: the process exits within a few seconds, its server
 // backend stops waiting (the CLI cancels the query, it does not only hang
-// up), and nothing was written.
+// up), and nothing was written. schema.Migrate, in the same wait, ends
+// with its context and returns the context's error.
 func TestMigrateCLIEndsOnSIGTERMBehindPgBouncer(t *testing.T) {
 	t.Parallel()
 	bin := buildCommand(t, "migrate")
@@ -299,7 +300,21 @@ func TestMigrateCLIEndsOnSIGTERMBehindPgBouncer(t *testing.T) {
 	})
 	if elapsed := time.Since(sent); elapsed > 5*time.Second {
 		t.Fatalf("the CLI's backend waited for the lock %v after SIGTERM", elapsed)
+	} else {
+		t.Logf("its backend stopped waiting %v after SIGTERM", elapsed.Round(time.Millisecond))
 	}
+
+	// The same wait in schema.Migrate ends with its context, and says so.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := schema.Migrate(short, via); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("schema.Migrate waiting for the lock past its deadline: %v, want context.DeadlineExceeded", err)
+	}
+	waitFor(t, "schema.Migrate's backend to stop waiting for the lock", func() bool {
+		_, waiting := advisoryLocks(t, d)
+		return waiting == 0
+	})
+
 	if err := holder.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}

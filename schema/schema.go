@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -127,9 +125,7 @@ type Migrator struct {
 }
 
 // NewMigrator returns a Migrator for the database at url (a postgres://
-// URL or a key=value connection string). It does not connect yet. When
-// ctx is cancelled, the query in flight is cancelled on the server (a
-// cancel request, which PgBouncer passes on), not only abandoned.
+// URL or a key=value connection string). It does not connect yet.
 func NewMigrator(url string) *Migrator {
 	return &Migrator{url: url}
 }
@@ -269,10 +265,6 @@ func (m *Migrator) Version(ctx context.Context) (version uint, dirty bool, err e
 // so nothing depends on the server connection a pooler picks.
 const simple = pgx.QueryExecModeSimpleProtocol
 
-// cancelGrace is how long a cancelled query may take to end on the server
-// before the connection is closed under it.
-const cancelGrace = 2 * time.Second
-
 // readVersion reads the version table, which must exist. golang-migrate
 // records "no version" as no row, or as -1 when a down of the first
 // migration failed part way.
@@ -304,23 +296,40 @@ func (m *Migrator) conn(ctx context.Context) (*pgx.Conn, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("pgcheckpoint migrate: bad database URL: %w", err)
 	}
-	// pgx's default on cancel only hangs up; a backend waiting for the lock
-	// would wait on (and, behind a pooler, hold its server connection).
-	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
-	}
 	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pgcheckpoint migrate: connect: %w", err)
 	}
-	return c, func() { c.Close(context.WithoutCancel(ctx)) }, nil
+	return c, func() {
+		c.Close(context.WithoutCancel(ctx))
+		// A connection closed under a cancelled query is cleaned up in the
+		// background, pgx sending a cancel request first. Let that end
+		// before the caller (the CLI) exits: PgBouncer 1.18 crashes when a
+		// cancel request's connection closes before it has passed the
+		// request on ("bad client state: 0", fixed in 1.19).
+		select {
+		case <-c.PgConn().CleanupDone():
+		case <-time.After(cleanupWait):
+		}
+	}, nil
 }
+
+// cleanupWait bounds the wait for a closed connection's cleanup.
+const cleanupWait = 3 * time.Second
 
 // run is every operation that changes the database: in one transaction,
 // under the migration lock, it finds the version, asks target for the
 // version to reach from there, runs the migrations in between (or, with
 // force, none) and records the version reached.
-func (m *Migrator) run(ctx context.Context, force bool, target func(current uint) (uint, error)) error {
+func (m *Migrator) run(ctx context.Context, force bool, target func(current uint) (uint, error)) (err error) {
+	defer func() {
+		// Over a pool whose pgx sends cancel requests, a cancelled query
+		// fails with the server's error (57014); callers look for the
+		// context's.
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+	}()
 	c, release, err := m.conn(ctx)
 	if err != nil {
 		return err
