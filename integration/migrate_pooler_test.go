@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
@@ -368,5 +370,45 @@ func TestFailedMigrationChangesNothing(t *testing.T) {
 	}
 	if err := m.Check(ctx); err != nil {
 		t.Fatalf("after a refused down: %v", err)
+	}
+}
+
+// MigratePool over a pool whose pgx cancels queries on the server (a
+// cancel request, not pgx's default): a migration waiting for the lock
+// past its deadline returns the context's error, not only the server's
+// "canceling statement", and stops waiting on the server.
+func TestMigratePoolEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	d := pgtest.EmptyDB(t)
+	ctx := context.Background()
+	holder, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, schema.MigrationLockKey); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: 5 * time.Second}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	err = schema.MigratePool(short, pool)
+	var pgErr *pgconn.PgError
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &pgErr) || pgErr.Code != "57014" {
+		t.Fatalf("MigratePool past its deadline: %v, want context.DeadlineExceeded and the server's 57014", err)
+	}
+	if _, waiting := advisoryLocks(t, d); waiting != 0 {
+		t.Fatalf("%d backends still wait for the migration lock", waiting)
 	}
 }
