@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -290,7 +291,13 @@ func (m *Migrator) conn(ctx context.Context) (*pgx.Conn, func(), error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("pgcheckpoint migrate: connect: %w", err)
 		}
-		return c.Conn(), c.Release, nil
+		return c.Conn(), func() {
+			pc := c.Conn().PgConn()
+			c.Release()
+			if pc.IsClosed() {
+				awaitCleanup(pc)
+			}
+		}, nil
 	}
 	cfg, err := pgx.ParseConfig(m.url)
 	if err != nil {
@@ -302,20 +309,22 @@ func (m *Migrator) conn(ctx context.Context) (*pgx.Conn, func(), error) {
 	}
 	return c, func() {
 		c.Close(context.WithoutCancel(ctx))
-		// A connection closed under a cancelled query is cleaned up in the
-		// background, pgx sending a cancel request first. Let that end
-		// before the caller (the CLI) exits: PgBouncer 1.18 crashes when a
-		// cancel request's connection closes before it has passed the
-		// request on ("bad client state: 0", fixed in 1.19).
-		select {
-		case <-c.PgConn().CleanupDone():
-		case <-time.After(cleanupWait):
-		}
+		awaitCleanup(c.PgConn())
 	}, nil
 }
 
-// cleanupWait bounds the wait for a closed connection's cleanup.
-const cleanupWait = 3 * time.Second
+// awaitCleanup waits, for up to 3 s, until a closed connection is cleaned
+// up. One closed under a cancelled query is cleaned up in the background,
+// pgx sending a cancel request first: the wait lets that end before the
+// caller (the CLI) exits, as PgBouncer 1.18 crashes when a cancel
+// request's connection closes before it has passed the request on ("bad
+// client state: 0", fixed in 1.19).
+func awaitCleanup(c *pgconn.PgConn) {
+	select {
+	case <-c.CleanupDone():
+	case <-time.After(3 * time.Second):
+	}
+}
 
 // run is every operation that changes the database: in one transaction,
 // under the migration lock, it finds the version, asks target for the
@@ -373,9 +382,20 @@ func (m *Migrator) run(ctx context.Context, force bool, target func(current uint
 			}
 		}
 	}
-	if to == current && !dirty {
-		return tx.Commit(ctx)
+	if to != current || dirty {
+		if err := recordVersion(ctx, tx, to); err != nil {
+			return err
+		}
 	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgcheckpoint migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// recordVersion makes to the version in the version table, clean; 0 is no
+// row, as golang-migrate has it.
+func recordVersion(ctx context.Context, tx pgx.Tx, to uint) error {
 	if _, err := tx.Exec(ctx, "DELETE FROM "+Name+"."+VersionTable, simple); err != nil {
 		return fmt.Errorf("pgcheckpoint migrate: record the version: %w", err)
 	}
@@ -383,9 +403,6 @@ func (m *Migrator) run(ctx context.Context, force bool, target func(current uint
 		if _, err := tx.Exec(ctx, "INSERT INTO "+Name+"."+VersionTable+" (version, dirty) VALUES ($1, false)", simple, int64(to)); err != nil {
 			return fmt.Errorf("pgcheckpoint migrate: record the version: %w", err)
 		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgcheckpoint migrate: commit: %w", err)
 	}
 	return nil
 }
