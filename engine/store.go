@@ -98,9 +98,10 @@ type Store interface {
 	// ErrInvalidInput for a thread merged into itself.
 	Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (MergeResult, error)
 	// CopyThread copies every row of thread src to a new thread dst with
-	// new checkpoint ids. ErrNotFound for an unknown src; ErrInvalidInput
-	// when dst exists.
-	CopyThread(ctx context.Context, src, dst string) (int64, error)
+	// new checkpoint ids, and returns one pair per checkpoint copied, in
+	// namespace then write order. ErrNotFound for an unknown src;
+	// ErrInvalidInput when dst exists.
+	CopyThread(ctx context.Context, src, dst string) ([]CopiedID, error)
 
 	// ApplyRetention applies a checked policy (not keep-all) to every
 	// namespace of a thread, in one transaction (see Policy).

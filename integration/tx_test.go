@@ -350,7 +350,7 @@ func TestEveryCallInsideTheCallersTransaction(t *testing.T) {
 	_, err = e.ClearMemory(ctx, "a")
 	must("ClearMemory", err)
 	copied, err := e.CopyThread(ctx, "a", "a-copy")
-	check("CopyThread", err == nil && copied > 0, copied)
+	check("CopyThread", err == nil && copied.Copied > 0, copied)
 
 	// Retention and deletes.
 	_, err = e.ApplyRetention(ctx, "a-copy", engine.KeepLastN(2))
