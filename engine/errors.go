@@ -129,9 +129,9 @@ func dbError(what string, err error) error {
 		case "22008": // datetime_field_overflow
 			return fmt.Errorf("%s%w: %s", what, ErrInvalidInput, pgErr.Message)
 		case "42501": // insufficient_privilege
-			return fmt.Errorf("%s%w: the database role lacks a privilege (a read-only role may only read): %s", what, ErrPermission, pgErr.Message)
+			return fmt.Errorf("%s%w: the database role lacks a privilege (a read-only role may only read): %w", what, ErrPermission, err)
 		case "25006": // read_only_sql_transaction
-			return fmt.Errorf("%s%w: the session is read-only: %s", what, ErrPermission, pgErr.Message)
+			return fmt.Errorf("%s%w: the session is read-only: %w", what, ErrPermission, err)
 		}
 	}
 	if transientPG(err) {

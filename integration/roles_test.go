@@ -594,3 +594,32 @@ FROM pg_proc p WHERE p.pronamespace = 'pgcheckpoint'::regnamespace ORDER BY 1`)
 		t.Fatal("the read-only role's refused writes changed the tables")
 	}
 }
+
+// A session that can only read (a hot standby, default_transaction_read_only)
+// refuses writes with ErrPermission too, and writes nothing.
+func TestReadOnlySessionWritesAreErrPermission(t *testing.T) {
+	t.Parallel()
+	d := pgtest.NewDB(t)
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	eng := engine.New(pool, engine.Config{})
+	before := schemaRowsDigest(t, d.Pool)
+	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"}); !errors.Is(err, engine.ErrPermission) || sqlState(err) != "25006" {
+		t.Fatalf("snapshot in a read-only session: %v, want ErrPermission (25006)", err)
+	}
+	if _, err := eng.ListThreads(ctx, engine.ThreadListOptions{}); err != nil {
+		t.Fatalf("a read in a read-only session: %v", err)
+	}
+	if schemaRowsDigest(t, d.Pool) != before {
+		t.Fatal("the refused write wrote")
+	}
+}
