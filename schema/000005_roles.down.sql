@@ -1,25 +1,16 @@
 -- Undoes 000005_roles.up.sql: PUBLIC may execute every function again, and
 -- copy_thread is 000003's, which returns a count.
-GRANT EXECUTE ON PROCEDURE
-    pgcheckpoint.gc_sweep(text, integer, interval, integer, interval, interval)
-TO PUBLIC;
-GRANT EXECUTE ON FUNCTION
-    pgcheckpoint.branch(uuid, text, text, uuid),
-    pgcheckpoint.checkpoint_delete_before(text, text, bigint),
-    pgcheckpoint.checkpoint_put(text, text, uuid, uuid, text, text[], text, jsonb, jsonb, jsonb, jsonb, text, bigint, integer, bytea, jsonb, jsonb),
-    pgcheckpoint.delete_checkpoints(uuid[]),
-    pgcheckpoint.delete_for_runs(text[]),
-    pgcheckpoint.expire_thread(text),
-    pgcheckpoint.gc_batch(text, integer, interval, text, integer),
-    pgcheckpoint.gc_thread(text, text, integer, interval),
-    pgcheckpoint.gc_threads(text[], text, integer, interval),
-    pgcheckpoint.lock_thread(text),
-    pgcheckpoint.merge(text, text, uuid),
-    pgcheckpoint.prune(text[], boolean),
-    pgcheckpoint.rewind(uuid, boolean),
-    pgcheckpoint.thread_delete(text),
-    pgcheckpoint.uuid_v7(timestamptz)
-TO PUBLIC;
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT p.oid::regprocedure AS routine FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace = 'pgcheckpoint'::regnamespace AND p.provolatile = 'v'
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON ROUTINE %s TO PUBLIC', r.routine);
+    END LOOP;
+END;
+$$;
 
 DROP FUNCTION pgcheckpoint.copy_thread(text, text);
 

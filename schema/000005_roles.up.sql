@@ -93,25 +93,16 @@ COMMENT ON FUNCTION pgcheckpoint.copy_thread IS
 
 -- The volatile routines: every one that writes, and uuid_v7 and lock_thread,
 -- which a read-only role has no use for (a thread lock held by a reader
--- would stall the thread's writers).
-REVOKE EXECUTE ON FUNCTION
-    pgcheckpoint.branch(uuid, text, text, uuid),
-    pgcheckpoint.checkpoint_delete_before(text, text, bigint),
-    pgcheckpoint.checkpoint_put(text, text, uuid, uuid, text, text[], text, jsonb, jsonb, jsonb, jsonb, text, bigint, integer, bytea, jsonb, jsonb),
-    pgcheckpoint.copy_thread(text, text),
-    pgcheckpoint.delete_checkpoints(uuid[]),
-    pgcheckpoint.delete_for_runs(text[]),
-    pgcheckpoint.expire_thread(text),
-    pgcheckpoint.gc_batch(text, integer, interval, text, integer),
-    pgcheckpoint.gc_thread(text, text, integer, interval),
-    pgcheckpoint.gc_threads(text[], text, integer, interval),
-    pgcheckpoint.lock_thread(text),
-    pgcheckpoint.merge(text, text, uuid),
-    pgcheckpoint.prune(text[], boolean),
-    pgcheckpoint.rewind(uuid, boolean),
-    pgcheckpoint.thread_delete(text),
-    pgcheckpoint.uuid_v7(timestamptz)
-FROM PUBLIC;
-REVOKE EXECUTE ON PROCEDURE
-    pgcheckpoint.gc_sweep(text, integer, interval, integer, interval, interval)
-FROM PUBLIC;
+-- would stall the thread's writers). Found in the catalog, so the rule holds
+-- whatever their signatures.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT p.oid::regprocedure AS routine FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace = 'pgcheckpoint'::regnamespace AND p.provolatile = 'v'
+    LOOP
+        EXECUTE format('REVOKE EXECUTE ON ROUTINE %s FROM PUBLIC', r.routine);
+    END LOOP;
+END;
+$$;
