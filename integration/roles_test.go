@@ -481,8 +481,25 @@ func TestRolesReadOnlyInspectsAndCannotWrite(t *testing.T) {
 		}
 	}
 
-	// Every write of the Engine is refused with ErrPermission.
+	// The Engine's reads work; every write is refused with ErrPermission.
 	ro := engine.New(rolePool(t, rs.readURL), engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for name, fn := range map[string]func() error{
+		"Get":              func() error { _, err := ro.Get(ctx, ids[2]); return err },
+		"Latest":           func() error { _, err := ro.Latest(ctx, "run"); return err },
+		"Resume":           func() error { _, err := ro.Resume(ctx, "run"); return err },
+		"ListCheckpoints":  func() error { _, err := ro.ListCheckpoints(ctx, "run", engine.ListOptions{}); return err },
+		"ListThreads":      func() error { _, err := ro.ListThreads(ctx, engine.ThreadListOptions{}); return err },
+		"TimeTravelPoints": func() error { _, err := ro.TimeTravelPoints(ctx, "run", engine.PointsOptions{}); return err },
+		"Lineage":          func() error { _, err := ro.Lineage(ctx, ids[2]); return err },
+		"Tree":             func() error { _, err := ro.Tree(ctx, "run"); return err },
+		"Branches":         func() error { _, err := ro.Branches(ctx, "run"); return err },
+		"Diff":             func() error { _, err := ro.Diff(ctx, ids[0], ids[2]); return err },
+		"Export":           func() error { _, err := ro.Export(ctx, "run", io.Discard); return err },
+	} {
+		if err := fn(); err != nil {
+			t.Errorf("%s as the read-only role: %v", name, err)
+		}
+	}
 	for name, fn := range map[string]func() error{
 		"Snapshot":     func() error { _, err := ro.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run"}); return err },
 		"SnapshotSafe": func() error { return ro.SnapshotSafe(ctx, engine.SnapshotInput{ThreadID: "run"}).Err },
@@ -578,6 +595,20 @@ FROM pg_proc p WHERE p.pronamespace = 'pgcheckpoint'::regnamespace ORDER BY 1`)
 		t.Fatal(err)
 	}
 	for _, tb := range tables {
+		// What each role holds on it: the application may change rows
+		// except the migration version's, the read-only role only read.
+		var roSelect, roWrite, appSelect, appWrite bool
+		if err := rs.db.Pool.QueryRow(ctx, `SELECT has_table_privilege($1, $3, 'SELECT'),
+			has_table_privilege($1, $3, 'INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER'),
+			has_table_privilege($2, $3, 'SELECT'), has_table_privilege($2, $3, 'INSERT, UPDATE, DELETE')`,
+			rs.readonly, rs.app, tb.Name).Scan(&roSelect, &roWrite, &appSelect, &appWrite); err != nil {
+			t.Fatal(err)
+		}
+		wantAppWrite := tb.Name != "pgcheckpoint.schema_migrations"
+		if !roSelect || roWrite || !appSelect || appWrite != wantAppWrite {
+			t.Errorf("%s: read-only may select %v, write %v; application may select %v, write %v (want %v)",
+				tb.Name, roSelect, roWrite, appSelect, appWrite, wantAppWrite)
+		}
 		col := pgx.Identifier{tb.Column}.Sanitize()
 		for _, stmt := range []string{
 			"INSERT INTO " + tb.Name + " DEFAULT VALUES",
