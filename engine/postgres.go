@@ -115,23 +115,30 @@ func (s *pgStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
 	}, nil
 }
 
+// pgInfo is the one mapping from a row of pgcheckpoint.checkpoint_info,
+// which every query that lists or reads checkpoints embeds, to
+// CheckpointInfo.
+func pgInfo(r db.PgcheckpointCheckpointInfo) CheckpointInfo {
+	return CheckpointInfo{
+		ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
+		ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
+		Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
+		Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+		Format: r.Format,
+	}
+}
+
 // pgCheckpoint maps a row with content and pending writes, as the Get and
 // head queries return it.
 func pgCheckpoint(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
 	c := &Checkpoint{
-		CheckpointInfo: CheckpointInfo{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
-			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
-			Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
-			Format: r.Format,
-		},
-		Messages:    r.Messages,
-		State:       r.State,
-		ToolResults: r.ToolResults,
+		CheckpointInfo: pgInfo(r.PgcheckpointCheckpointInfo),
+		Messages:       r.Messages,
+		State:          r.State,
+		ToolResults:    r.ToolResults,
 	}
 	if err := json.Unmarshal(r.PendingWrites, &c.PendingWrites); err != nil {
-		return nil, fmt.Errorf("decode pending writes of checkpoint %s: %w", r.CheckpointID, err)
+		return nil, fmt.Errorf("decode pending writes of checkpoint %s: %w", c.ID, err)
 	}
 	return c, nil
 }
@@ -173,13 +180,7 @@ func (s *pgStore) ListCheckpoints(ctx context.Context, q ListQuery) ([]Checkpoin
 	}
 	out := make([]CheckpointInfo, len(rows))
 	for i, r := range rows {
-		out[i] = CheckpointInfo{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
-			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
-			Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
-			Format: r.Format,
-		}
+		out[i] = pgInfo(r.PgcheckpointCheckpointInfo)
 	}
 	return out, nil
 }
@@ -272,12 +273,7 @@ func (s *pgStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]Check
 	}
 	out := make([]CheckpointInfo, len(rows))
 	for i, r := range rows {
-		out[i] = CheckpointInfo{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-			ParentID: r.ParentCheckpointID, MergeParentID: r.MergeParentID, Step: r.Step,
-			CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
-			Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes, Format: r.Format,
-		}
+		out[i] = pgInfo(r.PgcheckpointCheckpointInfo)
 	}
 	return out, nil
 }
