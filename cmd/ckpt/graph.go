@@ -37,12 +37,13 @@ from a checkpoint down to its parent; a line never changes column.
   *   a checkpoint on its thread's current line (from the head back)
   o   a checkpoint a rewind left behind (off its thread's current line)
   |   a line down to the parent; ':' when it comes from an 'o'
-  *-' a line that ends in a checkpoint to its left: that checkpoint is its
-      parent ('+' where the run crosses a line that goes on)
-  *-. a merge: a line starts there, down to the merged branch's head
-A line that ends with a blank below its checkpoint has no parent in the
-tree: a thread's first checkpoint, or one whose parent was pruned (the
-label says so).`
+  *-' the line on the right ends in this checkpoint: the checkpoint it
+      comes down from has this one as parent ('+' where the run crosses a
+      line that goes on)
+  *-. a merge: a line starts on the right, down to the merged branch's head
+A column left blank under a checkpoint: it has no parent in the tree (a
+thread's first checkpoint, or its parent was pruned or lies outside the
+tree: the label says so).`
 
 // drawGraph draws a tree (see the glyphs above) and returns one line per
 // checkpoint: the drawing, then the label. label gets each node and
