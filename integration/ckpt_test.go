@@ -127,17 +127,13 @@ func TestCkptCLI(t *testing.T) {
 		t.Fatalf("log --json: %+v %v", logJSON, err)
 	}
 
-	// log --graph: one "*" per checkpoint of the tree (namespaces and
-	// branches included), the branch and merge drawn as git does.
+	// log --graph: one row per checkpoint of the tree (namespaces and
+	// branches included); the merge, which the rewind to ids[2] left
+	// behind, drawn 'o' with its merge line; the branch joining its source.
 	r = ok("log", "run-1", "--graph")
-	stars := 0
-	for _, l := range strings.Split(r.stdout, "\n") {
-		if strings.Contains(strings.SplitN(l, " 0", 2)[0], "*") {
-			stars++
-		}
-	}
-	if stars != 7 || !strings.Contains(r.stdout, "{sub}") || !strings.Contains(r.stdout, "|\\") || !strings.Contains(r.stdout, "|/") || !strings.Contains(r.stdout, "[run-1-branch-alt-") {
-		t.Fatalf("log --graph (%d nodes):\n%s", stars, r.stdout)
+	rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(rows) != 7 || !strings.Contains(r.stdout, "{sub}") || !strings.Contains(r.stdout, "o-. ") || !strings.Contains(r.stdout, "*-' "+ids[1].String()) || !strings.Contains(r.stdout, "[run-1-branch-alt-") {
+		t.Fatalf("log --graph (%d rows):\n%s", len(rows), r.stdout)
 	}
 
 	// show: the whole checkpoint as pretty JSON, NULs included.
@@ -378,7 +374,8 @@ func TestCkptDemo(t *testing.T) {
 		"schema    migrated: version", "CRASH", "task     search_flights skipped: its result is a pending write",
 		"task     search_hotels  done", "rewind   to step 4: 2 steps back; nothing deleted",
 		"branch   demo-trip-branch-hostel-", "merge    the branch into demo-trip: step 5",
-		"prune    the merged branch keeps only its head: 3 checkpoints deleted", "* step 5 manual (head)", "|\\", "|/",
+		"prune    the merged branch keeps only its head: 3 checkpoints deleted",
+		"*-.   step 5 manual (head)", "| *   step 8 tool_call [branch] (head) (earlier steps pruned)", "|   o step 6 tool_call", "*---' step 4 llm_call",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, r.stdout)
@@ -415,7 +412,7 @@ func TestCkptDemoStartsAContainer(t *testing.T) {
 	bin := buildCommand(t, "ckpt")
 	r := runCLI(t, bin, envWithout("DATABASE_URL"), "demo", "--container")
 	if r.code != 0 || !strings.Contains(r.stdout, "starting a throwaway Postgres container from "+image) ||
-		!strings.Contains(r.stdout, "the container was removed") || !strings.Contains(r.stdout, "* step 5 manual (head)") {
+		!strings.Contains(r.stdout, "the container was removed") || !strings.Contains(r.stdout, "*-.   step 5 manual (head)") {
 		t.Fatalf("demo with a container: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -432,7 +429,7 @@ func TestCkptDemoStartsALocalPostgres(t *testing.T) {
 	r := runCLI(t, bin, envWithout("DATABASE_URL", localpg.EnvDirs), "demo")
 	if r.code != 0 || !strings.Contains(r.stdout, "starting a throwaway Postgres from the server binaries in") ||
 		!strings.Contains(r.stdout, "database  postgres://") || !strings.Contains(r.stdout, fmt.Sprintf("schema    migrated: version %[1]d of %[1]d", schema.Latest())) ||
-		!strings.Contains(r.stdout, "* step 5 manual (head)") || !strings.Contains(r.stdout, "the throwaway Postgres was stopped and removed") {
+		!strings.Contains(r.stdout, "*-.   step 5 manual (head)") || !strings.Contains(r.stdout, "the throwaway Postgres was stopped and removed") {
 		t.Fatalf("demo on a local Postgres: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -446,7 +443,7 @@ func TestCkptDemoWithNothingInstalled(t *testing.T) {
 	env := append(envWithout("DATABASE_URL", localpg.EnvDirs, "PATH"), localpg.EnvDirs+"=", "PATH=/nonexistent")
 	r := runCLI(t, bin, env, "demo")
 	if r.code != 0 || !strings.Contains(r.stdout, "no Postgres server installed: using a temporary SQLite file") ||
-		!strings.Contains(r.stdout, "database  sqlite:") || !strings.Contains(r.stdout, "* step 5 manual (head)") ||
+		!strings.Contains(r.stdout, "database  sqlite:") || !strings.Contains(r.stdout, "*-.   step 5 manual (head)") ||
 		!strings.Contains(r.stdout, "the temporary SQLite file was removed") {
 		t.Fatalf("demo with nothing installed: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -127,7 +127,7 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 		if c.json {
 			return c.printJSON(treeJSON(tree))
 		}
-		lines := drawGraph(tree, func(n engine.TreeNode, root bool) string { return nodeLabel(n, root, thread) })
+		lines := drawGraph(tree, func(n engine.TreeNode, parentMissing bool) string { return nodeLabel(n, parentMissing, thread) })
 		if c.limit > 0 && len(lines) > c.limit {
 			lines = lines[:c.limit]
 		}
@@ -176,7 +176,7 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 }
 
 // nodeLabel is the text after a checkpoint in a graph.
-func nodeLabel(n engine.TreeNode, root bool, thread string) string {
+func nodeLabel(n engine.TreeNode, parentMissing bool, thread string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s step %d %s", n.ID, n.Step, n.Trigger)
 	if n.ThreadID != thread {
@@ -188,7 +188,7 @@ func nodeLabel(n engine.TreeNode, root bool, thread string) string {
 	if n.IsHead {
 		b.WriteString(" (head)")
 	}
-	if root && n.Step > 1 {
+	if parentMissing {
 		b.WriteString(" (parent not in this tree)")
 	}
 	if n.Summary != "" {

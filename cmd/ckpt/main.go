@@ -46,6 +46,7 @@ var commands = map[string]*command{
 	"threads": {args: "[--limit N]", help: "list threads with their heads", run: runThreads,
 		flags: func(fs *flag.FlagSet, c *cli) { fs.IntVar(&c.limit, "limit", 0, "show at most N (0: all)") }},
 	"log": {args: "THREAD [--graph] [--limit N]", nargs: [2]int{1, 1}, help: "a thread's checkpoints, newest first; --graph: as a tree", run: runLog,
+		more: graphHelp,
 		flags: func(fs *flag.FlagSet, c *cli) {
 			fs.BoolVar(&c.graph, "graph", false, "draw the tree")
 			fs.IntVar(&c.limit, "limit", 0, "show at most N (0: all)")
