@@ -79,13 +79,17 @@ func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFi
 
 const CheckpointGetByID = `-- name: CheckpointGetByID :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes,
-       m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
-                   ORDER BY w.task_id, w.idx), '[]'::jsonb)
-        FROM pgcheckpoint.pending_writes w
-        WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
-          AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
+       m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
+       -- '' when there are none: the ordered aggregate starts a sort even
+       -- for no rows, which costs a Get more than this probe.
+       coalesce(CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+            THEN (SELECT jsonb_agg(jsonb_build_object(
+                             'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
+                             ORDER BY w.task_id, w.idx)
+                  FROM pgcheckpoint.pending_writes w
+                  WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+       END::text, '')::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.checkpoint_id = $1::uuid
@@ -94,15 +98,17 @@ LIMIT 1
 
 type CheckpointGetByIDRow struct {
 	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
-	Messages                   json.RawMessage
-	State                      json.RawMessage
-	ToolResults                json.RawMessage
-	PendingWrites              json.RawMessage
+	Messages                   string
+	State                      string
+	ToolResults                string
+	PendingWrites              string
 }
 
 // A checkpoint with its whole content (see pgcheckpoint.materialize) and its
 // pending writes (ordered by task and index) as one JSON array, so Get is
-// one round trip.
+// one round trip. The JSON comes back as text: what Postgres wrote is valid
+// JSON, and a jsonb column scanned into json.RawMessage would be validated
+// again by encoding/json on the client.
 func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID) (CheckpointGetByIDRow, error) {
 	row := q.db.QueryRow(ctx, CheckpointGetByID, checkpointID)
 	var i CheckpointGetByIDRow
@@ -132,13 +138,17 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 
 const CheckpointGetHead = `-- name: CheckpointGetHead :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes,
-       m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
-                   ORDER BY w.task_id, w.idx), '[]'::jsonb)
-        FROM pgcheckpoint.pending_writes w
-        WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
-          AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
+       m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
+       -- '' when there are none: the ordered aggregate starts a sort even
+       -- for no rows, which costs a Get more than this probe.
+       coalesce(CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+            THEN (SELECT jsonb_agg(jsonb_build_object(
+                             'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
+                             ORDER BY w.task_id, w.idx)
+                  FROM pgcheckpoint.pending_writes w
+                  WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+       END::text, '')::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.thread_id = $1::text AND c.namespace = $2::text
@@ -152,10 +162,10 @@ type CheckpointGetHeadParams struct {
 
 type CheckpointGetHeadRow struct {
 	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
-	Messages                   json.RawMessage
-	State                      json.RawMessage
-	ToolResults                json.RawMessage
-	PendingWrites              json.RawMessage
+	Messages                   string
+	State                      string
+	ToolResults                string
+	PendingWrites              string
 }
 
 // The head of a thread and namespace: the checkpoint the next write builds

@@ -133,12 +133,15 @@ func pgInfo(r db.PgcheckpointCheckpointInfo) CheckpointInfo {
 func pgCheckpoint(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
 	c := &Checkpoint{
 		CheckpointInfo: pgInfo(r.PgcheckpointCheckpointInfo),
-		Messages:       r.Messages,
-		State:          r.State,
-		ToolResults:    r.ToolResults,
+		Messages:       json.RawMessage(r.Messages),
+		State:          json.RawMessage(r.State),
+		ToolResults:    json.RawMessage(r.ToolResults),
+		PendingWrites:  []PendingWrite{},
 	}
-	if err := json.Unmarshal(r.PendingWrites, &c.PendingWrites); err != nil {
-		return nil, fmt.Errorf("decode pending writes of checkpoint %s: %w", c.ID, err)
+	if r.PendingWrites != "" {
+		if err := json.Unmarshal([]byte(r.PendingWrites), &c.PendingWrites); err != nil {
+			return nil, fmt.Errorf("decode pending writes of checkpoint %s: %w", c.ID, err)
+		}
 	}
 	return c, nil
 }
