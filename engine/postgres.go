@@ -311,7 +311,7 @@ func (s *pgStore) Branches(ctx context.Context, threadID string) ([]BranchInfo, 
 	}
 	out := make([]BranchInfo, len(rows))
 	for i, r := range rows {
-		out[i] = BranchInfo{ThreadID: r.ThreadID, Name: r.BranchName, FromID: r.BranchedFrom, CreatedAt: r.CreatedAt}
+		out[i] = BranchInfo{ThreadID: r.ThreadID, Namespace: r.Namespace, Name: r.BranchName, FromID: r.BranchedFrom, CreatedAt: r.CreatedAt}
 	}
 	return out, nil
 }

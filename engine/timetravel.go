@@ -226,7 +226,10 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ B
 
 // BranchInfo is a branch forked from a thread.
 type BranchInfo struct {
-	ThreadID  string
+	ThreadID string
+	// Namespace is the source checkpoint's, where the branch's line is
+	// (see MergeBranchIn).
+	Namespace string
 	Name      string
 	FromID    uuid.UUID // the checkpoint it was forked from
 	CreatedAt time.Time

@@ -255,6 +255,18 @@ func testMergeBranchIn(t *testing.T, e *env) {
 	}
 	e.sameLine("MergeBranch", "t", "sub", subLine)
 	e.checkTree()
+
+	// Branches lists both, each with the namespace its line is in.
+	branches, err := e.eng.Branches(e.ctx, "t")
+	if err != nil || len(branches) != 2 {
+		t.Fatalf("branches: %+v %v", branches, err)
+	}
+	for _, b := range branches {
+		want := map[string]string{br.ThreadID: "sub", rootBr.ThreadID: ""}[b.ThreadID]
+		if b.Namespace != want {
+			t.Fatalf("branch %q: namespace %q, want %q", b.ThreadID, b.Namespace, want)
+		}
+	}
 }
 
 func testClearMemoryIn(t *testing.T, e *env) {

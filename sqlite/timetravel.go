@@ -218,7 +218,7 @@ func (s *Store) Branches(ctx context.Context, threadID string) ([]engine.BranchI
 	}
 	out := make([]engine.BranchInfo, len(rows))
 	for i, r := range rows {
-		out[i] = engine.BranchInfo{ThreadID: r.ThreadID, Name: r.BranchName.String, FromID: r.BranchedFrom.UUID,
+		out[i] = engine.BranchInfo{ThreadID: r.ThreadID, Namespace: r.Namespace, Name: r.BranchName.String, FromID: r.BranchedFrom.UUID,
 			CreatedAt: fromMicros(r.CreatedAt)}
 	}
 	return out, nil
