@@ -107,7 +107,8 @@ type PointsOptions struct {
 	// Limit is the page size: default 100, at most MaxListLimit.
 	Limit int
 	// Before is the cursor: the page starts at this checkpoint's parent.
-	// Pass the last ID of a page to get the next one.
+	// Pass the last ID of a page to get the next one. A cursor outside
+	// Namespace gives ErrNotFound.
 	Before uuid.UUID
 }
 
@@ -143,8 +144,10 @@ func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts Poi
 	if err != nil {
 		return nil, fmt.Errorf("time travel points: %w", err)
 	}
-	if len(points) == 0 {
-		return nil, fmt.Errorf("time travel points: cursor %s: %w", start, ErrNotFound)
+	// A line stays in one namespace, across branches too: a cursor in
+	// another is not on it.
+	if len(points) == 0 || points[0].Namespace != opts.Namespace {
+		return nil, fmt.Errorf("time travel points: cursor %s in namespace %q: %w", start, opts.Namespace, ErrNotFound)
 	}
 	return points[skip:], nil
 }

@@ -179,6 +179,13 @@ func testTimeTravelPointsIn(t *testing.T, e *env) {
 	if _, err := e.eng.TimeTravelPoints(e.ctx, "t", engine.PointsOptions{Namespace: "empty"}); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("points of an empty namespace: %v", err)
 	}
+	// A cursor from the other namespace is not on the line.
+	if _, err := e.eng.TimeTravelPoints(e.ctx, "t", engine.PointsOptions{Namespace: "sub", Before: root[4]}); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("points of sub before a root checkpoint: %v", err)
+	}
+	if _, err := e.eng.TimeTravelPoints(e.ctx, "t", engine.PointsOptions{Before: sub[4]}); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("points of the root before a sub checkpoint: %v", err)
+	}
 }
 
 func testResumeIn(t *testing.T, e *env) {
