@@ -173,10 +173,9 @@ func cleanSummary(s string) string {
 
 // WrapTool returns tool wrapped so that every call writes two checkpoints
 // on threadID's root namespace (see WrapToolIn; trigger TriggerToolCall,
-// through SnapshotSafe): one before,
-// whose last message is the call and its arguments, and one after, whose
-// last message is the whole result (or the error) and whose tool results
-// hold it under name. Both carry the head's messages, state and tool
+// through SnapshotSafe): one before, whose last message is the call and its
+// arguments, and one after, whose last message is the whole result (or the
+// error) and whose tool results hold it under name. Both carry the head's messages, state and tool
 // results forward. The wrapper returns what tool returns; a failed snapshot
 // never fails the call. A panic in tool is recorded, then re-raised.
 func WrapTool[A, R any](e *Engine, threadID, name string, tool func(context.Context, A) (R, error)) func(context.Context, A) (R, error) {
@@ -239,8 +238,8 @@ func toolAfter(name string, result json.RawMessage, failure string) headEdit {
 }
 
 // Scope runs fn between two checkpoints on threadID's root namespace (see
-// ScopeIn; trigger TriggerTaskBoundary, through SnapshotSafe): one on enter and one on exit,
-// whatever the outcome. state is encoded as JSON at each of the two (so a
+// ScopeIn; trigger TriggerTaskBoundary, through SnapshotSafe): one on enter
+// and one on exit, whatever the outcome. state is encoded as JSON at each of the two (so a
 // pointer shows what fn changed); nil carries the head's state forward.
 // The exit checkpoint's metadata says how fn ended: {"scope": "exit",
 // "outcome": "ok" | "error" | "panic", "error": ...}. Scope returns fn's

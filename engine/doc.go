@@ -29,7 +29,8 @@
 // PutWrites) act in that checkpoint's namespace, and calls on a whole
 // thread (Tree, Branches, DeleteThread, CopyThread, Export, ApplyRetention,
 // SetExpiry, Prune) on every namespace. A malformed namespace is
-// ErrInvalidInput, with nothing written.
+// ErrInvalidInput, with nothing written (ScopeIn and WrapToolIn, which never
+// fail their caller, count it as a snapshot failure).
 //
 // Errors wrap the sentinels ErrNotFound, ErrInvalidInput (with
 // ErrInvalidJSON and ErrSnapshotTooLarge) and ErrIDConflict; match them

@@ -18,8 +18,8 @@ type IntervalOptions struct {
 	// Every is the time between snapshots; it must be positive.
 	Every time.Duration
 	// Capture returns what to write at a tick (ThreadID, Namespace and
-	// Trigger are set by the snapshotter). It runs on the snapshotter's goroutine, so it
-	// must be safe to call alongside the agent. An error skips the tick and
+	// Trigger are set by the snapshotter). It runs on the snapshotter's
+	// goroutine, so it must be safe to call alongside the agent. An error skips the tick and
 	// counts as a failed snapshot.
 	Capture func(ctx context.Context) (SnapshotInput, error)
 	// WriteUnchanged writes a checkpoint at every tick; by default a tick
