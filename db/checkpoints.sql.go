@@ -47,18 +47,20 @@ func (q *Queries) CheckpointDeleteForRuns(ctx context.Context, runIds []string) 
 const CheckpointFindOnHeadLine = `-- name: CheckpointFindOnHeadLine :one
 SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
 FROM pgcheckpoint.lineage(
-        pgcheckpoint.head($1::text, ''),
+        pgcheckpoint.head($1::text, $2::text),
         greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
-                  WHERE h.checkpoint_id = pgcheckpoint.head($1::text, '') LIMIT 1) - $2::bigint, 0)::int
+                  WHERE h.checkpoint_id = pgcheckpoint.head($1::text, $2::text) LIMIT 1)
+                 - $3::bigint, 0)::int
      ) AS l
-WHERE l.step <= $2::bigint AND l.thread_id = $1::text
+WHERE l.step <= $3::bigint AND l.thread_id = $1::text AND l.namespace = $2::text
 ORDER BY 2
 LIMIT 1
 `
 
 type CheckpointFindOnHeadLineParams struct {
-	ThreadID string
-	MaxStep  int64
+	ThreadID  string
+	Namespace string
+	MaxStep   int64
 }
 
 type CheckpointFindOnHeadLineRow struct {
@@ -67,11 +69,11 @@ type CheckpointFindOnHeadLineRow struct {
 }
 
 // The checkpoint with the greatest step at or below max_step on the line
-// from the head of a thread's root namespace back to its root, in that
-// thread. Steps fall by one per link, so the walk stops at the depth where
-// that step is.
+// from the head of a thread and namespace back to its root, in that thread
+// and namespace. Steps fall by one per link, so the walk stops at the depth
+// where that step is.
 func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFindOnHeadLineParams) (CheckpointFindOnHeadLineRow, error) {
-	row := q.db.QueryRow(ctx, CheckpointFindOnHeadLine, arg.ThreadID, arg.MaxStep)
+	row := q.db.QueryRow(ctx, CheckpointFindOnHeadLine, arg.ThreadID, arg.Namespace, arg.MaxStep)
 	var i CheckpointFindOnHeadLineRow
 	err := row.Scan(&i.CheckpointID, &i.Depth)
 	return i, err

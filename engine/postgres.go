@@ -228,11 +228,7 @@ func (s *pgStore) DeleteThread(ctx context.Context, threadID string) (int64, err
 }
 
 func (s *pgStore) DeleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error) {
-	// The SQL function takes the root namespace; others are for issue 18.
-	if namespace != "" {
-		return 0, fmt.Errorf("%w: namespace %q: delete before acts on the root namespace", ErrInvalidInput, namespace)
-	}
-	n, err := s.q.CheckpointDeleteBefore(ctx, db.CheckpointDeleteBeforeParams{ThreadID: threadID, BeforeStep: step})
+	n, err := s.q.CheckpointDeleteBefore(ctx, db.CheckpointDeleteBeforeParams{ThreadID: threadID, Namespace: namespace, BeforeStep: step})
 	return n, storeError(err)
 }
 
@@ -257,8 +253,8 @@ func (s *pgStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*Rew
 	}, nil
 }
 
-func (s *pgStore) FindOnHeadLine(ctx context.Context, threadID string, step int64) (uuid.UUID, error) {
-	row, err := s.q.CheckpointFindOnHeadLine(ctx, db.CheckpointFindOnHeadLineParams{ThreadID: threadID, MaxStep: step})
+func (s *pgStore) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
+	row, err := s.q.CheckpointFindOnHeadLine(ctx, db.CheckpointFindOnHeadLineParams{ThreadID: threadID, Namespace: namespace, MaxStep: step})
 	if err != nil {
 		return uuid.Nil, storeError(err)
 	}
@@ -314,14 +310,14 @@ func (s *pgStore) Branches(ctx context.Context, threadID string) ([]BranchInfo, 
 	}
 	out := make([]BranchInfo, len(rows))
 	for i, r := range rows {
-		out[i] = BranchInfo{ThreadID: r.ThreadID, Name: r.BranchName, FromID: r.BranchedFrom, CreatedAt: r.CreatedAt}
+		out[i] = BranchInfo{ThreadID: r.ThreadID, Namespace: r.Namespace, Name: r.BranchName, FromID: r.BranchedFrom, CreatedAt: r.CreatedAt}
 	}
 	return out, nil
 }
 
-func (s *pgStore) Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (MergeResult, error) {
+func (s *pgStore) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error) {
 	r, err := s.q.ThreadMerge(ctx, db.ThreadMergeParams{
-		BranchThreadID: branchThread, IntoThreadID: intoThread, CheckpointID: id,
+		BranchThreadID: branchThread, IntoThreadID: intoThread, CheckpointID: id, Namespace: namespace,
 	})
 	if err != nil {
 		return MergeResult{}, storeError(err)

@@ -127,6 +127,16 @@ func TestCkptCLI(t *testing.T) {
 		t.Fatalf("log --json: %+v %v", logJSON, err)
 	}
 
+	// log --namespace: that namespace's line alone, its head marked.
+	var subJSON []struct {
+		Namespace string `json:"namespace"`
+		IsHead    bool   `json:"is_head"`
+	}
+	if err := json.Unmarshal([]byte(ok("log", "run-1", "--namespace", "sub", "--json").stdout), &subJSON); err != nil ||
+		len(subJSON) != 1 || subJSON[0].Namespace != "sub" || !subJSON[0].IsHead {
+		t.Fatalf("log --namespace sub: %+v %v", subJSON, err)
+	}
+
 	// log --graph: one row per checkpoint of the tree (namespaces and
 	// branches included); the merge, which the rewind to ids[2] left
 	// behind, drawn 'o' with its merge line; the branch joining its source.
@@ -208,6 +218,7 @@ func TestCkptCLI(t *testing.T) {
 		{env, []string{"threads", "--bogus"}, "flag provided but not defined: -bogus"},
 		{env, []string{"tree", "run-1", "--format", "png"}, `--format "png"; use dot or mermaid`},
 		{env, []string{"log", "run-1", "--limit", "-1"}, "--limit -1"},
+		{env, []string{"log", "run-1", "--graph", "--namespace", "sub"}, "--graph draws every namespace"},
 		{nil, []string{"threads"}, "no database: pass --database URL or set DATABASE_URL"},
 		{nil, []string{"--database", "postgres://x:y@:::bad", "threads"}, "database URL: cannot parse"},
 	} {
@@ -228,6 +239,7 @@ func TestCkptCLI(t *testing.T) {
 		{env, []string{"show", unknown}, "not found"},
 		{env, []string{"rewind", unknown}, "not found"},
 		{env, []string{"log", "no-such-thread"}, "not found"},
+		{env, []string{"log", "run-1", "--namespace", strings.Repeat("n", 256)}, "invalid input"},
 		{env, []string{"branch", ids[0].String(), strings.Repeat("n", 300)}, "invalid input"},
 		{[]string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=5"}, []string{"threads"}, "cannot connect to Postgres at 127.0.0.1:1"},
 	} {

@@ -267,16 +267,17 @@ FROM pgcheckpoint.rewind(@checkpoint_id::uuid, @truncate::boolean) AS r;
 
 -- name: CheckpointFindOnHeadLine :one
 -- The checkpoint with the greatest step at or below max_step on the line
--- from the head of a thread's root namespace back to its root, in that
--- thread. Steps fall by one per link, so the walk stops at the depth where
--- that step is.
+-- from the head of a thread and namespace back to its root, in that thread
+-- and namespace. Steps fall by one per link, so the walk stops at the depth
+-- where that step is.
 SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
 FROM pgcheckpoint.lineage(
-        pgcheckpoint.head(@thread_id::text, ''),
+        pgcheckpoint.head(@thread_id::text, @namespace::text),
         greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
-                  WHERE h.checkpoint_id = pgcheckpoint.head(@thread_id::text, '') LIMIT 1) - @max_step::bigint, 0)::int
+                  WHERE h.checkpoint_id = pgcheckpoint.head(@thread_id::text, @namespace::text) LIMIT 1)
+                 - @max_step::bigint, 0)::int
      ) AS l
-WHERE l.step <= @max_step::bigint AND l.thread_id = @thread_id::text
+WHERE l.step <= @max_step::bigint AND l.thread_id = @thread_id::text AND l.namespace = @namespace::text
 ORDER BY 2
 LIMIT 1;
 

@@ -119,6 +119,9 @@ func runThreads(ctx context.Context, c *cli, _ []string) error {
 
 func runLog(ctx context.Context, c *cli, args []string) error {
 	thread := args[0]
+	if c.graph && c.namespace != "" {
+		return usagef("log: --graph draws every namespace; --namespace lists one")
+	}
 	if c.graph {
 		tree, err := c.eng.Tree(ctx, thread)
 		if err != nil {
@@ -136,14 +139,14 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 		}
 		return nil
 	}
-	head, err := c.eng.Latest(ctx, thread)
+	head, err := c.eng.LatestIn(ctx, thread, c.namespace)
 	if err != nil {
 		return err
 	}
 	var all []engine.CheckpointInfo
 	var before uuid.UUID
 	for {
-		page, err := c.eng.ListCheckpoints(ctx, thread, engine.ListOptions{Limit: 1000, Before: before})
+		page, err := c.eng.ListCheckpoints(ctx, thread, engine.ListOptions{Namespace: c.namespace, Limit: 1000, Before: before})
 		if err != nil {
 			return err
 		}
