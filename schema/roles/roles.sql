@@ -26,7 +26,7 @@
 -- Later migrations need no new run: the default privileges below grant the
 -- new tables and functions the owner creates. Which functions read-only
 -- roles may call is the migrations' affair: every function that can write
--- is VOLATILE and not executable by PUBLIC (see 000005_roles.up.sql), the
+-- is VOLATILE and not executable by PUBLIC (see 000008_roles.up.sql), the
 -- others are.
 --
 -- This file is not a migration (golang-migrate and schema.FS read only the

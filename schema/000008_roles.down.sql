@@ -1,4 +1,4 @@
--- Undoes 000005_roles.up.sql: PUBLIC may execute every function again, and
+-- Undoes 000008_roles.up.sql: PUBLIC may execute every function again, and
 -- copy_thread is 000003's, which returns a count.
 DO $$
 DECLARE
