@@ -290,9 +290,9 @@ func TestRolesApplicationRunsTheWholeAPI(t *testing.T) {
 func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine, pool *pgxpool.Pool) []string {
 	t.Helper()
 	var (
-		ids    []uuid.UUID
-		branch engine.BranchResult
-		buf    bytes.Buffer
+		ids, subIDs       []uuid.UUID
+		branch, subBranch engine.BranchResult
+		buf               bytes.Buffer
 	)
 	snap := func(thread string, i int) uuid.UUID {
 		r, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread,
@@ -317,6 +317,13 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 		{"Snapshot", func() error {
 			for i := range 4 {
 				ids = append(ids, snap("app", i))
+			}
+			for i := range 3 {
+				r, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "app", Namespace: "sub", State: json.RawMessage(fmt.Sprintf(`{"s": %d}`, i))})
+				if err != nil {
+					return err
+				}
+				subIDs = append(subIDs, r.ID)
 			}
 			return nil
 		}},
@@ -347,6 +354,13 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 			return err
 		}},
 		{"Resume", func() error { _, err := eng.Resume(ctx, "app"); return err }},
+		{"ResumeIn", func() error { _, err := eng.ResumeIn(ctx, "app", "sub"); return err }},
+		{"ScopeIn", func() error {
+			return eng.ScopeIn(ctx, "scope", "sub", map[string]int{"a": 1}, func(context.Context) error { return nil })
+		}},
+		{"RewindToStepIn", func() error { _, err := eng.RewindToStepIn(ctx, "app", "sub", 2); return err }},
+		{"ClearMemoryIn", func() error { _, err := eng.ClearMemoryIn(ctx, "app", "sub"); return err }},
+		{"DeleteBeforeIn", func() error { _, err := eng.DeleteBeforeIn(ctx, "app", "sub", 2); return err }},
 		{"Get", func() error { _, err := eng.Get(ctx, ids[1]); return err }},
 		{"Latest", func() error { _, err := eng.Latest(ctx, "app"); return err }},
 		{"LatestIn", func() error { _, err := eng.LatestIn(ctx, "app", ""); return err }},
@@ -361,6 +375,13 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 		{"Branch", func() (err error) { branch, err = eng.Branch(ctx, ids[1], "alt"); return err }},
 		{"Branches", func() error { _, err := eng.Branches(ctx, "app"); return err }},
 		{"MergeBranch", func() error { _, err := eng.MergeBranch(ctx, branch.ThreadID, "app"); return err }},
+		{"MergeBranchIn", func() (err error) {
+			if subBranch, err = eng.Branch(ctx, subIDs[1], "sub-alt"); err != nil {
+				return err
+			}
+			_, err = eng.MergeBranchIn(ctx, subBranch.ThreadID, "app", "sub")
+			return err
+		}},
 		{"Tree", func() error { _, err := eng.Tree(ctx, "app"); return err }},
 		{"ClearMemory", func() error { _, err := eng.ClearMemory(ctx, "app"); return err }},
 		{"CopyThread", func() error {
@@ -487,6 +508,7 @@ func TestRolesReadOnlyInspectsAndCannotWrite(t *testing.T) {
 		"Get":              func() error { _, err := ro.Get(ctx, ids[2]); return err },
 		"Latest":           func() error { _, err := ro.Latest(ctx, "run"); return err },
 		"Resume":           func() error { _, err := ro.Resume(ctx, "run"); return err },
+		"ResumeIn":         func() error { _, err := ro.ResumeIn(ctx, "run", ""); return err },
 		"ListCheckpoints":  func() error { _, err := ro.ListCheckpoints(ctx, "run", engine.ListOptions{}); return err },
 		"ListThreads":      func() error { _, err := ro.ListThreads(ctx, engine.ThreadListOptions{}); return err },
 		"TimeTravelPoints": func() error { _, err := ro.TimeTravelPoints(ctx, "run", engine.PointsOptions{}); return err },
@@ -509,6 +531,10 @@ func TestRolesReadOnlyInspectsAndCannotWrite(t *testing.T) {
 		},
 		"Rewind":            func() error { _, err := ro.Rewind(ctx, ids[0]); return err },
 		"RewindToStep":      func() error { _, err := ro.RewindToStep(ctx, "run", 1); return err },
+		"RewindToStepIn":    func() error { _, err := ro.RewindToStepIn(ctx, "run", "", 1); return err },
+		"MergeBranchIn":     func() error { _, err := ro.MergeBranchIn(ctx, br.ThreadID, "run", ""); return err },
+		"ClearMemoryIn":     func() error { _, err := ro.ClearMemoryIn(ctx, "run", ""); return err },
+		"DeleteBeforeIn":    func() error { _, err := ro.DeleteBeforeIn(ctx, "run", "", 3); return err },
 		"RewindAndTruncate": func() error { _, err := ro.RewindAndTruncate(ctx, ids[0]); return err },
 		"Branch":            func() error { _, err := ro.Branch(ctx, ids[0], "b3"); return err },
 		"MergeBranch":       func() error { _, err := ro.MergeBranch(ctx, br.ThreadID, "run"); return err },
