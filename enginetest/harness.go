@@ -61,6 +61,7 @@ var tests = []conformanceTest{
 	{name: "ClearMemoryAppendsAMarker", fn: testClearMemory},
 	{name: "Diff", fn: testDiff},
 	{name: "CopyThread", fn: testCopyThread},
+	{name: "CopyThreadMapsIDs", fn: testCopyThreadMapsIDs},
 	{name: "DeleteForRunsAndPrune", fn: testDeleteForRunsAndPrune},
 	{name: "DeletesClearARewindToWhatTheyDelete", fn: testDeletesClearARewind},
 	// retention.go
@@ -91,6 +92,15 @@ var tests = []conformanceTest{
 	{name: "WrapToolSnapshotsBeforeAndAfter", fn: testWrapTool},
 	{name: "ScopeSnapshotsOnEnterAndExit", fn: testScope},
 	{name: "Resume", fn: testResume},
+	// namespaces.go
+	{name: "RewindToStepInActsOnOneNamespace", fn: testRewindToStepIn},
+	{name: "TimeTravelPointsOfOneNamespace", fn: testTimeTravelPointsIn},
+	{name: "ResumeInActsOnOneNamespace", fn: testResumeIn},
+	{name: "MergeBranchInActsOnOneNamespace", fn: testMergeBranchIn},
+	{name: "ClearMemoryInActsOnOneNamespace", fn: testClearMemoryIn},
+	{name: "DeleteBeforeInActsOnOneNamespace", fn: testDeleteBeforeIn},
+	{name: "ScopeWrapToolAndIntervalInOneNamespace", fn: testAgentHelpersIn},
+	{name: "BadNamespaceIsInvalidInputAndWritesNothing", fn: testNamespaceBadInput},
 }
 
 // Run runs the conformance suite against the store h names, each test as

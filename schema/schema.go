@@ -409,8 +409,9 @@ func recordVersion(ctx context.Context, tx pgx.Tx, to uint) error {
 
 // createVersionTable creates the schema and the version table (as
 // golang-migrate does, so either can migrate the database) unless they
-// exist: a role that may not create them can still run an operation that
-// finds them there.
+// exist: even CREATE SCHEMA IF NOT EXISTS needs CREATE on the database,
+// and an application role (schema/roles/roles.sql), which lacks it, may
+// run Up on start against a database its owner has migrated.
 func createVersionTable(ctx context.Context, tx pgx.Tx) error {
 	var haveSchema, haveTable bool
 	if err := tx.QueryRow(ctx, "SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL", simple,
