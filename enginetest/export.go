@@ -58,10 +58,10 @@ func testExportImport(t *testing.T, e *env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if thread == "run-1" && st != (engine.ExportStats{Threads: 2, Checkpoints: 5, PendingWrites: 2}) {
+		if thread == "run-1" && st != (engine.ExportStats{Threads: 2, Checkpoints: 5, Deltas: 2, PendingWrites: 2}) {
 			t.Fatalf("export stats %+v", st)
 		}
-		if !bytes.HasPrefix(buf.Bytes(), []byte(`{"kind":"pgcheckpoint-export","format":1,`)) {
+		if !bytes.HasPrefix(buf.Bytes(), []byte(`{"kind":"pgcheckpoint-export","format":2,`)) {
 			t.Fatalf("export of %s: %s", thread, clip(buf.Bytes()))
 		}
 		exported[thread] = buf.Bytes()
@@ -75,7 +75,7 @@ func testExportImport(t *testing.T, e *env) {
 	dst.eng = dst.open(deltas)
 	var progress []engine.ExportStats
 	st, err := dst.eng.Import(e.ctx, bytes.NewReader(exported["run-1"]), engine.ImportOptions{Progress: func(s engine.ExportStats) { progress = append(progress, s) }})
-	if err != nil || st != (engine.ExportStats{Threads: 2, Checkpoints: 5, PendingWrites: 2}) {
+	if err != nil || st != (engine.ExportStats{Threads: 2, Checkpoints: 5, Deltas: 2, PendingWrites: 2}) {
 		t.Fatalf("import: %+v %v", st, err)
 	}
 	if len(progress) == 0 || progress[len(progress)-1] != st {
@@ -194,7 +194,7 @@ func testImportBadInput(t *testing.T, e *env) {
 		{"a bad line in the middle", strings.Replace(export, "\n", "\n]\n", 1), engine.ErrInvalidJSON, "record 2"},
 		{"step 0", strings.Replace(export, `"step":2,`, `"step":0,`, 1), engine.ErrInvalidInput, "step 0"},
 		{"no header", export[len(header):], engine.ErrInvalidInput, "record 1"},
-		{"another format", strings.Replace(export, `"format":1`, `"format":99`, 1), engine.ErrInvalidInput, "format 99"},
+		{"another format", strings.Replace(export, `"format":2`, `"format":99`, 1), engine.ErrInvalidInput, "format 99"},
 		{"unknown kind", export + `{"kind":"mystery"}` + "\n", engine.ErrInvalidInput, fmt.Sprintf("record %d", lines+1)},
 		{"a checkpoint before its thread", header + export[strings.Index(export, `{"kind":"checkpoint"`):], engine.ErrInvalidInput, "record 2"},
 		{"messages not an array", strings.Replace(export, `"messages":[`, `"messages":"x","m":[`, 1), engine.ErrInvalidJSON, "messages"},
