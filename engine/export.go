@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -419,7 +420,7 @@ func (e *Engine) checkImportParent(ctx context.Context, links importLinks, c Exp
 // A write on a delta without digests is stored whole, and deltas go on
 // from there.
 type ImportDigests struct {
-	Valid              bool
+	Valid              bool // the digests are set: a checkpoint stored whole
 	MessagesCount      int64
 	MessagesDigest     []byte // jsontext.ListDigest of the per-message digests
 	StateDigests       json.RawMessage
@@ -570,7 +571,7 @@ func checkImportCheckpoint(c *ExportCheckpoint, format int) error {
 		if err := checkID("channel", w.Channel, false); err != nil {
 			return err
 		}
-		if w.Index < 0 {
+		if w.Index < 0 || w.Index > math.MaxInt32 {
 			return fmt.Errorf("%w: pending write index %d", ErrInvalidInput, w.Index)
 		}
 		if c.PendingWrites[i].Value, err = jsonArg("pending write value", w.Value, 0); err != nil {
@@ -602,8 +603,8 @@ func checkImportStorage(c *ExportCheckpoint, format int) error {
 		if *c.BaseID == c.ID {
 			return fmt.Errorf("%w: a delta on itself", ErrInvalidInput)
 		}
-		if c.DeltaDepth < 1 || c.DeltaRun < 0 {
-			return fmt.Errorf("%w: a delta with depth %d, run %d; depth starts at 1, run at 0", ErrInvalidInput, c.DeltaDepth, c.DeltaRun)
+		if c.DeltaDepth < 1 || c.DeltaRun < 0 || c.DeltaDepth > math.MaxInt32 || c.DeltaRun > math.MaxInt32 {
+			return fmt.Errorf("%w: a delta with depth %d, run %d; depth starts at 1, run at 0 (both below 2^31)", ErrInvalidInput, c.DeltaDepth, c.DeltaRun)
 		}
 	default:
 		return fmt.Errorf("%w: storage %q; want %q or %q", ErrInvalidInput, c.Storage, StorageFull, StorageDelta)

@@ -538,6 +538,16 @@ func testImportBadDeltas(t *testing.T, e *env) {
 	if deltaLine == "" {
 		t.Fatal("no delta line")
 	}
+	// A delta on a delta, whose depth must exceed its base's.
+	var onDelta string
+	for _, l := range strings.Split(export, "\n") {
+		if strings.Contains(l, `"delta_depth":2,`) {
+			onDelta = l
+		}
+	}
+	if onDelta == "" {
+		t.Fatalf("no delta on a delta in\n%s", export)
+	}
 	base := `"base_id":"` + delta.BaseID.String() + `"`
 	withLine := func(l string) string { return strings.Replace(export, deltaLine, l, 1) }
 	stranger := uuid.Must(uuid.NewV7()).String()
@@ -562,6 +572,9 @@ func testImportBadDeltas(t *testing.T, e *env) {
 		{"a delta on itself", withLine(strings.Replace(deltaLine, base, `"base_id":"`+delta.ID.String()+`"`, 1)), engine.ErrInvalidInput, "on itself"},
 		{"no base", withLine(strings.Replace(deltaLine, base+",", "", 1)), engine.ErrInvalidInput, "without a base"},
 		{"depth 0", withLine(strings.Replace(deltaLine, `"delta_depth":`, `"delta_depth":0,"x":`, 1)), engine.ErrInvalidInput, "depth 0"},
+		{"a depth beyond the column", withLine(strings.Replace(deltaLine, `"delta_depth":`, `"delta_depth":4294967297,"x":`, 1)), engine.ErrInvalidInput, "depth 4294967297"},
+		{"a base written after the delta", strings.Replace(export, `"seq":1,"id":"`+delta.BaseID.String()+`"`, `"seq":99,"id":"`+delta.BaseID.String()+`"`, 1), engine.ErrInvalidInput, "(seq 99) was not written before it"},
+		{"a depth not above its base's", strings.Replace(export, onDelta, strings.Replace(onDelta, `"delta_depth":2,`, `"delta_depth":1,`, 1), 1), engine.ErrInvalidInput, "delta depth 1; its base"},
 		{"an unknown storage", withLine(strings.Replace(deltaLine, `"storage":"delta"`, `"storage":"zip"`, 1)), engine.ErrInvalidInput, `storage "zip"`},
 		{"a whole row with a base", withLine(strings.Replace(deltaLine, `"storage":"delta"`, `"storage":"full"`, 1)), engine.ErrInvalidInput, "stored whole has no base"},
 		{"a delta in a format 1 file", strings.Replace(export, `"format":2`, `"format":1`, 1), engine.ErrInvalidInput, "format 1"},
