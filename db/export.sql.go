@@ -122,11 +122,12 @@ func (q *Queries) CheckpointExportPage(ctx context.Context, arg CheckpointExport
 
 const CheckpointImportIDsInUse = `-- name: CheckpointImportIDsInUse :many
 SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.checkpoints c
-WHERE c.checkpoint_id = ANY ($1::uuid[])
+WHERE c.checkpoint_id = ANY (CAST($1::text[] AS uuid[]))
 `
 
-// Which of ids the table holds already (ids are global).
-func (q *Queries) CheckpointImportIDsInUse(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
+// Which of ids the table holds already (ids are global). The ids come as
+// text: a uuid[] parameter cannot be encoded in pgx's exec mode (PgBouncer).
+func (q *Queries) CheckpointImportIDsInUse(ctx context.Context, ids []string) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, CheckpointImportIDsInUse, ids)
 	if err != nil {
 		return nil, err

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -202,9 +201,9 @@ func (w *pgImport) flush(ctx context.Context) error {
 	if len(w.rows) == 0 {
 		return nil
 	}
-	ids := make([]uuid.UUID, len(w.rows))
+	ids := make([]string, len(w.rows))
 	for i, r := range w.rows {
-		ids[i] = r.CheckpointID
+		ids[i] = r.CheckpointID.String()
 	}
 	used, err := w.q.CheckpointImportIDsInUse(ctx, ids)
 	if err != nil {

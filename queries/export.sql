@@ -65,9 +65,10 @@ VALUES (@thread_id::text, @namespace::text, sqlc.narg(rewound_to)::uuid, @metada
         sqlc.narg(branched_from_thread)::text);
 
 -- name: CheckpointImportIDsInUse :many
--- Which of ids the table holds already (ids are global).
+-- Which of ids the table holds already (ids are global). The ids come as
+-- text: a uuid[] parameter cannot be encoded in pgx's exec mode (PgBouncer).
 SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.checkpoints c
-WHERE c.checkpoint_id = ANY (@ids::uuid[]);
+WHERE c.checkpoint_id = ANY (CAST(@ids::text[] AS uuid[]));
 
 -- name: CheckpointImport :batchexec
 -- A row of an import, sent in pipelined batches: every column as the export gave it and the
