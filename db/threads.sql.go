@@ -185,13 +185,14 @@ const ThreadMerge = `-- name: ThreadMerge :one
 SELECT m.thread_id::text AS thread_id, m.checkpoint_id::uuid AS checkpoint_id,
        coalesce(m.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
        m.merge_parent_id::uuid AS merge_parent_id, m.step::bigint AS step
-FROM pgcheckpoint.merge($1::text, $2::text, $3::uuid) AS m
+FROM pgcheckpoint.merge($1::text, $2::text, $3::uuid, $4::text) AS m
 `
 
 type ThreadMergeParams struct {
 	BranchThreadID string
 	IntoThreadID   string
 	CheckpointID   uuid.UUID
+	Namespace      string
 }
 
 type ThreadMergeRow struct {
@@ -202,10 +203,15 @@ type ThreadMergeRow struct {
 	Step               int64
 }
 
-// Writes the branch head's content onto the target thread with two parents
-// (see pgcheckpoint.merge).
+// Writes the branch head's content onto the target thread with two parents,
+// both in one namespace (see pgcheckpoint.merge).
 func (q *Queries) ThreadMerge(ctx context.Context, arg ThreadMergeParams) (ThreadMergeRow, error) {
-	row := q.db.QueryRow(ctx, ThreadMerge, arg.BranchThreadID, arg.IntoThreadID, arg.CheckpointID)
+	row := q.db.QueryRow(ctx, ThreadMerge,
+		arg.BranchThreadID,
+		arg.IntoThreadID,
+		arg.CheckpointID,
+		arg.Namespace,
+	)
 	var i ThreadMergeRow
 	err := row.Scan(
 		&i.ThreadID,

@@ -74,9 +74,10 @@ type Store interface {
 	// Checkpoint is left nil. ErrNotFound for an unknown id.
 	Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error)
 	// FindOnHeadLine returns the checkpoint with the greatest step at or
-	// below step on the line from the head of the thread's root namespace
-	// back to its first checkpoint, within the thread; ErrNotFound if none.
-	FindOnHeadLine(ctx context.Context, threadID string, step int64) (uuid.UUID, error)
+	// below step on the line from the head of a thread and namespace back
+	// to its first checkpoint, within that thread and namespace;
+	// ErrNotFound if none.
+	FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error)
 	// Lineage returns checkpoint id and its ancestors, newest first,
 	// following parents across branch threads; at most limit of them
 	// (limit <= 0: all). An unknown id gives an empty list.
@@ -94,9 +95,10 @@ type Store interface {
 	Branches(ctx context.Context, threadID string) ([]BranchInfo, error)
 	// Merge writes checkpoint id on intoThread with the content of
 	// branchThread's head, intoThread's head as parent and the branch head
-	// as merge parent. ErrNotFound for a branch with no checkpoint;
-	// ErrInvalidInput for a thread merged into itself.
-	Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (MergeResult, error)
+	// as merge parent, all three in namespace. ErrNotFound for a branch
+	// with no checkpoint in namespace; ErrInvalidInput for a thread merged
+	// into itself.
+	Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error)
 	// CopyThread copies every row of thread src to a new thread dst with
 	// new checkpoint ids. ErrNotFound for an unknown src; ErrInvalidInput
 	// when dst exists.

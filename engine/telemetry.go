@@ -211,9 +211,9 @@ func (s tracedStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*
 	return r, nil
 }
 
-func (s tracedStore) FindOnHeadLine(ctx context.Context, threadID string, step int64) (uuid.UUID, error) {
-	ctx, end := s.t.span(ctx, "FindOnHeadLine", attrThread.String(threadID), attrStep.Int64(step))
-	id, err := s.Store.FindOnHeadLine(ctx, threadID, step)
+func (s tracedStore) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
+	ctx, end := s.t.span(ctx, "FindOnHeadLine", append(threadAttrs(threadID, namespace), attrStep.Int64(step))...)
+	id, err := s.Store.FindOnHeadLine(ctx, threadID, namespace, step)
 	end(err)
 	return id, err
 }
@@ -246,9 +246,9 @@ func (s tracedStore) Branches(ctx context.Context, threadID string) ([]BranchInf
 	return r, err
 }
 
-func (s tracedStore) Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (MergeResult, error) {
-	ctx, end := s.t.span(ctx, "Merge", attrThread.String(intoThread), idAttr(id))
-	r, err := s.Store.Merge(ctx, branchThread, intoThread, id)
+func (s tracedStore) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error) {
+	ctx, end := s.t.span(ctx, "Merge", append(threadAttrs(intoThread, namespace), idAttr(id))...)
+	r, err := s.Store.Merge(ctx, branchThread, intoThread, namespace, id)
 	end(err, attrStep.Int64(r.Step))
 	return r, err
 }

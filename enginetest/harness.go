@@ -95,6 +95,15 @@ var tests = []conformanceTest{
 	{name: "WrapToolSnapshotsBeforeAndAfter", fn: testWrapTool},
 	{name: "ScopeSnapshotsOnEnterAndExit", fn: testScope},
 	{name: "Resume", fn: testResume},
+	// namespaces.go
+	{name: "RewindToStepInActsOnOneNamespace", fn: testRewindToStepIn},
+	{name: "TimeTravelPointsOfOneNamespace", fn: testTimeTravelPointsIn},
+	{name: "ResumeInActsOnOneNamespace", fn: testResumeIn},
+	{name: "MergeBranchInActsOnOneNamespace", fn: testMergeBranchIn},
+	{name: "ClearMemoryInActsOnOneNamespace", fn: testClearMemoryIn},
+	{name: "DeleteBeforeInActsOnOneNamespace", fn: testDeleteBeforeIn},
+	{name: "ScopeWrapToolAndIntervalInOneNamespace", fn: testAgentHelpersIn},
+	{name: "BadNamespaceIsInvalidInputAndWritesNothing", fn: testNamespaceBadInput},
 }
 
 // Run runs the conformance suite against the store h names, each test as

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
+	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
 // runCLIStdin is runCLI with stdin.
@@ -125,17 +127,23 @@ func TestCkptCLI(t *testing.T) {
 		t.Fatalf("log --json: %+v %v", logJSON, err)
 	}
 
-	// log --graph: one "*" per checkpoint of the tree (namespaces and
-	// branches included), the branch and merge drawn as git does.
-	r = ok("log", "run-1", "--graph")
-	stars := 0
-	for _, l := range strings.Split(r.stdout, "\n") {
-		if strings.Contains(strings.SplitN(l, " 0", 2)[0], "*") {
-			stars++
-		}
+	// log --namespace: that namespace's line alone, its head marked.
+	var subJSON []struct {
+		Namespace string `json:"namespace"`
+		IsHead    bool   `json:"is_head"`
 	}
-	if stars != 7 || !strings.Contains(r.stdout, "{sub}") || !strings.Contains(r.stdout, "|\\") || !strings.Contains(r.stdout, "|/") || !strings.Contains(r.stdout, "[run-1-branch-alt-") {
-		t.Fatalf("log --graph (%d nodes):\n%s", stars, r.stdout)
+	if err := json.Unmarshal([]byte(ok("log", "run-1", "--namespace", "sub", "--json").stdout), &subJSON); err != nil ||
+		len(subJSON) != 1 || subJSON[0].Namespace != "sub" || !subJSON[0].IsHead {
+		t.Fatalf("log --namespace sub: %+v %v", subJSON, err)
+	}
+
+	// log --graph: one row per checkpoint of the tree (namespaces and
+	// branches included); the merge, which the rewind to ids[2] left
+	// behind, drawn 'o' with its merge line; the branch joining its source.
+	r = ok("log", "run-1", "--graph")
+	rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(rows) != 7 || !strings.Contains(r.stdout, "{sub}") || !strings.Contains(r.stdout, "o-. ") || !strings.Contains(r.stdout, "*-' "+ids[1].String()) || !strings.Contains(r.stdout, "[run-1-branch-alt-") {
+		t.Fatalf("log --graph (%d rows):\n%s", len(rows), r.stdout)
 	}
 
 	// show: the whole checkpoint as pretty JSON, NULs included.
@@ -210,6 +218,7 @@ func TestCkptCLI(t *testing.T) {
 		{env, []string{"threads", "--bogus"}, "flag provided but not defined: -bogus"},
 		{env, []string{"tree", "run-1", "--format", "png"}, `--format "png"; use dot or mermaid`},
 		{env, []string{"log", "run-1", "--limit", "-1"}, "--limit -1"},
+		{env, []string{"log", "run-1", "--graph", "--namespace", "sub"}, "--graph draws every namespace"},
 		{nil, []string{"threads"}, "no database: pass --database URL or set DATABASE_URL"},
 		{nil, []string{"--database", "postgres://x:y@:::bad", "threads"}, "database URL: cannot parse"},
 	} {
@@ -230,6 +239,7 @@ func TestCkptCLI(t *testing.T) {
 		{env, []string{"show", unknown}, "not found"},
 		{env, []string{"rewind", unknown}, "not found"},
 		{env, []string{"log", "no-such-thread"}, "not found"},
+		{env, []string{"log", "run-1", "--namespace", strings.Repeat("n", 256)}, "invalid input"},
 		{env, []string{"branch", ids[0].String(), strings.Repeat("n", 300)}, "invalid input"},
 		{[]string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=5"}, []string{"threads"}, "cannot connect to Postgres at 127.0.0.1:1"},
 	} {
@@ -395,7 +405,8 @@ func TestCkptDemo(t *testing.T) {
 		"schema    migrated: version", "CRASH", "task     search_flights skipped: its result is a pending write",
 		"task     search_hotels  done", "rewind   to step 4: 2 steps back; nothing deleted",
 		"branch   demo-trip-branch-hostel-", "merge    the branch into demo-trip: step 5",
-		"prune    the merged branch keeps only its head: 3 checkpoints deleted", "* step 5 manual (head)", "|\\", "|/",
+		"prune    the merged branch keeps only its head: 3 checkpoints deleted",
+		"*-.   step 5 manual (head)", "| *   step 8 tool_call [branch] (head) (earlier steps pruned)", "|   o step 6 tool_call", "*---' step 4 llm_call",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, r.stdout)
@@ -432,7 +443,7 @@ func TestCkptDemoStartsAContainer(t *testing.T) {
 	bin := buildCommand(t, "ckpt")
 	r := runCLI(t, bin, envWithout("DATABASE_URL"), "demo", "--container")
 	if r.code != 0 || !strings.Contains(r.stdout, "starting a throwaway Postgres container from "+image) ||
-		!strings.Contains(r.stdout, "the container was removed") || !strings.Contains(r.stdout, "* step 5 manual (head)") {
+		!strings.Contains(r.stdout, "the container was removed") || !strings.Contains(r.stdout, "*-.   step 5 manual (head)") {
 		t.Fatalf("demo with a container: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -448,8 +459,8 @@ func TestCkptDemoStartsALocalPostgres(t *testing.T) {
 	bin := buildCommand(t, "ckpt")
 	r := runCLI(t, bin, envWithout("DATABASE_URL", localpg.EnvDirs), "demo")
 	if r.code != 0 || !strings.Contains(r.stdout, "starting a throwaway Postgres from the server binaries in") ||
-		!strings.Contains(r.stdout, "database  postgres://") || !strings.Contains(r.stdout, "schema    migrated: version 4 of 4") ||
-		!strings.Contains(r.stdout, "* step 5 manual (head)") || !strings.Contains(r.stdout, "the throwaway Postgres was stopped and removed") {
+		!strings.Contains(r.stdout, "database  postgres://") || !strings.Contains(r.stdout, fmt.Sprintf("schema    migrated: version %[1]d of %[1]d", schema.Latest())) ||
+		!strings.Contains(r.stdout, "*-.   step 5 manual (head)") || !strings.Contains(r.stdout, "the throwaway Postgres was stopped and removed") {
 		t.Fatalf("demo on a local Postgres: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -463,7 +474,7 @@ func TestCkptDemoWithNothingInstalled(t *testing.T) {
 	env := append(envWithout("DATABASE_URL", localpg.EnvDirs, "PATH"), localpg.EnvDirs+"=", "PATH=/nonexistent")
 	r := runCLI(t, bin, env, "demo")
 	if r.code != 0 || !strings.Contains(r.stdout, "no Postgres server installed: using a temporary SQLite file") ||
-		!strings.Contains(r.stdout, "database  sqlite:") || !strings.Contains(r.stdout, "* step 5 manual (head)") ||
+		!strings.Contains(r.stdout, "database  sqlite:") || !strings.Contains(r.stdout, "*-.   step 5 manual (head)") ||
 		!strings.Contains(r.stdout, "the temporary SQLite file was removed") {
 		t.Fatalf("demo with nothing installed: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -45,10 +45,12 @@ type command struct {
 var commands = map[string]*command{
 	"threads": {args: "[--limit N]", help: "list threads with their heads", run: runThreads,
 		flags: func(fs *flag.FlagSet, c *cli) { fs.IntVar(&c.limit, "limit", 0, "show at most N (0: all)") }},
-	"log": {args: "THREAD [--graph] [--limit N]", nargs: [2]int{1, 1}, help: "a thread's checkpoints, newest first; --graph: as a tree", run: runLog,
+	"log": {args: "THREAD [--graph] [--limit N] [--namespace NS]", nargs: [2]int{1, 1}, help: "a thread's checkpoints, newest first; --graph: as a tree", run: runLog,
+		more: graphHelp,
 		flags: func(fs *flag.FlagSet, c *cli) {
-			fs.BoolVar(&c.graph, "graph", false, "draw the tree")
+			fs.BoolVar(&c.graph, "graph", false, "draw the tree (every namespace)")
 			fs.IntVar(&c.limit, "limit", 0, "show at most N (0: all)")
+			fs.StringVar(&c.namespace, "namespace", "", "list this sub-graph namespace (default: the root)")
 		}},
 	"show":   {args: "ID", nargs: [2]int{1, 1}, help: "a checkpoint, content and pending writes, as JSON", run: runShow},
 	"diff":   {args: "A B", nargs: [2]int{2, 2}, help: "what changed from checkpoint A to B", run: runDiff},
@@ -124,6 +126,7 @@ type cli struct {
 	format         string
 	policy         string
 	thread         string
+	namespace      string
 	batch          int
 	budget         time.Duration
 	after          string
