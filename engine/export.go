@@ -3,6 +3,8 @@ package engine
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -234,7 +236,8 @@ const (
 // ExportFormat) from r and writes them, in one transaction: all of it is
 // imported, or nothing. It streams: it reads line by line and writes in
 // batches, holding a few hundred rows and, per checkpoint, the little its
-// checks need (ids, steps, delta depths). Threads must not exist yet, and
+// checks and digests need (id, step, delta depth, a hash state and the keys
+// its delta changed). Threads must not exist yet, and
 // checkpoint ids must not be in use (ids are global). A delta is written as
 // the same delta: its base must be a checkpoint of the same thread and
 // namespace, written before it and imported before it. Errors:
@@ -250,7 +253,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 		dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 		threads := map[string]bool{} // thread ids with a thread line
 		links := importLinks{ids: map[uuid.UUID]importedCheckpoint{}, branchedFrom: map[string]uuid.UUID{},
-			unresolved: map[uuid.UUID][]importedCheckpoint{}}
+			unresolved: map[uuid.UUID][]importedCheckpoint{}, keptDigests: map[uuid.UUID]*importedDigests{}}
 		format := 0 // of the last header; 0: none yet
 		for line := 1; ; line++ {
 			var l exportLine
@@ -298,7 +301,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 				}
 				var d ImportDigests
 				if err == nil {
-					d, err = importDigests(c)
+					d, err = links.digests(c)
 				}
 				if err == nil {
 					err = w.Checkpoint(ctx, c, d)
@@ -336,6 +339,7 @@ type importLinks struct {
 	ids          map[uuid.UUID]importedCheckpoint
 	branchedFrom map[string]uuid.UUID
 	unresolved   map[uuid.UUID][]importedCheckpoint // by parent id
+	keptDigests  map[uuid.UUID]*importedDigests
 }
 
 // importedCheckpoint is what later lines of an import need of a checkpoint.
@@ -412,36 +416,108 @@ func (e *Engine) checkImportParent(ctx context.Context, links importLinks, c Exp
 }
 
 // ImportDigests are the digests an import stores with a checkpoint (see
-// PutRequest): computed from the whole content of a checkpoint stored
-// whole, as a write computes them, so that the next write after it may be
-// a delta. A delta gets none (zero value): its whole content is not at
-// hand, and a digest taken from the file could not be trusted, since a
-// digest that does not match the content makes a later write a wrong delta.
-// A write on a delta without digests is stored whole, and deltas go on
-// from there.
+// PutRequest), so that the next write after it may be a delta, as it may
+// after the same checkpoint in the exporting database. They are not read
+// from the file (a digest that does not match the content would make a
+// later write a wrong delta): the import computes them from the content it
+// stores, as a write computes them, a delta's from its base's and its own.
 type ImportDigests struct {
-	Valid              bool // the digests are set: a checkpoint stored whole
 	MessagesCount      int64
 	MessagesDigest     []byte // jsontext.ListDigest of the per-message digests
 	StateDigests       json.RawMessage
 	ToolResultsDigests json.RawMessage
 }
 
-// importDigests returns the digests of a checked checkpoint line.
-func importDigests(c ExportCheckpoint) (ImportDigests, error) {
-	if c.Storage != StorageFull {
-		return ImportDigests{}, nil
-	}
+// importedDigests is what an import keeps of a checkpoint's digests for
+// the deltas on it, about as much as its row holds: the SHA-256 state after
+// its per-message digests (so a delta's list digest goes on from its
+// base's), its message count, and its key digests as its row stores keys
+// (all of them for a checkpoint stored whole; for a delta, the keys it sets
+// and removes, on its base's).
+type importedDigests struct {
+	hash         []byte // a marshaled sha256 state
+	count        int64
+	base         uuid.UUID // uuid.Nil: stored whole
+	state, tools keyDigestDelta
+}
+
+type keyDigestDelta struct {
+	set     json.RawMessage // jsontext.KeyDigests of the row's object
+	removed []string
+}
+
+// digests computes the digests of a checked checkpoint line, whose base (if
+// it is a delta) was imported before it, and keeps what later deltas need.
+func (links importLinks) digests(c ExportCheckpoint) (ImportDigests, error) {
 	msgs := jsontext.MessageDigests(c.Messages)
-	d := ImportDigests{Valid: true, MessagesCount: int64(len(msgs) / jsontext.DigestSize), MessagesDigest: jsontext.ListDigest(msgs)}
-	var err error
-	if d.StateDigests, err = jsontext.KeyDigests(c.State); err != nil {
-		return ImportDigests{}, fmt.Errorf("%w: state: %v", ErrInvalidJSON, err)
+	rec := &importedDigests{count: int64(len(msgs) / jsontext.DigestSize)}
+	h := sha256.New()
+	if c.Storage == StorageDelta {
+		base := links.keptDigests[*c.BaseID]
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(base.hash); err != nil {
+			return ImportDigests{}, err
+		}
+		rec.count += base.count
+		rec.base = *c.BaseID
 	}
-	if d.ToolResultsDigests, err = jsontext.KeyDigests(c.ToolResults); err != nil {
-		return ImportDigests{}, fmt.Errorf("%w: tool results: %v", ErrInvalidJSON, err)
+	h.Write(msgs)
+	var err error
+	if rec.hash, err = h.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {
+		return ImportDigests{}, err
+	}
+	d := ImportDigests{MessagesCount: rec.count, MessagesDigest: h.Sum(nil)}
+	for _, part := range []struct {
+		name    string
+		obj     json.RawMessage
+		removed json.RawMessage
+		delta   *keyDigestDelta
+		out     *json.RawMessage
+	}{
+		{"state", c.State, c.StateRemoved, &rec.state, &d.StateDigests},
+		{"tool results", c.ToolResults, c.ToolResultsRemoved, &rec.tools, &d.ToolResultsDigests},
+	} {
+		if part.delta.set, err = jsontext.KeyDigests(part.obj); err != nil {
+			return ImportDigests{}, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
+		}
+		if err := json.Unmarshal(part.removed, &part.delta.removed); err != nil {
+			return ImportDigests{}, fmt.Errorf("%w: %s removed: %v", ErrInvalidJSON, part.name, err)
+		}
+	}
+	links.keptDigests[c.ID] = rec
+	if rec.base == uuid.Nil {
+		d.StateDigests, d.ToolResultsDigests = rec.state.set, rec.tools.set
+		return d, nil
+	}
+	if d.StateDigests, err = links.wholeKeyDigests(rec, func(r *importedDigests) keyDigestDelta { return r.state }); err != nil {
+		return ImportDigests{}, err
+	}
+	if d.ToolResultsDigests, err = links.wholeKeyDigests(rec, func(r *importedDigests) keyDigestDelta { return r.tools }); err != nil {
+		return ImportDigests{}, err
 	}
 	return d, nil
+}
+
+// wholeKeyDigests rebuilds a delta's key digests from its chain, as
+// materializing rebuilds its object: the whole checkpoint's keys, then each
+// delta's, oldest first, without its removed keys and with its set ones.
+func (links importLinks) wholeKeyDigests(rec *importedDigests, part func(*importedDigests) keyDigestDelta) (json.RawMessage, error) {
+	var chain []keyDigestDelta
+	for r := rec; ; r = links.keptDigests[r.base] {
+		chain = append(chain, part(r))
+		if r.base == uuid.Nil {
+			break
+		}
+	}
+	keys := map[string]string{}
+	for i := len(chain) - 1; i >= 0; i-- {
+		for _, k := range chain[i].removed {
+			delete(keys, k)
+		}
+		if err := json.Unmarshal(chain[i].set, &keys); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(keys)
 }
 
 // checkUnresolved checks, at the end of an import, the children whose

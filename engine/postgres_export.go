@@ -176,10 +176,8 @@ func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportD
 	if err := json.Unmarshal(c.ToolResultsRemoved, &row.ToolResultsRemoved); err != nil {
 		return fmt.Errorf("%w: tool results removed: %v", ErrInvalidJSON, err)
 	}
-	if d.Valid {
-		row.MessagesCount = pgtype.Int4{Int32: int32(d.MessagesCount), Valid: true}
-		row.MessagesDigest, row.StateDigests, row.ToolResultsDigests = d.MessagesDigest, d.StateDigests, d.ToolResultsDigests
-	}
+	row.MessagesCount = pgtype.Int4{Int32: int32(d.MessagesCount), Valid: true}
+	row.MessagesDigest, row.StateDigests, row.ToolResultsDigests = d.MessagesDigest, d.StateDigests, d.ToolResultsDigests
 	w.rows = append(w.rows, row)
 	w.bytes += len(c.Messages) + len(c.State) + len(c.ToolResults) + len(c.Metadata)
 	for _, pw := range c.PendingWrites {

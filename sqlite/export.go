@@ -197,12 +197,10 @@ func (w *importWriter) Checkpoint(ctx context.Context, c engine.ExportCheckpoint
 	setStored(&row, stored{format: c.Storage, base: fromOptID(c.BaseID), run: c.DeltaRun, depth: c.DeltaDepth,
 		messages: c.Messages, state: c.State, tools: c.ToolResults,
 		stateRemoved: c.StateRemoved, toolsRemoved: c.ToolResultsRemoved})
-	if d.Valid {
-		row.MessagesCount = sql.NullInt64{Int64: d.MessagesCount, Valid: true}
-		row.MessagesDigest = d.MessagesDigest
-		row.StateDigests = sql.NullString{String: string(d.StateDigests), Valid: true}
-		row.ToolResultsDigests = sql.NullString{String: string(d.ToolResultsDigests), Valid: true}
-	}
+	row.MessagesCount = sql.NullInt64{Int64: d.MessagesCount, Valid: true}
+	row.MessagesDigest = d.MessagesDigest
+	row.StateDigests = sql.NullString{String: string(d.StateDigests), Valid: true}
+	row.ToolResultsDigests = sql.NullString{String: string(d.ToolResultsDigests), Valid: true}
 	if err := w.q.CheckpointInsert(ctx, row); err != nil {
 		return importError(fmt.Sprintf("checkpoint %s", c.ID), err)
 	}
