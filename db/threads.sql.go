@@ -44,8 +44,9 @@ func (q *Queries) ThreadBranch(ctx context.Context, arg ThreadBranchParams) (Thr
 	return i, err
 }
 
-const ThreadCopy = `-- name: ThreadCopy :one
-SELECT pgcheckpoint.copy_thread($1::text, $2::text)::bigint AS copied
+const ThreadCopy = `-- name: ThreadCopy :many
+SELECT c.old_checkpoint_id::uuid AS old_checkpoint_id, c.new_checkpoint_id::uuid AS new_checkpoint_id
+FROM pgcheckpoint.copy_thread($1::text, $2::text) AS c
 `
 
 type ThreadCopyParams struct {
@@ -53,12 +54,31 @@ type ThreadCopyParams struct {
 	TargetThreadID string
 }
 
-// See pgcheckpoint.copy_thread.
-func (q *Queries) ThreadCopy(ctx context.Context, arg ThreadCopyParams) (int64, error) {
-	row := q.db.QueryRow(ctx, ThreadCopy, arg.SourceThreadID, arg.TargetThreadID)
-	var copied int64
-	err := row.Scan(&copied)
-	return copied, err
+type ThreadCopyRow struct {
+	OldCheckpointID uuid.UUID
+	NewCheckpointID uuid.UUID
+}
+
+// See pgcheckpoint.copy_thread: each source checkpoint's id and its copy's,
+// in namespace then write order.
+func (q *Queries) ThreadCopy(ctx context.Context, arg ThreadCopyParams) ([]ThreadCopyRow, error) {
+	rows, err := q.db.Query(ctx, ThreadCopy, arg.SourceThreadID, arg.TargetThreadID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ThreadCopyRow{}
+	for rows.Next() {
+		var i ThreadCopyRow
+		if err := rows.Scan(&i.OldCheckpointID, &i.NewCheckpointID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const ThreadDelete = `-- name: ThreadDelete :one

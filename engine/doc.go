@@ -33,8 +33,9 @@
 // fail their caller, count it as a snapshot failure).
 //
 // Errors wrap the sentinels ErrNotFound, ErrInvalidInput (with
-// ErrInvalidJSON and ErrSnapshotTooLarge) and ErrIDConflict; match them
-// with errors.Is. A call that fails with ErrInvalidInput has written nothing.
+// ErrInvalidJSON and ErrSnapshotTooLarge), ErrIDConflict and ErrPermission
+// (a database role that may not write); match them with errors.Is. A call
+// that fails with ErrInvalidInput or ErrPermission has written nothing.
 //
 // Checkpoints of 8 KiB or more are stored as deltas when they extend their
 // parent (see Config.DeltaRun, Config.DeltaMinBytes and

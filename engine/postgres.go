@@ -328,9 +328,16 @@ func (s *pgStore) Merge(ctx context.Context, branchThread, intoThread, namespace
 	}, nil
 }
 
-func (s *pgStore) CopyThread(ctx context.Context, src, dst string) (int64, error) {
-	n, err := s.q.ThreadCopy(ctx, db.ThreadCopyParams{SourceThreadID: src, TargetThreadID: dst})
-	return n, storeError(err)
+func (s *pgStore) CopyThread(ctx context.Context, src, dst string) ([]CopiedID, error) {
+	rows, err := s.q.ThreadCopy(ctx, db.ThreadCopyParams{SourceThreadID: src, TargetThreadID: dst})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	ids := make([]CopiedID, len(rows))
+	for i, r := range rows {
+		ids[i] = CopiedID{Old: r.OldCheckpointID, New: r.NewCheckpointID}
+	}
+	return ids, nil
 }
 
 func (s *pgStore) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {

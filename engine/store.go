@@ -100,9 +100,10 @@ type Store interface {
 	// into itself.
 	Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error)
 	// CopyThread copies every row of thread src to a new thread dst with
-	// new checkpoint ids. ErrNotFound for an unknown src; ErrInvalidInput
-	// when dst exists.
-	CopyThread(ctx context.Context, src, dst string) (int64, error)
+	// new checkpoint ids, and returns one pair per checkpoint copied, in
+	// namespace then write order. ErrNotFound for an unknown src;
+	// ErrInvalidInput when dst exists.
+	CopyThread(ctx context.Context, src, dst string) ([]CopiedID, error)
 
 	// ApplyRetention applies a checked policy (not keep-all) to every
 	// namespace of a thread, in one transaction (see Policy).

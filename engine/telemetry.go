@@ -253,11 +253,11 @@ func (s tracedStore) Merge(ctx context.Context, branchThread, intoThread, namesp
 	return r, err
 }
 
-func (s tracedStore) CopyThread(ctx context.Context, src, dst string) (int64, error) {
+func (s tracedStore) CopyThread(ctx context.Context, src, dst string) ([]CopiedID, error) {
 	ctx, end := s.t.span(ctx, "CopyThread", attrThread.String(src))
-	n, err := s.Store.CopyThread(ctx, src, dst)
+	ids, err := s.Store.CopyThread(ctx, src, dst)
 	end(err)
-	return n, err
+	return ids, err
 }
 
 func (s tracedStore) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {

@@ -475,25 +475,53 @@ func keyDiff(a, b json.RawMessage) (KeyDiff, error) {
 	return d, nil
 }
 
+// CopyResult says what CopyThread copied.
+type CopyResult struct {
+	// Copied is the number of checkpoints copied, len(IDs).
+	Copied int64
+	// IDs pairs every checkpoint of the source with its copy, in namespace
+	// then write order (the order of the source's rows).
+	IDs []CopiedID
+}
+
+// CopiedID is one checkpoint copied by CopyThread: Old in the source
+// thread, New its copy in the new thread.
+type CopiedID struct {
+	Old, New uuid.UUID
+}
+
+// NewID returns the id of the copy of checkpoint old, and false when old
+// was not copied (it is not in the source thread).
+func (r CopyResult) NewID(old uuid.UUID) (uuid.UUID, bool) {
+	for _, p := range r.IDs {
+		if p.Old == old {
+			return p.New, true
+		}
+	}
+	return uuid.UUID{}, false
+}
+
 // CopyThread copies thread src, all of it, to a new thread dst: checkpoints
 // in the same order with the same steps, content, metadata and pending
 // writes. The copies get new checkpoint ids, because ids are global (Get and
-// retried writes look them up alone); parent links are mapped to the new
-// ids. src is not changed. It returns how many checkpoints it copied.
-// Errors: ErrNotFound for an unknown src; ErrInvalidInput when dst exists.
-func (e *Engine) CopyThread(ctx context.Context, src, dst string) (_ int64, err error) {
+// retried writes look them up alone); parent, merge parent and delta base
+// links inside src are mapped to the new ids, links outside it (a branch's
+// source) are kept. src is not changed. It returns every old id with its
+// copy's. Errors: ErrNotFound for an unknown src; ErrInvalidInput when dst
+// exists; ErrPermission for a database role that may not write.
+func (e *Engine) CopyThread(ctx context.Context, src, dst string) (_ CopyResult, err error) {
 	ctx, done := e.tel.call(ctx, "CopyThread")
 	defer func() { done(err) }()
 	for _, t := range []string{src, dst} {
 		if err := checkID("thread id", t, false); err != nil {
-			return 0, fmt.Errorf("copy thread: %w", err)
+			return CopyResult{}, fmt.Errorf("copy thread: %w", err)
 		}
 	}
-	n, err := e.store.CopyThread(ctx, src, dst)
+	ids, err := e.store.CopyThread(ctx, src, dst)
 	if err != nil {
-		return 0, fmt.Errorf("copy thread %q to %q: %w", src, dst, err)
+		return CopyResult{}, fmt.Errorf("copy thread %q to %q: %w", src, dst, err)
 	}
-	return n, nil
+	return CopyResult{Copied: int64(len(ids)), IDs: ids}, nil
 }
 
 // DeleteForRuns deletes every checkpoint whose metadata run_id is one of

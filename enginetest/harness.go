@@ -61,6 +61,7 @@ var tests = []conformanceTest{
 	{name: "ClearMemoryAppendsAMarker", fn: testClearMemory},
 	{name: "Diff", fn: testDiff},
 	{name: "CopyThread", fn: testCopyThread},
+	{name: "CopyThreadMapsIDs", fn: testCopyThreadMapsIDs},
 	{name: "DeleteForRunsAndPrune", fn: testDeleteForRunsAndPrune},
 	{name: "DeletesClearARewindToWhatTheyDelete", fn: testDeletesClearARewind},
 	// retention.go

@@ -22,4 +22,10 @@
 // Migrate is safe to call from many processes at once: they queue on an
 // advisory lock and those that find the database current do nothing. Teams
 // on another migration tool can copy the files in FS, or print one with SQL.
+//
+// The folder roles/ (not embedded, not a migration) holds roles.sql, the
+// psql script a DBA runs to create an owner that migrates, an application
+// role and a read-only role, each with the least it needs. Every function
+// that can write is VOLATILE and not executable by PUBLIC: a migration that
+// adds one revokes it.
 package schema

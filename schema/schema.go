@@ -296,9 +296,18 @@ func (m *Migrator) run(ctx context.Context, op func(*migrate.Migrate) error) err
 	}
 	defer lockConn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrateLockKey)
 	// The version table lives in our schema, so the schema must exist before
-	// golang-migrate looks for the table.
-	if _, err := lockConn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+Name); err != nil {
-		return fmt.Errorf("pgcheckpoint migrate: create schema %s: %w", Name, err)
+	// golang-migrate looks for the table. Only created when missing: even
+	// CREATE SCHEMA IF NOT EXISTS needs CREATE on the database, and an
+	// application role (schema/roles/roles.sql), which lacks it, may run Up
+	// on start against a database its owner has migrated.
+	var exists bool
+	if err := lockConn.QueryRow(ctx, "SELECT to_regnamespace($1) IS NOT NULL", Name).Scan(&exists); err != nil {
+		return fmt.Errorf("pgcheckpoint migrate: look for schema %s: %w", Name, err)
+	}
+	if !exists {
+		if _, err := lockConn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+Name); err != nil {
+			return fmt.Errorf("pgcheckpoint migrate: create schema %s: %w", Name, err)
+		}
 	}
 
 	sqlDB, err := m.sqlDB()

@@ -284,13 +284,14 @@ func addDigests(p *engine.PutRequest) error {
 // CopyThread copies every row of thread src to a new thread dst with new
 // checkpoint ids (UUIDv7), parents, merge parents and delta bases mapped to
 // them (links outside the thread kept), in one transaction. Deltas are
-// copied as deltas. Errors: engine.ErrNotFound for an unknown src;
+// copied as deltas. It returns each source id with its copy's, in namespace
+// then write order. Errors: engine.ErrNotFound for an unknown src;
 // engine.ErrInvalidInput when dst exists or is src.
-func (s *Store) CopyThread(ctx context.Context, src, dst string) (int64, error) {
+func (s *Store) CopyThread(ctx context.Context, src, dst string) ([]engine.CopiedID, error) {
 	if src == dst {
-		return 0, fmt.Errorf("%w: cannot copy thread %q onto itself", engine.ErrInvalidInput, src)
+		return nil, fmt.Errorf("%w: cannot copy thread %q onto itself", engine.ErrInvalidInput, src)
 	}
-	var n int64
+	var copied []engine.CopiedID
 	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
 		threads, err := q.ThreadListRows(ctx, src)
 		if err != nil {
@@ -307,8 +308,10 @@ func (s *Store) CopyThread(ctx context.Context, src, dst string) (int64, error) 
 			return dbError("read the checkpoints", err)
 		}
 		ids := make(map[uuid.UUID]uuid.UUID, len(rows))
-		for _, r := range rows {
+		copied = make([]engine.CopiedID, len(rows))
+		for i, r := range rows {
 			ids[r.CheckpointID] = engine.NewCheckpointID()
+			copied[i] = engine.CopiedID{Old: r.CheckpointID, New: ids[r.CheckpointID]}
 		}
 		mapped := func(id uuid.NullUUID) uuid.NullUUID {
 			if n, ok := ids[id.UUID]; ok && id.Valid {
@@ -352,8 +355,10 @@ func (s *Store) CopyThread(ctx context.Context, src, dst string) (int64, error) 
 				return dbError("copy a pending write", err)
 			}
 		}
-		n = int64(len(rows))
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return nil, err
+	}
+	return copied, nil
 }

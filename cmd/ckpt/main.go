@@ -172,6 +172,9 @@ func hint(err error) string {
 			return "\n(is the database migrated? run: go run ./cmd/migrate -database URL up)"
 		}
 	}
+	if errors.Is(err, engine.ErrPermission) {
+		return "\n(a read-only role runs threads, log, show, diff, tree and export; connect as a role that may write for the rest)"
+	}
 	return ""
 }
 
