@@ -116,11 +116,13 @@ type Store interface {
 	// thread and returns how many thread rows it changed.
 	SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (int64, error)
 
-	// Export reads a thread (every namespace) in one consistent snapshot
-	// and hands its rows to sink: the thread rows first, then the
-	// checkpoints whole, in namespace then write order. ErrNotFound for an
-	// unknown thread.
-	Export(ctx context.Context, threadID string, sink ExportSink) error
+	// Export reads a thread (every namespace) and, with opts.Branches, the
+	// threads forked from it recursively, oldest first, in one consistent
+	// snapshot, and hands their rows to sink as it reads them, holding a
+	// page of rows at a time: for each thread its thread rows, then its
+	// checkpoints as stored (a delta as its delta), in namespace then write
+	// order. ErrNotFound for an unknown thread.
+	Export(ctx context.Context, threadID string, opts ExportOptions, sink ExportSink) error
 	// Import calls fn with a writer inside one transaction, which commits
 	// when fn returns nil and rolls back otherwise.
 	Import(ctx context.Context, fn func(ImportWriter) error) error
@@ -189,8 +191,10 @@ type ImportWriter interface {
 	// Thread writes a thread row. The first row of a thread fails with
 	// ErrInvalidInput when the thread exists already.
 	Thread(ctx context.Context, t ExportThread) error
-	// Checkpoint writes a checkpoint, stored whole, with its pending
-	// writes. ErrIDConflict when its id is in use; ErrInvalidInput when the
-	// import holds the same row twice.
-	Checkpoint(ctx context.Context, c ExportCheckpoint) error
+	// Checkpoint writes a checkpoint as c says it is stored (c.Storage,
+	// its base, run and depth, content as given), with d's digests and its
+	// pending writes. A store may hold a batch of rows (see importBatch)
+	// and write them later in the transaction. ErrIDConflict when its id is
+	// in use; ErrInvalidInput when the import holds the same row twice.
+	Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportDigests) error
 }

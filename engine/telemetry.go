@@ -281,9 +281,9 @@ func (s tracedStore) SetExpiry(ctx context.Context, threadID string, at time.Tim
 	return n, err
 }
 
-func (s tracedStore) Export(ctx context.Context, threadID string, sink ExportSink) error {
+func (s tracedStore) Export(ctx context.Context, threadID string, opts ExportOptions, sink ExportSink) error {
 	ctx, end := s.t.span(ctx, "Export", attrThread.String(threadID))
-	err := s.Store.Export(ctx, threadID, sink)
+	err := s.Store.Export(ctx, threadID, opts, sink)
 	end(err)
 	return err
 }

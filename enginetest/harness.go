@@ -85,6 +85,10 @@ var tests = []conformanceTest{
 	// export.go
 	{name: "ExportImportRoundTrip", fn: testExportImport},
 	{name: "ImportBadInputWritesNothing", fn: testImportBadInput},
+	{name: "ExportDeltasRoundTripAsDeltas", fn: testExportDeltaRoundTrip},
+	{name: "ExportBranchesKeepsMergeEdges", fn: testExportBranches},
+	{name: "ImportFormat1", fn: testImportFormat1},
+	{name: "ImportBadDeltasWriteNothing", fn: testImportBadDeltas},
 	// agent.go
 	{name: "IntervalSnapshotter", serial: true, fn: testInterval},
 	{name: "DisabledTriggerWritesNothing", fn: testDisabledTrigger},

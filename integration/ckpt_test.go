@@ -261,18 +261,17 @@ func TestCkptCLI(t *testing.T) {
 	}
 }
 
-// tableDump renders every pgcheckpoint row of a thread (all columns, with
-// the whole content of each checkpoint in place of how it is stored: an
-// import stores whole snapshots), to compare two databases without trusting
-// the exporter.
+// tableDump renders every pgcheckpoint row of a thread (every column as
+// stored, a delta as its delta, with the whole content of each checkpoint
+// beside it; not the digests, which an import computes itself), to compare
+// two databases without trusting the exporter.
 func tableDump(t *testing.T, pool *pgxpool.Pool, thread string) string {
 	t.Helper()
 	var s string
 	err := pool.QueryRow(context.Background(), `SELECT concat_ws(E'\n',
 		(SELECT string_agg(to_jsonb(x)::text, E'\n' ORDER BY x.namespace) FROM pgcheckpoint.threads x WHERE x.thread_id = $1),
-		(SELECT string_agg((to_jsonb(x) - ARRAY['format', 'base_checkpoint_id', 'delta_run', 'delta_depth', 'state_removed', 'tool_results_removed',
-		                    'messages_count', 'messages_digest', 'state_digests', 'tool_results_digests']
-		                    || to_jsonb(m))::text, E'\n' ORDER BY x.namespace, x.seq)
+		(SELECT string_agg((to_jsonb(x) - ARRAY['messages_count', 'messages_digest', 'state_digests', 'tool_results_digests']
+		                    || jsonb_build_object('whole', to_jsonb(m)))::text, E'\n' ORDER BY x.namespace, x.seq)
 		 FROM pgcheckpoint.checkpoints x CROSS JOIN LATERAL pgcheckpoint.materialize(x.checkpoint_id) m
 		 WHERE x.thread_id = $1),
 		(SELECT string_agg(to_jsonb(x)::text, E'\n' ORDER BY x.namespace, x.checkpoint_seq, x.task_id, x.idx) FROM pgcheckpoint.pending_writes x WHERE x.thread_id = $1))`,
@@ -297,7 +296,7 @@ func TestCkptExportImportRoundTrip(t *testing.T) {
 	exported := map[string]string{}
 	for _, thread := range []string{"run-1", branches[0].ThreadID} {
 		r := runCLI(t, bin, srcEnv, "export", thread)
-		if r.code != 0 || !strings.HasPrefix(r.stdout, `{"kind":"pgcheckpoint-export","format":1,`) || !strings.Contains(r.stderr, "exported thread") {
+		if r.code != 0 || !strings.HasPrefix(r.stdout, `{"kind":"pgcheckpoint-export","format":2,`) || !strings.Contains(r.stderr, "exported thread") {
 			t.Fatalf("export %s: %+v", thread, r)
 		}
 		exported[thread] = r.stdout
@@ -322,8 +321,9 @@ func TestCkptExportImportRoundTrip(t *testing.T) {
 		t.Fatalf("import stdin: %+v", r)
 	}
 
-	// Every row is the same in both databases, and exporting again gives
-	// the same bytes.
+	// Every row is the same in both databases, stored the same way (deltas
+	// as the same deltas; the digests, which an import computes itself, aside),
+	// and exporting again gives the same bytes.
 	for thread, want := range exported {
 		if got, want := tableDump(t, dst.db.Pool, thread), tableDump(t, src.db.Pool, thread); got != want {
 			t.Fatalf("rows of %s differ after the round trip:\n--- source\n%s\n--- imported\n%s", thread, want, got)
@@ -335,6 +335,25 @@ func TestCkptExportImportRoundTrip(t *testing.T) {
 	cp, err := dst.eng.Latest(dst.ctx, "run-1")
 	if err != nil || !bytes.Contains(cp.Messages, []byte(`hi\u0000there \u0001`)) || len(cp.PendingWrites) != 2 {
 		t.Fatalf("imported head: %+v %v", cp, err)
+	}
+	if !strings.Contains(exported["run-1"], `"storage":"delta"`) {
+		t.Fatalf("the export holds no delta:\n%s", exported["run-1"])
+	}
+
+	// With --branches, one export carries the thread and its branch, and
+	// an import gives back both, merge edge included.
+	r = runCLI(t, bin, srcEnv, "export", "run-1", "--branches")
+	if r.code != 0 || !strings.Contains(r.stderr, "3 thread row(s), 7 checkpoint(s)") {
+		t.Fatalf("export --branches: %+v", r)
+	}
+	tree := setup(t)
+	if r := runCLIStdin(t, bin, []string{"DATABASE_URL=" + tree.db.URL}, []byte(r.stdout), "import"); r.code != 0 {
+		t.Fatalf("import of an export with branches: %+v", r)
+	}
+	for thread := range exported {
+		if got, want := tableDump(t, tree.db.Pool, thread), tableDump(t, src.db.Pool, thread); got != want {
+			t.Fatalf("rows of %s differ after a round trip with --branches:\n--- source\n%s\n--- imported\n%s", thread, want, got)
+		}
 	}
 
 	// A second import of the same thread, or a broken file, writes nothing.

@@ -356,11 +356,12 @@ func runBranch(ctx context.Context, c *cli, args []string) error {
 }
 
 func runExport(ctx context.Context, c *cli, args []string) error {
-	st, err := c.eng.Export(ctx, args[0], c.raw)
+	st, err := c.eng.Export(ctx, args[0], c.raw, engine.ExportOptions{Branches: c.branches})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stderr, "exported thread %s: %d checkpoint(s), %d pending write(s)\n", args[0], st.Checkpoints, st.PendingWrites)
+	fmt.Fprintf(c.stderr, "exported thread %s: %d thread row(s), %d checkpoint(s) (%d delta(s)), %d pending write(s)\n",
+		args[0], st.Threads, st.Checkpoints, st.Deltas, st.PendingWrites)
 	return nil
 }
 

@@ -56,7 +56,10 @@ var commands = map[string]*command{
 	"diff":   {args: "A B", nargs: [2]int{2, 2}, help: "what changed from checkpoint A to B", run: runDiff},
 	"rewind": {args: "ID", nargs: [2]int{1, 1}, help: "make a checkpoint its thread's head (deletes nothing)", run: runRewind},
 	"branch": {args: "ID NAME", nargs: [2]int{2, 2}, help: "fork a new thread from a checkpoint", run: runBranch},
-	"export": {args: "THREAD", nargs: [2]int{1, 1}, help: "write a thread to stdout as JSON lines", run: runExport},
+	"export": {args: "THREAD [--branches]", nargs: [2]int{1, 1}, help: "write a thread to stdout as JSON lines; --branches: its branches too", run: runExport,
+		flags: func(fs *flag.FlagSet, c *cli) {
+			fs.BoolVar(&c.branches, "branches", false, "include the threads forked from THREAD, recursively (merge edges survive an import)")
+		}},
 	"delete": {args: "THREAD", nargs: [2]int{1, 1}, help: "delete a thread: every checkpoint, namespace and pending write", run: runDelete},
 	"import": {args: "[FILE]", nargs: [2]int{0, 1}, help: "read an export (FILE or stdin); all or nothing", run: runImport},
 	"tree": {args: "THREAD [--format dot|mermaid]", nargs: [2]int{1, 1}, help: "a thread and its branches for Graphviz or Mermaid", run: runTree,
@@ -128,6 +131,7 @@ type cli struct {
 	budget         time.Duration
 	after          string
 	container      bool
+	branches       bool
 
 	eng *engine.Engine
 }
