@@ -17,6 +17,7 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
+	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
 // runCLIStdin is runCLI with stdin.
@@ -429,7 +430,7 @@ func TestCkptDemoStartsALocalPostgres(t *testing.T) {
 	bin := buildCommand(t, "ckpt")
 	r := runCLI(t, bin, envWithout("DATABASE_URL", localpg.EnvDirs), "demo")
 	if r.code != 0 || !strings.Contains(r.stdout, "starting a throwaway Postgres from the server binaries in") ||
-		!strings.Contains(r.stdout, "database  postgres://") || !strings.Contains(r.stdout, "schema    migrated: version 4 of 4") ||
+		!strings.Contains(r.stdout, "database  postgres://") || !strings.Contains(r.stdout, "schema    migrated: version "+itoa(schema.Latest())+" of "+itoa(schema.Latest())) ||
 		!strings.Contains(r.stdout, "* step 5 manual (head)") || !strings.Contains(r.stdout, "the throwaway Postgres was stopped and removed") {
 		t.Fatalf("demo on a local Postgres: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}

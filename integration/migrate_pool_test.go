@@ -82,7 +82,7 @@ func TestMigrateFromTheApplicationsPool(t *testing.T) {
 	if err := m.Down(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Check(ctx); !errors.Is(err, schema.ErrPending) || !strings.Contains(err.Error(), "version 3 of 4") {
+	if err := m.Check(ctx); !errors.Is(err, schema.ErrPending) || !strings.Contains(err.Error(), "version "+itoa(previousVersion())+" of "+itoa(schema.Latest())) {
 		t.Fatalf("check one migration behind: %v", err)
 	}
 }
@@ -99,25 +99,25 @@ func TestMigrateCLICheckHelpAndFlags(t *testing.T) {
 			t.Errorf("migrate %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
 		}
 	}
-	if r := runCLI(t, bin, env, "version", "--database", d.URL); r.code != 0 || !strings.Contains(r.stdout, "version 0 of 4") {
+	if r := runCLI(t, bin, env, "version", "--database", d.URL); r.code != 0 || !strings.Contains(r.stdout, "version 0 of "+itoa(schema.Latest())) {
 		t.Fatalf("version after the command: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if schemaExists(t, d.Pool) {
 		t.Fatal("migrate version created the schema")
 	}
-	if r := runCLI(t, bin, env, "check", "-database", d.URL); r.code != 1 || !strings.Contains(r.stderr, "version 0 of 4") {
+	if r := runCLI(t, bin, env, "check", "-database", d.URL); r.code != 1 || !strings.Contains(r.stderr, "version 0 of "+itoa(schema.Latest())) {
 		t.Fatalf("check of an empty database: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if schemaExists(t, d.Pool) {
 		t.Fatal("migrate check created the schema")
 	}
-	if r := runCLI(t, bin, env, "up", "--database", d.URL); r.code != 0 || !strings.Contains(r.stdout, "version 4 of 4") {
+	if r := runCLI(t, bin, env, "up", "--database", d.URL); r.code != 0 || !strings.Contains(r.stdout, "version "+itoa(schema.Latest())+" of "+itoa(schema.Latest())) {
 		t.Fatalf("up --database URL: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := runCLI(t, bin, env, "check", "--database="+d.URL); r.code != 0 {
 		t.Fatalf("check after up: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if r := runCLI(t, bin, env, "down", "--all", "--database", d.URL); r.code != 0 || !strings.Contains(r.stdout, "version 0 of 4") {
+	if r := runCLI(t, bin, env, "down", "--all", "--database", d.URL); r.code != 0 || !strings.Contains(r.stdout, "version 0 of "+itoa(schema.Latest())) {
 		t.Fatalf("down --all: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := runCLI(t, bin, env, "up", "-all", "--database", d.URL); r.code != 2 {
