@@ -28,10 +28,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT $1::text, $2::text, p.seq + 1, $3::uuid, p.checkpoint_id, p.step + 1,
        $4::text, $5::text[],
        CASE WHEN $6::text <> '' THEN $6::text
-            WHEN jsonb_typeof($7::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce($7::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce($7::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys($8::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary($7::jsonb, $8::jsonb)
        END,
        $9::jsonb,
        CASE WHEN d.delta THEN 'delta' ELSE 'full' END,
@@ -216,10 +213,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT $1::text, $2::text, p.seq + 1, $3::uuid, p.checkpoint_id, p.step + 1,
        $4::text, $5::text[],
        CASE WHEN $6::text <> '' THEN $6::text
-            WHEN jsonb_typeof($7::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce($7::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce($7::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys($8::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary($7::jsonb, $8::jsonb)
        END,
        $9::jsonb, $7::jsonb, $8::jsonb, $10::jsonb,
        jsonb_array_length($7::jsonb), $11::text, $12::bigint

@@ -35,6 +35,7 @@ var tests = []conformanceTest{
 	// snapshot.go
 	{name: "SnapshotRoundTrip", fn: testSnapshotRoundTrip},
 	{name: "DefaultSummary", fn: testDefaultSummary},
+	{name: "DefaultSummaryShowsTextAsWritten", fn: testDefaultSummaryAsWritten},
 	{name: "NULAndUnicodeRoundTripExactly", fn: testNULAndUnicode},
 	{name: "RetryIsIdempotent", fn: testRetryIsIdempotent},
 	{name: "ExplicitParentStartsANewLine", fn: testExplicitParent},

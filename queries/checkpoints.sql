@@ -51,10 +51,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT @thread_id::text, @namespace::text, p.seq + 1, @checkpoint_id::uuid, p.checkpoint_id, p.step + 1,
        @trigger::text, @tags::text[],
        CASE WHEN @summary::text <> '' THEN @summary::text
-            WHEN jsonb_typeof(@messages::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce(@messages::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce(@messages::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys(@state::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary(@messages::jsonb, @state::jsonb)
        END,
        @metadata::jsonb,
        CASE WHEN d.delta THEN 'delta' ELSE 'full' END,
@@ -138,10 +135,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT @thread_id::text, @namespace::text, p.seq + 1, @checkpoint_id::uuid, p.checkpoint_id, p.step + 1,
        @trigger::text, @tags::text[],
        CASE WHEN @summary::text <> '' THEN @summary::text
-            WHEN jsonb_typeof(@messages::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce(@messages::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce(@messages::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys(@state::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary(@messages::jsonb, @state::jsonb)
        END,
        @metadata::jsonb, @messages::jsonb, @state::jsonb, @tool_results::jsonb,
        jsonb_array_length(@messages::jsonb), @next_node::text, @size_bytes::bigint
