@@ -322,32 +322,42 @@ func (b *CheckpointPutWholeBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const ThreadLock = `-- name: ThreadLock :batchexec
-SELECT pg_advisory_xact_lock(1885563760, hashtext($1::text))
+const CheckpointWriteLock = `-- name: CheckpointWriteLock :batchexec
+SELECT pg_advisory_xact_lock(1885563760, hashtext($1::text)),
+       pgcheckpoint.lock_checkpoint_id($2::uuid)
 `
 
-type ThreadLockBatchResults struct {
+type CheckpointWriteLockBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
 }
 
-// The thread lock (see pgcheckpoint.lock_thread, inlined here): the engine
-// queues it ahead of CheckpointPutFast in one pipeline, so both run in one
-// implicit transaction and the insert's snapshot is taken under the lock.
-func (q *Queries) ThreadLock(ctx context.Context, threadID []string) *ThreadLockBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range threadID {
-		vals := []interface{}{
-			a,
-		}
-		batch.Queue(ThreadLock, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &ThreadLockBatchResults{br, len(threadID), false}
+type CheckpointWriteLockParams struct {
+	ThreadID     string
+	CheckpointID uuid.UUID
 }
 
-func (b *ThreadLockBatchResults) Exec(f func(int, error)) {
+// The locks of a write, in checkpoint_put's order: the thread's (see
+// pgcheckpoint.lock_thread, inlined here), then the new checkpoint id's
+// (see pgcheckpoint.lock_checkpoint_id). The engine queues this ahead of
+// CheckpointPutFast or CheckpointPutWhole in one pipeline, so both run in
+// one implicit transaction and the insert's snapshot is taken under the
+// locks: it sees every other write of the thread and of the id.
+func (q *Queries) CheckpointWriteLock(ctx context.Context, arg []CheckpointWriteLockParams) *CheckpointWriteLockBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.ThreadID,
+			a.CheckpointID,
+		}
+		batch.Queue(CheckpointWriteLock, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &CheckpointWriteLockBatchResults{br, len(arg), false}
+}
+
+func (b *CheckpointWriteLockBatchResults) Exec(f func(int, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
 		if b.closed {
@@ -363,7 +373,7 @@ func (b *ThreadLockBatchResults) Exec(f func(int, error)) {
 	}
 }
 
-func (b *ThreadLockBatchResults) Close() error {
+func (b *CheckpointWriteLockBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }

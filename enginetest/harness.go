@@ -80,6 +80,7 @@ var tests = []conformanceTest{
 	{name: "ConcurrentWritersOneThread", fn: testConcurrentWritersOneThread},
 	{name: "ConcurrentWritersDistinctThreads", fn: testConcurrentWritersDistinctThreads},
 	{name: "WriterProcessesOneThread", fn: testWriterProcesses},
+	{name: "OneIDOneCheckpointAcrossThreads", fn: testOneIDOneCheckpoint},
 	{name: "KilledWriterProcessLeavesWholeCheckpoints", fn: testKilledWriter},
 	{name: "ResumeAfterKilledAgentProcess", fn: testResumeAfterKill},
 	// export.go

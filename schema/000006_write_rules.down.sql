@@ -1,4 +1,5 @@
--- Undoes 000006_write_rules.up.sql: checkpoint_put as 000003 left it, and the functions of 000006 dropped.
+-- Undoes 000006_write_rules.up.sql: checkpoint_put and branch as 000003
+-- left them, and the functions of 000006 dropped.
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(
     p_thread_id            text,
@@ -289,6 +290,52 @@ $$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_put IS
     'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id. Errors: PC001 parent not found, PC002 id reused for other content, PC003 invalid argument.';
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.branch(p_source_id uuid, p_new_thread_id text, p_branch_name text, p_checkpoint_id uuid)
+RETURNS TABLE (thread_id text, checkpoint_id uuid, step bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_src pgcheckpoint.checkpoints%ROWTYPE;
+BEGIN
+    IF p_new_thread_id IS NULL OR length(p_new_thread_id) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
+    END IF;
+    PERFORM pg_advisory_xact_lock(1885563760, hashtext(p_new_thread_id));
+    SELECT * INTO v_src FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_new_thread_id) THEN
+        RAISE EXCEPTION 'thread % already exists', p_new_thread_id USING ERRCODE = 'PC003';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
+        RAISE EXCEPTION 'checkpoint % already exists', p_checkpoint_id USING ERRCODE = 'PC002';
+    END IF;
+    INSERT INTO pgcheckpoint.threads (thread_id, namespace, branch_name, branched_from, branched_from_thread)
+    VALUES (p_new_thread_id, v_src.namespace, p_branch_name, p_source_id, v_src.thread_id);
+    -- The first checkpoint of a branch is stored whole: deltas never cross
+    -- threads. Its digests are the source's, as its content is.
+    INSERT INTO pgcheckpoint.checkpoints (
+        thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step, trigger, tags,
+        summary, metadata, format, messages, state, tool_results, messages_count, messages_digest,
+        state_digests, tool_results_digests, next_node, size_bytes)
+    SELECT p_new_thread_id, v_src.namespace, 1, p_checkpoint_id, p_source_id, v_src.step + 1, 'manual',
+           ARRAY['branch', p_branch_name], format('Branch %s from %s', quote_literal(p_branch_name), p_source_id),
+           v_src.metadata, 'full', m.messages, m.state, m.tool_results, v_src.messages_count,
+           v_src.messages_digest, v_src.state_digests, v_src.tool_results_digests, v_src.next_node,
+           v_src.size_bytes
+    FROM pgcheckpoint.materialize(p_source_id) m;
+    IF NOT FOUND THEN
+        -- Deleted since it was read (the source's thread lock is not held).
+        RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
+    END IF;
+    RETURN QUERY SELECT p_new_thread_id, p_checkpoint_id, v_src.step + 1;
+END;
+$$;
+
+DROP FUNCTION pgcheckpoint.lock_checkpoint_id(uuid);
 DROP FUNCTION pgcheckpoint.checkpoint_default_summary(jsonb, jsonb);
 DROP FUNCTION pgcheckpoint.json_text(jsonb);
 DROP FUNCTION pgcheckpoint.unescape_text(text, text);

@@ -1,8 +1,17 @@
+-- Two rules of every write, each written once.
+--
 -- The default summary ("[role] first 100 characters of content" of the last
 -- message, else "State: N keys") is one function, used by checkpoint_put and
 -- by the engine's one-statement writes, and it shows the message text as
 -- written: JSON is stored NUL-escaped (see checkpoints.messages), and the
 -- summary used to show the escape.
+--
+-- A checkpoint id is unique in the whole table, not only in its thread,
+-- whatever the interleaving of writers. A unique index on checkpoint_id
+-- alone would do it on one server, but every key starts with thread_id (the
+-- distribution column, if the table is ever sharded or hash-partitioned,
+-- where a unique index must include it), so a write takes a lock on the new
+-- id, after its thread's lock and before it looks whether the id exists.
 
 CREATE FUNCTION pgcheckpoint.unescape_text(p_text text, p_nul text DEFAULT U&'\FFFD')
 RETURNS text
@@ -66,6 +75,14 @@ $$;
 
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_default_summary IS
     'The summary of a checkpoint written without one: "[role] first 100 characters of content" of the last message when it is an object (the text as written, see json_text), else "State: N keys" (N the number of top-level state keys).';
+
+CREATE FUNCTION pgcheckpoint.lock_checkpoint_id(p_checkpoint_id uuid)
+RETURNS void
+LANGUAGE sql
+AS $$ SELECT pg_catalog.pg_advisory_xact_lock(1885563753, pg_catalog.uuid_hash(p_checkpoint_id)) $$;
+
+COMMENT ON FUNCTION pgcheckpoint.lock_checkpoint_id IS
+    'Takes the lock of a checkpoint id until the end of the transaction: advisory lock (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Every write of a checkpoint with a given id takes it after its thread''s lock and before it looks whether the id exists, so an id is unique in the whole table.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(
     p_thread_id            text,
@@ -169,6 +186,9 @@ BEGIN
     END IF;
 
     PERFORM pg_advisory_xact_lock(1885563760, hashtext(p_thread_id)); -- pgcheckpoint.lock_thread
+    -- Then the id's, so that the check below sees any other write of this
+    -- id, on any thread (ids are unique in the whole table).
+    PERFORM pgcheckpoint.lock_checkpoint_id(p_checkpoint_id);
 
     -- One row unless the id exists already (a retry): the thread row, the
     -- newest checkpoint, and the parent, which is the wanted one (given, or
@@ -346,4 +366,50 @@ END;
 $$;
 
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_put IS
-    'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id. Errors: PC001 parent not found, PC002 id reused for other content, PC003 invalid argument.';
+    'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id, which is unique in the table (see lock_checkpoint_id). Errors: PC001 parent not found, PC002 id reused for other content, PC003 invalid argument.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.branch(p_source_id uuid, p_new_thread_id text, p_branch_name text, p_checkpoint_id uuid)
+RETURNS TABLE (thread_id text, checkpoint_id uuid, step bigint)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_src pgcheckpoint.checkpoints%ROWTYPE;
+BEGIN
+    IF p_new_thread_id IS NULL OR length(p_new_thread_id) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
+    END IF;
+    PERFORM pg_advisory_xact_lock(1885563760, hashtext(p_new_thread_id));
+    PERFORM pgcheckpoint.lock_checkpoint_id(p_checkpoint_id);
+    SELECT * INTO v_src FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_new_thread_id) THEN
+        RAISE EXCEPTION 'thread % already exists', p_new_thread_id USING ERRCODE = 'PC003';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
+        RAISE EXCEPTION 'checkpoint % already exists', p_checkpoint_id USING ERRCODE = 'PC002';
+    END IF;
+    INSERT INTO pgcheckpoint.threads (thread_id, namespace, branch_name, branched_from, branched_from_thread)
+    VALUES (p_new_thread_id, v_src.namespace, p_branch_name, p_source_id, v_src.thread_id);
+    -- The first checkpoint of a branch is stored whole: deltas never cross
+    -- threads. Its digests are the source's, as its content is.
+    INSERT INTO pgcheckpoint.checkpoints (
+        thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step, trigger, tags,
+        summary, metadata, format, messages, state, tool_results, messages_count, messages_digest,
+        state_digests, tool_results_digests, next_node, size_bytes)
+    SELECT p_new_thread_id, v_src.namespace, 1, p_checkpoint_id, p_source_id, v_src.step + 1, 'manual',
+           ARRAY['branch', p_branch_name], format('Branch %s from %s', quote_literal(p_branch_name), p_source_id),
+           v_src.metadata, 'full', m.messages, m.state, m.tool_results, v_src.messages_count,
+           v_src.messages_digest, v_src.state_digests, v_src.tool_results_digests, v_src.next_node,
+           v_src.size_bytes
+    FROM pgcheckpoint.materialize(p_source_id) m;
+    IF NOT FOUND THEN
+        -- Deleted since it was read (the source's thread lock is not held).
+        RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
+    END IF;
+    RETURN QUERY SELECT p_new_thread_id, p_checkpoint_id, v_src.step + 1;
+END;
+$$;
