@@ -59,8 +59,9 @@ CREATE FUNCTION pgcheckpoint.checkpoint_default_summary(p_messages jsonb, p_stat
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-    -- Concatenation, not format() (stable) and a key count without a
-    -- subquery, so that the function is inlined.
+    -- Concatenation, not format() (stable), and a key count without a
+    -- subquery, so that the function is inlined; the count takes each
+    -- value's type, not the value (keyvalue() would copy every value).
     SELECT CASE WHEN pg_catalog.jsonb_typeof(p_messages OPERATOR(pg_catalog.->) -1) OPERATOR(pg_catalog.=) 'object'
                 THEN '[' OPERATOR(pg_catalog.||)
                      coalesce(pgcheckpoint.json_text(p_messages OPERATOR(pg_catalog.->) -1 OPERATOR(pg_catalog.->) 'role'), 'unknown')
@@ -68,7 +69,7 @@ AS $$
                      pg_catalog.left(coalesce(pgcheckpoint.json_text(
                          p_messages OPERATOR(pg_catalog.->) -1 OPERATOR(pg_catalog.->) 'content'), ''), 100)
                 ELSE 'State: ' OPERATOR(pg_catalog.||)
-                     pg_catalog.jsonb_array_length(pg_catalog.jsonb_path_query_array(p_state, '$.keyvalue()'))::pg_catalog.text
+                     pg_catalog.jsonb_array_length(pg_catalog.jsonb_path_query_array(p_state, 'strict $.*.type()'))::pg_catalog.text
                      OPERATOR(pg_catalog.||) ' keys'
            END
 $$;
