@@ -139,10 +139,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT $1::text, $2::text, p.seq + 1, $3::uuid, p.checkpoint_id, p.step + 1,
        $4::text, $5::text[],
        CASE WHEN $6::text <> '' THEN $6::text
-            WHEN jsonb_typeof($7::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce($7::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce($7::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys($8::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary($7::jsonb, $8::jsonb)
        END,
        $9::jsonb,
        CASE WHEN d.delta THEN 'delta' ELSE 'full' END,
@@ -327,10 +324,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT $1::text, $2::text, p.seq + 1, $3::uuid, p.checkpoint_id, p.step + 1,
        $4::text, $5::text[],
        CASE WHEN $6::text <> '' THEN $6::text
-            WHEN jsonb_typeof($7::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce($7::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce($7::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys($8::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary($7::jsonb, $8::jsonb)
        END,
        $9::jsonb, $7::jsonb, $8::jsonb, $10::jsonb,
        jsonb_array_length($7::jsonb), $11::text, $12::bigint
@@ -439,6 +433,62 @@ func (b *CheckpointPutWholeBatchResults) Close() error {
 	return b.br.Close()
 }
 
+const CheckpointWriteLock = `-- name: CheckpointWriteLock :batchexec
+SELECT pg_advisory_xact_lock(1885563760, hashtext($1::text)),
+       pgcheckpoint.lock_checkpoint_id($2::uuid)
+`
+
+type CheckpointWriteLockBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type CheckpointWriteLockParams struct {
+	ThreadID     string
+	CheckpointID uuid.UUID
+}
+
+// The locks of a write, in checkpoint_put's order: the thread's (see
+// pgcheckpoint.lock_thread, inlined here), then the new checkpoint id's
+// (see pgcheckpoint.lock_checkpoint_id). The engine queues this ahead of
+// CheckpointPutFast or CheckpointPutWhole in one pipeline, so both run in
+// one implicit transaction and the insert's snapshot is taken under the
+// locks: it sees every other write of the thread and of the id.
+func (q *Queries) CheckpointWriteLock(ctx context.Context, arg []CheckpointWriteLockParams) *CheckpointWriteLockBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.ThreadID,
+			a.CheckpointID,
+		}
+		batch.Queue(CheckpointWriteLock, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &CheckpointWriteLockBatchResults{br, len(arg), false}
+}
+
+func (b *CheckpointWriteLockBatchResults) Exec(f func(int, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		if b.closed {
+			if f != nil {
+				f(t, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		_, err := b.br.Exec()
+		if f != nil {
+			f(t, err)
+		}
+	}
+}
+
+func (b *CheckpointWriteLockBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
 const PendingWriteImport = `-- name: PendingWriteImport :batchexec
 INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
                                          task_id, idx, channel, value, created_at)
@@ -500,52 +550,6 @@ func (b *PendingWriteImportBatchResults) Exec(f func(int, error)) {
 }
 
 func (b *PendingWriteImportBatchResults) Close() error {
-	b.closed = true
-	return b.br.Close()
-}
-
-const ThreadLock = `-- name: ThreadLock :batchexec
-SELECT pg_advisory_xact_lock(1885563760, hashtext($1::text))
-`
-
-type ThreadLockBatchResults struct {
-	br     pgx.BatchResults
-	tot    int
-	closed bool
-}
-
-// The thread lock (see pgcheckpoint.lock_thread, inlined here): the engine
-// queues it ahead of CheckpointPutFast in one pipeline, so both run in one
-// implicit transaction and the insert's snapshot is taken under the lock.
-func (q *Queries) ThreadLock(ctx context.Context, threadID []string) *ThreadLockBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range threadID {
-		vals := []interface{}{
-			a,
-		}
-		batch.Queue(ThreadLock, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &ThreadLockBatchResults{br, len(threadID), false}
-}
-
-func (b *ThreadLockBatchResults) Exec(f func(int, error)) {
-	defer b.br.Close()
-	for t := 0; t < b.tot; t++ {
-		if b.closed {
-			if f != nil {
-				f(t, ErrBatchAlreadyClosed)
-			}
-			continue
-		}
-		_, err := b.br.Exec()
-		if f != nil {
-			f(t, err)
-		}
-	}
-}
-
-func (b *ThreadLockBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }

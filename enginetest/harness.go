@@ -35,6 +35,7 @@ var tests = []conformanceTest{
 	// snapshot.go
 	{name: "SnapshotRoundTrip", fn: testSnapshotRoundTrip},
 	{name: "DefaultSummary", fn: testDefaultSummary},
+	{name: "DefaultSummaryShowsTextAsWritten", fn: testDefaultSummaryAsWritten},
 	{name: "NULAndUnicodeRoundTripExactly", fn: testNULAndUnicode},
 	{name: "RetryIsIdempotent", fn: testRetryIsIdempotent},
 	{name: "ExplicitParentStartsANewLine", fn: testExplicitParent},
@@ -80,6 +81,7 @@ var tests = []conformanceTest{
 	{name: "ConcurrentWritersOneThread", fn: testConcurrentWritersOneThread},
 	{name: "ConcurrentWritersDistinctThreads", fn: testConcurrentWritersDistinctThreads},
 	{name: "WriterProcessesOneThread", fn: testWriterProcesses},
+	{name: "OneIDOneCheckpointAcrossThreads", fn: testOneIDOneCheckpoint},
 	{name: "KilledWriterProcessLeavesWholeCheckpoints", fn: testKilledWriter},
 	{name: "ResumeAfterKilledAgentProcess", fn: testResumeAfterKill},
 	// export.go

@@ -26,11 +26,15 @@ FROM pgcheckpoint.checkpoint_put(
     sqlc.narg(tool_results_digests)::jsonb
 ) AS r;
 
--- name: ThreadLock :batchexec
--- The thread lock (see pgcheckpoint.lock_thread, inlined here): the engine
--- queues it ahead of CheckpointPutFast in one pipeline, so both run in one
--- implicit transaction and the insert's snapshot is taken under the lock.
-SELECT pg_advisory_xact_lock(1885563760, hashtext(@thread_id::text));
+-- name: CheckpointWriteLock :batchexec
+-- The locks of a write, in checkpoint_put's order: the thread's (see
+-- pgcheckpoint.lock_thread, inlined here), then the new checkpoint id's
+-- (see pgcheckpoint.lock_checkpoint_id). The engine queues this ahead of
+-- CheckpointPutFast or CheckpointPutWhole in one pipeline, so both run in
+-- one implicit transaction and the insert's snapshot is taken under the
+-- locks: it sees every other write of the thread and of the id.
+SELECT pg_advisory_xact_lock(1885563760, hashtext(@thread_id::text)),
+       pgcheckpoint.lock_checkpoint_id(@checkpoint_id::uuid);
 
 -- name: CheckpointPutFast :batchone
 -- The common case of checkpoint_put as one statement, for a caller that
@@ -51,10 +55,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT @thread_id::text, @namespace::text, p.seq + 1, @checkpoint_id::uuid, p.checkpoint_id, p.step + 1,
        @trigger::text, @tags::text[],
        CASE WHEN @summary::text <> '' THEN @summary::text
-            WHEN jsonb_typeof(@messages::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce(@messages::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce(@messages::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys(@state::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary(@messages::jsonb, @state::jsonb)
        END,
        @metadata::jsonb,
        CASE WHEN d.delta THEN 'delta' ELSE 'full' END,
@@ -138,10 +139,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT @thread_id::text, @namespace::text, p.seq + 1, @checkpoint_id::uuid, p.checkpoint_id, p.step + 1,
        @trigger::text, @tags::text[],
        CASE WHEN @summary::text <> '' THEN @summary::text
-            WHEN jsonb_typeof(@messages::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce(@messages::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce(@messages::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys(@state::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary(@messages::jsonb, @state::jsonb)
        END,
        @metadata::jsonb, @messages::jsonb, @state::jsonb, @tool_results::jsonb,
        jsonb_array_length(@messages::jsonb), @next_node::text, @size_bytes::bigint
