@@ -124,7 +124,31 @@ func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error
 	if err := w.flush(ctx); err != nil {
 		return err
 	}
+	if err := w.settle(ctx); err != nil {
+		return err
+	}
 	return dbError("commit", tx.Commit(ctx))
+}
+
+// settle looks, just before the commit and with writes held off, whether a
+// write that ran beside the import stored one of its ids on another thread
+// (see pgcheckpoint.lock_checkpoint_id): the flushes' checks ran before
+// that write had committed.
+func (w *pgImport) settle(ctx context.Context) error {
+	if len(w.ids) == 0 {
+		return nil
+	}
+	if err := w.q.CheckpointImportSettleLock(ctx); err != nil {
+		return dbError("lock the checkpoints table", err)
+	}
+	twice, err := w.q.CheckpointImportIDsTwice(ctx, w.ids)
+	if err != nil {
+		return dbError("look up checkpoint ids", err)
+	}
+	if len(twice) > 0 {
+		return fmt.Errorf("checkpoint %s: %w: its id was written meanwhile", twice[0], ErrIDConflict)
+	}
+	return nil
 }
 
 // pgImport writes an import's rows: thread rows at once, checkpoints and
@@ -134,6 +158,7 @@ func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error
 type pgImport struct {
 	q       *db.Queries
 	threads map[string]bool // threads created by this import
+	ids     []string        // every checkpoint id imported, for settle
 	rows    []db.CheckpointImportParams
 	writes  []db.PendingWriteImportParams
 	bytes   int
@@ -203,6 +228,7 @@ func (w *pgImport) flush(ctx context.Context) error {
 	for i, r := range w.rows {
 		ids[i] = r.CheckpointID.String()
 	}
+	w.ids = append(w.ids, ids...)
 	used, err := w.q.CheckpointImportIDsInUse(ctx, ids)
 	if err != nil {
 		return dbError("look up checkpoint ids", err)

@@ -82,6 +82,7 @@ var tests = []conformanceTest{
 	{name: "ConcurrentWritersDistinctThreads", fn: testConcurrentWritersDistinctThreads},
 	{name: "WriterProcessesOneThread", fn: testWriterProcesses},
 	{name: "OneIDOneCheckpointAcrossThreads", fn: testOneIDOneCheckpoint},
+	{name: "ImportAndWritersShareOneID", fn: testImportAndWritersShareOneID},
 	{name: "KilledWriterProcessLeavesWholeCheckpoints", fn: testKilledWriter},
 	{name: "ResumeAfterKilledAgentProcess", fn: testResumeAfterKill},
 	// export.go

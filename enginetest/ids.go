@@ -1,6 +1,7 @@
 package enginetest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,4 +114,78 @@ func testOneIDOneCheckpoint(t *testing.T, e *env) {
 			seen[c.ID] = true
 		}
 	}
+}
+
+// An import holds ids too: an import of a checkpoint and writers that race
+// to use its id on other threads leave exactly one checkpoint with it. The
+// import checks its ids when it writes them and again just before it
+// commits, with writes held off, so a writer that committed between the
+// two is seen; the loser gets ErrIDConflict and leaves nothing.
+func testImportAndWritersShareOneID(t *testing.T, e *env) {
+	const rounds, writers = 30, 4
+	imported, written := 0, 0
+	for r := range rounds {
+		// The file: a thread with one checkpoint, exported and deleted, so
+		// its id is free again.
+		src := fmt.Sprintf("imp-%02d", r)
+		res := e.snap(engine.SnapshotInput{ThreadID: src, Messages: json.RawMessage(`[{"role":"user","content":"import me"}]`)})
+		var file bytes.Buffer
+		if _, err := e.eng.Export(e.ctx, src, &file); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.eng.DeleteThread(e.ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		threads := make([]string, writers)
+		for w := range threads {
+			threads[w] = fmt.Sprintf("imp-%02d-w%d", r, w)
+			if w%2 == 0 {
+				e.snap(engine.SnapshotInput{ThreadID: threads[w]})
+			}
+		}
+		start := make(chan struct{})
+		errs := make([]error, writers+1)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			_, errs[writers] = e.eng.Import(e.ctx, bytes.NewReader(file.Bytes()), engine.ImportOptions{})
+		})
+		for w := range writers {
+			wg.Go(func() {
+				<-start
+				_, errs[w] = e.eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: threads[w], ID: res.ID})
+			})
+		}
+		close(start)
+		wg.Wait()
+		won := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				won++
+				if i == writers {
+					imported++
+				} else {
+					written++
+				}
+			case !errors.Is(err, engine.ErrIDConflict):
+				t.Fatalf("round %d: %v, want ErrIDConflict", r, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("round %d: %d writes of checkpoint %s succeeded (the import's error: %v)", r, won, res.ID, errs[writers])
+		}
+		holders := 0
+		for _, th := range append(threads, src) {
+			for _, c := range listAll(t, e.ctx, e.eng, th, "") {
+				if c.ID == res.ID {
+					holders++
+				}
+			}
+		}
+		if holders != 1 {
+			t.Fatalf("round %d: %d threads hold checkpoint %s", r, holders, res.ID)
+		}
+	}
+	t.Logf("%d rounds won by the import, %d by a writer", imported, written)
 }

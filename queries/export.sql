@@ -88,3 +88,18 @@ VALUES (
 INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
                                          task_id, idx, channel, value, created_at)
 VALUES (@thread_id, @namespace, @checkpoint_seq, @checkpoint_id, @task_id, @idx, @channel, @value, @created_at);
+
+-- name: CheckpointImportSettleLock :exec
+-- Before an import commits: waits for the writes in flight and holds off
+-- new ones (every write holds ROW EXCLUSIVE when it looks for its id, see
+-- pgcheckpoint.lock_checkpoint_id), so that CheckpointImportIDsTwice sees
+-- every other write of the import's ids. Readers are not held.
+LOCK TABLE pgcheckpoint.checkpoints IN SHARE ROW EXCLUSIVE MODE;
+
+-- name: CheckpointImportIDsTwice :many
+-- Which of the import's ids another write has also stored (ids are unique
+-- in the whole table). The ids come as text, as in CheckpointImportIDsInUse.
+SELECT c.checkpoint_id FROM pgcheckpoint.checkpoints c
+WHERE c.checkpoint_id = ANY (CAST(@ids::text[] AS uuid[]))
+GROUP BY c.checkpoint_id
+HAVING count(*) > 1;

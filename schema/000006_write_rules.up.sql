@@ -83,7 +83,7 @@ LANGUAGE sql
 AS $$ SELECT pg_catalog.pg_advisory_xact_lock(1885563753, pg_catalog.uuid_hash(p_checkpoint_id)) $$;
 
 COMMENT ON FUNCTION pgcheckpoint.lock_checkpoint_id IS
-    'Takes the lock of a checkpoint id until the end of the transaction: advisory lock (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Every write of a checkpoint with a given id takes it after its thread''s lock and before it looks whether the id exists, so an id is unique in the whole table.';
+    'Takes the lock of a checkpoint id until the end of the transaction: advisory lock (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Every write of a checkpoint with a given id takes it after its thread''s lock and before it looks whether the id exists, so an id is unique in the whole table. An import, which writes too many ids to lock each, instead takes the table in SHARE ROW EXCLUSIVE mode before its commit and looks again; so every write also holds the table''s ROW EXCLUSIVE lock when it looks (an INSERT ... SELECT that looks holds it already; a function that looks in a statement of its own takes it first).';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(
     p_thread_id            text,
@@ -188,8 +188,10 @@ BEGIN
 
     PERFORM pg_advisory_xact_lock(1885563760, hashtext(p_thread_id)); -- pgcheckpoint.lock_thread
     -- Then the id's, so that the check below sees any other write of this
-    -- id, on any thread (ids are unique in the whole table).
+    -- id, on any thread (ids are unique in the whole table); and the
+    -- table's ROW EXCLUSIVE lock before the check (see lock_checkpoint_id).
     PERFORM pgcheckpoint.lock_checkpoint_id(p_checkpoint_id);
+    LOCK TABLE pgcheckpoint.checkpoints IN ROW EXCLUSIVE MODE;
 
     -- One row unless the id exists already (a retry): the thread row, the
     -- newest checkpoint, and the parent, which is the wanted one (given, or
@@ -383,6 +385,7 @@ BEGIN
     END IF;
     PERFORM pg_advisory_xact_lock(1885563760, hashtext(p_new_thread_id));
     PERFORM pgcheckpoint.lock_checkpoint_id(p_checkpoint_id);
+    LOCK TABLE pgcheckpoint.checkpoints IN ROW EXCLUSIVE MODE; -- see lock_checkpoint_id
     SELECT * INTO v_src FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
