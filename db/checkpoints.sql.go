@@ -82,16 +82,7 @@ func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFi
 const CheckpointGetByID = `-- name: CheckpointGetByID :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes,
        m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
-       -- '' when there are none: the ordered aggregate starts a sort even
-       -- for no rows, which costs a Get more than this probe.
-       coalesce(CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
-                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
-            THEN (SELECT jsonb_agg(jsonb_build_object(
-                             'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
-                             ORDER BY w.task_id, w.idx)
-                  FROM pgcheckpoint.pending_writes w
-                  WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
-       END::text, '')::text AS pending_writes
+       coalesce(pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text, '')::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.checkpoint_id = $1::uuid
@@ -141,16 +132,7 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 const CheckpointGetHead = `-- name: CheckpointGetHead :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes,
        m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
-       -- '' when there are none: the ordered aggregate starts a sort even
-       -- for no rows, which costs a Get more than this probe.
-       coalesce(CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
-                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
-            THEN (SELECT jsonb_agg(jsonb_build_object(
-                             'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
-                             ORDER BY w.task_id, w.idx)
-                  FROM pgcheckpoint.pending_writes w
-                  WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
-       END::text, '')::text AS pending_writes
+       coalesce(pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text, '')::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.thread_id = $1::text AND c.namespace = $2::text

@@ -165,16 +165,7 @@ RETURNING c.thread_id, c.namespace, c.checkpoint_id,
 -- again by encoding/json on the client.
 SELECT sqlc.embed(c),
        m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
-       -- '' when there are none: the ordered aggregate starts a sort even
-       -- for no rows, which costs a Get more than this probe.
-       coalesce(CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
-                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
-            THEN (SELECT jsonb_agg(jsonb_build_object(
-                             'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
-                             ORDER BY w.task_id, w.idx)
-                  FROM pgcheckpoint.pending_writes w
-                  WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
-       END::text, '')::text AS pending_writes
+       coalesce(pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text, '')::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.checkpoint_id = @checkpoint_id::uuid
@@ -185,16 +176,7 @@ LIMIT 1;
 -- on (see pgcheckpoint.head_seq).
 SELECT sqlc.embed(c),
        m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
-       -- '' when there are none: the ordered aggregate starts a sort even
-       -- for no rows, which costs a Get more than this probe.
-       coalesce(CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
-                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
-            THEN (SELECT jsonb_agg(jsonb_build_object(
-                             'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
-                             ORDER BY w.task_id, w.idx)
-                  FROM pgcheckpoint.pending_writes w
-                  WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
-       END::text, '')::text AS pending_writes
+       coalesce(pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text, '')::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text

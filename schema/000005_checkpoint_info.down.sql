@@ -1,1 +1,2 @@
+DROP FUNCTION pgcheckpoint.pending_writes_json(text, text, bigint);
 DROP VIEW pgcheckpoint.checkpoint_info;
