@@ -186,7 +186,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 				}
 				t, err := checkImportThread(l)
 				if err == nil {
-					err = w.Thread(ctx, t)
+					err = nameRefusedJSON(w.Thread(ctx, t), jsonField{"thread metadata", t.Metadata})
 				}
 				if err != nil {
 					return fmt.Errorf("record %d: %w", line, err)
@@ -206,7 +206,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 					err = e.checkImportParent(ctx, links, c)
 				}
 				if err == nil {
-					err = w.Checkpoint(ctx, c)
+					err = nameRefusedJSON(w.Checkpoint(ctx, c), importJSONFields(c)...)
 					links.ids[c.ID] = importedCheckpoint{id: c.ID, thread: c.ThreadID, namespace: c.Namespace, step: c.Step}
 				}
 				if err != nil {
@@ -395,6 +395,16 @@ func checkImportCheckpoint(c *ExportCheckpoint) error {
 		}
 	}
 	return nil
+}
+
+// importJSONFields are the JSON fields of a checkpoint line, named as
+// checkImportCheckpoint names them.
+func importJSONFields(c ExportCheckpoint) []jsonField {
+	fields := []jsonField{{"metadata", c.Metadata}, {"messages", c.Messages}, {"state", c.State}, {"tool results", c.ToolResults}}
+	for i, w := range c.PendingWrites {
+		fields = append(fields, jsonField{fmt.Sprintf("pending write %d value", i), w.Value})
+	}
+	return fields
 }
 
 func optID(id *uuid.UUID) uuid.NullUUID {

@@ -131,7 +131,8 @@ type pgImport struct {
 	threads map[string]bool    // threads created by this import
 	seen    map[uuid.UUID]bool // checkpoint ids of this import
 	batch   *pgx.Batch
-	ids     []uuid.UUID // per queued statement: the checkpoint id, or uuid.Nil for pending writes
+	ids     []uuid.UUID        // per queued statement: the checkpoint id, or uuid.Nil for pending writes
+	rows    []ExportCheckpoint // per queued statement: its checkpoint, to name what a refusal is about
 }
 
 func (w *pgImport) Thread(ctx context.Context, t ExportThread) error {
@@ -170,7 +171,7 @@ func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint) error {
 		WHERE NOT EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id = $4)`,
 		c.ThreadID, c.Namespace, c.Seq, c.ID, optID(c.ParentID), optID(c.MergeParentID), c.Step, c.CreatedAt,
 		string(c.Trigger), c.Tags, c.Summary, c.Metadata, c.Messages, c.State, c.ToolResults, c.NextNode, c.SizeBytes)
-	w.ids = append(w.ids, c.ID)
+	w.ids, w.rows = append(w.ids, c.ID), append(w.rows, c)
 	if n := len(c.PendingWrites); n > 0 {
 		tasks, channels, created := make([]string, n), make([]string, n), make([]time.Time, n)
 		idxs, values := make([]int32, n), make([]string, n)
@@ -184,7 +185,7 @@ func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint) error {
 			FROM unnest($5::text[], $6::int[], $7::text[], $8::text[], $9::timestamptz[])
 			     AS w(task_id, idx, channel, value, created_at)`,
 			c.ThreadID, c.Namespace, c.Seq, c.ID, tasks, idxs, channels, values, created)
-		w.ids = append(w.ids, uuid.Nil)
+		w.ids, w.rows = append(w.ids, uuid.Nil), append(w.rows, c)
 	}
 	if len(w.ids) >= importBatch {
 		return w.flush(ctx)
@@ -198,11 +199,12 @@ func (w *pgImport) flush(ctx context.Context) error {
 		return nil
 	}
 	res := w.tx.SendBatch(ctx, w.batch)
-	for _, id := range w.ids {
+	for i, id := range w.ids {
 		tag, err := res.Exec()
 		if err != nil {
 			res.Close()
-			return pgImportError(err)
+			c := w.rows[i]
+			return fmt.Errorf("checkpoint %s: %w", c.ID, nameRefusedJSON(pgImportError(err), importJSONFields(c)...))
 		}
 		if id != uuid.Nil && tag.RowsAffected() != 1 {
 			res.Close()
@@ -212,7 +214,7 @@ func (w *pgImport) flush(ctx context.Context) error {
 	if err := res.Close(); err != nil {
 		return pgImportError(err)
 	}
-	w.batch, w.ids = &pgx.Batch{}, w.ids[:0]
+	w.batch, w.ids, w.rows = &pgx.Batch{}, w.ids[:0], w.rows[:0]
 	return nil
 }
 
