@@ -13,11 +13,122 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 var (
 	ErrBatchAlreadyClosed = errors.New("batch already closed")
 )
+
+const CheckpointImport = `-- name: CheckpointImport :batchexec
+INSERT INTO pgcheckpoint.checkpoints (
+    thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
+    trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
+    messages, state, tool_results, state_removed, tool_results_removed, messages_count,
+    messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
+VALUES (
+    $1, $2, $3, $4, $5, $6, $7, $8,
+    $9, $10, $11, $12, $13, $14, $15, $16,
+    $17, $18, $19, $20, $21, $22,
+    $23, $24, $25, $26, $27)
+`
+
+type CheckpointImportBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type CheckpointImportParams struct {
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.NullUUID
+	MergeParentID      uuid.NullUUID
+	Step               int64
+	CreatedAt          time.Time
+	Trigger            string
+	Tags               []string
+	Summary            string
+	Metadata           json.RawMessage
+	Format             string
+	BaseCheckpointID   uuid.NullUUID
+	DeltaRun           int32
+	DeltaDepth         int32
+	Messages           json.RawMessage
+	State              json.RawMessage
+	ToolResults        json.RawMessage
+	StateRemoved       []string
+	ToolResultsRemoved []string
+	MessagesCount      pgtype.Int4
+	MessagesDigest     []byte
+	StateDigests       json.RawMessage
+	ToolResultsDigests json.RawMessage
+	NextNode           string
+	SizeBytes          int64
+}
+
+// A row of an import, sent in pipelined batches: every column as the export gave it and the
+// engine checked it (a delta keeps its base, run and depth).
+func (q *Queries) CheckpointImport(ctx context.Context, arg []CheckpointImportParams) *CheckpointImportBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.ThreadID,
+			a.Namespace,
+			a.Seq,
+			a.CheckpointID,
+			a.ParentCheckpointID,
+			a.MergeParentID,
+			a.Step,
+			a.CreatedAt,
+			a.Trigger,
+			a.Tags,
+			a.Summary,
+			a.Metadata,
+			a.Format,
+			a.BaseCheckpointID,
+			a.DeltaRun,
+			a.DeltaDepth,
+			a.Messages,
+			a.State,
+			a.ToolResults,
+			a.StateRemoved,
+			a.ToolResultsRemoved,
+			a.MessagesCount,
+			a.MessagesDigest,
+			a.StateDigests,
+			a.ToolResultsDigests,
+			a.NextNode,
+			a.SizeBytes,
+		}
+		batch.Queue(CheckpointImport, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &CheckpointImportBatchResults{br, len(arg), false}
+}
+
+func (b *CheckpointImportBatchResults) Exec(f func(int, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		if b.closed {
+			if f != nil {
+				f(t, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		_, err := b.br.Exec()
+		if f != nil {
+			f(t, err)
+		}
+	}
+}
+
+func (b *CheckpointImportBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
 
 const CheckpointPutFast = `-- name: CheckpointPutFast :batchone
 INSERT INTO pgcheckpoint.checkpoints AS c (
@@ -28,10 +139,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT $1::text, $2::text, p.seq + 1, $3::uuid, p.checkpoint_id, p.step + 1,
        $4::text, $5::text[],
        CASE WHEN $6::text <> '' THEN $6::text
-            WHEN jsonb_typeof($7::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce($7::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce($7::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys($8::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary($7::jsonb, $8::jsonb)
        END,
        $9::jsonb,
        CASE WHEN d.delta THEN 'delta' ELSE 'full' END,
@@ -216,10 +324,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT $1::text, $2::text, p.seq + 1, $3::uuid, p.checkpoint_id, p.step + 1,
        $4::text, $5::text[],
        CASE WHEN $6::text <> '' THEN $6::text
-            WHEN jsonb_typeof($7::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce($7::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce($7::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys($8::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary($7::jsonb, $8::jsonb)
        END,
        $9::jsonb, $7::jsonb, $8::jsonb, $10::jsonb,
        jsonb_array_length($7::jsonb), $11::text, $12::bigint
@@ -328,32 +433,42 @@ func (b *CheckpointPutWholeBatchResults) Close() error {
 	return b.br.Close()
 }
 
-const ThreadLock = `-- name: ThreadLock :batchexec
-SELECT pg_advisory_xact_lock(1885563760, hashtext($1::text))
+const CheckpointWriteLock = `-- name: CheckpointWriteLock :batchexec
+SELECT pg_advisory_xact_lock(1885563760, hashtext($1::text)),
+       pgcheckpoint.lock_checkpoint_id($2::uuid)
 `
 
-type ThreadLockBatchResults struct {
+type CheckpointWriteLockBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
 }
 
-// The thread lock (see pgcheckpoint.lock_thread, inlined here): the engine
-// queues it ahead of CheckpointPutFast in one pipeline, so both run in one
-// implicit transaction and the insert's snapshot is taken under the lock.
-func (q *Queries) ThreadLock(ctx context.Context, threadID []string) *ThreadLockBatchResults {
-	batch := &pgx.Batch{}
-	for _, a := range threadID {
-		vals := []interface{}{
-			a,
-		}
-		batch.Queue(ThreadLock, vals...)
-	}
-	br := q.db.SendBatch(ctx, batch)
-	return &ThreadLockBatchResults{br, len(threadID), false}
+type CheckpointWriteLockParams struct {
+	ThreadID     string
+	CheckpointID uuid.UUID
 }
 
-func (b *ThreadLockBatchResults) Exec(f func(int, error)) {
+// The locks of a write, in checkpoint_put's order: the thread's (see
+// pgcheckpoint.lock_thread, inlined here), then the new checkpoint id's
+// (see pgcheckpoint.lock_checkpoint_id). The engine queues this ahead of
+// CheckpointPutFast or CheckpointPutWhole in one pipeline, so both run in
+// one implicit transaction and the insert's snapshot is taken under the
+// locks: it sees every other write of the thread and of the id.
+func (q *Queries) CheckpointWriteLock(ctx context.Context, arg []CheckpointWriteLockParams) *CheckpointWriteLockBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.ThreadID,
+			a.CheckpointID,
+		}
+		batch.Queue(CheckpointWriteLock, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &CheckpointWriteLockBatchResults{br, len(arg), false}
+}
+
+func (b *CheckpointWriteLockBatchResults) Exec(f func(int, error)) {
 	defer b.br.Close()
 	for t := 0; t < b.tot; t++ {
 		if b.closed {
@@ -369,7 +484,72 @@ func (b *ThreadLockBatchResults) Exec(f func(int, error)) {
 	}
 }
 
-func (b *ThreadLockBatchResults) Close() error {
+func (b *CheckpointWriteLockBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const PendingWriteImport = `-- name: PendingWriteImport :batchexec
+INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
+                                         task_id, idx, channel, value, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+`
+
+type PendingWriteImportBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type PendingWriteImportParams struct {
+	ThreadID      string
+	Namespace     string
+	CheckpointSeq int64
+	CheckpointID  uuid.UUID
+	TaskID        string
+	Idx           int32
+	Channel       string
+	Value         json.RawMessage
+	CreatedAt     time.Time
+}
+
+func (q *Queries) PendingWriteImport(ctx context.Context, arg []PendingWriteImportParams) *PendingWriteImportBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.ThreadID,
+			a.Namespace,
+			a.CheckpointSeq,
+			a.CheckpointID,
+			a.TaskID,
+			a.Idx,
+			a.Channel,
+			a.Value,
+			a.CreatedAt,
+		}
+		batch.Queue(PendingWriteImport, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &PendingWriteImportBatchResults{br, len(arg), false}
+}
+
+func (b *PendingWriteImportBatchResults) Exec(f func(int, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		if b.closed {
+			if f != nil {
+				f(t, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		_, err := b.br.Exec()
+		if f != nil {
+			f(t, err)
+		}
+	}
+}
+
+func (b *PendingWriteImportBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }

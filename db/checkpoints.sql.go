@@ -47,18 +47,20 @@ func (q *Queries) CheckpointDeleteForRuns(ctx context.Context, runIds []string) 
 const CheckpointFindOnHeadLine = `-- name: CheckpointFindOnHeadLine :one
 SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
 FROM pgcheckpoint.lineage(
-        pgcheckpoint.head($1::text, ''),
+        pgcheckpoint.head($1::text, $2::text),
         greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
-                  WHERE h.checkpoint_id = pgcheckpoint.head($1::text, '') LIMIT 1) - $2::bigint, 0)::int
+                  WHERE h.checkpoint_id = pgcheckpoint.head($1::text, $2::text) LIMIT 1)
+                 - $3::bigint, 0)::int
      ) AS l
-WHERE l.step <= $2::bigint AND l.thread_id = $1::text
+WHERE l.step <= $3::bigint AND l.thread_id = $1::text AND l.namespace = $2::text
 ORDER BY 2
 LIMIT 1
 `
 
 type CheckpointFindOnHeadLineParams struct {
-	ThreadID string
-	MaxStep  int64
+	ThreadID  string
+	Namespace string
+	MaxStep   int64
 }
 
 type CheckpointFindOnHeadLineRow struct {
@@ -67,97 +69,89 @@ type CheckpointFindOnHeadLineRow struct {
 }
 
 // The checkpoint with the greatest step at or below max_step on the line
-// from the head of a thread's root namespace back to its root, in that
-// thread. Steps fall by one per link, so the walk stops at the depth where
-// that step is.
+// from the head of a thread and namespace back to its root, in that thread
+// and namespace. Steps fall by one per link, so the walk stops at the depth
+// where that step is.
 func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFindOnHeadLineParams) (CheckpointFindOnHeadLineRow, error) {
-	row := q.db.QueryRow(ctx, CheckpointFindOnHeadLine, arg.ThreadID, arg.MaxStep)
+	row := q.db.QueryRow(ctx, CheckpointFindOnHeadLine, arg.ThreadID, arg.Namespace, arg.MaxStep)
 	var i CheckpointFindOnHeadLineRow
 	err := row.Scan(&i.CheckpointID, &i.Depth)
 	return i, err
 }
 
 const CheckpointGetByID = `-- name: CheckpointGetByID :one
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format,
-       m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
-       c.next_node, c.size_bytes,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
-                   ORDER BY w.task_id, w.idx), '[]'::jsonb)
-        FROM pgcheckpoint.pending_writes w
-        WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
-          AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
-FROM pgcheckpoint.checkpoints c
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes,
+       m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
+       -- '' when there are none: the ordered aggregate starts a sort even
+       -- for no rows, which costs a Get more than this probe.
+       coalesce(CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+            THEN (SELECT jsonb_agg(jsonb_build_object(
+                             'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
+                             ORDER BY w.task_id, w.idx)
+                  FROM pgcheckpoint.pending_writes w
+                  WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+       END::text, '')::text AS pending_writes
+FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.checkpoint_id = $1::uuid
 LIMIT 1
 `
 
 type CheckpointGetByIDRow struct {
-	ThreadID           string
-	Namespace          string
-	Seq                int64
-	CheckpointID       uuid.UUID
-	ParentCheckpointID uuid.NullUUID
-	MergeParentID      uuid.NullUUID
-	Step               int64
-	CreatedAt          time.Time
-	Trigger            string
-	Tags               []string
-	Summary            string
-	Metadata           json.RawMessage
-	Format             string
-	Messages           json.RawMessage
-	State              json.RawMessage
-	ToolResults        json.RawMessage
-	NextNode           string
-	SizeBytes          int64
-	PendingWrites      json.RawMessage
+	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
+	Messages                   string
+	State                      string
+	ToolResults                string
+	PendingWrites              string
 }
 
 // A checkpoint with its whole content (see pgcheckpoint.materialize) and its
 // pending writes (ordered by task and index) as one JSON array, so Get is
-// one round trip.
+// one round trip. The JSON comes back as text: what Postgres wrote is valid
+// JSON, and a jsonb column scanned into json.RawMessage would be validated
+// again by encoding/json on the client.
 func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID) (CheckpointGetByIDRow, error) {
 	row := q.db.QueryRow(ctx, CheckpointGetByID, checkpointID)
 	var i CheckpointGetByIDRow
 	err := row.Scan(
-		&i.ThreadID,
-		&i.Namespace,
-		&i.Seq,
-		&i.CheckpointID,
-		&i.ParentCheckpointID,
-		&i.MergeParentID,
-		&i.Step,
-		&i.CreatedAt,
-		&i.Trigger,
-		&i.Tags,
-		&i.Summary,
-		&i.Metadata,
-		&i.Format,
+		&i.PgcheckpointCheckpointInfo.ThreadID,
+		&i.PgcheckpointCheckpointInfo.Namespace,
+		&i.PgcheckpointCheckpointInfo.Seq,
+		&i.PgcheckpointCheckpointInfo.CheckpointID,
+		&i.PgcheckpointCheckpointInfo.ParentCheckpointID,
+		&i.PgcheckpointCheckpointInfo.MergeParentID,
+		&i.PgcheckpointCheckpointInfo.Step,
+		&i.PgcheckpointCheckpointInfo.CreatedAt,
+		&i.PgcheckpointCheckpointInfo.Trigger,
+		&i.PgcheckpointCheckpointInfo.Tags,
+		&i.PgcheckpointCheckpointInfo.Summary,
+		&i.PgcheckpointCheckpointInfo.Metadata,
+		&i.PgcheckpointCheckpointInfo.Format,
+		&i.PgcheckpointCheckpointInfo.NextNode,
+		&i.PgcheckpointCheckpointInfo.SizeBytes,
 		&i.Messages,
 		&i.State,
 		&i.ToolResults,
-		&i.NextNode,
-		&i.SizeBytes,
 		&i.PendingWrites,
 	)
 	return i, err
 }
 
 const CheckpointGetHead = `-- name: CheckpointGetHead :one
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format,
-       m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
-       c.next_node, c.size_bytes,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
-                   ORDER BY w.task_id, w.idx), '[]'::jsonb)
-        FROM pgcheckpoint.pending_writes w
-        WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
-          AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
-FROM pgcheckpoint.checkpoints c
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes,
+       m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
+       -- '' when there are none: the ordered aggregate starts a sort even
+       -- for no rows, which costs a Get more than this probe.
+       coalesce(CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+            THEN (SELECT jsonb_agg(jsonb_build_object(
+                             'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
+                             ORDER BY w.task_id, w.idx)
+                  FROM pgcheckpoint.pending_writes w
+                  WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+       END::text, '')::text AS pending_writes
+FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.thread_id = $1::text AND c.namespace = $2::text
   AND c.seq = pgcheckpoint.head_seq($1::text, $2::text)
@@ -169,25 +163,11 @@ type CheckpointGetHeadParams struct {
 }
 
 type CheckpointGetHeadRow struct {
-	ThreadID           string
-	Namespace          string
-	Seq                int64
-	CheckpointID       uuid.UUID
-	ParentCheckpointID uuid.NullUUID
-	MergeParentID      uuid.NullUUID
-	Step               int64
-	CreatedAt          time.Time
-	Trigger            string
-	Tags               []string
-	Summary            string
-	Metadata           json.RawMessage
-	Format             string
-	Messages           json.RawMessage
-	State              json.RawMessage
-	ToolResults        json.RawMessage
-	NextNode           string
-	SizeBytes          int64
-	PendingWrites      json.RawMessage
+	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
+	Messages                   string
+	State                      string
+	ToolResults                string
+	PendingWrites              string
 }
 
 // The head of a thread and namespace: the checkpoint the next write builds
@@ -196,24 +176,24 @@ func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadPa
 	row := q.db.QueryRow(ctx, CheckpointGetHead, arg.ThreadID, arg.Namespace)
 	var i CheckpointGetHeadRow
 	err := row.Scan(
-		&i.ThreadID,
-		&i.Namespace,
-		&i.Seq,
-		&i.CheckpointID,
-		&i.ParentCheckpointID,
-		&i.MergeParentID,
-		&i.Step,
-		&i.CreatedAt,
-		&i.Trigger,
-		&i.Tags,
-		&i.Summary,
-		&i.Metadata,
-		&i.Format,
+		&i.PgcheckpointCheckpointInfo.ThreadID,
+		&i.PgcheckpointCheckpointInfo.Namespace,
+		&i.PgcheckpointCheckpointInfo.Seq,
+		&i.PgcheckpointCheckpointInfo.CheckpointID,
+		&i.PgcheckpointCheckpointInfo.ParentCheckpointID,
+		&i.PgcheckpointCheckpointInfo.MergeParentID,
+		&i.PgcheckpointCheckpointInfo.Step,
+		&i.PgcheckpointCheckpointInfo.CreatedAt,
+		&i.PgcheckpointCheckpointInfo.Trigger,
+		&i.PgcheckpointCheckpointInfo.Tags,
+		&i.PgcheckpointCheckpointInfo.Summary,
+		&i.PgcheckpointCheckpointInfo.Metadata,
+		&i.PgcheckpointCheckpointInfo.Format,
+		&i.PgcheckpointCheckpointInfo.NextNode,
+		&i.PgcheckpointCheckpointInfo.SizeBytes,
 		&i.Messages,
 		&i.State,
 		&i.ToolResults,
-		&i.NextNode,
-		&i.SizeBytes,
 		&i.PendingWrites,
 	)
 	return i, err
@@ -244,16 +224,10 @@ func (q *Queries) CheckpointGetSeq(ctx context.Context, arg CheckpointGetSeqPara
 }
 
 const CheckpointLineage = `-- name: CheckpointLineage :many
-SELECT l.depth::int AS depth, l.thread_id::text AS thread_id, l.namespace::text AS namespace,
-       l.seq::bigint AS seq, l.checkpoint_id::uuid AS checkpoint_id,
-       coalesce(l.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
-       coalesce(l.merge_parent_id, '00000000-0000-0000-0000-000000000000')::uuid AS merge_parent_id,
-       l.step::bigint AS step, l.created_at::timestamptz AS created_at, l.trigger::text AS trigger,
-       l.tags::text[] AS tags, l.summary::text AS summary, l.metadata::jsonb AS metadata,
-       l.next_node::text AS next_node, l.size_bytes::bigint AS size_bytes,
-       coalesce((SELECT c.format FROM pgcheckpoint.checkpoints c
-                 WHERE c.thread_id = l.thread_id AND c.namespace = l.namespace AND c.seq = l.seq), '')::text AS format
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes, l.depth::int AS depth
 FROM pgcheckpoint.lineage($1::uuid, $2::int) AS l
+JOIN pgcheckpoint.checkpoint_info c
+  ON c.thread_id = l.thread_id AND c.namespace = l.namespace AND c.seq = l.seq
 ORDER BY l.depth
 `
 
@@ -263,27 +237,12 @@ type CheckpointLineageParams struct {
 }
 
 type CheckpointLineageRow struct {
-	Depth              int32
-	ThreadID           string
-	Namespace          string
-	Seq                int64
-	CheckpointID       uuid.UUID
-	ParentCheckpointID uuid.UUID
-	MergeParentID      uuid.UUID
-	Step               int64
-	CreatedAt          time.Time
-	Trigger            string
-	Tags               []string
-	Summary            string
-	Metadata           json.RawMessage
-	NextNode           string
-	SizeBytes          int64
-	Format             string
+	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
+	Depth                      int32
 }
 
 // A checkpoint and its ancestors, newest first, across branch threads (see
-// pgcheckpoint.lineage), with each one's storage format. The nil UUID
-// stands for "no parent".
+// pgcheckpoint.lineage).
 func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineageParams) ([]CheckpointLineageRow, error) {
 	rows, err := q.db.Query(ctx, CheckpointLineage, arg.CheckpointID, arg.MaxDepth)
 	if err != nil {
@@ -294,22 +253,22 @@ func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineagePa
 	for rows.Next() {
 		var i CheckpointLineageRow
 		if err := rows.Scan(
+			&i.PgcheckpointCheckpointInfo.ThreadID,
+			&i.PgcheckpointCheckpointInfo.Namespace,
+			&i.PgcheckpointCheckpointInfo.Seq,
+			&i.PgcheckpointCheckpointInfo.CheckpointID,
+			&i.PgcheckpointCheckpointInfo.ParentCheckpointID,
+			&i.PgcheckpointCheckpointInfo.MergeParentID,
+			&i.PgcheckpointCheckpointInfo.Step,
+			&i.PgcheckpointCheckpointInfo.CreatedAt,
+			&i.PgcheckpointCheckpointInfo.Trigger,
+			&i.PgcheckpointCheckpointInfo.Tags,
+			&i.PgcheckpointCheckpointInfo.Summary,
+			&i.PgcheckpointCheckpointInfo.Metadata,
+			&i.PgcheckpointCheckpointInfo.Format,
+			&i.PgcheckpointCheckpointInfo.NextNode,
+			&i.PgcheckpointCheckpointInfo.SizeBytes,
 			&i.Depth,
-			&i.ThreadID,
-			&i.Namespace,
-			&i.Seq,
-			&i.CheckpointID,
-			&i.ParentCheckpointID,
-			&i.MergeParentID,
-			&i.Step,
-			&i.CreatedAt,
-			&i.Trigger,
-			&i.Tags,
-			&i.Summary,
-			&i.Metadata,
-			&i.NextNode,
-			&i.SizeBytes,
-			&i.Format,
 		); err != nil {
 			return nil, err
 		}
@@ -322,9 +281,8 @@ func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineagePa
 }
 
 const CheckpointListByThread = `-- name: CheckpointListByThread :many
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes
-FROM pgcheckpoint.checkpoints c
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes
+FROM pgcheckpoint.checkpoint_info c
 WHERE c.thread_id = $1::text
   AND c.namespace = $2::text
   AND c.seq < coalesce(
@@ -350,21 +308,7 @@ type CheckpointListByThreadParams struct {
 }
 
 type CheckpointListByThreadRow struct {
-	ThreadID           string
-	Namespace          string
-	Seq                int64
-	CheckpointID       uuid.UUID
-	ParentCheckpointID uuid.NullUUID
-	MergeParentID      uuid.NullUUID
-	Step               int64
-	CreatedAt          time.Time
-	Trigger            string
-	Tags               []string
-	Summary            string
-	Metadata           json.RawMessage
-	Format             string
-	NextNode           string
-	SizeBytes          int64
+	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
 }
 
 // Newest first (write order), keyset-paginated by the before cursor (a
@@ -388,21 +332,21 @@ func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointList
 	for rows.Next() {
 		var i CheckpointListByThreadRow
 		if err := rows.Scan(
-			&i.ThreadID,
-			&i.Namespace,
-			&i.Seq,
-			&i.CheckpointID,
-			&i.ParentCheckpointID,
-			&i.MergeParentID,
-			&i.Step,
-			&i.CreatedAt,
-			&i.Trigger,
-			&i.Tags,
-			&i.Summary,
-			&i.Metadata,
-			&i.Format,
-			&i.NextNode,
-			&i.SizeBytes,
+			&i.PgcheckpointCheckpointInfo.ThreadID,
+			&i.PgcheckpointCheckpointInfo.Namespace,
+			&i.PgcheckpointCheckpointInfo.Seq,
+			&i.PgcheckpointCheckpointInfo.CheckpointID,
+			&i.PgcheckpointCheckpointInfo.ParentCheckpointID,
+			&i.PgcheckpointCheckpointInfo.MergeParentID,
+			&i.PgcheckpointCheckpointInfo.Step,
+			&i.PgcheckpointCheckpointInfo.CreatedAt,
+			&i.PgcheckpointCheckpointInfo.Trigger,
+			&i.PgcheckpointCheckpointInfo.Tags,
+			&i.PgcheckpointCheckpointInfo.Summary,
+			&i.PgcheckpointCheckpointInfo.Metadata,
+			&i.PgcheckpointCheckpointInfo.Format,
+			&i.PgcheckpointCheckpointInfo.NextNode,
+			&i.PgcheckpointCheckpointInfo.SizeBytes,
 		); err != nil {
 			return nil, err
 		}

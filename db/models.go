@@ -70,6 +70,25 @@ type PgcheckpointCheckpoint struct {
 	ToolResultsDigests json.RawMessage
 }
 
+// Each checkpoint without its content (messages, state, tool results and delta columns): what listings show. Summary and metadata are in stored form (U+0000 kept as an escape, see the engine docs).
+type PgcheckpointCheckpointInfo struct {
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.NullUUID
+	MergeParentID      uuid.NullUUID
+	Step               int64
+	CreatedAt          time.Time
+	Trigger            string
+	Tags               []string
+	Summary            string
+	Metadata           json.RawMessage
+	Format             string
+	NextNode           string
+	SizeBytes          int64
+}
+
 // Writes of tasks that finished inside a step, kept with the checkpoint they follow so a resumed run does not redo them. Deleted with their checkpoint.
 type PgcheckpointPendingWrite struct {
 	// The thread of the checkpoint.

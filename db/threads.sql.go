@@ -44,8 +44,9 @@ func (q *Queries) ThreadBranch(ctx context.Context, arg ThreadBranchParams) (Thr
 	return i, err
 }
 
-const ThreadCopy = `-- name: ThreadCopy :one
-SELECT pgcheckpoint.copy_thread($1::text, $2::text)::bigint AS copied
+const ThreadCopy = `-- name: ThreadCopy :many
+SELECT c.old_checkpoint_id::uuid AS old_checkpoint_id, c.new_checkpoint_id::uuid AS new_checkpoint_id
+FROM pgcheckpoint.copy_thread($1::text, $2::text) AS c
 `
 
 type ThreadCopyParams struct {
@@ -53,12 +54,31 @@ type ThreadCopyParams struct {
 	TargetThreadID string
 }
 
-// See pgcheckpoint.copy_thread.
-func (q *Queries) ThreadCopy(ctx context.Context, arg ThreadCopyParams) (int64, error) {
-	row := q.db.QueryRow(ctx, ThreadCopy, arg.SourceThreadID, arg.TargetThreadID)
-	var copied int64
-	err := row.Scan(&copied)
-	return copied, err
+type ThreadCopyRow struct {
+	OldCheckpointID uuid.UUID
+	NewCheckpointID uuid.UUID
+}
+
+// See pgcheckpoint.copy_thread: each source checkpoint's id and its copy's,
+// in namespace then write order.
+func (q *Queries) ThreadCopy(ctx context.Context, arg ThreadCopyParams) ([]ThreadCopyRow, error) {
+	rows, err := q.db.Query(ctx, ThreadCopy, arg.SourceThreadID, arg.TargetThreadID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ThreadCopyRow{}
+	for rows.Next() {
+		var i ThreadCopyRow
+		if err := rows.Scan(&i.OldCheckpointID, &i.NewCheckpointID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const ThreadDelete = `-- name: ThreadDelete :one
@@ -185,13 +205,14 @@ const ThreadMerge = `-- name: ThreadMerge :one
 SELECT m.thread_id::text AS thread_id, m.checkpoint_id::uuid AS checkpoint_id,
        coalesce(m.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
        m.merge_parent_id::uuid AS merge_parent_id, m.step::bigint AS step
-FROM pgcheckpoint.merge($1::text, $2::text, $3::uuid) AS m
+FROM pgcheckpoint.merge($1::text, $2::text, $3::uuid, $4::text) AS m
 `
 
 type ThreadMergeParams struct {
 	BranchThreadID string
 	IntoThreadID   string
 	CheckpointID   uuid.UUID
+	Namespace      string
 }
 
 type ThreadMergeRow struct {
@@ -202,10 +223,15 @@ type ThreadMergeRow struct {
 	Step               int64
 }
 
-// Writes the branch head's content onto the target thread with two parents
-// (see pgcheckpoint.merge).
+// Writes the branch head's content onto the target thread with two parents,
+// both in one namespace (see pgcheckpoint.merge).
 func (q *Queries) ThreadMerge(ctx context.Context, arg ThreadMergeParams) (ThreadMergeRow, error) {
-	row := q.db.QueryRow(ctx, ThreadMerge, arg.BranchThreadID, arg.IntoThreadID, arg.CheckpointID)
+	row := q.db.QueryRow(ctx, ThreadMerge,
+		arg.BranchThreadID,
+		arg.IntoThreadID,
+		arg.CheckpointID,
+		arg.Namespace,
+	)
 	var i ThreadMergeRow
 	err := row.Scan(
 		&i.ThreadID,

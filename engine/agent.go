@@ -101,10 +101,12 @@ type headEdit struct {
 }
 
 // snapshotOnHead writes, through SnapshotSafe, a checkpoint with the
-// content of threadID's head (none for a new thread) changed by ed, as a
-// child of that head. A disabled trigger reads nothing and writes nothing.
-func (e *Engine) snapshotOnHead(ctx context.Context, threadID string, ed headEdit) SafeResult {
-	in := SnapshotInput{ThreadID: threadID, Trigger: ed.trigger, Tags: ed.tags, Summary: cleanSummary(ed.summary), NextNode: ed.nextNode}
+// content of the head of threadID's namespace (none for a new one) changed
+// by ed, as a child of that head. A disabled trigger reads nothing and
+// writes nothing.
+func (e *Engine) snapshotOnHead(ctx context.Context, threadID, namespace string, ed headEdit) SafeResult {
+	in := SnapshotInput{ThreadID: threadID, Namespace: namespace, Trigger: ed.trigger, Tags: ed.tags,
+		Summary: cleanSummary(ed.summary), NextNode: ed.nextNode}
 	if !e.Enabled(ed.trigger) {
 		res, _ := e.skipDisabled(ctx, in)
 		return SafeResult{SnapshotResult: res}
@@ -112,7 +114,7 @@ func (e *Engine) snapshotOnHead(ctx context.Context, threadID string, ed headEdi
 	var messages []json.RawMessage
 	tools := map[string]json.RawMessage{}
 	state := ed.state
-	head, err := e.Latest(ctx, threadID)
+	head, err := e.LatestIn(ctx, threadID, namespace)
 	switch {
 	case err == nil:
 		in.ParentID = head.ID
@@ -130,7 +132,7 @@ func (e *Engine) snapshotOnHead(ctx context.Context, threadID string, ed headEdi
 	case errors.Is(err, ErrNotFound):
 	default:
 		e.snapshotFailed(ctx, in, err)
-		return SafeResult{SnapshotResult: SnapshotResult{ThreadID: threadID}, Err: err}
+		return SafeResult{SnapshotResult: SnapshotResult{ThreadID: threadID, Namespace: namespace}, Err: err}
 	}
 	for _, m := range ed.messages {
 		messages = append(messages, encodeJSON(m))
@@ -170,15 +172,24 @@ func cleanSummary(s string) string {
 }
 
 // WrapTool returns tool wrapped so that every call writes two checkpoints
-// on threadID (trigger TriggerToolCall, through SnapshotSafe): one before,
-// whose last message is the call and its arguments, and one after, whose
-// last message is the whole result (or the error) and whose tool results
-// hold it under name. Both carry the head's messages, state and tool
+// on threadID's root namespace (see WrapToolIn; trigger TriggerToolCall,
+// through SnapshotSafe): one before, whose last message is the call and its
+// arguments, and one after, whose last message is the whole result (or the
+// error) and whose tool results hold it under name. Both carry the head's messages, state and tool
 // results forward. The wrapper returns what tool returns; a failed snapshot
 // never fails the call. A panic in tool is recorded, then re-raised.
 func WrapTool[A, R any](e *Engine, threadID, name string, tool func(context.Context, A) (R, error)) func(context.Context, A) (R, error) {
+	return WrapToolIn(e, threadID, "", name, tool)
+}
+
+// WrapToolIn is WrapTool writing on one namespace of the thread (the head
+// it carries forward is that namespace's). A malformed namespace fails
+// each snapshot with ErrInvalidInput, as a malformed thread id does: the
+// failure is counted and logged (see SnapshotSafe), nothing is written, and
+// the tool still runs.
+func WrapToolIn[A, R any](e *Engine, threadID, namespace, name string, tool func(context.Context, A) (R, error)) func(context.Context, A) (R, error) {
 	return func(ctx context.Context, args A) (result R, err error) {
-		e.snapshotOnHead(ctx, threadID, headEdit{
+		e.snapshotOnHead(ctx, threadID, namespace, headEdit{
 			trigger:  TriggerToolCall,
 			tags:     []string{"tool:" + name, "before"},
 			summary:  "tool " + name + ": call",
@@ -193,16 +204,16 @@ func WrapTool[A, R any](e *Engine, threadID, name string, tool func(context.Cont
 			}
 			p := recover()
 			msg := fmt.Sprint("panic: ", p)
-			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, toolAfter(name, nil, msg))
+			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, namespace, toolAfter(name, nil, msg))
 			panic(p)
 		}()
 		result, err = tool(ctx, args)
 		panicked = false
 		if err != nil {
-			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, toolAfter(name, nil, err.Error()))
+			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, namespace, toolAfter(name, nil, err.Error()))
 			return result, err
 		}
-		e.snapshotOnHead(ctx, threadID, toolAfter(name, encodeJSON(result), ""))
+		e.snapshotOnHead(ctx, threadID, namespace, toolAfter(name, encodeJSON(result), ""))
 		return result, nil
 	}
 }
@@ -226,22 +237,30 @@ func toolAfter(name string, result json.RawMessage, failure string) headEdit {
 	return ed
 }
 
-// Scope runs fn between two checkpoints on threadID (trigger
-// TriggerTaskBoundary, through SnapshotSafe): one on enter and one on exit,
-// whatever the outcome. state is encoded as JSON at each of the two (so a
+// Scope runs fn between two checkpoints on threadID's root namespace (see
+// ScopeIn; trigger TriggerTaskBoundary, through SnapshotSafe): one on enter
+// and one on exit, whatever the outcome. state is encoded as JSON at each of the two (so a
 // pointer shows what fn changed); nil carries the head's state forward.
 // The exit checkpoint's metadata says how fn ended: {"scope": "exit",
 // "outcome": "ok" | "error" | "panic", "error": ...}. Scope returns fn's
 // error unchanged; a panic in fn is recorded, then re-raised. A failed
 // snapshot never fails the scope.
 func (e *Engine) Scope(ctx context.Context, threadID string, state any, fn func(context.Context) error) (err error) {
+	return e.ScopeIn(ctx, threadID, "", state, fn)
+}
+
+// ScopeIn is Scope writing on one namespace of the thread (the head it
+// carries forward is that namespace's). A malformed namespace fails both
+// snapshots with ErrInvalidInput, as a malformed thread id does: counted and
+// logged (see SnapshotSafe), nothing written, and fn still runs.
+func (e *Engine) ScopeIn(ctx context.Context, threadID, namespace string, state any, fn func(context.Context) error) (err error) {
 	enc := func() json.RawMessage {
 		if state == nil {
 			return nil
 		}
 		return encodeJSON(state)
 	}
-	e.snapshotOnHead(ctx, threadID, headEdit{
+	e.snapshotOnHead(ctx, threadID, namespace, headEdit{
 		trigger:  TriggerTaskBoundary,
 		tags:     []string{"scope", "enter"},
 		summary:  "scope: enter",
@@ -255,7 +274,7 @@ func (e *Engine) Scope(ctx context.Context, threadID string, state any, fn func(
 			meta["error"] = failure
 			summary += ": " + failure
 		}
-		e.snapshotOnHead(context.WithoutCancel(ctx), threadID, headEdit{
+		e.snapshotOnHead(context.WithoutCancel(ctx), threadID, namespace, headEdit{
 			trigger:  TriggerTaskBoundary,
 			tags:     []string{"scope", "exit", outcome},
 			summary:  summary,
@@ -297,13 +316,18 @@ func (r *ResumePoint) TaskDone(task string) bool {
 	return ok
 }
 
-// Resume returns the head of threadID (root namespace) with the pending
-// writes recorded after it, grouped by task. A loop resumed after a crash
-// continues from the head's state and next node, and skips the tasks in
-// Done. Errors: ErrNotFound for a thread with no checkpoint (a new run);
-// ErrInvalidInput for a malformed thread id.
+// Resume is ResumeIn for the thread's root namespace.
 func (e *Engine) Resume(ctx context.Context, threadID string) (*ResumePoint, error) {
-	head, err := e.Latest(ctx, threadID)
+	return e.ResumeIn(ctx, threadID, "")
+}
+
+// ResumeIn returns the head of one namespace of threadID with the pending
+// writes recorded after it, grouped by task. A loop (or sub-graph) resumed
+// after a crash continues from the head's state and next node, and skips
+// the tasks in Done. Errors: ErrNotFound for a namespace with no checkpoint
+// (a new run); ErrInvalidInput for a malformed thread id or namespace.
+func (e *Engine) ResumeIn(ctx context.Context, threadID, namespace string) (*ResumePoint, error) {
+	head, err := e.LatestIn(ctx, threadID, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("resume: %w", err)
 	}

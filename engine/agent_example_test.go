@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log"
 	"os"
 
@@ -24,12 +25,12 @@ func ExampleEngine_Resume() {
 	defer pool.Close()
 	eng := engine.New(pool, engine.Config{})
 
-	r, err := eng.Resume(ctx, "run-42")
+	r, err := eng.Resume(ctx, "run-7")
 	if errors.Is(err, engine.ErrNotFound) { // a new run: write its first checkpoint
-		if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run-42", NextNode: "fetch"}); err != nil {
+		if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run-7", NextNode: "fetch"}); err != nil {
 			log.Fatal(err)
 		}
-		r, err = eng.Resume(ctx, "run-42")
+		r, err = eng.Resume(ctx, "run-7")
 	}
 	if err != nil {
 		log.Fatal(err)
@@ -47,7 +48,10 @@ func ExampleEngine_Resume() {
 		results[task] = out
 	}
 	state, _ := json.Marshal(results)
-	eng.SnapshotSafe(ctx, engine.SnapshotInput{ThreadID: "run-42", Trigger: engine.TriggerTaskBoundary, State: state})
+	saved := eng.SnapshotSafe(ctx, engine.SnapshotInput{ThreadID: "run-7", Trigger: engine.TriggerTaskBoundary, State: state})
+	fmt.Println("step", saved.Step, "state", string(state))
+	// Output:
+	// step 2 state {"fetch-a":{"ok":true},"fetch-b":{"ok":true}}
 }
 
 // A tool wrapped so each call writes a checkpoint before and after it.
@@ -61,11 +65,24 @@ func ExampleWrapTool() {
 	eng := engine.New(pool, engine.Config{})
 
 	type query struct{ City string }
-	search := engine.WrapTool(eng, "run-42", "weather", func(ctx context.Context, q query) (string, error) {
+	search := engine.WrapTool(eng, "trip-3", "weather", func(ctx context.Context, q query) (string, error) {
 		return "sunny in " + q.City, nil
 	})
-	if _, err := search(ctx, query{City: "Lisbon"}); err != nil {
+	out, err := search(ctx, query{City: "Lisbon"})
+	if err != nil {
 		log.Fatal(err)
 	}
+	fmt.Println(out)
 	// eng.SnapshotFailures() counts the checkpoints that could not be written.
+	page, err := eng.ListCheckpoints(ctx, "trip-3", engine.ListOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range page {
+		fmt.Println(c.Step, c.Trigger, c.Summary)
+	}
+	// Output:
+	// sunny in Lisbon
+	// 2 tool_call tool weather: ok
+	// 1 tool_call tool weather: call
 }

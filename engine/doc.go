@@ -18,9 +18,24 @@
 //	})
 //	latest, err := eng.Latest(ctx, "run-42")
 //
+// A thread holds one line of checkpoints per namespace (a sub-graph; "" is
+// the root graph), each with its own head. A call that acts on one line
+// takes the namespace in its options struct when it has one
+// (SnapshotInput, ListOptions, PointsOptions, IntervalOptions) and
+// otherwise has a variant named ...In beside it (LatestIn, RewindToStepIn,
+// ResumeIn, ClearMemoryIn, DeleteBeforeIn, MergeBranchIn, ScopeIn,
+// WrapToolIn); the form without one means the root. Calls given a
+// checkpoint id (Get, Rewind, RewindAndTruncate, Branch, Lineage, Diff,
+// PutWrites) act in that checkpoint's namespace, and calls on a whole
+// thread (Tree, Branches, DeleteThread, CopyThread, Export, ApplyRetention,
+// SetExpiry, Prune) on every namespace. A malformed namespace is
+// ErrInvalidInput, with nothing written (ScopeIn and WrapToolIn, which never
+// fail their caller, count it as a snapshot failure).
+//
 // Errors wrap the sentinels ErrNotFound, ErrInvalidInput (with
-// ErrInvalidJSON and ErrSnapshotTooLarge) and ErrIDConflict; match them
-// with errors.Is. A call that fails with ErrInvalidInput has written nothing.
+// ErrInvalidJSON and ErrSnapshotTooLarge), ErrIDConflict and ErrPermission
+// (a database role that may not write); match them with errors.Is. A call
+// that fails with ErrInvalidInput or ErrPermission has written nothing.
 //
 // Checkpoints of 8 KiB or more are stored as deltas when they extend their
 // parent (see Config.DeltaRun, Config.DeltaMinBytes and

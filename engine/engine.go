@@ -272,7 +272,7 @@ func (e *Engine) snapshotParams(in SnapshotInput) (PutRequest, error) {
 	if err := checkID("thread id", in.ThreadID, false); err != nil {
 		return PutRequest{}, err
 	}
-	if err := checkID("namespace", in.Namespace, true); err != nil {
+	if err := checkNamespace(in.Namespace); err != nil {
 		return PutRequest{}, err
 	}
 	id := in.ID
@@ -386,14 +386,16 @@ func (e *Engine) Latest(ctx context.Context, threadID string) (_ *Checkpoint, er
 	return e.LatestIn(ctx, threadID, "")
 }
 
-// LatestIn is Latest for a sub-graph namespace.
+// LatestIn is Latest for a namespace of the thread ("" is the root).
+// Errors: ErrNotFound when the namespace has no checkpoint;
+// ErrInvalidInput for a malformed thread id or namespace.
 func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (_ *Checkpoint, err error) {
-	ctx, done := e.tel.call(ctx, "LatestIn", attrThread.String(threadID))
+	ctx, done := e.tel.call(ctx, "LatestIn", attrThread.String(threadID), attrNamespace.String(namespace))
 	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("latest: %w", err)
 	}
-	if err := checkID("namespace", namespace, true); err != nil {
+	if err := checkNamespace(namespace); err != nil {
 		return nil, fmt.Errorf("latest: %w", err)
 	}
 	c, err := e.store.Head(ctx, threadID, namespace)
@@ -413,7 +415,7 @@ func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts List
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
-	if err := checkID("namespace", opts.Namespace, true); err != nil {
+	if err := checkNamespace(opts.Namespace); err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
 	limit, err := pageSize(opts.Limit)
@@ -483,22 +485,37 @@ func (e *Engine) DeleteThread(ctx context.Context, threadID string) (_ int64, er
 	return n, nil
 }
 
-// DeleteBefore deletes the checkpoints of a thread's root namespace whose
-// step is below step, with their pending writes, in one statement. The head
-// is never deleted, whatever its step. It returns how many it deleted.
-// Errors: ErrInvalidInput for a step below 1 or a malformed thread id.
+// DeleteBefore is DeleteBeforeIn for the thread's root namespace.
 func (e *Engine) DeleteBefore(ctx context.Context, threadID string, step int64) (_ int64, err error) {
 	ctx, done := e.tel.call(ctx, "DeleteBefore", attrThread.String(threadID))
 	defer func() { done(err) }()
+	return e.deleteBefore(ctx, threadID, "", step)
+}
+
+// DeleteBeforeIn deletes the checkpoints of one namespace of a thread
+// whose step is below step, with their pending writes, in one statement;
+// other namespaces are untouched. The head is never deleted, whatever its
+// step. It returns how many it deleted. Errors: ErrInvalidInput for a step
+// below 1 or a malformed thread id or namespace.
+func (e *Engine) DeleteBeforeIn(ctx context.Context, threadID, namespace string, step int64) (_ int64, err error) {
+	ctx, done := e.tel.call(ctx, "DeleteBeforeIn", attrThread.String(threadID), attrNamespace.String(namespace))
+	defer func() { done(err) }()
+	return e.deleteBefore(ctx, threadID, namespace, step)
+}
+
+func (e *Engine) deleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error) {
 	if err := checkID("thread id", threadID, false); err != nil {
+		return 0, fmt.Errorf("delete before: %w", err)
+	}
+	if err := checkNamespace(namespace); err != nil {
 		return 0, fmt.Errorf("delete before: %w", err)
 	}
 	if step < 1 {
 		return 0, fmt.Errorf("delete before: %w: step %d; steps start at 1", ErrInvalidInput, step)
 	}
-	n, err := e.store.DeleteBefore(ctx, threadID, "", step)
+	n, err := e.store.DeleteBefore(ctx, threadID, namespace, step)
 	if err != nil {
-		return 0, fmt.Errorf("delete before step %d of thread %q: %w", step, threadID, err)
+		return 0, fmt.Errorf("delete before step %d of thread %q namespace %q: %w", step, threadID, namespace, err)
 	}
 	return n, nil
 }
@@ -638,6 +655,9 @@ func nameRefusedJSON(err error, fields ...jsonField) error {
 		return err
 	}
 	for _, f := range fields {
+		if len(f.text) == 0 {
+			continue // absent
+		}
 		if !json.Valid(f.text) {
 			return notJSON(f.name)
 		}
@@ -649,6 +669,12 @@ func nameRefusedJSON(err error, fields ...jsonField) error {
 		return fmt.Errorf("%s: %w", fields[0].name, err)
 	}
 	return err
+}
+
+// checkNamespace validates a namespace ("" is the root graph): the one
+// check of every call that takes one.
+func checkNamespace(namespace string) error {
+	return checkID("namespace", namespace, true)
 }
 
 // checkID validates an identifier: valid UTF-8 with no NUL (Postgres text

@@ -39,6 +39,14 @@ var (
 	// conflict: it returns the stored checkpoint.
 	ErrIDConflict = errors.New("pgcheckpoint: checkpoint id already used for other content")
 
+	// ErrPermission: the database refused the call for want of a privilege
+	// (SQLSTATE 42501): a read-only role tried to write, or a role lacks a
+	// grant the call needs; or the session can only read (25006: a hot
+	// standby, default_transaction_read_only). Nothing was written. Use a
+	// role that may write, or grant this one what schema/roles/roles.sql
+	// grants the application role.
+	ErrPermission = errors.New("pgcheckpoint: permission denied")
+
 	// ErrTransient: the database failed the call for a reason that passes:
 	// the connection was lost or refused, the server is shutting down or
 	// starting, a serialization failure or deadlock, too many connections,
@@ -120,6 +128,10 @@ func dbError(what string, err error) error {
 			return fmt.Errorf("%s%w: nested too deeply: %s", what, ErrInvalidJSON, pgErr.Message)
 		case "22008": // datetime_field_overflow
 			return fmt.Errorf("%s%w: %s", what, ErrInvalidInput, pgErr.Message)
+		case "42501": // insufficient_privilege
+			return fmt.Errorf("%s%w: the database role lacks a privilege (a read-only role may only read): %w", what, ErrPermission, err)
+		case "25006": // read_only_sql_transaction
+			return fmt.Errorf("%s%w: the session is read-only: %w", what, ErrPermission, err)
 		}
 	}
 	if transientPG(err) {

@@ -68,4 +68,10 @@ func ExampleEngine_Snapshot() {
 	if _, err := eng.Get(ctx, engine.NewCheckpointID()); errors.Is(err, engine.ErrNotFound) {
 		fmt.Println("unknown ids are ErrNotFound")
 	}
+	// Output:
+	// step 2 parent true
+	// [tool] 3 flights -> book
+	// 2 tool_call [tool] 3 flights
+	// 1 llm_call [user] book a flight
+	// unknown ids are ErrNotFound
 }

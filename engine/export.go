@@ -3,30 +3,57 @@ package engine
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
 
-// ExportFormat is the version of the export format, in its header line.
-const ExportFormat = 1
+// ExportFormat is the version of the export format that Export writes, in
+// its header line. Import reads it and every earlier version.
+const ExportFormat = 2
 
-// An export is JSON lines: a header, then one line per thread row (one per
-// namespace), then one per checkpoint in write order, each with its pending
-// writes. Everything a reader sees is kept, so an import puts back exactly
-// what was exported: ids, parents, steps, seqs, times, content (NUL
-// characters included). How content was stored is not: an export holds each
-// checkpoint's whole content, and an import stores each one whole (format
-// 'full', without digests, so the next write after it is whole too).
+// An export is JSON lines: a header, then for each thread (the thread, and
+// with ExportOptions.Branches every thread forked from it, recursively) its
+// rows (one per namespace) and its checkpoints in write order, each with its
+// pending writes. Everything a reader sees is kept, so an import puts back
+// exactly what was exported: ids, parents, merge parents, steps, seqs,
+// times, content (NUL characters included).
+//
+// Format 2 keeps how content is stored: a checkpoint stored whole
+// ("storage": "full") carries its whole content; a delta ("storage":
+// "delta") carries its delta as stored (the messages appended to its
+// base's, the state and tool result keys set, the keys removed), its base
+// (base_id, a checkpoint earlier in the same thread and namespace, before
+// it in the file), its run and its depth. An import writes the same rows,
+// so a thread takes the same storage after a round trip. Digests, with which
+// a store tells an append from an edit, are not in the file: an import
+// computes them from the content it stores, so a file cannot make a later
+// write store a wrong delta.
+//
+// Format 1 held every checkpoint whole, without a storage field; an import
+// stores such checkpoints whole.
+
+// Storage formats of a checkpoint row (ExportCheckpoint.Storage).
+const (
+	StorageFull  = "full"
+	StorageDelta = "delta"
+)
 
 // ExportHeader is the first line of an export.
 type ExportHeader struct {
 	Kind     string `json:"kind"` // "pgcheckpoint-export"
 	Format   int    `json:"format"`
 	ThreadID string `json:"thread_id"`
+	// Branches: the export holds the threads forked from ThreadID too.
+	Branches bool `json:"branches,omitempty"`
 }
 
 // ExportThread is a thread row of an export.
@@ -42,27 +69,39 @@ type ExportThread struct {
 	BranchedFromThread *string         `json:"branched_from_thread,omitempty"`
 }
 
-// ExportCheckpoint is a checkpoint of an export, with its pending writes.
+// ExportCheckpoint is a checkpoint of an export as stored, with its pending
+// writes. For a delta (Storage StorageDelta), Messages, State and
+// ToolResults hold the delta against BaseID, and the removed keys are JSON
+// arrays of keys; for a whole one, the whole content.
 type ExportCheckpoint struct {
-	Kind          string               `json:"kind"` // "checkpoint"
-	ThreadID      string               `json:"thread_id"`
-	Namespace     string               `json:"namespace"`
-	Seq           int64                `json:"seq"`
-	ID            uuid.UUID            `json:"id"`
-	ParentID      *uuid.UUID           `json:"parent_id,omitempty"`
-	MergeParentID *uuid.UUID           `json:"merge_parent_id,omitempty"`
-	Step          int64                `json:"step"`
-	CreatedAt     time.Time            `json:"created_at"`
-	Trigger       Trigger              `json:"trigger"`
-	Tags          []string             `json:"tags"`
-	Summary       string               `json:"summary"`
-	Metadata      json.RawMessage      `json:"metadata"`
-	Messages      json.RawMessage      `json:"messages"`
-	State         json.RawMessage      `json:"state"`
-	ToolResults   json.RawMessage      `json:"tool_results"`
-	NextNode      string               `json:"next_node"`
-	SizeBytes     int64                `json:"size_bytes"`
-	PendingWrites []ExportPendingWrite `json:"pending_writes"`
+	Kind          string     `json:"kind"` // "checkpoint"
+	ThreadID      string     `json:"thread_id"`
+	Namespace     string     `json:"namespace"`
+	Seq           int64      `json:"seq"`
+	ID            uuid.UUID  `json:"id"`
+	ParentID      *uuid.UUID `json:"parent_id,omitempty"`
+	MergeParentID *uuid.UUID `json:"merge_parent_id,omitempty"`
+	Step          int64      `json:"step"`
+	CreatedAt     time.Time  `json:"created_at"`
+	Trigger       Trigger    `json:"trigger"`
+	Tags          []string   `json:"tags"`
+	Summary       string     `json:"summary"`
+	// Storage is StorageFull or StorageDelta (absent in format 1: full).
+	Storage string `json:"storage,omitempty"`
+	// BaseID, DeltaRun and DeltaDepth are a delta's base_checkpoint_id,
+	// delta_run and delta_depth (see the checkpoints table).
+	BaseID             *uuid.UUID           `json:"base_id,omitempty"`
+	DeltaRun           int64                `json:"delta_run,omitempty"`
+	DeltaDepth         int64                `json:"delta_depth,omitempty"`
+	Metadata           json.RawMessage      `json:"metadata"`
+	Messages           json.RawMessage      `json:"messages"`
+	State              json.RawMessage      `json:"state"`
+	ToolResults        json.RawMessage      `json:"tool_results"`
+	StateRemoved       json.RawMessage      `json:"state_removed,omitempty"`
+	ToolResultsRemoved json.RawMessage      `json:"tool_results_removed,omitempty"`
+	NextNode           string               `json:"next_node"`
+	SizeBytes          int64                `json:"size_bytes"`
+	PendingWrites      []ExportPendingWrite `json:"pending_writes"`
 }
 
 // ExportPendingWrite is a pending write of an exported checkpoint.
@@ -76,29 +115,50 @@ type ExportPendingWrite struct {
 
 // ExportStats counts what an export or import moved.
 type ExportStats struct {
-	Threads       int64 // thread rows (one per namespace)
+	Threads       int64 // thread rows (one per thread and namespace)
 	Checkpoints   int64
+	Deltas        int64 // of Checkpoints, those stored as deltas
 	PendingWrites int64
 }
 
-// Export writes thread threadID (every namespace; not its branches, which
-// are threads of their own) to w as JSON lines, read in one consistent
-// snapshot of the database. Errors: ErrNotFound for an unknown thread;
-// ErrInvalidInput for a malformed thread id; w's write errors.
-func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer) (_ ExportStats, err error) {
+// ExportOptions tunes Export.
+type ExportOptions struct {
+	// Branches: export the threads forked from the thread too, and those
+	// forked from them, and so on, so that an import gives back the whole
+	// tree, branch and merge edges included.
+	Branches bool
+}
+
+// Export writes thread threadID (every namespace; with opts.Branches, its
+// branches too, which are threads of their own) to w as JSON lines, read in
+// one consistent snapshot of the database. It streams: it holds a few rows
+// in memory at a time, however long the thread. opts is at most one
+// ExportOptions (none: the thread alone). Errors: ErrNotFound for an unknown
+// thread; ErrInvalidInput for a malformed thread id or more than one opts;
+// w's write errors.
+func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer, opts ...ExportOptions) (_ ExportStats, err error) {
 	ctx, done := e.tel.call(ctx, "Export", attrThread.String(threadID))
 	defer func() { done(err) }()
 	var st ExportStats
 	if err := checkID("thread id", threadID, false); err != nil {
 		return st, fmt.Errorf("export: %w", err)
 	}
+	var o ExportOptions
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		return st, fmt.Errorf("export: %w: %d ExportOptions; give at most one", ErrInvalidInput, len(opts))
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	err = e.store.Export(ctx, threadID, ExportSink{
+	err = e.store.Export(ctx, threadID, o, ExportSink{
 		Thread: func(t ExportThread) error {
 			if st.Threads == 0 {
-				if err := enc.Encode(ExportHeader{Kind: "pgcheckpoint-export", Format: ExportFormat, ThreadID: threadID}); err != nil {
+				h := ExportHeader{Kind: "pgcheckpoint-export", Format: ExportFormat, ThreadID: threadID, Branches: o.Branches}
+				if err := enc.Encode(h); err != nil {
 					return err
 				}
 			}
@@ -113,11 +173,18 @@ func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer) (_ Ex
 			c.CreatedAt = c.CreatedAt.UTC()
 			c.Metadata = unescapeNUL(c.Metadata)
 			c.Messages, c.State, c.ToolResults = unescapeNUL(c.Messages), unescapeNUL(c.State), unescapeNUL(c.ToolResults)
+			c.StateRemoved, c.ToolResultsRemoved = removedKeys(c.StateRemoved), removedKeys(c.ToolResultsRemoved)
+			if c.Storage != StorageDelta {
+				c.BaseID, c.DeltaRun, c.DeltaDepth = nil, 0, 0
+			}
 			for i := range c.PendingWrites {
 				c.PendingWrites[i].Value = unescapeNUL(c.PendingWrites[i].Value)
 				c.PendingWrites[i].CreatedAt = c.PendingWrites[i].CreatedAt.UTC()
 			}
 			st.Checkpoints++
+			if c.Storage == StorageDelta {
+				st.Deltas++
+			}
 			st.PendingWrites += int64(len(c.PendingWrites))
 			return enc.Encode(c)
 		},
@@ -129,6 +196,16 @@ func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer) (_ Ex
 		return st, fmt.Errorf("export: %w", err)
 	}
 	return st, nil
+}
+
+// removedKeys is a row's removed keys as exported: none (an empty list) is
+// left out, whatever the store's spelling of it.
+func removedKeys(keys json.RawMessage) json.RawMessage {
+	t := trimJSON(keys)
+	if len(t) == 0 || string(t) == "[]" {
+		return nil
+	}
+	return unescapeNUL(t)
 }
 
 // exportLine is any line of an export, for decoding.
@@ -148,15 +225,26 @@ type ImportOptions struct {
 	Progress func(ExportStats)
 }
 
-const importBatch = 200
+// importBatch is how many checkpoints a store may hold before it writes
+// them; importBatchBytes bounds their content.
+const (
+	importBatch      = 200
+	importBatchBytes = 4 << 20
+)
 
-// Import reads the JSON lines of one or more exports from r and writes
-// them, in one transaction: all of it is imported, or nothing. Threads must
-// not exist yet, and checkpoint ids must not be in use (ids are global).
-// Errors: ErrInvalidInput (ErrInvalidJSON) for a line that is not a valid
-// export record, naming the line; ErrInvalidInput for a thread that exists
-// already; ErrIDConflict for a checkpoint id in use. On error nothing is
-// written.
+// Import reads the JSON lines of one or more exports (of any format up to
+// ExportFormat) from r and writes them, in one transaction: all of it is
+// imported, or nothing. It streams: it reads line by line and writes in
+// batches, holding a few hundred rows and, per checkpoint, the little its
+// checks and digests need (id, step, delta depth, a hash state and the keys
+// its delta changed). Threads must not exist yet, and
+// checkpoint ids must not be in use (ids are global). A delta is written as
+// the same delta: its base must be a checkpoint of the same thread and
+// namespace, written before it and imported before it. Errors:
+// ErrInvalidInput (ErrInvalidJSON) for a line that is not a valid export
+// record, naming the line; ErrInvalidInput for a thread that exists
+// already, a delta whose base is missing or does not fit; ErrIDConflict for
+// a checkpoint id in use. On error nothing is written.
 func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_ ExportStats, err error) {
 	ctx, done := e.tel.call(ctx, "Import")
 	defer func() { done(err) }()
@@ -165,8 +253,8 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 		dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 		threads := map[string]bool{} // thread ids with a thread line
 		links := importLinks{ids: map[uuid.UUID]importedCheckpoint{}, branchedFrom: map[string]uuid.UUID{},
-			unresolved: map[uuid.UUID][]importedCheckpoint{}}
-		seenHeader := false
+			unresolved: map[uuid.UUID][]importedCheckpoint{}, keptDigests: map[uuid.UUID]*importedDigests{}}
+		format := 0 // of the last header; 0: none yet
 		for line := 1; ; line++ {
 			var l exportLine
 			if err := dec.Decode(&l); err == io.EOF {
@@ -176,12 +264,12 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 			}
 			switch l.Kind {
 			case "pgcheckpoint-export":
-				if l.Format != ExportFormat {
-					return fmt.Errorf("record %d: %w: export format %d; this version reads format %d", line, ErrInvalidInput, l.Format, ExportFormat)
+				if l.Format < 1 || l.Format > ExportFormat {
+					return fmt.Errorf("record %d: %w: export format %d; this version reads formats 1 to %d", line, ErrInvalidInput, l.Format, ExportFormat)
 				}
-				seenHeader = true
+				format = l.Format
 			case "thread":
-				if !seenHeader {
+				if format == 0 {
 					return fmt.Errorf("record %d: %w: no export header before it; is this a pgcheckpoint export?", line, ErrInvalidInput)
 				}
 				t, err := checkImportThread(l)
@@ -201,18 +289,31 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 				if !threads[c.ThreadID] {
 					return fmt.Errorf("record %d: %w: checkpoint of thread %q comes before that thread's record", line, ErrInvalidInput, c.ThreadID)
 				}
-				err := checkImportCheckpoint(&c)
+				err := checkImportCheckpoint(&c, format)
+				if err == nil {
+					err = links.checkNew(c)
+				}
+				if err == nil {
+					err = links.checkBase(c)
+				}
 				if err == nil {
 					err = e.checkImportParent(ctx, links, c)
 				}
+				var d ImportDigests
 				if err == nil {
-					err = nameRefusedJSON(w.Checkpoint(ctx, c), importJSONFields(c)...)
-					links.ids[c.ID] = importedCheckpoint{id: c.ID, thread: c.ThreadID, namespace: c.Namespace, step: c.Step}
+					d, err = links.digests(c)
+				}
+				if err == nil {
+					err = w.Checkpoint(ctx, c, d)
 				}
 				if err != nil {
 					return fmt.Errorf("record %d: checkpoint %s: %w", line, c.ID, err)
 				}
+				links.add(c)
 				st.Checkpoints++
+				if c.Storage == StorageDelta {
+					st.Deltas++
+				}
 				st.PendingWrites += int64(len(c.PendingWrites))
 				if opts.Progress != nil && st.Checkpoints%importBatch == 0 {
 					opts.Progress(st)
@@ -232,18 +333,60 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 }
 
 // importLinks is what an import has seen so far, to check each
-// checkpoint's parent: the checkpoints imported, each thread's branch
-// source, and the children whose parent was not seen (yet).
+// checkpoint's parent and base: the checkpoints imported, each thread's
+// branch source, and the children whose parent was not seen (yet).
 type importLinks struct {
 	ids          map[uuid.UUID]importedCheckpoint
 	branchedFrom map[string]uuid.UUID
 	unresolved   map[uuid.UUID][]importedCheckpoint // by parent id
+	keptDigests  map[uuid.UUID]*importedDigests
 }
 
+// importedCheckpoint is what later lines of an import need of a checkpoint.
 type importedCheckpoint struct {
 	id                uuid.UUID
 	thread, namespace string
-	step              int64
+	seq, step         int64
+	depth             int64 // 0: stored whole
+}
+
+func (links importLinks) add(c ExportCheckpoint) {
+	links.ids[c.ID] = importedCheckpoint{id: c.ID, thread: c.ThreadID, namespace: c.Namespace, seq: c.Seq, step: c.Step, depth: c.DeltaDepth}
+}
+
+// checkNew refuses a checkpoint that the import holds twice.
+func (links importLinks) checkNew(c ExportCheckpoint) error {
+	if _, ok := links.ids[c.ID]; ok {
+		return fmt.Errorf("%w: checkpoint %s appears twice in the import", ErrInvalidInput, c.ID)
+	}
+	return nil
+}
+
+// checkBase is the rule for a delta's base, which is what keeps a delta
+// readable and retention right after an import: the base is a checkpoint
+// imported before the delta (so it is in this import: the thread is new),
+// of the same thread and namespace, written before it (a lower seq: the
+// stores' retention looks for the deltas on a checkpoint among later
+// rows), and the delta's depth bounds its chain (at least the base's plus
+// one; after a rebase by retention it may be more). Run and depth beyond
+// that are the writer's plan for later writes, not checked.
+func (links importLinks) checkBase(c ExportCheckpoint) error {
+	if c.Storage != StorageDelta {
+		return nil
+	}
+	base, ok := links.ids[*c.BaseID]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: its base %s is not a checkpoint imported before it", ErrInvalidInput, *c.BaseID)
+	case base.thread != c.ThreadID || base.namespace != c.Namespace:
+		return fmt.Errorf("%w: its base %s belongs to thread %q namespace %q, not to this checkpoint's thread %q namespace %q",
+			ErrInvalidInput, base.id, base.thread, base.namespace, c.ThreadID, c.Namespace)
+	case base.seq >= c.Seq:
+		return fmt.Errorf("%w: its base %s (seq %d) was not written before it (seq %d)", ErrInvalidInput, base.id, base.seq, c.Seq)
+	case c.DeltaDepth <= base.depth:
+		return fmt.Errorf("%w: delta depth %d; its base %s has depth %d", ErrInvalidInput, c.DeltaDepth, base.id, base.depth)
+	}
+	return nil
 }
 
 // checkImportParent checks that a checkpoint's parent is one a write could
@@ -257,7 +400,7 @@ func (e *Engine) checkImportParent(ctx context.Context, links importLinks, c Exp
 		return nil
 	}
 	p := *c.ParentID
-	child := importedCheckpoint{id: c.ID, thread: c.ThreadID, namespace: c.Namespace, step: c.Step}
+	child := importedCheckpoint{id: c.ID, thread: c.ThreadID, namespace: c.Namespace, seq: c.Seq, step: c.Step}
 	if parent, ok := links.ids[p]; ok {
 		return links.parentFits(child, p, parent)
 	}
@@ -270,6 +413,111 @@ func (e *Engine) checkImportParent(ctx context.Context, links importLinks, c Exp
 		return nil
 	}
 	return links.parentFits(child, p, importedCheckpoint{id: p, thread: found[0].ThreadID, namespace: found[0].Namespace, step: found[0].Step})
+}
+
+// ImportDigests are the digests an import stores with a checkpoint (see
+// PutRequest), so that the next write after it may be a delta, as it may
+// after the same checkpoint in the exporting database. They are not read
+// from the file (a digest that does not match the content would make a
+// later write a wrong delta): the import computes them from the content it
+// stores, as a write computes them, a delta's from its base's and its own.
+type ImportDigests struct {
+	MessagesCount      int64
+	MessagesDigest     []byte // jsontext.ListDigest of the per-message digests
+	StateDigests       json.RawMessage
+	ToolResultsDigests json.RawMessage
+}
+
+// importedDigests is what an import keeps of a checkpoint's digests for
+// the deltas on it, about as much as its row holds: the SHA-256 state after
+// its per-message digests (so a delta's list digest goes on from its
+// base's), its message count, and its key digests as its row stores keys
+// (all of them for a checkpoint stored whole; for a delta, the keys it sets
+// and removes, on its base's).
+type importedDigests struct {
+	hash         []byte // a marshaled sha256 state
+	count        int64
+	base         uuid.UUID // uuid.Nil: stored whole
+	state, tools keyDigestDelta
+}
+
+type keyDigestDelta struct {
+	set     json.RawMessage // jsontext.KeyDigests of the row's object
+	removed []string
+}
+
+// digests computes the digests of a checked checkpoint line, whose base (if
+// it is a delta) was imported before it, and keeps what later deltas need.
+func (links importLinks) digests(c ExportCheckpoint) (ImportDigests, error) {
+	msgs := jsontext.MessageDigests(c.Messages)
+	rec := &importedDigests{count: int64(len(msgs) / jsontext.DigestSize)}
+	h := sha256.New()
+	if c.Storage == StorageDelta {
+		base := links.keptDigests[*c.BaseID]
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(base.hash); err != nil {
+			return ImportDigests{}, err
+		}
+		rec.count += base.count
+		rec.base = *c.BaseID
+	}
+	h.Write(msgs)
+	var err error
+	if rec.hash, err = h.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {
+		return ImportDigests{}, err
+	}
+	d := ImportDigests{MessagesCount: rec.count, MessagesDigest: h.Sum(nil)}
+	for _, part := range []struct {
+		name    string
+		obj     json.RawMessage
+		removed json.RawMessage
+		delta   *keyDigestDelta
+		out     *json.RawMessage
+	}{
+		{"state", c.State, c.StateRemoved, &rec.state, &d.StateDigests},
+		{"tool results", c.ToolResults, c.ToolResultsRemoved, &rec.tools, &d.ToolResultsDigests},
+	} {
+		if part.delta.set, err = jsontext.KeyDigests(part.obj); err != nil {
+			return ImportDigests{}, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
+		}
+		if err := json.Unmarshal(part.removed, &part.delta.removed); err != nil {
+			return ImportDigests{}, fmt.Errorf("%w: %s removed: %v", ErrInvalidJSON, part.name, err)
+		}
+	}
+	links.keptDigests[c.ID] = rec
+	if rec.base == uuid.Nil {
+		d.StateDigests, d.ToolResultsDigests = rec.state.set, rec.tools.set
+		return d, nil
+	}
+	if d.StateDigests, err = links.wholeKeyDigests(rec, func(r *importedDigests) keyDigestDelta { return r.state }); err != nil {
+		return ImportDigests{}, err
+	}
+	if d.ToolResultsDigests, err = links.wholeKeyDigests(rec, func(r *importedDigests) keyDigestDelta { return r.tools }); err != nil {
+		return ImportDigests{}, err
+	}
+	return d, nil
+}
+
+// wholeKeyDigests rebuilds a delta's key digests from its chain, as
+// materializing rebuilds its object: the whole checkpoint's keys, then each
+// delta's, oldest first, without its removed keys and with its set ones.
+func (links importLinks) wholeKeyDigests(rec *importedDigests, part func(*importedDigests) keyDigestDelta) (json.RawMessage, error) {
+	var chain []keyDigestDelta
+	for r := rec; ; r = links.keptDigests[r.base] {
+		chain = append(chain, part(r))
+		if r.base == uuid.Nil {
+			break
+		}
+	}
+	keys := map[string]string{}
+	for i := len(chain) - 1; i >= 0; i-- {
+		for _, k := range chain[i].removed {
+			delete(keys, k)
+		}
+		if err := json.Unmarshal(chain[i].set, &keys); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(keys)
 }
 
 // checkUnresolved checks, at the end of an import, the children whose
@@ -341,9 +589,12 @@ func checkImportThread(l exportLine) (ExportThread, error) {
 	}, nil
 }
 
-// checkImportCheckpoint validates a checkpoint line and puts its JSON in
-// stored form.
-func checkImportCheckpoint(c *ExportCheckpoint) error {
+// checkImportCheckpoint validates a checkpoint line of an export of the
+// given format, on its own, and puts it in stored form: JSON NUL-escaped,
+// Storage set, removed keys a JSON array of strings ("[]" for none). A delta
+// is held to every rule a whole one is, and to its own: a base, a depth of
+// at least 1, content that is a delta's (appended messages, set keys).
+func checkImportCheckpoint(c *ExportCheckpoint, format int) error {
 	if c.ID.Version() != 7 {
 		return fmt.Errorf("%w: id %s is not a UUIDv7", ErrInvalidInput, c.ID)
 	}
@@ -358,6 +609,9 @@ func checkImportCheckpoint(c *ExportCheckpoint) error {
 	}
 	if c.CreatedAt.IsZero() {
 		return fmt.Errorf("%w: no created_at", ErrInvalidInput)
+	}
+	if err := checkImportStorage(c, format); err != nil {
+		return err
 	}
 	var err error
 	if c.Tags, err = checkTexts("tag", c.Tags); err != nil {
@@ -380,6 +634,12 @@ func checkImportCheckpoint(c *ExportCheckpoint) error {
 	if c.ToolResults, err = jsonArg("tool results", c.ToolResults, '{'); err != nil {
 		return err
 	}
+	if c.StateRemoved, err = removedArg("state removed", c.StateRemoved); err != nil {
+		return err
+	}
+	if c.ToolResultsRemoved, err = removedArg("tool results removed", c.ToolResultsRemoved); err != nil {
+		return err
+	}
 	for i, w := range c.PendingWrites {
 		if err := checkID("task id", w.TaskID, false); err != nil {
 			return err
@@ -387,7 +647,7 @@ func checkImportCheckpoint(c *ExportCheckpoint) error {
 		if err := checkID("channel", w.Channel, false); err != nil {
 			return err
 		}
-		if w.Index < 0 {
+		if w.Index < 0 || w.Index > math.MaxInt32 {
 			return fmt.Errorf("%w: pending write index %d", ErrInvalidInput, w.Index)
 		}
 		if c.PendingWrites[i].Value, err = jsonArg("pending write value", w.Value, 0); err != nil {
@@ -397,14 +657,49 @@ func checkImportCheckpoint(c *ExportCheckpoint) error {
 	return nil
 }
 
-// importJSONFields are the JSON fields of a checkpoint line, named as
-// checkImportCheckpoint names them.
-func importJSONFields(c ExportCheckpoint) []jsonField {
-	fields := []jsonField{{"metadata", c.Metadata}, {"messages", c.Messages}, {"state", c.State}, {"tool results", c.ToolResults}}
-	for i, w := range c.PendingWrites {
-		fields = append(fields, jsonField{fmt.Sprintf("pending write %d value", i), w.Value})
+// checkImportStorage checks how a checkpoint line says it is stored.
+func checkImportStorage(c *ExportCheckpoint, format int) error {
+	if format == 1 {
+		// Format 1 held every checkpoint whole, and had no such fields.
+		if c.Storage != "" || c.BaseID != nil || c.DeltaRun != 0 || c.DeltaDepth != 0 || c.StateRemoved != nil || c.ToolResultsRemoved != nil {
+			return fmt.Errorf("%w: a format 1 export stores every checkpoint whole; this line has delta fields", ErrInvalidInput)
+		}
+		c.Storage = StorageFull
+		return nil
 	}
-	return fields
+	switch c.Storage {
+	case StorageFull:
+		if c.BaseID != nil || c.DeltaRun != 0 || c.DeltaDepth != 0 || len(removedKeys(c.StateRemoved)) > 0 || len(removedKeys(c.ToolResultsRemoved)) > 0 {
+			return fmt.Errorf("%w: a checkpoint stored whole has no base, run, depth or removed keys", ErrInvalidInput)
+		}
+	case StorageDelta:
+		if c.BaseID == nil {
+			return fmt.Errorf("%w: a delta without a base", ErrInvalidInput)
+		}
+		if *c.BaseID == c.ID {
+			return fmt.Errorf("%w: a delta on itself", ErrInvalidInput)
+		}
+		if c.DeltaDepth < 1 || c.DeltaRun < 0 || c.DeltaDepth > math.MaxInt32 || c.DeltaRun > math.MaxInt32 {
+			return fmt.Errorf("%w: a delta with depth %d, run %d; depth starts at 1, run at 0 (both below 2^31)", ErrInvalidInput, c.DeltaDepth, c.DeltaRun)
+		}
+	default:
+		return fmt.Errorf("%w: storage %q; want %q or %q", ErrInvalidInput, c.Storage, StorageFull, StorageDelta)
+	}
+	return nil
+}
+
+// removedArg checks removed keys (a JSON array of strings; absent: none)
+// and returns them in stored form.
+func removedArg(name string, v json.RawMessage) (json.RawMessage, error) {
+	v, err := jsonArg(name, v, '[')
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	if err := json.Unmarshal(v, &keys); err != nil {
+		return nil, fmt.Errorf("%w: %s must be an array of strings", ErrInvalidJSON, name)
+	}
+	return v, nil
 }
 
 func optID(id *uuid.UUID) uuid.NullUUID {

@@ -13,11 +13,13 @@ import (
 type IntervalOptions struct {
 	// ThreadID is the thread to snapshot.
 	ThreadID string
+	// Namespace is the thread's namespace to snapshot; "" is the root graph.
+	Namespace string
 	// Every is the time between snapshots; it must be positive.
 	Every time.Duration
-	// Capture returns what to write at a tick (ThreadID and Trigger are set
-	// by the snapshotter). It runs on the snapshotter's goroutine, so it
-	// must be safe to call alongside the agent. An error skips the tick and
+	// Capture returns what to write at a tick (ThreadID, Namespace and
+	// Trigger are set by the snapshotter). It runs on the snapshotter's
+	// goroutine, so it must be safe to call alongside the agent. An error skips the tick and
 	// counts as a failed snapshot.
 	Capture func(ctx context.Context) (SnapshotInput, error)
 	// WriteUnchanged writes a checkpoint at every tick; by default a tick
@@ -39,14 +41,18 @@ type Interval struct {
 	DisabledReason string
 }
 
-// StartInterval starts a goroutine that snapshots opts.ThreadID every
-// opts.Every with TriggerInterval until Close is called or ctx ends. A
-// failed snapshot is logged and counted as in SnapshotSafe, never fatal.
-// When TriggerInterval is not enabled it starts nothing and returns an
-// Interval with Disabled set. Errors: ErrInvalidInput for a bad thread id,
-// a non-positive Every or a nil Capture.
+// StartInterval starts a goroutine that snapshots opts.ThreadID (in
+// opts.Namespace) every opts.Every with TriggerInterval until Close is
+// called or ctx ends. A failed snapshot is logged and counted as in
+// SnapshotSafe, never fatal. When TriggerInterval is not enabled it starts
+// nothing and returns an Interval with Disabled set. Errors:
+// ErrInvalidInput for a bad thread id or namespace, a non-positive Every or
+// a nil Capture.
 func (e *Engine) StartInterval(ctx context.Context, opts IntervalOptions) (*Interval, error) {
 	if err := checkID("thread id", opts.ThreadID, false); err != nil {
+		return nil, fmt.Errorf("start interval: %w", err)
+	}
+	if err := checkNamespace(opts.Namespace); err != nil {
 		return nil, fmt.Errorf("start interval: %w", err)
 	}
 	if opts.Every <= 0 {
@@ -80,7 +86,7 @@ func (iv *Interval) loop(ctx context.Context, e *Engine, opts IntervalOptions) {
 		case <-ticker.C:
 		}
 		in, err := opts.Capture(ctx)
-		in.ThreadID, in.Trigger = opts.ThreadID, TriggerInterval
+		in.ThreadID, in.Namespace, in.Trigger = opts.ThreadID, opts.Namespace, TriggerInterval
 		if err != nil {
 			if ctx.Err() == nil {
 				e.snapshotFailed(ctx, in, fmt.Errorf("interval capture: %w", err))

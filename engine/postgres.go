@@ -115,23 +115,33 @@ func (s *pgStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
 	}, nil
 }
 
+// pgInfo is the one mapping from a row of pgcheckpoint.checkpoint_info,
+// which every query that lists or reads checkpoints embeds, to
+// CheckpointInfo.
+func pgInfo(r db.PgcheckpointCheckpointInfo) CheckpointInfo {
+	return CheckpointInfo{
+		ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
+		ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
+		Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
+		Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+		Format: r.Format,
+	}
+}
+
 // pgCheckpoint maps a row with content and pending writes, as the Get and
 // head queries return it.
 func pgCheckpoint(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
 	c := &Checkpoint{
-		CheckpointInfo: CheckpointInfo{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
-			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
-			Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
-			Format: r.Format,
-		},
-		Messages:    r.Messages,
-		State:       r.State,
-		ToolResults: r.ToolResults,
+		CheckpointInfo: pgInfo(r.PgcheckpointCheckpointInfo),
+		Messages:       json.RawMessage(r.Messages),
+		State:          json.RawMessage(r.State),
+		ToolResults:    json.RawMessage(r.ToolResults),
+		PendingWrites:  []PendingWrite{},
 	}
-	if err := json.Unmarshal(r.PendingWrites, &c.PendingWrites); err != nil {
-		return nil, fmt.Errorf("decode pending writes of checkpoint %s: %w", r.CheckpointID, err)
+	if r.PendingWrites != "" {
+		if err := json.Unmarshal([]byte(r.PendingWrites), &c.PendingWrites); err != nil {
+			return nil, fmt.Errorf("decode pending writes of checkpoint %s: %w", c.ID, err)
+		}
 	}
 	return c, nil
 }
@@ -173,13 +183,7 @@ func (s *pgStore) ListCheckpoints(ctx context.Context, q ListQuery) ([]Checkpoin
 	}
 	out := make([]CheckpointInfo, len(rows))
 	for i, r := range rows {
-		out[i] = CheckpointInfo{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-			ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
-			Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
-			Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
-			Format: r.Format,
-		}
+		out[i] = pgInfo(r.PgcheckpointCheckpointInfo)
 	}
 	return out, nil
 }
@@ -224,11 +228,7 @@ func (s *pgStore) DeleteThread(ctx context.Context, threadID string) (int64, err
 }
 
 func (s *pgStore) DeleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error) {
-	// The SQL function takes the root namespace; others are for issue 18.
-	if namespace != "" {
-		return 0, fmt.Errorf("%w: namespace %q: delete before acts on the root namespace", ErrInvalidInput, namespace)
-	}
-	n, err := s.q.CheckpointDeleteBefore(ctx, db.CheckpointDeleteBeforeParams{ThreadID: threadID, BeforeStep: step})
+	n, err := s.q.CheckpointDeleteBefore(ctx, db.CheckpointDeleteBeforeParams{ThreadID: threadID, Namespace: namespace, BeforeStep: step})
 	return n, storeError(err)
 }
 
@@ -253,8 +253,8 @@ func (s *pgStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*Rew
 	}, nil
 }
 
-func (s *pgStore) FindOnHeadLine(ctx context.Context, threadID string, step int64) (uuid.UUID, error) {
-	row, err := s.q.CheckpointFindOnHeadLine(ctx, db.CheckpointFindOnHeadLineParams{ThreadID: threadID, MaxStep: step})
+func (s *pgStore) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
+	row, err := s.q.CheckpointFindOnHeadLine(ctx, db.CheckpointFindOnHeadLineParams{ThreadID: threadID, Namespace: namespace, MaxStep: step})
 	if err != nil {
 		return uuid.Nil, storeError(err)
 	}
@@ -272,12 +272,7 @@ func (s *pgStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]Check
 	}
 	out := make([]CheckpointInfo, len(rows))
 	for i, r := range rows {
-		out[i] = CheckpointInfo{
-			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-			ParentID: r.ParentCheckpointID, MergeParentID: r.MergeParentID, Step: r.Step,
-			CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
-			Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes, Format: r.Format,
-		}
+		out[i] = pgInfo(r.PgcheckpointCheckpointInfo)
 	}
 	return out, nil
 }
@@ -315,14 +310,14 @@ func (s *pgStore) Branches(ctx context.Context, threadID string) ([]BranchInfo, 
 	}
 	out := make([]BranchInfo, len(rows))
 	for i, r := range rows {
-		out[i] = BranchInfo{ThreadID: r.ThreadID, Name: r.BranchName, FromID: r.BranchedFrom, CreatedAt: r.CreatedAt}
+		out[i] = BranchInfo{ThreadID: r.ThreadID, Namespace: r.Namespace, Name: r.BranchName, FromID: r.BranchedFrom, CreatedAt: r.CreatedAt}
 	}
 	return out, nil
 }
 
-func (s *pgStore) Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (MergeResult, error) {
+func (s *pgStore) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error) {
 	r, err := s.q.ThreadMerge(ctx, db.ThreadMergeParams{
-		BranchThreadID: branchThread, IntoThreadID: intoThread, CheckpointID: id,
+		BranchThreadID: branchThread, IntoThreadID: intoThread, CheckpointID: id, Namespace: namespace,
 	})
 	if err != nil {
 		return MergeResult{}, storeError(err)
@@ -333,9 +328,16 @@ func (s *pgStore) Merge(ctx context.Context, branchThread, intoThread string, id
 	}, nil
 }
 
-func (s *pgStore) CopyThread(ctx context.Context, src, dst string) (int64, error) {
-	n, err := s.q.ThreadCopy(ctx, db.ThreadCopyParams{SourceThreadID: src, TargetThreadID: dst})
-	return n, storeError(err)
+func (s *pgStore) CopyThread(ctx context.Context, src, dst string) ([]CopiedID, error) {
+	rows, err := s.q.ThreadCopy(ctx, db.ThreadCopyParams{SourceThreadID: src, TargetThreadID: dst})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	ids := make([]CopiedID, len(rows))
+	for i, r := range rows {
+		ids[i] = CopiedID{Old: r.OldCheckpointID, New: r.NewCheckpointID}
+	}
+	return ids, nil
 }
 
 func (s *pgStore) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {

@@ -5,14 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgcheckpoint/pgcheckpoint/db"
 )
 
-func (s *pgStore) Export(ctx context.Context, threadID string, sink ExportSink) error {
+// exportPage is how many checkpoints an export reads per query: its memory
+// is about this many rows as stored.
+const exportPage = 64
+
+func (s *pgStore) Export(ctx context.Context, threadID string, opts ExportOptions, sink ExportSink) error {
 	// One snapshot of the database: a repeatable-read transaction of its
 	// own, or, inside the caller's transaction, a savepoint of it (which
 	// sees what the caller's isolation level lets it see).
@@ -29,84 +34,81 @@ func (s *pgStore) Export(ctx context.Context, threadID string, sink ExportSink) 
 		return dbError("begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	q := db.New(tx)
 
-	threads, err := pgExportThreads(ctx, tx, threadID)
+	threads, err := q.ThreadExportTree(ctx, db.ThreadExportTreeParams{ThreadID: threadID, Branches: opts.Branches})
 	if err != nil {
-		return err
+		return dbError("list the threads", err)
 	}
 	if len(threads) == 0 {
 		return ErrNotFound
 	}
-	for _, t := range threads {
-		if err := sink.Thread(t); err != nil {
+	for _, thread := range threads {
+		if err := pgExportThread(ctx, q, thread, sink); err != nil {
 			return err
 		}
-	}
-
-	rows, err := tx.Query(ctx, `
-		SELECT c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-		       c.created_at, c.trigger, c.tags, c.summary, c.metadata,
-		       m.messages, m.state, m.tool_results, c.next_node, c.size_bytes,
-		       coalesce((SELECT jsonb_agg(jsonb_build_object('task_id', p.task_id, 'idx', p.idx,
-		                        'channel', p.channel, 'value', p.value, 'created_at', p.created_at)
-		                        ORDER BY p.task_id, p.idx)
-		                 FROM pgcheckpoint.pending_writes p
-		                 WHERE p.thread_id = c.thread_id AND p.namespace = c.namespace
-		                   AND p.checkpoint_seq = c.seq), '[]')
-		FROM pgcheckpoint.checkpoints c
-		-- Whole content whatever the storage format, in this transaction.
-		CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
-		WHERE c.thread_id = $1
-		ORDER BY c.namespace, c.seq`, threadID)
-	if err != nil {
-		return dbError("read checkpoints", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		c := ExportCheckpoint{ThreadID: threadID}
-		var parent, merge uuid.NullUUID
-		var writes []byte
-		if err := rows.Scan(&c.Namespace, &c.Seq, &c.ID, &parent, &merge, &c.Step, &c.CreatedAt, &c.Trigger,
-			&c.Tags, &c.Summary, &c.Metadata, &c.Messages, &c.State, &c.ToolResults, &c.NextNode,
-			&c.SizeBytes, &writes); err != nil {
-			return dbError("read checkpoints", err)
-		}
-		c.ParentID, c.MergeParentID = nullID(parent), nullID(merge)
-		if err := json.Unmarshal(writes, &c.PendingWrites); err != nil {
-			return fmt.Errorf("pending writes of checkpoint %s: %w", c.ID, err)
-		}
-		if err := sink.Checkpoint(c); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return dbError("read checkpoints", err)
 	}
 	return nil
 }
 
-func pgExportThreads(ctx context.Context, tx pgx.Tx, threadID string) ([]ExportThread, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT namespace, rewound_to, metadata, created_at, branch_name, branched_from, branched_from_thread
-		FROM pgcheckpoint.threads WHERE thread_id = $1 ORDER BY namespace`, threadID)
+// pgExportThread hands sink one thread's rows, a page of checkpoints at a
+// time.
+func pgExportThread(ctx context.Context, q *db.Queries, threadID string, sink ExportSink) error {
+	rows, err := q.ThreadExportRows(ctx, threadID)
 	if err != nil {
-		return nil, dbError("read the thread", err)
+		return dbError("read the thread", err)
 	}
-	defer rows.Close()
-	var out []ExportThread
-	for rows.Next() {
-		t := ExportThread{ThreadID: threadID}
-		var rewound, from uuid.NullUUID
-		if err := rows.Scan(&t.Namespace, &rewound, &t.Metadata, &t.CreatedAt, &t.BranchName, &from, &t.BranchedFromThread); err != nil {
-			return nil, dbError("read the thread", err)
+	for _, r := range rows {
+		t := ExportThread{ThreadID: threadID, Namespace: r.Namespace, RewoundTo: nullID(r.RewoundTo), Metadata: r.Metadata,
+			CreatedAt: r.CreatedAt, BranchName: textPtr(r.BranchName), BranchedFrom: nullID(r.BranchedFrom),
+			BranchedFromThread: textPtr(r.BranchedFromThread)}
+		if err := sink.Thread(t); err != nil {
+			return err
 		}
-		t.RewoundTo, t.BranchedFrom = nullID(rewound), nullID(from)
-		out = append(out, t)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, dbError("read the thread", err)
+	page := db.CheckpointExportPageParams{ThreadID: threadID, MaxRows: exportPage}
+	for {
+		cps, err := q.CheckpointExportPage(ctx, page)
+		if err != nil {
+			return dbError("read checkpoints", err)
+		}
+		for _, r := range cps {
+			c := ExportCheckpoint{
+				ThreadID: threadID, Namespace: r.Namespace, Seq: r.Seq, ID: r.CheckpointID,
+				ParentID: nullID(r.ParentCheckpointID), MergeParentID: nullID(r.MergeParentID), Step: r.Step,
+				CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
+				Storage: r.Format, BaseID: nullID(r.BaseCheckpointID), DeltaRun: int64(r.DeltaRun), DeltaDepth: int64(r.DeltaDepth),
+				Metadata: r.Metadata, Messages: r.Messages, State: r.State, ToolResults: r.ToolResults,
+				StateRemoved: r.StateRemoved, ToolResultsRemoved: r.ToolResultsRemoved,
+				NextNode: r.NextNode, SizeBytes: r.SizeBytes,
+			}
+			if err := json.Unmarshal(r.PendingWrites, &c.PendingWrites); err != nil {
+				return fmt.Errorf("pending writes of checkpoint %s: %w", c.ID, err)
+			}
+			if err := sink.Checkpoint(c); err != nil {
+				return err
+			}
+		}
+		if len(cps) < exportPage {
+			return nil
+		}
+		last := cps[len(cps)-1]
+		page.AfterNamespace, page.AfterSeq = last.Namespace, last.Seq
 	}
-	return out, nil
+}
+
+func textPtr(t pgtype.Text) *string {
+	if !t.Valid {
+		return nil
+	}
+	return &t.String
+}
+
+func optText(s *string) pgtype.Text {
+	if s == nil {
+		return pgtype.Text{}
+	}
+	return pgtype.Text{String: *s, Valid: true}
 }
 
 func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error {
@@ -115,7 +117,7 @@ func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error
 		return dbError("begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	w := &pgImport{tx: tx, batch: &pgx.Batch{}, threads: map[string]bool{}, seen: map[uuid.UUID]bool{}}
+	w := &pgImport{q: db.New(tx), threads: map[string]bool{}}
 	if err := fn(w); err != nil {
 		return err
 	}
@@ -125,24 +127,25 @@ func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error
 	return dbError("commit", tx.Commit(ctx))
 }
 
-// pgImport writes an import's rows, checkpoints in pipelined batches.
+// pgImport writes an import's rows: thread rows at once, checkpoints and
+// pending writes in pipelined batches of importBatch rows (or
+// importBatchBytes of content), so that its memory does not grow with the
+// import.
 type pgImport struct {
-	tx      pgx.Tx
-	threads map[string]bool    // threads created by this import
-	seen    map[uuid.UUID]bool // checkpoint ids of this import
-	batch   *pgx.Batch
-	ids     []uuid.UUID        // per queued statement: the checkpoint id, or uuid.Nil for pending writes
-	rows    []ExportCheckpoint // per queued statement: its checkpoint, to name what a refusal is about
+	q       *db.Queries
+	threads map[string]bool // threads created by this import
+	rows    []db.CheckpointImportParams
+	writes  []db.PendingWriteImportParams
+	bytes   int
 }
 
 func (w *pgImport) Thread(ctx context.Context, t ExportThread) error {
 	if !w.threads[t.ThreadID] {
-		if _, err := w.tx.Exec(ctx, `SELECT pgcheckpoint.lock_thread($1)`, t.ThreadID); err != nil {
+		if err := w.q.ThreadImportLock(ctx, t.ThreadID); err != nil {
 			return dbError("lock the thread", err)
 		}
-		var exists bool
-		if err := w.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pgcheckpoint.threads WHERE thread_id = $1)
-			OR EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints WHERE thread_id = $1)`, t.ThreadID).Scan(&exists); err != nil {
+		exists, err := w.q.ThreadImportExists(ctx, t.ThreadID)
+		if err != nil {
 			return dbError("look for the thread", err)
 		}
 		if exists {
@@ -150,71 +153,85 @@ func (w *pgImport) Thread(ctx context.Context, t ExportThread) error {
 		}
 		w.threads[t.ThreadID] = true
 	}
-	_, err := w.tx.Exec(ctx, `
-		INSERT INTO pgcheckpoint.threads (thread_id, namespace, rewound_to, metadata, created_at,
-		                                  branch_name, branched_from, branched_from_thread)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		t.ThreadID, t.Namespace, optID(t.RewoundTo), t.Metadata, t.CreatedAt, t.BranchName, optID(t.BranchedFrom), t.BranchedFromThread)
-	return pgImportError(err)
+	return pgImportError(w.q.ThreadImport(ctx, db.ThreadImportParams{
+		ThreadID: t.ThreadID, Namespace: t.Namespace, RewoundTo: optID(t.RewoundTo), Metadata: t.Metadata,
+		CreatedAt: t.CreatedAt, BranchName: optText(t.BranchName), BranchedFrom: optID(t.BranchedFrom),
+		BranchedFromThread: optText(t.BranchedFromThread),
+	}))
 }
 
-func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint) error {
-	if w.seen[c.ID] {
-		return fmt.Errorf("%w: checkpoint %s appears twice in the import", ErrInvalidInput, c.ID)
+func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportDigests) error {
+	row := db.CheckpointImportParams{
+		ThreadID: c.ThreadID, Namespace: c.Namespace, Seq: c.Seq, CheckpointID: c.ID,
+		ParentCheckpointID: optID(c.ParentID), MergeParentID: optID(c.MergeParentID), Step: c.Step,
+		CreatedAt: c.CreatedAt, Trigger: string(c.Trigger), Tags: c.Tags, Summary: c.Summary, Metadata: c.Metadata,
+		Format: c.Storage, BaseCheckpointID: optID(c.BaseID), DeltaRun: int32(c.DeltaRun), DeltaDepth: int32(c.DeltaDepth),
+		Messages: c.Messages, State: c.State, ToolResults: c.ToolResults,
+		StateRemoved: []string{}, ToolResultsRemoved: []string{}, NextNode: c.NextNode, SizeBytes: c.SizeBytes,
 	}
-	w.seen[c.ID] = true
-	w.batch.Queue(`
-		INSERT INTO pgcheckpoint.checkpoints (thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id,
-		    merge_parent_id, step, created_at, trigger, tags, summary, metadata, format, messages, state,
-		    tool_results, next_node, size_bytes)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'full', $13, $14, $15, $16, $17
-		WHERE NOT EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id = $4)`,
-		c.ThreadID, c.Namespace, c.Seq, c.ID, optID(c.ParentID), optID(c.MergeParentID), c.Step, c.CreatedAt,
-		string(c.Trigger), c.Tags, c.Summary, c.Metadata, c.Messages, c.State, c.ToolResults, c.NextNode, c.SizeBytes)
-	w.ids, w.rows = append(w.ids, c.ID), append(w.rows, c)
-	if n := len(c.PendingWrites); n > 0 {
-		tasks, channels, created := make([]string, n), make([]string, n), make([]time.Time, n)
-		idxs, values := make([]int32, n), make([]string, n)
-		for i, pw := range c.PendingWrites {
-			tasks[i], channels[i], created[i], idxs[i], values[i] = pw.TaskID, pw.Channel, pw.CreatedAt, int32(pw.Index), string(pw.Value)
-		}
-		w.batch.Queue(`
-			INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
-			    task_id, idx, channel, value, created_at)
-			SELECT $1, $2, $3, $4, w.task_id, w.idx, w.channel, w.value::jsonb, w.created_at
-			FROM unnest($5::text[], $6::int[], $7::text[], $8::text[], $9::timestamptz[])
-			     AS w(task_id, idx, channel, value, created_at)`,
-			c.ThreadID, c.Namespace, c.Seq, c.ID, tasks, idxs, channels, values, created)
-		w.ids, w.rows = append(w.ids, uuid.Nil), append(w.rows, c)
+	// Checked by the engine: JSON arrays of strings.
+	if err := json.Unmarshal(c.StateRemoved, &row.StateRemoved); err != nil {
+		return fmt.Errorf("%w: state removed: %v", ErrInvalidJSON, err)
 	}
-	if len(w.ids) >= importBatch {
+	if err := json.Unmarshal(c.ToolResultsRemoved, &row.ToolResultsRemoved); err != nil {
+		return fmt.Errorf("%w: tool results removed: %v", ErrInvalidJSON, err)
+	}
+	row.MessagesCount = pgtype.Int4{Int32: int32(d.MessagesCount), Valid: true}
+	row.MessagesDigest, row.StateDigests, row.ToolResultsDigests = d.MessagesDigest, d.StateDigests, d.ToolResultsDigests
+	w.rows = append(w.rows, row)
+	w.bytes += len(c.Messages) + len(c.State) + len(c.ToolResults) + len(c.Metadata)
+	for _, pw := range c.PendingWrites {
+		w.writes = append(w.writes, db.PendingWriteImportParams{
+			ThreadID: c.ThreadID, Namespace: c.Namespace, CheckpointSeq: c.Seq, CheckpointID: c.ID,
+			TaskID: pw.TaskID, Idx: int32(pw.Index), Channel: pw.Channel, Value: pw.Value, CreatedAt: pw.CreatedAt,
+		})
+		w.bytes += len(pw.Value)
+	}
+	if len(w.rows) >= importBatch || w.bytes >= importBatchBytes {
 		return w.flush(ctx)
 	}
 	return nil
 }
 
-// flush sends the queued inserts in one round trip.
+// flush writes the rows held: after a check that none of their ids is in
+// use, the checkpoints in one pipelined batch, then their pending writes.
 func (w *pgImport) flush(ctx context.Context) error {
-	if w.batch.Len() == 0 {
+	if len(w.rows) == 0 {
 		return nil
 	}
-	res := w.tx.SendBatch(ctx, w.batch)
-	for i, id := range w.ids {
-		tag, err := res.Exec()
-		if err != nil {
-			res.Close()
-			c := w.rows[i]
-			return fmt.Errorf("checkpoint %s: %w", c.ID, nameRefusedJSON(pgImportError(err), importJSONFields(c)...))
-		}
-		if id != uuid.Nil && tag.RowsAffected() != 1 {
-			res.Close()
-			return fmt.Errorf("checkpoint %s: %w", id, ErrIDConflict)
+	ids := make([]string, len(w.rows))
+	for i, r := range w.rows {
+		ids[i] = r.CheckpointID.String()
+	}
+	used, err := w.q.CheckpointImportIDsInUse(ctx, ids)
+	if err != nil {
+		return dbError("look up checkpoint ids", err)
+	}
+	if len(used) > 0 {
+		return fmt.Errorf("checkpoint %s: %w: its id is in use", used[0], ErrIDConflict)
+	}
+	var batchErr error
+	failed := 0 // the row batchErr is about
+	record := func(i int, err error) {
+		if batchErr == nil && err != nil {
+			batchErr, failed = err, i
 		}
 	}
-	if err := res.Close(); err != nil {
-		return pgImportError(err)
+	w.q.CheckpointImport(ctx, w.rows).Exec(record)
+	if batchErr != nil {
+		r := w.rows[failed]
+		return fmt.Errorf("checkpoint %s: %w", r.CheckpointID, nameRefusedJSON(pgImportError(batchErr),
+			jsonField{"metadata", r.Metadata}, jsonField{"messages", r.Messages}, jsonField{"state", r.State}, jsonField{"tool results", r.ToolResults}))
 	}
-	w.batch, w.ids, w.rows = &pgx.Batch{}, w.ids[:0], w.rows[:0]
+	if len(w.writes) > 0 {
+		w.q.PendingWriteImport(ctx, w.writes).Exec(record)
+		if batchErr != nil {
+			pw := w.writes[failed]
+			return fmt.Errorf("checkpoint %s: %w", pw.CheckpointID,
+				nameRefusedJSON(pgImportError(batchErr), jsonField{fmt.Sprintf("pending write %d value", pw.Idx), pw.Value}))
+		}
+	}
+	w.rows, w.writes, w.bytes = w.rows[:0], w.writes[:0], 0
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgcheckpoint/pgcheckpoint/db"
@@ -12,8 +13,8 @@ import (
 
 // put writes one checkpoint. The common case (a thread with checkpoints, no
 // rewind pending, a new id, the head as the parent) is one pipelined round
-// trip: the thread lock, then one INSERT ... SELECT, in one implicit
-// transaction, with no PL/pgSQL in the way: db.CheckpointPutWhole for a
+// trip: the thread's and the id's locks, then one INSERT ... SELECT, in one
+// implicit transaction, with no PL/pgSQL in the way: db.CheckpointPutWhole for a
 // snapshot stored whole (p.DeltaRun 1), db.CheckpointPutFast, which
 // computes the delta, for the rest. Every other case, or an insert that
 // finds the case is not the common one and writes nothing, goes to
@@ -25,7 +26,7 @@ func (s *pgStore) put(ctx context.Context, p db.CheckpointPutParams) (db.Checkpo
 			ok  bool
 			err error
 		)
-		q := db.New(lockFirst{DBTX: s.db, threadID: p.ThreadID})
+		q := db.New(lockFirst{DBTX: s.db, threadID: p.ThreadID, checkpointID: p.CheckpointID})
 		if p.DeltaRun == 1 {
 			var whole db.CheckpointPutWholeRow
 			whole, ok, err = oneRow(q.CheckpointPutWhole(ctx, []db.CheckpointPutWholeParams{wholeParams(p)}))
@@ -117,17 +118,19 @@ func oneRow[R any](res batchOne[R]) (row R, ok bool, err error) {
 	return row, err == nil, err
 }
 
-// lockFirst is a db.DBTX whose batches run under a thread's lock: it queues
-// db.ThreadLock ahead of them, so the lock is taken in the batch's implicit
-// transaction before any of the batch's statements takes its snapshot.
+// lockFirst is a db.DBTX whose batches run under the locks of a write (its
+// thread's and its checkpoint id's): it queues db.CheckpointWriteLock ahead
+// of them, so the locks are taken in the batch's implicit transaction
+// before any of the batch's statements takes its snapshot.
 type lockFirst struct {
 	db.DBTX
-	threadID string
+	threadID     string
+	checkpointID uuid.UUID
 }
 
 func (l lockFirst) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	locked := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
-	locked.Queue(db.ThreadLock, l.threadID)
+	locked.Queue(db.CheckpointWriteLock, l.threadID, l.checkpointID)
 	locked.QueuedQueries = append(locked.QueuedQueries, b.QueuedQueries...)
 	br := l.DBTX.SendBatch(ctx, locked)
 	// A lock that fails leaves its error in br, which the batch's own

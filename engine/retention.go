@@ -232,8 +232,8 @@ const (
 	ExpireKeepLatest ExpireAction = "keep_latest" // keep only its head(s)
 )
 
-// SetExpiry makes a thread expire at at: the next Sweep (or SQL gc_sweep)
-// after that applies action. A zero at clears the expiry. Errors:
+// SetExpiry makes a thread, every namespace of it, expire at at: the next
+// Sweep (or SQL gc_sweep) after that applies action. A zero at clears the expiry. Errors:
 // ErrNotFound for a thread that does not exist; ErrInvalidInput.
 func (e *Engine) SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (err error) {
 	ctx, done := e.tel.call(ctx, "SetExpiry", attrThread.String(threadID))

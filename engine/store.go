@@ -74,9 +74,10 @@ type Store interface {
 	// Checkpoint is left nil. ErrNotFound for an unknown id.
 	Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error)
 	// FindOnHeadLine returns the checkpoint with the greatest step at or
-	// below step on the line from the head of the thread's root namespace
-	// back to its first checkpoint, within the thread; ErrNotFound if none.
-	FindOnHeadLine(ctx context.Context, threadID string, step int64) (uuid.UUID, error)
+	// below step on the line from the head of a thread and namespace back
+	// to its first checkpoint, within that thread and namespace;
+	// ErrNotFound if none.
+	FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error)
 	// Lineage returns checkpoint id and its ancestors, newest first,
 	// following parents across branch threads; at most limit of them
 	// (limit <= 0: all). An unknown id gives an empty list.
@@ -94,13 +95,15 @@ type Store interface {
 	Branches(ctx context.Context, threadID string) ([]BranchInfo, error)
 	// Merge writes checkpoint id on intoThread with the content of
 	// branchThread's head, intoThread's head as parent and the branch head
-	// as merge parent. ErrNotFound for a branch with no checkpoint;
-	// ErrInvalidInput for a thread merged into itself.
-	Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (MergeResult, error)
+	// as merge parent, all three in namespace. ErrNotFound for a branch
+	// with no checkpoint in namespace; ErrInvalidInput for a thread merged
+	// into itself.
+	Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error)
 	// CopyThread copies every row of thread src to a new thread dst with
-	// new checkpoint ids. ErrNotFound for an unknown src; ErrInvalidInput
-	// when dst exists.
-	CopyThread(ctx context.Context, src, dst string) (int64, error)
+	// new checkpoint ids, and returns one pair per checkpoint copied, in
+	// namespace then write order. ErrNotFound for an unknown src;
+	// ErrInvalidInput when dst exists.
+	CopyThread(ctx context.Context, src, dst string) ([]CopiedID, error)
 
 	// ApplyRetention applies a checked policy (not keep-all) to every
 	// namespace of a thread, in one transaction (see Policy).
@@ -113,11 +116,13 @@ type Store interface {
 	// thread and returns how many thread rows it changed.
 	SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (int64, error)
 
-	// Export reads a thread (every namespace) in one consistent snapshot
-	// and hands its rows to sink: the thread rows first, then the
-	// checkpoints whole, in namespace then write order. ErrNotFound for an
-	// unknown thread.
-	Export(ctx context.Context, threadID string, sink ExportSink) error
+	// Export reads a thread (every namespace) and, with opts.Branches, the
+	// threads forked from it recursively, oldest first, in one consistent
+	// snapshot, and hands their rows to sink as it reads them, holding a
+	// page of rows at a time: for each thread its thread rows, then its
+	// checkpoints as stored (a delta as its delta), in namespace then write
+	// order. ErrNotFound for an unknown thread.
+	Export(ctx context.Context, threadID string, opts ExportOptions, sink ExportSink) error
 	// Import calls fn with a writer inside one transaction, which commits
 	// when fn returns nil and rolls back otherwise.
 	Import(ctx context.Context, fn func(ImportWriter) error) error
@@ -186,8 +191,10 @@ type ImportWriter interface {
 	// Thread writes a thread row. The first row of a thread fails with
 	// ErrInvalidInput when the thread exists already.
 	Thread(ctx context.Context, t ExportThread) error
-	// Checkpoint writes a checkpoint, stored whole, with its pending
-	// writes. ErrIDConflict when its id is in use; ErrInvalidInput when the
-	// import holds the same row twice.
-	Checkpoint(ctx context.Context, c ExportCheckpoint) error
+	// Checkpoint writes a checkpoint as c says it is stored (c.Storage,
+	// its base, run and depth, content as given), with d's digests and its
+	// pending writes. A store may hold a batch of rows (see importBatch)
+	// and write them later in the transaction. ErrIDConflict when its id is
+	// in use; ErrInvalidInput when the import holds the same row twice.
+	Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportDigests) error
 }

@@ -211,9 +211,9 @@ func (s tracedStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*
 	return r, nil
 }
 
-func (s tracedStore) FindOnHeadLine(ctx context.Context, threadID string, step int64) (uuid.UUID, error) {
-	ctx, end := s.t.span(ctx, "FindOnHeadLine", attrThread.String(threadID), attrStep.Int64(step))
-	id, err := s.Store.FindOnHeadLine(ctx, threadID, step)
+func (s tracedStore) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
+	ctx, end := s.t.span(ctx, "FindOnHeadLine", append(threadAttrs(threadID, namespace), attrStep.Int64(step))...)
+	id, err := s.Store.FindOnHeadLine(ctx, threadID, namespace, step)
 	end(err)
 	return id, err
 }
@@ -246,18 +246,18 @@ func (s tracedStore) Branches(ctx context.Context, threadID string) ([]BranchInf
 	return r, err
 }
 
-func (s tracedStore) Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (MergeResult, error) {
-	ctx, end := s.t.span(ctx, "Merge", attrThread.String(intoThread), idAttr(id))
-	r, err := s.Store.Merge(ctx, branchThread, intoThread, id)
+func (s tracedStore) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error) {
+	ctx, end := s.t.span(ctx, "Merge", append(threadAttrs(intoThread, namespace), idAttr(id))...)
+	r, err := s.Store.Merge(ctx, branchThread, intoThread, namespace, id)
 	end(err, attrStep.Int64(r.Step))
 	return r, err
 }
 
-func (s tracedStore) CopyThread(ctx context.Context, src, dst string) (int64, error) {
+func (s tracedStore) CopyThread(ctx context.Context, src, dst string) ([]CopiedID, error) {
 	ctx, end := s.t.span(ctx, "CopyThread", attrThread.String(src))
-	n, err := s.Store.CopyThread(ctx, src, dst)
+	ids, err := s.Store.CopyThread(ctx, src, dst)
 	end(err)
-	return n, err
+	return ids, err
 }
 
 func (s tracedStore) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {
@@ -281,9 +281,9 @@ func (s tracedStore) SetExpiry(ctx context.Context, threadID string, at time.Tim
 	return n, err
 }
 
-func (s tracedStore) Export(ctx context.Context, threadID string, sink ExportSink) error {
+func (s tracedStore) Export(ctx context.Context, threadID string, opts ExportOptions, sink ExportSink) error {
 	ctx, end := s.t.span(ctx, "Export", attrThread.String(threadID))
-	err := s.Store.Export(ctx, threadID, sink)
+	err := s.Store.Export(ctx, threadID, opts, sink)
 	end(err)
 	return err
 }

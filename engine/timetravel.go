@@ -31,7 +31,8 @@ type RewindResult struct {
 	Truncated int64
 }
 
-// Rewind makes checkpoint id the head of its thread, so the next Snapshot
+// Rewind makes checkpoint id the head of its thread and namespace (the
+// checkpoint's own; other namespaces keep their heads), so the next Snapshot
 // there builds on it and history becomes a tree. It deletes nothing: every
 // checkpoint stays readable, and a later Rewind can return to the old line.
 // Errors: ErrNotFound.
@@ -62,44 +63,68 @@ func (e *Engine) rewind(ctx context.Context, id uuid.UUID, truncate bool) (*Rewi
 	return r, nil
 }
 
-// RewindToStep rewinds a thread (root namespace) to the checkpoint with the
-// greatest step at or below step on the head's line, the line the agent is
-// on, not on other branches. Errors: ErrInvalidInput for a step below 1;
-// ErrNotFound when the thread has no checkpoint at or below step on that
-// line.
+// RewindToStep is RewindToStepIn for the thread's root namespace.
 func (e *Engine) RewindToStep(ctx context.Context, threadID string, step int64) (_ *RewindResult, err error) {
 	ctx, done := e.tel.call(ctx, "RewindToStep", attrThread.String(threadID))
 	defer func() { done(err) }()
+	return e.rewindToStep(ctx, threadID, "", step)
+}
+
+// RewindToStepIn rewinds one namespace of a thread to the checkpoint with
+// the greatest step at or below step on that namespace's head line, the
+// line the agent is on, not on other branches; other namespaces keep their
+// heads. Errors: ErrInvalidInput for a step below 1 or a malformed thread
+// id or namespace; ErrNotFound when the namespace has no checkpoint at or
+// below step on that line.
+func (e *Engine) RewindToStepIn(ctx context.Context, threadID, namespace string, step int64) (_ *RewindResult, err error) {
+	ctx, done := e.tel.call(ctx, "RewindToStepIn", attrThread.String(threadID), attrNamespace.String(namespace))
+	defer func() { done(err) }()
+	return e.rewindToStep(ctx, threadID, namespace, step)
+}
+
+func (e *Engine) rewindToStep(ctx context.Context, threadID, namespace string, step int64) (*RewindResult, error) {
 	if err := checkID("thread id", threadID, false); err != nil {
+		return nil, fmt.Errorf("rewind to step: %w", err)
+	}
+	if err := checkNamespace(namespace); err != nil {
 		return nil, fmt.Errorf("rewind to step: %w", err)
 	}
 	if step < 1 {
 		return nil, fmt.Errorf("rewind to step: %w: step %d; steps start at 1", ErrInvalidInput, step)
 	}
-	id, err := e.store.FindOnHeadLine(ctx, threadID, step)
+	id, err := e.store.FindOnHeadLine(ctx, threadID, namespace, step)
 	if err != nil {
-		return nil, fmt.Errorf("rewind thread %q to step %d: no checkpoint at or below it on the current line: %w", threadID, step, err)
+		return nil, fmt.Errorf("rewind thread %q namespace %q to step %d: no checkpoint at or below it on the current line: %w",
+			threadID, namespace, step, err)
 	}
 	return e.Rewind(ctx, id)
 }
 
 // PointsOptions pages TimeTravelPoints.
 type PointsOptions struct {
+	// Namespace whose line to list; "" is the root graph.
+	Namespace string
 	// Limit is the page size: default 100, at most MaxListLimit.
 	Limit int
 	// Before is the cursor: the page starts at this checkpoint's parent.
-	// Pass the last ID of a page to get the next one.
+	// Pass the last ID of a page to get the next one. A cursor outside
+	// Namespace gives ErrNotFound.
 	Before uuid.UUID
 }
 
-// TimeTravelPoints lists the checkpoints a thread (root namespace) can be
-// rewound to along its current line: the head, its parent, and so on back to
-// the root, newest first, a page at a time. Errors: ErrNotFound for a thread
-// with no checkpoint or an unknown cursor.
+// TimeTravelPoints lists the checkpoints a thread can be rewound to along
+// the current line of one namespace (opts.Namespace, the root by default):
+// its head, its parent, and so on back to the root, newest first, a page at
+// a time. Errors: ErrNotFound for a namespace with no checkpoint or an
+// unknown cursor; ErrInvalidInput for a malformed thread id or namespace
+// or a bad limit.
 func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts PointsOptions) (_ []CheckpointInfo, err error) {
 	ctx, done := e.tel.call(ctx, "TimeTravelPoints", attrThread.String(threadID))
 	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
+		return nil, fmt.Errorf("time travel points: %w", err)
+	}
+	if err := checkNamespace(opts.Namespace); err != nil {
 		return nil, fmt.Errorf("time travel points: %w", err)
 	}
 	limit, err := pageSize(opts.Limit)
@@ -109,7 +134,7 @@ func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts Poi
 	start := opts.Before
 	skip := 1 // the cursor itself was on the previous page
 	if start == uuid.Nil {
-		head, err := e.Latest(ctx, threadID)
+		head, err := e.LatestIn(ctx, threadID, opts.Namespace)
 		if err != nil {
 			return nil, fmt.Errorf("time travel points: %w", err)
 		}
@@ -119,8 +144,10 @@ func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts Poi
 	if err != nil {
 		return nil, fmt.Errorf("time travel points: %w", err)
 	}
-	if len(points) == 0 {
-		return nil, fmt.Errorf("time travel points: cursor %s: %w", start, ErrNotFound)
+	// A line stays in one namespace, across branches too: a cursor in
+	// another is not on it.
+	if len(points) == 0 || points[0].Namespace != opts.Namespace {
+		return nil, fmt.Errorf("time travel points: cursor %s in namespace %q: %w", start, opts.Namespace, ErrNotFound)
 	}
 	return points[skip:], nil
 }
@@ -163,8 +190,9 @@ type BranchResult struct {
 }
 
 // Branch forks a new thread from checkpoint fromID. Its first checkpoint
-// has the source's content and the source as parent; the thread records the
-// branch name and the source. Errors: ErrNotFound for an unknown source (or
+// has the source's content and the source as parent, in the source's
+// namespace (merge it back with MergeBranchIn in that namespace); the
+// thread records the branch name and the source. Errors: ErrNotFound for an unknown source (or
 // one deleted meanwhile); ErrInvalidInput for an empty or over-long name.
 func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ BranchResult, err error) {
 	ctx, done := e.tel.call(ctx, "Branch")
@@ -201,13 +229,17 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ B
 
 // BranchInfo is a branch forked from a thread.
 type BranchInfo struct {
-	ThreadID  string
+	ThreadID string
+	// Namespace is the source checkpoint's, where the branch's line is
+	// (see MergeBranchIn).
+	Namespace string
 	Name      string
 	FromID    uuid.UUID // the checkpoint it was forked from
 	CreatedAt time.Time
 }
 
-// Branches lists the branches forked from a thread, oldest first.
+// Branches lists the branches forked from a thread, from any of its
+// namespaces, oldest first.
 func (e *Engine) Branches(ctx context.Context, threadID string) (_ []BranchInfo, err error) {
 	ctx, done := e.tel.call(ctx, "Branches", attrThread.String(threadID))
 	defer func() { done(err) }()
@@ -230,21 +262,37 @@ type MergeResult struct {
 	Step          int64
 }
 
-// MergeBranch writes, on intoThread, a checkpoint with the content of
-// branchThread's head. Its parent is intoThread's head and its merge parent
-// the branch head, so the tree shows both. Errors: ErrNotFound for a branch
-// with no checkpoint; ErrInvalidInput for a merge of a thread into itself.
+// MergeBranch is MergeBranchIn for the root namespace.
 func (e *Engine) MergeBranch(ctx context.Context, branchThread, intoThread string) (_ MergeResult, err error) {
 	ctx, done := e.tel.call(ctx, "MergeBranch")
 	defer func() { done(err) }()
+	return e.mergeBranch(ctx, branchThread, intoThread, "")
+}
+
+// MergeBranchIn writes, on intoThread's namespace, a checkpoint with the
+// content of branchThread's head in that same namespace. Its parent is
+// intoThread's head there and its merge parent the branch head, so the tree
+// shows both; other namespaces are untouched. Errors: ErrNotFound for a
+// branch with no checkpoint in namespace; ErrInvalidInput for a merge of a
+// thread into itself or a malformed thread id or namespace.
+func (e *Engine) MergeBranchIn(ctx context.Context, branchThread, intoThread, namespace string) (_ MergeResult, err error) {
+	ctx, done := e.tel.call(ctx, "MergeBranchIn", attrNamespace.String(namespace))
+	defer func() { done(err) }()
+	return e.mergeBranch(ctx, branchThread, intoThread, namespace)
+}
+
+func (e *Engine) mergeBranch(ctx context.Context, branchThread, intoThread, namespace string) (MergeResult, error) {
 	for _, t := range []string{branchThread, intoThread} {
 		if err := checkID("thread id", t, false); err != nil {
 			return MergeResult{}, fmt.Errorf("merge: %w", err)
 		}
 	}
-	r, err := e.store.Merge(ctx, branchThread, intoThread, NewCheckpointID())
+	if err := checkNamespace(namespace); err != nil {
+		return MergeResult{}, fmt.Errorf("merge: %w", err)
+	}
+	r, err := e.store.Merge(ctx, branchThread, intoThread, namespace, NewCheckpointID())
 	if err != nil {
-		return MergeResult{}, fmt.Errorf("merge thread %q into %q: %w", branchThread, intoThread, err)
+		return MergeResult{}, fmt.Errorf("merge thread %q into %q (namespace %q): %w", branchThread, intoThread, namespace, err)
 	}
 	return r, nil
 }
@@ -282,7 +330,8 @@ type TreeEdge struct {
 }
 
 // Tree returns every checkpoint of a thread and of the branches forked from
-// it (recursively), with the edges between them, read in one query. An edge
+// it (recursively), in every namespace (each node names its own), with the
+// edges between them, read in one query. An edge
 // whose parent lies outside the tree (the source of a branch whose tree is
 // asked for) is left out. Errors: ErrNotFound for a thread with no
 // checkpoint.
@@ -315,19 +364,33 @@ func (e *Engine) Tree(ctx context.Context, threadID string) (_ *Tree, err error)
 	return t, nil
 }
 
-// ClearMemory appends to a thread an empty checkpoint (no messages, empty
-// state and tool results) whose metadata is {"memory_cleared": true}. It
-// deletes nothing; ListCheckpoints with that metadata filter and Limit 1
-// finds the latest marker.
+// ClearMemory is ClearMemoryIn for the thread's root namespace.
 func (e *Engine) ClearMemory(ctx context.Context, threadID string) (_ SnapshotResult, err error) {
 	ctx, done := e.tel.call(ctx, "ClearMemory", attrThread.String(threadID))
 	defer func() { done(err) }()
+	return e.clearMemory(ctx, threadID, "")
+}
+
+// ClearMemoryIn appends to one namespace of a thread an empty checkpoint
+// (no messages, empty state and tool results) whose metadata is
+// {"memory_cleared": true}. It deletes nothing; ListCheckpoints with that
+// namespace, metadata filter and Limit 1 finds the latest marker. Errors:
+// those of Snapshot (ErrInvalidInput for a malformed thread id or
+// namespace, with nothing written).
+func (e *Engine) ClearMemoryIn(ctx context.Context, threadID, namespace string) (_ SnapshotResult, err error) {
+	ctx, done := e.tel.call(ctx, "ClearMemoryIn", attrThread.String(threadID), attrNamespace.String(namespace))
+	defer func() { done(err) }()
+	return e.clearMemory(ctx, threadID, namespace)
+}
+
+func (e *Engine) clearMemory(ctx context.Context, threadID, namespace string) (SnapshotResult, error) {
 	return e.Snapshot(ctx, SnapshotInput{
-		ThreadID: threadID,
-		Trigger:  TriggerManual,
-		Tags:     []string{"memory_cleared"},
-		Summary:  "Memory cleared",
-		Metadata: json.RawMessage(`{"memory_cleared": true}`),
+		ThreadID:  threadID,
+		Namespace: namespace,
+		Trigger:   TriggerManual,
+		Tags:      []string{"memory_cleared"},
+		Summary:   "Memory cleared",
+		Metadata:  json.RawMessage(`{"memory_cleared": true}`),
 	})
 }
 
@@ -412,25 +475,53 @@ func keyDiff(a, b json.RawMessage) (KeyDiff, error) {
 	return d, nil
 }
 
+// CopyResult says what CopyThread copied.
+type CopyResult struct {
+	// Copied is the number of checkpoints copied, len(IDs).
+	Copied int64
+	// IDs pairs every checkpoint of the source with its copy, in namespace
+	// then write order (the order of the source's rows).
+	IDs []CopiedID
+}
+
+// CopiedID is one checkpoint copied by CopyThread: Old in the source
+// thread, New its copy in the new thread.
+type CopiedID struct {
+	Old, New uuid.UUID
+}
+
+// NewID returns the id of the copy of checkpoint old, and false when old
+// was not copied (it is not in the source thread).
+func (r CopyResult) NewID(old uuid.UUID) (uuid.UUID, bool) {
+	for _, p := range r.IDs {
+		if p.Old == old {
+			return p.New, true
+		}
+	}
+	return uuid.UUID{}, false
+}
+
 // CopyThread copies thread src, all of it, to a new thread dst: checkpoints
 // in the same order with the same steps, content, metadata and pending
 // writes. The copies get new checkpoint ids, because ids are global (Get and
-// retried writes look them up alone); parent links are mapped to the new
-// ids. src is not changed. It returns how many checkpoints it copied.
-// Errors: ErrNotFound for an unknown src; ErrInvalidInput when dst exists.
-func (e *Engine) CopyThread(ctx context.Context, src, dst string) (_ int64, err error) {
+// retried writes look them up alone); parent, merge parent and delta base
+// links inside src are mapped to the new ids, links outside it (a branch's
+// source) are kept. src is not changed. It returns every old id with its
+// copy's. Errors: ErrNotFound for an unknown src; ErrInvalidInput when dst
+// exists; ErrPermission for a database role that may not write.
+func (e *Engine) CopyThread(ctx context.Context, src, dst string) (_ CopyResult, err error) {
 	ctx, done := e.tel.call(ctx, "CopyThread")
 	defer func() { done(err) }()
 	for _, t := range []string{src, dst} {
 		if err := checkID("thread id", t, false); err != nil {
-			return 0, fmt.Errorf("copy thread: %w", err)
+			return CopyResult{}, fmt.Errorf("copy thread: %w", err)
 		}
 	}
-	n, err := e.store.CopyThread(ctx, src, dst)
+	ids, err := e.store.CopyThread(ctx, src, dst)
 	if err != nil {
-		return 0, fmt.Errorf("copy thread %q to %q: %w", src, dst, err)
+		return CopyResult{}, fmt.Errorf("copy thread %q to %q: %w", src, dst, err)
 	}
-	return n, nil
+	return CopyResult{Copied: int64(len(ids)), IDs: ids}, nil
 }
 
 // DeleteForRuns deletes every checkpoint whose metadata run_id is one of

@@ -58,7 +58,8 @@ type SnapshotInput struct {
 	// Tags are free-form labels, usable as a ListCheckpoints filter.
 	Tags []string
 	// Summary defaults to "[role] first 100 characters" of the last message,
-	// else "State: N keys".
+	// else "State: N keys", with the text as written (a U+0000, which a
+	// summary cannot hold, shown as U+FFFD).
 	Summary string
 	// Metadata is a JSON object (default {}), usable as a containment filter.
 	Metadata json.RawMessage

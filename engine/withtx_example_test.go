@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log"
 	"os"
 
@@ -25,6 +26,9 @@ func ExampleEngine_WithTx() {
 		log.Fatal(err)
 	}
 	eng := engine.New(pool, engine.Config{})
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, item text NOT NULL)`); err != nil {
+		log.Fatal(err)
+	}
 
 	placeOrder := func(ctx context.Context, orderID int, item string) error {
 		tx, err := pool.Begin(ctx)
@@ -45,7 +49,7 @@ func ExampleEngine_WithTx() {
 		}
 		// The thread's lock is held from here until the commit.
 		if _, err := inTx.Snapshot(ctx, engine.SnapshotInput{
-			ThreadID: "run-42",
+			ThreadID: "order-1",
 			Trigger:  engine.TriggerToolCall,
 			State:    state,
 		}); err != nil {
@@ -56,4 +60,15 @@ func ExampleEngine_WithTx() {
 	if err := placeOrder(ctx, 1, "book"); err != nil {
 		log.Fatal(err)
 	}
+	// Order 1 again: the INSERT fails, so no checkpoint is written either.
+	fmt.Println("again:", placeOrder(ctx, 1, "book") != nil)
+
+	head, err := eng.Latest(ctx, "order-1")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("step", head.Step, string(head.State))
+	// Output:
+	// again: true
+	// step 1 {"ordered": "book", "order_id": 1}
 }

@@ -195,8 +195,8 @@ func oldestFirst(infos []engine.CheckpointInfo) []uuid.UUID {
 }
 
 // inventory is everything a database holds, as the public API shows it:
-// each thread's export (thread rows of every namespace, checkpoints whole,
-// pending writes).
+// each thread's export (thread rows of every namespace, checkpoints with
+// their content whole, deltas applied, and pending writes).
 type inventory struct {
 	threadRows  int
 	checkpoints map[uuid.UUID]engine.ExportCheckpoint
@@ -257,6 +257,11 @@ func takeInventory(t testing.TB, ctx context.Context, eng *engine.Engine, probe 
 				if _, dup := inv.checkpoints[line.ID]; dup {
 					t.Fatalf("checkpoint %s exported twice", line.ID)
 				}
+				if line.Storage == engine.StorageDelta {
+					if err := applyExportedDelta(&line, inv.checkpoints); err != nil {
+						t.Fatalf("export %q: checkpoint %s: %v", name, line.ID, err)
+					}
+				}
 				inv.checkpoints[line.ID] = line
 				inv.writes += len(line.PendingWrites)
 			}
@@ -267,6 +272,58 @@ func takeInventory(t testing.TB, ctx context.Context, eng *engine.Engine, probe 
 	}
 	inv.dump = dump.String()
 	return inv
+}
+
+// applyExportedDelta rebuilds the whole content of an exported delta from
+// its base (whole already: exported before it) as the export format says: the
+// base's messages followed by the delta's, the base's keys without the
+// removed ones and with the delta's set. It is the test's own reading of
+// the format, which checkReadable compares with Get.
+func applyExportedDelta(c *engine.ExportCheckpoint, whole map[uuid.UUID]engine.ExportCheckpoint) error {
+	base, ok := whole[*c.BaseID]
+	if !ok || base.ThreadID != c.ThreadID || base.Namespace != c.Namespace {
+		return fmt.Errorf("base %s is not an earlier checkpoint of its thread and namespace", *c.BaseID)
+	}
+	var msgs, more []json.RawMessage
+	if err := json.Unmarshal(base.Messages, &msgs); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(c.Messages, &more); err != nil {
+		return err
+	}
+	msgs = append(msgs, more...)
+	state, err := applyKeys(base.State, c.State, c.StateRemoved)
+	if err != nil {
+		return fmt.Errorf("state: %w", err)
+	}
+	tools, err := applyKeys(base.ToolResults, c.ToolResults, c.ToolResultsRemoved)
+	if err != nil {
+		return fmt.Errorf("tool results: %w", err)
+	}
+	c.Messages, c.State, c.ToolResults = mustJSON(append([]json.RawMessage{}, msgs...)), state, tools
+	c.Storage, c.BaseID, c.StateRemoved, c.ToolResultsRemoved = engine.StorageFull, nil, nil, nil
+	return nil
+}
+
+// applyKeys is base's members without removed, with set's.
+func applyKeys(base, set, removed json.RawMessage) (json.RawMessage, error) {
+	obj := map[string]json.RawMessage{}
+	if err := json.Unmarshal(base, &obj); err != nil {
+		return nil, err
+	}
+	var gone []string
+	if len(removed) > 0 {
+		if err := json.Unmarshal(removed, &gone); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range gone {
+		delete(obj, k)
+	}
+	if err := json.Unmarshal(set, &obj); err != nil {
+		return nil, err
+	}
+	return mustJSON(obj), nil
 }
 
 // unchanged fails the test when the database differs from before (an

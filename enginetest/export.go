@@ -2,9 +2,12 @@ package enginetest
 
 import (
 	"bytes"
+	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -58,10 +61,10 @@ func testExportImport(t *testing.T, e *env) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if thread == "run-1" && st != (engine.ExportStats{Threads: 2, Checkpoints: 5, PendingWrites: 2}) {
+		if thread == "run-1" && st != (engine.ExportStats{Threads: 2, Checkpoints: 5, Deltas: 2, PendingWrites: 2}) {
 			t.Fatalf("export stats %+v", st)
 		}
-		if !bytes.HasPrefix(buf.Bytes(), []byte(`{"kind":"pgcheckpoint-export","format":1,`)) {
+		if !bytes.HasPrefix(buf.Bytes(), []byte(`{"kind":"pgcheckpoint-export","format":2,`)) {
 			t.Fatalf("export of %s: %s", thread, clip(buf.Bytes()))
 		}
 		exported[thread] = buf.Bytes()
@@ -75,7 +78,7 @@ func testExportImport(t *testing.T, e *env) {
 	dst.eng = dst.open(deltas)
 	var progress []engine.ExportStats
 	st, err := dst.eng.Import(e.ctx, bytes.NewReader(exported["run-1"]), engine.ImportOptions{Progress: func(s engine.ExportStats) { progress = append(progress, s) }})
-	if err != nil || st != (engine.ExportStats{Threads: 2, Checkpoints: 5, PendingWrites: 2}) {
+	if err != nil || st != (engine.ExportStats{Threads: 2, Checkpoints: 5, Deltas: 2, PendingWrites: 2}) {
 		t.Fatalf("import: %+v %v", st, err)
 	}
 	if len(progress) == 0 || progress[len(progress)-1] != st {
@@ -143,11 +146,24 @@ func testExportImport(t *testing.T, e *env) {
 			t.Fatalf("re-export of %s differs:\n--- first\n%s\n--- again\n%s", thread, want, again.Bytes())
 		}
 	}
-	// Both databases go on alike.
-	a := e.snap(engine.SnapshotInput{ThreadID: "run-1"})
-	b := dst.snap(engine.SnapshotInput{ThreadID: "run-1"})
-	if a.Step != b.Step || a.ParentID != b.ParentID || b.ParentID != ids[2] {
-		t.Fatalf("write after the import: %+v, in the source %+v", b, a)
+	// Both databases go on alike: a write that appends to the head (a
+	// delta, rewound to) is a delta on it in both, since the import gave
+	// the head its digests; a write of other content is whole in both.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, e.get(ids[2]).Messages); err != nil {
+		t.Fatal(err)
+	}
+	appended := json.RawMessage(strings.TrimSuffix(compact.String(), "]") + `,{"role":"user","content":"more"}]`)
+	for i, in := range []engine.SnapshotInput{
+		{ThreadID: "run-1", Messages: appended, State: json.RawMessage(`{"n": 3}`), ToolResults: json.RawMessage(`{"t": [1, "\u0001"]}`)},
+		{ThreadID: "run-1"},
+	} {
+		a, b := e.get(e.snap(in).ID), dst.get(dst.snap(in).ID)
+		if a.Step != b.Step || a.Format != b.Format || i == 0 && (b.ParentID != ids[2] || a.ParentID != ids[2] || b.Format != engine.StorageDelta) {
+			t.Fatalf("write %d after the import: %s on %s, in the source %s on %s", i, b.Format, b.ParentID, a.Format, a.ParentID)
+		}
+		jsonEqual(t, "messages after the import", b.Messages, a.Messages)
+		jsonEqual(t, "state after the import", b.State, a.State)
 	}
 	checkReadable(t, e.ctx, dst.eng)
 }
@@ -194,7 +210,7 @@ func testImportBadInput(t *testing.T, e *env) {
 		{"a bad line in the middle", strings.Replace(export, "\n", "\n]\n", 1), engine.ErrInvalidJSON, "record 2"},
 		{"step 0", strings.Replace(export, `"step":2,`, `"step":0,`, 1), engine.ErrInvalidInput, "step 0"},
 		{"no header", export[len(header):], engine.ErrInvalidInput, "record 1"},
-		{"another format", strings.Replace(export, `"format":1`, `"format":99`, 1), engine.ErrInvalidInput, "format 99"},
+		{"another format", strings.Replace(export, `"format":2`, `"format":99`, 1), engine.ErrInvalidInput, "format 99"},
 		{"unknown kind", export + `{"kind":"mystery"}` + "\n", engine.ErrInvalidInput, fmt.Sprintf("record %d", lines+1)},
 		{"a checkpoint before its thread", header + export[strings.Index(export, `{"kind":"checkpoint"`):], engine.ErrInvalidInput, "record 2"},
 		{"messages not an array", strings.Replace(export, `"messages":[`, `"messages":"x","m":[`, 1), engine.ErrInvalidJSON, "messages"},
@@ -238,4 +254,358 @@ func subID(t *testing.T, export string) string {
 	}
 	t.Fatal("the export has no checkpoint in namespace sub")
 	return ""
+}
+
+// exportFormat1 is an export written by the format 1 code (every
+// checkpoint whole, no storage field): a branch of thread v1-run, then
+// v1-run, with a merge, a rewind, pending writes, a sub-graph namespace
+// and NUL characters.
+//
+//go:embed testdata/export-format1.jsonl
+var exportFormat1 string
+
+// exportWith exports thread with opts; any error is fatal.
+func exportWith(t *testing.T, ctx context.Context, eng *engine.Engine, thread string, opts engine.ExportOptions) ([]byte, engine.ExportStats) {
+	t.Helper()
+	var buf bytes.Buffer
+	st, err := eng.Export(ctx, thread, &buf, opts)
+	if err != nil {
+		t.Fatalf("export %q: %v", thread, err)
+	}
+	return buf.Bytes(), st
+}
+
+// sameTree fails the test unless thread has the same tree (checkpoints by
+// id, thread, namespace, seq and step; edges, merge edges included) in
+// both engines, and returns how many merge edges it has.
+func sameTree(t *testing.T, ctx context.Context, src, dst *engine.Engine, thread string) int {
+	t.Helper()
+	a, err1 := src.Tree(ctx, thread)
+	b, err2 := dst.Tree(ctx, thread)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("tree of %q: %v, %v", thread, err1, err2)
+	}
+	type node struct {
+		id                uuid.UUID
+		thread, namespace string
+		seq, step         int64
+	}
+	nodes := func(tr *engine.Tree) []node {
+		var out []node
+		for _, n := range tr.Nodes {
+			out = append(out, node{n.ID, n.ThreadID, n.Namespace, n.Seq, n.Step})
+		}
+		slices.SortFunc(out, func(x, y node) int { return strings.Compare(x.id.String(), y.id.String()) })
+		return out
+	}
+	edges := func(tr *engine.Tree) []string {
+		var out []string
+		for _, e := range tr.Edges {
+			out = append(out, fmt.Sprintf("%s->%s merge=%v", e.From, e.To, e.Merge))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if !slices.Equal(nodes(a), nodes(b)) || !slices.Equal(edges(a), edges(b)) {
+		t.Fatalf("tree of %q differs after the round trip:\n nodes %v\n   now %v\n edges %v\n   now %v", thread, nodes(a), nodes(b), edges(a), edges(b))
+	}
+	merges := 0
+	for _, e := range a.Edges {
+		if e.Merge {
+			merges++
+		}
+	}
+	return merges
+}
+
+// Random histories with deltas (runs of at most 3, so anchors and whole
+// rows come often; appended, edited and dropped messages; rewinds; branches
+// of branches; deletes of a thread's old part, which rebase deltas) and
+// merges, exported with their branches and imported into a new database:
+// every row comes back as stored (the same format, base, run, depth and
+// delta: exporting again gives the same bytes), every checkpoint reads as
+// written, the tree is the same, and retention and writes after the import
+// keep every checkpoint as it was.
+func testExportDeltaRoundTrip(t *testing.T, e *env) {
+	cfg := engine.Config{DeltaRun: 4, DeltaMinBytes: -1}
+	src := e.open(cfg)
+	var deltaRows int64
+	merges := 0
+	for seed := range uint64(3) {
+		root := fmt.Sprintf("exp-%d", seed)
+		hist := RandomHistory(t, e.ctx, []HistoryWriter{{Engine: src, Thread: root}}, seed, 90)
+		// Merge branches back, some into other branches.
+		branches, err := src.Branches(e.ctx, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range branches {
+			into := root
+			if i%2 == 1 {
+				into = branches[i-1].ThreadID
+			}
+			if _, err := src.MergeBranch(e.ctx, b.ThreadID, into); err != nil && !errors.Is(err, engine.ErrNotFound) {
+				t.Fatalf("seed %d: merge %s into %s: %v", seed, b.ThreadID, into, err)
+			}
+		}
+		export, st := exportWith(t, e.ctx, src, root, engine.ExportOptions{Branches: true})
+		deltaRows += st.Deltas
+
+		dst := openURL(t, e.h.NewURL(t), cfg)
+		im, err := dst.Import(e.ctx, bytes.NewReader(export), engine.ImportOptions{})
+		if err != nil || im != st {
+			t.Fatalf("seed %d: import %+v %v; export %+v", seed, im, err, st)
+		}
+		// The same rows: exporting again gives the same bytes.
+		if again, _ := exportWith(t, e.ctx, dst, root, engine.ExportOptions{Branches: true}); !bytes.Equal(again, export) {
+			t.Fatalf("seed %d: the re-export differs:\n--- export\n%s\n--- again\n%s", seed, clip(export), clip(again))
+		}
+		merges += sameTree(t, e.ctx, src, dst, root)
+		t.Logf("seed %d: %+v, %d merge edges", seed, st, merges)
+		for _, h := range hist {
+			s, err1 := src.Get(e.ctx, h.IDs[0])
+			d, err2 := dst.Get(e.ctx, h.IDs[0])
+			if err1 != nil || err2 != nil {
+				t.Fatalf("seed %d: get %s: %v, %v", seed, h.IDs[0], err1, err2)
+			}
+			if d.Format != s.Format {
+				t.Fatalf("seed %d: checkpoint %s stored %q, imported %q", seed, h.IDs[0], s.Format, d.Format)
+			}
+			jsonEqual(t, "messages", d.Messages, h.Messages)
+			jsonEqual(t, "state", d.State, h.State)
+			jsonEqual(t, "tool results", d.ToolResults, h.ToolResults)
+		}
+		checkReadable(t, e.ctx, dst)
+
+		// Retention and writes go on alike in both databases, and keep
+		// every checkpoint readable (a kept delta's base is rebased first).
+		for _, eng := range []*engine.Engine{src, dst} {
+			if _, err := eng.ApplyRetention(e.ctx, root, engine.KeepLastN(4)); err != nil {
+				t.Fatalf("seed %d: retention: %v", seed, err)
+			}
+			snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: root, Messages: json.RawMessage(`[{"role":"user","content":"after"}]`)})
+		}
+		a := takeInventory(t, e.ctx, src)
+		b := checkReadable(t, e.ctx, dst)
+		kept := 0
+		for id, got := range b.checkpoints {
+			want, ok := a.checkpoints[id]
+			if !ok {
+				continue // the write after retention: its own id in each
+			}
+			kept++
+			jsonEqual(t, "messages after retention", got.Messages, want.Messages)
+			jsonEqual(t, "state after retention", got.State, want.State)
+			jsonEqual(t, "tool results after retention", got.ToolResults, want.ToolResults)
+		}
+		if kept != len(b.checkpoints)-1 {
+			t.Fatalf("seed %d: after retention and a write, %d of the import's %d checkpoints are in the source", seed, kept, len(b.checkpoints))
+		}
+	}
+	if deltaRows == 0 || merges == 0 {
+		t.Fatalf("the histories exported %d deltas, %d merge edges", deltaRows, merges)
+	}
+}
+
+// An export with branches holds the thread's branches, branches of
+// branches included, and a new database importing it has the same tree,
+// merge edges included (both a merge into the thread and one into a
+// branch), and the same branch lists. Without branches, an export holds
+// the thread alone.
+func testExportBranches(t *testing.T, e *env) {
+	_, branch := seedHistory(t, e, "run-1")
+	head, err := e.eng.Latest(e.ctx, branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := e.eng.Branch(e.ctx, head.ID, "sub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.snap(engine.SnapshotInput{ThreadID: sub.ThreadID, State: json.RawMessage(`{"sub": true}`)})
+	if _, err := e.eng.MergeBranch(e.ctx, sub.ThreadID, branch); err != nil {
+		t.Fatal(err)
+	}
+	alone, st := exportWith(t, e.ctx, e.eng, "run-1", engine.ExportOptions{})
+	if st.Threads != 2 || strings.Contains(string(alone), `"thread_id":"`+branch+`"`) {
+		t.Fatalf("an export without branches holds %+v", st)
+	}
+	all, st := exportWith(t, e.ctx, e.eng, "run-1", engine.ExportOptions{Branches: true})
+	if st.Threads != 4 || !bytes.HasPrefix(all, []byte(`{"kind":"pgcheckpoint-export","format":2,"thread_id":"run-1","branches":true}`)) {
+		t.Fatalf("an export with branches: %+v\n%s", st, clip(all))
+	}
+	dst := openURL(t, e.h.NewURL(t), deltas)
+	if im, err := dst.Import(e.ctx, bytes.NewReader(all), engine.ImportOptions{}); err != nil || im != st {
+		t.Fatalf("import %+v %v; export %+v", im, err, st)
+	}
+	if merges := sameTree(t, e.ctx, e.eng, dst, "run-1"); merges != 2 {
+		t.Fatalf("%d merge edges, want 2", merges)
+	}
+	for _, thread := range []string{"run-1", branch, sub.ThreadID} {
+		a, err1 := e.eng.Branches(e.ctx, thread)
+		b, err2 := dst.Branches(e.ctx, thread)
+		if err1 != nil || err2 != nil || len(a) != len(b) {
+			t.Fatalf("branches of %s: %+v %v, imported %+v %v", thread, a, err1, b, err2)
+		}
+		for i := range a {
+			if a[i].ThreadID != b[i].ThreadID || a[i].Name != b[i].Name || a[i].FromID != b[i].FromID {
+				t.Fatalf("branches of %s: %+v, imported %+v", thread, a, b)
+			}
+		}
+	}
+	checkReadable(t, e.ctx, dst)
+}
+
+// A format 1 export (written by the previous version: every checkpoint
+// whole) still imports: the same ids, parents, steps, content, rewind,
+// branch and merge, every checkpoint whole; exported again, it is format 2
+// with the same lines plus their storage; and the first write after it is
+// a delta, since the import gave the whole rows their digests.
+func testImportFormat1(t *testing.T, e *env) {
+	st, err := e.eng.Import(e.ctx, strings.NewReader(exportFormat1), engine.ImportOptions{})
+	if err != nil || st != (engine.ExportStats{Threads: 3, Checkpoints: 8, PendingWrites: 1}) {
+		t.Fatalf("import of a format 1 export: %+v %v", st, err)
+	}
+	head := e.head("v1-run")
+	if head.ID.String() != "01a20c34-7799-7312-872c-722371e9a3bf" || head.Step != 3 || head.Format != engine.StorageFull {
+		t.Fatalf("head %s step %d %s: the rewind was lost", head.ID, head.Step, head.Format)
+	}
+	jsonEqual(t, "messages", head.Messages, []byte(`[{"role":"user","content":"hi\u0000there \u0001"},{"role":"assistant","content":"step 1"},{"role":"assistant","content":"step 2"}]`))
+	jsonEqual(t, "state", head.State, []byte(`{"n":3,"k":"v\u0000"}`))
+	if len(head.PendingWrites) != 1 || head.PendingWrites[0].Channel != "out" {
+		t.Fatalf("pending writes %+v", head.PendingWrites)
+	}
+	tree, err := e.eng.Tree(e.ctx, "v1-run")
+	if err != nil || len(tree.Nodes) != 8 || !slices.ContainsFunc(tree.Edges, func(x engine.TreeEdge) bool { return x.Merge }) {
+		t.Fatalf("tree %+v %v", tree, err)
+	}
+	// Every line comes back, stored whole.
+	var again bytes.Buffer
+	for _, th := range listThreads(t, e.ctx, e.eng) {
+		if th.Namespace == "" {
+			b, _ := exportWith(t, e.ctx, e.eng, th.ThreadID, engine.ExportOptions{})
+			again.Write(b)
+		}
+	}
+	lines := map[string]map[string]any{}
+	for _, l := range strings.Split(strings.TrimSpace(again.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["kind"] == "checkpoint" {
+			if m["storage"] != engine.StorageFull {
+				t.Fatalf("imported checkpoint stored %v", m["storage"])
+			}
+			delete(m, "storage")
+			lines[m["id"].(string)] = m
+		}
+	}
+	for _, l := range strings.Split(strings.TrimSpace(exportFormat1), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["kind"] == "checkpoint" && !reflect.DeepEqual(lines[m["id"].(string)], m) {
+			t.Fatalf("checkpoint line\n %v\nexported again as\n %v", m, lines[m["id"].(string)])
+		}
+	}
+	// The next write appends to the head's messages, spelled as the
+	// export spells them: a delta on the imported whole row.
+	var line engine.ExportCheckpoint
+	for _, l := range strings.Split(exportFormat1, "\n") {
+		if strings.Contains(l, `"id":"`+head.ID.String()+`"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	msgs := strings.TrimSuffix(string(line.Messages), "]") + `,{"role":"assistant","content":"after"}]`
+	res := e.snap(engine.SnapshotInput{ThreadID: "v1-run", Messages: json.RawMessage(msgs), State: line.State})
+	if got := e.get(res.ID); got.Format != engine.StorageDelta || got.ParentID != head.ID {
+		t.Fatalf("the write after the import is stored %q on %s, want a delta on %s", got.Format, got.ParentID, head.ID)
+	}
+	checkReadable(t, e.ctx, e.eng)
+}
+
+// A delta line is held to the rules of a whole one and to its own: a bad
+// or missing base, depth or storage, or delta fields in a format 1 export,
+// is ErrInvalidInput naming the problem, and nothing is written.
+func testImportBadDeltas(t *testing.T, e *env) {
+	_, branch := seedHistory(t, e, "run-1")
+	exp, st := exportWith(t, e.ctx, e.eng, "run-1", engine.ExportOptions{})
+	brExp, _ := exportWith(t, e.ctx, e.eng, branch, engine.ExportOptions{})
+	export := string(exp)
+	if st.Deltas == 0 {
+		t.Fatal("the seed history has no delta")
+	}
+	// The first delta line, and its base.
+	var delta engine.ExportCheckpoint
+	var deltaLine string
+	for _, l := range strings.Split(export, "\n") {
+		if json.Unmarshal([]byte(l), &delta) == nil && delta.Storage == engine.StorageDelta {
+			deltaLine = l
+			break
+		}
+	}
+	if deltaLine == "" {
+		t.Fatal("no delta line")
+	}
+	// A delta on a delta, whose depth must exceed its base's.
+	var onDelta string
+	for _, l := range strings.Split(export, "\n") {
+		if strings.Contains(l, `"delta_depth":2,`) {
+			onDelta = l
+		}
+	}
+	if onDelta == "" {
+		t.Fatalf("no delta on a delta in\n%s", export)
+	}
+	base := `"base_id":"` + delta.BaseID.String() + `"`
+	withLine := func(l string) string { return strings.Replace(export, deltaLine, l, 1) }
+	stranger := uuid.Must(uuid.NewV7()).String()
+	var branchID string
+	for _, l := range strings.Split(string(brExp), "\n") {
+		var c engine.ExportCheckpoint
+		if json.Unmarshal([]byte(l), &c) == nil && c.Kind == "checkpoint" {
+			branchID = c.ID.String()
+			break
+		}
+	}
+	dst := &env{t: t, h: e.h, url: e.h.NewURL(t), ctx: e.ctx}
+	dst.eng = dst.open(deltas)
+	for _, bad := range []struct {
+		name, input string
+		want        error
+		msg         string
+	}{
+		{"a base not in the file", withLine(strings.Replace(deltaLine, base, `"base_id":"`+stranger+`"`, 1)), engine.ErrInvalidInput, stranger + " is not a checkpoint imported before it"},
+		{"a base after the delta", withLine(strings.Replace(deltaLine, base, `"base_id":"`+subID(t, export)+`"`, 1)), engine.ErrInvalidInput, "is not a checkpoint imported before it"},
+		{"a base in another thread", string(brExp) + withLine(strings.Replace(deltaLine, base, `"base_id":"`+branchID+`"`, 1)), engine.ErrInvalidInput, `belongs to thread "` + branch + `"`},
+		{"a delta on itself", withLine(strings.Replace(deltaLine, base, `"base_id":"`+delta.ID.String()+`"`, 1)), engine.ErrInvalidInput, "on itself"},
+		{"no base", withLine(strings.Replace(deltaLine, base+",", "", 1)), engine.ErrInvalidInput, "without a base"},
+		{"depth 0", withLine(strings.Replace(deltaLine, `"delta_depth":`, `"delta_depth":0,"x":`, 1)), engine.ErrInvalidInput, "depth 0"},
+		{"a depth beyond the column", withLine(strings.Replace(deltaLine, `"delta_depth":`, `"delta_depth":4294967297,"x":`, 1)), engine.ErrInvalidInput, "depth 4294967297"},
+		{"a base written after the delta", strings.Replace(export, `"seq":1,"id":"`+delta.BaseID.String()+`"`, `"seq":99,"id":"`+delta.BaseID.String()+`"`, 1), engine.ErrInvalidInput, "(seq 99) was not written before it"},
+		{"a depth not above its base's", strings.Replace(export, onDelta, strings.Replace(onDelta, `"delta_depth":2,`, `"delta_depth":1,`, 1), 1), engine.ErrInvalidInput, "delta depth 1; its base"},
+		{"an unknown storage", withLine(strings.Replace(deltaLine, `"storage":"delta"`, `"storage":"zip"`, 1)), engine.ErrInvalidInput, `storage "zip"`},
+		{"a whole row with a base", withLine(strings.Replace(deltaLine, `"storage":"delta"`, `"storage":"full"`, 1)), engine.ErrInvalidInput, "stored whole has no base"},
+		{"a delta in a format 1 file", strings.Replace(export, `"format":2`, `"format":1`, 1), engine.ErrInvalidInput, "format 1"},
+		{"removed keys not strings", withLine(strings.Replace(deltaLine, `"next_node":`, `"state_removed":[1],"next_node":`, 1)), engine.ErrInvalidJSON, "array of strings"},
+		{"a delta's messages not an array", withLine(strings.Replace(deltaLine, `"messages":[`, `"messages":{},"m":[`, 1)), engine.ErrInvalidJSON, "messages"},
+	} {
+		if bad.input == export {
+			t.Fatalf("%s: the input was not changed", bad.name)
+		}
+		_, err := dst.eng.Import(e.ctx, strings.NewReader(bad.input), engine.ImportOptions{})
+		if !errors.Is(err, bad.want) || !strings.Contains(fmt.Sprint(err), bad.msg) {
+			t.Errorf("%s: %v, want %v naming %q", bad.name, err, bad.want, bad.msg)
+		}
+		if got := dst.inventory("run-1", branch).counts(); got != [3]int{} {
+			t.Fatalf("%s: a failed import wrote %v", bad.name, got)
+		}
+	}
+	if _, err := dst.eng.Import(e.ctx, strings.NewReader(export), engine.ImportOptions{}); err != nil {
+		t.Fatalf("the valid export after refused ones: %v", err)
+	}
 }

@@ -35,6 +35,7 @@ var tests = []conformanceTest{
 	// snapshot.go
 	{name: "SnapshotRoundTrip", fn: testSnapshotRoundTrip},
 	{name: "DefaultSummary", fn: testDefaultSummary},
+	{name: "DefaultSummaryShowsTextAsWritten", fn: testDefaultSummaryAsWritten},
 	{name: "NULAndUnicodeRoundTripExactly", fn: testNULAndUnicode},
 	{name: "RetryIsIdempotent", fn: testRetryIsIdempotent},
 	{name: "ExplicitParentStartsANewLine", fn: testExplicitParent},
@@ -61,6 +62,7 @@ var tests = []conformanceTest{
 	{name: "ClearMemoryAppendsAMarker", fn: testClearMemory},
 	{name: "Diff", fn: testDiff},
 	{name: "CopyThread", fn: testCopyThread},
+	{name: "CopyThreadMapsIDs", fn: testCopyThreadMapsIDs},
 	{name: "DeleteForRunsAndPrune", fn: testDeleteForRunsAndPrune},
 	{name: "DeletesClearARewindToWhatTheyDelete", fn: testDeletesClearARewind},
 	// retention.go
@@ -79,11 +81,16 @@ var tests = []conformanceTest{
 	{name: "ConcurrentWritersOneThread", fn: testConcurrentWritersOneThread},
 	{name: "ConcurrentWritersDistinctThreads", fn: testConcurrentWritersDistinctThreads},
 	{name: "WriterProcessesOneThread", fn: testWriterProcesses},
+	{name: "OneIDOneCheckpointAcrossThreads", fn: testOneIDOneCheckpoint},
 	{name: "KilledWriterProcessLeavesWholeCheckpoints", fn: testKilledWriter},
 	{name: "ResumeAfterKilledAgentProcess", fn: testResumeAfterKill},
 	// export.go
 	{name: "ExportImportRoundTrip", fn: testExportImport},
 	{name: "ImportBadInputWritesNothing", fn: testImportBadInput},
+	{name: "ExportDeltasRoundTripAsDeltas", fn: testExportDeltaRoundTrip},
+	{name: "ExportBranchesKeepsMergeEdges", fn: testExportBranches},
+	{name: "ImportFormat1", fn: testImportFormat1},
+	{name: "ImportBadDeltasWriteNothing", fn: testImportBadDeltas},
 	// agent.go
 	{name: "IntervalSnapshotter", serial: true, fn: testInterval},
 	{name: "DisabledTriggerWritesNothing", fn: testDisabledTrigger},
@@ -91,6 +98,15 @@ var tests = []conformanceTest{
 	{name: "WrapToolSnapshotsBeforeAndAfter", fn: testWrapTool},
 	{name: "ScopeSnapshotsOnEnterAndExit", fn: testScope},
 	{name: "Resume", fn: testResume},
+	// namespaces.go
+	{name: "RewindToStepInActsOnOneNamespace", fn: testRewindToStepIn},
+	{name: "TimeTravelPointsOfOneNamespace", fn: testTimeTravelPointsIn},
+	{name: "ResumeInActsOnOneNamespace", fn: testResumeIn},
+	{name: "MergeBranchInActsOnOneNamespace", fn: testMergeBranchIn},
+	{name: "ClearMemoryInActsOnOneNamespace", fn: testClearMemoryIn},
+	{name: "DeleteBeforeInActsOnOneNamespace", fn: testDeleteBeforeIn},
+	{name: "ScopeWrapToolAndIntervalInOneNamespace", fn: testAgentHelpersIn},
+	{name: "BadNamespaceIsInvalidInputAndWritesNothing", fn: testNamespaceBadInput},
 }
 
 // Run runs the conformance suite against the store h names, each test as

@@ -121,6 +121,64 @@ func testDefaultSummary(t *testing.T, e *env) {
 	}
 }
 
+// The default summary shows the text of the last message as written, not
+// as a store keeps it: U+0001 as itself, U+0000 (which a summary, text in
+// SQL, cannot hold) as U+FFFD, and the 100 characters counted on that
+// text. It holds on every write path: a thread's first checkpoint, a later
+// one stored whole, a later one stored as a delta.
+func testDefaultSummaryAsWritten(t *testing.T, e *env) {
+	const fffd = "\uFFFD"
+	long := strings.Repeat("\x01", 150)
+	for i, c := range []struct {
+		name, role, content, want string
+	}{
+		{"NUL", "user", "hi\x00there", "[user] hi" + fffd + "there"},
+		{"U+0001", "user", "a\x01b", "[user] a\x01b"},
+		{"U+0001 then 0", "user", "\x010", "[user] \x010"},
+		{"U+0001 U+0001 then NUL", "user", "\x01\x01\x00", "[user] \x01\x01" + fffd},
+		{"NUL then U+0001", "user", "\x00\x01\x00\x01", "[user] " + fffd + "\x01" + fffd + "\x01"},
+		{"escapes in the role", "a\x00\x01", "x", "[a" + fffd + "\x01] x"},
+		{"look-alike text", "user", `\u0001\u00010 \\u0000`, `[user] \u0001\u00010 \\u0000`},
+		{"100 characters of U+0001", "user", long, "[user] " + long[:100]},
+		{"100 characters with a NUL at the cut", "user", strings.Repeat("é", 99) + "\x00\x01rest", "[user] " + strings.Repeat("é", 99) + fffd},
+	} {
+		msg, err := json.Marshal(map[string]string{"role": c.role, "content": c.content})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []struct {
+			name string
+			eng  *engine.Engine
+			seed bool
+		}{
+			{"first", e.eng, false},
+			{"delta", e.eng, true},
+			{"whole", e.open(engine.Config{FullSnapshots: true}), true},
+		} {
+			thread := fmt.Sprintf("t%d-%s", i, path.name)
+			if path.seed {
+				e.snap(engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`[{"role":"user","content":"seed"}]`)})
+			}
+			res := snapWith(t, e.ctx, path.eng, engine.SnapshotInput{ThreadID: thread,
+				Messages: json.RawMessage(`[{"role":"user","content":"seed"},` + string(msg) + `]`)})
+			got := e.get(res.ID)
+			if got.Summary != c.want {
+				t.Errorf("%s, %s write: summary %q, want %q", c.name, path.name, got.Summary, c.want)
+			}
+			if path.seed && res.Step != 2 {
+				t.Errorf("%s, %s write: step %d, want 2", c.name, path.name, res.Step)
+			}
+		}
+	}
+	// A content that is not a string is shown as JSON text, with the
+	// escapes as JSON writes them (the spacing is the store's).
+	res := e.snap(engine.SnapshotInput{ThreadID: "parts",
+		Messages: json.RawMessage(`[{"role":"user","content":[{"text":"a\u0000b\u0001c"}]}]`)})
+	if got := e.get(res.ID).Summary; !strings.Contains(got, `a\u0000b\u0001c`) || strings.Contains(got, `\u00010`) {
+		t.Errorf("content parts: summary %q, want the text with \\u0000 and \\u0001 as written", got)
+	}
+}
+
 // U+0000 and U+0001 in keys and values of every JSON field and of pending
 // writes, U+0001 and other characters in text fields, and unicode, read
 // back exactly.

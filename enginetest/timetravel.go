@@ -584,9 +584,9 @@ func testCopyThread(t *testing.T, e *env) {
 	e.snap(engine.SnapshotInput{ThreadID: "src", Namespace: "sub", State: json.RawMessage(`{"sub": true}`), Tags: []string{"s"},
 		Metadata: json.RawMessage(`{"run_id": "r"}`), Trigger: engine.TriggerLLMCall, NextNode: "n"})
 	before := e.inventory()
-	n, err := e.eng.CopyThread(e.ctx, "src", "dst")
-	if err != nil || n != 5 {
-		t.Fatalf("copy: %d %v, want 5", n, err)
+	r, err := e.eng.CopyThread(e.ctx, "src", "dst")
+	if err != nil || r.Copied != 5 {
+		t.Fatalf("copy: %d %v, want 5", r.Copied, err)
 	}
 	for _, ns := range []string{"", "sub"} {
 		srcList := listAll(t, e.ctx, e.eng, "src", ns)
@@ -643,6 +643,85 @@ func testCopyThread(t *testing.T, e *env) {
 	}
 	if got := listAll(t, e.ctx, e.eng, "dst", ""); len(got) != 5 {
 		t.Fatalf("deleting the source changed the copy: %d", len(got))
+	}
+	e.checkTree()
+}
+
+// CopyThread's result maps every source checkpoint to its copy: a thread
+// with a rewound line, a merge from a branch, deltas and a second namespace.
+func testCopyThreadMapsIDs(t *testing.T, e *env) {
+	ids := e.line("src", 4)
+	if _, err := e.eng.Rewind(e.ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	e.line("src", 2) // a second line from ids[1]: parents are not the previous write
+	b, err := e.eng.Branch(e.ctx, ids[2], "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.snap(engine.SnapshotInput{ThreadID: b.ThreadID, State: json.RawMessage(`{"b": 1}`)})
+	if _, err := e.eng.MergeBranch(e.ctx, b.ThreadID, "src"); err != nil {
+		t.Fatal(err)
+	}
+	e.snap(engine.SnapshotInput{ThreadID: "src", Namespace: "sub", State: json.RawMessage(`{"sub": true}`)})
+	e.snap(engine.SnapshotInput{ThreadID: "src", Namespace: "sub", State: json.RawMessage(`{"sub": 2}`)})
+
+	var src []engine.CheckpointInfo // namespace then write order, as the result is
+	for _, ns := range []string{"", "sub"} {
+		l := listAll(t, e.ctx, e.eng, "src", ns)
+		slices.Reverse(l)
+		src = append(src, l...)
+	}
+	r, err := e.eng.CopyThread(e.ctx, "src", "dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Copied != int64(len(src)) || len(r.IDs) != len(src) {
+		t.Fatalf("copied %d, %d pairs; the source has %d checkpoints", r.Copied, len(r.IDs), len(src))
+	}
+	copies := map[uuid.UUID]bool{}
+	for _, ns := range []string{"", "sub"} {
+		for _, c := range listAll(t, e.ctx, e.eng, "dst", ns) {
+			copies[c.ID] = true
+		}
+	}
+	newIDs := map[uuid.UUID]bool{}
+	for i, p := range r.IDs {
+		if p.Old != src[i].ID {
+			t.Fatalf("pair %d: old %s, want %s (namespace then write order)", i, p.Old, src[i].ID)
+		}
+		if newIDs[p.New] || !copies[p.New] {
+			t.Fatalf("pair %d: new id %s repeated or not a checkpoint of the copy", i, p.New)
+		}
+		newIDs[p.New] = true
+		if n, ok := r.NewID(p.Old); !ok || n != p.New {
+			t.Fatalf("NewID(%s) = %s %v, want %s", p.Old, n, ok, p.New)
+		}
+		old, cp := e.get(p.Old), e.get(p.New)
+		if cp.ThreadID != "dst" || cp.Namespace != old.Namespace || cp.Step != old.Step || cp.Seq != old.Seq || cp.Summary != old.Summary {
+			t.Fatalf("pair %d: copy %+v of %+v", i, cp.CheckpointInfo, old.CheckpointInfo)
+		}
+		jsonEqual(t, "copied messages", cp.Messages, old.Messages)
+		jsonEqual(t, "copied state", cp.State, old.State)
+		jsonEqual(t, "copied tool results", cp.ToolResults, old.ToolResults)
+		jsonEqual(t, "copied metadata", cp.Metadata, old.Metadata)
+		// Links inside the source go to the copies; links outside it (the
+		// merged branch's head) stay.
+		through := func(id uuid.UUID) uuid.UUID {
+			if n, ok := r.NewID(id); ok {
+				return n
+			}
+			return id
+		}
+		if cp.ParentID != through(old.ParentID) || cp.MergeParentID != through(old.MergeParentID) {
+			t.Fatalf("pair %d: copy's parents %s %s, source's %s %s", i, cp.ParentID, cp.MergeParentID, old.ParentID, old.MergeParentID)
+		}
+	}
+	if len(copies) != len(newIDs) {
+		t.Fatalf("the copy holds %d checkpoints, the result names %d", len(copies), len(newIDs))
+	}
+	if _, ok := r.NewID(b.CheckpointID); ok {
+		t.Fatal("NewID maps a checkpoint of another thread")
 	}
 	e.checkTree()
 }

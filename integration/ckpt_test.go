@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
+	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
 // runCLIStdin is runCLI with stdin.
@@ -125,17 +127,23 @@ func TestCkptCLI(t *testing.T) {
 		t.Fatalf("log --json: %+v %v", logJSON, err)
 	}
 
-	// log --graph: one "*" per checkpoint of the tree (namespaces and
-	// branches included), the branch and merge drawn as git does.
-	r = ok("log", "run-1", "--graph")
-	stars := 0
-	for _, l := range strings.Split(r.stdout, "\n") {
-		if strings.Contains(strings.SplitN(l, " 0", 2)[0], "*") {
-			stars++
-		}
+	// log --namespace: that namespace's line alone, its head marked.
+	var subJSON []struct {
+		Namespace string `json:"namespace"`
+		IsHead    bool   `json:"is_head"`
 	}
-	if stars != 7 || !strings.Contains(r.stdout, "{sub}") || !strings.Contains(r.stdout, "|\\") || !strings.Contains(r.stdout, "|/") || !strings.Contains(r.stdout, "[run-1-branch-alt-") {
-		t.Fatalf("log --graph (%d nodes):\n%s", stars, r.stdout)
+	if err := json.Unmarshal([]byte(ok("log", "run-1", "--namespace", "sub", "--json").stdout), &subJSON); err != nil ||
+		len(subJSON) != 1 || subJSON[0].Namespace != "sub" || !subJSON[0].IsHead {
+		t.Fatalf("log --namespace sub: %+v %v", subJSON, err)
+	}
+
+	// log --graph: one row per checkpoint of the tree (namespaces and
+	// branches included); the merge, which the rewind to ids[2] left
+	// behind, drawn 'o' with its merge line; the branch joining its source.
+	r = ok("log", "run-1", "--graph")
+	rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(rows) != 7 || !strings.Contains(r.stdout, "{sub}") || !strings.Contains(r.stdout, "o-. ") || !strings.Contains(r.stdout, "*-' "+ids[1].String()) || !strings.Contains(r.stdout, "[run-1-branch-alt-") {
+		t.Fatalf("log --graph (%d rows):\n%s", len(rows), r.stdout)
 	}
 
 	// show: the whole checkpoint as pretty JSON, NULs included.
@@ -210,6 +218,7 @@ func TestCkptCLI(t *testing.T) {
 		{env, []string{"threads", "--bogus"}, "flag provided but not defined: -bogus"},
 		{env, []string{"tree", "run-1", "--format", "png"}, `--format "png"; use dot or mermaid`},
 		{env, []string{"log", "run-1", "--limit", "-1"}, "--limit -1"},
+		{env, []string{"log", "run-1", "--graph", "--namespace", "sub"}, "--graph draws every namespace"},
 		{nil, []string{"threads"}, "no database: pass --database URL or set DATABASE_URL"},
 		{nil, []string{"--database", "postgres://x:y@:::bad", "threads"}, "database URL: cannot parse"},
 	} {
@@ -230,6 +239,7 @@ func TestCkptCLI(t *testing.T) {
 		{env, []string{"show", unknown}, "not found"},
 		{env, []string{"rewind", unknown}, "not found"},
 		{env, []string{"log", "no-such-thread"}, "not found"},
+		{env, []string{"log", "run-1", "--namespace", strings.Repeat("n", 256)}, "invalid input"},
 		{env, []string{"branch", ids[0].String(), strings.Repeat("n", 300)}, "invalid input"},
 		{[]string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=5"}, []string{"threads"}, "cannot connect to Postgres at 127.0.0.1:1"},
 	} {
@@ -251,18 +261,17 @@ func TestCkptCLI(t *testing.T) {
 	}
 }
 
-// tableDump renders every pgcheckpoint row of a thread (all columns, with
-// the whole content of each checkpoint in place of how it is stored: an
-// import stores whole snapshots), to compare two databases without trusting
-// the exporter.
+// tableDump renders every pgcheckpoint row of a thread (every column as
+// stored, a delta as its delta, with the whole content of each checkpoint
+// beside it; not the digests, which an import computes itself), to compare
+// two databases without trusting the exporter.
 func tableDump(t *testing.T, pool *pgxpool.Pool, thread string) string {
 	t.Helper()
 	var s string
 	err := pool.QueryRow(context.Background(), `SELECT concat_ws(E'\n',
 		(SELECT string_agg(to_jsonb(x)::text, E'\n' ORDER BY x.namespace) FROM pgcheckpoint.threads x WHERE x.thread_id = $1),
-		(SELECT string_agg((to_jsonb(x) - ARRAY['format', 'base_checkpoint_id', 'delta_run', 'delta_depth', 'state_removed', 'tool_results_removed',
-		                    'messages_count', 'messages_digest', 'state_digests', 'tool_results_digests']
-		                    || to_jsonb(m))::text, E'\n' ORDER BY x.namespace, x.seq)
+		(SELECT string_agg((to_jsonb(x) - ARRAY['messages_count', 'messages_digest', 'state_digests', 'tool_results_digests']
+		                    || jsonb_build_object('whole', to_jsonb(m)))::text, E'\n' ORDER BY x.namespace, x.seq)
 		 FROM pgcheckpoint.checkpoints x CROSS JOIN LATERAL pgcheckpoint.materialize(x.checkpoint_id) m
 		 WHERE x.thread_id = $1),
 		(SELECT string_agg(to_jsonb(x)::text, E'\n' ORDER BY x.namespace, x.checkpoint_seq, x.task_id, x.idx) FROM pgcheckpoint.pending_writes x WHERE x.thread_id = $1))`,
@@ -287,7 +296,7 @@ func TestCkptExportImportRoundTrip(t *testing.T) {
 	exported := map[string]string{}
 	for _, thread := range []string{"run-1", branches[0].ThreadID} {
 		r := runCLI(t, bin, srcEnv, "export", thread)
-		if r.code != 0 || !strings.HasPrefix(r.stdout, `{"kind":"pgcheckpoint-export","format":1,`) || !strings.Contains(r.stderr, "exported thread") {
+		if r.code != 0 || !strings.HasPrefix(r.stdout, `{"kind":"pgcheckpoint-export","format":2,`) || !strings.Contains(r.stderr, "exported thread") {
 			t.Fatalf("export %s: %+v", thread, r)
 		}
 		exported[thread] = r.stdout
@@ -312,8 +321,9 @@ func TestCkptExportImportRoundTrip(t *testing.T) {
 		t.Fatalf("import stdin: %+v", r)
 	}
 
-	// Every row is the same in both databases, and exporting again gives
-	// the same bytes.
+	// Every row is the same in both databases, stored the same way (deltas
+	// as the same deltas; the digests, which an import computes itself, aside),
+	// and exporting again gives the same bytes.
 	for thread, want := range exported {
 		if got, want := tableDump(t, dst.db.Pool, thread), tableDump(t, src.db.Pool, thread); got != want {
 			t.Fatalf("rows of %s differ after the round trip:\n--- source\n%s\n--- imported\n%s", thread, want, got)
@@ -325,6 +335,25 @@ func TestCkptExportImportRoundTrip(t *testing.T) {
 	cp, err := dst.eng.Latest(dst.ctx, "run-1")
 	if err != nil || !bytes.Contains(cp.Messages, []byte(`hi\u0000there \u0001`)) || len(cp.PendingWrites) != 2 {
 		t.Fatalf("imported head: %+v %v", cp, err)
+	}
+	if !strings.Contains(exported["run-1"], `"storage":"delta"`) {
+		t.Fatalf("the export holds no delta:\n%s", exported["run-1"])
+	}
+
+	// With --branches, one export carries the thread and its branch, and
+	// an import gives back both, merge edge included.
+	r = runCLI(t, bin, srcEnv, "export", "run-1", "--branches")
+	if r.code != 0 || !strings.Contains(r.stderr, "3 thread row(s), 7 checkpoint(s)") {
+		t.Fatalf("export --branches: %+v", r)
+	}
+	tree := setup(t)
+	if r := runCLIStdin(t, bin, []string{"DATABASE_URL=" + tree.db.URL}, []byte(r.stdout), "import"); r.code != 0 {
+		t.Fatalf("import of an export with branches: %+v", r)
+	}
+	for thread := range exported {
+		if got, want := tableDump(t, tree.db.Pool, thread), tableDump(t, src.db.Pool, thread); got != want {
+			t.Fatalf("rows of %s differ after a round trip with --branches:\n--- source\n%s\n--- imported\n%s", thread, want, got)
+		}
 	}
 
 	// A second import of the same thread, or a broken file, writes nothing.
@@ -376,7 +405,8 @@ func TestCkptDemo(t *testing.T) {
 		"schema    migrated: version", "CRASH", "task     search_flights skipped: its result is a pending write",
 		"task     search_hotels  done", "rewind   to step 4: 2 steps back; nothing deleted",
 		"branch   demo-trip-branch-hostel-", "merge    the branch into demo-trip: step 5",
-		"prune    the merged branch keeps only its head: 3 checkpoints deleted", "* step 5 manual (head)", "|\\", "|/",
+		"prune    the merged branch keeps only its head: 3 checkpoints deleted",
+		"*-.   step 5 manual (head)", "| *   step 8 tool_call [branch] (head) (earlier steps pruned)", "|   o step 6 tool_call", "*---' step 4 llm_call",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Fatalf("demo output lacks %q:\n%s", want, r.stdout)
@@ -413,7 +443,7 @@ func TestCkptDemoStartsAContainer(t *testing.T) {
 	bin := buildCommand(t, "ckpt")
 	r := runCLI(t, bin, envWithout("DATABASE_URL"), "demo", "--container")
 	if r.code != 0 || !strings.Contains(r.stdout, "starting a throwaway Postgres container from "+image) ||
-		!strings.Contains(r.stdout, "the container was removed") || !strings.Contains(r.stdout, "* step 5 manual (head)") {
+		!strings.Contains(r.stdout, "the container was removed") || !strings.Contains(r.stdout, "*-.   step 5 manual (head)") {
 		t.Fatalf("demo with a container: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -429,8 +459,8 @@ func TestCkptDemoStartsALocalPostgres(t *testing.T) {
 	bin := buildCommand(t, "ckpt")
 	r := runCLI(t, bin, envWithout("DATABASE_URL", localpg.EnvDirs), "demo")
 	if r.code != 0 || !strings.Contains(r.stdout, "starting a throwaway Postgres from the server binaries in") ||
-		!strings.Contains(r.stdout, "database  postgres://") || !strings.Contains(r.stdout, "schema    migrated: version 4 of 4") ||
-		!strings.Contains(r.stdout, "* step 5 manual (head)") || !strings.Contains(r.stdout, "the throwaway Postgres was stopped and removed") {
+		!strings.Contains(r.stdout, "database  postgres://") || !strings.Contains(r.stdout, fmt.Sprintf("schema    migrated: version %[1]d of %[1]d", schema.Latest())) ||
+		!strings.Contains(r.stdout, "*-.   step 5 manual (head)") || !strings.Contains(r.stdout, "the throwaway Postgres was stopped and removed") {
 		t.Fatalf("demo on a local Postgres: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -444,7 +474,7 @@ func TestCkptDemoWithNothingInstalled(t *testing.T) {
 	env := append(envWithout("DATABASE_URL", localpg.EnvDirs, "PATH"), localpg.EnvDirs+"=", "PATH=/nonexistent")
 	r := runCLI(t, bin, env, "demo")
 	if r.code != 0 || !strings.Contains(r.stdout, "no Postgres server installed: using a temporary SQLite file") ||
-		!strings.Contains(r.stdout, "database  sqlite:") || !strings.Contains(r.stdout, "* step 5 manual (head)") ||
+		!strings.Contains(r.stdout, "database  sqlite:") || !strings.Contains(r.stdout, "*-.   step 5 manual (head)") ||
 		!strings.Contains(r.stdout, "the temporary SQLite file was removed") {
 		t.Fatalf("demo with nothing installed: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,6 +92,16 @@ SELECT coalesce(string_agg(line, E'\n' ORDER BY line), '') FROM (
     UNION ALL
     SELECT 'function ' || pg_get_functiondef(oid) FROM pg_proc WHERE pronamespace = 'pgcheckpoint'::regnamespace
     UNION ALL
+    -- Privileges, the default ones spelled out and in a fixed order, so a
+    -- REVOKE undone by a GRANT compares equal.
+    SELECT 'acl ' || p.oid::regprocedure::text || ' ' || (SELECT string_agg(a::text, ',' ORDER BY a::text)
+                                                         FROM unnest(coalesce(p.proacl, acldefault('f', p.proowner))) a)
+    FROM pg_proc p WHERE p.pronamespace = 'pgcheckpoint'::regnamespace
+    UNION ALL
+    SELECT 'acl ' || c.oid::regclass::text || ' ' || (SELECT string_agg(a::text, ',' ORDER BY a::text)
+                                                     FROM unnest(coalesce(c.relacl, acldefault('r', c.relowner))) a)
+    FROM pg_class c WHERE c.relnamespace = 'pgcheckpoint'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm')
+    UNION ALL
     SELECT 'comment ' || pg_describe_object(classoid, objoid, objsubid) || ': ' || description
     FROM pg_description WHERE pg_describe_object(classoid, objoid, objsubid) LIKE '%pgcheckpoint.%'
 ) lines`).Scan(&s)
@@ -163,6 +174,47 @@ func TestMigrateUpDownUpLeavesTheSameSchema(t *testing.T) {
 	}
 }
 
+// Each migration's down restores the schema of the version before it
+// exactly: columns, indexes, constraints, functions, privileges, comments.
+func TestEveryMigrationDownRestoresThePreviousSchema(t *testing.T) {
+	t.Parallel()
+	d := pgtest.EmptyDB(t)
+	ctx := context.Background()
+	m := schema.NewMigrator(d.URL)
+	ms := schema.Migrations()
+	if err := m.Goto(ctx, ms[0].Version); err != nil {
+		t.Fatal(err)
+	}
+	for i, mg := range ms[1:] {
+		v, prev := mg.Version, ms[i].Version
+		before := catalog(t, d.Pool)
+		if err := m.Goto(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Down(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if after := catalog(t, d.Pool); after != before {
+			b, a := strings.Split(before, "\n"), strings.Split(after, "\n")
+			var diff []string
+			for _, l := range b {
+				if !slices.Contains(a, l) {
+					diff = append(diff, "- "+l)
+				}
+			}
+			for _, l := range a {
+				if !slices.Contains(b, l) {
+					diff = append(diff, "+ "+l)
+				}
+			}
+			t.Fatalf("down from %d differs from version %d:\n%s", v, prev, strings.Join(diff, "\n"))
+		}
+		if err := m.Goto(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestMigrateCLI(t *testing.T) {
 	t.Parallel()
 	bin := buildCommand(t, "migrate")
@@ -176,7 +228,7 @@ func TestMigrateCLI(t *testing.T) {
 	if r := runCLI(t, bin, nil, "-database", d.URL, "up"); r.code != 0 {
 		t.Fatalf("up with -database: %+v", r)
 	}
-	if r := runCLI(t, bin, env, "down", "1"); r.code != 0 || r.stdout != "version "+itoa(schema.Latest()-1)+" of "+latest+"\n" {
+	if r := runCLI(t, bin, env, "down", "1"); r.code != 0 || r.stdout != "version "+itoa(previousVersion())+" of "+latest+"\n" {
 		t.Fatalf("down 1: %+v", r)
 	}
 	if r := runCLI(t, bin, env, "goto", latest); r.code != 0 || r.stdout != "version "+latest+" of "+latest+"\n" {
@@ -252,6 +304,13 @@ func TestSchemaSQLUnknownVersion(t *testing.T) {
 }
 
 func itoa(v uint) string { return strconv.FormatUint(uint64(v), 10) }
+
+// previousVersion is the version one migration below the latest: the
+// numbers need not be consecutive.
+func previousVersion() uint {
+	ms := schema.Migrations()
+	return ms[len(ms)-2].Version
+}
 
 // DESIGN invariant 5: every table's key starts with thread_id (the version
 // table of the migration tool aside).

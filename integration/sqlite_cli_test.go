@@ -41,7 +41,7 @@ func TestCkptOnASQLiteFile(t *testing.T) {
 		t.Fatalf("demo on %s: exit %d\n%s\n%s", url, r.code, r.stdout, r.stderr)
 	}
 	r = runCLI(t, bin, env, "--database", url, "log", "demo-trip", "--graph")
-	if r.code != 0 || !strings.Contains(r.stdout, " step 5 manual (head)  Merge of demo-trip-branch-hostel-") || !strings.Contains(r.stdout, "|\\") {
+	if r.code != 0 || !strings.Contains(r.stdout, " step 5 manual (head)  Merge of demo-trip-branch-hostel-") || !strings.Contains(r.stdout, "*-. ") {
 		t.Fatalf("log --graph from the file: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	r = runCLI(t, bin, append(env, "DATABASE_URL="+url), "threads")

@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -94,6 +95,57 @@ func TestTreeAndLineageSQLFunctions(t *testing.T) {
 	}
 	if sqlNodes != len(tree.Nodes) || sqlLineage != len(lin) || sqlNodes != 7 || sqlLineage != 4 || sqlMergeEdges != 1 {
 		t.Fatalf("SQL functions: %d nodes (engine %d), %d ancestors (engine %d), %d merge edges", sqlNodes, len(tree.Nodes), sqlLineage, len(lin), sqlMergeEdges)
+	}
+	b.checkTree(t)
+}
+
+// pgcheckpoint.merge from SQL: the three-argument call merges in the root
+// namespace, as before 000007; a fourth argument names the namespace, where
+// the branch head is read and the merge written, and the other namespace's
+// head stays where it was.
+func TestMergeSQLFunctionTakesANamespace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rootHead := b.snap(t, engine.SnapshotInput{ThreadID: "m"})
+	subHead := b.snap(t, engine.SnapshotInput{ThreadID: "m", Namespace: "sub"})
+	br, err := b.eng.Branch(b.ctx, subHead.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	brHead := b.snap(t, engine.SnapshotInput{ThreadID: br.ThreadID, Namespace: "sub", State: json.RawMessage(`{"b": 1}`)})
+
+	// The branch has no root checkpoint: PC001, nothing written.
+	_, err = b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.merge($1, 'm', pgcheckpoint.uuid_v7())`, br.ThreadID)
+	if err == nil || !strings.Contains(err.Error(), "PC001") {
+		t.Fatalf("three-argument merge of a sub branch: %v, want PC001", err)
+	}
+	var parent, mergeParent uuid.UUID
+	var step int64
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT parent_checkpoint_id, merge_parent_id, step
+		FROM pgcheckpoint.merge($1, 'm', pgcheckpoint.uuid_v7(), 'sub')`, br.ThreadID).Scan(&parent, &mergeParent, &step); err != nil {
+		t.Fatal(err)
+	}
+	if parent != subHead.ID || mergeParent != brHead.ID || step != 2 {
+		t.Fatalf("merge in sub: parent %s merge parent %s step %d; want %s, %s, 2", parent, mergeParent, step, subHead.ID, brHead.ID)
+	}
+	if got := b.head(t, "m"); got.ID != rootHead.ID {
+		t.Fatalf("root head moved to %s", got.ID)
+	}
+	if got, err := b.eng.LatestIn(b.ctx, "m", "sub"); err != nil || got.MergeParentID != brHead.ID {
+		t.Fatalf("sub head after the merge: %+v %v", got, err)
+	}
+
+	// The three-argument call still merges a root branch into the root.
+	rootBr, err := b.eng.Branch(b.ctx, rootHead.ID, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT parent_checkpoint_id, merge_parent_id, step
+		FROM pgcheckpoint.merge($1, 'm', pgcheckpoint.uuid_v7())`, rootBr.ThreadID).Scan(&parent, &mergeParent, &step); err != nil {
+		t.Fatal(err)
+	}
+	if parent != rootHead.ID || mergeParent != rootBr.CheckpointID || step != 2 {
+		t.Fatalf("merge in the root: parent %s merge parent %s step %d", parent, mergeParent, step)
 	}
 	b.checkTree(t)
 }

@@ -26,11 +26,15 @@ FROM pgcheckpoint.checkpoint_put(
     sqlc.narg(tool_results_digests)::jsonb
 ) AS r;
 
--- name: ThreadLock :batchexec
--- The thread lock (see pgcheckpoint.lock_thread, inlined here): the engine
--- queues it ahead of CheckpointPutFast in one pipeline, so both run in one
--- implicit transaction and the insert's snapshot is taken under the lock.
-SELECT pg_advisory_xact_lock(1885563760, hashtext(@thread_id::text));
+-- name: CheckpointWriteLock :batchexec
+-- The locks of a write, in checkpoint_put's order: the thread's (see
+-- pgcheckpoint.lock_thread, inlined here), then the new checkpoint id's
+-- (see pgcheckpoint.lock_checkpoint_id). The engine queues this ahead of
+-- CheckpointPutFast or CheckpointPutWhole in one pipeline, so both run in
+-- one implicit transaction and the insert's snapshot is taken under the
+-- locks: it sees every other write of the thread and of the id.
+SELECT pg_advisory_xact_lock(1885563760, hashtext(@thread_id::text)),
+       pgcheckpoint.lock_checkpoint_id(@checkpoint_id::uuid);
 
 -- name: CheckpointPutFast :batchone
 -- The common case of checkpoint_put as one statement, for a caller that
@@ -51,10 +55,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT @thread_id::text, @namespace::text, p.seq + 1, @checkpoint_id::uuid, p.checkpoint_id, p.step + 1,
        @trigger::text, @tags::text[],
        CASE WHEN @summary::text <> '' THEN @summary::text
-            WHEN jsonb_typeof(@messages::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce(@messages::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce(@messages::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys(@state::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary(@messages::jsonb, @state::jsonb)
        END,
        @metadata::jsonb,
        CASE WHEN d.delta THEN 'delta' ELSE 'full' END,
@@ -138,10 +139,7 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
 SELECT @thread_id::text, @namespace::text, p.seq + 1, @checkpoint_id::uuid, p.checkpoint_id, p.step + 1,
        @trigger::text, @tags::text[],
        CASE WHEN @summary::text <> '' THEN @summary::text
-            WHEN jsonb_typeof(@messages::jsonb -> -1) = 'object'
-            THEN format('[%s] %s', coalesce(@messages::jsonb -> -1 ->> 'role', 'unknown'),
-                        left(coalesce(@messages::jsonb -> -1 ->> 'content', ''), 100))
-            ELSE format('State: %s keys', (SELECT count(*) FROM jsonb_object_keys(@state::jsonb)))
+            ELSE pgcheckpoint.checkpoint_default_summary(@messages::jsonb, @state::jsonb)
        END,
        @metadata::jsonb, @messages::jsonb, @state::jsonb, @tool_results::jsonb,
        jsonb_array_length(@messages::jsonb), @next_node::text, @size_bytes::bigint
@@ -162,18 +160,22 @@ RETURNING c.thread_id, c.namespace, c.checkpoint_id,
 -- name: CheckpointGetByID :one
 -- A checkpoint with its whole content (see pgcheckpoint.materialize) and its
 -- pending writes (ordered by task and index) as one JSON array, so Get is
--- one round trip.
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format,
-       m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
-       c.next_node, c.size_bytes,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
-                   ORDER BY w.task_id, w.idx), '[]'::jsonb)
-        FROM pgcheckpoint.pending_writes w
-        WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
-          AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
-FROM pgcheckpoint.checkpoints c
+-- one round trip. The JSON comes back as text: what Postgres wrote is valid
+-- JSON, and a jsonb column scanned into json.RawMessage would be validated
+-- again by encoding/json on the client.
+SELECT sqlc.embed(c),
+       m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
+       -- '' when there are none: the ordered aggregate starts a sort even
+       -- for no rows, which costs a Get more than this probe.
+       coalesce(CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+            THEN (SELECT jsonb_agg(jsonb_build_object(
+                             'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
+                             ORDER BY w.task_id, w.idx)
+                  FROM pgcheckpoint.pending_writes w
+                  WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+       END::text, '')::text AS pending_writes
+FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.checkpoint_id = @checkpoint_id::uuid
 LIMIT 1;
@@ -181,17 +183,19 @@ LIMIT 1;
 -- name: CheckpointGetHead :one
 -- The head of a thread and namespace: the checkpoint the next write builds
 -- on (see pgcheckpoint.head_seq).
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format,
-       m.messages::jsonb AS messages, m.state::jsonb AS state, m.tool_results::jsonb AS tool_results,
-       c.next_node, c.size_bytes,
-       (SELECT coalesce(jsonb_agg(jsonb_build_object(
-                   'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
-                   ORDER BY w.task_id, w.idx), '[]'::jsonb)
-        FROM pgcheckpoint.pending_writes w
-        WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace
-          AND w.checkpoint_seq = c.seq)::jsonb AS pending_writes
-FROM pgcheckpoint.checkpoints c
+SELECT sqlc.embed(c),
+       m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
+       -- '' when there are none: the ordered aggregate starts a sort even
+       -- for no rows, which costs a Get more than this probe.
+       coalesce(CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+            THEN (SELECT jsonb_agg(jsonb_build_object(
+                             'task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
+                             ORDER BY w.task_id, w.idx)
+                  FROM pgcheckpoint.pending_writes w
+                  WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+       END::text, '')::text AS pending_writes
+FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
 WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
   AND c.seq = pgcheckpoint.head_seq(@thread_id::text, @namespace::text);
@@ -201,9 +205,8 @@ WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
 -- checkpoint id; a cursor not in the thread gives no rows), filtered by
 -- metadata containment and by tags. Content columns are left out: Get reads
 -- one checkpoint whole.
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes
-FROM pgcheckpoint.checkpoints c
+SELECT sqlc.embed(c)
+FROM pgcheckpoint.checkpoint_info c
 WHERE c.thread_id = @thread_id::text
   AND c.namespace = @namespace::text
   AND c.seq < coalesce(
@@ -234,18 +237,11 @@ SELECT pgcheckpoint.checkpoint_delete_before(@thread_id::text, @namespace::text,
 
 -- name: CheckpointLineage :many
 -- A checkpoint and its ancestors, newest first, across branch threads (see
--- pgcheckpoint.lineage), with each one's storage format. The nil UUID
--- stands for "no parent".
-SELECT l.depth::int AS depth, l.thread_id::text AS thread_id, l.namespace::text AS namespace,
-       l.seq::bigint AS seq, l.checkpoint_id::uuid AS checkpoint_id,
-       coalesce(l.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
-       coalesce(l.merge_parent_id, '00000000-0000-0000-0000-000000000000')::uuid AS merge_parent_id,
-       l.step::bigint AS step, l.created_at::timestamptz AS created_at, l.trigger::text AS trigger,
-       l.tags::text[] AS tags, l.summary::text AS summary, l.metadata::jsonb AS metadata,
-       l.next_node::text AS next_node, l.size_bytes::bigint AS size_bytes,
-       coalesce((SELECT c.format FROM pgcheckpoint.checkpoints c
-                 WHERE c.thread_id = l.thread_id AND c.namespace = l.namespace AND c.seq = l.seq), '')::text AS format
+-- pgcheckpoint.lineage).
+SELECT sqlc.embed(c), l.depth::int AS depth
 FROM pgcheckpoint.lineage(@checkpoint_id::uuid, sqlc.narg(max_depth)::int) AS l
+JOIN pgcheckpoint.checkpoint_info c
+  ON c.thread_id = l.thread_id AND c.namespace = l.namespace AND c.seq = l.seq
 ORDER BY l.depth;
 
 -- name: CheckpointTree :many
@@ -269,16 +265,17 @@ FROM pgcheckpoint.rewind(@checkpoint_id::uuid, @truncate::boolean) AS r;
 
 -- name: CheckpointFindOnHeadLine :one
 -- The checkpoint with the greatest step at or below max_step on the line
--- from the head of a thread's root namespace back to its root, in that
--- thread. Steps fall by one per link, so the walk stops at the depth where
--- that step is.
+-- from the head of a thread and namespace back to its root, in that thread
+-- and namespace. Steps fall by one per link, so the walk stops at the depth
+-- where that step is.
 SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
 FROM pgcheckpoint.lineage(
-        pgcheckpoint.head(@thread_id::text, ''),
+        pgcheckpoint.head(@thread_id::text, @namespace::text),
         greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
-                  WHERE h.checkpoint_id = pgcheckpoint.head(@thread_id::text, '') LIMIT 1) - @max_step::bigint, 0)::int
+                  WHERE h.checkpoint_id = pgcheckpoint.head(@thread_id::text, @namespace::text) LIMIT 1)
+                 - @max_step::bigint, 0)::int
      ) AS l
-WHERE l.step <= @max_step::bigint AND l.thread_id = @thread_id::text
+WHERE l.step <= @max_step::bigint AND l.thread_id = @thread_id::text AND l.namespace = @namespace::text
 ORDER BY 2
 LIMIT 1;
 

@@ -35,16 +35,18 @@ WHERE t.branched_from_thread = @thread_id::text
 ORDER BY t.created_at, t.thread_id;
 
 -- name: ThreadMerge :one
--- Writes the branch head's content onto the target thread with two parents
--- (see pgcheckpoint.merge).
+-- Writes the branch head's content onto the target thread with two parents,
+-- both in one namespace (see pgcheckpoint.merge).
 SELECT m.thread_id::text AS thread_id, m.checkpoint_id::uuid AS checkpoint_id,
        coalesce(m.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
        m.merge_parent_id::uuid AS merge_parent_id, m.step::bigint AS step
-FROM pgcheckpoint.merge(@branch_thread_id::text, @into_thread_id::text, @checkpoint_id::uuid) AS m;
+FROM pgcheckpoint.merge(@branch_thread_id::text, @into_thread_id::text, @checkpoint_id::uuid, @namespace::text) AS m;
 
--- name: ThreadCopy :one
--- See pgcheckpoint.copy_thread.
-SELECT pgcheckpoint.copy_thread(@source_thread_id::text, @target_thread_id::text)::bigint AS copied;
+-- name: ThreadCopy :many
+-- See pgcheckpoint.copy_thread: each source checkpoint's id and its copy's,
+-- in namespace then write order.
+SELECT c.old_checkpoint_id::uuid AS old_checkpoint_id, c.new_checkpoint_id::uuid AS new_checkpoint_id
+FROM pgcheckpoint.copy_thread(@source_thread_id::text, @target_thread_id::text) AS c;
 
 -- name: ThreadPrune :one
 -- See pgcheckpoint.prune.

@@ -1,5 +1,6 @@
-// Package schema holds pgcheckpoint's SQL migrations, embedded, and applies
-// them with golang-migrate.
+// Package schema holds pgcheckpoint's SQL migrations, embedded, in
+// golang-migrate's format, and applies them, each operation in one
+// transaction (see Migrator).
 //
 // Every object lives in the Postgres schema "pgcheckpoint", including the
 // version table (pgcheckpoint.schema_migrations), so pgcheckpoint's
@@ -19,7 +20,14 @@
 //	}
 //	err := schema.CheckPool(ctx, pool) // errors.Is(err, schema.ErrPending): migrations to apply
 //
-// Migrate is safe to call from many processes at once: they queue on an
-// advisory lock and those that find the database current do nothing. Teams
+// Migrate is safe to call from many processes at once, directly or through
+// PgBouncer in transaction mode: they queue on a transaction-level advisory
+// lock and those that find the database current do nothing. Teams
 // on another migration tool can copy the files in FS, or print one with SQL.
+//
+// The folder roles/ (not embedded, not a migration) holds roles.sql, the
+// psql script a DBA runs to create an owner that migrates, an application
+// role and a read-only role, each with the least it needs. Every function
+// that can write is VOLATILE and not executable by PUBLIC: a migration that
+// adds one revokes it.
 package schema

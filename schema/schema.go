@@ -2,7 +2,6 @@ package schema
 
 import (
 	"context"
-	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -10,13 +9,11 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"time"
 
-	"github.com/golang-migrate/migrate/v4"
-	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
-	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // FS holds the migrations, NNNNNN_name.up.sql and NNNNNN_name.down.sql.
@@ -32,18 +29,24 @@ const Name = "pgcheckpoint"
 // VersionTable is the table, in schema Name, where the applied version is kept.
 const VersionTable = "schema_migrations"
 
-// migrateLockKey is the advisory lock that serialises pgcheckpoint
-// migrations across processes ("pgckpmig" in ASCII).
-const migrateLockKey int64 = 0x70_67_63_6b_70_6d_69_67
+// MigrationLockKey is the key of the advisory lock that serialises
+// pgcheckpoint migrations ("pgckpmig" in ASCII). Every migration takes it
+// with pg_advisory_xact_lock, so it is released when its transaction ends
+// and can never be left behind. In pg_locks it is the advisory lock with
+// classid 1885823851 and objid 1886218599.
+const MigrationLockKey int64 = 0x70_67_63_6b_70_6d_69_67
 
 var (
 	// ErrDirty means an earlier migration failed part way and the database
-	// was left marked dirty at that version. Nothing runs until an operator
+	// was left marked dirty at that version: by golang-migrate or an older
+	// pgcheckpoint, whose migrations were not one transaction (a Migrator's
+	// failed migration changes nothing). Nothing runs until an operator
 	// has repaired the schema by hand and called Force with the version the
 	// schema really is at.
 	ErrDirty = errors.New("pgcheckpoint schema is dirty")
 
-	// ErrUnknownVersion means no migration has the requested version.
+	// ErrUnknownVersion means no migration has the requested version, or
+	// the database is at a version newer than this program knows.
 	ErrUnknownVersion = errors.New("no such migration version")
 )
 
@@ -101,10 +104,22 @@ func SQL(version uint, up bool) (string, error) {
 	return "", fmt.Errorf("%w: %d (latest is %d)", ErrUnknownVersion, version, Latest())
 }
 
-// Migrator applies the embedded migrations to one database. Every operation
-// first takes a session-level advisory lock, so any number of processes may
-// run migrations at once: they queue, and the ones that find the work done
-// do nothing.
+// Migrator applies the embedded migrations to one database.
+//
+// Every operation (Up, Down, DownAll, Goto, Force) is one transaction on
+// one connection: it takes the transaction-level advisory lock
+// MigrationLockKey, reads the version, runs the migrations between it and
+// the target and records the new version, all or nothing. So any number of
+// processes may migrate at once (they queue on the lock, and those that
+// find the work done do nothing); a migration that fails leaves the
+// database at the version it was, never dirty; and it works the same
+// through a pooler in transaction mode (PgBouncer's pool_mode=transaction),
+// which keeps a client on one server connection for a transaction but not
+// for a session, so that a session-level lock would be taken on one
+// backend and left there. Every statement uses the simple protocol, so no
+// prepared statement meets a pooler, whatever the connection's
+// default_query_exec_mode. While it waits for the lock, the operation holds
+// one connection (one server connection of a pooler).
 type Migrator struct {
 	url  string        // or
 	pool *pgxpool.Pool // the application's own pool
@@ -117,14 +132,9 @@ func NewMigrator(url string) *Migrator {
 }
 
 // NewMigratorFromPool returns a Migrator that runs over the application's
-// own pool (its BeforeConnect, AfterConnect, IAM or TLS settings apply):
-// the lock on one of the pool's connections, golang-migrate over a
-// *sql.DB made from the pool (stdlib.OpenDBFromPool). The pool must reach
-// Postgres directly, not through a pooler in transaction mode, which
-// cannot keep a session-level lock. Up, Down, Goto and Force hold two of
-// the pool's connections at once (the lock's and golang-migrate's): they
-// return ErrPoolTooSmall at once for a pool of MaxConns 1, which would
-// otherwise wait for itself.
+// own pool (its BeforeConnect, AfterConnect, IAM or TLS settings apply),
+// on one of its connections at a time; a pool of one connection will do.
+// It may reach Postgres through a pooler in transaction mode.
 func NewMigratorFromPool(pool *pgxpool.Pool) *Migrator {
 	return &Migrator{pool: pool}
 }
@@ -140,10 +150,6 @@ func Migrate(ctx context.Context, url string) error {
 func MigratePool(ctx context.Context, pool *pgxpool.Pool) error {
 	return NewMigratorFromPool(pool).Up(ctx)
 }
-
-// ErrPoolTooSmall is returned by a Migrator from NewMigratorFromPool whose
-// pool has MaxConns below 2: a migration needs two connections at once.
-var ErrPoolTooSmall = errors.New("pgcheckpoint migrate: the pool allows one connection; a migration holds two (the lock and golang-migrate's): give it MaxConns of 2 or more, or migrate from a URL (schema.Migrate)")
 
 // ErrPending is returned by Check when migrations are not applied yet.
 var ErrPending = errors.New("pgcheckpoint schema is not up to date")
@@ -163,99 +169,135 @@ func CheckPool(ctx context.Context, pool *pgxpool.Pool) error {
 
 // Check reports whether the database is at the latest version, changing
 // nothing: nil when it is; ErrPending (naming the versions) when
-// migrations are to be applied; ErrDirty; an error for a database at a
-// version newer than this program knows.
+// migrations are to be applied; ErrDirty; ErrUnknownVersion for a
+// database at a version newer than this program knows.
 func (m *Migrator) Check(ctx context.Context) error {
 	v, dirty, err := m.Version(ctx)
 	switch {
 	case err != nil:
 		return err
 	case dirty:
-		return fmt.Errorf("%w at version %d: repair it, then run `migrate force VERSION`", ErrDirty, v)
+		return dirtyError(v)
 	case v < Latest():
 		return fmt.Errorf("%w: version %d of %d; run `migrate up` (schema.Migrate)", ErrPending, v, Latest())
 	case v > Latest():
-		return fmt.Errorf("%w: version %d, newer than this program's %d: upgrade the program", ErrUnknownVersion, v, Latest())
+		return newerError(v)
 	}
 	return nil
 }
 
 // Up applies every migration not yet applied. A database already at the
-// latest version is not an error.
+// latest version is not an error; one left dirty is ErrDirty, one newer
+// than this program ErrUnknownVersion.
 func (m *Migrator) Up(ctx context.Context) error {
-	return m.run(ctx, func(mg *migrate.Migrate) error { return mg.Up() })
+	return m.run(ctx, false, func(uint) (uint, error) { return Latest(), nil })
 }
 
-// Down reverts n migrations (n >= 1).
+// Down reverts n migrations (n >= 1) from the version it finds once it
+// holds the lock; with fewer than n applied it reverts nothing and says so.
 func (m *Migrator) Down(ctx context.Context, n int) error {
 	if n < 1 {
 		return fmt.Errorf("down: n must be at least 1, got %d (use DownAll to revert everything)", n)
 	}
-	return m.run(ctx, func(mg *migrate.Migrate) error { return mg.Steps(-n) })
+	return m.run(ctx, false, func(current uint) (uint, error) {
+		applied := versionsUpTo(current)
+		if len(applied) < n {
+			return 0, fmt.Errorf("down %d: only %d migration(s) applied (version %d); nothing reverted", n, len(applied), current)
+		}
+		if len(applied) == n {
+			return 0, nil
+		}
+		return applied[len(applied)-n-1], nil
+	})
 }
 
 // DownAll reverts every migration. The pgcheckpoint schema stays, holding
 // only the version table.
 func (m *Migrator) DownAll(ctx context.Context) error {
-	return m.run(ctx, func(mg *migrate.Migrate) error { return mg.Down() })
+	return m.run(ctx, false, func(uint) (uint, error) { return 0, nil })
 }
 
-// Goto migrates up or down to the given version.
+// Goto migrates up or down to the given version. It returns
+// ErrUnknownVersion when no migration has that version.
 func (m *Migrator) Goto(ctx context.Context, version uint) error {
 	if _, err := SQL(version, true); err != nil {
 		return err
 	}
-	return m.run(ctx, func(mg *migrate.Migrate) error { return mg.Migrate(version) })
+	return m.run(ctx, false, func(uint) (uint, error) { return version, nil })
 }
 
 // Force records version as applied and clears the dirty flag, running no
 // SQL. Use it after repairing a failed migration by hand; -1 means "no
-// version".
+// version". It returns ErrUnknownVersion when no migration has that
+// version.
 func (m *Migrator) Force(ctx context.Context, version int) error {
+	if version < -1 {
+		return fmt.Errorf("%w: %d", ErrUnknownVersion, version)
+	}
 	if version != -1 {
 		if _, err := SQL(uint(version), true); err != nil {
 			return err
 		}
 	}
-	return m.run(ctx, func(mg *migrate.Migrate) error { return mg.Force(version) })
+	return m.run(ctx, true, func(uint) (uint, error) { return uint(max(version, 0)), nil })
 }
 
 // Version reports the applied version (0 when none) and whether the last
-// migration failed part way (dirty). It only reads: on an empty database it
-// creates nothing.
+// migration failed part way (dirty: left so by golang-migrate or an older
+// pgcheckpoint, whose migrations were not one transaction). It only reads:
+// on an empty database it creates nothing.
 func (m *Migrator) Version(ctx context.Context) (version uint, dirty bool, err error) {
-	q, release, err := m.conn(ctx)
+	c, release, err := m.conn(ctx)
 	if err != nil {
 		return 0, false, err
 	}
 	defer release()
 	var table *string
-	if err := q.QueryRow(ctx, "SELECT to_regclass($1)::text", Name+"."+VersionTable).Scan(&table); err != nil {
+	if err := c.QueryRow(ctx, "SELECT to_regclass($1)::text", simple, Name+"."+VersionTable).Scan(&table); err != nil {
 		return 0, false, fmt.Errorf("pgcheckpoint migrate: read the version: %w", err)
 	}
 	if table == nil {
 		return 0, false, nil
 	}
-	var v int64
-	err = q.QueryRow(ctx, "SELECT version, dirty FROM "+Name+"."+VersionTable+" LIMIT 1").Scan(&v, &dirty)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && v < 0 {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("pgcheckpoint migrate: read the version: %w", err)
-	}
-	return uint(v), dirty, nil
+	return readVersion(ctx, c)
 }
 
-// conn returns a connection for the session-level work (the lock, the
-// version): a new one from the URL, or one of the pool's.
+// simple makes a statement use the simple protocol: nothing is prepared,
+// so nothing depends on the server connection a pooler picks.
+const simple = pgx.QueryExecModeSimpleProtocol
+
+// readVersion reads the version table, which must exist. golang-migrate
+// records "no version" as no row, or as -1 when a down of the first
+// migration failed part way.
+func readVersion(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (uint, bool, error) {
+	var v int64
+	var dirty bool
+	err := q.QueryRow(ctx, "SELECT version, dirty FROM "+Name+"."+VersionTable+" LIMIT 1", simple).Scan(&v, &dirty)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("pgcheckpoint migrate: read the version: %w", err)
+	}
+	return uint(max(v, 0)), dirty, nil
+}
+
+// conn returns a connection: a new one from the URL, or one of the pool's.
 func (m *Migrator) conn(ctx context.Context) (*pgx.Conn, func(), error) {
 	if m.pool != nil {
 		c, err := m.pool.Acquire(ctx)
 		if err != nil {
 			return nil, nil, fmt.Errorf("pgcheckpoint migrate: connect: %w", err)
 		}
-		return c.Conn(), c.Release, nil
+		return c.Conn(), func() {
+			pc := c.Conn().PgConn()
+			c.Release()
+			if pc.IsClosed() {
+				awaitCleanup(pc)
+			}
+		}, nil
 	}
 	cfg, err := pgx.ParseConfig(m.url)
 	if err != nil {
@@ -265,96 +307,181 @@ func (m *Migrator) conn(ctx context.Context) (*pgx.Conn, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("pgcheckpoint migrate: connect: %w", err)
 	}
-	return c, func() { c.Close(context.WithoutCancel(ctx)) }, nil
+	return c, func() {
+		c.Close(context.WithoutCancel(ctx))
+		awaitCleanup(c.PgConn())
+	}, nil
 }
 
-// sqlDB returns the *sql.DB golang-migrate runs on.
-func (m *Migrator) sqlDB() (*sql.DB, error) {
-	if m.pool != nil {
-		return stdlib.OpenDBFromPool(m.pool), nil // its Close leaves the pool open
+// awaitCleanup waits, for up to 3 s, until a closed connection is cleaned
+// up. One closed under a cancelled query is cleaned up in the background,
+// pgx sending a cancel request first: the wait lets that end before the
+// caller (the CLI) exits, as PgBouncer 1.18 crashes when a cancel
+// request's connection closes before it has passed the request on ("bad
+// client state: 0", fixed in 1.19).
+func awaitCleanup(c *pgconn.PgConn) {
+	select {
+	case <-c.CleanupDone():
+	case <-time.After(3 * time.Second):
 	}
-	cfg, err := pgx.ParseConfig(m.url)
-	if err != nil {
-		return nil, fmt.Errorf("pgcheckpoint migrate: bad database URL: %w", err)
-	}
-	return stdlib.OpenDB(*cfg), nil
 }
 
-// run holds the advisory lock on its own connection while op runs on a
-// golang-migrate instance, then translates golang-migrate's errors.
-func (m *Migrator) run(ctx context.Context, op func(*migrate.Migrate) error) error {
-	if m.pool != nil && m.pool.Config().MaxConns < 2 {
-		return ErrPoolTooSmall
-	}
-	lockConn, release, err := m.conn(ctx)
+// run is every operation that changes the database: in one transaction,
+// under the migration lock, it finds the version, asks target for the
+// version to reach from there, runs the migrations in between (or, with
+// force, none) and records the version reached.
+func (m *Migrator) run(ctx context.Context, force bool, target func(current uint) (uint, error)) (err error) {
+	defer func() {
+		// Over a pool whose pgx sends cancel requests, a cancelled query
+		// fails with the server's error (57014); callers look for the
+		// context's.
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+	}()
+	c, release, err := m.conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if _, err := lockConn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLockKey); err != nil {
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgcheckpoint migrate: begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", simple, MigrationLockKey); err != nil {
 		return fmt.Errorf("pgcheckpoint migrate: wait for the migration lock: %w", err)
 	}
-	defer lockConn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrateLockKey)
-	// The version table lives in our schema, so the schema must exist before
-	// golang-migrate looks for the table.
-	if _, err := lockConn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+Name); err != nil {
-		return fmt.Errorf("pgcheckpoint migrate: create schema %s: %w", Name, err)
+	if err := createVersionTable(ctx, tx); err != nil {
+		return err
 	}
-
-	sqlDB, err := m.sqlDB()
+	current, dirty, err := readVersion(ctx, tx)
 	if err != nil {
 		return err
 	}
-	defer sqlDB.Close()
-	mg, err := newMigrate(ctx, sqlDB)
+	if dirty && !force {
+		return dirtyError(current)
+	}
+	to, err := target(current)
 	if err != nil {
 		return err
 	}
-	defer mg.Close()
-
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			mg.GracefulStop <- true
-		case <-done:
+	if !force {
+		steps, err := path(current, to)
+		if err != nil {
+			return err
 		}
-	}()
-
-	err = op(mg)
-	if errors.Is(err, migrate.ErrNoChange) {
-		return nil
+		for _, s := range steps {
+			text, err := SQL(s.version, s.up)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, text); err != nil {
+				return fmt.Errorf("pgcheckpoint migrate: migration %06d %s failed; nothing was applied, the database is still at version %d: %w",
+					s.version, direction(s.up), current, err)
+			}
+		}
 	}
-	var dirty migrate.ErrDirty
-	if errors.As(err, &dirty) {
-		return fmt.Errorf("%w at version %d: migration %d failed part way; repair the schema by hand until it is wholly at version %d or wholly at the version before, then run `migrate force VERSION` with that version",
-			ErrDirty, dirty.Version, dirty.Version, dirty.Version)
+	if to != current || dirty {
+		if err := recordVersion(ctx, tx, to); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("pgcheckpoint migrate: %w", err)
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgcheckpoint migrate: commit: %w", err)
 	}
-	return ctx.Err()
+	return nil
 }
 
-func newMigrate(ctx context.Context, sqlDB *sql.DB) (*migrate.Migrate, error) {
-	if err := sqlDB.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("pgcheckpoint migrate: connect: %w", err)
+// recordVersion makes to the version in the version table, clean; 0 is no
+// row, as golang-migrate has it.
+func recordVersion(ctx context.Context, tx pgx.Tx, to uint) error {
+	if _, err := tx.Exec(ctx, "DELETE FROM "+Name+"."+VersionTable, simple); err != nil {
+		return fmt.Errorf("pgcheckpoint migrate: record the version: %w", err)
 	}
-	src, err := iofs.New(FS, ".")
-	if err != nil {
-		return nil, fmt.Errorf("pgcheckpoint migrate: read embedded migrations: %w", err)
+	if to > 0 {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+Name+"."+VersionTable+" (version, dirty) VALUES ($1, false)", simple, int64(to)); err != nil {
+			return fmt.Errorf("pgcheckpoint migrate: record the version: %w", err)
+		}
 	}
-	drv, err := migratepgx.WithInstance(sqlDB, &migratepgx.Config{
-		SchemaName:      Name,
-		MigrationsTable: VersionTable,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pgcheckpoint migrate: %w", err)
+	return nil
+}
+
+// createVersionTable creates the schema and the version table (as
+// golang-migrate does, so either can migrate the database) unless they
+// exist: even CREATE SCHEMA IF NOT EXISTS needs CREATE on the database,
+// and an application role (schema/roles/roles.sql), which lacks it, may
+// run Up on start against a database its owner has migrated.
+func createVersionTable(ctx context.Context, tx pgx.Tx) error {
+	var haveSchema, haveTable bool
+	if err := tx.QueryRow(ctx, "SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL", simple,
+		Name, Name+"."+VersionTable).Scan(&haveSchema, &haveTable); err != nil {
+		return fmt.Errorf("pgcheckpoint migrate: look for the version table: %w", err)
 	}
-	mg, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)
-	if err != nil {
-		return nil, fmt.Errorf("pgcheckpoint migrate: %w", err)
+	if !haveSchema {
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+Name, simple); err != nil {
+			return fmt.Errorf("pgcheckpoint migrate: create schema %s: %w", Name, err)
+		}
 	}
-	return mg, nil
+	if !haveTable {
+		if _, err := tx.Exec(ctx, "CREATE TABLE "+Name+"."+VersionTable+" (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)", simple); err != nil {
+			return fmt.Errorf("pgcheckpoint migrate: create the version table: %w", err)
+		}
+	}
+	return nil
+}
+
+// step is one migration file to run.
+type step struct {
+	version uint
+	up      bool
+}
+
+// path lists the migrations that take the database from version from to
+// version to: the ups above from in ascending order, or the downs from
+// from in descending order.
+func path(from, to uint) ([]step, error) {
+	if from > Latest() {
+		return nil, newerError(from)
+	}
+	var steps []step
+	for _, v := range versionsUpTo(Latest()) {
+		if v > from && v <= to {
+			steps = append(steps, step{v, true})
+		}
+	}
+	applied := versionsUpTo(from)
+	for i := len(applied) - 1; i >= 0 && applied[i] > to; i-- {
+		steps = append(steps, step{applied[i], false})
+	}
+	return steps, nil
+}
+
+// versionsUpTo lists the embedded versions up to v, in order.
+func versionsUpTo(v uint) []uint {
+	var out []uint
+	for _, m := range Migrations() {
+		if m.Version <= v {
+			out = append(out, m.Version)
+		}
+	}
+	return out
+}
+
+func direction(up bool) string {
+	if up {
+		return "up"
+	}
+	return "down"
+}
+
+// dirtyError is ErrDirty with what to do about it.
+func dirtyError(v uint) error {
+	return fmt.Errorf("%w at version %d: migration %d failed part way; repair the schema by hand until it is wholly at version %d or wholly at the version before, then run `migrate force VERSION` with that version",
+		ErrDirty, v, v, v)
+}
+
+// newerError is ErrUnknownVersion for a database migrated by a newer program.
+func newerError(v uint) error {
+	return fmt.Errorf("%w: the database is at version %d, newer than this program's %d: upgrade the program", ErrUnknownVersion, v, Latest())
 }

@@ -13,68 +13,100 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
 )
 
-// Export reads a thread in one read transaction (one snapshot of the
-// file) and hands sink its thread rows, then its checkpoints whole, in
-// namespace then write order. Errors: engine.ErrNotFound for an unknown
-// thread; sink's errors.
-func (s *Store) Export(ctx context.Context, threadID string, sink engine.ExportSink) error {
+// exportPage is how many checkpoints an export reads per query: its memory
+// is about this many rows as stored.
+const exportPage = 64
+
+// Export reads a thread (with opts.Branches, its branches too, recursively)
+// in one read transaction (one snapshot of the file) and hands sink, for
+// each thread, its thread rows, then its checkpoints as stored, in
+// namespace then write order, a page at a time. Errors:
+// engine.ErrNotFound for an unknown thread; sink's errors.
+func (s *Store) Export(ctx context.Context, threadID string, opts engine.ExportOptions, sink engine.ExportSink) error {
 	return s.read(ctx, func(q *sqlitedb.Queries) error {
-		threads, err := q.ThreadListRows(ctx, threadID)
+		var branches int64
+		if opts.Branches {
+			branches = 1
+		}
+		threads, err := q.ThreadExportTree(ctx, sqlitedb.ThreadExportTreeParams{ThreadID: threadID, Branches: branches})
 		if err != nil {
-			return dbError("read the thread", err)
+			return dbError("list the threads", err)
 		}
 		if len(threads) == 0 {
 			return fmt.Errorf("thread %q: %w", threadID, engine.ErrNotFound)
 		}
-		for _, t := range threads {
-			et := engine.ExportThread{
-				ThreadID: threadID, Namespace: t.Namespace, RewoundTo: optID(t.RewoundTo),
-				Metadata: json.RawMessage(t.Metadata), CreatedAt: fromMicros(t.CreatedAt),
-				BranchName: optString(t.BranchName), BranchedFrom: optID(t.BranchedFrom),
-				BranchedFromThread: optString(t.BranchedFromThread),
-			}
-			if err := sink.Thread(et); err != nil {
-				return err
-			}
-		}
-		// One checkpoint at a time: a thread's content need not fit in
-		// memory at once.
-		rows, err := q.CheckpointListForRetention(ctx, threadID)
-		if err != nil {
-			return dbError("list checkpoints", err)
-		}
-		for _, r := range rows {
-			row, err := q.CheckpointGetByID(ctx, r.CheckpointID)
-			if err != nil {
-				return dbError("read a checkpoint", err)
-			}
-			cp, err := wholeCheckpoint(ctx, q, row)
-			if err != nil {
-				return err
-			}
-			ws, err := q.PendingWriteListByCheckpoint(ctx, sqlitedb.PendingWriteListByCheckpointParams{
-				ThreadID: row.ThreadID, Namespace: row.Namespace, CheckpointSeq: row.Seq,
-			})
-			if err != nil {
-				return dbError("read pending writes", err)
-			}
-			ec := engine.ExportCheckpoint{
-				ThreadID: threadID, Namespace: cp.Namespace, Seq: cp.Seq, ID: cp.ID,
-				ParentID: optID(row.ParentCheckpointID), MergeParentID: optID(row.MergeParentID), Step: cp.Step,
-				CreatedAt: cp.CreatedAt, Trigger: cp.Trigger, Tags: cp.Tags, Summary: cp.Summary, Metadata: cp.Metadata,
-				Messages: cp.Messages, State: cp.State, ToolResults: cp.ToolResults, NextNode: cp.NextNode,
-				SizeBytes: cp.SizeBytes, PendingWrites: make([]engine.ExportPendingWrite, len(ws)),
-			}
-			for i, w := range ws {
-				ec.PendingWrites[i] = engine.ExportPendingWrite{TaskID: w.TaskID, Index: int(w.Idx), Channel: w.Channel,
-					Value: json.RawMessage(w.Value), CreatedAt: fromMicros(w.CreatedAt)}
-			}
-			if err := sink.Checkpoint(ec); err != nil {
+		for _, thread := range threads {
+			if err := exportThread(ctx, q, thread, sink); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// exportThread hands sink one thread's rows.
+func exportThread(ctx context.Context, q *sqlitedb.Queries, threadID string, sink engine.ExportSink) error {
+	threads, err := q.ThreadListRows(ctx, threadID)
+	if err != nil {
+		return dbError("read the thread", err)
+	}
+	for _, t := range threads {
+		et := engine.ExportThread{
+			ThreadID: threadID, Namespace: t.Namespace, RewoundTo: optID(t.RewoundTo),
+			Metadata: json.RawMessage(t.Metadata), CreatedAt: fromMicros(t.CreatedAt),
+			BranchName: optString(t.BranchName), BranchedFrom: optID(t.BranchedFrom),
+			BranchedFromThread: optString(t.BranchedFromThread),
+		}
+		if err := sink.Thread(et); err != nil {
+			return err
+		}
+	}
+	page := sqlitedb.CheckpointExportPageParams{ThreadID: threadID, MaxRows: exportPage}
+	for {
+		rows, err := q.CheckpointExportPage(ctx, page)
+		if err != nil {
+			return dbError("read checkpoints", err)
+		}
+		for _, row := range rows {
+			if err := exportCheckpoint(ctx, q, row, sink); err != nil {
+				return err
+			}
+		}
+		if len(rows) < exportPage {
+			return nil
+		}
+		last := rows[len(rows)-1]
+		page.AfterNamespace, page.AfterSeq = last.Namespace, last.Seq
+	}
+}
+
+// exportCheckpoint hands sink one row as stored, with its pending writes.
+func exportCheckpoint(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoint, sink engine.ExportSink) error {
+	var tags []string
+	if err := json.Unmarshal([]byte(row.Tags), &tags); err != nil {
+		return fmt.Errorf("tags of checkpoint %s: %w", row.CheckpointID, err)
+	}
+	ws, err := q.PendingWriteListByCheckpoint(ctx, sqlitedb.PendingWriteListByCheckpointParams{
+		ThreadID: row.ThreadID, Namespace: row.Namespace, CheckpointSeq: row.Seq,
+	})
+	if err != nil {
+		return dbError("read pending writes", err)
+	}
+	ec := engine.ExportCheckpoint{
+		ThreadID: row.ThreadID, Namespace: row.Namespace, Seq: row.Seq, ID: row.CheckpointID,
+		ParentID: optID(row.ParentCheckpointID), MergeParentID: optID(row.MergeParentID), Step: row.Step,
+		CreatedAt: fromMicros(row.CreatedAt), Trigger: engine.Trigger(row.Trigger), Tags: tags, Summary: row.Summary,
+		Storage: row.Format, BaseID: optID(row.BaseCheckpointID), DeltaRun: row.DeltaRun, DeltaDepth: row.DeltaDepth,
+		Metadata: json.RawMessage(row.Metadata), Messages: json.RawMessage(row.Messages), State: json.RawMessage(row.State),
+		ToolResults: json.RawMessage(row.ToolResults), StateRemoved: json.RawMessage(row.StateRemoved),
+		ToolResultsRemoved: json.RawMessage(row.ToolResultsRemoved), NextNode: row.NextNode, SizeBytes: row.SizeBytes,
+		PendingWrites: make([]engine.ExportPendingWrite, len(ws)),
+	}
+	for i, w := range ws {
+		ec.PendingWrites[i] = engine.ExportPendingWrite{TaskID: w.TaskID, Index: int(w.Idx), Channel: w.Channel,
+			Value: json.RawMessage(w.Value), CreatedAt: fromMicros(w.CreatedAt)}
+	}
+	return sink.Checkpoint(ec)
 }
 
 func optID(id uuid.NullUUID) *uuid.UUID {
@@ -109,15 +141,15 @@ func fromOptString(s *string) sql.NullString {
 // when fn returns nil and rolled back otherwise.
 func (s *Store) Import(ctx context.Context, fn func(engine.ImportWriter) error) error {
 	return s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
-		return fn(&importWriter{q: q, threads: map[string]bool{}, ids: map[uuid.UUID]bool{}})
+		return fn(&importWriter{q: q, threads: map[string]bool{}})
 	})
 }
 
-// importWriter writes an import's rows inside its transaction.
+// importWriter writes an import's rows inside its transaction, one
+// statement per row (a local file has no round trips to save).
 type importWriter struct {
 	q       *sqlitedb.Queries
-	threads map[string]bool    // threads this import created
-	ids     map[uuid.UUID]bool // checkpoints this import wrote
+	threads map[string]bool // threads this import created
 }
 
 // Thread writes a thread row; the first of a thread fails with
@@ -144,12 +176,9 @@ func (w *importWriter) Thread(ctx context.Context, t engine.ExportThread) error 
 	return nil
 }
 
-// Checkpoint writes a checkpoint whole (no digests: the next write after
-// it is whole too), with its pending writes.
-func (w *importWriter) Checkpoint(ctx context.Context, c engine.ExportCheckpoint) error {
-	if w.ids[c.ID] {
-		return fmt.Errorf("%w: checkpoint %s appears twice", engine.ErrInvalidInput, c.ID)
-	}
+// Checkpoint writes a row as the export stored it (whole or the same
+// delta on the same base), with d's digests and its pending writes.
+func (w *importWriter) Checkpoint(ctx context.Context, c engine.ExportCheckpoint, d engine.ImportDigests) error {
 	if _, err := w.q.CheckpointLinkByID(ctx, c.ID); err == nil {
 		return fmt.Errorf("checkpoint %s: id in use: %w", c.ID, engine.ErrIDConflict)
 	} else if !errors.Is(err, sql.ErrNoRows) {
@@ -165,11 +194,16 @@ func (w *importWriter) Checkpoint(ctx context.Context, c engine.ExportCheckpoint
 		CreatedAt: c.CreatedAt.UnixMicro(), Trigger: string(c.Trigger), Tags: string(tags), Summary: c.Summary,
 		NextNode: c.NextNode, SizeBytes: c.SizeBytes, Metadata: string(c.Metadata),
 	}
-	setStored(&row, storeWhole(content{c.Messages, c.State, c.ToolResults}))
+	setStored(&row, stored{format: c.Storage, base: fromOptID(c.BaseID), run: c.DeltaRun, depth: c.DeltaDepth,
+		messages: c.Messages, state: c.State, tools: c.ToolResults,
+		stateRemoved: c.StateRemoved, toolsRemoved: c.ToolResultsRemoved})
+	row.MessagesCount = sql.NullInt64{Int64: d.MessagesCount, Valid: true}
+	row.MessagesDigest = d.MessagesDigest
+	row.StateDigests = sql.NullString{String: string(d.StateDigests), Valid: true}
+	row.ToolResultsDigests = sql.NullString{String: string(d.ToolResultsDigests), Valid: true}
 	if err := w.q.CheckpointInsert(ctx, row); err != nil {
 		return importError(fmt.Sprintf("checkpoint %s", c.ID), err)
 	}
-	w.ids[c.ID] = true
 	for _, pw := range c.PendingWrites {
 		n, err := w.q.PendingWriteInsert(ctx, sqlitedb.PendingWriteInsertParams{
 			ThreadID: c.ThreadID, Namespace: c.Namespace, CheckpointSeq: c.Seq, CheckpointID: c.ID,

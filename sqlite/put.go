@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -180,15 +181,18 @@ func retried(ctx context.Context, q *sqlitedb.Queries, ex sqlitedb.Checkpoint, p
 }
 
 // defaultSummary is "[role] first 100 characters of content" of the last
-// message when it is an object, else "State: N keys", as checkpoint_put
-// makes it. A role or content that is not a string is shown as written.
+// message when it is an object, else "State: N keys", as
+// pgcheckpoint.checkpoint_default_summary makes it. It shows the text as
+// written, not as stored (messages are NUL-escaped): U+0001 as itself and
+// U+0000, which Postgres text cannot hold, as U+FFFD. A role or content
+// that is not a string is shown as JSON text, as written.
 func defaultSummary(messages, state []byte) (string, error) {
 	msgs, err := splitArray(messages)
 	if err != nil {
 		return "", err
 	}
 	if n := len(msgs); n > 0 && msgs[n-1][0] == '{' {
-		ms, err := splitObject(msgs[n-1])
+		ms, err := splitObject(jsontext.UnescapeNUL(msgs[n-1]))
 		if err != nil {
 			return "", err
 		}
@@ -201,6 +205,7 @@ func defaultSummary(messages, state []byte) (string, error) {
 				text = textOf(m.val, "")
 			}
 		}
+		role, text = strings.ReplaceAll(role, "\x00", "\uFFFD"), strings.ReplaceAll(text, "\x00", "\uFFFD")
 		if utf8.RuneCountInString(text) > 100 {
 			r := []rune(text)
 			text = string(r[:100])

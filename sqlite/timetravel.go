@@ -67,14 +67,15 @@ func (s *Store) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*engin
 }
 
 // FindOnHeadLine returns the checkpoint with the greatest step at or below
-// step on the line from the head of the thread's root namespace back to its
-// first checkpoint, within the thread. Errors: engine.ErrNotFound.
-func (s *Store) FindOnHeadLine(ctx context.Context, threadID string, step int64) (uuid.UUID, error) {
+// step on the line from the head of a thread and namespace back to its
+// first checkpoint, within that thread and namespace. Errors:
+// engine.ErrNotFound.
+func (s *Store) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
 	var found uuid.UUID
 	err := s.read(ctx, func(q *sqlitedb.Queries) error {
-		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID})
+		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
 		if err != nil {
-			return dbError(fmt.Sprintf("thread %q", threadID), err)
+			return dbError(fmt.Sprintf("thread %q namespace %q", threadID, namespace), err)
 		}
 		line, err := q.CheckpointLineage(ctx, sqlitedb.CheckpointLineageParams{
 			CheckpointID: head.CheckpointID, MaxDepth: max(head.Step-step, 0),
@@ -83,12 +84,13 @@ func (s *Store) FindOnHeadLine(ctx context.Context, threadID string, step int64)
 			return dbError("read the head's line", err)
 		}
 		for _, c := range line {
-			if c.Step <= step && c.ThreadID == threadID {
+			if c.Step <= step && c.ThreadID == threadID && c.Namespace == namespace {
 				found = c.CheckpointID
 				return nil
 			}
 		}
-		return fmt.Errorf("thread %q: no checkpoint at or below step %d on the head's line: %w", threadID, step, engine.ErrNotFound)
+		return fmt.Errorf("thread %q namespace %q: no checkpoint at or below step %d on the head's line: %w",
+			threadID, namespace, step, engine.ErrNotFound)
 	})
 	return found, err
 }
@@ -216,23 +218,24 @@ func (s *Store) Branches(ctx context.Context, threadID string) ([]engine.BranchI
 	}
 	out := make([]engine.BranchInfo, len(rows))
 	for i, r := range rows {
-		out[i] = engine.BranchInfo{ThreadID: r.ThreadID, Name: r.BranchName.String, FromID: r.BranchedFrom.UUID,
+		out[i] = engine.BranchInfo{ThreadID: r.ThreadID, Namespace: r.Namespace, Name: r.BranchName.String, FromID: r.BranchedFrom.UUID,
 			CreatedAt: fromMicros(r.CreatedAt)}
 	}
 	return out, nil
 }
 
-// Merge writes checkpoint id on intoThread (root namespace) with the
-// content of branchThread's head, intoThread's head as parent and the
-// branch head as merge parent; it is a write like Put (a retried id is a
-// no-op). Errors: engine.ErrNotFound for a branch with no checkpoint;
-// engine.ErrInvalidInput for a thread merged into itself.
-func (s *Store) Merge(ctx context.Context, branchThread, intoThread string, id uuid.UUID) (engine.MergeResult, error) {
+// Merge writes checkpoint id on intoThread, in namespace, with the content
+// of branchThread's head in that namespace, intoThread's head there as
+// parent and the branch head as merge parent; it is a write like Put (a
+// retried id is a no-op). Errors: engine.ErrNotFound for a branch with no
+// checkpoint in namespace; engine.ErrInvalidInput for a thread merged into
+// itself.
+func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (engine.MergeResult, error) {
 	var res engine.MergeResult
 	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
-		src, err := q.CheckpointGetHead(ctx, sqlitedb.CheckpointGetHeadParams{ThreadID: branchThread})
+		src, err := q.CheckpointGetHead(ctx, sqlitedb.CheckpointGetHeadParams{ThreadID: branchThread, Namespace: namespace})
 		if err != nil {
-			return dbError(fmt.Sprintf("branch thread %q has no checkpoint", branchThread), err)
+			return dbError(fmt.Sprintf("branch thread %q has no checkpoint in namespace %q", branchThread, namespace), err)
 		}
 		if branchThread == intoThread {
 			return fmt.Errorf("%w: cannot merge thread %q into itself", engine.ErrInvalidInput, intoThread)
@@ -242,7 +245,7 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread string, id u
 			return err
 		}
 		p := engine.PutRequest{
-			ThreadID: intoThread, ID: id, Trigger: engine.TriggerManual, Tags: []string{"merge"},
+			ThreadID: intoThread, Namespace: namespace, ID: id, Trigger: engine.TriggerManual, Tags: []string{"merge"},
 			Summary: "Merge of " + branchThread, Metadata: json.RawMessage(src.Metadata), Messages: c.messages,
 			State: c.state, ToolResults: c.tools, NextNode: src.NextNode, SizeBytes: src.SizeBytes, DeltaRun: 1,
 		}
@@ -281,13 +284,14 @@ func addDigests(p *engine.PutRequest) error {
 // CopyThread copies every row of thread src to a new thread dst with new
 // checkpoint ids (UUIDv7), parents, merge parents and delta bases mapped to
 // them (links outside the thread kept), in one transaction. Deltas are
-// copied as deltas. Errors: engine.ErrNotFound for an unknown src;
+// copied as deltas. It returns each source id with its copy's, in namespace
+// then write order. Errors: engine.ErrNotFound for an unknown src;
 // engine.ErrInvalidInput when dst exists or is src.
-func (s *Store) CopyThread(ctx context.Context, src, dst string) (int64, error) {
+func (s *Store) CopyThread(ctx context.Context, src, dst string) ([]engine.CopiedID, error) {
 	if src == dst {
-		return 0, fmt.Errorf("%w: cannot copy thread %q onto itself", engine.ErrInvalidInput, src)
+		return nil, fmt.Errorf("%w: cannot copy thread %q onto itself", engine.ErrInvalidInput, src)
 	}
-	var n int64
+	var copied []engine.CopiedID
 	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
 		threads, err := q.ThreadListRows(ctx, src)
 		if err != nil {
@@ -304,8 +308,10 @@ func (s *Store) CopyThread(ctx context.Context, src, dst string) (int64, error) 
 			return dbError("read the checkpoints", err)
 		}
 		ids := make(map[uuid.UUID]uuid.UUID, len(rows))
-		for _, r := range rows {
+		copied = make([]engine.CopiedID, len(rows))
+		for i, r := range rows {
 			ids[r.CheckpointID] = engine.NewCheckpointID()
+			copied[i] = engine.CopiedID{Old: r.CheckpointID, New: ids[r.CheckpointID]}
 		}
 		mapped := func(id uuid.NullUUID) uuid.NullUUID {
 			if n, ok := ids[id.UUID]; ok && id.Valid {
@@ -349,8 +355,10 @@ func (s *Store) CopyThread(ctx context.Context, src, dst string) (int64, error) 
 				return dbError("copy a pending write", err)
 			}
 		}
-		n = int64(len(rows))
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return nil, err
+	}
+	return copied, nil
 }

@@ -119,6 +119,9 @@ func runThreads(ctx context.Context, c *cli, _ []string) error {
 
 func runLog(ctx context.Context, c *cli, args []string) error {
 	thread := args[0]
+	if c.graph && c.namespace != "" {
+		return usagef("log: --graph draws every namespace; --namespace lists one")
+	}
 	if c.graph {
 		tree, err := c.eng.Tree(ctx, thread)
 		if err != nil {
@@ -127,7 +130,7 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 		if c.json {
 			return c.printJSON(treeJSON(tree))
 		}
-		lines := drawGraph(tree, func(n engine.TreeNode, root bool) string { return nodeLabel(n, root, thread) })
+		lines := drawGraph(tree, func(n engine.TreeNode, parentMissing bool) string { return nodeLabel(n, parentMissing, thread) })
 		if c.limit > 0 && len(lines) > c.limit {
 			lines = lines[:c.limit]
 		}
@@ -136,14 +139,14 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 		}
 		return nil
 	}
-	head, err := c.eng.Latest(ctx, thread)
+	head, err := c.eng.LatestIn(ctx, thread, c.namespace)
 	if err != nil {
 		return err
 	}
 	var all []engine.CheckpointInfo
 	var before uuid.UUID
 	for {
-		page, err := c.eng.ListCheckpoints(ctx, thread, engine.ListOptions{Limit: 1000, Before: before})
+		page, err := c.eng.ListCheckpoints(ctx, thread, engine.ListOptions{Namespace: c.namespace, Limit: 1000, Before: before})
 		if err != nil {
 			return err
 		}
@@ -176,7 +179,7 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 }
 
 // nodeLabel is the text after a checkpoint in a graph.
-func nodeLabel(n engine.TreeNode, root bool, thread string) string {
+func nodeLabel(n engine.TreeNode, parentMissing bool, thread string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s step %d %s", n.ID, n.Step, n.Trigger)
 	if n.ThreadID != thread {
@@ -188,7 +191,7 @@ func nodeLabel(n engine.TreeNode, root bool, thread string) string {
 	if n.IsHead {
 		b.WriteString(" (head)")
 	}
-	if root && n.Step > 1 {
+	if parentMissing {
 		b.WriteString(" (parent not in this tree)")
 	}
 	if n.Summary != "" {
@@ -353,11 +356,12 @@ func runBranch(ctx context.Context, c *cli, args []string) error {
 }
 
 func runExport(ctx context.Context, c *cli, args []string) error {
-	st, err := c.eng.Export(ctx, args[0], c.raw)
+	st, err := c.eng.Export(ctx, args[0], c.raw, engine.ExportOptions{Branches: c.branches})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stderr, "exported thread %s: %d checkpoint(s), %d pending write(s)\n", args[0], st.Checkpoints, st.PendingWrites)
+	fmt.Fprintf(c.stderr, "exported thread %s: %d thread row(s), %d checkpoint(s) (%d delta(s)), %d pending write(s)\n",
+		args[0], st.Threads, st.Checkpoints, st.Deltas, st.PendingWrites)
 	return nil
 }
 

@@ -312,7 +312,7 @@ func runDemo(ctx context.Context, c *cli, _ []string) error {
 
 // demoLabel is a short graph label: step, trigger, thread if a branch,
 // head, summary.
-func demoLabel(n engine.TreeNode, root bool) string {
+func demoLabel(n engine.TreeNode, parentMissing bool) string {
 	s := fmt.Sprintf("step %d %s", n.Step, n.Trigger)
 	if n.ThreadID != demoThread {
 		s += " [branch]"
@@ -320,7 +320,7 @@ func demoLabel(n engine.TreeNode, root bool) string {
 	if n.IsHead {
 		s += " (head)"
 	}
-	if root && n.Step > 1 {
+	if parentMissing {
 		s += " (earlier steps pruned)"
 	}
 	return s + "  " + oneLine(n.Summary, 50)

@@ -11,14 +11,45 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
-// drawGraph draws a tree the way git log --graph draws history: newest
-// first, one column per line of history, "|/" where lines join and "|\"
-// where a merge brings one in. It returns one string per output line.
-//
-// label gets each node and whether it is a root of the drawing (no parent
-// in the tree: a thread's first checkpoint, or one whose parent was pruned
-// or lies outside the tree).
-func drawGraph(t *engine.Tree, label func(n engine.TreeNode, root bool) string) []string {
+// The drawing of a tree, newest first, one row per checkpoint. A column is
+// one line of history: it goes down from a checkpoint to that checkpoint's
+// parent and holds nothing else. A line never moves to another column, and
+// a column a line ended in stays blank for a row before another line may
+// start there. Lines that meet a checkpoint other than straight down come
+// in on a horizontal run from the right of it, on its own row; so does the
+// line of a merge parent, which goes out. graphHelp explains the glyphs to
+// users.
+const (
+	glyphNode     = '*'  // a checkpoint on its thread's current line
+	glyphLeft     = 'o'  // a checkpoint a rewind left behind
+	glyphLine     = '|'  // a line down to a parent
+	glyphLeftLine = ':'  // a line down from a checkpoint a rewind left behind
+	glyphRun      = '-'  // a run from a checkpoint to the right
+	glyphCross    = '+'  // a run crossing a line that goes on
+	glyphJoin     = '\'' // a line that ends here, in the run's checkpoint: its parent
+	glyphFork     = '.'  // a line that starts here, to the run's checkpoint's merge parent
+)
+
+// graphHelp is what ckpt log --help says about --graph.
+const graphHelp = `--graph draws the tree: the thread, its rewinds, its branches and merges,
+newest first, one row per checkpoint. Each column is one line of history,
+from a checkpoint down to its parent; a line never changes column.
+  *   a checkpoint on its thread's current line (from the head back)
+  o   a checkpoint a rewind left behind (off its thread's current line)
+  |   a line down to the parent; ':' when it comes from an 'o'
+  *-' the line on the right ends in this checkpoint: the checkpoint it
+      comes down from has this one as parent ('+' where the run crosses a
+      line that goes on)
+  *-. a merge: a line starts on the right, down to the merged branch's head
+A column left blank under a checkpoint: it has no parent in the tree (a
+thread's first checkpoint, or its parent was pruned or lies outside the
+tree: the label says so).`
+
+// drawGraph draws a tree (see the glyphs above) and returns one line per
+// checkpoint: the drawing, then the label. label gets each node and
+// whether its parent is missing from the tree (pruned, or outside it); a
+// label is shown on one line, its newlines escaped.
+func drawGraph(t *engine.Tree, label func(n engine.TreeNode, parentMissing bool) string) []string {
 	parent := map[uuid.UUID]uuid.UUID{}
 	merge := map[uuid.UUID]uuid.UUID{}
 	for _, e := range t.Edges {
@@ -28,13 +59,34 @@ func drawGraph(t *engine.Tree, label func(n engine.TreeNode, root bool) string) 
 			parent[e.To] = e.From
 		}
 	}
-	var out []string
-	var lanes []uuid.UUID // the checkpoint each column waits for
-	for _, n := range newestFirst(t) {
+	left := leftBehind(t, parent)
+
+	// lane is a line being drawn: the checkpoint it goes down to, and
+	// whether it comes from one a rewind left behind.
+	type lane struct {
+		to   uuid.UUID
+		left bool
+	}
+	var lanes []*lane // by column; nil: a free column
+	var above []byte  // the previous row
+	free := func(after int) int {
+		for i := after + 1; ; i++ {
+			if (i >= len(lanes) || lanes[i] == nil) && (2*i >= len(above) || above[2*i] == ' ') {
+				for len(lanes) <= i {
+					lanes = append(lanes, nil)
+				}
+				return i
+			}
+		}
+	}
+	nodes := newestFirst(t)
+	rows := make([][]byte, 0, len(nodes))
+	width := 0
+	for _, n := range nodes {
 		col := -1
 		var joins []int
-		for i, id := range lanes {
-			if id == n.ID {
+		for i, l := range lanes {
+			if l != nil && l.to == n.ID {
 				if col < 0 {
 					col = i
 				} else {
@@ -42,83 +94,102 @@ func drawGraph(t *engine.Tree, label func(n engine.TreeNode, root bool) string) 
 				}
 			}
 		}
-		if len(joins) > 0 {
-			// Lines that end here join the first: they, and every column
-			// right of them, move one column left.
-			out = append(out, connector(len(lanes), func(i int) (byte, int) {
-				if i < joins[0] {
-					return '|', 2 * i
-				}
-				return '/', 2*i - 1
-			}))
-			lanes = removeAll(lanes, joins)
-		}
 		if col < 0 {
-			lanes = append(lanes, n.ID)
-			col = len(lanes) - 1
+			col = free(-1)
+			lanes[col] = &lane{to: n.ID} // taken on this row
 		}
-		row := make([]string, len(lanes))
-		for i := range lanes {
-			row[i] = "|"
+		fork := -1
+		m, merged := merge[n.ID]
+		if merged {
+			fork = free(col)
 		}
-		row[col] = "*"
-		p, hasParent := parent[n.ID]
-		out = append(out, strings.Join(row, " ")+" "+label(n, !hasParent))
 
-		if hasParent {
-			lanes[col] = p
-		} else {
-			// A root (or one whose parent is not in the tree): its line
-			// ends. A gap shows it, and the columns right of it move left.
-			if len(lanes) > 1 {
-				out = append(out, connector(len(lanes), func(i int) (byte, int) {
-					switch {
-					case i < col:
-						return '|', 2 * i
-					case i == col:
-						return ' ', 2 * i
-					}
-					return '/', 2*i - 1
-				}))
+		row := []byte(strings.Repeat(" ", 2*len(lanes)-1))
+		for i, l := range lanes {
+			switch {
+			case l == nil:
+			case l.left:
+				row[2*i] = glyphLeftLine
+			default:
+				row[2*i] = glyphLine
 			}
-			lanes = append(lanes[:col], lanes[col+1:]...)
 		}
-		if m, ok := merge[n.ID]; ok {
-			// The merged branch gets a column right of this one.
-			lanes = append(lanes[:col+1], append([]uuid.UUID{m}, lanes[col+1:]...)...)
-			out = append(out, connector(len(lanes), func(i int) (byte, int) {
-				if i <= col {
-					return '|', 2 * i
-				}
-				return '\\', 2*i - 1
-			}))
+		row[2*col] = glyphNode
+		if left[n.ID] {
+			row[2*col] = glyphLeft
 		}
+		end := max(col, fork)
+		if len(joins) > 0 {
+			end = max(end, joins[len(joins)-1])
+		}
+		for p := 2*col + 1; p < 2*end; p++ {
+			if row[p] == ' ' {
+				row[p] = glyphRun
+			} else {
+				row[p] = glyphCross
+			}
+		}
+		for _, j := range joins {
+			row[2*j] = glyphJoin
+			lanes[j] = nil
+		}
+		lanes[col] = nil
+		if p, ok := parent[n.ID]; ok {
+			lanes[col] = &lane{to: p, left: left[n.ID]}
+		}
+		if merged {
+			row[2*fork] = glyphFork
+			lanes[fork] = &lane{to: m, left: left[n.ID]}
+		}
+		for len(lanes) > 0 && lanes[len(lanes)-1] == nil {
+			lanes = lanes[:len(lanes)-1]
+		}
+		rows = append(rows, row)
+		above = row
+		width = max(width, len(row))
+	}
+
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		_, hasParent := parent[n.ID]
+		text := safeLine(label(n, !hasParent && n.ParentID != uuid.Nil))
+		out[i] = string(rows[i]) + strings.Repeat(" ", width-len(rows[i])) + " " + text
 	}
 	return out
 }
 
-// connector draws a line between rows: glyph(i) gives column i's character
-// and position.
-func connector(n int, glyph func(i int) (byte, int)) string {
-	line := []byte(strings.Repeat(" ", 2*n+1))
-	for i := range n {
-		g, at := glyph(i)
-		if at >= 0 && at < len(line) {
-			line[at] = g
+// leftBehind returns the checkpoints a rewind left behind: those of a
+// thread (and namespace) that are not on the line from its head back to
+// its first checkpoint. Where a gc cut that line, a checkpoint written
+// before the cut may have been on it, so only those written after the
+// cut's oldest survivor count.
+func leftBehind(t *engine.Tree, parent map[uuid.UUID]uuid.UUID) map[uuid.UUID]bool {
+	type line struct{ thread, namespace string }
+	byID := make(map[uuid.UUID]engine.TreeNode, len(t.Nodes))
+	for _, n := range t.Nodes {
+		byID[n.ID] = n
+	}
+	onLine := map[uuid.UUID]bool{}
+	oldest := map[line]int64{} // the seq of the oldest checkpoint on the head's line
+	for _, n := range t.Nodes {
+		if !n.IsHead {
+			continue
 		}
+		l := line{n.ThreadID, n.Namespace}
+		for {
+			onLine[n.ID] = true
+			p, ok := byID[parent[n.ID]]
+			if !ok || (line{p.ThreadID, p.Namespace}) != l {
+				break
+			}
+			n = p
+		}
+		oldest[l] = n.Seq
 	}
-	return strings.TrimRight(string(line), " ")
-}
-
-func removeAll(lanes []uuid.UUID, idx []int) []uuid.UUID {
-	drop := map[int]bool{}
-	for _, i := range idx {
-		drop[i] = true
-	}
-	out := lanes[:0:0]
-	for i, id := range lanes {
-		if !drop[i] {
-			out = append(out, id)
+	out := map[uuid.UUID]bool{}
+	for _, n := range t.Nodes {
+		if seq, ok := oldest[line{n.ThreadID, n.Namespace}]; ok && !onLine[n.ID] && n.Seq > seq {
+			out[n.ID] = true
 		}
 	}
 	return out

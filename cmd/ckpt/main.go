@@ -45,16 +45,21 @@ type command struct {
 var commands = map[string]*command{
 	"threads": {args: "[--limit N]", help: "list threads with their heads", run: runThreads,
 		flags: func(fs *flag.FlagSet, c *cli) { fs.IntVar(&c.limit, "limit", 0, "show at most N (0: all)") }},
-	"log": {args: "THREAD [--graph] [--limit N]", nargs: [2]int{1, 1}, help: "a thread's checkpoints, newest first; --graph: as a tree", run: runLog,
+	"log": {args: "THREAD [--graph] [--limit N] [--namespace NS]", nargs: [2]int{1, 1}, help: "a thread's checkpoints, newest first; --graph: as a tree", run: runLog,
+		more: graphHelp,
 		flags: func(fs *flag.FlagSet, c *cli) {
-			fs.BoolVar(&c.graph, "graph", false, "draw the tree")
+			fs.BoolVar(&c.graph, "graph", false, "draw the tree (every namespace)")
 			fs.IntVar(&c.limit, "limit", 0, "show at most N (0: all)")
+			fs.StringVar(&c.namespace, "namespace", "", "list this sub-graph namespace (default: the root)")
 		}},
 	"show":   {args: "ID", nargs: [2]int{1, 1}, help: "a checkpoint, content and pending writes, as JSON", run: runShow},
 	"diff":   {args: "A B", nargs: [2]int{2, 2}, help: "what changed from checkpoint A to B", run: runDiff},
 	"rewind": {args: "ID", nargs: [2]int{1, 1}, help: "make a checkpoint its thread's head (deletes nothing)", run: runRewind},
 	"branch": {args: "ID NAME", nargs: [2]int{2, 2}, help: "fork a new thread from a checkpoint", run: runBranch},
-	"export": {args: "THREAD", nargs: [2]int{1, 1}, help: "write a thread to stdout as JSON lines", run: runExport},
+	"export": {args: "THREAD [--branches]", nargs: [2]int{1, 1}, help: "write a thread to stdout as JSON lines; --branches: its branches too", run: runExport,
+		flags: func(fs *flag.FlagSet, c *cli) {
+			fs.BoolVar(&c.branches, "branches", false, "include the threads forked from THREAD, recursively (merge edges survive an import)")
+		}},
 	"delete": {args: "THREAD", nargs: [2]int{1, 1}, help: "delete a thread: every checkpoint, namespace and pending write", run: runDelete},
 	"import": {args: "[FILE]", nargs: [2]int{0, 1}, help: "read an export (FILE or stdin); all or nothing", run: runImport},
 	"tree": {args: "THREAD [--format dot|mermaid]", nargs: [2]int{1, 1}, help: "a thread and its branches for Graphviz or Mermaid", run: runTree,
@@ -121,10 +126,12 @@ type cli struct {
 	format         string
 	policy         string
 	thread         string
+	namespace      string
 	batch          int
 	budget         time.Duration
 	after          string
 	container      bool
+	branches       bool
 
 	eng *engine.Engine
 }
@@ -164,6 +171,9 @@ func hint(err error) string {
 		case "3F000", "42P01", "42883": // no schema, table or function
 			return "\n(is the database migrated? run: go run ./cmd/migrate -database URL up)"
 		}
+	}
+	if errors.Is(err, engine.ErrPermission) {
+		return "\n(a read-only role runs threads, log, show, diff, tree and export; connect as a role that may write for the rest)"
 	}
 	return ""
 }

@@ -67,6 +67,13 @@ func safeText(s string) string {
 	return b.String()
 }
 
+// safeLine is safeText for text that must stay on one line, such as a
+// label in a graph: a newline or tab is escaped too, so agent text cannot
+// draw rows of its own.
+func safeLine(s string) string {
+	return strings.NewReplacer("\n", `\u000a`, "\t", `\u0009`).Replace(safeText(s))
+}
+
 // safeWriter escapes what it writes with safeText. Every write must hold
 // whole characters, as fmt and text/tabwriter write them.
 type safeWriter struct{ w io.Writer }

@@ -1,6 +1,9 @@
 // Command migrate applies pgcheckpoint's schema migrations, for deploy
-// pipelines. Any number of copies may run at once: they queue on an
-// advisory lock and those that find the work done do nothing.
+// pipelines. Any number of copies may run at once, directly or through
+// PgBouncer in transaction mode: each command is one transaction, they
+// queue on a transaction-level advisory lock, and those that find the work
+// done do nothing. SIGINT or SIGTERM cancels the command (its query on the
+// server too) and changes nothing; a second one ends the process at once.
 //
 //	migrate -database postgres://... up
 //	migrate version
@@ -61,6 +64,7 @@ func (e usageError) Error() string { return e.msg }
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, stop) // a second signal gets the default action
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	var ue usageError
 	switch {

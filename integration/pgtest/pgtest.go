@@ -126,6 +126,14 @@ func oneLine(err error) string {
 // any. Call it from TestMain: os.Exit(pgtest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
+	finish()
+	return code
+}
+
+// finish leaves nothing behind on the server: it drops the template when
+// no other test binary uses it and stops the container or cluster that the
+// harness started.
+func finish() {
 	if shared != nil {
 		if shared.user != nil {
 			if err := shared.leaveNothing(); err != nil {
@@ -141,75 +149,103 @@ func Main(m *testing.M) int {
 			}
 		}
 	}
-	return code
 }
 
 // NewDB returns a new database, migrated to the latest version, that only
 // this test uses. It is dropped when the test ends.
 func NewDB(tb testing.TB) *DB {
 	tb.Helper()
-	srv, err := getServer()
-	if err != nil {
-		noServer(tb, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
-	defer cancel()
-
-	name := "pgct_" + randomHex(8)
-	if _, err := srv.admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
-		pgx.Identifier{name}.Sanitize(), pgx.Identifier{srv.template}.Sanitize())); err != nil {
-		tb.Fatalf("pgtest: clone template %s on %s: %v", srv.template, srv.how, err)
-	}
-	url, err := databaseURL(srv.adminURL, name)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	pool, err := connectPool(ctx, url)
-	if err != nil {
-		tb.Fatalf("pgtest: connect to %s on %s: %v", name, srv.how, err)
-	}
-	tb.Cleanup(func() {
-		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
-		defer cancel()
-		if _, err := srv.admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{name}.Sanitize())); err != nil {
-			tb.Errorf("pgtest: drop database %s: %v", name, err)
-		}
-	})
-	return &DB{URL: url, Pool: pool, Name: name}
+	return newDB(tb, true)
 }
 
 // EmptyDB returns a new database with no migrations applied, dropped when the
 // test ends. Tests of the migrations use it.
 func EmptyDB(tb testing.TB) *DB {
 	tb.Helper()
+	return newDB(tb, false)
+}
+
+func newDB(tb testing.TB, migrated bool) *DB {
+	tb.Helper()
 	srv, err := getServer()
 	if err != nil {
 		noServer(tb, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
-	defer cancel()
-	name := "pgct_" + randomHex(8)
-	if _, err := srv.admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		tb.Fatalf("pgtest: create database on %s: %v", srv.how, err)
-	}
-	url, err := databaseURL(srv.adminURL, name)
+	d, err := srv.createDB(migrated)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	pool, err := connectPool(ctx, url)
-	if err != nil {
-		tb.Fatalf("pgtest: connect to %s: %v", name, err)
-	}
 	tb.Cleanup(func() {
-		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
-		defer cancel()
-		if _, err := srv.admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{name}.Sanitize())); err != nil {
-			tb.Errorf("pgtest: drop database %s: %v", name, err)
+		if err := srv.dropDB(d); err != nil {
+			tb.Error(err)
 		}
 	})
-	return &DB{URL: url, Pool: pool, Name: name}
+	return d
+}
+
+// MainWithDatabase is Main for a package whose examples use a database:
+// examples take no testing.T, so they read its URL from the environment
+// variable env, set here to a new migrated database that the package's
+// tests and examples share, dropped at the end. Each example uses threads
+// of its own. With no server, it explains why once and fails.
+func MainWithDatabase(m *testing.M, env string) int {
+	srv, err := getServer()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: no Postgres server for the examples: %v\n", err)
+		return 1
+	}
+	d, err := srv.createDB(true)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		finish()
+		return 1
+	}
+	os.Setenv(env, d.URL)
+	code := m.Run()
+	if err := srv.dropDB(d); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	finish()
+	return code
+}
+
+// createDB creates a database, a clone of the template when migrated, and
+// connects to it.
+func (srv *server) createDB(migrated bool) (*DB, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	name := "pgct_" + randomHex(8)
+	stmt := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if migrated {
+		stmt += " TEMPLATE " + pgx.Identifier{srv.template}.Sanitize()
+	}
+	if _, err := srv.admin.Exec(ctx, stmt); err != nil {
+		return nil, fmt.Errorf("pgtest: create database %s on %s: %w", name, srv.how, err)
+	}
+	url, err := databaseURL(srv.adminURL, name)
+	if err == nil {
+		var pool *pgxpool.Pool
+		if pool, err = connectPool(ctx, url); err == nil {
+			return &DB{URL: url, Pool: pool, Name: name}, nil
+		}
+		err = fmt.Errorf("pgtest: connect to %s on %s: %w", name, srv.how, err)
+	}
+	_ = srv.dropDB(&DB{Name: name})
+	return nil, err
+}
+
+// dropDB closes d's pool and drops it, whoever is still connected.
+func (srv *server) dropDB(d *DB) error {
+	if d.Pool != nil {
+		d.Pool.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	if _, err := srv.admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{d.Name}.Sanitize())); err != nil {
+		return fmt.Errorf("pgtest: drop database %s: %w", d.Name, err)
+	}
+	return nil
 }
 
 func getServer() (*server, error) {

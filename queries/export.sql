@@ -1,0 +1,90 @@
+-- name: ThreadExportTree :many
+-- The threads an export covers: the thread itself and, when branches is
+-- set, every thread forked from it, from those, and so on, oldest first
+-- (a branch after the thread it was forked from). UNION without a depth
+-- column ends even on a cycle of branch links (a damaged table).
+WITH RECURSIVE tree AS (
+    SELECT @thread_id::text AS thread_id
+    UNION
+    SELECT t.thread_id
+    FROM tree
+    JOIN pgcheckpoint.threads t ON t.branched_from_thread = tree.thread_id
+    WHERE @branches::boolean
+)
+SELECT tree.thread_id::text AS thread_id
+FROM tree
+JOIN pgcheckpoint.threads t ON t.thread_id = tree.thread_id
+GROUP BY tree.thread_id
+ORDER BY min(t.created_at), tree.thread_id;
+
+-- name: ThreadExportRows :many
+-- A thread's rows, one per namespace, in namespace order.
+SELECT namespace, rewound_to, metadata, created_at, branch_name, branched_from, branched_from_thread
+FROM pgcheckpoint.threads
+WHERE thread_id = @thread_id::text
+ORDER BY namespace;
+
+-- name: CheckpointExportPage :many
+-- A page of a thread's checkpoints as stored, in namespace then write
+-- order, after (after_namespace, after_seq): keyset pages over the primary
+-- key, so an export holds one page in memory however long the thread is.
+-- Removed keys come as JSON arrays, pending writes as one JSON array per
+-- checkpoint.
+SELECT c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
+       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.base_checkpoint_id,
+       c.delta_run, c.delta_depth, c.messages, c.state, c.tool_results,
+       to_jsonb(c.state_removed) AS state_removed, to_jsonb(c.tool_results_removed) AS tool_results_removed,
+       c.next_node, c.size_bytes,
+       coalesce((SELECT jsonb_agg(jsonb_build_object('task_id', p.task_id, 'idx', p.idx,
+                        'channel', p.channel, 'value', p.value, 'created_at', p.created_at)
+                        ORDER BY p.task_id, p.idx)
+                 FROM pgcheckpoint.pending_writes p
+                 WHERE p.thread_id = c.thread_id AND p.namespace = c.namespace
+                   AND p.checkpoint_seq = c.seq), '[]')::jsonb AS pending_writes
+FROM pgcheckpoint.checkpoints c
+WHERE c.thread_id = @thread_id::text
+  AND (c.namespace, c.seq) > (@after_namespace::text, @after_seq::bigint)
+ORDER BY c.namespace, c.seq
+LIMIT @max_rows::int;
+
+-- name: ThreadImportLock :exec
+-- The thread lock (see pgcheckpoint.lock_thread), held by an import until
+-- it commits, so no write to the thread interleaves with it.
+SELECT pgcheckpoint.lock_thread(@thread_id::text);
+
+-- name: ThreadImportExists :one
+-- Whether a thread has a row or a checkpoint in any namespace.
+SELECT (EXISTS (SELECT 1 FROM pgcheckpoint.threads WHERE thread_id = @thread_id::text)
+     OR EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints WHERE thread_id = @thread_id::text))::boolean AS found;
+
+-- name: ThreadImport :exec
+INSERT INTO pgcheckpoint.threads (thread_id, namespace, rewound_to, metadata, created_at,
+                                  branch_name, branched_from, branched_from_thread)
+VALUES (@thread_id::text, @namespace::text, sqlc.narg(rewound_to)::uuid, @metadata::jsonb,
+        @created_at::timestamptz, sqlc.narg(branch_name)::text, sqlc.narg(branched_from)::uuid,
+        sqlc.narg(branched_from_thread)::text);
+
+-- name: CheckpointImportIDsInUse :many
+-- Which of ids the table holds already (ids are global). The ids come as
+-- text: a uuid[] parameter cannot be encoded in pgx's exec mode (PgBouncer).
+SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.checkpoints c
+WHERE c.checkpoint_id = ANY (CAST(@ids::text[] AS uuid[]));
+
+-- name: CheckpointImport :batchexec
+-- A row of an import, sent in pipelined batches: every column as the export gave it and the
+-- engine checked it (a delta keeps its base, run and depth).
+INSERT INTO pgcheckpoint.checkpoints (
+    thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
+    trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
+    messages, state, tool_results, state_removed, tool_results_removed, messages_count,
+    messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
+VALUES (
+    @thread_id, @namespace, @seq, @checkpoint_id, @parent_checkpoint_id, @merge_parent_id, @step, @created_at,
+    @trigger, @tags, @summary, @metadata, @format, @base_checkpoint_id, @delta_run, @delta_depth,
+    @messages, @state, @tool_results, @state_removed, @tool_results_removed, @messages_count,
+    @messages_digest, @state_digests, @tool_results_digests, @next_node, @size_bytes);
+
+-- name: PendingWriteImport :batchexec
+INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
+                                         task_id, idx, channel, value, created_at)
+VALUES (@thread_id, @namespace, @checkpoint_seq, @checkpoint_id, @task_id, @idx, @channel, @value, @created_at);

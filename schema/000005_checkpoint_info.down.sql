@@ -1,0 +1,1 @@
+DROP VIEW pgcheckpoint.checkpoint_info;
