@@ -258,7 +258,7 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResu
 		return err
 	})
 	if err != nil {
-		return SnapshotResult{}, explainJSON(fmt.Errorf("snapshot: %w", err), p)
+		return SnapshotResult{}, fmt.Errorf("snapshot: %w", nameRefusedJSON(err, p.jsonFields()...))
 	}
 	if !e.cfg.Retention.keepsAll() {
 		if _, err := e.ApplyRetention(ctx, res.ThreadID, e.cfg.Retention); err != nil {
@@ -303,7 +303,7 @@ func (e *Engine) snapshotParams(in SnapshotInput) (PutRequest, error) {
 			ErrSnapshotTooLarge, size, e.cfg.MaxSnapshotBytes)
 	}
 	// The JSON is parsed once, by Postgres, which rejects what does not
-	// parse before anything is written (see explainJSON); the engine reads
+	// parse before anything is written (see nameRefusedJSON); the engine reads
 	// it only to compute digests, and checks it first (see addDigests).
 	messages, err := jsonText("messages", in.Messages, '[')
 	if err != nil {
@@ -437,7 +437,7 @@ func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts List
 		Metadata: filter, Tags: tags, Limit: limit,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list checkpoints: %w", err)
+		return nil, fmt.Errorf("list checkpoints: %w", nameRefusedJSON(err, jsonField{"metadata filter", filter}))
 	}
 	for i := range infos {
 		unescapeInfo(&infos[i])
@@ -533,15 +533,18 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 		return 0, fmt.Errorf("put writes: %w", err)
 	}
 	stored := make([]Write, len(writes))
+	values := make([]jsonField, len(writes))
 	for i, w := range writes {
+		name := fmt.Sprintf("write %d of task %q", i, taskID)
 		if err := checkID("channel", w.Channel, false); err != nil {
-			return 0, fmt.Errorf("put writes: write %d: %w", i, err)
+			return 0, fmt.Errorf("put writes: %s: %w", name, err)
 		}
 		v, err := jsonArg("value", w.Value, 0)
 		if err != nil {
-			return 0, fmt.Errorf("put writes: write %d: %w", i, err)
+			return 0, fmt.Errorf("put writes: %s: %w", name, err)
 		}
 		stored[i] = Write{Channel: w.Channel, Value: v}
+		values[i] = jsonField{name, v}
 	}
 	var n int64
 	err = e.cfg.Retry.retry(ctx, func() (err error) {
@@ -549,7 +552,7 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("put writes after checkpoint %s: %w", id, err)
+		return 0, fmt.Errorf("put writes after checkpoint %s: %w", id, nameRefusedJSON(err, values...))
 	}
 	return n, nil
 }
@@ -616,13 +619,22 @@ func notJSON(name string) error {
 	return fmt.Errorf("%w: %s does not parse as JSON", ErrInvalidJSON, name)
 }
 
+// jsonField is a JSON argument as the engine hands it to a store, with
+// the name an error message gives it.
+type jsonField struct {
+	name string
+	text json.RawMessage
+}
+
+// jsonFields are a snapshot's JSON arguments.
+func (p *PutRequest) jsonFields() []jsonField {
+	return []jsonField{{"messages", p.Messages}, {"state", p.State}, {"tool results", p.ToolResults}, {"metadata", p.Metadata}}
+}
+
 // checkJSON returns ErrInvalidJSON naming the first JSON field of a
 // snapshot that does not parse, or nil.
 func checkJSON(p *PutRequest) error {
-	for _, f := range []struct {
-		name string
-		text json.RawMessage
-	}{{"messages", p.Messages}, {"state", p.State}, {"tool results", p.ToolResults}, {"metadata", p.Metadata}} {
+	for _, f := range p.jsonFields() {
 		if !json.Valid(f.text) {
 			return notJSON(f.name)
 		}
@@ -630,16 +642,31 @@ func checkJSON(p *PutRequest) error {
 	return nil
 }
 
-// explainJSON names the field when Postgres rejected a snapshot's JSON
-// (its message names neither field nor position). JSON that parses here
-// and not there (an escaped lone surrogate, which jsonb cannot hold) keeps
-// Postgres's message.
-func explainJSON(err error, p PutRequest) error {
+// nameRefusedJSON names the field a store's ErrInvalidJSON is about. The
+// engine sends most JSON unparsed, and Postgres refuses what does not
+// parse, or parses but jsonb cannot hold (see jsontext.JSONBRefusal), with
+// a message that names neither the field nor the argument. The first of
+// fields that does not parse gives notJSON's error; the first that jsonb
+// cannot hold is named before err. A single field is named whatever the
+// reason. Other errors, and refusals this cannot place, come back as they
+// are.
+func nameRefusedJSON(err error, fields ...jsonField) error {
 	if !errors.Is(err, ErrInvalidJSON) {
 		return err
 	}
-	if named := checkJSON(&p); named != nil {
-		return fmt.Errorf("snapshot: %w", named)
+	for _, f := range fields {
+		if len(f.text) == 0 {
+			continue // absent
+		}
+		if !json.Valid(f.text) {
+			return notJSON(f.name)
+		}
+		if jsontext.JSONBRefusal(f.text) != "" {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	if len(fields) == 1 {
+		return fmt.Errorf("%s: %w", fields[0].name, err)
 	}
 	return err
 }

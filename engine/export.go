@@ -274,7 +274,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 				}
 				t, err := checkImportThread(l)
 				if err == nil {
-					err = w.Thread(ctx, t)
+					err = nameRefusedJSON(w.Thread(ctx, t), jsonField{"thread metadata", t.Metadata})
 				}
 				if err != nil {
 					return fmt.Errorf("record %d: %w", line, err)

@@ -237,22 +237,24 @@ func (w *pgImport) flush(ctx context.Context) error {
 		return fmt.Errorf("checkpoint %s: %w: its id is in use", used[0], ErrIDConflict)
 	}
 	var batchErr error
-	w.q.CheckpointImport(ctx, w.rows).Exec(func(_ int, err error) {
-		if batchErr == nil {
-			batchErr = err
+	failed := 0 // the row batchErr is about
+	record := func(i int, err error) {
+		if batchErr == nil && err != nil {
+			batchErr, failed = err, i
 		}
-	})
+	}
+	w.q.CheckpointImport(ctx, w.rows).Exec(record)
 	if batchErr != nil {
-		return pgImportError(batchErr)
+		r := w.rows[failed]
+		return fmt.Errorf("checkpoint %s: %w", r.CheckpointID, nameRefusedJSON(pgImportError(batchErr),
+			jsonField{"metadata", r.Metadata}, jsonField{"messages", r.Messages}, jsonField{"state", r.State}, jsonField{"tool results", r.ToolResults}))
 	}
 	if len(w.writes) > 0 {
-		w.q.PendingWriteImport(ctx, w.writes).Exec(func(_ int, err error) {
-			if batchErr == nil {
-				batchErr = err
-			}
-		})
+		w.q.PendingWriteImport(ctx, w.writes).Exec(record)
 		if batchErr != nil {
-			return pgImportError(batchErr)
+			pw := w.writes[failed]
+			return fmt.Errorf("checkpoint %s: %w", pw.CheckpointID,
+				nameRefusedJSON(pgImportError(batchErr), jsonField{fmt.Sprintf("pending write %d value", pw.Idx), pw.Value}))
 		}
 	}
 	w.rows, w.writes, w.bytes = w.rows[:0], w.writes[:0], 0

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -10,8 +11,9 @@ import (
 )
 
 // Input that only Postgres refuses (a number jsonb cannot hold, JSON nested
-// deeper than the server parses) gets a typed error on every path, and
-// nothing is written.
+// deeper than the server parses, an unpaired surrogate escape, bytes that
+// are not UTF-8) gets a typed error on every path, naming the field it was
+// in, and nothing is written.
 func TestInputPostgresRefusesIsTyped(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -19,39 +21,80 @@ func TestInputPostgresRefusesIsTyped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An export to import again with a hostile value in one field.
+	exported, err := b.eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "exported"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.PutWrites(b.ctx, exported.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`[]`)}}); err != nil {
+		t.Fatal(err)
+	}
+	var export bytes.Buffer
+	if _, err := b.eng.Export(b.ctx, "exported", &export); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.DeleteThread(b.ctx, "exported"); err != nil {
+		t.Fatal(err)
+	}
 	before := b.count(t)
 	huge := json.RawMessage(`{"a": 1e999999}`)
 	deep := json.RawMessage(`{"a": ` + strings.Repeat("[", 200000) + strings.Repeat("]", 200000) + `}`)
+	surrogate := json.RawMessage(`{"a": "\ud800"}`)
+	notUTF8 := json.RawMessage("{\"a\": \"\xff\"}")
 	whole := engine.New(b.db.Pool, engine.Config{}) // small snapshots: parsed by Postgres alone
-	for name, call := range map[string]func() error{
-		"state, stored whole": func() error {
-			_, err := whole.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "t", State: huge})
+	single := engine.New(b.db.Pool, engine.Config{SingleStatement: true})
+	snapshot := func(eng *engine.Engine, in engine.SnapshotInput) func() error {
+		return func() error {
+			in.ThreadID = "t"
+			_, err := eng.Snapshot(b.ctx, in)
 			return err
-		},
-		"state, as a delta": func() error {
-			_, err := b.eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "t", State: huge})
+		}
+	}
+	importWith := func(field, empty, value string) func() error {
+		return func() error {
+			text := strings.Replace(export.String(), `"`+field+`":`+empty, `"`+field+`":`+value, 1)
+			if text == export.String() {
+				t.Fatalf("the export has no empty %s: %s", field, export.String())
+			}
+			_, err := b.eng.Import(b.ctx, strings.NewReader(text), engine.ImportOptions{})
 			return err
-		},
-		"metadata": func() error {
-			_, err := whole.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "t", Metadata: huge})
-			return err
-		},
-		"deep state, stored whole": func() error {
-			_, err := whole.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "t", State: deep})
-			return err
-		},
-		"metadata filter": func() error {
+		}
+	}
+	for _, c := range []struct {
+		name, field string // field: what the message names
+		call        func() error
+	}{
+		{"state, stored whole", "snapshot: state: ", snapshot(whole, engine.SnapshotInput{State: huge})},
+		{"state, as a delta", "snapshot: state: ", snapshot(b.eng, engine.SnapshotInput{State: huge})},
+		{"state, single statement", "snapshot: state: ", snapshot(single, engine.SnapshotInput{State: huge})},
+		{"messages", "snapshot: messages: ", snapshot(whole, engine.SnapshotInput{Messages: json.RawMessage(`[1, -1e-999999]`)})},
+		{"tool results, surrogate", "snapshot: tool results: ", snapshot(whole, engine.SnapshotInput{ToolResults: surrogate})},
+		{"metadata", "snapshot: metadata: ", snapshot(whole, engine.SnapshotInput{State: json.RawMessage(`{"a":1e99}`), Metadata: huge})},
+		{"metadata, not UTF-8", "snapshot: metadata: ", snapshot(whole, engine.SnapshotInput{Metadata: notUTF8})},
+		{"deep state, stored whole", "state does not parse", snapshot(whole, engine.SnapshotInput{State: deep})},
+		{"metadata filter", "list checkpoints: metadata filter: ", func() error {
 			_, err := b.eng.ListCheckpoints(b.ctx, "t", engine.ListOptions{Metadata: huge})
 			return err
-		},
-		"pending write": func() error {
-			_, err := b.eng.PutWrites(b.ctx, first.ID, "task", []engine.Write{{Channel: "c", Value: huge}})
+		}},
+		{"metadata filter, surrogate", "list checkpoints: metadata filter: ", func() error {
+			_, err := b.eng.ListCheckpoints(b.ctx, "t", engine.ListOptions{Metadata: surrogate})
 			return err
-		},
+		}},
+		{"pending write", `: write 1 of task "task": `, func() error {
+			_, err := b.eng.PutWrites(b.ctx, first.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`1e99`)}, {Channel: "c", Value: huge}})
+			return err
+		}},
+		{"import, state", ": state: ", importWith("state", "{}", string(huge))},
+		{"import, pending write", ": pending write 0 value: ", importWith("value", "[]", string(huge))},
+		{"import, thread metadata", "record 2: thread metadata: ", importWith("metadata", "{}", string(surrogate))},
 	} {
-		if err := call(); !errors.Is(err, engine.ErrInvalidJSON) {
-			t.Errorf("%s: %v, want ErrInvalidJSON", name, err)
+		err := c.call()
+		if !errors.Is(err, engine.ErrInvalidJSON) {
+			t.Errorf("%s: %v, want ErrInvalidJSON", c.name, err)
+		} else if !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s: %.300v, want a message naming %q", c.name, err, c.field)
 		}
+		t.Logf("%s: %.200v", c.name, err)
 	}
 	if after := b.count(t); after != before {
 		t.Fatalf("refused input wrote rows: %v -> %v", before, after)

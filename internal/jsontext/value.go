@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/big"
+	"strings"
 )
 
 // Values compared as Postgres jsonb compares them, for the stores and the
@@ -83,12 +84,12 @@ func scalarEqual(a, b any) bool {
 		if !ok {
 			return false
 		}
-		rx, okx := new(big.Rat).SetString(string(x))
-		ry, oky := new(big.Rat).SetString(string(y))
+		dx, okx := parseDecimal(string(x))
+		dy, oky := parseDecimal(string(y))
 		if !okx || !oky {
 			return x == y
 		}
-		return rx.Cmp(ry) == 0
+		return dx == dy
 	case string, bool, nil:
 		return a == b
 	}
@@ -148,4 +149,52 @@ func Same(a, b []byte) bool {
 		return false
 	}
 	return Equal(x, y)
+}
+
+// decimal is a number in a form where equal values are equal: value =
+// 0.digits * 10^point, digits without leading or trailing zeros (zero: all
+// empty). Comparing these costs the length of the text, where big.Rat would
+// raise 10 to the exponent: 1e999999 took 170 ms a comparison.
+type decimal struct {
+	neg    bool
+	digits string
+	point  string // an integer, in decimal
+}
+
+// maxExponentDigits bounds the exponents parseDecimal reads exactly. Larger
+// ones are beyond what any store holds as a number (Postgres refuses
+// exponents past about a billion) and are compared as written.
+const maxExponentDigits = 100
+
+// parseDecimal reads a JSON number; ok is false when s is not one, or its
+// exponent is over maxExponentDigits long.
+func parseDecimal(s string) (d decimal, ok bool) {
+	if strings.HasPrefix(s, "-") {
+		d.neg, s = true, s[1:]
+	}
+	mantissa, exponent := s, "0"
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mantissa, exponent = s[:i], s[i+1:]
+	}
+	if len(exponent) > maxExponentDigits {
+		return decimal{}, false
+	}
+	exp, ok := new(big.Int).SetString(exponent, 10)
+	if !ok {
+		return decimal{}, false
+	}
+	whole, frac, _ := strings.Cut(mantissa, ".")
+	digits := whole + frac
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return decimal{}, false
+	}
+	point := len(whole)
+	trimmed := strings.TrimLeft(digits, "0")
+	point -= len(digits) - len(trimmed)
+	d.digits = strings.TrimRight(trimmed, "0")
+	if d.digits == "" {
+		return decimal{}, true // zero, whatever its sign and exponent
+	}
+	d.point = exp.Add(exp, big.NewInt(int64(point))).String()
+	return d, true
 }

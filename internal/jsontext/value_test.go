@@ -1,6 +1,10 @@
 package jsontext
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 func containsText(t *testing.T, doc, pat string) bool {
 	t.Helper()
@@ -61,9 +65,32 @@ func TestSame(t *testing.T) {
 		{`"x\u0000"`, `"x\u0000"`, true},
 		{`"x\u0000"`, `"x"`, false},
 		{`{"a":1,"a":2}`, `{"a":2}`, true},
+		{`[1, 1.0, 10e-1, 0.1e1, 0.00100e3, 1E+0]`, `[1, 1, 1, 1, 1, 1]`, true},
+		{`[0, -0, 0.000, 0e999999, -0E-5]`, `[0, 0, 0, 0, 0]`, true},
+		{`[-1.5, 150e-2, 1e999999, 10e999998, 1e-999999, 12345678901234567890123]`, `[-1.50, 1.5, 1e999999, 1e999999, 0.1e-999998, 1.2345678901234567890123e22]`, true},
+		{`[1.5]`, `[-1.5]`, false},
+		{`[1e999999]`, `[1e999998]`, false},
+		{`[1e-999999]`, `[0]`, false},
+		{`[12345678901234567890123]`, `[12345678901234567890124]`, false},
+		{`[1e` + strings.Repeat("9", 101) + `]`, `[1e` + strings.Repeat("9", 101) + `]`, true},
+		{`[1e` + strings.Repeat("9", 101) + `]`, `[10e` + strings.Repeat("9", 100) + `8]`, false}, // compared as written
 	} {
 		if got := Same([]byte(c.a), []byte(c.b)); got != c.want {
 			t.Errorf("Same(%s, %s) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// Numbers with large exponents compare in time proportional to their
+// text: a store's metadata filter compares one per row.
+func TestSameLargeExponentsAreCheap(t *testing.T) {
+	start := time.Now()
+	for i := range 1000 {
+		if !Same([]byte(`[1e999999]`), []byte(`[10e999998]`)) {
+			t.Fatal("1e999999 != 10e999998")
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("%d comparisons of 1e999999 took %v", i+1, d)
 		}
 	}
 }

@@ -1,0 +1,51 @@
+package jsontext
+
+import (
+	"strings"
+	"testing"
+)
+
+// The cases at numeric's limits were checked against Postgres 15
+// ('...'::jsonb).
+func TestJSONBRefusal(t *testing.T) {
+	for text, refused := range map[string]bool{
+		`{"a":1e1000}`:                  false,
+		`{"a":1e131071}`:                false,
+		`{"a":1E0131071}`:               false,
+		`{"a":1e131072}`:                true,
+		`{"a":-1e131072}`:               true,
+		`{"a":0.001e131074}`:            false,
+		`{"a":0.001e131075}`:            true,
+		`{"a":1e-16383}`:                false,
+		`{"a":1e-16384}`:                true,
+		`{"a":0.5e-16383}`:              true,
+		`{"a":0.0e-16383}`:              true,
+		`{"a":100e-16385}`:              true,
+		`{"a":0e-20000}`:                true,
+		`{"a":0e999999}`:                false,
+		`{"a":1e999999}`:                true,
+		`[1.0e-99999999999999999999]`:   true,
+		`[123456789012345678901234567]`: false,
+		`{"1e999999":"1e999999"}`:       false,
+		`{"a":"\ud800"}`:                true,
+		`{"a":"\udc00x"}`:               true,
+		`{"a":"\ud800\u0041"}`:          true,
+		`{"a":"\ud83d\ude00"}`:          false,
+		`{"a":"\\ud800"}`:               false,
+		`{"a":"\u0000"}`:                true,
+		`{"a":"\\u0000"}`:               false,
+		"{\"a\":\"\xff\"}":              true,
+		`{"a":"é\u00e9"}`:               false,
+	} {
+		if got := JSONBRefusal([]byte(text)); (got != "") != refused {
+			t.Errorf("%s: %q, want refused %v", text, got, refused)
+		}
+	}
+	digits := `[` + strings.Repeat("9", 131072) + `]`
+	if got := JSONBRefusal([]byte(digits)); got != "" {
+		t.Errorf("131,072 digits: %q", got)
+	}
+	if got := JSONBRefusal([]byte(`[1` + digits[1:])); got == "" {
+		t.Error("131,073 digits: not refused")
+	}
+}
