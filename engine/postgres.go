@@ -97,7 +97,7 @@ func (s *pgStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
 		NextNode:           p.NextNode,
 		SizeBytes:          p.SizeBytes,
 		DeltaRun:           int32(p.DeltaRun),
-		MessageDigests:     p.MessageDigests,
+		MessageDigests:     p.MessageChain,
 		StateDigests:       p.StateDigests,
 		ToolResultsDigests: p.ToolResultsDigests,
 	})

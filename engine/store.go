@@ -151,11 +151,13 @@ type PutRequest struct {
 	// stored whole (FullSnapshots, or under Config.DeltaMinBytes); then
 	// the digests are nil.
 	DeltaRun int
-	// MessageDigests holds 16 bytes per message; StateDigests and
+	// MessageChain holds the running list digest after each message
+	// (jsontext.MessageChain, 32 bytes per message); StateDigests and
 	// ToolResultsDigests a digest per top-level key (see package
 	// internal/jsontext). A store compares them with the base's to find what
-	// changed.
-	MessageDigests     []byte
+	// changed: the base's list digest with the chain's value at the base's
+	// message count.
+	MessageChain       []byte
 	StateDigests       json.RawMessage
 	ToolResultsDigests json.RawMessage
 }

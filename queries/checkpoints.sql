@@ -45,8 +45,9 @@ SELECT pg_advisory_xact_lock(1885563760, hashtext(@thread_id::text)),
 -- compare them column by column). No row back means the case is not the
 -- common one: nothing was written, and the caller calls checkpoint_put,
 -- which handles every case. Arguments are taken as checked (the engine
--- validates them as checkpoint_put does); messages_digest is sha256 of
--- message_digests.
+-- validates them as checkpoint_put does); message_digests is the message
+-- chain (32 bytes per message, see pgcheckpoint.message_chain) and
+-- messages_digest its last value.
 INSERT INTO pgcheckpoint.checkpoints AS c (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
@@ -92,7 +93,7 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT @delta_run::int > 1 AND p.messages_count <= jsonb_array_length(@messages::jsonb)
                  AND p.state_digests IS NOT NULL AND p.tool_results_digests IS NOT NULL
-                 AND sha256(substring(sqlc.narg(message_digests)::bytea FROM 1 FOR 16 * p.messages_count))
+                 AND pgcheckpoint.list_digest_at(sqlc.narg(message_digests)::bytea, p.messages_count)
                      = p.messages_digest AS prefix,
                CASE WHEN @delta_run::int = 1 OR p.messages_count IS NULL
                          OR p.messages_count >= jsonb_array_length(@messages::jsonb) THEN '[]'::jsonb
