@@ -266,7 +266,6 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 	return res, err
 }
 
-
 // CopyThread copies every row of thread src to a new thread dst with new
 // checkpoint ids (UUIDv7), parents, merge parents and delta bases mapped to
 // them (links outside the thread kept), in one transaction. Deltas are
