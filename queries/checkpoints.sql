@@ -26,6 +26,36 @@ FROM pgcheckpoint.checkpoint_put(
     sqlc.narg(tool_results_digests)::jsonb
 ) AS r;
 
+-- name: CheckpointAppend :one
+-- Writes one checkpoint from a change to the head; see
+-- pgcheckpoint.checkpoint_append.
+SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
+       r.checkpoint_id::uuid AS checkpoint_id,
+       coalesce(r.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+       r.step::bigint AS step, r.created_at::timestamptz AS created_at,
+       r.inserted::boolean AS inserted
+FROM pgcheckpoint.checkpoint_append(
+    @thread_id::text,
+    @namespace::text,
+    @checkpoint_id::uuid,
+    sqlc.narg(on_head)::uuid,
+    @trigger::text,
+    @tags::text[],
+    @summary::text,
+    @metadata::jsonb,
+    @messages::jsonb,
+    @set_state::jsonb,
+    @set_tool_results::jsonb,
+    @remove_state::text[],
+    @remove_tool_results::text[],
+    @next_node::text,
+    @size_bytes::bigint,
+    @delta_run::int,
+    sqlc.narg(message_digests)::bytea,
+    sqlc.narg(set_state_digests)::jsonb,
+    sqlc.narg(set_tool_results_digests)::jsonb
+) AS r;
+
 -- name: CheckpointWriteLock :batchexec
 -- The locks of a write, in checkpoint_put's order: the thread's (see
 -- pgcheckpoint.lock_thread, inlined here), then the new checkpoint id's

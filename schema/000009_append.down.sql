@@ -289,5 +289,7 @@ COMMENT ON FUNCTION pgcheckpoint.checkpoint_put IS
 COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_digest IS
     'SHA-256 of the concatenated 16-byte per-message digests of the whole message list: a descendant whose first messages_count digests hash to this is an append. NULL: unknown (a child is stored whole).';
 
+DROP FUNCTION pgcheckpoint.checkpoint_append(text, text, uuid, uuid, text, text[], text, jsonb, jsonb, jsonb, jsonb,
+    text[], text[], text, bigint, integer, bytea, jsonb, jsonb);
 DROP FUNCTION pgcheckpoint.list_digest_at(bytea, integer);
 DROP FUNCTION pgcheckpoint.message_chain(bytea, bytea);
