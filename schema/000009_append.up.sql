@@ -451,25 +451,19 @@ BEGIN
         RETURN;
     END IF;
 
-    SELECT t.rewound_to, l.seq, h.checkpoint_id, h.step, h.delta_run, h.delta_depth, h.messages_count,
+    -- The head as Latest finds it (head_seq), by key.
+    SELECT (SELECT t.rewound_to FROM pgcheckpoint.threads t WHERE t.thread_id = p_thread_id AND t.namespace = v_ns),
+           (SELECT l.seq FROM pgcheckpoint.checkpoints l
+            WHERE l.thread_id = p_thread_id AND l.namespace = v_ns
+            ORDER BY l.seq DESC
+            LIMIT 1),
+           h.checkpoint_id, h.step, h.delta_run, h.delta_depth, h.messages_count,
            h.messages_digest, h.state_digests, h.tool_results_digests
       INTO v_rewound_to, v_last_seq, v_head_id, v_head_step, v_head_run, v_head_depth, v_head_count,
            v_head_digest, v_head_state, v_head_tools
-    FROM pgcheckpoint.threads t
-    CROSS JOIN LATERAL (
-        SELECT c.seq FROM pgcheckpoint.checkpoints c
-        WHERE c.thread_id = p_thread_id AND c.namespace = v_ns
-        ORDER BY c.seq DESC
-        LIMIT 1) l
-    CROSS JOIN LATERAL (
-        SELECT c.checkpoint_id, c.step, c.delta_run, c.delta_depth, c.messages_count, c.messages_digest,
-               c.state_digests, c.tool_results_digests
-        FROM pgcheckpoint.checkpoints c
-        WHERE c.thread_id = p_thread_id AND c.namespace = v_ns
-          AND c.seq = coalesce((SELECT r.seq FROM pgcheckpoint.checkpoints r
-                                WHERE r.checkpoint_id = t.rewound_to AND r.thread_id = p_thread_id AND r.namespace = v_ns),
-                               l.seq)) h
-    WHERE t.thread_id = p_thread_id AND t.namespace = v_ns;
+    FROM pgcheckpoint.checkpoints h
+    WHERE h.thread_id = p_thread_id AND h.namespace = v_ns
+      AND h.seq = pgcheckpoint.head_seq(p_thread_id, v_ns);
     IF v_head_id IS NULL THEN
         RAISE EXCEPTION 'thread % namespace % has no checkpoint to append to', p_thread_id, quote_literal(v_ns)
             USING ERRCODE = 'PC001', HINT = 'Write the first checkpoint whole (checkpoint_put).';
