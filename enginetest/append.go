@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -442,5 +443,48 @@ func testAppendRetryAndBadInput(t *testing.T, e *env) {
 	}
 	if n := countCheckpoints(t, e, "nothing-here"); n != 0 {
 		t.Fatalf("an append on a thread without checkpoints wrote %d", n)
+	}
+}
+
+// testIntervalAppends: an interval snapshotter with CaptureChange writes
+// each tick's change with Append: the head holds every message appended,
+// in order, and a tick with an empty change writes nothing.
+func testIntervalAppends(t *testing.T, e *env) {
+	e.snap(engine.SnapshotInput{ThreadID: "iv-append", Messages: json.RawMessage(`[{"role":"user","content":"start"}]`),
+		State: json.RawMessage(`{"ticks":0}`)})
+	var mu sync.Mutex
+	ticks := 0
+	iv, err := e.eng.StartInterval(e.ctx, engine.IntervalOptions{ThreadID: "iv-append", Every: 2 * time.Millisecond,
+		CaptureChange: func(context.Context) (engine.AppendInput, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			ticks++
+			if ticks%2 == 0 || ticks > 9 {
+				return engine.AppendInput{Messages: json.RawMessage(` [ ] `), SetState: json.RawMessage(`{}`)}, nil // nothing new
+			}
+			return engine.AppendInput{Messages: json.RawMessage(fmt.Sprintf(`[{"role":"tool","content":"tick %d"}]`, ticks)),
+				SetState: json.RawMessage(fmt.Sprintf(`{"ticks":%d}`, ticks))}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "12 ticks", func() bool { mu.Lock(); defer mu.Unlock(); return ticks >= 12 })
+	if err := iv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if iv.Written() != 5 {
+		t.Fatalf("%d checkpoints written for 5 ticks with a change", iv.Written())
+	}
+	head := e.head("iv-append")
+	want := `[{"role":"user","content":"start"},{"role":"tool","content":"tick 1"},{"role":"tool","content":"tick 3"},` +
+		`{"role":"tool","content":"tick 5"},{"role":"tool","content":"tick 7"},{"role":"tool","content":"tick 9"}]`
+	if !sameJSON(head.Messages, []byte(want)) || !sameJSON(head.State, []byte(`{"ticks":9}`)) || head.Step != 6 ||
+		head.Trigger != engine.TriggerInterval {
+		t.Fatalf("head after the interval appends: step %d %s %s %s", head.Step, head.Trigger, head.Messages, head.State)
+	}
+	if _, err := e.eng.StartInterval(e.ctx, engine.IntervalOptions{ThreadID: "iv-append", Every: time.Second,
+		Capture:       func(context.Context) (engine.SnapshotInput, error) { return engine.SnapshotInput{}, nil },
+		CaptureChange: func(context.Context) (engine.AppendInput, error) { return engine.AppendInput{}, nil }}); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("both Capture and CaptureChange: %v, want ErrInvalidInput", err)
 	}
 }

@@ -81,6 +81,7 @@ var tests = []conformanceTest{
 	{name: "AppendHistoriesReadBackAsWrittenWhole", fn: testAppendHistories},
 	{name: "AppendGuardOnTheHead", fn: testAppendGuard},
 	{name: "AppendRetryAndBadInput", fn: testAppendRetryAndBadInput},
+	{name: "IntervalWithCaptureChangeAppends", fn: testIntervalAppends},
 	// concurrency.go
 	{name: "ConcurrentWritersOneThread", fn: testConcurrentWritersOneThread},
 	{name: "ConcurrentWritersDistinctThreads", fn: testConcurrentWritersDistinctThreads},
