@@ -96,7 +96,7 @@ const (
 	sqlstateNotFound     = "PC001"
 	sqlstateIDConflict   = "PC002"
 	sqlstateInvalidInput = "PC003"
-	sqlstateHeadMoved    = "PC004"
+	sqlstateHeadMoved    = "PC005"
 )
 
 // storeError is dbError for the Postgres store, whose caller, the Engine,

@@ -470,7 +470,7 @@ BEGIN
     END IF;
     IF p_on_head IS NOT NULL AND p_on_head <> v_head_id THEN
         RAISE EXCEPTION 'the head of thread % namespace % is %, not %', p_thread_id, quote_literal(v_ns), v_head_id, p_on_head
-            USING ERRCODE = 'PC004';
+            USING ERRCODE = 'PC005';
     END IF;
 
     IF p_delta_run <= 1 OR v_head_run + 1 >= p_delta_run OR v_head_count IS NULL
@@ -534,7 +534,7 @@ END;
 $$;
 
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_append IS
-    'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. Stored as a delta on the head made of the change alone when the head has digests and its run may grow (digests continued from the head''s: message_digests holds 16 bytes per appended message, see message_digests), else whole through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread and id locks as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). Errors: PC001 thread without checkpoint, PC002 id reused, PC003 invalid argument, PC004 the head is not p_on_head.';
+    'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. Stored as a delta on the head made of the change alone when the head has digests and its run may grow (digests continued from the head''s: message_digests holds 16 bytes per appended message, see message_digests), else whole through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread and id locks as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). Errors: PC001 thread without checkpoint, PC002 id reused, PC003 invalid argument, PC005 the head is not p_on_head.';
 
 -- It writes: not for PUBLIC (see migration 8); the application role has
 -- EXECUTE on new routines by schema/roles/roles.sql's default privileges.
