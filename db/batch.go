@@ -176,7 +176,7 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT $16::int > 1 AND p.messages_count <= jsonb_array_length($7::jsonb)
                  AND p.state_digests IS NOT NULL AND p.tool_results_digests IS NOT NULL
-                 AND sha256(substring($17::bytea FROM 1 FOR 16 * p.messages_count))
+                 AND pgcheckpoint.list_digest_at($17::bytea, p.messages_count)
                      = p.messages_digest AS prefix,
                CASE WHEN $16::int = 1 OR p.messages_count IS NULL
                          OR p.messages_count >= jsonb_array_length($7::jsonb) THEN '[]'::jsonb
@@ -255,8 +255,9 @@ type CheckpointPutFastRow struct {
 // compare them column by column). No row back means the case is not the
 // common one: nothing was written, and the caller calls checkpoint_put,
 // which handles every case. Arguments are taken as checked (the engine
-// validates them as checkpoint_put does); messages_digest is sha256 of
-// message_digests.
+// validates them as checkpoint_put does); message_digests is the message
+// chain (32 bytes per message, see pgcheckpoint.message_chain) and
+// messages_digest its last value.
 func (q *Queries) CheckpointPutFast(ctx context.Context, arg []CheckpointPutFastParams) *CheckpointPutFastBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {

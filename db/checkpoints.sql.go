@@ -14,6 +14,104 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const CheckpointAppend = `-- name: CheckpointAppend :one
+SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
+       r.checkpoint_id::uuid AS checkpoint_id,
+       coalesce(r.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+       r.step::bigint AS step, r.created_at::timestamptz AS created_at,
+       r.inserted::boolean AS inserted
+FROM pgcheckpoint.checkpoint_append(
+    $1::text,
+    $2::text,
+    $3::uuid,
+    $4::uuid,
+    $5::text,
+    $6::text[],
+    $7::text,
+    $8::jsonb,
+    $9::jsonb,
+    $10::jsonb,
+    $11::jsonb,
+    $12::text[],
+    $13::text[],
+    $14::text,
+    $15::bigint,
+    $16::int,
+    $17::bytea,
+    $18::jsonb,
+    $19::jsonb
+) AS r
+`
+
+type CheckpointAppendParams struct {
+	ThreadID              string
+	Namespace             string
+	CheckpointID          uuid.UUID
+	OnHead                uuid.NullUUID
+	Trigger               string
+	Tags                  []string
+	Summary               string
+	Metadata              json.RawMessage
+	Messages              json.RawMessage
+	SetState              json.RawMessage
+	SetToolResults        json.RawMessage
+	RemoveState           []string
+	RemoveToolResults     []string
+	NextNode              string
+	SizeBytes             int64
+	DeltaRun              int32
+	MessageDigests        []byte
+	SetStateDigests       json.RawMessage
+	SetToolResultsDigests json.RawMessage
+}
+
+type CheckpointAppendRow struct {
+	ThreadID           string
+	Namespace          string
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.UUID
+	Step               int64
+	CreatedAt          time.Time
+	Inserted           bool
+}
+
+// Writes one checkpoint from a change to the head; see
+// pgcheckpoint.checkpoint_append.
+func (q *Queries) CheckpointAppend(ctx context.Context, arg CheckpointAppendParams) (CheckpointAppendRow, error) {
+	row := q.db.QueryRow(ctx, CheckpointAppend,
+		arg.ThreadID,
+		arg.Namespace,
+		arg.CheckpointID,
+		arg.OnHead,
+		arg.Trigger,
+		arg.Tags,
+		arg.Summary,
+		arg.Metadata,
+		arg.Messages,
+		arg.SetState,
+		arg.SetToolResults,
+		arg.RemoveState,
+		arg.RemoveToolResults,
+		arg.NextNode,
+		arg.SizeBytes,
+		arg.DeltaRun,
+		arg.MessageDigests,
+		arg.SetStateDigests,
+		arg.SetToolResultsDigests,
+	)
+	var i CheckpointAppendRow
+	err := row.Scan(
+		&i.ThreadID,
+		&i.Namespace,
+		&i.CheckpointID,
+		&i.ParentCheckpointID,
+		&i.Step,
+		&i.CreatedAt,
+		&i.Inserted,
+	)
+	return i, err
+}
+
 const CheckpointDeleteBefore = `-- name: CheckpointDeleteBefore :one
 SELECT pgcheckpoint.checkpoint_delete_before($1::text, $2::text, $3::bigint)::bigint AS deleted
 `

@@ -100,9 +100,13 @@ type headEdit struct {
 	nextNode    string
 }
 
-// snapshotOnHead writes, through SnapshotSafe, a checkpoint with the
-// content of the head of threadID's namespace (none for a new one) changed
-// by ed, as a child of that head. A disabled trigger reads nothing and
+// snapshotOnHead writes, as SnapshotSafe does (failures logged and counted,
+// never returned as a panic or to the tool), a checkpoint with the content
+// of the head of threadID's namespace (none for a new one) changed by ed,
+// as a child of that head. An edit that keeps the head's state is an
+// Append: it costs what it adds, whatever the conversation's length. One
+// that replaces the state, or the first checkpoint of a namespace, reads
+// the head and writes the whole. A disabled trigger reads nothing and
 // writes nothing.
 func (e *Engine) snapshotOnHead(ctx context.Context, threadID, namespace string, ed headEdit) SafeResult {
 	in := SnapshotInput{ThreadID: threadID, Namespace: namespace, Trigger: ed.trigger, Tags: ed.tags,
@@ -110,6 +114,28 @@ func (e *Engine) snapshotOnHead(ctx context.Context, threadID, namespace string,
 	if !e.Enabled(ed.trigger) {
 		res, _ := e.skipDisabled(ctx, in)
 		return SafeResult{SnapshotResult: res}
+	}
+	if ed.state == nil {
+		change := make([]json.RawMessage, 0, len(ed.messages))
+		for _, m := range ed.messages {
+			change = append(change, encodeJSON(m))
+		}
+		in.Messages, _ = json.Marshal(change) // elements are valid JSON
+		in.ToolResults = json.RawMessage("{}")
+		if ed.toolResults != nil {
+			in.ToolResults, _ = json.Marshal(ed.toolResults)
+		}
+		in.Metadata = encodeJSON(ed.metadata)
+		res, err := e.Append(ctx, AppendInput{ThreadID: threadID, Namespace: namespace, Trigger: in.Trigger, Tags: in.Tags,
+			Summary: in.Summary, Metadata: in.Metadata, NextNode: in.NextNode, Messages: in.Messages,
+			SetToolResults: in.ToolResults})
+		switch {
+		case err == nil:
+			return SafeResult{SnapshotResult: res}
+		case !errors.Is(err, ErrNotFound): // not found: the namespace's first checkpoint, written whole below
+			e.snapshotFailed(ctx, in, err)
+			return SafeResult{SnapshotResult: SnapshotResult{ThreadID: threadID, Namespace: namespace}, Err: err}
+		}
 	}
 	var messages []json.RawMessage
 	tools := map[string]json.RawMessage{}

@@ -353,8 +353,16 @@ func (e *Engine) addDigests(p *PutRequest) error {
 	if err := checkJSON(p); err != nil {
 		return err
 	}
+	return ComputeDigests(p)
+}
+
+// ComputeDigests sets p's digests from its content, which must be valid
+// JSON text: the one way a whole checkpoint's digests are computed, by the
+// engine and by a store for content it rebuilt itself (a merge, an append
+// stored whole). Errors: ErrInvalidJSON.
+func ComputeDigests(p *PutRequest) error {
 	var err error
-	p.MessageDigests = jsontext.MessageDigests(p.Messages)
+	p.MessageChain = jsontext.MessageChain(nil, jsontext.MessageDigests(p.Messages))
 	if p.StateDigests, err = jsontext.KeyDigests(p.State); err != nil {
 		return fmt.Errorf("%w: state: %v", ErrInvalidJSON, err)
 	}

@@ -39,6 +39,12 @@ var (
 	// conflict: it returns the stored checkpoint.
 	ErrIDConflict = errors.New("pgcheckpoint: checkpoint id already used for other content")
 
+	// ErrHeadMoved: an Append with AppendInput.OnHead set found another
+	// checkpoint at the head of its thread and namespace (another writer
+	// wrote first, or a Rewind moved it). Nothing was written: read the
+	// head again (Latest) and append to it, or write the whole checkpoint.
+	ErrHeadMoved = errors.New("pgcheckpoint: the head is not the checkpoint the append was made on")
+
 	// ErrPermission: the database refused the call for want of a privilege
 	// (SQLSTATE 42501): a read-only role tried to write, or a role lacks a
 	// grant the call needs; or the session can only read (25006: a hot
@@ -90,6 +96,7 @@ const (
 	sqlstateNotFound     = "PC001"
 	sqlstateIDConflict   = "PC002"
 	sqlstateInvalidInput = "PC003"
+	sqlstateHeadMoved    = "PC005"
 )
 
 // storeError is dbError for the Postgres store, whose caller, the Engine,
@@ -118,6 +125,8 @@ func dbError(what string, err error) error {
 			return fmt.Errorf("%s%w: %s", what, ErrNotFound, pgErr.Message)
 		case sqlstateIDConflict:
 			return fmt.Errorf("%s%w: %s", what, ErrIDConflict, pgErr.Message)
+		case sqlstateHeadMoved:
+			return fmt.Errorf("%s%w: %s", what, ErrHeadMoved, pgErr.Message)
 		case sqlstateInvalidInput, "23514": // check_violation
 			return fmt.Errorf("%s%w: %s", what, ErrInvalidInput, pgErr.Message)
 		case "22P02", "22P05", "22021", "22025", "2202E": // bad text in JSON input

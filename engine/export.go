@@ -3,8 +3,6 @@ package engine
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -236,7 +234,7 @@ const (
 // ExportFormat) from r and writes them, in one transaction: all of it is
 // imported, or nothing. It streams: it reads line by line and writes in
 // batches, holding a few hundred rows and, per checkpoint, the little its
-// checks and digests need (id, step, delta depth, a hash state and the keys
+// checks and digests need (id, step, delta depth, a list digest and the keys
 // its delta changed). Threads must not exist yet, and
 // checkpoint ids must not be in use (ids are global). A delta is written as
 // the same delta: its base must be a checkpoint of the same thread and
@@ -423,19 +421,18 @@ func (e *Engine) checkImportParent(ctx context.Context, links importLinks, c Exp
 // stores, as a write computes them, a delta's from its base's and its own.
 type ImportDigests struct {
 	MessagesCount      int64
-	MessagesDigest     []byte // jsontext.ListDigest of the per-message digests
+	MessagesDigest     []byte // the list digest, jsontext.ListDigest of the message chain
 	StateDigests       json.RawMessage
 	ToolResultsDigests json.RawMessage
 }
 
 // importedDigests is what an import keeps of a checkpoint's digests for
-// the deltas on it, about as much as its row holds: the SHA-256 state after
-// its per-message digests (so a delta's list digest goes on from its
-// base's), its message count, and its key digests as its row stores keys
+// the deltas on it, about as much as its row holds: its list digest (so a
+// delta's list digest goes on from its base's), its message count, and its key digests as its row stores keys
 // (all of them for a checkpoint stored whole; for a delta, the keys it sets
 // and removes, on its base's).
 type importedDigests struct {
-	hash         []byte // a marshaled sha256 state
+	listDigest   []byte // jsontext.ListDigest of its whole message chain
 	count        int64
 	base         uuid.UUID // uuid.Nil: stored whole
 	state, tools keyDigestDelta
@@ -450,22 +447,18 @@ type keyDigestDelta struct {
 // it is a delta) was imported before it, and keeps what later deltas need.
 func (links importLinks) digests(c ExportCheckpoint) (ImportDigests, error) {
 	msgs := jsontext.MessageDigests(c.Messages)
-	rec := &importedDigests{count: int64(len(msgs) / jsontext.DigestSize)}
-	h := sha256.New()
+	rec := &importedDigests{count: int64(len(msgs) / jsontext.DigestSize), listDigest: jsontext.ListDigestAt(nil, 0)}
 	if c.Storage == StorageDelta {
 		base := links.keptDigests[*c.BaseID]
-		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(base.hash); err != nil {
-			return ImportDigests{}, err
-		}
+		rec.listDigest = base.listDigest
 		rec.count += base.count
 		rec.base = *c.BaseID
 	}
-	h.Write(msgs)
-	var err error
-	if rec.hash, err = h.(encoding.BinaryMarshaler).MarshalBinary(); err != nil {
-		return ImportDigests{}, err
+	if chain := jsontext.MessageChain(rec.listDigest, msgs); len(chain) > 0 {
+		rec.listDigest = jsontext.ListDigest(chain)
 	}
-	d := ImportDigests{MessagesCount: rec.count, MessagesDigest: h.Sum(nil)}
+	d := ImportDigests{MessagesCount: rec.count, MessagesDigest: rec.listDigest}
+	var err error
 	for _, part := range []struct {
 		name    string
 		obj     json.RawMessage

@@ -3,10 +3,13 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
 
 // IntervalOptions configures StartInterval.
@@ -22,9 +25,16 @@ type IntervalOptions struct {
 	// goroutine, so it must be safe to call alongside the agent. An error skips the tick and
 	// counts as a failed snapshot.
 	Capture func(ctx context.Context) (SnapshotInput, error)
+	// CaptureChange, set instead of Capture, returns what changed since
+	// the last tick, which the snapshotter writes with Append (ThreadID,
+	// Namespace and Trigger set by the snapshotter): each tick then costs
+	// what it adds, however long the thread. The thread must have a
+	// checkpoint already (write the first with Snapshot); until it has,
+	// each tick fails with ErrNotFound, counted as a failed snapshot.
+	CaptureChange func(ctx context.Context) (AppendInput, error)
 	// WriteUnchanged writes a checkpoint at every tick; by default a tick
 	// whose messages, state and tool results equal the last written ones
-	// writes nothing.
+	// (with CaptureChange: whose change is empty) writes nothing.
 	WriteUnchanged bool
 }
 
@@ -46,8 +56,8 @@ type Interval struct {
 // called or ctx ends. A failed snapshot is logged and counted as in
 // SnapshotSafe, never fatal. When TriggerInterval is not enabled it starts
 // nothing and returns an Interval with Disabled set. Errors:
-// ErrInvalidInput for a bad thread id or namespace, a non-positive Every or
-// a nil Capture.
+// ErrInvalidInput for a bad thread id or namespace, a non-positive Every, or
+// not exactly one of Capture and CaptureChange.
 func (e *Engine) StartInterval(ctx context.Context, opts IntervalOptions) (*Interval, error) {
 	if err := checkID("thread id", opts.ThreadID, false); err != nil {
 		return nil, fmt.Errorf("start interval: %w", err)
@@ -58,8 +68,8 @@ func (e *Engine) StartInterval(ctx context.Context, opts IntervalOptions) (*Inte
 	if opts.Every <= 0 {
 		return nil, fmt.Errorf("start interval: %w: every %v; it must be positive", ErrInvalidInput, opts.Every)
 	}
-	if opts.Capture == nil {
-		return nil, fmt.Errorf("start interval: %w: Capture is nil", ErrInvalidInput)
+	if (opts.Capture == nil) == (opts.CaptureChange == nil) {
+		return nil, fmt.Errorf("start interval: %w: set one of Capture and CaptureChange", ErrInvalidInput)
 	}
 	iv := &Interval{done: make(chan struct{})}
 	if !e.Enabled(TriggerInterval) {
@@ -85,8 +95,21 @@ func (iv *Interval) loop(ctx context.Context, e *Engine, opts IntervalOptions) {
 			return
 		case <-ticker.C:
 		}
-		in, err := opts.Capture(ctx)
-		in.ThreadID, in.Namespace, in.Trigger = opts.ThreadID, opts.Namespace, TriggerInterval
+		var (
+			in     SnapshotInput
+			change AppendInput
+			err    error
+		)
+		if opts.CaptureChange != nil {
+			change, err = opts.CaptureChange(ctx)
+			change.ThreadID, change.Namespace, change.Trigger = opts.ThreadID, opts.Namespace, TriggerInterval
+			// What a failure report shows of an append.
+			in = SnapshotInput{ThreadID: opts.ThreadID, Namespace: opts.Namespace, Trigger: TriggerInterval,
+				Messages: change.Messages, State: change.SetState, ToolResults: change.SetToolResults}
+		} else {
+			in, err = opts.Capture(ctx)
+			in.ThreadID, in.Namespace, in.Trigger = opts.ThreadID, opts.Namespace, TriggerInterval
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				e.snapshotFailed(ctx, in, fmt.Errorf("interval capture: %w", err))
@@ -94,12 +117,20 @@ func (iv *Interval) loop(ctx context.Context, e *Engine, opts IntervalOptions) {
 			continue
 		}
 		content := bytes.Join([][]byte{in.Messages, in.State, in.ToolResults}, []byte{0})
-		if !opts.WriteUnchanged && last != nil && bytes.Equal(content, last) {
-			continue
-		}
+		var res SnapshotResult
 		// A write under way finishes even if Close comes meanwhile: a
 		// cancelled write may have committed, and Written must not lie.
-		res, err := e.Snapshot(context.WithoutCancel(ctx), in)
+		if opts.CaptureChange != nil {
+			if !opts.WriteUnchanged && change.empty() {
+				continue
+			}
+			res, err = e.Append(context.WithoutCancel(ctx), change)
+		} else {
+			if !opts.WriteUnchanged && last != nil && bytes.Equal(content, last) {
+				continue
+			}
+			res, err = e.Snapshot(context.WithoutCancel(ctx), in)
+		}
 		switch {
 		case err != nil:
 			e.snapshotFailed(ctx, in, err)
@@ -125,3 +156,20 @@ func (iv *Interval) Done() <-chan struct{} { return iv.done }
 
 // Written returns how many checkpoints the snapshotter wrote.
 func (iv *Interval) Written() int64 { return iv.written.Load() }
+
+// empty reports whether a changes nothing: no message to append, no key to
+// set or remove. JSON that does not parse is not empty (Append reports it).
+func (a AppendInput) empty() bool {
+	if len(a.RemoveState) > 0 || len(a.RemoveToolResults) > 0 {
+		return false
+	}
+	if m := trimJSON(a.Messages); len(m) > 0 && !(json.Valid(m) && m[0] == '[' && len(jsontext.MessageDigests(m)) == 0) {
+		return false
+	}
+	for _, obj := range []json.RawMessage{a.SetState, a.SetToolResults} {
+		if o := trimJSON(obj); len(o) > 0 && !(json.Valid(o) && o[0] == '{' && len(trimJSON(o[1:len(o)-1])) == 0) {
+			return false
+		}
+	}
+	return true
+}

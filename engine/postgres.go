@@ -97,7 +97,7 @@ func (s *pgStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
 		NextNode:           p.NextNode,
 		SizeBytes:          p.SizeBytes,
 		DeltaRun:           int32(p.DeltaRun),
-		MessageDigests:     p.MessageDigests,
+		MessageDigests:     p.MessageChain,
 		StateDigests:       p.StateDigests,
 		ToolResultsDigests: p.ToolResultsDigests,
 	})
@@ -112,6 +112,40 @@ func (s *pgStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
 		Step:      row.Step,
 		CreatedAt: row.CreatedAt,
 		Created:   row.Inserted,
+	}, nil
+}
+
+// PutAppend is one call of pgcheckpoint.checkpoint_append, which takes
+// the thread's and the id's locks and stores the change as a delta on the
+// head when the head's run allows.
+func (s *pgStore) PutAppend(ctx context.Context, a AppendRequest) (SnapshotResult, error) {
+	row, err := s.q.CheckpointAppend(ctx, db.CheckpointAppendParams{
+		ThreadID:              a.ThreadID,
+		Namespace:             a.Namespace,
+		CheckpointID:          a.ID,
+		OnHead:                nullUUID(a.OnHead),
+		Trigger:               string(a.Trigger),
+		Tags:                  a.Tags,
+		Summary:               a.Summary,
+		Metadata:              a.Metadata,
+		Messages:              a.Messages,
+		SetState:              a.SetState,
+		SetToolResults:        a.SetToolResults,
+		RemoveState:           a.RemoveState,
+		RemoveToolResults:     a.RemoveToolResults,
+		NextNode:              a.NextNode,
+		SizeBytes:             a.SizeBytes,
+		DeltaRun:              int32(a.DeltaRun),
+		MessageDigests:        a.MessageDigests,
+		SetStateDigests:       a.SetStateDigests,
+		SetToolResultsDigests: a.SetToolResultsDigests,
+	})
+	if err != nil {
+		return SnapshotResult{}, storeError(err)
+	}
+	return SnapshotResult{
+		ID: row.CheckpointID, ThreadID: row.ThreadID, Namespace: row.Namespace, ParentID: row.ParentCheckpointID,
+		Step: row.Step, CreatedAt: row.CreatedAt, Created: row.Inserted,
 	}, nil
 }
 

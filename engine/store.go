@@ -36,6 +36,18 @@ type Store interface {
 	// exists with the same thread, namespace and content returns that
 	// checkpoint with Created false; with other content, ErrIDConflict.
 	Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
+	// PutAppend writes one checkpoint whose content is the head's (of the
+	// thread and namespace) with a change applied (see AppendRequest), and
+	// makes it the head: parent the head, step the head's + 1. It is
+	// stored as a delta on the head whenever the head has digests and its
+	// run may grow, else whole (the store then rebuilds the head's
+	// content). ErrNotFound when the thread has no checkpoint in the
+	// namespace; ErrHeadMoved when a.OnHead is set and is not the head.
+	// A.ID that exists is a retry when it was written by the same append
+	// (same thread, namespace, metadata, next node, and content equal to
+	// its parent's with the change applied): that checkpoint is returned
+	// with Created false; otherwise ErrIDConflict.
+	PutAppend(ctx context.Context, a AppendRequest) (SnapshotResult, error)
 	// Get returns a checkpoint whole (content rebuilt from deltas) with
 	// its pending writes; ErrNotFound for an unknown id.
 	Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error)
@@ -151,13 +163,52 @@ type PutRequest struct {
 	// stored whole (FullSnapshots, or under Config.DeltaMinBytes); then
 	// the digests are nil.
 	DeltaRun int
-	// MessageDigests holds 16 bytes per message; StateDigests and
+	// MessageChain holds the running list digest after each message
+	// (jsontext.MessageChain, 32 bytes per message); StateDigests and
 	// ToolResultsDigests a digest per top-level key (see package
 	// internal/jsontext). A store compares them with the base's to find what
-	// changed.
-	MessageDigests     []byte
+	// changed: the base's list digest with the chain's value at the base's
+	// message count.
+	MessageChain       []byte
 	StateDigests       json.RawMessage
 	ToolResultsDigests json.RawMessage
+}
+
+// AppendRequest is an Append as an Engine hands it to a Store: checked,
+// JSON in stored form (see PutRequest). The new checkpoint's content is
+// the head's with Messages appended, RemoveState keys dropped from the
+// state and SetState's members set (a key present keeps its place and
+// takes the new value, a new key comes last, in SetState's order; a key
+// given twice takes its last value); tool results likewise.
+type AppendRequest struct {
+	ThreadID  string
+	Namespace string
+	ID        uuid.UUID // a UUIDv7
+	OnHead    uuid.UUID // zero: whatever the head is
+	Trigger   Trigger
+	Tags      []string // never nil
+	Summary   string   // "": the store's default summary
+	Metadata  json.RawMessage
+	NextNode  string
+	// Messages is a JSON array of the messages appended; SetState and
+	// SetToolResults JSON objects of the top-level keys set.
+	Messages       json.RawMessage
+	SetState       json.RawMessage
+	SetToolResults json.RawMessage
+	// RemoveState and RemoveToolResults are the keys dropped, in stored
+	// form (see storedString), sorted, none of them set too. A key the
+	// head lacks is ignored.
+	RemoveState       []string
+	RemoveToolResults []string
+	SizeBytes         int64 // messages + set state + set tool results as sent
+	DeltaRun          int   // Config.DeltaRun: 1 stores the checkpoint whole
+	// MessageDigests holds 16 bytes per appended message
+	// (jsontext.MessageDigests); SetStateDigests and SetToolResultsDigests
+	// jsontext.KeyDigests of the set objects. A store continues the head's
+	// digests with them.
+	MessageDigests        []byte
+	SetStateDigests       json.RawMessage
+	SetToolResultsDigests json.RawMessage
 }
 
 // ListQuery is a checked ListCheckpoints request.

@@ -117,16 +117,30 @@ func (s tracedStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, err
 	ctx, end := s.t.span(ctx, "Put", append(threadAttrs(p.ThreadID, p.Namespace), idAttr(p.ID), attrBytes.Int64(p.SizeBytes))...)
 	r, err := s.Store.Put(ctx, p)
 	end(err, attrStep.Int64(r.Step))
-	if err == nil {
-		result := "written"
-		if !r.Created {
-			result = "existing"
-		} else {
-			s.t.bytes.Add(ctx, p.SizeBytes)
-		}
-		s.t.snapshots.Add(ctx, 1, metric.WithAttributes(attrResult.String(result)))
-	}
+	s.t.written(ctx, r, err, p.SizeBytes)
 	return r, err
+}
+
+func (s tracedStore) PutAppend(ctx context.Context, a AppendRequest) (SnapshotResult, error) {
+	ctx, end := s.t.span(ctx, "PutAppend", append(threadAttrs(a.ThreadID, a.Namespace), idAttr(a.ID), attrBytes.Int64(a.SizeBytes))...)
+	r, err := s.Store.PutAppend(ctx, a)
+	end(err, attrStep.Int64(r.Step))
+	s.t.written(ctx, r, err, a.SizeBytes)
+	return r, err
+}
+
+// written counts a write in the snapshot metrics (size: bytes as sent).
+func (t *telemetry) written(ctx context.Context, r SnapshotResult, err error, size int64) {
+	if err != nil {
+		return
+	}
+	result := "written"
+	if !r.Created {
+		result = "existing"
+	} else {
+		t.bytes.Add(ctx, size)
+	}
+	t.snapshots.Add(ctx, 1, metric.WithAttributes(attrResult.String(result)))
 }
 
 func (s tracedStore) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {

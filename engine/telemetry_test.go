@@ -180,3 +180,41 @@ func TestTelemetryGlobalProviders(t *testing.T) {
 		t.Errorf("no metrics through the global meter provider")
 	}
 }
+
+// TestWrapToolAppendsWithoutReadingTheHead: on a thread with a head, a
+// wrapped tool's two checkpoints are appends (store spans PutAppend), and
+// no store call reads the head's content: their cost follows what they add.
+func TestWrapToolAppendsWithoutReadingTheHead(t *testing.T) {
+	ctx := context.Background()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "t.db"), sqlite.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.NewWithStore(store, engine.Config{TracerProvider: tp, DeltaMinBytes: -1})
+	defer eng.Close()
+	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run", Messages: json.RawMessage(`[{"role":"user","content":"go"}]`)}); err != nil {
+		t.Fatal(err)
+	}
+	spans.Reset()
+	search := engine.WrapTool(eng, "run", "search", func(_ context.Context, q string) (int, error) { return len(q), nil })
+	if _, err := search(ctx, "flights"); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, s := range spans.GetSpans() {
+		counts[s.Name]++
+	}
+	if counts["pgcheckpoint.store.PutAppend"] != 2 || counts["pgcheckpoint.store.Put"] != 0 ||
+		counts["pgcheckpoint.store.Head"] != 0 || counts["pgcheckpoint.store.Get"] != 0 {
+		t.Fatalf("store spans of a wrapped tool call: %v; want 2 PutAppend and no Put, Head or Get", counts)
+	}
+	head, err := eng.Latest(ctx, "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.Step != 3 || head.Format != "delta" || string(head.ToolResults) != `{"search":7}` {
+		t.Fatalf("head after the tool call: step %d, %s, tool results %s", head.Step, head.Format, head.ToolResults)
+	}
+}

@@ -77,6 +77,11 @@ var tests = []conformanceTest{
 	{name: "SizeLimitIsOnTheWholeSnapshot", fn: testSizeLimitOnWholeSnapshot},
 	{name: "DeltasStayExactAcrossTimeTravel", fn: testDeltasAcrossTimeTravel},
 	{name: "SmallSnapshotsAreStoredWhole", fn: testSmallSnapshotsWhole},
+	// append.go
+	{name: "AppendHistoriesReadBackAsWrittenWhole", fn: testAppendHistories},
+	{name: "AppendGuardOnTheHead", fn: testAppendGuard},
+	{name: "AppendRetryAndBadInput", fn: testAppendRetryAndBadInput},
+	{name: "IntervalWithCaptureChangeAppends", fn: testIntervalAppends},
 	// concurrency.go
 	{name: "ConcurrentWritersOneThread", fn: testConcurrentWritersOneThread},
 	{name: "ConcurrentWritersDistinctThreads", fn: testConcurrentWritersDistinctThreads},

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
 
 // TestWritePathsStoreRandomHistoriesAlike writes random histories
@@ -342,4 +344,73 @@ func TestSmallSnapshotsAreStoredWhole(t *testing.T) {
 	m := engine.DefaultDeltaMinBytes
 	check(engine.New(b.db.Pool, engine.Config{}), "default", []int{m - 1, m, m},
 		[]stored{whole, wholeDigests, delta})
+}
+
+// TestDigestsFromBeforeTheChainNeverMatch: a row written before migration
+// 9 holds the old list digest (SHA-256 of the concatenated per-message
+// digests). No chain value matches it, so the next Snapshot on it is
+// stored whole, on either path, and the one after is a delta again; an
+// Append on it (a delta from the change alone) reads back exactly too.
+func TestDigestsFromBeforeTheChainNeverMatch(t *testing.T) {
+	b := setup(t)
+	for _, cfg := range []engine.Config{deltas, {SingleStatement: true, DeltaMinBytes: -1}} {
+		thread := fmt.Sprintf("old-digest-%v", cfg.SingleStatement)
+		eng := engine.New(b.db.Pool, cfg)
+		msgs := []string{`{"role":"user","content":"written before the chain"}`}
+		snap := func() uuid.UUID {
+			t.Helper()
+			res, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage("[" + join(msgs) + "]"),
+				State: json.RawMessage(fmt.Sprintf(`{"n":%d}`, len(msgs)))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := eng.Get(b.ctx, res.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jsonEqual(t, thread+" messages", got.Messages, []byte("["+join(msgs)+"]"))
+			return res.ID
+		}
+		oldDigest := func(id uuid.UUID) {
+			t.Helper()
+			sum := sha256.Sum256(jsontext.MessageDigests([]byte("[" + join(msgs) + "]")))
+			if _, err := b.db.Pool.Exec(b.ctx, `UPDATE pgcheckpoint.checkpoints SET messages_digest = $2 WHERE checkpoint_id = $1`,
+				id, sum[:]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		oldDigest(snap())
+		msgs = append(msgs, `{"role":"assistant","content":"after the migration"}`)
+		if f := b.storedFormat(t, snap()); f != "full" {
+			t.Fatalf("%s: a Snapshot on a row with the old digest stored as %q, want full", thread, f)
+		}
+		msgs = append(msgs, `{"role":"user","content":"again"}`)
+		head := snap()
+		if f := b.storedFormat(t, head); f != "delta" {
+			t.Fatalf("%s: the Snapshot after it stored as %q, want delta", thread, f)
+		}
+
+		oldDigest(head)
+		added := `{"role":"assistant","content":"appended"}`
+		res, err := eng.Append(b.ctx, engine.AppendInput{ThreadID: thread, Messages: json.RawMessage("[" + added + "]"),
+			SetState: json.RawMessage(`{"n":4}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, added)
+		got, err := eng.Get(b.ctx, res.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonEqual(t, thread+" appended messages", got.Messages, []byte("["+join(msgs)+"]"))
+		jsonEqual(t, thread+" appended state", got.State, []byte(`{"n":4}`))
+		msgs = append(msgs, `{"role":"user","content":"whole again"}`)
+		if f := b.storedFormat(t, snap()); f != "full" {
+			t.Fatalf("%s: a Snapshot on an append continuing the old digest stored as %q, want full", thread, f)
+		}
+		msgs = append(msgs, `{"role":"user","content":"and on"}`)
+		if f := b.storedFormat(t, snap()); f != "delta" {
+			t.Fatalf("%s: the Snapshot after it stored as %q, want delta", thread, f)
+		}
+	}
 }

@@ -328,6 +328,12 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 			return nil
 		}},
 		{"SnapshotSafe", func() error { return eng.SnapshotSafe(ctx, engine.SnapshotInput{ThreadID: "safe"}).Err }},
+		{"Append", func() error {
+			head := snap("append", 0)
+			_, err := eng.Append(ctx, engine.AppendInput{ThreadID: "append", OnHead: head,
+				Messages: json.RawMessage(`[{"role":"assistant","content":"a"}]`), RemoveState: []string{"i"}})
+			return err
+		}},
 		{"SnapshotFailures", func() error { return nil }}, // read at the end
 		{"Scope", func() error {
 			return eng.Scope(ctx, "scope", map[string]int{"a": 1}, func(context.Context) error { return nil })
@@ -525,6 +531,7 @@ func TestRolesReadOnlyInspectsAndCannotWrite(t *testing.T) {
 	for name, fn := range map[string]func() error{
 		"Snapshot":     func() error { _, err := ro.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run"}); return err },
 		"SnapshotSafe": func() error { return ro.SnapshotSafe(ctx, engine.SnapshotInput{ThreadID: "run"}).Err },
+		"Append":       func() error { _, err := ro.Append(ctx, engine.AppendInput{ThreadID: "run"}); return err },
 		"PutWrites": func() error {
 			_, err := ro.PutWrites(ctx, ids[2], "t2", []engine.Write{{Channel: "c", Value: json.RawMessage(`1`)}})
 			return err

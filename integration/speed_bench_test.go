@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,8 +35,12 @@ import (
 //	               INSERTs (BenchmarkSnapshotThroughput8's default)
 //	snapshot-long  a Snapshot at step 1,000 of that conversation, against a
 //	               Snapshot at step 10 of it
+//	append-long    an Append (one ~1 KB message, two state keys) at the end
+//	               of that conversation, on its head, against a Snapshot at
+//	               step 10 of the same conversation on another thread
 //
-// Each reports its ratio as x-bare (x-step10 for snapshot-long). The
+// Each reports its ratio as x-bare (x-step10 for snapshot-long and
+// append-long). The
 // conversation has PGCHECKPOINT_BENCH_STEPS steps (default 1,000; CI runs
 // fewer, to see that the benchmark works, not to read its figures). The
 // figures mean something only on a durable server (fsync and
@@ -48,6 +53,7 @@ func BenchmarkSpeed(b *testing.B) {
 	b.Run("snapshot", func(b *testing.B) { benchLatency(b, engine.Config{}) })
 	b.Run("writers-8", func(b *testing.B) { benchThroughput8(b, engine.Config{}) })
 	b.Run("snapshot-long", benchSnapshotLong)
+	b.Run("append-long", benchAppendLong)
 }
 
 // alternate runs a and b once each per iteration, the order flipped every
@@ -265,4 +271,43 @@ func benchSnapshotLong(b *testing.B) {
 		return err
 	}
 	b.ReportMetric(alternate(b, at10, atLast), "x-step10")
+}
+
+func benchAppendLong(b *testing.B) {
+	d := pgtest.NewDB(b)
+	ctx := context.Background()
+	eng, _, _, _, _ := conversationLong(b, d, engine.Config{})
+	// Step 10 of the same conversation, on a thread of its own, so the
+	// appends stay on the long thread's head.
+	conv := newConversation()
+	var at9 uuid.UUID
+	var msgs10, state10 json.RawMessage
+	for i := 1; i <= 10; i++ {
+		msgs, state := conv.step(i)
+		if i == 10 {
+			msgs10, state10 = msgs, state
+			break
+		}
+		res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "short", Messages: msgs, State: state})
+		if err != nil {
+			b.Fatal(err)
+		}
+		at9 = res.ID
+	}
+	at10 := func() error {
+		_, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "short", ParentID: at9, Messages: msgs10, State: state10})
+		return err
+	}
+	// Each append adds what a step of the conversation adds: a message of
+	// about 1 KB and two state keys.
+	content := strings.Repeat("the agent reads the result before it answers ", 22)
+	step := longSteps(b)
+	appendStep := func() error {
+		step++
+		_, err := eng.Append(ctx, engine.AppendInput{ThreadID: "long",
+			Messages: json.RawMessage(fmt.Sprintf(`[{"role":"assistant","content":%q}]`, fmt.Sprint(content, step))),
+			SetState: json.RawMessage(fmt.Sprintf(`{"key%02d":"value at step %d","step":%d}`, step%20, step, step))})
+		return err
+	}
+	b.ReportMetric(alternate(b, at10, appendStep), "x-step10")
 }

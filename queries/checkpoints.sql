@@ -26,6 +26,36 @@ FROM pgcheckpoint.checkpoint_put(
     sqlc.narg(tool_results_digests)::jsonb
 ) AS r;
 
+-- name: CheckpointAppend :one
+-- Writes one checkpoint from a change to the head; see
+-- pgcheckpoint.checkpoint_append.
+SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
+       r.checkpoint_id::uuid AS checkpoint_id,
+       coalesce(r.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+       r.step::bigint AS step, r.created_at::timestamptz AS created_at,
+       r.inserted::boolean AS inserted
+FROM pgcheckpoint.checkpoint_append(
+    @thread_id::text,
+    @namespace::text,
+    @checkpoint_id::uuid,
+    sqlc.narg(on_head)::uuid,
+    @trigger::text,
+    @tags::text[],
+    @summary::text,
+    @metadata::jsonb,
+    @messages::jsonb,
+    @set_state::jsonb,
+    @set_tool_results::jsonb,
+    @remove_state::text[],
+    @remove_tool_results::text[],
+    @next_node::text,
+    @size_bytes::bigint,
+    @delta_run::int,
+    sqlc.narg(message_digests)::bytea,
+    sqlc.narg(set_state_digests)::jsonb,
+    sqlc.narg(set_tool_results_digests)::jsonb
+) AS r;
+
 -- name: CheckpointWriteLock :batchexec
 -- The locks of a write, in checkpoint_put's order: the thread's (see
 -- pgcheckpoint.lock_thread, inlined here), then the new checkpoint id's
@@ -45,8 +75,9 @@ SELECT pg_advisory_xact_lock(1885563760, hashtext(@thread_id::text)),
 -- compare them column by column). No row back means the case is not the
 -- common one: nothing was written, and the caller calls checkpoint_put,
 -- which handles every case. Arguments are taken as checked (the engine
--- validates them as checkpoint_put does); messages_digest is sha256 of
--- message_digests.
+-- validates them as checkpoint_put does); message_digests is the message
+-- chain (32 bytes per message, see pgcheckpoint.message_chain) and
+-- messages_digest its last value.
 INSERT INTO pgcheckpoint.checkpoints AS c (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
@@ -92,7 +123,7 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT @delta_run::int > 1 AND p.messages_count <= jsonb_array_length(@messages::jsonb)
                  AND p.state_digests IS NOT NULL AND p.tool_results_digests IS NOT NULL
-                 AND sha256(substring(sqlc.narg(message_digests)::bytea FROM 1 FOR 16 * p.messages_count))
+                 AND pgcheckpoint.list_digest_at(sqlc.narg(message_digests)::bytea, p.messages_count)
                      = p.messages_digest AS prefix,
                CASE WHEN @delta_run::int = 1 OR p.messages_count IS NULL
                          OR p.messages_count >= jsonb_array_length(@messages::jsonb) THEN '[]'::jsonb

@@ -58,7 +58,7 @@ func storeWhole(c content) stored {
 // digests are a checkpoint's digests of its whole content (see
 // PutRequest); nil when it is stored whole without them.
 type digests struct {
-	messages      []byte
+	chain         []byte // jsontext.MessageChain of the messages
 	state, tools  []byte
 	messagesCount int64
 }
@@ -69,7 +69,7 @@ type digests struct {
 // first checkpoint; deltaRun is R.
 func planDelta(ctx context.Context, q *sqlitedb.Queries, parent *link, c content, d digests, deltaRun int) (stored, error) {
 	whole := storeWhole(c)
-	if deltaRun <= 1 || parent == nil || d.messages == nil || d.state == nil || d.tools == nil {
+	if deltaRun <= 1 || parent == nil || d.chain == nil || d.state == nil || d.tools == nil {
 		return whole, nil
 	}
 	base := parent
@@ -101,8 +101,8 @@ func planDelta(ctx context.Context, q *sqlitedb.Queries, parent *link, c content
 	if n > d.messagesCount {
 		return whole, nil
 	}
-	if !bytes.Equal(jsontext.ListDigest(d.messages[:n*jsontext.DigestSize]), base.MessagesDigest) {
-		return whole, nil // an edited or dropped message
+	if !bytes.Equal(jsontext.ListDigestAt(d.chain, n), base.MessagesDigest) {
+		return whole, nil // an edited or dropped message, or a base written before the chain
 	}
 	msgs, err := splitArray(c.messages)
 	if err != nil {

@@ -41,7 +41,7 @@ func checkPut(p engine.PutRequest) error {
 	if p.DeltaRun < 1 {
 		return fmt.Errorf("%w: delta run %d; it must be 1 or more", engine.ErrInvalidInput, p.DeltaRun)
 	}
-	if p.MessageDigests == nil {
+	if p.MessageChain == nil {
 		for _, f := range []struct {
 			name string
 			text []byte
@@ -50,8 +50,8 @@ func checkPut(p engine.PutRequest) error {
 				return fmt.Errorf("%w: %s does not parse as JSON", engine.ErrInvalidJSON, f.name)
 			}
 		}
-	} else if len(p.MessageDigests)%jsontext.DigestSize != 0 || p.StateDigests == nil || p.ToolResultsDigests == nil {
-		return fmt.Errorf("%w: message digests must hold %d bytes per message, with state and tool result digests", engine.ErrInvalidInput, jsontext.DigestSize)
+	} else if len(p.MessageChain)%jsontext.ChainSize != 0 || p.StateDigests == nil || p.ToolResultsDigests == nil {
+		return fmt.Errorf("%w: the message chain must hold %d bytes per message, with state and tool result digests", engine.ErrInvalidInput, jsontext.ChainSize)
 	}
 	return nil
 }
@@ -97,8 +97,8 @@ func (s *Store) put(ctx context.Context, q *sqlitedb.Queries, p engine.PutReques
 	}
 
 	c := content{p.Messages, p.State, p.ToolResults}
-	d := digests{messages: p.MessageDigests, state: p.StateDigests, tools: p.ToolResultsDigests,
-		messagesCount: int64(len(p.MessageDigests) / jsontext.DigestSize)}
+	d := digests{chain: p.MessageChain, state: p.StateDigests, tools: p.ToolResultsDigests,
+		messagesCount: int64(len(p.MessageChain) / jsontext.ChainSize)}
 	st, err := planDelta(ctx, q, parent, c, d, p.DeltaRun)
 	if err != nil {
 		return engine.SnapshotResult{}, err
@@ -124,9 +124,9 @@ func (s *Store) put(ctx context.Context, q *sqlitedb.Queries, p engine.PutReques
 		row.ParentCheckpointID = nullID(parent.CheckpointID)
 		row.Step = parent.Step + 1
 	}
-	if p.MessageDigests != nil {
+	if p.MessageChain != nil {
 		row.MessagesCount = sql.NullInt64{Int64: d.messagesCount, Valid: true}
-		row.MessagesDigest = jsontext.ListDigest(p.MessageDigests)
+		row.MessagesDigest = jsontext.ListDigest(p.MessageChain)
 		row.StateDigests = sql.NullString{String: string(p.StateDigests), Valid: true}
 		row.ToolResultsDigests = sql.NullString{String: string(p.ToolResultsDigests), Valid: true}
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
 )
 
@@ -252,7 +251,7 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 		if src.MessagesDigest != nil {
 			// The source was big enough for deltas: so is the merge.
 			p.DeltaRun = engine.DefaultDeltaRun
-			if err := addDigests(&p); err != nil {
+			if err := engine.ComputeDigests(&p); err != nil {
 				return err
 			}
 		}
@@ -265,20 +264,6 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 		return nil
 	})
 	return res, err
-}
-
-// addDigests computes a PutRequest's digests, as the engine does, for
-// content the store rebuilt itself.
-func addDigests(p *engine.PutRequest) error {
-	var err error
-	p.MessageDigests = jsontext.MessageDigests(p.Messages)
-	if p.StateDigests, err = jsontext.KeyDigests(p.State); err != nil {
-		return fmt.Errorf("%w: state: %v", engine.ErrInvalidJSON, err)
-	}
-	if p.ToolResultsDigests, err = jsontext.KeyDigests(p.ToolResults); err != nil {
-		return fmt.Errorf("%w: tool results: %v", engine.ErrInvalidJSON, err)
-	}
-	return nil
 }
 
 // CopyThread copies every row of thread src to a new thread dst with new

@@ -182,10 +182,48 @@ func TrimRight(b []byte) []byte {
 	return b
 }
 
-// ListDigest is the digest of a whole message list, from its MessageDigests
-// (or a prefix of them): a descendant whose first n message digests have
-// this ListDigest appends to a list of n messages.
-func ListDigest(messageDigests []byte) []byte {
-	sum := sha256.Sum256(messageDigests)
-	return sum[:]
+// ChainSize is the length of one value of a message list's digest chain.
+const ChainSize = sha256.Size
+
+// MessageChain returns the running digests of a message list, ChainSize
+// bytes per message: L(i) = SHA-256(L(i-1) || d_i), where d_i is the i-th
+// message's digest (MessageDigests) and L(0) is prev, or ChainSize zero
+// bytes when prev is nil. L(n) is the list digest of the first n messages
+// (ListDigestAt), so an append computes its list's digest from its base's
+// and the appended messages' digests alone, and a store tells whether a
+// base's n messages are a prefix of a list by comparing one value.
+func MessageChain(prev, messageDigests []byte) []byte {
+	n := len(messageDigests) / DigestSize
+	out := make([]byte, 0, n*ChainSize)
+	last := prev
+	if last == nil {
+		last = make([]byte, ChainSize)
+	}
+	var block [ChainSize + DigestSize]byte
+	for i := 0; i < n; i++ {
+		copy(block[:ChainSize], last)
+		copy(block[ChainSize:], messageDigests[i*DigestSize:(i+1)*DigestSize])
+		sum := sha256.Sum256(block[:])
+		out = append(out, sum[:]...)
+		last = out[len(out)-ChainSize:]
+	}
+	return out
+}
+
+// ListDigestAt returns L(n), the digest of the first n messages of the list
+// whose MessageChain (from nil) is chain: ChainSize zero bytes for n = 0.
+// It returns nil when chain is shorter than n messages.
+func ListDigestAt(chain []byte, n int64) []byte {
+	if n == 0 {
+		return make([]byte, ChainSize)
+	}
+	if n < 0 || int64(len(chain)) < n*ChainSize {
+		return nil
+	}
+	return chain[(n-1)*ChainSize : n*ChainSize]
+}
+
+// ListDigest returns the digest of the whole list whose chain is chain.
+func ListDigest(chain []byte) []byte {
+	return ListDigestAt(chain, int64(len(chain)/ChainSize))
 }

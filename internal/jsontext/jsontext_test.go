@@ -106,3 +106,31 @@ func FuzzKeyDigests(f *testing.F) {
 		checkKeyDigests(t, bytes.TrimSpace(b))
 	})
 }
+
+// TestMessageChainContinues: the chain of a list is the chain of a prefix
+// followed by the chain of the rest started from the prefix's list digest,
+// and L(n) is the n-th value (zero bytes for n = 0).
+func TestMessageChainContinues(t *testing.T) {
+	whole := MessageDigests([]byte(`[1,"a",{"b":2},[3],null]`))
+	chain := MessageChain(nil, whole)
+	if len(chain) != 5*ChainSize {
+		t.Fatalf("chain of 5 messages: %d bytes", len(chain))
+	}
+	if !bytes.Equal(ListDigestAt(chain, 0), make([]byte, ChainSize)) {
+		t.Errorf("L(0) is not zero")
+	}
+	for n := 0; n <= 5; n++ {
+		head := MessageChain(nil, whole[:n*DigestSize])
+		rest := MessageChain(ListDigest(head), whole[n*DigestSize:])
+		if got := append(head, rest...); !bytes.Equal(got, chain) {
+			t.Errorf("chain split at %d differs from the whole chain", n)
+		}
+		block := append(append([]byte{}, ListDigestAt(chain, int64(n))...), whole[n*DigestSize:min(len(whole), (n+1)*DigestSize)]...)
+		if sum := sha256.Sum256(block); n < 5 && !bytes.Equal(sum[:], ListDigestAt(chain, int64(n+1))) {
+			t.Errorf("L(%d) != sha256(L(%d) || d_%d)", n+1, n, n+1)
+		}
+	}
+	if ListDigestAt(chain, 6) != nil {
+		t.Errorf("L(6) of a 5-message chain is not nil")
+	}
+}
