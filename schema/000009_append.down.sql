@@ -105,8 +105,10 @@ BEGIN
 
     PERFORM pg_advisory_xact_lock(1885563760, hashtext(p_thread_id)); -- pgcheckpoint.lock_thread
     -- Then the id's, so that the check below sees any other write of this
-    -- id, on any thread (ids are unique in the whole table).
+    -- id, on any thread (ids are unique in the whole table); and the
+    -- table's ROW EXCLUSIVE lock before the check (see lock_checkpoint_id).
     PERFORM pgcheckpoint.lock_checkpoint_id(p_checkpoint_id);
+    LOCK TABLE pgcheckpoint.checkpoints IN ROW EXCLUSIVE MODE;
 
     -- One row unless the id exists already (a retry): the thread row, the
     -- newest checkpoint, and the parent, which is the wanted one (given, or
