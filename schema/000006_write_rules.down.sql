@@ -1,5 +1,6 @@
 -- Undoes 000006_write_rules.up.sql: checkpoint_put and branch as 000003
--- left them, and the functions of 000006 dropped.
+-- left them, the messages_digest comment as 000003 wrote it, and the
+-- functions of 000006 dropped.
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(
     p_thread_id            text,
@@ -335,6 +336,11 @@ BEGIN
 END;
 $$;
 
+COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_digest IS
+    'SHA-256 of the concatenated 16-byte per-message digests of the whole message list: a descendant whose first messages_count digests hash to this is an append. NULL: unknown (a child is stored whole).';
+
+DROP FUNCTION pgcheckpoint.list_digest_at(bytea, integer);
+DROP FUNCTION pgcheckpoint.message_chain(bytea, bytea);
 DROP FUNCTION pgcheckpoint.lock_checkpoint_id(uuid);
 DROP FUNCTION pgcheckpoint.checkpoint_default_summary(jsonb, jsonb);
 DROP FUNCTION pgcheckpoint.json_text(jsonb);

@@ -12,6 +12,18 @@
 -- distribution column, if the table is ever sharded or hash-partitioned,
 -- where a unique index must include it), so a write takes a lock on the new
 -- id, after its thread's lock and before it looks whether the id exists.
+--
+-- The list digest is a running chain, so that an append (see
+-- checkpoint_append, migration 9) computes its list's digest from its base's
+-- and the appended messages' alone: L(0) = 32 zero bytes,
+-- L(i) = SHA-256(L(i-1) || d_i), d_i the 16-byte digest of message i (see
+-- message_digests); messages_digest holds L(n). checkpoint_put's
+-- p_message_digests carries the chain, 32 bytes per message (L(1) .. L(n)),
+-- so the prefix check is one comparison with the value at the base's
+-- message count. Rows written before hold the old digest (SHA-256 of the
+-- concatenated digests), which no chain value matches: a child of such a
+-- row is stored whole once, never as a wrong delta. The engine computes the
+-- chain the same way (package internal/jsontext, MessageChain).
 
 CREATE FUNCTION pgcheckpoint.unescape_text(p_text text, p_nul text DEFAULT U&'\FFFD')
 RETURNS text
@@ -85,6 +97,46 @@ AS $$ SELECT pg_catalog.pg_advisory_xact_lock(1885563753, pg_catalog.uuid_hash(p
 COMMENT ON FUNCTION pgcheckpoint.lock_checkpoint_id IS
     'Takes the lock of a checkpoint id until the end of the transaction: advisory lock (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Every write of a checkpoint with a given id takes it after its thread''s lock and before it looks whether the id exists, so an id is unique in the whole table. An import, which writes too many ids to lock each, instead takes the table in SHARE ROW EXCLUSIVE mode before its commit and looks again; so every write also holds the table''s ROW EXCLUSIVE lock when it looks (an INSERT ... SELECT that looks holds it already; a function that looks in a statement of its own takes it first).';
 
+CREATE FUNCTION pgcheckpoint.message_chain(p_prev bytea, p_message_digests bytea)
+RETURNS bytea
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_last  bytea := coalesce(p_prev, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea);
+    v_chain bytea := ''::bytea;
+BEGIN
+    IF octet_length(p_message_digests) % 16 <> 0 THEN
+        RAISE EXCEPTION 'message digests must hold 16 bytes per message (% bytes)', octet_length(p_message_digests)
+            USING ERRCODE = 'PC003';
+    END IF;
+    FOR i IN 0 .. coalesce(octet_length(p_message_digests), 0) / 16 - 1 LOOP
+        v_last := sha256(v_last || substring(p_message_digests FROM 16 * i + 1 FOR 16));
+        v_chain := v_chain || v_last;
+    END LOOP;
+    RETURN v_chain;
+END;
+$$;
+
+COMMENT ON FUNCTION pgcheckpoint.message_chain IS
+    'The message chain after p_prev (NULL: 32 zero bytes) of per-message digests (16 bytes each, see message_digests): L(i) = SHA-256(L(i-1) || d_i), 32 bytes per message, concatenated.';
+
+CREATE FUNCTION pgcheckpoint.list_digest_at(p_chain bytea, p_count integer)
+RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN p_count = 0 THEN '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea
+                WHEN octet_length(p_chain) >= 32 * p_count THEN substring(p_chain FROM 32 * (p_count - 1) + 1 FOR 32)
+           END
+$$;
+
+COMMENT ON FUNCTION pgcheckpoint.list_digest_at IS
+    'L(p_count), the list digest of the first p_count messages, from a message chain (see message_chain): 32 zero bytes for 0; NULL when the chain is shorter.';
+
+COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_digest IS
+    'The list digest of the whole message list: L(n) of the chain L(0) = 32 zero bytes, L(i) = SHA-256(L(i-1) || 16-byte digest of message i) (see message_chain). A descendant whose chain has this value at messages_count is an append. Rows written before migration 6 hold SHA-256 of the concatenated digests, which no chain value matches: their children are stored whole. NULL: unknown (a child is stored whole).';
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(
     p_thread_id            text,
     p_namespace            text,
@@ -152,7 +204,8 @@ DECLARE
     v_put_tools jsonb := v_tools;
     v_state_rm  text[] := '{}';
     v_tools_rm  text[] := '{}';
-    -- Digests of the whole new content (none when p_delta_run = 1).
+    -- Digests of the whole new content (none when p_delta_run = 1):
+    -- v_msg_dig the message chain, v_msg_sum its last value.
     v_msg_dig   bytea;
     v_msg_sum   bytea;
     v_state_dig jsonb := p_state_digests;
@@ -174,8 +227,8 @@ BEGIN
         RAISE EXCEPTION 'delta_run must be 1 or more' USING ERRCODE = 'PC003';
     END IF;
     v_msg_count := jsonb_array_length(v_messages);
-    IF octet_length(p_message_digests) <> 16 * v_msg_count THEN
-        RAISE EXCEPTION 'message_digests must hold 16 bytes per message (% messages, % bytes)',
+    IF octet_length(p_message_digests) <> 32 * v_msg_count THEN
+        RAISE EXCEPTION 'message_digests must hold the message chain, 32 bytes per message (% messages, % bytes)',
             v_msg_count, octet_length(p_message_digests) USING ERRCODE = 'PC003';
     END IF;
     IF jsonb_typeof(p_state_digests) IS DISTINCT FROM 'object' AND p_state_digests IS NOT NULL
@@ -254,8 +307,8 @@ BEGIN
     END IF;
 
     IF p_delta_run > 1 THEN
-        v_msg_dig := coalesce(p_message_digests, pgcheckpoint.message_digests(v_messages));
-        v_msg_sum := sha256(v_msg_dig);
+        v_msg_dig := coalesce(p_message_digests, pgcheckpoint.message_chain(NULL, pgcheckpoint.message_digests(v_messages)));
+        v_msg_sum := pgcheckpoint.list_digest_at(v_msg_dig, v_msg_count);
         IF v_state_dig IS NULL OR v_tools_dig IS NULL THEN
             SELECT coalesce(v_state_dig, pgcheckpoint.key_digests(v_state)),
                    coalesce(v_tools_dig, pgcheckpoint.key_digests(v_tools))
@@ -298,7 +351,7 @@ BEGIN
         IF v_base_id IS NOT NULL
            AND v_base_count <= v_msg_count
            AND v_base_state IS NOT NULL AND v_base_tools IS NOT NULL
-           AND sha256(substring(v_msg_dig FROM 1 FOR 16 * v_base_count)) = v_base_digest
+           AND pgcheckpoint.list_digest_at(v_msg_dig, v_base_count) = v_base_digest
         THEN
             -- The common cases (nothing appended, state or tool results
             -- unchanged) cost a comparison.
