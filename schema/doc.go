@@ -1,5 +1,5 @@
-// Package schema holds pgcheckpoint's SQL migrations, embedded, in
-// golang-migrate's format, and applies them, each operation in one
+// Package schema applies pgcheckpoint's SQL migrations (package
+// migrations: embedded, in golang-migrate's format), each operation in one
 // transaction (see Migrator).
 //
 // Every object lives in the Postgres schema "pgcheckpoint", including the

@@ -2,7 +2,6 @@ package schema
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,13 +13,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgcheckpoint/pgcheckpoint/migrations"
 )
 
-// FS holds the migrations, NNNNNN_name.up.sql and NNNNNN_name.down.sql.
-// They are plain SQL, usable by any migration tool.
-//
-//go:embed *.sql
-var FS embed.FS
+// FS holds the migrations, NNNNNN_name.up.sql and NNNNNN_name.down.sql,
+// of package migrations (folder migrations/). They are plain SQL, usable by
+// any migration tool.
+var FS = migrations.FS
 
 // Name of the Postgres schema that holds every pgcheckpoint object,
 // including the migration version table.

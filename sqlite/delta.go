@@ -16,7 +16,7 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
 )
 
-// Delta storage, the rules of the Postgres store (schema/000003_delta.up.sql)
+// Delta storage, the rules of the Postgres store (migrations/000003_delta.up.sql)
 // computed in Go. A delta row (format 'delta') holds, against its base, an
 // earlier checkpoint of the same thread and namespace:
 //

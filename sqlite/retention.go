@@ -14,7 +14,7 @@ import (
 )
 
 // Retention, as pgcheckpoint.gc_thread, expire_thread and gc_batch do it
-// on Postgres (schema/000004_retention.up.sql): a policy names what to keep
+// on Postgres (migrations/000004_retention.up.sql): a policy names what to keep
 // in each namespace, in write order; whatever it says, the head of each
 // namespace and a checkpoint a branch was forked from (while the branch
 // exists) are kept; kept deltas whose base goes are rebased

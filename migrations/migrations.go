@@ -1,0 +1,17 @@
+// Package migrations holds pgcheckpoint's Postgres migrations, the history
+// of its schema: NNNNNN_name.up.sql and NNNNNN_name.down.sql in
+// golang-migrate's format, plain SQL usable by any migration tool, embedded
+// in FS. A migration, once released, is never edited: a later one changes
+// what it made.
+//
+// To read the schema as it is now, read schema/current.sql, generated from
+// a database migrated to the latest version. To apply the migrations, use
+// package schema (or golang-migrate with -path migrations).
+package migrations
+
+import "embed"
+
+// FS holds the migrations, NNNNNN_name.up.sql and NNNNNN_name.down.sql.
+//
+//go:embed *.sql
+var FS embed.FS
