@@ -120,6 +120,36 @@ func (q *Queries) CheckpointExportPage(ctx context.Context, arg CheckpointExport
 	return items, nil
 }
 
+type CheckpointImportParams struct {
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.NullUUID
+	MergeParentID      uuid.NullUUID
+	Step               int64
+	CreatedAt          time.Time
+	Trigger            string
+	Tags               []string
+	Summary            string
+	Metadata           json.RawMessage
+	Format             string
+	BaseCheckpointID   uuid.NullUUID
+	DeltaRun           int32
+	DeltaDepth         int32
+	Messages           json.RawMessage
+	State              json.RawMessage
+	ToolResults        json.RawMessage
+	StateRemoved       []string
+	ToolResultsRemoved []string
+	MessagesCount      pgtype.Int4
+	MessagesDigest     []byte
+	StateDigests       json.RawMessage
+	ToolResultsDigests json.RawMessage
+	NextNode           string
+	SizeBytes          int64
+}
+
 const CheckpointImportIDsInUse = `-- name: CheckpointImportIDsInUse :many
 SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.checkpoints c
 WHERE c.checkpoint_id = ANY (CAST($1::text[] AS uuid[]))
@@ -187,6 +217,18 @@ LOCK TABLE pgcheckpoint.checkpoints IN SHARE ROW EXCLUSIVE MODE
 func (q *Queries) CheckpointImportSettleLock(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, CheckpointImportSettleLock)
 	return err
+}
+
+type PendingWriteImportParams struct {
+	ThreadID      string
+	Namespace     string
+	CheckpointSeq int64
+	CheckpointID  uuid.UUID
+	TaskID        string
+	Idx           int32
+	Channel       string
+	Value         json.RawMessage
+	CreatedAt     time.Time
 }
 
 const ThreadExportRows = `-- name: ThreadExportRows :many

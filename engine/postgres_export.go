@@ -117,7 +117,7 @@ func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error
 		return dbError("begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	w := &pgImport{q: db.New(tx), threads: map[string]bool{}}
+	w := &pgImport{tx: tx, q: db.New(tx), threads: map[string]bool{}}
 	if err := fn(w); err != nil {
 		return err
 	}
@@ -152,10 +152,11 @@ func (w *pgImport) settle(ctx context.Context) error {
 }
 
 // pgImport writes an import's rows: thread rows at once, checkpoints and
-// pending writes in pipelined batches of importBatch rows (or
+// pending writes by COPY in batches of importBatch rows (or
 // importBatchBytes of content), so that its memory does not grow with the
 // import.
 type pgImport struct {
+	tx      pgx.Tx // the import's transaction
 	q       *db.Queries
 	threads map[string]bool // threads created by this import
 	ids     []string        // every checkpoint id imported, for settle
@@ -219,7 +220,11 @@ func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportD
 }
 
 // flush writes the rows held: after a check that none of their ids is in
-// use, the checkpoints in one pipelined batch, then their pending writes.
+// use, the checkpoints by one COPY, then their pending writes by another,
+// in a savepoint. A COPY that fails names the line it refused only in
+// translated text (its CONTEXT): to name the row, the savepoint is rolled
+// back and the rows are copied again one at a time up to the one refused
+// (see refusedRow). Only a failing flush pays for it, and it fails anyway.
 func (w *pgImport) flush(ctx context.Context) error {
 	if len(w.rows) == 0 {
 		return nil
@@ -236,29 +241,85 @@ func (w *pgImport) flush(ctx context.Context) error {
 	if len(used) > 0 {
 		return fmt.Errorf("checkpoint %s: %w: its id is in use", used[0], ErrIDConflict)
 	}
-	var batchErr error
-	failed := 0 // the row batchErr is about
-	record := func(i int, err error) {
-		if batchErr == nil && err != nil {
-			batchErr, failed = err, i
-		}
+	sp, err := w.tx.Begin(ctx)
+	if err != nil {
+		return dbError("begin", err)
 	}
-	w.q.CheckpointImport(ctx, w.rows).Exec(record)
-	if batchErr != nil {
-		r := w.rows[failed]
-		return fmt.Errorf("checkpoint %s: %w", r.CheckpointID, nameRefusedJSON(pgImportError(batchErr),
+	defer sp.Rollback(context.WithoutCancel(ctx))
+	q := w.q.WithTx(sp)
+	if _, err := q.CheckpointImport(ctx, w.rows); err != nil {
+		i, err := w.refusedRow(ctx, sp, err, nil, len(w.rows), func(q *db.Queries, i int) error {
+			_, err := q.CheckpointImport(ctx, w.rows[i:i+1])
+			return err
+		})
+		if i < 0 {
+			return pgImportError(err)
+		}
+		r := w.rows[i]
+		return fmt.Errorf("checkpoint %s: %w", r.CheckpointID, nameRefusedJSON(pgImportError(err),
 			jsonField{"metadata", r.Metadata}, jsonField{"messages", r.Messages}, jsonField{"state", r.State}, jsonField{"tool results", r.ToolResults}))
 	}
 	if len(w.writes) > 0 {
-		w.q.PendingWriteImport(ctx, w.writes).Exec(record)
-		if batchErr != nil {
-			pw := w.writes[failed]
+		if _, err := q.PendingWriteImport(ctx, w.writes); err != nil {
+			checkpoints := func(q *db.Queries) error {
+				_, err := q.CheckpointImport(ctx, w.rows)
+				return err
+			}
+			i, err := w.refusedRow(ctx, sp, err, checkpoints, len(w.writes), func(q *db.Queries, i int) error {
+				_, err := q.PendingWriteImport(ctx, w.writes[i:i+1])
+				return err
+			})
+			if i < 0 {
+				return pgImportError(err)
+			}
+			pw := w.writes[i]
 			return fmt.Errorf("checkpoint %s: %w", pw.CheckpointID,
-				nameRefusedJSON(pgImportError(batchErr), jsonField{fmt.Sprintf("pending write %d value", pw.Idx), pw.Value}))
+				nameRefusedJSON(pgImportError(err), jsonField{fmt.Sprintf("pending write %d value", pw.Idx), pw.Value}))
 		}
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return dbError("release the savepoint", err)
 	}
 	w.rows, w.writes, w.bytes = w.rows[:0], w.writes[:0], 0
 	return nil
+}
+
+// refusedRow finds which of n rows a failed COPY (err) refused: it rolls
+// back the savepoint sp and, in a new one, runs before (what preceded that
+// COPY in sp), then copies the rows again one at a time, and returns the
+// first one refused with the same SQLSTATE, and that error. It returns -1
+// and err when it cannot tell (the context ended, or the failure was not
+// the row's: a lost connection, a lock timeout).
+func (w *pgImport) refusedRow(ctx context.Context, sp pgx.Tx, err error, before func(*db.Queries) error, n int, copyRow func(q *db.Queries, i int) error) (int, error) {
+	var pgErr *pgconn.PgError
+	if ctx.Err() != nil || !errors.As(err, &pgErr) {
+		return -1, err
+	}
+	if sp.Rollback(ctx) != nil {
+		return -1, err
+	}
+	again, rerr := w.tx.Begin(ctx)
+	if rerr != nil {
+		return -1, err
+	}
+	defer again.Rollback(context.WithoutCancel(ctx))
+	q := w.q.WithTx(again)
+	if before != nil && before(q) != nil {
+		return -1, err
+	}
+	for i := range n {
+		rerr := copyRow(q, i)
+		var same *pgconn.PgError
+		switch {
+		case rerr == nil:
+			continue
+		case errors.As(rerr, &same) && same.Code == pgErr.Code:
+			return i, rerr
+		default:
+			return -1, err
+		}
+	}
+	return -1, err
 }
 
 // pgImportError maps a failed insert: a duplicate key means the export

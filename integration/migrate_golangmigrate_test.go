@@ -65,7 +65,7 @@ func TestGolangMigrateAndMigratorShareTheDatabase(t *testing.T) {
 		t.Fatalf("golang-migrate reads the Migrator's version: %d %v %v", v, dirty, err)
 	}
 	if got := catalog(t, d.Pool); got != want {
-		t.Fatalf("golang-migrate then Migrator: the schema differs from a Migrator's alone:\n%s\nwant:\n%s", got, want)
+		t.Fatalf("golang-migrate then Migrator: the schema differs from a Migrator's alone (- Migrator, + golang-migrate then Migrator):\n%s", schemaDiff(want, got))
 	}
 	if err := gm.Steps(-1); err != nil {
 		t.Fatalf("golang-migrate down 1 after the Migrator: %v", err)
@@ -77,6 +77,6 @@ func TestGolangMigrateAndMigratorShareTheDatabase(t *testing.T) {
 		t.Fatalf("golang-migrate up: %v", err)
 	}
 	if got := catalog(t, d.Pool); got != want {
-		t.Fatalf("after golang-migrate's down and up: the schema differs:\n%s\nwant:\n%s", got, want)
+		t.Fatalf("after golang-migrate's down and up: the schema differs (- Migrator, + after golang-migrate's down and up):\n%s", schemaDiff(want, got))
 	}
 }

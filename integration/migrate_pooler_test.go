@@ -239,7 +239,7 @@ func migratedOnce(t *testing.T, d *pgtest.DB, wantCatalog string, wantDDL []stri
 			len(got), len(wantDDL), strings.Join(got, "\n"))
 	}
 	if got := catalog(t, d.Pool); got != wantCatalog {
-		t.Errorf("the schema differs from one migrated directly:\n--- through PgBouncer\n%s\n--- directly\n%s", got, wantCatalog)
+		t.Errorf("the schema differs from one migrated directly (- directly, + through PgBouncer):\n%s", schemaDiff(wantCatalog, got))
 	}
 	if held, waiting := advisoryLocks(t, d); held != 0 || waiting != 0 {
 		t.Errorf("advisory locks left on the server: %d held, %d awaited", held, waiting)
@@ -354,7 +354,7 @@ func TestFailedMigrationChangesNothing(t *testing.T) {
 		t.Fatalf("after the failed up: version %d, dirty %v, %v; want 2, clean", v, dirty, err)
 	}
 	if after := catalog(t, d.Pool); after != before {
-		t.Fatalf("the failed up changed the schema:\n--- before\n%s\n--- after\n%s", before, after)
+		t.Fatalf("the failed up changed the schema (- before, + after):\n%s", schemaDiff(before, after))
 	}
 	if err := m.Check(ctx); !errors.Is(err, schema.ErrPending) {
 		t.Fatalf("check after the failed up: %v, want ErrPending", err)

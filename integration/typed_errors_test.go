@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -98,5 +99,53 @@ func TestInputPostgresRefusesIsTyped(t *testing.T) {
 	}
 	if after := b.count(t); after != before {
 		t.Fatalf("refused input wrote rows: %v -> %v", before, after)
+	}
+}
+
+// An import writes its checkpoints and pending writes by COPY, a batch at a
+// time; when Postgres refuses a row in the middle of a batch, the error
+// names that row's checkpoint and field, and nothing is written.
+func TestImportNamesTheRowPostgresRefuses(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n, bad = 250, 130 // two batches; the refused row inside the first
+	ids := make([]string, n+1)
+	for i := 1; i <= n; i++ {
+		res, err := b.eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "many", State: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = res.ID.String()
+		if _, err := b.eng.PutWrites(b.ctx, res.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(fmt.Sprintf(`{"w":%d}`, i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var export bytes.Buffer
+	if _, err := b.eng.Export(b.ctx, "many", &export); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.DeleteThread(b.ctx, "many"); err != nil {
+		t.Fatal(err)
+	}
+	before := b.count(t)
+	for _, c := range []struct{ name, old, new, want string }{
+		{"state", fmt.Sprintf(`"state":{"i":%d}`, bad), `"state":{"i":1e999999}`, "checkpoint " + ids[bad] + ": state: "},
+		{"pending write", fmt.Sprintf(`{"w":%d}`, bad), `1e999999`, "checkpoint " + ids[bad] + ": pending write 0 value: "},
+	} {
+		text := strings.Replace(export.String(), c.old, c.new, 1)
+		if text == export.String() {
+			t.Fatalf("%s: the export has no %s", c.name, c.old)
+		}
+		_, err := b.eng.Import(b.ctx, strings.NewReader(text), engine.ImportOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %.300v, want an error naming %q", c.name, err, c.want)
+		}
+		t.Logf("%s: %.200v", c.name, err)
+	}
+	if after := b.count(t); after != before {
+		t.Fatalf("refused imports wrote rows: %v -> %v", before, after)
+	}
+	if _, err := b.eng.Import(b.ctx, bytes.NewReader(export.Bytes()), engine.ImportOptions{}); err != nil {
+		t.Fatalf("the export itself: %v", err)
 	}
 }

@@ -5,8 +5,10 @@
 // what it made.
 //
 // To read the schema as it is now, read schema/current.sql, generated from
-// a database migrated to the latest version. To apply the migrations, use
-// package schema (or golang-migrate with -path migrations).
+// a database migrated to the latest version (after adding a migration:
+// go test ./integration -run '^TestCurrentSchema$' -update). To apply the
+// migrations, use package schema (or golang-migrate with -path
+// migrations).
 package migrations
 
 import "embed"

@@ -70,9 +70,12 @@ VALUES (@thread_id::text, @namespace::text, sqlc.narg(rewound_to)::uuid, @metada
 SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.checkpoints c
 WHERE c.checkpoint_id = ANY (CAST(@ids::text[] AS uuid[]));
 
--- name: CheckpointImport :batchexec
--- A row of an import, sent in pipelined batches: every column as the export gave it and the
--- engine checked it (a delta keeps its base, run and depth).
+-- name: CheckpointImport :copyfrom
+-- The rows of an import, in one COPY per batch: every column as the export
+-- gave it and the engine checked it (a delta keeps its base, run and
+-- depth). COPY checks each row as an INSERT would (constraints, keys,
+-- jsonb); ids in use are looked up before (CheckpointImportIDsInUse) and
+-- again before the commit (CheckpointImportIDsTwice).
 INSERT INTO pgcheckpoint.checkpoints (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
@@ -84,7 +87,9 @@ VALUES (
     @messages, @state, @tool_results, @state_removed, @tool_results_removed, @messages_count,
     @messages_digest, @state_digests, @tool_results_digests, @next_node, @size_bytes);
 
--- name: PendingWriteImport :batchexec
+-- name: PendingWriteImport :copyfrom
+-- The pending writes of an import's rows, in one COPY per batch, after
+-- their checkpoints.
 INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
                                          task_id, idx, channel, value, created_at)
 VALUES (@thread_id, @namespace, @checkpoint_seq, @checkpoint_id, @task_id, @idx, @channel, @value, @created_at);

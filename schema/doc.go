@@ -2,6 +2,17 @@
 // migrations: embedded, in golang-migrate's format), each operation in one
 // transaction (see Migrator).
 //
+// The folder schema/ also holds current.sql: the schema as a database at
+// the latest version has it (every table, view and function whole, with
+// its comments and privileges), generated from such a database's catalog.
+// Read it to learn what a table or function looks like today; sqlc reads
+// it too. The migrations are its history. After adding a migration,
+// regenerate it with
+//
+//	go test ./integration -run '^TestCurrentSchema$' -update
+//
+// (go test ./... fails while it is stale).
+//
 // Every object lives in the Postgres schema "pgcheckpoint", including the
 // version table (pgcheckpoint.schema_migrations), so pgcheckpoint's
 // migrations never collide with an application's own.

@@ -253,7 +253,7 @@ func (m *Migrator) Version(ctx context.Context) (version uint, dirty bool, err e
 	}
 	defer release()
 	var table *string
-	if err := c.QueryRow(ctx, "SELECT to_regclass($1)::text", simple, Name+"."+VersionTable).Scan(&table); err != nil {
+	if err := c.QueryRow(ctx, sqlFindVersionTable, simple, Name+"."+VersionTable).Scan(&table); err != nil {
 		return 0, false, fmt.Errorf("pgcheckpoint migrate: read the version: %w", err)
 	}
 	if table == nil {
@@ -266,6 +266,26 @@ func (m *Migrator) Version(ctx context.Context) (version uint, dirty bool, err e
 // so nothing depends on the server connection a pooler picks.
 const simple = pgx.QueryExecModeSimpleProtocol
 
+// The Migrator's own statements, besides the migrations: the only SQL the
+// library and its commands run on Postgres that is not in queries/ (the
+// test harness, integration/pgtest, creates and drops databases with its
+// own). sqlc cannot serve them: the version table is golang-migrate's,
+// made here (or by golang-migrate) and by no migration, so it is in
+// neither migrations/ nor schema/current.sql, the schema sqlc reads; two
+// are DDL; all run before the schema may exist, with the simple protocol
+// (sqlc's methods take no exec mode); and package db, which sqlc writes,
+// is public API, which these are not.
+const (
+	sqlFindVersionTable          = "SELECT to_regclass($1)::text"
+	sqlFindSchemaAndVersionTable = "SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL"
+	sqlCreateSchema              = "CREATE SCHEMA " + Name
+	sqlCreateVersionTable        = "CREATE TABLE " + Name + "." + VersionTable + " (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)"
+	sqlMigrationLock             = "SELECT pg_advisory_xact_lock($1)"
+	sqlReadVersion               = "SELECT version, dirty FROM " + Name + "." + VersionTable + " LIMIT 1"
+	sqlClearVersion              = "DELETE FROM " + Name + "." + VersionTable
+	sqlRecordVersion             = "INSERT INTO " + Name + "." + VersionTable + " (version, dirty) VALUES ($1, false)"
+)
+
 // readVersion reads the version table, which must exist. golang-migrate
 // records "no version" as no row, or as -1 when a down of the first
 // migration failed part way.
@@ -274,7 +294,7 @@ func readVersion(ctx context.Context, q interface {
 }) (uint, bool, error) {
 	var v int64
 	var dirty bool
-	err := q.QueryRow(ctx, "SELECT version, dirty FROM "+Name+"."+VersionTable+" LIMIT 1", simple).Scan(&v, &dirty)
+	err := q.QueryRow(ctx, sqlReadVersion, simple).Scan(&v, &dirty)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, false, nil
@@ -349,7 +369,7 @@ func (m *Migrator) run(ctx context.Context, force bool, target func(current uint
 		return fmt.Errorf("pgcheckpoint migrate: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", simple, MigrationLockKey); err != nil {
+	if _, err := tx.Exec(ctx, sqlMigrationLock, simple, MigrationLockKey); err != nil {
 		return fmt.Errorf("pgcheckpoint migrate: wait for the migration lock: %w", err)
 	}
 	if err := createVersionTable(ctx, tx); err != nil {
@@ -396,11 +416,11 @@ func (m *Migrator) run(ctx context.Context, force bool, target func(current uint
 // recordVersion makes to the version in the version table, clean; 0 is no
 // row, as golang-migrate has it.
 func recordVersion(ctx context.Context, tx pgx.Tx, to uint) error {
-	if _, err := tx.Exec(ctx, "DELETE FROM "+Name+"."+VersionTable, simple); err != nil {
+	if _, err := tx.Exec(ctx, sqlClearVersion, simple); err != nil {
 		return fmt.Errorf("pgcheckpoint migrate: record the version: %w", err)
 	}
 	if to > 0 {
-		if _, err := tx.Exec(ctx, "INSERT INTO "+Name+"."+VersionTable+" (version, dirty) VALUES ($1, false)", simple, int64(to)); err != nil {
+		if _, err := tx.Exec(ctx, sqlRecordVersion, simple, int64(to)); err != nil {
 			return fmt.Errorf("pgcheckpoint migrate: record the version: %w", err)
 		}
 	}
@@ -414,17 +434,17 @@ func recordVersion(ctx context.Context, tx pgx.Tx, to uint) error {
 // run Up on start against a database its owner has migrated.
 func createVersionTable(ctx context.Context, tx pgx.Tx) error {
 	var haveSchema, haveTable bool
-	if err := tx.QueryRow(ctx, "SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL", simple,
+	if err := tx.QueryRow(ctx, sqlFindSchemaAndVersionTable, simple,
 		Name, Name+"."+VersionTable).Scan(&haveSchema, &haveTable); err != nil {
 		return fmt.Errorf("pgcheckpoint migrate: look for the version table: %w", err)
 	}
 	if !haveSchema {
-		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+Name, simple); err != nil {
+		if _, err := tx.Exec(ctx, sqlCreateSchema, simple); err != nil {
 			return fmt.Errorf("pgcheckpoint migrate: create schema %s: %w", Name, err)
 		}
 	}
 	if !haveTable {
-		if _, err := tx.Exec(ctx, "CREATE TABLE "+Name+"."+VersionTable+" (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)", simple); err != nil {
+		if _, err := tx.Exec(ctx, sqlCreateVersionTable, simple); err != nil {
 			return fmt.Errorf("pgcheckpoint migrate: create the version table: %w", err)
 		}
 	}
