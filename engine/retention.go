@@ -11,10 +11,11 @@ import (
 )
 
 // Policy says what to keep of a thread, in each of its namespaces, in
-// write order; whatever is not kept goes. It is the one way to say it:
-// PruneThreads, Config.Retention, Sweep and SetThreadExpiry all take a
-// Policy, each the ones that make sense there (see PruneThreads and
-// below).
+// write order; whatever is not kept goes. It is the one way to say it, and
+// each call that takes one takes those that make sense there:
+// PruneThreads every policy, Config.Retention all but KeepNone, Sweep the
+// four retention policies, SetThreadExpiry KeepNone and KeepLatest; any
+// other is ErrInvalidInput, with nothing deleted.
 //
 // The retention policies, KeepAll, KeepLastN, KeepAge and KeepMilestones,
 // never delete a thread's head (the rewound-to checkpoint after a rewind),
@@ -38,7 +39,8 @@ func KeepAll() Policy { return Policy{name: "keep_all"} }
 // KeepLastN keeps the n newest checkpoints (n >= 1).
 func KeepLastN(n int) Policy { return Policy{name: "keep_last_n", n: n} }
 
-// KeepAge keeps the checkpoints written within d of now (d > 0).
+// KeepAge keeps the checkpoints written within d of now (d at least a
+// microsecond, the precision of Postgres intervals).
 func KeepAge(d time.Duration) Policy { return Policy{name: "keep_age", age: d} }
 
 // KeepMilestones keeps the first and the newest checkpoint and n evenly
@@ -102,8 +104,8 @@ func (p Policy) check() error {
 			return fmt.Errorf("%w: KeepMilestones(%d); n must be 0 or more", ErrInvalidInput, p.n)
 		}
 	case "keep_age":
-		if p.age <= 0 {
-			return fmt.Errorf("%w: KeepAge(%s); the age must be positive", ErrInvalidInput, p.age)
+		if p.age < time.Microsecond {
+			return fmt.Errorf("%w: KeepAge(%s); the age must be at least 1µs", ErrInvalidInput, p.age)
 		}
 	default:
 		return fmt.Errorf("%w: unknown policy %q", ErrInvalidInput, p.name)
@@ -155,8 +157,8 @@ func (p Policy) checkFor(use policyUse) error {
 // one); an error stops at its thread and the result counts what was
 // deleted before it, so a retry is harmless. An unknown thread deletes
 // nothing. With delta storage, deleting the base of a kept delta rewrites
-// that delta whole: Config.Retention, KeepLastN, does so for one checkpoint
-// per Snapshot, a periodic Sweep once per thread and sweep.
+// that delta whole: Config.Retention with KeepLastN does so for one
+// checkpoint per Snapshot, a periodic Sweep once per thread and sweep.
 //
 // Errors: ErrInvalidInput for a bad policy or thread id, with nothing
 // deleted.

@@ -380,6 +380,7 @@ func testDeletesBadInput(t *testing.T, e *env) {
 		"PruneThreads KeepLastN(0)":       func() error { _, err := e.eng.PruneThreads(e.ctx, engine.KeepLastN(0), "a"); return err },
 		"PruneThreads KeepMilestones(-1)": func() error { _, err := e.eng.PruneThreads(e.ctx, engine.KeepMilestones(-1), "a"); return err },
 		"PruneThreads KeepAge(0)":         func() error { _, err := e.eng.PruneThreads(e.ctx, engine.KeepAge(0), "a"); return err },
+		"PruneThreads KeepAge(500ns)":     func() error { _, err := e.eng.PruneThreads(e.ctx, engine.KeepAge(500), "a"); return err },
 		"PruneThreads with an empty id":   func() error { _, err := e.eng.PruneThreads(e.ctx, engine.KeepLatest(), "a", ""); return err },
 		"PruneThreads KeepNone, a bad id": func() error { _, err := e.eng.PruneThreads(e.ctx, engine.KeepNone(), "b", "\xff"); return err },
 		"Sweep KeepLatest":                func() error { _, err := e.eng.Sweep(e.ctx, engine.KeepLatest(), engine.SweepOptions{}); return err },
@@ -523,8 +524,8 @@ func testDeprecatedDeleteForms(t *testing.T, e *env) {
 		ds, err := e.eng.ApplyRetention(e.ctx, "a", engine.KeepLastN(1))
 		return engine.DeleteResult{Deleted: int64(len(ds)), IDs: ds}, err
 	})
-	step("Prune keep latest", modelPrune(before, engine.KeepLatest(), "b"), false, func() (engine.DeleteResult, error) {
-		n, err = e.eng.Prune(e.ctx, []string{"b"}, engine.PruneKeepLatest)
+	step("Prune keep latest", modelPrune(before, engine.KeepLatest(), "a", "b"), false, func() (engine.DeleteResult, error) {
+		n, err = e.eng.Prune(e.ctx, []string{"a", "b"}, engine.PruneKeepLatest)
 		return engine.DeleteResult{Deleted: n}, err
 	})
 	step("Prune delete all", modelPrune(before, engine.KeepNone(), branch), false, func() (engine.DeleteResult, error) {
