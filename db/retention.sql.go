@@ -111,20 +111,22 @@ func (q *Queries) GcThread(ctx context.Context, arg GcThreadParams) ([]GcThreadR
 
 const ThreadSetExpiry = `-- name: ThreadSetExpiry :execrows
 UPDATE pgcheckpoint.threads t
-SET expires_at = $1::timestamptz, expire_action = $2::text
+SET expires_at = $1::timestamptz,
+    expire_action = CASE WHEN $2::boolean THEN 'keep_latest' ELSE 'delete' END
 WHERE t.thread_id = $3::text
 `
 
 type ThreadSetExpiryParams struct {
-	ExpiresAt    pgtype.Timestamptz
-	ExpireAction string
-	ThreadID     string
+	ExpiresAt  pgtype.Timestamptz
+	KeepLatest bool
+	ThreadID   string
 }
 
 // Sets (or, with a NULL time, clears) the expiry of every namespace row of
-// a thread.
+// a thread: once expired, a sweep keeps its heads (keep_latest) or deletes
+// it (see pgcheckpoint.expire_thread).
 func (q *Queries) ThreadSetExpiry(ctx context.Context, arg ThreadSetExpiryParams) (int64, error) {
-	result, err := q.db.Exec(ctx, ThreadSetExpiry, arg.ExpiresAt, arg.ExpireAction, arg.ThreadID)
+	result, err := q.db.Exec(ctx, ThreadSetExpiry, arg.ExpiresAt, arg.KeepLatest, arg.ThreadID)
 	if err != nil {
 		return 0, err
 	}

@@ -86,10 +86,8 @@ func (e *Engine) Append(ctx context.Context, in AppendInput) (_ SnapshotResult, 
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("append: %w", err)
 	}
-	if !e.cfg.Retention.keepsAll() {
-		if _, err := e.ApplyRetention(ctx, res.ThreadID, e.cfg.Retention); err != nil {
-			return res, fmt.Errorf("append %s was written, then: %w (a retry with the same ID is safe)", res.ID, err)
-		}
+	if err := e.retainAfter(ctx, "append", res); err != nil {
+		return res, err
 	}
 	return res, nil
 }

@@ -23,12 +23,12 @@
 // takes the namespace in its options struct when it has one
 // (SnapshotInput, ListOptions, PointsOptions, IntervalOptions) and
 // otherwise has a variant named ...In beside it (LatestIn, RewindToStepIn,
-// ResumeIn, ClearMemoryIn, DeleteBeforeIn, MergeBranchIn, ScopeIn,
+// ResumeIn, ClearMemoryIn, BeforeStepIn, MergeBranchIn, ScopeIn,
 // WrapToolIn); the form without one means the root. Calls given a
 // checkpoint id (Get, Rewind, RewindAndTruncate, Branch, Lineage, Diff,
-// PutWrites) act in that checkpoint's namespace, and calls on a whole
-// thread (Tree, Branches, DeleteThread, CopyThread, Export, ApplyRetention,
-// SetExpiry, Prune) on every namespace. A malformed namespace is
+// PutWrites) act in that checkpoint's namespace, and calls on whole
+// threads (Tree, Branches, DeleteThreads, CopyThread, Export, PruneThreads,
+// SetThreadExpiry) on every namespace. A malformed namespace is
 // ErrInvalidInput, with nothing written (ScopeIn and WrapToolIn, which never
 // fail their caller, count it as a snapshot failure).
 //
@@ -40,10 +40,13 @@
 // Checkpoints of 8 KiB or more are stored as deltas when they extend their
 // parent (see Config.DeltaRun, Config.DeltaMinBytes and
 // Config.FullSnapshots) and read back whole either way.
-// Retention policies (KeepLastN, KeepAge, KeepMilestones), thread expiry
-// (SetExpiry) and sweeps (Sweep) delete old checkpoints without ever
-// deleting a head, a branch's source, or what a kept checkpoint needs to be
-// read.
+// The deletes are one family: a caller says what goes (DeleteThreads;
+// DeleteCheckpoints with a Selection: BeforeStep, ForRuns) or what stays
+// (a Policy: KeepLastN, KeepAge, KeepMilestones, KeepLatest, KeepNone, for
+// PruneThreads, Config.Retention, Sweep and SetThreadExpiry), and each
+// returns a DeleteResult. The retention policies delete old checkpoints
+// without ever deleting a head, a branch's source, or what a kept
+// checkpoint needs to be read.
 //
 // JSON comes back exactly as written, after JSON normalisation (jsonb's key
 // order and spacing), including strings with U+0000, which Postgres jsonb

@@ -112,8 +112,9 @@ type Config struct {
 	MeterProvider  metric.MeterProvider
 
 	// Retention, when set, is applied to the thread after each Snapshot
-	// (one more round trip and transaction; see Policy and ApplyRetention).
-	// The zero Policy keeps everything.
+	// and Append (one more round trip and transaction; see Policy and
+	// PruneThreads). It takes every Policy but KeepNone. The zero Policy
+	// keeps everything.
 	Retention Policy
 }
 
@@ -163,7 +164,7 @@ func NewWithStore(store Store, cfg Config) *Engine {
 	}
 	tel := newTelemetry(cfg)
 	return &Engine{store: tracedStore{store, tel}, base: store, tel: tel, cfg: cfg, enabled: newTriggerSet(cfg.Triggers),
-		retentionErr: cfg.Retention.check(), failures: new(atomic.Int64)}
+		retentionErr: cfg.Retention.checkFor(useRetention), failures: new(atomic.Int64)}
 }
 
 // WithTx returns an Engine that runs every call inside the caller's
@@ -260,10 +261,8 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResu
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", nameRefusedJSON(err, p.jsonFields()...))
 	}
-	if !e.cfg.Retention.keepsAll() {
-		if _, err := e.ApplyRetention(ctx, res.ThreadID, e.cfg.Retention); err != nil {
-			return res, fmt.Errorf("snapshot %s was written, then: %w (a retry with the same ID is safe)", res.ID, err)
-		}
+	if err := e.retainAfter(ctx, "snapshot", res); err != nil {
+		return res, err
 	}
 	return res, nil
 }
@@ -474,58 +473,6 @@ func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) (_ []T
 		threads[i].Metadata = unescapeNUL(threads[i].Metadata)
 	}
 	return threads, nil
-}
-
-// DeleteThread deletes a thread from every table (thread rows of every
-// namespace, checkpoints, pending writes) in one transaction, and returns
-// how many checkpoints it deleted. A thread that does not exist deletes
-// nothing and returns 0, so a retried delete is harmless.
-func (e *Engine) DeleteThread(ctx context.Context, threadID string) (_ int64, err error) {
-	ctx, done := e.tel.call(ctx, "DeleteThread", attrThread.String(threadID))
-	defer func() { done(err) }()
-	if err := checkID("thread id", threadID, false); err != nil {
-		return 0, fmt.Errorf("delete thread: %w", err)
-	}
-	n, err := e.store.DeleteThread(ctx, threadID)
-	if err != nil {
-		return 0, fmt.Errorf("delete thread %q: %w", threadID, err)
-	}
-	return n, nil
-}
-
-// DeleteBefore is DeleteBeforeIn for the thread's root namespace.
-func (e *Engine) DeleteBefore(ctx context.Context, threadID string, step int64) (_ int64, err error) {
-	ctx, done := e.tel.call(ctx, "DeleteBefore", attrThread.String(threadID))
-	defer func() { done(err) }()
-	return e.deleteBefore(ctx, threadID, "", step)
-}
-
-// DeleteBeforeIn deletes the checkpoints of one namespace of a thread
-// whose step is below step, with their pending writes, in one statement;
-// other namespaces are untouched. The head is never deleted, whatever its
-// step. It returns how many it deleted. Errors: ErrInvalidInput for a step
-// below 1 or a malformed thread id or namespace.
-func (e *Engine) DeleteBeforeIn(ctx context.Context, threadID, namespace string, step int64) (_ int64, err error) {
-	ctx, done := e.tel.call(ctx, "DeleteBeforeIn", attrThread.String(threadID), attrNamespace.String(namespace))
-	defer func() { done(err) }()
-	return e.deleteBefore(ctx, threadID, namespace, step)
-}
-
-func (e *Engine) deleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error) {
-	if err := checkID("thread id", threadID, false); err != nil {
-		return 0, fmt.Errorf("delete before: %w", err)
-	}
-	if err := checkNamespace(namespace); err != nil {
-		return 0, fmt.Errorf("delete before: %w", err)
-	}
-	if step < 1 {
-		return 0, fmt.Errorf("delete before: %w: step %d; steps start at 1", ErrInvalidInput, step)
-	}
-	n, err := e.store.DeleteBefore(ctx, threadID, namespace, step)
-	if err != nil {
-		return 0, fmt.Errorf("delete before step %d of thread %q namespace %q: %w", step, threadID, namespace, err)
-	}
-	return n, nil
 }
 
 // PutWrites records the writes a task made after checkpoint id, in one

@@ -257,24 +257,47 @@ func (s *pgStore) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wr
 	return row.Inserted, nil
 }
 
-func (s *pgStore) DeleteThread(ctx context.Context, threadID string) (int64, error) {
-	n, err := s.q.ThreadDelete(ctx, threadID)
+// DeleteCheckpoints is one call of pgcheckpoint.checkpoint_delete_before
+// or delete_for_runs, which take the locks and say what goes.
+func (s *pgStore) DeleteCheckpoints(ctx context.Context, q DeleteQuery) (int64, error) {
+	if q.RunIDs != nil {
+		n, err := s.q.CheckpointDeleteForRuns(ctx, q.RunIDs)
+		return n, storeError(err)
+	}
+	n, err := s.q.CheckpointDeleteBefore(ctx, db.CheckpointDeleteBeforeParams{
+		ThreadID: q.ThreadID, Namespace: q.Namespace, BeforeStep: q.BeforeStep,
+	})
 	return n, storeError(err)
 }
 
-func (s *pgStore) DeleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error) {
-	n, err := s.q.CheckpointDeleteBefore(ctx, db.CheckpointDeleteBeforeParams{ThreadID: threadID, Namespace: namespace, BeforeStep: step})
-	return n, storeError(err)
-}
-
-func (s *pgStore) DeleteForRuns(ctx context.Context, runIDs []string) (int64, error) {
-	n, err := s.q.CheckpointDeleteForRuns(ctx, runIDs)
-	return n, storeError(err)
-}
-
-func (s *pgStore) Prune(ctx context.Context, threadIDs []string, keepLatest bool) (int64, error) {
-	n, err := s.q.ThreadPrune(ctx, db.ThreadPruneParams{ThreadIds: threadIDs, KeepLatest: keepLatest})
-	return n, storeError(err)
+// PruneThreads is one call of pgcheckpoint.prune for KeepLatest and
+// KeepNone (every thread in one transaction), and one of gc_thread per
+// thread for the retention policies, each a transaction of its own (so
+// no thread's lock waits on another's); inside WithTx they all share the
+// caller's.
+func (s *pgStore) PruneThreads(ctx context.Context, threadIDs []string, p Policy) (DeleteResult, error) {
+	switch p.Name() {
+	case "keep_latest", "keep_none":
+		n, err := s.q.ThreadPrune(ctx, db.ThreadPruneParams{ThreadIds: threadIDs, KeepLatest: p.Name() == "keep_latest"})
+		if err != nil {
+			return DeleteResult{}, storeError(err)
+		}
+		return DeleteResult{Deleted: n}, nil
+	}
+	var r DeleteResult
+	for _, t := range threadIDs {
+		rows, err := s.q.GcThread(ctx, db.GcThreadParams{
+			ThreadID: t, Policy: p.Name(), N: int32(p.N()), AgeSeconds: p.Age().Seconds(),
+		})
+		if err != nil {
+			return r, storeError(err)
+		}
+		for _, row := range rows {
+			r.IDs = append(r.IDs, Deleted{ThreadID: row.ThreadID, Namespace: row.Namespace, ID: row.CheckpointID, Step: row.Step})
+		}
+		r.Deleted += int64(len(rows))
+	}
+	return r, nil
 }
 
 func (s *pgStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error) {
@@ -375,20 +398,6 @@ func (s *pgStore) CopyThread(ctx context.Context, src, dst string) ([]CopiedID, 
 	return ids, nil
 }
 
-func (s *pgStore) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {
-	rows, err := s.q.GcThread(ctx, db.GcThreadParams{
-		ThreadID: threadID, Policy: p.Name(), N: int32(p.N()), AgeSeconds: p.Age().Seconds(),
-	})
-	if err != nil {
-		return nil, storeError(err)
-	}
-	out := make([]Deleted, len(rows))
-	for i, r := range rows {
-		out[i] = Deleted{ThreadID: r.ThreadID, Namespace: r.Namespace, ID: r.CheckpointID, Step: r.Step}
-	}
-	return out, nil
-}
-
 func (s *pgStore) SweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error) {
 	b, err := s.q.GcBatch(ctx, db.GcBatchParams{
 		Policy: p.Name(), N: int32(p.N()), AgeSeconds: p.Age().Seconds(), AfterThreadID: after, BatchSize: int32(size),
@@ -402,9 +411,9 @@ func (s *pgStore) SweepBatch(ctx context.Context, p Policy, after string, size i
 	}, nil
 }
 
-func (s *pgStore) SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (int64, error) {
+func (s *pgStore) SetExpiry(ctx context.Context, threadID string, at time.Time, p Policy) (int64, error) {
 	n, err := s.q.ThreadSetExpiry(ctx, db.ThreadSetExpiryParams{
-		ThreadID: threadID, ExpiresAt: pgtype.Timestamptz{Time: at, Valid: !at.IsZero()}, ExpireAction: string(action),
+		ThreadID: threadID, ExpiresAt: pgtype.Timestamptz{Time: at, Valid: !at.IsZero()}, KeepLatest: p.Name() == "keep_latest",
 	})
 	return n, storeError(err)
 }

@@ -4,33 +4,43 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 )
 
-// Policy says which checkpoints of a thread retention keeps, in each
-// namespace, in write order. Whatever the policy, retention never deletes a
-// thread's head (the rewound-to checkpoint after a rewind), nor a
-// checkpoint a branch was forked from while the branch exists, nor another
-// thread's rows; a kept checkpoint stored as a delta whose base goes is
-// first rewritten whole, in the same transaction. The zero Policy keeps
-// everything. The same policies are SQL functions: see pgcheckpoint.gc_thread.
+// Policy says what to keep of a thread, in each of its namespaces, in
+// write order; whatever is not kept goes. It is the one way to say it, and
+// each call that takes one takes those that make sense there:
+// PruneThreads every policy, Config.Retention all but KeepNone, Sweep the
+// four retention policies, SetThreadExpiry KeepNone and KeepLatest; any
+// other is ErrInvalidInput, with nothing deleted.
+//
+// The retention policies, KeepAll, KeepLastN, KeepAge and KeepMilestones,
+// never delete a thread's head (the rewound-to checkpoint after a rewind),
+// nor a checkpoint a branch was forked from while the branch exists; they
+// are the SQL functions' own (see pgcheckpoint.gc_thread), and Sweep and
+// the SQL sweep apply them. KeepLatest keeps the heads alone: a branch's
+// source goes too (the branch's first checkpoint holds its content, and
+// its parent link then names a checkpoint that is gone). KeepNone keeps
+// nothing: the thread is deleted whole, thread rows and all. No policy
+// touches another thread, and a kept delta whose base goes is first
+// rewritten whole, in the same transaction. The zero Policy is KeepAll.
 type Policy struct {
 	name string
 	n    int
 	age  time.Duration
 }
 
-// KeepAll keeps every checkpoint: retention deletes nothing.
+// KeepAll keeps every checkpoint: nothing is deleted.
 func KeepAll() Policy { return Policy{name: "keep_all"} }
 
 // KeepLastN keeps the n newest checkpoints (n >= 1).
 func KeepLastN(n int) Policy { return Policy{name: "keep_last_n", n: n} }
 
-// KeepAge keeps the checkpoints written within d of now (d > 0).
+// KeepAge keeps the checkpoints written within d of now (d at least a
+// microsecond, the precision of Postgres intervals).
 func KeepAge(d time.Duration) Policy { return Policy{name: "keep_age", age: d} }
 
 // KeepMilestones keeps the first and the newest checkpoint and n evenly
@@ -38,22 +48,32 @@ func KeepAge(d time.Duration) Policy { return Policy{name: "keep_age", age: d} }
 // write order, for i = 1..n.
 func KeepMilestones(n int) Policy { return Policy{name: "keep_milestones", n: n} }
 
+// KeepLatest keeps the head of each namespace and nothing else, branch
+// sources included: what an expiry with the SQL expire_action
+// 'keep_latest' and pgcheckpoint.prune(threads, true) do.
+func KeepLatest() Policy { return Policy{name: "keep_latest"} }
+
+// KeepNone keeps nothing: the thread is deleted from every table, as
+// DeleteThreads does.
+func KeepNone() Policy { return Policy{name: "keep_none"} }
+
 // String spells the policy as the SQL functions name it, e.g.
-// "keep_last_n(10)".
+// "keep_last_n(10)"; ParsePolicy reads it back.
 func (p Policy) String() string {
-	switch p.name {
-	case "", "keep_all":
-		return "keep_all"
+	switch p.Name() {
+	case "keep_all", "keep_latest", "keep_none":
+		return p.Name()
 	case "keep_age":
 		return fmt.Sprintf("keep_age(%s)", p.age)
 	}
 	return fmt.Sprintf("%s(%d)", p.name, p.n)
 }
 
-func (p Policy) keepsAll() bool { return p.name == "" || p.name == "keep_all" }
+func (p Policy) keepsAll() bool { return p.Name() == "keep_all" }
 
-// Name is the policy's name as the SQL functions spell it: keep_all,
-// keep_last_n, keep_age or keep_milestones.
+// Name is the policy's name: keep_all, keep_last_n, keep_age,
+// keep_milestones (the SQL functions' spelling), keep_latest or
+// keep_none.
 func (p Policy) Name() string {
 	if p.name == "" {
 		return "keep_all"
@@ -67,12 +87,14 @@ func (p Policy) N() int { return p.n }
 // Age is the age of keep_age (0 for the others).
 func (p Policy) Age() time.Duration { return p.age }
 
+// check validates a policy's arguments: the one check of every call that
+// takes a Policy (see checkFor for which it takes).
 func (p Policy) check() error {
 	if p.n > math.MaxInt32 {
 		return fmt.Errorf("%w: %s: n is over %d", ErrInvalidInput, p, math.MaxInt32)
 	}
-	switch p.name {
-	case "", "keep_all":
+	switch p.Name() {
+	case "keep_all", "keep_latest", "keep_none":
 	case "keep_last_n":
 		if p.n < 1 {
 			return fmt.Errorf("%w: KeepLastN(%d); n must be 1 or more", ErrInvalidInput, p.n)
@@ -82,8 +104,8 @@ func (p Policy) check() error {
 			return fmt.Errorf("%w: KeepMilestones(%d); n must be 0 or more", ErrInvalidInput, p.n)
 		}
 	case "keep_age":
-		if p.age <= 0 {
-			return fmt.Errorf("%w: KeepAge(%s); the age must be positive", ErrInvalidInput, p.age)
+		if p.age < time.Microsecond {
+			return fmt.Errorf("%w: KeepAge(%s); the age must be at least 1µs", ErrInvalidInput, p.age)
 		}
 	default:
 		return fmt.Errorf("%w: unknown policy %q", ErrInvalidInput, p.name)
@@ -91,38 +113,104 @@ func (p Policy) check() error {
 	return nil
 }
 
-// Deleted is a checkpoint that retention deleted.
-type Deleted struct {
-	ThreadID  string
-	Namespace string
-	ID        uuid.UUID
-	Step      int64
+// policyUse is a place that takes a Policy.
+type policyUse int
+
+const (
+	usePrune     policyUse = iota // PruneThreads: every policy
+	useRetention                  // Config.Retention: all but KeepNone
+	useSweep                      // Sweep: the retention policies
+	useExpiry                     // SetThreadExpiry: KeepNone and KeepLatest
+)
+
+// checkFor checks p and that use takes it: the one statement of which
+// policy goes where.
+func (p Policy) checkFor(use policyUse) error {
+	if err := p.check(); err != nil {
+		return err
+	}
+	name := p.Name()
+	switch use {
+	case useRetention:
+		if name == "keep_none" {
+			return fmt.Errorf("%w: keep_none would delete the thread after each write", ErrInvalidInput)
+		}
+	case useSweep:
+		if name == "keep_latest" || name == "keep_none" {
+			return fmt.Errorf("%w: %s: a sweep applies keep_all, keep_last_n, keep_age or keep_milestones; "+
+				"for the others use PruneThreads, or SetThreadExpiry and a sweep", ErrInvalidInput, p)
+		}
+	case useExpiry:
+		if name != "keep_none" && name != "keep_latest" {
+			return fmt.Errorf("%w: %s: an expiry keeps nothing (KeepNone) or the heads (KeepLatest)", ErrInvalidInput, p)
+		}
+	}
+	return nil
 }
 
-// ApplyRetention applies p to one thread (every namespace), under the
-// thread lock, in one transaction, and returns what it deleted. With delta
-// storage, deleting the base of a kept delta rewrites that delta whole: a
-// KeepLastN applied after every Snapshot (Config.Retention) does so for one
-// checkpoint per Snapshot, where a periodic Sweep does it once per thread
-// and sweep. Errors:
-// ErrInvalidInput for a bad policy or thread id, with nothing deleted.
-func (e *Engine) ApplyRetention(ctx context.Context, threadID string, p Policy) (_ []Deleted, err error) {
-	ctx, done := e.tel.call(ctx, "ApplyRetention", attrThread.String(threadID))
+// PruneThreads deletes from each of threadIDs (every namespace) what keep
+// does not keep, and returns what it deleted: DeleteResult.IDs too for
+// KeepLastN, KeepAge and KeepMilestones, which pick checkpoints by
+// position or age. It takes every Policy; KeepAll deletes nothing and
+// KeepNone deletes the threads whole (DeleteThreads is that). Each thread
+// is pruned in one transaction, under its lock (a store may put several in
+// one); an error stops at its thread and the result counts what was
+// deleted before it, so a retry is harmless. An unknown thread deletes
+// nothing. With delta storage, deleting the base of a kept delta rewrites
+// that delta whole: Config.Retention with KeepLastN does so for one
+// checkpoint per Snapshot, a periodic Sweep once per thread and sweep.
+//
+// Errors: ErrInvalidInput for a bad policy or thread id, with nothing
+// deleted.
+func (e *Engine) PruneThreads(ctx context.Context, keep Policy, threadIDs ...string) (_ DeleteResult, err error) {
+	ctx, done := e.tel.call(ctx, "PruneThreads", threadsAttrs(threadIDs)...)
 	defer func() { done(err) }()
-	if err := checkID("thread id", threadID, false); err != nil {
-		return nil, fmt.Errorf("retention: %w", err)
+	if err := keep.checkFor(usePrune); err != nil {
+		return DeleteResult{}, fmt.Errorf("prune threads: %w", err)
 	}
-	if err := p.check(); err != nil {
-		return nil, fmt.Errorf("retention: %w", err)
-	}
-	if p.keepsAll() {
-		return nil, nil
-	}
-	deleted, err := e.store.ApplyRetention(ctx, threadID, p)
+	return e.prune(ctx, "prune threads "+keep.String(), keep, threadIDs)
+}
+
+// prune is PruneThreads and DeleteThreads after their own checks.
+func (e *Engine) prune(ctx context.Context, what string, keep Policy, threadIDs []string) (DeleteResult, error) {
+	ids, err := checkThreadIDs(threadIDs)
 	if err != nil {
-		return nil, fmt.Errorf("retention %s on thread %q: %w", p, threadID, err)
+		return DeleteResult{}, fmt.Errorf("%s: %w", what, err)
 	}
-	return deleted, nil
+	if keep.keepsAll() || len(ids) == 0 {
+		return DeleteResult{}, nil
+	}
+	r, err := e.store.PruneThreads(ctx, ids, keep)
+	sortDeleted(r.IDs)
+	switch {
+	case err != nil && r.Deleted > 0:
+		return r, fmt.Errorf("%s, after deleting %d checkpoint(s): %w", what, r.Deleted, err)
+	case err != nil:
+		return r, fmt.Errorf("%s: %w", what, err)
+	}
+	return r, nil
+}
+
+// retainAfter applies Config.Retention to the thread of a write that
+// succeeded (what names it: snapshot, append).
+func (e *Engine) retainAfter(ctx context.Context, what string, res SnapshotResult) error {
+	if e.cfg.Retention.keepsAll() {
+		return nil
+	}
+	if _, err := e.PruneThreads(ctx, e.cfg.Retention, res.ThreadID); err != nil {
+		return fmt.Errorf("%s %s was written, then Config.Retention: %w (a retry with the same ID is safe)", what, res.ID, err)
+	}
+	return nil
+}
+
+// checkThreadIDs checks thread ids and returns them sorted, each once.
+func checkThreadIDs(threadIDs []string) ([]string, error) {
+	for _, t := range threadIDs {
+		if err := checkID("thread id", t, false); err != nil {
+			return nil, err
+		}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(threadIDs))), nil
 }
 
 // DefaultSweepBatch is the default SweepOptions.BatchSize.
@@ -166,15 +254,17 @@ type SweepResult struct {
 	Next string
 }
 
-// Sweep applies thread expiry (see SetExpiry) and then p to every thread,
-// in thread id order, BatchSize threads per transaction. A crash or a
-// cancelled context loses at most the batch in flight, which rolls back
-// whole: every thread stays readable. Errors: ErrInvalidInput for a bad
-// policy or options.
+// Sweep applies thread expiry (see SetThreadExpiry) and then p to every
+// thread, in thread id order, BatchSize threads per transaction. It takes
+// the retention policies (KeepAll: expiry alone, KeepLastN, KeepAge,
+// KeepMilestones), which the SQL sweep applies too. A crash or a cancelled
+// context loses at most the batch in flight, which rolls back whole: every
+// thread stays readable. Errors: ErrInvalidInput for a bad policy or
+// options.
 func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (_ SweepResult, err error) {
 	ctx, done := e.tel.call(ctx, "Sweep")
 	defer func() { done(err) }()
-	if err := p.check(); err != nil {
+	if err := p.checkFor(useSweep); err != nil {
 		return SweepResult{}, fmt.Errorf("sweep: %w", err)
 	}
 	if opts.BatchSize == 0 {
@@ -223,46 +313,39 @@ func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (_ Swee
 	}
 }
 
-// ExpireAction is what happens to a thread when it expires.
-type ExpireAction string
-
-// The expire actions.
-const (
-	ExpireDelete     ExpireAction = "delete"      // delete the thread
-	ExpireKeepLatest ExpireAction = "keep_latest" // keep only its head(s)
-)
-
-// SetExpiry makes a thread, every namespace of it, expire at at: the next
-// Sweep (or SQL gc_sweep) after that applies action. A zero at clears the expiry. Errors:
-// ErrNotFound for a thread that does not exist; ErrInvalidInput.
-func (e *Engine) SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (err error) {
-	ctx, done := e.tel.call(ctx, "SetExpiry", attrThread.String(threadID))
+// SetThreadExpiry makes a thread, every namespace of it, expire at at:
+// the first Sweep (or SQL gc_sweep) after that applies keep to it, KeepNone
+// (the thread is deleted) or KeepLatest (its heads are kept, and the
+// expiry cleared). A zero at clears the expiry. It deletes nothing itself.
+// Errors: ErrNotFound for a thread that does not exist; ErrInvalidInput for
+// another policy, a time outside years 1 to 9999 or a bad thread id, with
+// nothing changed.
+func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.Time, keep Policy) (err error) {
+	ctx, done := e.tel.call(ctx, "SetThreadExpiry", attrThread.String(threadID))
 	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
-		return fmt.Errorf("set expiry: %w", err)
+		return fmt.Errorf("set thread expiry: %w", err)
 	}
-	if action == "" {
-		action = ExpireDelete
-	}
-	if action != ExpireDelete && action != ExpireKeepLatest {
-		return fmt.Errorf("set expiry: %w: unknown action %q", ErrInvalidInput, action)
+	if err := keep.checkFor(useExpiry); err != nil {
+		return fmt.Errorf("set thread expiry: %w", err)
 	}
 	if !at.IsZero() && (at.Year() < 1 || at.Year() > 9999) {
-		return fmt.Errorf("set expiry: %w: %s is outside years 1 to 9999", ErrInvalidInput, at.Format(time.RFC3339))
+		return fmt.Errorf("set thread expiry: %w: %s is outside years 1 to 9999", ErrInvalidInput, at.Format(time.RFC3339))
 	}
-	n, err := e.store.SetExpiry(ctx, threadID, at, action)
+	n, err := e.store.SetExpiry(ctx, threadID, at, keep)
 	if err != nil {
-		return fmt.Errorf("set expiry of thread %q: %w", threadID, err)
+		return fmt.Errorf("set the expiry of thread %q: %w", threadID, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("set expiry: thread %q: %w", threadID, ErrNotFound)
+		return fmt.Errorf("set thread expiry: thread %q: %w", threadID, ErrNotFound)
 	}
 	return nil
 }
 
 // ParsePolicy reads a policy as String spells it, "keep_last_n(10)", or in
 // the shell-friendly form "keep-last-n:10"; likewise "keep_age(24h)" (a Go
-// duration), "keep_milestones(5)" and "keep_all". Errors: ErrInvalidInput.
+// duration), "keep_milestones(5)", "keep_all", "keep_latest" and
+// "keep_none". Errors: ErrInvalidInput.
 func ParsePolicy(s string) (Policy, error) {
 	name, arg := strings.ReplaceAll(strings.TrimSpace(s), "-", "_"), ""
 	if open := strings.IndexByte(name, '('); open >= 0 {
@@ -275,11 +358,11 @@ func ParsePolicy(s string) (Policy, error) {
 	}
 	var p Policy
 	switch name {
-	case "keep_all":
+	case "keep_all", "keep_latest", "keep_none":
 		if arg != "" {
-			return Policy{}, fmt.Errorf("%w: policy %q: keep_all takes no argument", ErrInvalidInput, s)
+			return Policy{}, fmt.Errorf("%w: policy %q: %s takes no argument", ErrInvalidInput, s, name)
 		}
-		p = KeepAll()
+		p = Policy{name: name}
 	case "keep_last_n", "keep_milestones":
 		n, err := strconv.Atoi(arg)
 		if err != nil {
@@ -293,7 +376,8 @@ func ParsePolicy(s string) (Policy, error) {
 		}
 		p = KeepAge(d)
 	default:
-		return Policy{}, fmt.Errorf("%w: unknown policy %q; use keep_all, keep_last_n(N), keep_age(DURATION) or keep_milestones(N)", ErrInvalidInput, s)
+		return Policy{}, fmt.Errorf("%w: unknown policy %q; use keep_all, keep_last_n(N), keep_age(DURATION), keep_milestones(N), keep_latest or keep_none",
+			ErrInvalidInput, s)
 	}
 	if err := p.check(); err != nil {
 		return Policy{}, err

@@ -68,18 +68,17 @@ type Store interface {
 	// returns how many were new; ErrNotFound for an unknown checkpoint.
 	PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (int64, error)
 
-	// DeleteThread deletes every row of a thread (all namespaces), in one
-	// transaction, and returns how many checkpoints it deleted.
-	DeleteThread(ctx context.Context, threadID string) (int64, error)
-	// DeleteBefore deletes the checkpoints of a thread and namespace with a
-	// step below step, except the head.
-	DeleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error)
-	// DeleteForRuns deletes the checkpoints whose metadata "run_id" is one
-	// of runIDs (stored form).
-	DeleteForRuns(ctx context.Context, runIDs []string) (int64, error)
-	// Prune keeps only each thread's heads (keepLatest) or deletes the
-	// threads whole.
-	Prune(ctx context.Context, threadIDs []string, keepLatest bool) (int64, error)
+	// DeleteCheckpoints deletes the checkpoints q names, with their
+	// pending writes, in one transaction under the lock of each thread it
+	// touches (see DeleteQuery), and returns how many it deleted.
+	DeleteCheckpoints(ctx context.Context, q DeleteQuery) (int64, error)
+	// PruneThreads deletes from each of threadIDs (checked, sorted, each
+	// once) what p (checked, not KeepAll) does not keep, and returns what
+	// it deleted: with IDs for KeepLastN, KeepAge and KeepMilestones, the
+	// count alone for KeepLatest and KeepNone (see Policy, DeleteResult).
+	// Each thread is pruned in one transaction, several may share one; on
+	// an error the result counts what was deleted and committed before it.
+	PruneThreads(ctx context.Context, threadIDs []string, p Policy) (DeleteResult, error)
 
 	// Rewind makes checkpoint id its thread's head; with truncate it also
 	// deletes the old head's line down to (not including) id. The result's
@@ -117,16 +116,15 @@ type Store interface {
 	// ErrInvalidInput when dst exists.
 	CopyThread(ctx context.Context, src, dst string) ([]CopiedID, error)
 
-	// ApplyRetention applies a checked policy (not keep-all) to every
-	// namespace of a thread, in one transaction (see Policy).
-	ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error)
-	// SweepBatch applies expiry (see SetExpiry) and then p to up to size
+	// SweepBatch applies expiry (see SetExpiry) and then p (a checked
+	// retention policy, see Sweep) to up to size
 	// threads whose id sorts after after, in thread id order, in one
 	// transaction. A thread that fails is counted and left as it was.
 	SweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error)
 	// SetExpiry sets (zero at: clears) the expiry of every namespace of a
-	// thread and returns how many thread rows it changed.
-	SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (int64, error)
+	// thread: what a sweep after at keeps of it, p (checked: KeepNone or
+	// KeepLatest). It returns how many thread rows it changed.
+	SetExpiry(ctx context.Context, threadID string, at time.Time, p Policy) (int64, error)
 
 	// Export reads a thread (every namespace) and, with opts.Branches, the
 	// threads forked from it recursively, oldest first, in one consistent
@@ -219,6 +217,18 @@ type ListQuery struct {
 	Metadata  json.RawMessage // nil: no filter; else a JSON object the metadata must contain
 	Tags      []string        // every one must be present
 	Limit     int             // 1 to MaxListLimit
+}
+
+// DeleteQuery is a checked DeleteCheckpoints request (see Selection):
+// the checkpoints of ThreadID and Namespace whose step is below BeforeStep,
+// except the head; or, when RunIDs is set (never empty; stored form),
+// those of any thread and namespace whose metadata "run_id" is one of
+// them, heads included.
+type DeleteQuery struct {
+	ThreadID   string
+	Namespace  string
+	BeforeStep int64
+	RunIDs     []string
 }
 
 // SweepBatchResult is what one Store.SweepBatch did.

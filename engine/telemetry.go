@@ -186,32 +186,22 @@ func (s tracedStore) PutWrites(ctx context.Context, id uuid.UUID, taskID string,
 	return n, err
 }
 
-func (s tracedStore) DeleteThread(ctx context.Context, threadID string) (int64, error) {
-	ctx, end := s.t.span(ctx, "DeleteThread", attrThread.String(threadID))
-	n, err := s.Store.DeleteThread(ctx, threadID)
+func (s tracedStore) DeleteCheckpoints(ctx context.Context, q DeleteQuery) (int64, error) {
+	var attrs []attribute.KeyValue
+	if q.RunIDs == nil {
+		attrs = append(threadAttrs(q.ThreadID, q.Namespace), attrStep.Int64(q.BeforeStep))
+	}
+	ctx, end := s.t.span(ctx, "DeleteCheckpoints", attrs...)
+	n, err := s.Store.DeleteCheckpoints(ctx, q)
 	end(err)
 	return n, err
 }
 
-func (s tracedStore) DeleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error) {
-	ctx, end := s.t.span(ctx, "DeleteBefore", append(threadAttrs(threadID, namespace), attrStep.Int64(step))...)
-	n, err := s.Store.DeleteBefore(ctx, threadID, namespace, step)
+func (s tracedStore) PruneThreads(ctx context.Context, threadIDs []string, p Policy) (DeleteResult, error) {
+	ctx, end := s.t.span(ctx, "PruneThreads", threadsAttrs(threadIDs)...)
+	r, err := s.Store.PruneThreads(ctx, threadIDs, p)
 	end(err)
-	return n, err
-}
-
-func (s tracedStore) DeleteForRuns(ctx context.Context, runIDs []string) (int64, error) {
-	ctx, end := s.t.span(ctx, "DeleteForRuns")
-	n, err := s.Store.DeleteForRuns(ctx, runIDs)
-	end(err)
-	return n, err
-}
-
-func (s tracedStore) Prune(ctx context.Context, threadIDs []string, keepLatest bool) (int64, error) {
-	ctx, end := s.t.span(ctx, "Prune")
-	n, err := s.Store.Prune(ctx, threadIDs, keepLatest)
-	end(err)
-	return n, err
+	return r, err
 }
 
 func (s tracedStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error) {
@@ -274,13 +264,6 @@ func (s tracedStore) CopyThread(ctx context.Context, src, dst string) ([]CopiedI
 	return ids, err
 }
 
-func (s tracedStore) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {
-	ctx, end := s.t.span(ctx, "ApplyRetention", attrThread.String(threadID))
-	r, err := s.Store.ApplyRetention(ctx, threadID, p)
-	end(err)
-	return r, err
-}
-
 func (s tracedStore) SweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error) {
 	ctx, end := s.t.span(ctx, "SweepBatch")
 	r, err := s.Store.SweepBatch(ctx, p, after, size)
@@ -288,9 +271,9 @@ func (s tracedStore) SweepBatch(ctx context.Context, p Policy, after string, siz
 	return r, err
 }
 
-func (s tracedStore) SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (int64, error) {
+func (s tracedStore) SetExpiry(ctx context.Context, threadID string, at time.Time, p Policy) (int64, error) {
 	ctx, end := s.t.span(ctx, "SetExpiry", attrThread.String(threadID))
-	n, err := s.Store.SetExpiry(ctx, threadID, at, action)
+	n, err := s.Store.SetExpiry(ctx, threadID, at, p)
 	end(err)
 	return n, err
 }

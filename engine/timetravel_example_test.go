@@ -109,36 +109,3 @@ func ExampleEngine_Branch() {
 	// true [{"role": "assistant", "content": "plan"}, {"role": "assistant", "content": "hostel: Baixa"}]
 	// diff: 1 message added, 1 removed
 }
-
-// Retention keeps what a policy names and never the head away.
-func ExampleEngine_ApplyRetention() {
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer pool.Close()
-	eng := engine.New(pool, engine.Config{})
-
-	snapshots(ctx, eng, "trip-retention", "a", "b", "c", "d", "e")
-	policy, err := engine.ParsePolicy("keep-last-n:2")
-	if err != nil {
-		log.Fatal(err)
-	}
-	deleted, err := eng.ApplyRetention(ctx, "trip-retention", policy)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("deleted", len(deleted))
-	left, err := eng.ListCheckpoints(ctx, "trip-retention", engine.ListOptions{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, c := range left {
-		fmt.Println("kept step", c.Step)
-	}
-	// Output:
-	// deleted 3
-	// kept step 5
-	// kept step 4
-}

@@ -199,6 +199,7 @@ func oldestFirst(infos []engine.CheckpointInfo) []uuid.UUID {
 // their content whole, deltas applied, and pending writes).
 type inventory struct {
 	threadRows  int
+	threads     []engine.ExportThread // the thread rows
 	checkpoints map[uuid.UUID]engine.ExportCheckpoint
 	writes      int
 	// dump is every export, concatenated, with the threads asked for that
@@ -253,6 +254,11 @@ func takeInventory(t testing.TB, ctx context.Context, eng *engine.Engine, probe 
 			switch line.Kind {
 			case "thread":
 				inv.threadRows++
+				var row engine.ExportThread
+				if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+					t.Fatalf("export %q: line %s: %v", name, clip(sc.Bytes()), err)
+				}
+				inv.threads = append(inv.threads, row)
 			case "checkpoint":
 				if _, dup := inv.checkpoints[line.ID]; dup {
 					t.Fatalf("checkpoint %s exported twice", line.ID)
@@ -385,7 +391,7 @@ func checkReadable(t testing.TB, ctx context.Context, eng *engine.Engine) *inven
 	}
 	for _, th := range listThreads(t, ctx, eng) {
 		if th.HeadID == uuid.Nil {
-			// A thread whose checkpoints were all deleted (DeleteForRuns
+			// A thread whose checkpoints were all deleted (ForRuns
 			// deletes heads too) may be listed without a head.
 			if _, err := eng.LatestIn(ctx, th.ThreadID, th.Namespace); !errors.Is(err, engine.ErrNotFound) {
 				t.Fatalf("thread %q is listed without a head, and its head is %v", th.ThreadID, err)

@@ -237,7 +237,7 @@ func RandomHistory(t testing.TB, ctx context.Context, writers []HistoryWriter, s
 			// Delete the old part of the current thread.
 			step := int64(1 + r.IntN(op+1))
 			for i, wr := range writers {
-				if _, err := wr.Engine.DeleteBefore(ctx, threads[i], step); err != nil {
+				if _, err := wr.Engine.DeleteCheckpoints(ctx, engine.BeforeStep(threads[i], step)); err != nil {
 					t.Fatalf("seed %d op %d: writer %d: delete before: %v", seed, op, i, err)
 				}
 			}
@@ -394,11 +394,11 @@ func testDeltasAcrossTimeTravel(t *testing.T, e *env) {
 	}
 	jsonEqual(t, "merge messages", e.get(mr.CheckpointID).Messages, []byte("["+strings.Join(bmsgs, ",")+"]"))
 	// Deleting the branch's source line leaves the branch readable.
-	if _, err := e.eng.Prune(e.ctx, []string{"tt-copy"}, engine.PruneKeepLatest); err != nil {
+	if _, err := e.eng.PruneThreads(e.ctx, engine.KeepLatest(), "tt-copy"); err != nil {
 		t.Fatal(err)
 	}
 	check("pruned copy's head", copies[7], 8)
-	if _, err := e.eng.DeleteBefore(e.ctx, "tt", 5); err != nil {
+	if _, err := e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("tt", 5)); err != nil {
 		t.Fatal(err)
 	}
 	for i := 4; i < 8; i++ {
@@ -418,7 +418,7 @@ func testDeltasAcrossTimeTravel(t *testing.T, e *env) {
 		ids = append(ids[:i], e.snap(engine.SnapshotInput{ThreadID: "tt", Messages: json.RawMessage("[" + strings.Join(msgs, ",") + "]"),
 			State: json.RawMessage(fmt.Sprintf(`{"i":%d,"fixed":"same"}`, i))}).ID)
 	}
-	if _, err := e.eng.ApplyRetention(e.ctx, "tt", engine.KeepLastN(2)); err != nil {
+	if _, err := e.eng.PruneThreads(e.ctx, engine.KeepLastN(2), "tt"); err != nil {
 		t.Fatal(err)
 	}
 	check("kept 1", ids[10], 11)

@@ -234,7 +234,7 @@ func testImportBadInput(t *testing.T, e *env) {
 		t.Errorf("a parent in another thread: %v, want ErrInvalidInput naming the thread", err)
 	}
 	other.unchanged("an import with a foreign parent", before, "run-1")
-	if _, err := other.eng.DeleteThread(e.ctx, "stranger"); err != nil {
+	if _, err := other.eng.DeleteThreads(e.ctx, "stranger"); err != nil {
 		t.Fatal(err)
 	}
 	// The same input, valid, then imports.
@@ -380,7 +380,7 @@ func testExportDeltaRoundTrip(t *testing.T, e *env) {
 		// Retention and writes go on alike in both databases, and keep
 		// every checkpoint readable (a kept delta's base is rebased first).
 		for _, eng := range []*engine.Engine{src, dst} {
-			if _, err := eng.ApplyRetention(e.ctx, root, engine.KeepLastN(4)); err != nil {
+			if _, err := eng.PruneThreads(e.ctx, engine.KeepLastN(4), root); err != nil {
 				t.Fatalf("seed %d: retention: %v", seed, err)
 			}
 			snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: root, Messages: json.RawMessage(`[{"role":"user","content":"after"}]`)})

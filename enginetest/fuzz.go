@@ -161,7 +161,7 @@ func FuzzSnapshot(f *testing.F, h Harness) {
 func deleteThreads(t *testing.T, ctx context.Context, eng *engine.Engine, threads []string) {
 	t.Helper()
 	for _, th := range threads {
-		if _, err := eng.DeleteThread(ctx, th); err != nil {
+		if _, err := eng.DeleteThreads(ctx, th); err != nil {
 			t.Fatalf("delete thread %q: %v", th, err)
 		}
 	}
@@ -305,7 +305,7 @@ func FuzzImport(f *testing.F, h Harness) {
 			if _, err := eng.Export(ctx, th, &seed); err != nil {
 				f.Fatal(err)
 			}
-			if _, err := eng.DeleteThread(ctx, th); err != nil {
+			if _, err := eng.DeleteThreads(ctx, th); err != nil {
 				f.Fatal(err)
 			}
 		}

@@ -47,8 +47,8 @@ var tests = []conformanceTest{
 	{name: "MetadataContainmentFilter", fn: testMetadataFilter},
 	{name: "ListThreadsPages", fn: testListThreads},
 	{name: "NamespacesHaveTheirOwnHeads", fn: testNamespaces},
-	{name: "DeleteThreadRemovesEverything", fn: testDeleteThread},
-	{name: "DeleteBeforeKeepsTheHead", fn: testDeleteBefore},
+	{name: "DeleteThreadsRemovesEverything", fn: testDeleteThread},
+	{name: "DeleteCheckpointsBeforeStepKeepsTheHead", fn: testBeforeStep},
 	{name: "NoSilentMisreadings", fn: testNoSilentMisreadings},
 	// timetravel.go
 	{name: "RewindMovesTheHeadAndDeletesNothing", fn: testRewind},
@@ -63,7 +63,7 @@ var tests = []conformanceTest{
 	{name: "Diff", fn: testDiff},
 	{name: "CopyThread", fn: testCopyThread},
 	{name: "CopyThreadMapsIDs", fn: testCopyThreadMapsIDs},
-	{name: "DeleteForRunsAndPrune", fn: testDeleteForRunsAndPrune},
+	{name: "DeleteCheckpointsForRunsAndPruneThreads", fn: testForRunsAndPruneThreads},
 	{name: "DeletesClearARewindToWhatTheyDelete", fn: testDeletesClearARewind},
 	// retention.go
 	{name: "RetentionPolicies", fn: testRetentionPolicies},
@@ -72,6 +72,13 @@ var tests = []conformanceTest{
 	{name: "RetentionBadInputDeletesNothing", fn: testRetentionBadInput},
 	{name: "SweepAppliesPoliciesAndExpiry", fn: testSweep},
 	{name: "DeletesAndSweepsRaceWriters", fn: testDeletesAndSweepsRaceWriters},
+	// deletes.go
+	{name: "DeletesMatchTheModel", fn: testDeletesMatchTheModel},
+	{name: "PruneThreadsMatchesTheModel", fn: testPruneThreadsMatchesTheModel},
+	{name: "DeletesBadInputIsTypedAndDeletesNothing", fn: testDeletesBadInput},
+	{name: "ExpiryKeepsWhatItsPolicySays", fn: testExpiryPolicies},
+	{name: "RetentionKeepLatestAfterEachWrite", fn: testRetentionKeepLatestAfterEachWrite},
+	{name: "DeprecatedDeleteFormsAreTheNewOnes", fn: testDeprecatedDeleteForms},
 	// delta.go
 	{name: "RandomHistoriesReadBackAsWritten", fn: testRandomHistories},
 	{name: "SizeLimitIsOnTheWholeSnapshot", fn: testSizeLimitOnWholeSnapshot},
@@ -110,7 +117,7 @@ var tests = []conformanceTest{
 	{name: "ResumeInActsOnOneNamespace", fn: testResumeIn},
 	{name: "MergeBranchInActsOnOneNamespace", fn: testMergeBranchIn},
 	{name: "ClearMemoryInActsOnOneNamespace", fn: testClearMemoryIn},
-	{name: "DeleteBeforeInActsOnOneNamespace", fn: testDeleteBeforeIn},
+	{name: "BeforeStepInActsOnOneNamespace", fn: testBeforeStepIn},
 	{name: "ScopeWrapToolAndIntervalInOneNamespace", fn: testAgentHelpersIn},
 	{name: "BadNamespaceIsInvalidInputAndWritesNothing", fn: testNamespaceBadInput},
 }

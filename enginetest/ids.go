@@ -133,7 +133,7 @@ func testImportAndWritersShareOneID(t *testing.T, e *env) {
 		if _, err := e.eng.Export(e.ctx, src, &file); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.eng.DeleteThread(e.ctx, src); err != nil {
+		if _, err := e.eng.DeleteThreads(e.ctx, src); err != nil {
 			t.Fatal(err)
 		}
 		threads := make([]string, writers)

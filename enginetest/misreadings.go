@@ -55,9 +55,9 @@ func testNoSilentMisreadings(t *testing.T, e *env) {
 		e.snap(engine.SnapshotInput{ThreadID: "runs", Metadata: meta})
 		e.snap(engine.SnapshotInput{ThreadID: "runs", Metadata: meta})
 	}
-	n, err := e.eng.DeleteForRuns(e.ctx, []string{"run\x01x", "\x01"})
-	if err != nil || n != 4 {
-		t.Fatalf("delete for runs with U+0001: %d deleted, %v; want 4", n, err)
+	del, err := e.eng.DeleteCheckpoints(e.ctx, engine.ForRuns("run\x01x", "\x01"))
+	if err != nil || del.Deleted != 4 {
+		t.Fatalf("delete for runs with U+0001: %d deleted, %v; want 4", del.Deleted, err)
 	}
 	left, err := e.eng.ListCheckpoints(e.ctx, "runs", engine.ListOptions{})
 	if err != nil || len(left) != 2 {

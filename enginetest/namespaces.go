@@ -306,12 +306,12 @@ func testClearMemoryIn(t *testing.T, e *env) {
 	e.sameLine("ClearMemory", "t", "sub", subLine)
 }
 
-func testDeleteBeforeIn(t *testing.T, e *env) {
+func testBeforeStepIn(t *testing.T, e *env) {
 	root, sub := e.twoLines("t", 4)
 	rootLine := e.lineOf("t", "")
-	n, err := e.eng.DeleteBeforeIn(e.ctx, "t", "sub", 3)
-	if err != nil || n != 2 {
-		t.Fatalf("delete before step 3 of sub: %d %v, want 2", n, err)
+	r, err := e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStepIn("t", "sub", 3))
+	if err != nil || r.Deleted != 2 {
+		t.Fatalf("delete before step 3 of sub: %d %v, want 2", r.Deleted, err)
 	}
 	left := oldestFirst(listAll(t, e.ctx, e.eng, "t", "sub"))
 	if fmt.Sprint(left) != fmt.Sprint(sub[2:]) {
@@ -323,11 +323,11 @@ func testDeleteBeforeIn(t *testing.T, e *env) {
 		jsonEqual(t, "messages of a kept sub checkpoint", cp.Messages, msgs)
 		jsonEqual(t, "state of a kept sub checkpoint", cp.State, state)
 	}
-	e.sameLine("DeleteBeforeIn sub", "t", "", rootLine)
+	e.sameLine("BeforeStepIn sub", "t", "", rootLine)
 
 	subLine := e.lineOf("t", "sub")
-	if n, err = e.eng.DeleteBefore(e.ctx, "t", 4); err != nil || n != 3 {
-		t.Fatalf("delete before step 4 of the root: %d %v, want 3", n, err)
+	if r, err = e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("t", 4)); err != nil || r.Deleted != 3 {
+		t.Fatalf("delete before step 4 of the root: %d %v, want 3", r.Deleted, err)
 	}
 	if left := oldestFirst(listAll(t, e.ctx, e.eng, "t", "")); len(left) != 1 || left[0] != root[3] {
 		t.Fatalf("root after the delete: %v, want %v", left, root[3:])
@@ -438,7 +438,7 @@ func testNamespaceBadInput(t *testing.T, e *env) {
 			{"ResumeIn", func() error { _, err := eng.ResumeIn(e.ctx, "t", ns); return err }},
 			{"MergeBranchIn", func() error { _, err := eng.MergeBranchIn(e.ctx, br.ThreadID, "t", ns); return err }},
 			{"ClearMemoryIn", func() error { _, err := eng.ClearMemoryIn(e.ctx, "t", ns); return err }},
-			{"DeleteBeforeIn", func() error { _, err := eng.DeleteBeforeIn(e.ctx, "t", ns, 3); return err }},
+			{"BeforeStepIn", func() error { _, err := eng.DeleteCheckpoints(e.ctx, engine.BeforeStepIn("t", ns, 3)); return err }},
 			{"StartInterval", func() error {
 				iv, err := eng.StartInterval(e.ctx, engine.IntervalOptions{ThreadID: "t", Namespace: ns, Every: time.Millisecond,
 					Capture: func(context.Context) (engine.SnapshotInput, error) { return engine.SnapshotInput{}, nil }})

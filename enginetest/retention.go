@@ -99,14 +99,14 @@ func testRetentionPolicies(t *testing.T, e *env) {
 			if deltaCount < 10 {
 				t.Fatalf("%d delta checkpoints; the test needs delta chains", deltaCount)
 			}
-			deleted, err := e.eng.ApplyRetention(e.ctx, "run", tc.policy)
+			res, err := e.eng.PruneThreads(e.ctx, tc.policy, "run")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(deleted) != 20-len(tc.keep) {
-				t.Fatalf("%d deleted, want %d: %+v", len(deleted), 20-len(tc.keep), deleted)
+			if res.Deleted != int64(20-len(tc.keep)) || len(res.IDs) != 20-len(tc.keep) {
+				t.Fatalf("%d deleted, %d listed, want %d: %+v", res.Deleted, len(res.IDs), 20-len(tc.keep), res)
 			}
-			for _, d := range deleted {
+			for _, d := range res.IDs {
 				if i := slices.Index(ids, d.ID); i < 0 || slices.Contains(tc.keep, i) || d.Step != int64(i+1) || d.ThreadID != "run" || d.Namespace != "" {
 					t.Fatalf("deleted %+v, which the policy keeps", d)
 				}
@@ -122,8 +122,8 @@ func testRetentionPolicies(t *testing.T, e *env) {
 			}
 			// Applying it again deletes only what the new write makes
 			// surplus (KeepAge's kept ten may have aged meanwhile).
-			again, err := e.eng.ApplyRetention(e.ctx, "run", tc.policy)
-			if err != nil || (len(again) > 1 && !timed) {
+			again, err := e.eng.PruneThreads(e.ctx, tc.policy, "run")
+			if err != nil || (again.Deleted > 1 && !timed) {
 				t.Fatalf("second application: %+v %v", again, err)
 			}
 		})
@@ -155,7 +155,7 @@ func testRetentionKeepsHeadsAndBranchSources(t *testing.T, e *env) {
 	}
 	apply := func(p engine.Policy, keep []int) {
 		t.Helper()
-		if _, err := e.eng.ApplyRetention(e.ctx, "run", p); err != nil {
+		if _, err := e.eng.PruneThreads(e.ctx, p, "run"); err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
 		e.checkLine("run", ids, keep)
@@ -171,7 +171,7 @@ func testRetentionKeepsHeadsAndBranchSources(t *testing.T, e *env) {
 	apply(engine.KeepAge(time.Hour), []int{3, 7, 19})
 	apply(engine.KeepAge(time.Millisecond), []int{3, 7})
 	// A branch's own retention keeps its head, and its source.
-	if _, err := e.eng.ApplyRetention(e.ctx, br.ThreadID, engine.KeepAge(time.Millisecond)); err != nil {
+	if _, err := e.eng.PruneThreads(e.ctx, engine.KeepAge(time.Millisecond), br.ThreadID); err != nil {
 		t.Fatal(err)
 	}
 	if e.head(br.ThreadID).ID != br.CheckpointID || e.get(br.CheckpointID).ParentID != ids[7] {
@@ -179,7 +179,7 @@ func testRetentionKeepsHeadsAndBranchSources(t *testing.T, e *env) {
 	}
 	e.checkLine("other", other, span(0, 3))
 	// Once the branch is gone, its source is just another old checkpoint.
-	if _, err := e.eng.DeleteThread(e.ctx, br.ThreadID); err != nil {
+	if _, err := e.eng.DeleteThreads(e.ctx, br.ThreadID); err != nil {
 		t.Fatal(err)
 	}
 	apply(engine.KeepLastN(1), []int{3, 7})
@@ -232,14 +232,14 @@ func testRetentionBadInput(t *testing.T, e *env) {
 	e.line("run", 5)
 	before := e.inventory()
 	for _, p := range []engine.Policy{engine.KeepLastN(0), engine.KeepLastN(-2), engine.KeepAge(0), engine.KeepAge(-time.Hour), engine.KeepMilestones(-1), engine.KeepLastN(math.MaxInt32 + 1)} {
-		if _, err := e.eng.ApplyRetention(e.ctx, "run", p); !errors.Is(err, engine.ErrInvalidInput) {
+		if _, err := e.eng.PruneThreads(e.ctx, p, "run"); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Fatalf("%s: %v, want ErrInvalidInput", p, err)
 		}
 		if _, err := e.eng.Sweep(e.ctx, p, engine.SweepOptions{}); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Fatalf("sweep %s: %v, want ErrInvalidInput", p, err)
 		}
 	}
-	if _, err := e.eng.ApplyRetention(e.ctx, "", engine.KeepLastN(1)); !errors.Is(err, engine.ErrInvalidInput) {
+	if _, err := e.eng.PruneThreads(e.ctx, engine.KeepLastN(1), ""); !errors.Is(err, engine.ErrInvalidInput) {
 		t.Fatalf("empty thread id: %v", err)
 	}
 	for _, o := range []engine.SweepOptions{{BatchSize: -1}, {TimeBudget: -time.Second}, {Pause: -time.Second}} {
@@ -247,24 +247,24 @@ func testRetentionBadInput(t *testing.T, e *env) {
 			t.Fatalf("sweep options %+v: %v", o, err)
 		}
 	}
-	for _, a := range []engine.ExpireAction{"explode"} {
-		if err := e.eng.SetExpiry(e.ctx, "run", time.Now(), a); !errors.Is(err, engine.ErrInvalidInput) {
-			t.Fatalf("expiry action %q: %v", a, err)
+	for _, p := range []engine.Policy{engine.KeepAll(), engine.KeepLastN(2), engine.KeepMilestones(1)} {
+		if err := e.eng.SetThreadExpiry(e.ctx, "run", time.Now(), p); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Fatalf("expiry keeping %s: %v", p, err)
 		}
 	}
-	if err := e.eng.SetExpiry(e.ctx, "", time.Now(), engine.ExpireDelete); !errors.Is(err, engine.ErrInvalidInput) {
+	if err := e.eng.SetThreadExpiry(e.ctx, "", time.Now(), engine.KeepNone()); !errors.Is(err, engine.ErrInvalidInput) {
 		t.Fatalf("expiry of an empty thread id: %v", err)
 	}
 	for _, at := range []time.Time{time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-5, 1, 1, 0, 0, 0, 0, time.UTC)} {
-		if err := e.eng.SetExpiry(e.ctx, "run", at, engine.ExpireDelete); !errors.Is(err, engine.ErrInvalidInput) {
+		if err := e.eng.SetThreadExpiry(e.ctx, "run", at, engine.KeepNone()); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Fatalf("expiry at %v: %v, want ErrInvalidInput", at, err)
 		}
 	}
 	// Keep-all and an unknown thread delete nothing.
-	if d, err := e.eng.ApplyRetention(e.ctx, "run", engine.KeepAll()); err != nil || len(d) != 0 {
+	if d, err := e.eng.PruneThreads(e.ctx, engine.KeepAll(), "run"); err != nil || d.Deleted != 0 || d.IDs != nil {
 		t.Fatalf("keep all: %v %v", d, err)
 	}
-	if d, err := e.eng.ApplyRetention(e.ctx, "nobody", engine.KeepLastN(1)); err != nil || len(d) != 0 {
+	if d, err := e.eng.PruneThreads(e.ctx, engine.KeepLastN(1), "nobody"); err != nil || d.Deleted != 0 || len(d.IDs) != 0 {
 		t.Fatalf("unknown thread: %v %v", d, err)
 	}
 	e.unchanged("refused retention", before)
@@ -286,20 +286,20 @@ func testSweep(t *testing.T, e *env) {
 	e.snap(engine.SnapshotInput{ThreadID: "t04", Namespace: "sub"})
 	past, future := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
 	for thread, at := range map[string]time.Time{"t03": past, "t04": past, "t05": future, "t06": past} {
-		action := engine.ExpireDelete
+		keep := engine.KeepNone()
 		if thread == "t04" {
-			action = engine.ExpireKeepLatest
+			keep = engine.KeepLatest()
 		}
-		if err := e.eng.SetExpiry(e.ctx, thread, at, action); err != nil {
+		if err := e.eng.SetThreadExpiry(e.ctx, thread, at, keep); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A zero time clears an expiry.
-	if err := e.eng.SetExpiry(e.ctx, "t06", time.Time{}, engine.ExpireDelete); err != nil {
+	if err := e.eng.SetThreadExpiry(e.ctx, "t06", time.Time{}, engine.KeepNone()); err != nil {
 		t.Fatal(err)
 	}
 	before := e.inventory("nope")
-	if err := e.eng.SetExpiry(e.ctx, "nope", past, engine.ExpireDelete); !errors.Is(err, engine.ErrNotFound) {
+	if err := e.eng.SetThreadExpiry(e.ctx, "nope", past, engine.KeepNone()); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("expiry of an unknown thread: %v", err)
 	}
 	e.unchanged("the expiry of an unknown thread", before, "nope")
@@ -343,7 +343,7 @@ func testSweep(t *testing.T, e *env) {
 		t.Fatalf("second sweep: %+v %v", res, err)
 	}
 	// Keep-all sweeps apply expiry only.
-	if err := e.eng.SetExpiry(e.ctx, "t07", past, engine.ExpireDelete); err != nil {
+	if err := e.eng.SetThreadExpiry(e.ctx, "t07", past, engine.KeepNone()); err != nil {
 		t.Fatal(err)
 	}
 	res, err = e.eng.Sweep(e.ctx, engine.KeepAll(), engine.SweepOptions{BatchSize: 100})
@@ -401,11 +401,11 @@ func testDeletesAndSweepsRaceWriters(t *testing.T, e *env) {
 		return err
 	})
 	loop(11, func(r *rand.Rand) error {
-		_, err := e.eng.DeleteForRuns(ctx, []string{fmt.Sprintf("r%d", r.IntN(4))})
+		_, err := e.eng.DeleteCheckpoints(ctx, engine.ForRuns(fmt.Sprintf("r%d", r.IntN(4))))
 		return err
 	})
 	loop(12, func(r *rand.Rand) error {
-		_, err := e.eng.Prune(ctx, []string{threads[r.IntN(6)], threads[r.IntN(6)]}, engine.PruneKeepLatest)
+		_, err := e.eng.PruneThreads(ctx, engine.KeepLatest(), threads[r.IntN(6)], threads[r.IntN(6)])
 		return err
 	})
 	wg.Wait()

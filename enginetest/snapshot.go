@@ -918,9 +918,9 @@ func testDeleteThread(t *testing.T, e *env) {
 	if _, err := e.eng.PutWrites(e.ctx, keep.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`1`)}}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := e.eng.DeleteThread(e.ctx, "doomed")
-	if err != nil || n != 6 {
-		t.Fatalf("delete thread: %d %v, want 6", n, err)
+	r, err := e.eng.DeleteThreads(e.ctx, "doomed")
+	if err != nil || r.Deleted != 6 {
+		t.Fatalf("delete thread: %d %v, want 6", r.Deleted, err)
 	}
 	if got := e.inventory("doomed").counts(); got != [3]int{1, 1, 1} {
 		t.Fatalf("left (thread rows, checkpoints, writes) = %v, want only the kept thread's", got)
@@ -934,8 +934,8 @@ func testDeleteThread(t *testing.T, e *env) {
 		}
 	}
 	// A retry is harmless.
-	if n, err = e.eng.DeleteThread(e.ctx, "doomed"); err != nil || n != 0 {
-		t.Fatalf("second delete: %d %v", n, err)
+	if r, err = e.eng.DeleteThreads(e.ctx, "doomed"); err != nil || r.Deleted != 0 {
+		t.Fatalf("second delete: %d %v", r.Deleted, err)
 	}
 	if got := e.head("kept"); got.ID != keep.ID || len(got.PendingWrites) != 1 {
 		t.Fatalf("kept thread: %+v", got)
@@ -944,12 +944,12 @@ func testDeleteThread(t *testing.T, e *env) {
 	if res := e.snap(engine.SnapshotInput{ThreadID: "doomed"}); res.Step != 1 || res.ParentID != uuid.Nil {
 		t.Fatalf("a new start: %+v", res)
 	}
-	if _, err := e.eng.DeleteThread(e.ctx, ""); !errors.Is(err, engine.ErrInvalidInput) {
+	if _, err := e.eng.DeleteThreads(e.ctx, ""); !errors.Is(err, engine.ErrInvalidInput) {
 		t.Fatalf("empty thread id: %v", err)
 	}
 }
 
-func testDeleteBefore(t *testing.T, e *env) {
+func testBeforeStep(t *testing.T, e *env) {
 	var ids []uuid.UUID
 	for range 10 {
 		ids = append(ids, e.snap(engine.SnapshotInput{ThreadID: "t"}).ID)
@@ -959,9 +959,9 @@ func testDeleteBefore(t *testing.T, e *env) {
 	}
 	other := e.snap(engine.SnapshotInput{ThreadID: "other"})
 	sub := e.snap(engine.SnapshotInput{ThreadID: "t", Namespace: "sub"})
-	n, err := e.eng.DeleteBefore(e.ctx, "t", 4)
-	if err != nil || n != 3 {
-		t.Fatalf("delete before 4: %d %v, want 3", n, err)
+	r, err := e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("t", 4))
+	if err != nil || r.Deleted != 3 {
+		t.Fatalf("delete before 4: %d %v, want 3", r.Deleted, err)
 	}
 	for i, id := range ids {
 		_, err := e.eng.Get(e.ctx, id)
@@ -973,8 +973,8 @@ func testDeleteBefore(t *testing.T, e *env) {
 		t.Fatalf("%d pending writes left, want none: they went with their checkpoint", got[2])
 	}
 	// A cut above the head deletes everything but the head.
-	if n, err = e.eng.DeleteBefore(e.ctx, "t", 1000); err != nil || n != 6 {
-		t.Fatalf("delete before 1000: %d %v, want 6", n, err)
+	if r, err = e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("t", 1000)); err != nil || r.Deleted != 6 {
+		t.Fatalf("delete before 1000: %d %v, want 6", r.Deleted, err)
 	}
 	if latest := e.head("t"); latest.ID != ids[9] {
 		t.Fatalf("head after delete: %v", latest.ID)
@@ -986,8 +986,8 @@ func testDeleteBefore(t *testing.T, e *env) {
 	if _, err := e.eng.Rewind(e.ctx, ids[9]); err != nil {
 		t.Fatal(err)
 	}
-	if n, err = e.eng.DeleteBefore(e.ctx, "t", 1000); err != nil || n != 3 {
-		t.Fatalf("delete before 1000 after a rewind: %d %v, want 3", n, err)
+	if r, err = e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("t", 1000)); err != nil || r.Deleted != 3 {
+		t.Fatalf("delete before 1000 after a rewind: %d %v, want 3", r.Deleted, err)
 	}
 	if latest := e.head("t"); latest.ID != ids[9] {
 		t.Fatalf("head after delete: %v", latest.ID)
@@ -1000,12 +1000,12 @@ func testDeleteBefore(t *testing.T, e *env) {
 	}
 	before := e.inventory()
 	for _, step := range []int64{0, -1} {
-		if _, err := e.eng.DeleteBefore(e.ctx, "t", step); !errors.Is(err, engine.ErrInvalidInput) {
+		if _, err := e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("t", step)); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Fatalf("step %d: %v", step, err)
 		}
 	}
-	if n, err := e.eng.DeleteBefore(e.ctx, "nobody", 5); err != nil || n != 0 {
-		t.Fatalf("unknown thread: %d %v", n, err)
+	if r, err := e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("nobody", 5)); err != nil || r.Deleted != 0 {
+		t.Fatalf("unknown thread: %d %v", r.Deleted, err)
 	}
 	e.unchanged("refused deletes", before)
 }

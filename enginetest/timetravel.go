@@ -195,7 +195,7 @@ func testRewindToStep(t *testing.T, e *env) {
 		t.Fatalf("unknown thread: %v", err)
 	}
 	// Below the first checkpoint left on the line.
-	if _, err := e.eng.DeleteBefore(e.ctx, "t", 3); err != nil {
+	if _, err := e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("t", 3)); err != nil {
 		t.Fatal(err)
 	}
 	before := e.inventory()
@@ -381,7 +381,7 @@ func testBranchMergeTreeLineage(t *testing.T, e *env) {
 
 func testTimeTravelBadInput(t *testing.T, e *env) {
 	ids := e.line("t", 3)
-	if _, err := e.eng.DeleteBefore(e.ctx, "t", 2); err != nil {
+	if _, err := e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("t", 2)); err != nil {
 		t.Fatal(err)
 	}
 	unknown := engine.NewCheckpointID()
@@ -407,9 +407,9 @@ func testTimeTravelBadInput(t *testing.T, e *env) {
 		{"copy of an unknown thread", func() error { _, err := e.eng.CopyThread(e.ctx, "nobody", "x"); return err }, engine.ErrNotFound},
 		{"copy onto an existing thread", func() error { _, err := e.eng.CopyThread(e.ctx, "t", "t"); return err }, engine.ErrInvalidInput},
 		{"copy to a bad thread id", func() error { _, err := e.eng.CopyThread(e.ctx, "t", "a\x00"); return err }, engine.ErrInvalidInput},
-		{"prune with no strategy", func() error { _, err := e.eng.Prune(e.ctx, []string{"t"}, 0); return err }, engine.ErrInvalidInput},
-		{"prune of a bad thread id", func() error { _, err := e.eng.Prune(e.ctx, []string{"t", ""}, engine.PruneDeleteAll); return err }, engine.ErrInvalidInput},
-		{"delete for runs with NUL", func() error { _, err := e.eng.DeleteForRuns(e.ctx, []string{"r\x00"}); return err }, engine.ErrInvalidInput},
+		{"prune with a bad policy", func() error { _, err := e.eng.PruneThreads(e.ctx, engine.KeepLastN(0), "t"); return err }, engine.ErrInvalidInput},
+		{"prune of a bad thread id", func() error { _, err := e.eng.PruneThreads(e.ctx, engine.KeepNone(), "t", ""); return err }, engine.ErrInvalidInput},
+		{"delete for runs with NUL", func() error { _, err := e.eng.DeleteCheckpoints(e.ctx, engine.ForRuns("r\x00")); return err }, engine.ErrInvalidInput},
 		{"points of an unknown thread", func() error {
 			_, err := e.eng.TimeTravelPoints(e.ctx, "nobody", engine.PointsOptions{})
 			return err
@@ -638,7 +638,7 @@ func testCopyThread(t *testing.T, e *env) {
 	if got := listAll(t, e.ctx, e.eng, "src", ""); len(got) != 4 {
 		t.Fatal("a write to the copy reached the source")
 	}
-	if _, err := e.eng.DeleteThread(e.ctx, "src"); err != nil {
+	if _, err := e.eng.DeleteThreads(e.ctx, "src"); err != nil {
 		t.Fatal(err)
 	}
 	if got := listAll(t, e.ctx, e.eng, "dst", ""); len(got) != 5 {
@@ -726,7 +726,7 @@ func testCopyThreadMapsIDs(t *testing.T, e *env) {
 	e.checkTree()
 }
 
-func testDeleteForRunsAndPrune(t *testing.T, e *env) {
+func testForRunsAndPruneThreads(t *testing.T, e *env) {
 	for i := range 6 {
 		run := []string{"r1", "r2", "r3"}[i%3]
 		res := e.snap(engine.SnapshotInput{ThreadID: "a", Metadata: json.RawMessage(`{"run_id": "` + run + `"}`)})
@@ -738,9 +738,9 @@ func testDeleteForRunsAndPrune(t *testing.T, e *env) {
 	e.snap(engine.SnapshotInput{ThreadID: "b", Metadata: json.RawMessage(`{"run_id": "r9"}`)})
 	e.snap(engine.SnapshotInput{ThreadID: "b", Namespace: "sub", Metadata: json.RawMessage(`{"run_id": "r2", "other": 1}`)})
 	e.snap(engine.SnapshotInput{ThreadID: "b", Metadata: json.RawMessage(`{"run": "r1", "x": {"run_id": "r1"}}`)})
-	n, err := e.eng.DeleteForRuns(e.ctx, []string{"r1", "r2"})
-	if err != nil || n != 6 {
-		t.Fatalf("delete for runs: %d %v, want 6", n, err)
+	r, err := e.eng.DeleteCheckpoints(e.ctx, engine.ForRuns("r1", "r2"))
+	if err != nil || r.Deleted != 6 {
+		t.Fatalf("delete for runs: %d %v, want 6", r.Deleted, err)
 	}
 	var left []string
 	for _, th := range []string{"a", "b"} {
@@ -763,19 +763,19 @@ func testDeleteForRunsAndPrune(t *testing.T, e *env) {
 	if got := e.inventory().counts(); got[2] != 2 {
 		t.Fatalf("%d pending writes left, want the 2 of run r3", got[2])
 	}
-	if n, err := e.eng.DeleteForRuns(e.ctx, []string{"r1", "nope"}); err != nil || n != 0 {
-		t.Fatalf("a second delete: %d %v", n, err)
+	if r, err := e.eng.DeleteCheckpoints(e.ctx, engine.ForRuns("r1", "nope")); err != nil || r.Deleted != 0 {
+		t.Fatalf("a second delete: %d %v", r.Deleted, err)
 	}
-	if n, err := e.eng.DeleteForRuns(e.ctx, nil); err != nil || n != 0 {
-		t.Fatalf("no runs: %d %v", n, err)
+	if r, err := e.eng.DeleteCheckpoints(e.ctx, engine.ForRuns()); err != nil || r.Deleted != 0 {
+		t.Fatalf("no runs: %d %v", r.Deleted, err)
 	}
 
 	e.line("c", 5)
 	e.snap(engine.SnapshotInput{ThreadID: "c", Namespace: "sub"})
 	e.snap(engine.SnapshotInput{ThreadID: "c", Namespace: "sub"})
-	n, err = e.eng.Prune(e.ctx, []string{"a", "c", "nobody"}, engine.PruneKeepLatest)
-	if err != nil || n != 6 {
-		t.Fatalf("prune keep latest: %d %v, want 6", n, err)
+	r, err = e.eng.PruneThreads(e.ctx, engine.KeepLatest(), "a", "c", "nobody")
+	if err != nil || r.Deleted != 6 {
+		t.Fatalf("prune keep latest: %d %v, want 6", r.Deleted, err)
 	}
 	for _, th := range []string{"a", "c"} {
 		if list := listAll(t, e.ctx, e.eng, th, ""); len(list) != 1 || list[0].ID != e.head(th).ID {
@@ -791,9 +791,9 @@ func testDeleteForRunsAndPrune(t *testing.T, e *env) {
 	if res := e.snap(engine.SnapshotInput{ThreadID: "c"}); res.Step != 6 {
 		t.Fatalf("write after prune: %+v", res)
 	}
-	n, err = e.eng.Prune(e.ctx, []string{"c"}, engine.PruneDeleteAll)
-	if err != nil || n != 3 {
-		t.Fatalf("prune delete all: %d %v, want 3", n, err)
+	r, err = e.eng.PruneThreads(e.ctx, engine.KeepNone(), "c")
+	if err != nil || r.Deleted != 3 {
+		t.Fatalf("prune delete all: %d %v, want 3", r.Deleted, err)
 	}
 	if _, err := e.eng.Latest(e.ctx, "c"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("pruned thread: %v", err)
@@ -815,8 +815,8 @@ func testDeletesClearARewind(t *testing.T, e *env) {
 	if _, err := e.eng.Rewind(e.ctx, ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.eng.DeleteForRuns(e.ctx, []string{"r0"}); err != nil || n != 1 {
-		t.Fatalf("delete for runs: %d, %v", n, err)
+	if r, err := e.eng.DeleteCheckpoints(e.ctx, engine.ForRuns("r0")); err != nil || r.Deleted != 1 {
+		t.Fatalf("delete for runs: %d, %v", r.Deleted, err)
 	}
 	// The rewound-to checkpoint is gone: the head is the newest again, and
 	// the thread takes writes.

@@ -505,6 +505,7 @@ func TestCkptGC(t *testing.T) {
 
 	for _, args := range [][]string{
 		{"gc"}, {"gc", "--policy", "keep-last-n:0"}, {"gc", "--policy", "shred"}, {"gc", "--policy", "keep-all", "--batch", "-1"},
+		{"gc", "--policy", "keep-latest"}, {"gc", "--policy", "keep-none"}, // a sweep takes neither
 	} {
 		if r := runCLI(t, bin, env, args...); r.code != 2 || !strings.Contains(r.stderr, "gc") {
 			t.Fatalf("%v: %+v, want exit 2", args, r)
@@ -519,11 +520,32 @@ func TestCkptGC(t *testing.T) {
 	b.checkLine(t, "one", one, span(2, 6))
 	b.checkLine(t, "two", two, span(0, 6))
 
+	// One thread, as JSON: the count and, for a policy that picks, which.
+	r = runCLI(t, bin, env, "--json", "gc", "--policy", "keep-last-n:3", "--thread", "one")
+	var picked struct {
+		Policy      string `json:"policy"`
+		Deleted     int64  `json:"deleted"`
+		Checkpoints []struct {
+			ID   uuid.UUID `json:"checkpoint_id"`
+			Step int64     `json:"step"`
+		} `json:"checkpoints"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &picked); r.code != 0 || err != nil || picked.Policy != "keep-last-n:3" ||
+		picked.Deleted != 1 || len(picked.Checkpoints) != 1 || picked.Checkpoints[0].ID != one[2] || picked.Checkpoints[0].Step != 3 {
+		t.Fatalf("gc --json one thread: %+v %v", r, err)
+	}
+	b.checkLine(t, "one", one, span(3, 6))
+	r = runCLI(t, bin, env, "--json", "gc", "--policy", "keep-latest", "--thread", "one")
+	if r.code != 0 || !strings.Contains(r.stdout, `"deleted": 2`) || !strings.Contains(r.stdout, `"checkpoints": null`) {
+		t.Fatalf("gc --json keep-latest: %+v", r)
+	}
+	b.checkLine(t, "one", one, span(5, 6))
+
 	r = runCLI(t, bin, env, "--json", "gc", "--policy", "keep_last_n(2)", "--batch", "2")
-	if r.code != 0 || !strings.Contains(r.stdout, `"deleted": 10`) || !strings.Contains(r.stdout, `"threads": 3`) || !strings.Contains(r.stdout, `"done": true`) {
+	if r.code != 0 || !strings.Contains(r.stdout, `"deleted": 8`) || !strings.Contains(r.stdout, `"threads": 3`) || !strings.Contains(r.stdout, `"done": true`) {
 		t.Fatalf("gc sweep: %+v", r)
 	}
-	b.checkLine(t, "one", one, span(4, 6))
+	b.checkLine(t, "one", one, span(5, 6))
 	b.checkLine(t, "two", two, span(4, 6))
 	b.checkLine(t, "three", three, span(4, 6))
 

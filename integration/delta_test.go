@@ -284,7 +284,7 @@ func TestDeltaStorageAcrossTimeTravel(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(mr.CheckpointID, 6)
-	if _, err := b.eng.Prune(b.ctx, []string{"tt-copy"}, engine.PruneKeepLatest); err != nil {
+	if _, err := b.eng.PruneThreads(b.ctx, engine.KeepLatest(), "tt-copy"); err != nil {
 		t.Fatal(err)
 	}
 	if f := b.storedFormat(t, copyHead.ID); f != "full" {

@@ -212,7 +212,7 @@ func TestEngineBehindPgBouncerInTransactionMode(t *testing.T) {
 			if _, err := eng.Rewind(ctx, list[4].ID); err != nil {
 				t.Fatalf("%s: rewind: %v", name, err)
 			}
-			if _, err := eng.ApplyRetention(ctx, thread, engine.KeepLastN(50)); err != nil {
+			if _, err := eng.PruneThreads(ctx, engine.KeepLastN(50), thread); err != nil {
 				t.Fatalf("%s: retention: %v", name, err)
 			}
 			var buf bytes.Buffer
@@ -220,7 +220,7 @@ func TestEngineBehindPgBouncerInTransactionMode(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: export: %v", name, err)
 			}
-			if _, err := eng.DeleteThread(ctx, thread); err != nil {
+			if _, err := eng.DeleteThreads(ctx, thread); err != nil {
 				t.Fatal(err)
 			}
 			if got, err := eng.Import(ctx, &buf, engine.ImportOptions{}); err != nil || got.Checkpoints != st.Checkpoints {

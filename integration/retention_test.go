@@ -103,7 +103,7 @@ func TestSweepProcedureGoesThroughEveryThread(t *testing.T) {
 		thread := fmt.Sprintf("t%02d", i)
 		lines[thread] = b.line(t, thread, 6)
 	}
-	if err := b.eng.SetExpiry(b.ctx, "t03", time.Now().Add(-time.Minute), engine.ExpireDelete); err != nil {
+	if err := b.eng.SetThreadExpiry(b.ctx, "t03", time.Now().Add(-time.Minute), engine.KeepNone()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.db.Pool.Exec(b.ctx, `CALL pgcheckpoint.gc_sweep('keep_last_n', 1, NULL, 3)`); err != nil {

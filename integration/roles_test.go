@@ -401,8 +401,14 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 		{"DeleteThread", func() error { _, err := eng.DeleteThread(ctx, "app-copy"); return err }},
 		{"Import", func() error { _, err := eng.Import(ctx, &buf, engine.ImportOptions{}); return err }},
 		{"DeleteBefore", func() error { _, err := eng.DeleteBefore(ctx, "app-copy", 2); return err }},
+		{"DeleteCheckpoints", func() error {
+			_, err := eng.DeleteCheckpoints(ctx, engine.BeforeStepIn("app-copy", "sub", 3))
+			return err
+		}},
 		{"ApplyRetention", func() error { _, err := eng.ApplyRetention(ctx, "app", engine.KeepLastN(2)); return err }},
+		{"PruneThreads", func() error { _, err := eng.PruneThreads(ctx, engine.KeepLastN(1), "app", "append"); return err }},
 		{"SetExpiry", func() error { return eng.SetExpiry(ctx, "safe", time.Now().Add(-time.Hour), engine.ExpireDelete) }},
+		{"SetThreadExpiry", func() error { return eng.SetThreadExpiry(ctx, "safe", time.Now().Add(-time.Hour), engine.KeepLatest()) }},
 		{"Sweep", func() error {
 			r, err := eng.Sweep(ctx, engine.KeepLastN(5), engine.SweepOptions{})
 			if err == nil && r.Failed > 0 {
@@ -415,6 +421,7 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 			_, err := eng.Prune(ctx, []string{"scope", "interval"}, engine.PruneKeepLatest)
 			return err
 		}},
+		{"DeleteThreads", func() error { _, err := eng.DeleteThreads(ctx, "scope", "nobody"); return err }},
 		{"WithTx", func() error {
 			tx, err := pool.Begin(ctx)
 			if err != nil {
@@ -553,6 +560,10 @@ func TestRolesReadOnlyInspectsAndCannotWrite(t *testing.T) {
 		"Prune":             func() error { _, err := ro.Prune(ctx, []string{"run"}, engine.PruneKeepLatest); return err },
 		"ApplyRetention":    func() error { _, err := ro.ApplyRetention(ctx, "run", engine.KeepLastN(1)); return err },
 		"SetExpiry":         func() error { return ro.SetExpiry(ctx, "run", time.Now(), engine.ExpireDelete) },
+		"DeleteThreads":     func() error { _, err := ro.DeleteThreads(ctx, "run"); return err },
+		"DeleteCheckpoints": func() error { _, err := ro.DeleteCheckpoints(ctx, engine.ForRuns("r1")); return err },
+		"PruneThreads":      func() error { _, err := ro.PruneThreads(ctx, engine.KeepLatest(), "run"); return err },
+		"SetThreadExpiry":   func() error { return ro.SetThreadExpiry(ctx, "run", time.Now(), engine.KeepNone()) },
 		"Sweep":             func() error { _, err := ro.Sweep(ctx, engine.KeepLastN(1), engine.SweepOptions{}); return err },
 		"Import": func() error {
 			f, err := os.Open(importFile)

@@ -209,7 +209,7 @@ func TestEngineOverOneConnection(t *testing.T) {
 	if st, err := eng.Export(ctx, "c", &buf); err != nil || st.Checkpoints != 5 {
 		t.Fatalf("export: %+v %v", st, err)
 	}
-	if _, err := eng.DeleteThread(ctx, "c"); err != nil {
+	if _, err := eng.DeleteThreads(ctx, "c"); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := eng.Import(ctx, &buf, engine.ImportOptions{}); err != nil || st.Checkpoints != 5 {
@@ -346,24 +346,24 @@ func TestEveryCallInsideTheCallersTransaction(t *testing.T) {
 	check("CopyThread", err == nil && copied.Copied > 0, copied)
 
 	// Retention and deletes.
-	_, err = e.ApplyRetention(ctx, "a-copy", engine.KeepLastN(2))
-	must("ApplyRetention", err)
-	must("SetExpiry", e.SetExpiry(ctx, "a-copy", time.Now().Add(-time.Hour), engine.ExpireDelete))
+	pr, err := e.PruneThreads(ctx, engine.KeepLastN(2), "a-copy")
+	check("PruneThreads", err == nil && pr.Deleted > 0 && len(pr.IDs) == int(pr.Deleted), pr)
+	must("SetThreadExpiry", e.SetThreadExpiry(ctx, "a-copy", time.Now().Add(-time.Hour), engine.KeepNone()))
 	sw, err := e.Sweep(ctx, engine.KeepAll(), engine.SweepOptions{})
 	check("Sweep", err == nil && sw.Expired == 1, sw)
-	_, err = e.DeleteBefore(ctx, "a", 2)
-	must("DeleteBefore", err)
-	_, err = e.DeleteForRuns(ctx, []string{"run-1"})
-	must("DeleteForRuns", err)
-	_, err = e.Prune(ctx, []string{br.ThreadID}, engine.PruneKeepLatest)
-	must("Prune", err)
+	_, err = e.DeleteCheckpoints(ctx, engine.BeforeStep("a", 2))
+	must("DeleteCheckpoints before a step", err)
+	_, err = e.DeleteCheckpoints(ctx, engine.ForRuns("run-1"))
+	must("DeleteCheckpoints for runs", err)
+	_, err = e.PruneThreads(ctx, engine.KeepLatest(), br.ThreadID)
+	must("PruneThreads", err)
 
 	// Export, delete, import back.
 	var buf bytes.Buffer
 	st, err := e.Export(ctx, "a", &buf)
 	must("Export", err)
-	n, err = e.DeleteThread(ctx, "a")
-	check("DeleteThread", err == nil && n == int64(st.Checkpoints), n)
+	del, err := e.DeleteThreads(ctx, "a")
+	check("DeleteThreads", err == nil && del.Deleted == int64(st.Checkpoints), del)
 	im, err := e.Import(ctx, &buf, engine.ImportOptions{})
 	check("Import", err == nil && im.Checkpoints == st.Checkpoints, im)
 	if _, err := e.Latest(ctx, "a"); err != nil {

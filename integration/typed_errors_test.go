@@ -34,7 +34,7 @@ func TestInputPostgresRefusesIsTyped(t *testing.T) {
 	if _, err := b.eng.Export(b.ctx, "exported", &export); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.eng.DeleteThread(b.ctx, "exported"); err != nil {
+	if _, err := b.eng.DeleteThreads(b.ctx, "exported"); err != nil {
 		t.Fatal(err)
 	}
 	before := b.count(t)

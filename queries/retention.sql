@@ -16,7 +16,9 @@ FROM pgcheckpoint.gc_batch(@policy::text, @n::int, make_interval(0, 0, 0, 0, 0, 
 
 -- name: ThreadSetExpiry :execrows
 -- Sets (or, with a NULL time, clears) the expiry of every namespace row of
--- a thread.
+-- a thread: once expired, a sweep keeps its heads (keep_latest) or deletes
+-- it (see pgcheckpoint.expire_thread).
 UPDATE pgcheckpoint.threads t
-SET expires_at = sqlc.narg(expires_at)::timestamptz, expire_action = @expire_action::text
+SET expires_at = sqlc.narg(expires_at)::timestamptz,
+    expire_action = CASE WHEN @keep_latest::boolean THEN 'keep_latest' ELSE 'delete' END
 WHERE t.thread_id = @thread_id::text;

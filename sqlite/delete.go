@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
 )
@@ -140,100 +142,112 @@ func deleteThread(ctx context.Context, q *sqlitedb.Queries, threadID string) (in
 	return n, nil
 }
 
-// DeleteThread deletes every row of a thread (all namespaces, pending
-// writes with their checkpoints) in one transaction.
-func (s *Store) DeleteThread(ctx context.Context, threadID string) (int64, error) {
+// DeleteCheckpoints deletes the checkpoints q names (see
+// engine.DeleteQuery) in one transaction.
+func (s *Store) DeleteCheckpoints(ctx context.Context, q engine.DeleteQuery) (int64, error) {
 	var n int64
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(tx *sqlitedb.Queries, _ *sql.Tx) error {
+		var ids []uuid.UUID
 		var err error
-		n, err = deleteThread(ctx, q, threadID)
-		return err
-	})
-	return n, err
-}
-
-// DeleteBefore deletes the checkpoints of a thread and namespace whose step
-// is below step, except the head.
-func (s *Store) DeleteBefore(ctx context.Context, threadID, namespace string, step int64) (int64, error) {
-	var n int64
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
-		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		} else if err != nil {
-			return dbError("read the head", err)
+		if q.RunIDs != nil {
+			ids, err = runCheckpoints(ctx, tx, q.RunIDs)
+		} else {
+			ids, err = checkpointsBefore(ctx, tx, q.ThreadID, q.Namespace, q.BeforeStep)
 		}
-		rows, err := q.CheckpointListForRetention(ctx, threadID)
 		if err != nil {
-			return dbError("list checkpoints", err)
+			return err
 		}
-		var ids []uuid.UUID
-		for _, r := range rows {
-			if r.Namespace == namespace && r.Step < step && r.Seq != head.Seq {
-				ids = append(ids, r.CheckpointID)
-			}
-		}
-		n, err = deleteCheckpoints(ctx, q, ids)
+		n, err = deleteCheckpoints(ctx, tx, ids)
 		return err
 	})
 	return n, err
 }
 
-// DeleteForRuns deletes the checkpoints whose metadata contains
-// {"run_id": r} for one of runIDs (stored form), as Postgres @> decides.
-func (s *Store) DeleteForRuns(ctx context.Context, runIDs []string) (int64, error) {
-	if len(runIDs) == 0 {
-		return 0, nil
+// checkpointsBefore lists the checkpoints of a thread and namespace whose
+// step is below step, except the head.
+func checkpointsBefore(ctx context.Context, q *sqlitedb.Queries, threadID, namespace string, step int64) ([]uuid.UUID, error) {
+	head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, dbError("read the head", err)
 	}
-	var n int64
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
-		rows, err := q.CheckpointListWithRunID(ctx)
-		if err != nil {
-			return dbError("find checkpoints by run id", err)
+	rows, err := q.CheckpointListForRetention(ctx, threadID)
+	if err != nil {
+		return nil, dbError("list checkpoints", err)
+	}
+	var ids []uuid.UUID
+	for _, r := range rows {
+		if r.Namespace == namespace && r.Step < step && r.Seq != head.Seq {
+			ids = append(ids, r.CheckpointID)
 		}
-		var ids []uuid.UUID
-		for _, r := range rows {
-			doc, err := jsontext.Decode([]byte(r.Metadata))
-			if err != nil {
-				return fmt.Errorf("metadata of checkpoint %s: %w", r.CheckpointID, err)
-			}
-			for _, run := range runIDs {
-				if jsontext.Contains(doc, map[string]any{"run_id": run}) {
-					ids = append(ids, r.CheckpointID)
-					break
-				}
-			}
-		}
-		n, err = deleteCheckpoints(ctx, q, ids)
-		return err
-	})
-	return n, err
+	}
+	return ids, nil
 }
 
-// Prune keeps only each thread's heads (one per namespace) or deletes the
-// threads whole, in one transaction.
-func (s *Store) Prune(ctx context.Context, threadIDs []string, keepLatest bool) (int64, error) {
-	ids := slices.Clone(threadIDs)
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	var n int64
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
-		for _, t := range ids {
-			var k int64
-			var err error
-			if keepLatest {
-				k, err = keepHeads(ctx, q, t)
-			} else {
-				k, err = deleteThread(ctx, q, t)
+// runCheckpoints lists the checkpoints whose metadata contains
+// {"run_id": r} for one of runIDs (stored form), as Postgres @> decides.
+func runCheckpoints(ctx context.Context, q *sqlitedb.Queries, runIDs []string) ([]uuid.UUID, error) {
+	rows, err := q.CheckpointListWithRunID(ctx)
+	if err != nil {
+		return nil, dbError("find checkpoints by run id", err)
+	}
+	var ids []uuid.UUID
+	for _, r := range rows {
+		doc, err := jsontext.Decode([]byte(r.Metadata))
+		if err != nil {
+			return nil, fmt.Errorf("metadata of checkpoint %s: %w", r.CheckpointID, err)
+		}
+		for _, run := range runIDs {
+			if jsontext.Contains(doc, map[string]any{"run_id": run}) {
+				ids = append(ids, r.CheckpointID)
+				break
 			}
+		}
+	}
+	return ids, nil
+}
+
+// PruneThreads applies a policy to each of threadIDs, all in one
+// transaction.
+func (s *Store) PruneThreads(ctx context.Context, threadIDs []string, p engine.Policy) (engine.DeleteResult, error) {
+	var r engine.DeleteResult
+	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+		now := s.now()
+		for _, t := range threadIDs {
+			d, err := pruneThread(ctx, q, t, p, now)
 			if err != nil {
 				return err
 			}
-			n += k
+			r.Deleted += d.Deleted
+			r.IDs = append(r.IDs, d.IDs...)
 		}
 		return nil
 	})
-	return n, err
+	if err != nil {
+		return engine.DeleteResult{}, err // rolled back: nothing was deleted
+	}
+	return r, nil
+}
+
+// pruneThread deletes from a thread what a checked policy does not keep,
+// inside a write transaction: what every path that applies a policy
+// (PruneThreads, a sweep, an expiry) calls.
+func pruneThread(ctx context.Context, q *sqlitedb.Queries, threadID string, p engine.Policy, now time.Time) (engine.DeleteResult, error) {
+	var n int64
+	var err error
+	switch p.Name() {
+	case "keep_all":
+		return engine.DeleteResult{}, nil
+	case "keep_none":
+		n, err = deleteThread(ctx, q, threadID)
+	case "keep_latest":
+		n, err = keepHeads(ctx, q, threadID)
+	default:
+		deleted, err := applyPolicy(ctx, q, threadID, p, now)
+		return engine.DeleteResult{Deleted: int64(len(deleted)), IDs: deleted}, err
+	}
+	return engine.DeleteResult{Deleted: n}, err
 }
 
 // keepHeads deletes every checkpoint of a thread but the head of each

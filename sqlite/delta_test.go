@@ -161,7 +161,7 @@ func TestDeltaRandomHistories(t *testing.T) {
 			}
 			check("written")
 			for _, e := range engs {
-				if _, err := e.ApplyRetention(ctx, "p", engine.KeepMilestones(7)); err != nil {
+				if _, err := e.PruneThreads(ctx, engine.KeepMilestones(7), "p"); err != nil {
 					t.Fatal(err)
 				}
 			}

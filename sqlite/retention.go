@@ -20,49 +20,8 @@ import (
 // exists) are kept; kept deltas whose base goes are rebased
 // (deleteCheckpoints). Expiry deletes the thread, or all but its heads.
 
-// ApplyRetention applies a policy to every namespace of a thread in one
-// transaction and returns what it deleted. Errors: engine.ErrInvalidInput
-// for an unknown policy.
-func (s *Store) ApplyRetention(ctx context.Context, threadID string, p engine.Policy) ([]engine.Deleted, error) {
-	if err := checkPolicy(p); err != nil {
-		return nil, err
-	}
-	var out []engine.Deleted
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
-		var err error
-		out, err = applyPolicy(ctx, q, threadID, p, s.now())
-		return err
-	})
-	return out, err
-}
-
-func checkPolicy(p engine.Policy) error {
-	switch p.Name() {
-	case "keep_all":
-	case "keep_last_n":
-		if p.N() < 1 {
-			return fmt.Errorf("%w: keep_last_n needs n >= 1, got %d", engine.ErrInvalidInput, p.N())
-		}
-	case "keep_milestones":
-		if p.N() < 0 {
-			return fmt.Errorf("%w: keep_milestones needs n >= 0, got %d", engine.ErrInvalidInput, p.N())
-		}
-	case "keep_age":
-		if p.Age() <= 0 {
-			return fmt.Errorf("%w: keep_age needs a positive age, got %s", engine.ErrInvalidInput, p.Age())
-		}
-	default:
-		return fmt.Errorf("%w: unknown retention policy %q; use keep_all, keep_last_n, keep_age or keep_milestones",
-			engine.ErrInvalidInput, p.Name())
-	}
-	return nil
-}
-
 // applyPolicy is gc_thread inside a write transaction.
 func applyPolicy(ctx context.Context, q *sqlitedb.Queries, threadID string, p engine.Policy, now time.Time) ([]engine.Deleted, error) {
-	if p.Name() == "keep_all" {
-		return nil, nil
-	}
 	heads, err := headSeqs(ctx, q, threadID)
 	if err != nil {
 		return nil, err
@@ -131,16 +90,10 @@ func roundDiv(x, d int64) int64 {
 	return (2*x + d) / (2 * d)
 }
 
-// SweepBatch applies expiry and then p to up to size threads after after,
+// SweepBatch applies expiry and then p (checked) to up to size threads after after,
 // in thread id order, in one transaction. A thread that fails is rolled
 // back to where it was (a savepoint), counted, and skipped.
 func (s *Store) SweepBatch(ctx context.Context, p engine.Policy, after string, size int) (engine.SweepBatchResult, error) {
-	if err := checkPolicy(p); err != nil {
-		return engine.SweepBatchResult{}, err
-	}
-	if size < 1 {
-		return engine.SweepBatchResult{}, fmt.Errorf("%w: batch size must be 1 or more", engine.ErrInvalidInput)
-	}
 	var res engine.SweepBatchResult
 	err := s.write(ctx, func(q *sqlitedb.Queries, tx *sql.Tx) error {
 		now := s.now()
@@ -182,40 +135,38 @@ func (s *Store) SweepBatch(ctx context.Context, p engine.Policy, after string, s
 
 // sweepThread applies a thread's expiry if it is due, else the policy.
 func sweepThread(ctx context.Context, q *sqlitedb.Queries, threadID string, p engine.Policy, now time.Time) (expired bool, n int64, err error) {
-	action, err := q.ThreadExpireAction(ctx, sqlitedb.ThreadExpireActionParams{
+	keepLatest, err := q.ThreadExpiryKeepsLatest(ctx, sqlitedb.ThreadExpiryKeepsLatestParams{
 		ThreadID: threadID, Now: sql.NullInt64{Int64: now.UnixMicro(), Valid: true},
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		deleted, err := applyPolicy(ctx, q, threadID, p, now)
-		return false, int64(len(deleted)), err
+		r, err := pruneThread(ctx, q, threadID, p, now)
+		return false, r.Deleted, err
 	case err != nil:
 		return false, 0, dbError("read the expiry", err)
-	case action == string(engine.ExpireDelete):
-		n, err := deleteThread(ctx, q, threadID)
-		return true, n, err
+	case !keepLatest:
+		r, err := pruneThread(ctx, q, threadID, engine.KeepNone(), now)
+		return true, r.Deleted, err
 	}
-	if n, err = keepHeads(ctx, q, threadID); err != nil {
+	r, err := pruneThread(ctx, q, threadID, engine.KeepLatest(), now)
+	if err != nil {
 		return false, 0, err
 	}
 	if err := q.ThreadClearExpiry(ctx, threadID); err != nil {
 		return false, 0, dbError("clear the expiry", err)
 	}
-	return true, n, nil
+	return true, r.Deleted, nil
 }
 
 // SetExpiry sets (zero at: clears) the expiry of every namespace row of a
-// thread and returns how many rows it changed.
-func (s *Store) SetExpiry(ctx context.Context, threadID string, at time.Time, action engine.ExpireAction) (int64, error) {
-	if action == "" {
-		action = engine.ExpireDelete
-	}
+// thread, KeepNone or KeepLatest, and returns how many rows it changed.
+func (s *Store) SetExpiry(ctx context.Context, threadID string, at time.Time, p engine.Policy) (int64, error) {
 	var n int64
 	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
 		var err error
 		n, err = q.ThreadSetExpiry(ctx, sqlitedb.ThreadSetExpiryParams{
 			ThreadID: threadID, ExpiresAt: sql.NullInt64{Int64: at.UnixMicro(), Valid: !at.IsZero()},
-			ExpireAction: string(action),
+			KeepLatest: p.Name() == "keep_latest",
 		})
 		return dbError(fmt.Sprintf("set the expiry of thread %q", threadID), err)
 	})

@@ -101,7 +101,7 @@ var ErrNotStored = errors.New("pgcheckpoint eino: the engine does not write task
 // Eino's optional checkpoint deleter). Deleting an unknown id is not an
 // error.
 func (s *Store) Delete(ctx context.Context, checkPointID string) error {
-	if _, err := s.eng.DeleteThread(ctx, checkPointID); err != nil {
+	if _, err := s.eng.DeleteThreads(ctx, checkPointID); err != nil {
 		return fmt.Errorf("eino checkpoint %q: %w", checkPointID, err)
 	}
 	return nil

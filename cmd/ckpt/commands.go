@@ -442,10 +442,11 @@ func runTree(ctx context.Context, c *cli, args []string) error {
 }
 
 func runDelete(ctx context.Context, c *cli, args []string) error {
-	n, err := c.eng.DeleteThread(ctx, args[0])
+	r, err := c.eng.DeleteThreads(ctx, args[0])
 	if err != nil {
 		return err
 	}
+	n := r.Deleted
 	if n == 0 {
 		return fmt.Errorf("thread %q: %w", args[0], engine.ErrNotFound)
 	}

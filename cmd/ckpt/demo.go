@@ -202,17 +202,17 @@ func runDemo(ctx context.Context, c *cli, _ []string) error {
 	}
 	var removed int64
 	for _, b := range branches {
-		n, err := eng.DeleteThread(ctx, b.ThreadID)
+		del, err := eng.DeleteThreads(ctx, b.ThreadID)
 		if err != nil {
 			return err
 		}
-		removed += n
+		removed += del.Deleted
 	}
-	n, err := eng.DeleteThread(ctx, demoThread)
+	del, err := eng.DeleteThreads(ctx, demoThread)
 	if err != nil {
 		return err
 	}
-	removed += n
+	removed += del.Deleted
 	fmt.Fprintf(w, "thread    %s", demoThread)
 	if removed > 0 {
 		fmt.Fprintf(w, " (deleted %d checkpoints of an earlier demo first)", removed)
@@ -290,11 +290,11 @@ func runDemo(ctx context.Context, c *cli, _ []string) error {
 		return err
 	}
 	fmt.Fprintf(w, "  merge    the branch into %s: step %d, with both parents\n", demoThread, m.Step)
-	pruned, err := eng.Prune(ctx, []string{br.ThreadID}, engine.PruneKeepLatest)
+	pruned, err := eng.PruneThreads(ctx, engine.KeepLatest(), br.ThreadID)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "  prune    the merged branch keeps only its head: %d checkpoints deleted\n", pruned)
+	fmt.Fprintf(w, "  prune    the merged branch keeps only its head: %d checkpoints deleted\n", pruned.Deleted)
 
 	tree, err := eng.Tree(ctx, demoThread)
 	if err != nil {

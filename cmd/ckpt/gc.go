@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -28,7 +29,7 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 		if _, err := c.eng.Latest(ctx, c.thread); err != nil {
 			return err // not found: say so, as log does
 		}
-		deleted, err := c.eng.ApplyRetention(ctx, c.thread, p)
+		res, err := c.eng.PruneThreads(ctx, p, c.thread)
 		if err != nil {
 			return err
 		}
@@ -39,16 +40,21 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 				ID        uuid.UUID `json:"checkpoint_id"`
 				Step      int64     `json:"step"`
 			}
-			rows := make([]row, len(deleted))
-			for i, d := range deleted {
+			var rows []row // null when the policy does not list them (see engine.DeleteResult)
+			if res.IDs != nil {
+				rows = make([]row, len(res.IDs))
+			}
+			for i, d := range res.IDs {
 				rows[i] = row{d.ThreadID, d.Namespace, d.ID, d.Step}
 			}
 			return c.printJSON(struct {
-				Policy  string `json:"policy"`
-				Deleted []row  `json:"deleted"`
-			}{cliPolicy(p), rows})
+				Policy      string `json:"policy"`
+				ThreadID    string `json:"thread_id"`
+				Deleted     int64  `json:"deleted"`
+				Checkpoints []row  `json:"checkpoints"`
+			}{cliPolicy(p), c.thread, res.Deleted, rows})
 		}
-		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", cliPolicy(p), c.thread, len(deleted))
+		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", cliPolicy(p), c.thread, res.Deleted)
 		return nil
 	}
 
@@ -62,6 +68,9 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 	res, err := c.eng.Sweep(ctx, p, opts)
 	if progress {
 		fmt.Fprint(c.rawErr, "\r\033[K")
+	}
+	if errors.Is(err, engine.ErrInvalidInput) {
+		return usagef("gc: %v", err) // a policy a sweep does not take; nothing was done
 	}
 	if err != nil {
 		return fmt.Errorf("%w (batches before the failing one are done; run gc again to go on)", err)
@@ -93,17 +102,17 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 // policyHelp is the policy syntax, as ckpt spells it.
 const policyHelp = `use keep-all, keep-last-n:N (the N newest), keep-age:DURATION
 (written within it, e.g. 72h), or keep-milestones:N (the first, the newest
-and N evenly spaced between). Whatever the policy, a thread's head and a
-checkpoint a branch was forked from are kept.`
+and N evenly spaced between): whatever the policy, a thread's head and a
+checkpoint a branch was forked from are kept. With --thread, also
+keep-latest (the heads alone, branch sources too go) or keep-none (the
+whole thread goes, as delete does).`
 
-// cliPolicy spells a policy as ckpt takes it, e.g. keep-last-n:10.
+// cliPolicy spells a policy as ckpt takes it, e.g. keep-last-n:10 for
+// keep_last_n(10).
 func cliPolicy(p engine.Policy) string {
-	name := strings.ReplaceAll(p.Name(), "_", "-")
-	switch p.Name() {
-	case "keep_all":
-		return name
-	case "keep_age":
-		return name + ":" + p.Age().String()
+	s := strings.ReplaceAll(p.String(), "_", "-")
+	if name, arg, ok := strings.Cut(s, "("); ok {
+		return name + ":" + strings.TrimSuffix(arg, ")")
 	}
-	return fmt.Sprintf("%s:%d", name, p.N())
+	return s
 }

@@ -211,10 +211,10 @@ func TestGraphDrawsEngineTrees(t *testing.T) {
 				}
 			case k < 96:
 				read()
-				_, err = eng.ApplyRetention(ctx, thread, engine.KeepLastN(1+rng.IntN(3)))
+				_, err = eng.PruneThreads(ctx, engine.KeepLastN(1+rng.IntN(3)), thread)
 			default:
 				read()
-				_, err = eng.Prune(ctx, []string{thread}, engine.PruneKeepLatest)
+				_, err = eng.PruneThreads(ctx, engine.KeepLatest(), thread)
 			}
 			must(err)
 		}

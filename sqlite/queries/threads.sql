@@ -58,11 +58,17 @@ ORDER BY created_at, thread_id;
 SELECT DISTINCT thread_id FROM threads WHERE thread_id > @after ORDER BY thread_id LIMIT @max_rows;
 
 -- name: ThreadSetExpiry :execrows
-UPDATE threads SET expires_at = @expires_at, expire_action = @expire_action WHERE thread_id = @thread_id;
+-- An expiry keeps nothing ('delete': the thread goes) or the heads
+-- ('keep_latest').
+UPDATE threads
+SET expires_at = @expires_at,
+    expire_action = CASE WHEN CAST(@keep_latest AS BOOLEAN) THEN 'keep_latest' ELSE 'delete' END
+WHERE thread_id = @thread_id;
 
--- name: ThreadExpireAction :one
--- The expire action of a thread whose expiry is due (no row when none is).
-SELECT expire_action FROM threads
+-- name: ThreadExpiryKeepsLatest :one
+-- Whether the due expiry of a thread keeps its heads (false: it deletes
+-- the thread); no row when none is due.
+SELECT CAST(expire_action = 'keep_latest' AS BOOLEAN) AS keep_latest FROM threads
 WHERE thread_id = @thread_id AND expires_at <= @now
 ORDER BY expires_at
 LIMIT 1;

@@ -64,24 +64,25 @@ func (q *Queries) ThreadExists(ctx context.Context, threadID string) (int64, err
 	return found, err
 }
 
-const ThreadExpireAction = `-- name: ThreadExpireAction :one
-SELECT expire_action FROM threads
+const ThreadExpiryKeepsLatest = `-- name: ThreadExpiryKeepsLatest :one
+SELECT CAST(expire_action = 'keep_latest' AS BOOLEAN) AS keep_latest FROM threads
 WHERE thread_id = ?1 AND expires_at <= ?2
 ORDER BY expires_at
 LIMIT 1
 `
 
-type ThreadExpireActionParams struct {
+type ThreadExpiryKeepsLatestParams struct {
 	ThreadID string
 	Now      sql.NullInt64
 }
 
-// The expire action of a thread whose expiry is due (no row when none is).
-func (q *Queries) ThreadExpireAction(ctx context.Context, arg ThreadExpireActionParams) (string, error) {
-	row := q.db.QueryRowContext(ctx, ThreadExpireAction, arg.ThreadID, arg.Now)
-	var expire_action string
-	err := row.Scan(&expire_action)
-	return expire_action, err
+// Whether the due expiry of a thread keeps its heads (false: it deletes
+// the thread); no row when none is due.
+func (q *Queries) ThreadExpiryKeepsLatest(ctx context.Context, arg ThreadExpiryKeepsLatestParams) (bool, error) {
+	row := q.db.QueryRowContext(ctx, ThreadExpiryKeepsLatest, arg.ThreadID, arg.Now)
+	var keep_latest bool
+	err := row.Scan(&keep_latest)
+	return keep_latest, err
 }
 
 const ThreadGet = `-- name: ThreadGet :one
@@ -338,17 +339,22 @@ func (q *Queries) ThreadListRows(ctx context.Context, threadID string) ([]Thread
 }
 
 const ThreadSetExpiry = `-- name: ThreadSetExpiry :execrows
-UPDATE threads SET expires_at = ?1, expire_action = ?2 WHERE thread_id = ?3
+UPDATE threads
+SET expires_at = ?1,
+    expire_action = CASE WHEN CAST(?2 AS BOOLEAN) THEN 'keep_latest' ELSE 'delete' END
+WHERE thread_id = ?3
 `
 
 type ThreadSetExpiryParams struct {
-	ExpiresAt    sql.NullInt64
-	ExpireAction string
-	ThreadID     string
+	ExpiresAt  sql.NullInt64
+	KeepLatest bool
+	ThreadID   string
 }
 
+// An expiry keeps nothing ('delete': the thread goes) or the heads
+// ('keep_latest').
 func (q *Queries) ThreadSetExpiry(ctx context.Context, arg ThreadSetExpiryParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, ThreadSetExpiry, arg.ExpiresAt, arg.ExpireAction, arg.ThreadID)
+	result, err := q.db.ExecContext(ctx, ThreadSetExpiry, arg.ExpiresAt, arg.KeepLatest, arg.ThreadID)
 	if err != nil {
 		return 0, err
 	}
