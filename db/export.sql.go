@@ -199,7 +199,7 @@ ORDER BY namespace
 type ThreadExportRowsRow struct {
 	Namespace          string
 	RewoundTo          uuid.NullUUID
-	Metadata           json.RawMessage
+	Metadata           []byte
 	CreatedAt          time.Time
 	BranchName         pgtype.Text
 	BranchedFrom       uuid.NullUUID

@@ -90,7 +90,14 @@ SELECT coalesce(string_agg(line, E'\n' ORDER BY line), '') FROM (
     SELECT 'constraint ' || conname || ' ' || pg_get_constraintdef(oid)
     FROM pg_constraint WHERE connamespace = 'pgcheckpoint'::regnamespace
     UNION ALL
-    SELECT 'function ' || pg_get_functiondef(oid) FROM pg_proc WHERE pronamespace = 'pgcheckpoint'::regnamespace
+    SELECT 'function ' || pg_get_functiondef(oid) FROM pg_proc
+    WHERE pronamespace = 'pgcheckpoint'::regnamespace AND prokind <> 'a'
+    UNION ALL
+    -- pg_get_functiondef refuses aggregates.
+    SELECT format('aggregate %s sfunc=%s stype=%s initcond=%s', a.aggfnoid::regprocedure, a.aggtransfn::regprocedure,
+                  format_type(a.aggtranstype, NULL), a.agginitval)
+    FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid
+    WHERE p.pronamespace = 'pgcheckpoint'::regnamespace
     UNION ALL
     -- Privileges, the default ones spelled out and in a fixed order, so a
     -- REVOKE undone by a GRANT compares equal.
