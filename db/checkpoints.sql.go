@@ -186,7 +186,7 @@ SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
        END::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) m
-WHERE c.checkpoint_id = $1::uuid
+WHERE c.checkpoint_id = $1
 `
 
 type CheckpointGetByIDRow struct {
@@ -205,7 +205,7 @@ type CheckpointGetByIDRow struct {
 // json.RawMessage would be validated again by encoding/json on the client.
 // Pending writes are aggregated only for a checkpoint that has some (the
 // probe here saves the call of pending_writes_json, which probes again).
-func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID) (CheckpointGetByIDRow, error) {
+func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID pgtype.UUID) (CheckpointGetByIDRow, error) {
 	row := q.db.QueryRow(ctx, CheckpointGetByID, checkpointID)
 	var i CheckpointGetByIDRow
 	err := row.Scan(

@@ -183,7 +183,9 @@ func pgCheckpoint(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
 }
 
 func (s *pgStore) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {
-	row, err := s.q.CheckpointGetByID(ctx, id)
+	// pgx encodes its own UUID directly; a google/uuid one goes through
+	// its text form (sqlc types this parameter from the view's column).
+	row, err := s.q.CheckpointGetByID(ctx, pgtype.UUID{Bytes: id, Valid: true})
 	if err != nil {
 		return nil, storeError(err)
 	}

@@ -205,7 +205,7 @@ SELECT sqlc.embed(c), m.messages::bytea AS messages, m.state::bytea AS state, m.
        END::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) m
-WHERE c.checkpoint_id = @checkpoint_id::uuid;
+WHERE c.checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointGetHead :one
 -- The head of a thread and namespace: the checkpoint the next write builds
