@@ -141,7 +141,8 @@ BEGIN
                      FROM chain ch, jsonb_array_elements(ch.messages) WITH ORDINALITY e), '[]'),
            (SELECT pgcheckpoint.delta_merge(ch.state, ch.state_removed ORDER BY ch.depth DESC) FROM chain ch),
            (SELECT pgcheckpoint.delta_merge(ch.tool_results, ch.tool_results_removed ORDER BY ch.depth DESC) FROM chain ch)
-    -- No chain rows: deleted since read above.
+    -- No chain rows (the row gone since read above): no row rather than
+    -- empty content.
     WHERE EXISTS (SELECT FROM chain);
 END;
 $$;
