@@ -178,29 +178,34 @@ func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFi
 }
 
 const CheckpointGetByID = `-- name: CheckpointGetByID :one
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes,
-       m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
-       coalesce(pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text, '')::text AS pending_writes
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes, m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
+       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+            THEN pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text
+            ELSE ''
+       END::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
-WHERE c.checkpoint_id = $1::uuid
-LIMIT 1
+CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) m
+WHERE c.checkpoint_id = $1
 `
 
 type CheckpointGetByIDRow struct {
 	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
-	Messages                   string
-	State                      string
-	ToolResults                string
+	Messages                   []byte
+	State                      []byte
+	ToolResults                []byte
 	PendingWrites              string
 }
 
-// A checkpoint with its whole content (see pgcheckpoint.materialize) and its
-// pending writes (ordered by task and index) as one JSON array, so Get is
-// one round trip. The JSON comes back as text: what Postgres wrote is valid
-// JSON, and a jsonb column scanned into json.RawMessage would be validated
-// again by encoding/json on the client.
-func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID) (CheckpointGetByIDRow, error) {
+// A checkpoint with its whole content and its pending writes (ordered by
+// task and index) as one JSON array, in one statement: the content is
+// pgcheckpoint.materialize_json, which the planner inlines, so a full
+// checkpoint costs index lookups and no function call. The JSON comes as
+// bytes of text, as Postgres wrote it: a jsonb column scanned into
+// json.RawMessage would be validated again by encoding/json on the client.
+// Pending writes are aggregated only for a checkpoint that has some (the
+// probe here saves the call of pending_writes_json, which probes again).
+func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID pgtype.UUID) (CheckpointGetByIDRow, error) {
 	row := q.db.QueryRow(ctx, CheckpointGetByID, checkpointID)
 	var i CheckpointGetByIDRow
 	err := row.Scan(
@@ -228,11 +233,14 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 }
 
 const CheckpointGetHead = `-- name: CheckpointGetHead :one
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes,
-       m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
-       coalesce(pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text, '')::text AS pending_writes
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes, m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
+       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+            THEN pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text
+            ELSE ''
+       END::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
+CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) m
 WHERE c.thread_id = $1::text AND c.namespace = $2::text
   AND c.seq = pgcheckpoint.head_seq($1::text, $2::text)
 `
@@ -244,14 +252,14 @@ type CheckpointGetHeadParams struct {
 
 type CheckpointGetHeadRow struct {
 	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
-	Messages                   string
-	State                      string
-	ToolResults                string
+	Messages                   []byte
+	State                      []byte
+	ToolResults                []byte
 	PendingWrites              string
 }
 
 // The head of a thread and namespace: the checkpoint the next write builds
-// on (see pgcheckpoint.head_seq).
+// on (see pgcheckpoint.head_seq), read as CheckpointGetByID reads one.
 func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadParams) (CheckpointGetHeadRow, error) {
 	row := q.db.QueryRow(ctx, CheckpointGetHead, arg.ThreadID, arg.Namespace)
 	var i CheckpointGetHeadRow

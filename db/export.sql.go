@@ -241,7 +241,7 @@ ORDER BY namespace
 type ThreadExportRowsRow struct {
 	Namespace          string
 	RewoundTo          uuid.NullUUID
-	Metadata           json.RawMessage
+	Metadata           []byte
 	CreatedAt          time.Time
 	BranchName         pgtype.Text
 	BranchedFrom       uuid.NullUUID

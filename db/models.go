@@ -75,15 +75,15 @@ type PgcheckpointCheckpointInfo struct {
 	ThreadID           string
 	Namespace          string
 	Seq                int64
-	CheckpointID       uuid.UUID
-	ParentCheckpointID uuid.NullUUID
-	MergeParentID      uuid.NullUUID
+	CheckpointID       pgtype.UUID
+	ParentCheckpointID pgtype.UUID
+	MergeParentID      pgtype.UUID
 	Step               int64
 	CreatedAt          time.Time
 	Trigger            string
 	Tags               []string
 	Summary            string
-	Metadata           json.RawMessage
+	Metadata           []byte
 	Format             string
 	NextNode           string
 	SizeBytes          int64
@@ -120,7 +120,7 @@ type PgcheckpointThread struct {
 	// Set by a rewind: the head until the next checkpoint is written, which takes it as parent and clears this. NULL: the head is the newest checkpoint.
 	RewoundTo uuid.NullUUID
 	// Free-form JSON object about the thread.
-	Metadata json.RawMessage
+	Metadata []byte
 	// When the first checkpoint of this thread and namespace was written.
 	CreatedAt time.Time
 	// For a branch: the name it was given.

@@ -7,7 +7,6 @@ package db
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -161,7 +160,7 @@ type ThreadListHeadsParams struct {
 type ThreadListHeadsRow struct {
 	ThreadID         string
 	Namespace        string
-	Metadata         json.RawMessage
+	Metadata         []byte
 	CreatedAt        time.Time
 	HeadCheckpointID uuid.UUID
 	HeadStep         int64

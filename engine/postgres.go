@@ -152,11 +152,12 @@ func (s *pgStore) PutAppend(ctx context.Context, a AppendRequest) (SnapshotResul
 
 // pgInfo is the one mapping from a row of pgcheckpoint.checkpoint_info,
 // which every query that lists or reads checkpoints embeds, to
-// CheckpointInfo.
+// CheckpointInfo. The row's ids are pgx UUIDs (NULL: uuid.Nil) and its
+// metadata the JSON text Postgres wrote, taken as it is (see sqlc.yaml).
 func pgInfo(r db.PgcheckpointCheckpointInfo) CheckpointInfo {
 	return CheckpointInfo{
-		ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
-		ParentID: r.ParentCheckpointID.UUID, MergeParentID: r.MergeParentID.UUID, Step: r.Step, CreatedAt: r.CreatedAt,
+		ID: r.CheckpointID.Bytes, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
+		ParentID: r.ParentCheckpointID.Bytes, MergeParentID: r.MergeParentID.Bytes, Step: r.Step, CreatedAt: r.CreatedAt,
 		Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
 		Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
 		Format: r.Format,
@@ -164,13 +165,14 @@ func pgInfo(r db.PgcheckpointCheckpointInfo) CheckpointInfo {
 }
 
 // pgCheckpoint maps a row with content and pending writes, as the Get and
-// head queries return it.
+// head queries return it. The content is JSON text as Postgres wrote it
+// (see pgcheckpoint.materialize_json): taken as it is, not validated again.
 func pgCheckpoint(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
 	c := &Checkpoint{
 		CheckpointInfo: pgInfo(r.PgcheckpointCheckpointInfo),
-		Messages:       json.RawMessage(r.Messages),
-		State:          json.RawMessage(r.State),
-		ToolResults:    json.RawMessage(r.ToolResults),
+		Messages:       r.Messages,
+		State:          r.State,
+		ToolResults:    r.ToolResults,
 		PendingWrites:  []PendingWrite{},
 	}
 	if r.PendingWrites != "" {
@@ -182,7 +184,9 @@ func pgCheckpoint(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
 }
 
 func (s *pgStore) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {
-	row, err := s.q.CheckpointGetByID(ctx, id)
+	// pgx encodes its own UUID directly; a google/uuid one goes through
+	// its text form (sqlc types this parameter from the view's column).
+	row, err := s.q.CheckpointGetByID(ctx, pgtype.UUID{Bytes: id, Valid: true})
 	if err != nil {
 		return nil, storeError(err)
 	}

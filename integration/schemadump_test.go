@@ -135,6 +135,9 @@ func (d *dumper) dump() error {
 	if err := d.functions(); err != nil {
 		return err
 	}
+	if err := d.aggregates(); err != nil {
+		return err
+	}
 	d.writeTriggers()
 	var left []string
 	for _, c := range d.comments {
@@ -194,8 +197,17 @@ SELECT what FROM (
     WHERE t.typnamespace = $1 AND t.typrelid = 0
       AND NOT EXISTS (SELECT FROM pg_type e WHERE e.oid = t.typelem AND e.typrelid <> 0 AND e.typarray = t.oid)
     UNION ALL
-    SELECT 'aggregate or window function ' || oid::regprocedure FROM pg_proc
-    WHERE pronamespace = $1 AND prokind NOT IN ('f', 'p')
+    SELECT 'window function ' || oid::regprocedure FROM pg_proc
+    WHERE pronamespace = $1 AND prokind NOT IN ('f', 'p', 'a')
+    UNION ALL
+    -- aggregates() writes plain aggregates with a state function, a state
+    -- type, an initial value and a final function; nothing more.
+    SELECT 'aggregate with options the dump does not write ' || a.aggfnoid::regprocedure
+    FROM pg_aggregate a JOIN pg_proc p ON p.oid = a.aggfnoid
+    WHERE p.pronamespace = $1
+      AND (a.aggkind <> 'n' OR a.aggnumdirectargs <> 0 OR a.aggcombinefn <> 0 OR a.aggserialfn <> 0
+           OR a.aggdeserialfn <> 0 OR a.aggmtransfn <> 0 OR a.aggfinalextra OR a.aggfinalmodify <> 'r'
+           OR a.aggsortop <> 0 OR a.aggtransspace <> 0 OR p.proparallel <> 'u')
     UNION ALL SELECT 'operator ' || oid::regoperator FROM pg_operator WHERE oprnamespace = $1
     UNION ALL SELECT 'operator class ' || opcname FROM pg_opclass WHERE opcnamespace = $1
     UNION ALL SELECT 'operator family ' || opfname FROM pg_opfamily WHERE opfnamespace = $1
@@ -622,7 +634,7 @@ func (d *dumper) functions() error {
 	rows, err := d.tx.Query(d.ctx, `
 SELECT p.oid, pg_get_functiondef(p.oid)
 FROM pg_proc p
-WHERE p.pronamespace = $1
+WHERE p.pronamespace = $1 AND p.prokind IN ('f', 'p')
 ORDER BY p.proname COLLATE "C", pg_get_function_identity_arguments(p.oid) COLLATE "C"`, d.ns)
 	if err != nil {
 		return err
@@ -632,6 +644,40 @@ ORDER BY p.proname COLLATE "C", pg_get_function_identity_arguments(p.oid) COLLAT
 	var def string
 	_, err = pgx.ForEachRow(rows, []any{&oid, &def}, func() error {
 		d.out.WriteString("\n" + strings.TrimRight(def, "\n") + ";\n")
+		d.writeExtras(objectKey{"pg_proc", oid, 0})
+		return nil
+	})
+	return err
+}
+
+// aggregates writes each aggregate after the functions, since its state
+// and final functions must exist when it is created, with its comment and
+// privileges (refuseUnknownKinds refused any with options not written here).
+func (d *dumper) aggregates() error {
+	rows, err := d.tx.Query(d.ctx, `
+SELECT p.oid,
+       format(E'CREATE AGGREGATE %s.%s(%s) (\n    SFUNC = %s,\n    STYPE = %s%s%s\n);',
+              quote_ident(n.nspname), quote_ident(p.proname), pg_get_function_identity_arguments(p.oid),
+              a.aggtransfn::regproc, format_type(a.aggtranstype, NULL),
+              CASE WHEN a.aggfinalfn <> 0 THEN E',\n    FINALFUNC = ' || a.aggfinalfn::regproc ELSE '' END,
+              CASE WHEN a.agginitval IS NOT NULL THEN E',\n    INITCOND = ' || quote_literal(a.agginitval) ELSE '' END)
+FROM pg_aggregate a
+JOIN pg_proc p ON p.oid = a.aggfnoid
+JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.pronamespace = $1
+ORDER BY p.proname COLLATE "C", pg_get_function_identity_arguments(p.oid) COLLATE "C"`, d.ns)
+	if err != nil {
+		return err
+	}
+	var oid uint32
+	var def string
+	first := true
+	_, err = pgx.ForEachRow(rows, []any{&oid, &def}, func() error {
+		if first {
+			d.out.WriteString("\n-- Aggregates\n")
+			first = false
+		}
+		d.out.WriteString("\n" + def + "\n")
 		d.writeExtras(objectKey{"pg_proc", oid, 0})
 		return nil
 	})

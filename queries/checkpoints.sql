@@ -189,27 +189,35 @@ RETURNING c.thread_id, c.namespace, c.checkpoint_id,
           c.step, c.created_at;
 
 -- name: CheckpointGetByID :one
--- A checkpoint with its whole content (see pgcheckpoint.materialize) and its
--- pending writes (ordered by task and index) as one JSON array, so Get is
--- one round trip. The JSON comes back as text: what Postgres wrote is valid
--- JSON, and a jsonb column scanned into json.RawMessage would be validated
--- again by encoding/json on the client.
-SELECT sqlc.embed(c),
-       m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
-       coalesce(pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text, '')::text AS pending_writes
+-- A checkpoint with its whole content and its pending writes (ordered by
+-- task and index) as one JSON array, in one statement: the content is
+-- pgcheckpoint.materialize_json, which the planner inlines, so a full
+-- checkpoint costs index lookups and no function call. The JSON comes as
+-- bytes of text, as Postgres wrote it: a jsonb column scanned into
+-- json.RawMessage would be validated again by encoding/json on the client.
+-- Pending writes are aggregated only for a checkpoint that has some (the
+-- probe here saves the call of pending_writes_json, which probes again).
+SELECT sqlc.embed(c), m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
+       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+            THEN pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text
+            ELSE ''
+       END::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
-WHERE c.checkpoint_id = @checkpoint_id::uuid
-LIMIT 1;
+CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) m
+WHERE c.checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointGetHead :one
 -- The head of a thread and namespace: the checkpoint the next write builds
--- on (see pgcheckpoint.head_seq).
-SELECT sqlc.embed(c),
-       m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
-       coalesce(pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text, '')::text AS pending_writes
+-- on (see pgcheckpoint.head_seq), read as CheckpointGetByID reads one.
+SELECT sqlc.embed(c), m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
+       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+                         WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
+            THEN pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text
+            ELSE ''
+       END::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
+CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) m
 WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
   AND c.seq = pgcheckpoint.head_seq(@thread_id::text, @namespace::text);
 

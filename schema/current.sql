@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 9 has it:
+-- The pgcheckpoint schema as a database migrated to version 11 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/) make the schema and are its
@@ -848,6 +848,60 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.delete_for_runs(text[]) IS 'Deletes the checkpoints whose metadata has a run_id in the list, with their pending writes. Returns the number deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.delete_for_runs(text[]) FROM PUBLIC;
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.delta_chain(p_checkpoint_id uuid)
+ RETURNS TABLE(depth integer, checkpoint_id uuid, format text, messages jsonb, state jsonb, tool_results jsonb, state_removed text[], tool_results_removed text[])
+ LANGUAGE plpgsql
+ STABLE PARALLEL SAFE ROWS 20
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE chain AS (
+        SELECT 0 AS depth, c.checkpoint_id, c.thread_id, c.namespace, c.seq, c.base_checkpoint_id, c.format,
+               c.messages, c.state, c.tool_results, c.state_removed, c.tool_results_removed
+        FROM pgcheckpoint.checkpoints c
+        WHERE c.checkpoint_id = p_checkpoint_id
+        UNION ALL
+        SELECT ch.depth + 1, b.checkpoint_id, b.thread_id, b.namespace, b.seq, b.base_checkpoint_id, b.format,
+               b.messages, b.state, b.tool_results, b.state_removed, b.tool_results_removed
+        FROM chain ch
+        CROSS JOIN LATERAL (
+            SELECT b.checkpoint_id, b.thread_id, b.namespace, b.seq, b.base_checkpoint_id, b.format,
+                   b.messages, b.state, b.tool_results, b.state_removed, b.tool_results_removed
+            FROM pgcheckpoint.checkpoints b
+            WHERE b.checkpoint_id = ch.base_checkpoint_id
+            LIMIT 1) b
+        WHERE ch.format = 'delta' AND b.thread_id = ch.thread_id AND b.namespace = ch.namespace AND b.seq < ch.seq
+    )
+    SELECT ch.depth, ch.checkpoint_id, ch.format, ch.messages, ch.state, ch.tool_results,
+           ch.state_removed, ch.tool_results_removed
+    FROM chain ch
+    WHERE (SELECT o.format FROM chain o ORDER BY o.depth DESC LIMIT 1) = 'full'
+    ORDER BY ch.depth DESC;
+    IF NOT FOUND AND EXISTS (SELECT FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
+        RAISE EXCEPTION 'checkpoint % cannot be rebuilt: its chain of deltas does not reach a full snapshot', p_checkpoint_id
+            USING ERRCODE = 'PC004';
+    END IF;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.delta_chain(uuid) IS 'The rows a checkpoint''s content is rebuilt from, oldest first: a full snapshot, each delta on the one before, the checkpoint itself last (depth 0); one row for a full checkpoint, none for an unknown id. Usage: SELECT depth, checkpoint_id, format FROM pgcheckpoint.delta_chain(''<checkpoint id>''). Error PC004: a chain that does not reach a full snapshot (a damaged table).';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.delta_merge_step(p_object jsonb, p_set jsonb, p_removed text[])
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF cardinality(p_removed) > 0 THEN
+        p_object := p_object - p_removed;
+    END IF;
+    RETURN p_object || p_set;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.delta_merge_step(jsonb,jsonb,text[]) IS 'The step of the delta_merge aggregate: (p_object - p_removed) || p_set.';
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.expire_thread(p_thread_id text)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -1207,7 +1261,6 @@ AS $function$
 #variable_conflict use_column
 DECLARE
     v_format   text;
-    v_base     text;
     v_messages jsonb;
     v_state    jsonb;
     v_tools    jsonb;
@@ -1225,55 +1278,38 @@ BEGIN
         RETURN;
     END IF;
 
-    WITH RECURSIVE chain AS (
-        SELECT 0 AS depth, c.thread_id, c.namespace, c.base_checkpoint_id, c.format,
-               c.messages, c.state, c.tool_results, c.state_removed, c.tool_results_removed
-        FROM pgcheckpoint.checkpoints c
-        WHERE c.checkpoint_id = p_checkpoint_id
-        UNION ALL
-        -- The base by id alone, then checked to be in the same thread and
-        -- namespace (see checkpoint_put).
-        SELECT ch.depth + 1, p.thread_id, p.namespace, p.base_checkpoint_id, p.format,
-               p.messages, p.state, p.tool_results, p.state_removed, p.tool_results_removed
-        FROM chain ch
-        CROSS JOIN LATERAL (
-            SELECT * FROM pgcheckpoint.checkpoints p
-            WHERE p.checkpoint_id = ch.base_checkpoint_id
-            LIMIT 1) p
-        WHERE ch.format = 'delta' AND p.thread_id = ch.thread_id AND p.namespace = ch.namespace
-    ), base AS (
-        SELECT * FROM chain ORDER BY depth DESC LIMIT 1
-    ), keyed AS (
-        -- Every key a chain member sets or removes; the nearest one wins.
-        SELECT DISTINCT ON (k.part, k.key) k.part, k.key, k.value, k.removed
-        FROM (
-            SELECT ch.depth, 's' AS part, e.key, e.value, false AS removed FROM chain ch, jsonb_each(ch.state) e
-            UNION ALL
-            SELECT ch.depth, 's', r, NULL, true FROM chain ch, unnest(ch.state_removed) r
-            UNION ALL
-            SELECT ch.depth, 't', e.key, e.value, false FROM chain ch, jsonb_each(ch.tool_results) e
-            UNION ALL
-            SELECT ch.depth, 't', r, NULL, true FROM chain ch, unnest(ch.tool_results_removed) r
-        ) k
-        ORDER BY k.part, k.key, k.depth
+    RETURN QUERY
+    WITH chain AS MATERIALIZED (
+        SELECT * FROM pgcheckpoint.delta_chain(p_checkpoint_id)
     )
-    SELECT b.format,
-           b.messages || coalesce((SELECT jsonb_agg(e.value ORDER BY ch.depth DESC, e.ordinality)
-                                   FROM chain ch, jsonb_array_elements(ch.messages) WITH ORDINALITY e
-                                   WHERE ch.depth < b.depth), '[]'),
-           coalesce((SELECT jsonb_object_agg(k.key, k.value) FROM keyed k WHERE k.part = 's' AND NOT k.removed), '{}'),
-           coalesce((SELECT jsonb_object_agg(k.key, k.value) FROM keyed k WHERE k.part = 't' AND NOT k.removed), '{}')
-      INTO v_base, v_messages, v_state, v_tools
-    FROM base b;
-
-    IF v_base IS DISTINCT FROM 'full' THEN
-        RAISE EXCEPTION 'checkpoint % cannot be rebuilt: its chain of deltas does not reach a full snapshot', p_checkpoint_id
-            USING ERRCODE = 'PC004';
-    END IF;
-    RETURN QUERY SELECT v_messages, v_state, v_tools;
+    SELECT coalesce((SELECT jsonb_agg(e.value ORDER BY ch.depth DESC, e.ordinality)
+                     FROM chain ch, jsonb_array_elements(ch.messages) WITH ORDINALITY e), '[]'),
+           (SELECT pgcheckpoint.delta_merge(ch.state, ch.state_removed ORDER BY ch.depth DESC) FROM chain ch),
+           (SELECT pgcheckpoint.delta_merge(ch.tool_results, ch.tool_results_removed ORDER BY ch.depth DESC) FROM chain ch)
+    -- No chain rows (the row gone since read above): no row rather than
+    -- empty content.
+    WHERE EXISTS (SELECT FROM chain);
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.materialize(uuid) IS 'The whole messages, state and tool_results of a checkpoint, in either format (no row for an unknown id). Usage: SELECT * FROM pgcheckpoint.materialize(''<checkpoint id>''). Error PC004: a delta chain that does not reach a full snapshot (a damaged table).';
+COMMENT ON FUNCTION pgcheckpoint.materialize(uuid) IS 'The whole messages, state and tool_results of a checkpoint, in either format (no row for an unknown id), rebuilt from pgcheckpoint.delta_chain with pgcheckpoint.delta_merge. Usage: SELECT * FROM pgcheckpoint.materialize(''<checkpoint id>''). Error PC004: a delta chain that does not reach a full snapshot (a damaged table).';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.materialize_json(p_checkpoint_id uuid)
+ RETURNS TABLE(messages bytea, state bytea, tool_results bytea)
+ LANGUAGE sql
+ STABLE PARALLEL SAFE ROWS 1
+AS $function$
+    SELECT CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
+                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.messages), 2) ELSE d.messages END,
+           CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
+                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.state), 2) ELSE d.state END,
+           CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
+                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.tool_results), 2) ELSE d.tool_results END
+    FROM pgcheckpoint.checkpoints c
+    LEFT JOIN LATERAL pgcheckpoint.rebuild_json(
+        CASE WHEN c.format OPERATOR(pg_catalog.<>) 'full' THEN c.checkpoint_id END) d ON true
+    WHERE c.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.materialize_json(uuid) IS 'materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.materialize_json(''<checkpoint id>''). Error PC004 as materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.merge(p_branch_thread_id text, p_into_thread_id text, p_checkpoint_id uuid, p_namespace text DEFAULT ''::text)
  RETURNS TABLE(thread_id text, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint)
@@ -1407,6 +1443,36 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.prune(text[],boolean) IS 'For each thread: keep only the head of each namespace (p_keep_latest) or delete the thread. Returns the number of checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.prune(text[],boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.rebuild_json(p_checkpoint_id uuid)
+ RETURNS TABLE(messages bytea, state bytea, tool_results bytea)
+ LANGUAGE plpgsql
+ STABLE PARALLEL SAFE STRICT ROWS 1
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT coalesce(string_agg(substr(s.b, CASE WHEN x.depth = x.first THEN 2 ELSE 3 END,
+                                      octet_length(s.b) - CASE WHEN x.depth = x.first THEN 1 ELSE 2 END
+                                                        - CASE WHEN x.depth = x.last THEN 0 ELSE 1 END),
+                               decode('2c20', 'hex') ORDER BY x.depth DESC) -- ', '
+                        FILTER (WHERE NOT x.empty),
+                    decode('5b5d', 'hex')), -- []
+           substr(jsonb_send(pgcheckpoint.delta_merge(x.state, x.state_removed ORDER BY x.depth DESC)
+                             FILTER (WHERE x.state <> '{}' OR cardinality(x.state_removed) > 0)), 2),
+           substr(jsonb_send(pgcheckpoint.delta_merge(x.tool_results, x.tool_results_removed ORDER BY x.depth DESC)
+                             FILTER (WHERE x.tool_results <> '{}' OR cardinality(x.tool_results_removed) > 0)), 2)
+    FROM (SELECT e.*, max(e.depth) FILTER (WHERE NOT e.empty) OVER () AS first,
+                      min(e.depth) FILTER (WHERE NOT e.empty) OVER () AS last
+          FROM (SELECT ch.*, pg_column_size(ch.messages) <= 8 AND jsonb_array_length(ch.messages) = 0 AS empty
+                FROM pgcheckpoint.delta_chain(p_checkpoint_id) ch) e) x
+    -- jsonb's send format: a version byte, then the text.
+    CROSS JOIN LATERAL jsonb_send(x.messages) AS s(b)
+    HAVING count(*) > 0;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.rewind(p_checkpoint_id uuid, p_truncate boolean DEFAULT false)
  RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint, head_step bigint, checkpoints bigint, truncated bigint)
@@ -1543,3 +1609,12 @@ AS $function$
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.uuid_v7(timestamp with time zone) IS 'A new UUIDv7 (time-ordered) for the given time, default now.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.uuid_v7(timestamp with time zone) FROM PUBLIC;
+
+-- Aggregates
+
+CREATE AGGREGATE pgcheckpoint.delta_merge(jsonb, text[]) (
+    SFUNC = pgcheckpoint.delta_merge_step,
+    STYPE = jsonb,
+    INITCOND = '{}'
+);
+COMMENT ON AGGREGATE pgcheckpoint.delta_merge(pg_catalog.jsonb,pg_catalog.text[]) IS 'The object a chain of key changes builds, applied in the aggregate''s order (oldest first): each drops its removed keys, then sets its keys. Usage: SELECT pgcheckpoint.delta_merge(state, state_removed ORDER BY depth DESC) FROM pgcheckpoint.delta_chain(''<checkpoint id>'').';

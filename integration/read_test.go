@@ -1,0 +1,240 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
+	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/schema"
+)
+
+// The text the engine reads (materialize_json, and rebuild_json, which it
+// uses for deltas) is materialize's jsonb as jsonb sends it, byte for byte,
+// for every checkpoint of random histories stored as deltas (runs of every
+// length, anchors, edits stored whole, NUL characters) and of a thread whose
+// message lists are empty at the base, in the middle and at the end.
+// rebuild_json is checked on full checkpoints too (a chain of one).
+func TestMaterializeJSONIsMaterializeAsText(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for seed := range uint64(4) {
+		enginetest.RandomHistory(t, b.ctx, []enginetest.HistoryWriter{
+			{Engine: b.eng, Thread: fmt.Sprintf("text-%d", seed)},
+			{Engine: engine.New(b.db.Pool, engine.Config{DeltaRun: 3, DeltaMinBytes: -1}), Thread: fmt.Sprintf("text-k3-%d", seed)},
+		}, seed, 60)
+	}
+	// Empty lists: a base without messages, deltas that add none, a
+	// checkpoint that drops them all (stored whole) and a delta on it.
+	if _, err := b.db.Pool.Exec(b.ctx, `DO $$
+		DECLARE m jsonb := '[]'; s jsonb;
+		BEGIN
+			FOR i IN 1..12 LOOP
+				IF i IN (2, 3, 5, 8, 9) THEN
+					m := m || jsonb_build_array(jsonb_build_object('n', i, 'text', 'h"é\llo ' || i));
+				END IF;
+				IF i = 11 THEN m := '[]'; END IF;
+				s := jsonb_build_object('big', repeat('x', 3000), 'i', i);
+				IF i = 7 THEN s := s - 'i'; END IF;
+				PERFORM pgcheckpoint.checkpoint_put('empties', '', pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}',
+					m, s, jsonb_build_object('t', i % 2), '', 0);
+			END LOOP;
+		END $$`); err != nil {
+		t.Fatal(err)
+	}
+	var checked, deltas, emptyParts, wrong int
+	var bad string
+	err := b.db.Pool.QueryRow(b.ctx, `
+		SELECT count(*), count(*) FILTER (WHERE c.format = 'delta'),
+		       count(*) FILTER (WHERE c.format = 'delta' AND jsonb_array_length(c.messages) = 0),
+		       count(*) FILTER (WHERE NOT ok), coalesce(min(c.checkpoint_id::text) FILTER (WHERE NOT ok), '')
+		FROM pgcheckpoint.checkpoints c
+		CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
+		CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) j
+		CROSS JOIN LATERAL pgcheckpoint.rebuild_json(c.checkpoint_id) r
+		CROSS JOIN LATERAL (SELECT
+			j.messages = substr(jsonb_send(m.messages), 2) AND j.state = substr(jsonb_send(m.state), 2)
+			AND j.tool_results = substr(jsonb_send(m.tool_results), 2)
+			AND (r.messages, r.state, r.tool_results) = (j.messages, j.state, j.tool_results) AS ok) o`).
+		Scan(&checked, &deltas, &emptyParts, &wrong, &bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrong > 0 {
+		t.Fatalf("%d of %d checkpoints read as other text than materialize's jsonb, e.g. %s", wrong, checked, bad)
+	}
+	if deltas < 100 || emptyParts < 3 {
+		t.Fatalf("%d checkpoints, %d deltas, %d adding no message: the test needs many deltas and some empty ones", checked, deltas, emptyParts)
+	}
+
+	// delta_chain: oldest first, a full snapshot first, the checkpoint last,
+	// at most delta_depth links (fewer once a base was rewritten whole).
+	var badChains int
+	if err := b.db.Pool.QueryRow(b.ctx, `
+		SELECT count(*) FROM pgcheckpoint.checkpoints c
+		CROSS JOIN LATERAL (SELECT array_agg(ch.checkpoint_id) AS ids, array_agg(ch.format) AS formats,
+		                           array_agg(ch.depth) AS depths FROM pgcheckpoint.delta_chain(c.checkpoint_id) ch) x
+		WHERE x.formats[1] <> 'full' OR x.ids[cardinality(x.ids)] <> c.checkpoint_id
+		   OR x.depths <> ARRAY(SELECT generate_series(cardinality(x.ids) - 1, 0, -1))
+		   OR cardinality(x.ids) > c.delta_depth + 1`).Scan(&badChains); err != nil {
+		t.Fatal(err)
+	}
+	if badChains > 0 {
+		t.Fatalf("%d checkpoints have a delta_chain that is not full-first, itself last, one row per link", badChains)
+	}
+}
+
+// A delta whose chain does not reach a full snapshot (its base deleted by
+// hand, in another thread, or a cycle of bases) reads as error PC004, from
+// the engine and from every SQL reader, never as other content and never
+// as an endless recursion.
+func TestDamagedChainReadsAsAnError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.snap(t, engine.SnapshotInput{ThreadID: "other", Messages: json.RawMessage(`[{"n":0}]`)})
+	var ids []uuid.UUID
+	for i := range 4 {
+		msgs := make([]string, i+1)
+		for j := range msgs {
+			msgs[j] = fmt.Sprintf(`{"n":%d}`, j)
+		}
+		ids = append(ids, b.snap(t, engine.SnapshotInput{ThreadID: "damaged", Messages: json.RawMessage("[" + strings.Join(msgs, ",") + "]")}).ID)
+	}
+	for _, id := range ids[1:] {
+		if f := b.storedFormat(t, id); f != "delta" {
+			t.Fatalf("%s is stored %s; the test needs deltas", id, f)
+		}
+	}
+	damages := []struct{ name, base string }{
+		{"missing base", `gen_random_uuid()`},
+		{"base in another thread", `(SELECT checkpoint_id FROM pgcheckpoint.checkpoints WHERE thread_id = 'other')`},
+		{"base is itself", `checkpoint_id`},
+		{"base written later", `(SELECT checkpoint_id FROM pgcheckpoint.checkpoints WHERE thread_id = 'damaged' AND seq = 4)`},
+	}
+	for _, d := range damages {
+		tx, err := b.db.Pool.Begin(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A recursion that never ends fails the test instead of hanging it.
+		if _, err := tx.Exec(b.ctx, `SET LOCAL statement_timeout = '2s'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(b.ctx, `UPDATE pgcheckpoint.checkpoints SET base_checkpoint_id = `+d.base+` WHERE checkpoint_id = $1`, ids[2]); err != nil {
+			t.Fatal(err)
+		}
+		// Each read in a savepoint: an error ends the transaction otherwise.
+		read := func(f func(eng *engine.Engine, sp pgx.Tx) error) error {
+			return pgx.BeginFunc(b.ctx, tx, func(sp pgx.Tx) error { return f(engine.New(sp, deltas), sp) })
+		}
+		for _, id := range ids[2:] {
+			if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Get(b.ctx, id); return err }); sqlState(err) != "PC004" {
+				t.Errorf("%s: Get(%s): %v; want error PC004", d.name, id, err)
+			}
+		}
+		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Latest(b.ctx, "damaged"); return err }); sqlState(err) != "PC004" {
+			t.Errorf("%s: Latest: %v; want error PC004", d.name, err)
+		}
+		for _, q := range []string{
+			`SELECT count(*) FROM pgcheckpoint.materialize($1)`,
+			`SELECT count(j.messages) FROM pgcheckpoint.materialize_json($1) j`,
+			`SELECT count(*) FROM pgcheckpoint.delta_chain($1)`,
+		} {
+			if err := read(func(_ *engine.Engine, sp pgx.Tx) error {
+				var n int
+				return sp.QueryRow(b.ctx, q, ids[3]).Scan(&n)
+			}); sqlState(err) != "PC004" {
+				t.Errorf("%s: %s: %v, want error PC004", d.name, q, err)
+			}
+		}
+		// The checkpoints below the damage still read.
+		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Get(b.ctx, ids[1]); return err }); err != nil {
+			t.Errorf("%s: Get of the undamaged base: %v", d.name, err)
+		}
+		if err := tx.Rollback(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Rows written by earlier versions of the schema (before delta storage,
+// and with deltas whose digests the database computed) read exactly after
+// migrating up, through every read path.
+func TestRowsWrittenByEarlierVersionsRead(t *testing.T) {
+	t.Parallel()
+	d := pgtest.EmptyDB(t)
+	ctx := t.Context()
+	m := schema.NewMigrator(d.URL)
+	type written struct {
+		id                         uuid.UUID
+		thread, msgs, state, tools string
+	}
+	var all []written
+	put := func(thread string, i int, msgs []string, state, tools string) {
+		t.Helper()
+		w := written{thread: thread, msgs: "[" + strings.Join(msgs, ",") + "]", state: state, tools: tools}
+		if err := d.Pool.QueryRow(ctx, `SELECT checkpoint_id FROM pgcheckpoint.checkpoint_put($1, '', pgcheckpoint.uuid_v7(), NULL,
+			'manual', '{}', '', $2, $3, $4, $5, '', 0)`, thread, fmt.Sprintf(`{"i":%d}`, i), w.msgs, w.state, w.tools).Scan(&w.id); err != nil {
+			t.Fatalf("%s: checkpoint %d: %v", thread, i, err)
+		}
+		all = append(all, w)
+	}
+	var msgs []string
+	long := strings.Repeat("lorem ipsum ", 30)
+	for _, v := range []uint{2, 9} {
+		if err := m.Goto(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		thread := fmt.Sprintf("v%d", v)
+		for i := range 8 {
+			msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"%s %d é"}`, long, i))
+			state := fmt.Sprintf(`{"turn":%d,"keep":"same","gone":%t}`, i, i < 4)
+			if i >= 4 {
+				state = fmt.Sprintf(`{"turn":%d,"keep":"same"}`, i)
+			}
+			put(thread, i, msgs, state, fmt.Sprintf(`{"tool%d":"result %d"}`, i%3, i))
+		}
+	}
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var v9deltas int
+	if err := d.Pool.QueryRow(ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = 'v9' AND format = 'delta'`).Scan(&v9deltas); err != nil || v9deltas < 4 {
+		t.Fatalf("%d deltas written at version 9 (%v); the test needs some", v9deltas, err)
+	}
+	eng := engine.New(d.Pool, engine.Config{})
+	for _, w := range all {
+		c, err := eng.Get(ctx, w.id)
+		if err != nil {
+			t.Fatalf("%s: get %s: %v", w.thread, w.id, err)
+		}
+		jsonEqual(t, w.thread+" messages", c.Messages, []byte(w.msgs))
+		jsonEqual(t, w.thread+" state", c.State, []byte(w.state))
+		jsonEqual(t, w.thread+" tool results", c.ToolResults, []byte(w.tools))
+	}
+	for _, thread := range []string{"v2", "v9"} {
+		head, err := eng.Latest(ctx, thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := all[len(all)-1]; thread == "v9" && head.ID != want.id || thread == "v2" && head.ID != all[7].id {
+			t.Fatalf("%s: Latest is %s", thread, head.ID)
+		}
+		infos, err := eng.ListCheckpoints(ctx, thread, engine.ListOptions{})
+		if err != nil || len(infos) != 8 {
+			t.Fatalf("%s: %d checkpoints listed, %v", thread, len(infos), err)
+		}
+		for i, info := range infos {
+			jsonEqual(t, thread+" metadata", info.Metadata, []byte(fmt.Sprintf(`{"i":%d}`, 7-i)))
+			if (info.ParentID == uuid.Nil) != (i == 7) {
+				t.Fatalf("%s: checkpoint %d listed with parent %s", thread, 7-i, info.ParentID)
+			}
+		}
+	}
+}
