@@ -55,7 +55,7 @@ type pgStore struct {
 
 func newPGStore(conn DB, singleStatement bool) *pgStore {
 	_, inTx := conn.(pgx.Tx)
-	return &pgStore{db: conn, q: db.New(conn), singleStatement: singleStatement, inTx: inTx}
+	return &pgStore{db: conn, q: db.New(binaryUUIDs{conn}), singleStatement: singleStatement, inTx: inTx}
 }
 
 // TxStore is a Store that can run inside a caller's pgx transaction: the

@@ -26,7 +26,7 @@ func (s *pgStore) put(ctx context.Context, p db.CheckpointPutParams) (db.Checkpo
 			ok  bool
 			err error
 		)
-		q := db.New(lockFirst{DBTX: s.db, threadID: p.ThreadID, checkpointID: p.CheckpointID})
+		q := db.New(lockFirst{DBTX: binaryUUIDs{s.db}, threadID: p.ThreadID, checkpointID: p.CheckpointID})
 		if p.DeltaRun == 1 {
 			var whole db.CheckpointPutWholeRow
 			whole, ok, err = oneRow(q.CheckpointPutWhole(ctx, []db.CheckpointPutWholeParams{wholeParams(p)}))

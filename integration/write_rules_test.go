@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -191,6 +192,44 @@ func TestWriteStatementsInlineTheRules(t *testing.T) {
 		}
 		if name != "CheckpointWriteLock" && !strings.Contains(plan, "Index Scan Backward using checkpoints_pkey") {
 			t.Errorf("%s: the plan does not read the newest checkpoint by key:\n%s", name, plan)
+		}
+	}
+}
+
+// TestWriteStatementsKeepAGenericPlan: after its first executions on a
+// connection, each pipelined insert runs a generic plan, which the server
+// keeps, and is not planned again at every write (a custom plan of
+// CheckpointPutFast takes about a millisecond to make). The server
+// switches when the generic plan's estimate is no worse than a custom
+// one's; a row estimate of 1,000 for run_anchor once kept it custom.
+func TestWriteStatementsKeepAGenericPlan(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, c := range []struct {
+		name string
+		cfg  engine.Config
+	}{{"CheckpointPutWhole", engine.Config{}}, {"CheckpointPutFast", deltas}} {
+		conn, err := pgx.Connect(b.ctx, b.db.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(b.ctx)
+		eng := engine.New(conn, c.cfg)
+		msgs := `[{"role":"user","content":"hello"}`
+		for i := range 20 {
+			msgs += fmt.Sprintf(`,{"role":"assistant","content":"%d"}`, i)
+			if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: c.name, Messages: json.RawMessage(msgs + "]"),
+				State: json.RawMessage(fmt.Sprintf(`{"step":%d,"plan":"unchanged"}`, i))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var generic, custom int64
+		if err := conn.QueryRow(b.ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+			WHERE statement LIKE '-- name: ' || $1 || ' %'`, c.name).Scan(&generic, &custom); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if custom > 5 || generic < 14 {
+			t.Errorf("%s: %d custom plans and %d generic ones in 20 executions; want at most 5 custom", c.name, custom, generic)
 		}
 	}
 }

@@ -153,6 +153,10 @@ CREATE FUNCTION pgcheckpoint.run_anchor(p_checkpoint_id uuid, p_delta_run intege
 RETURNS TABLE (checkpoint_id uuid, delta_depth integer, messages_count integer, messages_digest bytea,
                state_digests jsonb, tool_results_digests jsonb)
 LANGUAGE plpgsql STABLE STRICT
+-- One row at most: the estimate keeps the generic plan of a statement that
+-- calls it as cheap as a custom one (1,000 rows, the default, made the
+-- server plan CheckpointPutFast anew at every execution).
+ROWS 1
 SET search_path = pg_catalog, pg_temp
 -- Called at the end of a run only (see checkpoint_delta), so a function of
 -- its own, whose plan the session keeps, rather than inlined.
