@@ -1,7 +1,10 @@
 -- Undoes 000010_write_once.up.sql: lock_thread as 000001 made it,
 -- list_digest_at, checkpoint_default_summary and checkpoint_put as 000006
 -- left them, checkpoint_append as 000009 made it, and the functions of
--- 000010 dropped.
+-- 000010 dropped, and the format check back.
+
+ALTER TABLE pgcheckpoint.checkpoints
+    ADD CONSTRAINT checkpoints_format_known CHECK (format IN ('full', 'delta'));
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.lock_thread(p_thread_id text)
 RETURNS void
