@@ -638,6 +638,22 @@ func (p *PutRequest) jsonFields() []jsonField {
 	return []jsonField{{"messages", p.Messages}, {"state", p.State}, {"tool results", p.ToolResults}, {"metadata", p.Metadata}}
 }
 
+// jsonFields are an append's JSON arguments.
+func (a *AppendRequest) jsonFields() []jsonField {
+	return []jsonField{{"messages", a.Messages}, {"state", a.SetState}, {"tool results", a.SetToolResults}, {"metadata", a.Metadata}}
+}
+
+// checkJSON returns ErrInvalidJSON naming the first field that does not
+// parse, or nil.
+func checkJSON(fields ...jsonField) error {
+	for _, f := range fields {
+		if !json.Valid(f.text) {
+			return notJSON(f.name)
+		}
+	}
+	return nil
+}
+
 // nameRefusedJSON names the field a store's ErrInvalidJSON is about. The
 // engine sends most JSON unparsed, and Postgres refuses what does not
 // parse, or parses but jsonb cannot hold (see jsontext.JSONBRefusal), with
