@@ -25,78 +25,26 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
     messages, state, tool_results, state_removed, tool_results_removed, messages_count,
     messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
-SELECT $1::text, $2::text, p.seq + 1, $3::uuid, p.checkpoint_id, p.step + 1,
+SELECT $1::text, $2::text, h.next_seq, $3::uuid, h.parent_checkpoint_id, h.next_step,
        $4::text, $5::text[],
        CASE WHEN $6::text <> '' THEN $6::text
             ELSE pgcheckpoint.checkpoint_default_summary($7::jsonb, $8::jsonb)
        END,
-       $9::jsonb,
-       CASE WHEN d.delta THEN 'delta' ELSE 'full' END,
-       CASE WHEN d.delta THEN p.checkpoint_id END,
-       CASE WHEN d.delta THEN p.delta_run + 1 ELSE 0 END,
-       CASE WHEN d.delta THEN p.delta_depth + 1 ELSE 0 END,
-       CASE WHEN d.delta THEN d.messages ELSE $7::jsonb END,
-       CASE WHEN d.delta THEN d.state ELSE $8::jsonb END,
-       CASE WHEN d.delta THEN d.tool_results ELSE $10::jsonb END,
-       CASE WHEN d.delta THEN d.state_removed ELSE '{}' END,
-       CASE WHEN d.delta THEN d.tool_results_removed ELSE '{}' END,
-       jsonb_array_length($7::jsonb), $11::bytea,
-       $12::jsonb, $13::jsonb,
-       $14::text, $15::bigint
-FROM pgcheckpoint.threads t
-CROSS JOIN LATERAL (
-    SELECT p.checkpoint_id, p.seq, p.step, p.delta_run, p.delta_depth, p.messages_count,
-           p.messages_digest, p.state_digests, p.tool_results_digests
-    FROM pgcheckpoint.checkpoints p
-    WHERE p.thread_id = $1::text AND p.namespace = $2::text
-    ORDER BY p.seq DESC
-    LIMIT 1) p
-CROSS JOIN LATERAL (
-    -- A delta when the parent's messages are a prefix of these (by digest)
-    -- and the delta is smaller than the whole; OFFSET 0 keeps each part
-    -- computed once. The parts are computed before the prefix is known, so
-    -- each must also work on a parent without digests (imported, or written
-    -- by hand), whose columns are NULL.
-    SELECT x.prefix
-           AND pg_column_size(x.messages) + pg_column_size(x.state) + pg_column_size(x.tool_results)
-             < pg_column_size($7::jsonb) + pg_column_size($8::jsonb) + pg_column_size($10::jsonb)
-           AS delta,
-           x.prefix, x.messages, x.state, x.state_removed, x.tool_results, x.tool_results_removed
-    FROM (
-        SELECT $16::int > 1 AND p.messages_count <= jsonb_array_length($7::jsonb)
-                 AND p.state_digests IS NOT NULL AND p.tool_results_digests IS NOT NULL
-                 AND pgcheckpoint.list_digest_at($17::bytea, p.messages_count)
-                     = p.messages_digest AS prefix,
-               CASE WHEN $16::int = 1 OR p.messages_count IS NULL
-                         OR p.messages_count >= jsonb_array_length($7::jsonb) THEN '[]'::jsonb
-                    ELSE jsonb_path_query_array($7::jsonb, '$[$n to last]', jsonb_build_object('n', p.messages_count))
-               END AS messages,
-               CASE WHEN $16::int = 1 OR $12::jsonb = p.state_digests THEN '{}'::jsonb
-                    ELSE (SELECT coalesce(jsonb_object_agg(e.key, $8::jsonb -> e.key), '{}')
-                          FROM jsonb_each($12::jsonb) e
-                          WHERE e.value IS DISTINCT FROM p.state_digests -> e.key)
-               END AS state,
-               CASE WHEN $16::int = 1 OR $12::jsonb = p.state_digests THEN '{}'::text[]
-                    ELSE ARRAY(SELECT k FROM jsonb_object_keys(p.state_digests) k
-                               WHERE NOT $8::jsonb ? k ORDER BY k)
-               END AS state_removed,
-               CASE WHEN $16::int = 1 OR $13::jsonb = p.tool_results_digests THEN '{}'::jsonb
-                    ELSE (SELECT coalesce(jsonb_object_agg(e.key, $10::jsonb -> e.key), '{}')
-                          FROM jsonb_each($13::jsonb) e
-                          WHERE e.value IS DISTINCT FROM p.tool_results_digests -> e.key)
-               END AS tool_results,
-               CASE WHEN $16::int = 1 OR $13::jsonb = p.tool_results_digests THEN '{}'::text[]
-                    ELSE ARRAY(SELECT k FROM jsonb_object_keys(p.tool_results_digests) k
-                               WHERE NOT $10::jsonb ? k ORDER BY k)
-               END AS tool_results_removed
-        OFFSET 0) x
-    OFFSET 0) d
-WHERE t.thread_id = $1::text AND t.namespace = $2::text AND t.rewound_to IS NULL
-  AND ($18::uuid IS NULL OR $18::uuid = p.checkpoint_id)
-  AND ($16::int = 1 OR p.delta_run + 1 < $16::int)
-  AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id = $3::uuid)
-RETURNING c.thread_id, c.namespace, c.checkpoint_id,
-          coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+       $9::jsonb, d.format, d.base_checkpoint_id, d.delta_run, d.delta_depth,
+       d.messages, d.state, d.tool_results, d.state_removed, d.tool_results_removed,
+       jsonb_array_length($7::jsonb),
+       pgcheckpoint.list_digest_at($10::bytea, jsonb_array_length($7::jsonb)),
+       $11::jsonb, $12::jsonb,
+       $13::text, $14::bigint
+FROM pgcheckpoint.writer_head($1::text, $2::text, $3::uuid,
+                              $15::uuid) h
+CROSS JOIN LATERAL pgcheckpoint.checkpoint_delta(
+    $7::jsonb, $8::jsonb, $16::jsonb,
+    $10::bytea, $11::jsonb, $12::jsonb,
+    h.parent_checkpoint_id, h.parent_delta_run, h.parent_delta_depth, h.parent_messages_count,
+    h.parent_messages_digest, h.parent_state_digests, h.parent_tool_results_digests, $17::int) d
+WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
+RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
           c.step, c.created_at
 `
 
@@ -116,37 +64,32 @@ type CheckpointPutFastParams struct {
 	Messages           json.RawMessage
 	State              json.RawMessage
 	Metadata           json.RawMessage
-	ToolResults        json.RawMessage
-	MessagesDigest     []byte
+	MessageDigests     []byte
 	StateDigests       json.RawMessage
 	ToolResultsDigests json.RawMessage
 	NextNode           string
 	SizeBytes          int64
-	DeltaRun           int32
-	MessageDigests     []byte
 	ParentCheckpointID uuid.NullUUID
+	ToolResults        json.RawMessage
+	DeltaRun           int32
 }
 
 type CheckpointPutFastRow struct {
-	ThreadID           string
-	Namespace          string
-	CheckpointID       uuid.UUID
 	ParentCheckpointID uuid.UUID
 	Step               int64
 	CreatedAt          time.Time
 }
 
 // The common case of checkpoint_put as one statement, for a caller that
-// already holds the thread lock: a thread with checkpoints and no rewind
-// pending, a new id, the newest checkpoint as the parent and, for a delta,
-// as its base, when the parent's run may grow (delta_run 1: always whole).
-// The row stored is the one checkpoint_put would store (the engine's tests
-// compare them column by column). No row back means the case is not the
-// common one: nothing was written, and the caller calls checkpoint_put,
-// which handles every case. Arguments are taken as checked (the engine
-// validates them as checkpoint_put does); message_digests is the message
-// chain (32 bytes per message, see pgcheckpoint.message_chain) and
-// messages_digest its last value.
+// holds the locks (CheckpointWriteLock): a thread with checkpoints, no
+// rewind pending, a new id and a parent in the thread (given, else the
+// newest). The rules are checkpoint_put's own functions (writer_head,
+// checkpoint_delta, checkpoint_default_summary), inlined. No row back
+// means the case is not the common one: nothing was written, and the
+// caller calls checkpoint_put, which handles every case. Arguments are
+// taken as checked (the engine validates them as checkpoint_put does);
+// message_digests is the message chain (32 bytes per message, see
+// pgcheckpoint.message_chain).
 func (q *Queries) CheckpointPutFast(ctx context.Context, arg []CheckpointPutFastParams) *CheckpointPutFastBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -160,15 +103,14 @@ func (q *Queries) CheckpointPutFast(ctx context.Context, arg []CheckpointPutFast
 			a.Messages,
 			a.State,
 			a.Metadata,
-			a.ToolResults,
-			a.MessagesDigest,
+			a.MessageDigests,
 			a.StateDigests,
 			a.ToolResultsDigests,
 			a.NextNode,
 			a.SizeBytes,
-			a.DeltaRun,
-			a.MessageDigests,
 			a.ParentCheckpointID,
+			a.ToolResults,
+			a.DeltaRun,
 		}
 		batch.Queue(CheckpointPutFast, vals...)
 	}
@@ -187,14 +129,7 @@ func (b *CheckpointPutFastBatchResults) QueryRow(f func(int, CheckpointPutFastRo
 			continue
 		}
 		row := b.br.QueryRow()
-		err := row.Scan(
-			&i.ThreadID,
-			&i.Namespace,
-			&i.CheckpointID,
-			&i.ParentCheckpointID,
-			&i.Step,
-			&i.CreatedAt,
-		)
+		err := row.Scan(&i.ParentCheckpointID, &i.Step, &i.CreatedAt)
 		if f != nil {
 			f(t, i, err)
 		}
@@ -211,25 +146,17 @@ INSERT INTO pgcheckpoint.checkpoints AS c (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
     trigger, tags, summary, metadata, messages, state, tool_results, messages_count,
     next_node, size_bytes)
-SELECT $1::text, $2::text, p.seq + 1, $3::uuid, p.checkpoint_id, p.step + 1,
+SELECT $1::text, $2::text, h.next_seq, $3::uuid, h.parent_checkpoint_id, h.next_step,
        $4::text, $5::text[],
        CASE WHEN $6::text <> '' THEN $6::text
             ELSE pgcheckpoint.checkpoint_default_summary($7::jsonb, $8::jsonb)
        END,
        $9::jsonb, $7::jsonb, $8::jsonb, $10::jsonb,
        jsonb_array_length($7::jsonb), $11::text, $12::bigint
-FROM pgcheckpoint.threads t
-CROSS JOIN LATERAL (
-    SELECT p.checkpoint_id, p.seq, p.step
-    FROM pgcheckpoint.checkpoints p
-    WHERE p.thread_id = $1::text AND p.namespace = $2::text
-    ORDER BY p.seq DESC
-    LIMIT 1) p
-WHERE t.thread_id = $1::text AND t.namespace = $2::text AND t.rewound_to IS NULL
-  AND ($13::uuid IS NULL OR $13::uuid = p.checkpoint_id)
-  AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id = $3::uuid)
-RETURNING c.thread_id, c.namespace, c.checkpoint_id,
-          coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+FROM pgcheckpoint.writer_head($1::text, $2::text, $3::uuid,
+                              $13::uuid) h
+WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
+RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
           c.step, c.created_at
 `
 
@@ -256,19 +183,16 @@ type CheckpointPutWholeParams struct {
 }
 
 type CheckpointPutWholeRow struct {
-	ThreadID           string
-	Namespace          string
-	CheckpointID       uuid.UUID
 	ParentCheckpointID uuid.UUID
 	Step               int64
 	CreatedAt          time.Time
 }
 
 // CheckpointPutFast for a checkpoint stored whole (the engine's delta_run 1:
-// FullSnapshots, or a snapshot under DeltaMinBytes): the same row, without
-// the delta computation. The columns left out take their defaults, which
-// are what checkpoint_put stores for such a write: format 'full', no base,
-// run and depth 0, no removed keys, no digests.
+// FullSnapshots, or a snapshot under DeltaMinBytes), without the delta
+// decision, whose answer is known. The columns left out take their
+// defaults, which are what checkpoint_put stores for such a write: format
+// 'full', no base, run and depth 0, no removed keys, no digests.
 func (q *Queries) CheckpointPutWhole(ctx context.Context, arg []CheckpointPutWholeParams) *CheckpointPutWholeBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -304,14 +228,7 @@ func (b *CheckpointPutWholeBatchResults) QueryRow(f func(int, CheckpointPutWhole
 			continue
 		}
 		row := b.br.QueryRow()
-		err := row.Scan(
-			&i.ThreadID,
-			&i.Namespace,
-			&i.CheckpointID,
-			&i.ParentCheckpointID,
-			&i.Step,
-			&i.CreatedAt,
-		)
+		err := row.Scan(&i.ParentCheckpointID, &i.Step, &i.CreatedAt)
 		if f != nil {
 			f(t, i, err)
 		}
@@ -324,8 +241,7 @@ func (b *CheckpointPutWholeBatchResults) Close() error {
 }
 
 const CheckpointWriteLock = `-- name: CheckpointWriteLock :batchexec
-SELECT pg_advisory_xact_lock(1885563760, hashtext($1::text)),
-       pgcheckpoint.lock_checkpoint_id($2::uuid)
+SELECT pgcheckpoint.lock_thread($1::text), pgcheckpoint.lock_checkpoint_id($2::uuid)
 `
 
 type CheckpointWriteLockBatchResults struct {
@@ -339,12 +255,12 @@ type CheckpointWriteLockParams struct {
 	CheckpointID uuid.UUID
 }
 
-// The locks of a write, in checkpoint_put's order: the thread's (see
-// pgcheckpoint.lock_thread, inlined here), then the new checkpoint id's
-// (see pgcheckpoint.lock_checkpoint_id). The engine queues this ahead of
-// CheckpointPutFast or CheckpointPutWhole in one pipeline, so both run in
-// one implicit transaction and the insert's snapshot is taken under the
-// locks: it sees every other write of the thread and of the id.
+// The locks of a write, in checkpoint_put's order: the thread's, then the
+// new checkpoint id's (both functions are inlined: the statement is the
+// two advisory locks). The engine queues this ahead of CheckpointPutFast
+// or CheckpointPutWhole in one pipeline, so both run in one implicit
+// transaction and the insert's snapshot is taken under the locks: it sees
+// every other write of the thread and of the id.
 func (q *Queries) CheckpointWriteLock(ctx context.Context, arg []CheckpointWriteLockParams) *CheckpointWriteLockBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {

@@ -103,9 +103,6 @@ func (e *Engine) appendParams(in AppendInput) (AppendRequest, error) {
 	if err != nil {
 		return AppendRequest{}, err
 	}
-	if err := checkJSON(&p); err != nil {
-		return AppendRequest{}, err
-	}
 	a := AppendRequest{
 		ThreadID: p.ThreadID, Namespace: p.Namespace, ID: p.ID, OnHead: in.OnHead, Trigger: p.Trigger,
 		Tags: p.Tags, Summary: p.Summary, Metadata: p.Metadata, NextNode: p.NextNode,
@@ -124,7 +121,7 @@ func (e *Engine) appendParams(in AppendInput) (AppendRequest, error) {
 		{"tool results", p.ToolResults, in.RemoveToolResults, &a.SetToolResultsDigests, &a.RemoveToolResults},
 	} {
 		if *part.digests, err = jsontext.KeyDigests(part.set); err != nil {
-			return AppendRequest{}, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
+			return AppendRequest{}, fmt.Errorf("%w (%v)", notJSON(part.name), err)
 		}
 		if *part.removed, err = appendRemovals(part.name, part.remove, *part.digests); err != nil {
 			return AppendRequest{}, err
@@ -139,7 +136,8 @@ func (e *Engine) appendParams(in AppendInput) (AppendRequest, error) {
 func appendRemovals(name string, keys []string, setDigests json.RawMessage) ([]string, error) {
 	var set map[string]json.RawMessage
 	if err := json.Unmarshal(setDigests, &set); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, name, err)
+		// The digests of text that does not parse (see ComputeDigests).
+		return nil, notJSON(name)
 	}
 	out := make([]string, 0, len(keys))
 	for _, k := range keys {

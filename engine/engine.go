@@ -301,9 +301,10 @@ func (e *Engine) snapshotParams(in SnapshotInput) (PutRequest, error) {
 		return PutRequest{}, fmt.Errorf("%w: %d bytes of messages, state and tool results, over the limit of %d (Config.MaxSnapshotBytes)",
 			ErrSnapshotTooLarge, size, e.cfg.MaxSnapshotBytes)
 	}
-	// The JSON is parsed once, by Postgres, which rejects what does not
-	// parse before anything is written (see nameRefusedJSON); the engine reads
-	// it only to compute digests, and checks it first (see addDigests).
+	// The JSON is parsed once, by the store (Postgres rejects what does not
+	// parse before anything is written, see nameRefusedJSON; the SQLite
+	// store checks it); the engine reads it only to compute digests (see
+	// ComputeDigests).
 	messages, err := jsonText("messages", in.Messages, '[')
 	if err != nil {
 		return PutRequest{}, err
@@ -347,26 +348,24 @@ func (e *Engine) addDigests(p *PutRequest) error {
 		p.DeltaRun = 1
 		return nil
 	}
-	// The digests are of values found by reading the text, which must
-	// parse: check it all here, where the error can name the field.
-	if err := checkJSON(p); err != nil {
-		return err
-	}
 	return ComputeDigests(p)
 }
 
-// ComputeDigests sets p's digests from its content, which must be valid
-// JSON text: the one way a whole checkpoint's digests are computed, by the
-// engine and by a store for content it rebuilt itself (a merge, an append
-// stored whole). Errors: ErrInvalidJSON.
+// ComputeDigests sets p's digests from its content: the one way a whole
+// checkpoint's digests are computed, by the engine and by a store for
+// content it rebuilt itself (a merge, an append stored whole). The text is
+// not parsed here: the store does that once (Postgres refuses what does not
+// parse, the SQLite store checks it), and the digests of text that does
+// not parse are never used. Errors: ErrInvalidJSON, for text that is not
+// even shaped like an object.
 func ComputeDigests(p *PutRequest) error {
 	var err error
 	p.MessageChain = jsontext.MessageChain(nil, jsontext.MessageDigests(p.Messages))
 	if p.StateDigests, err = jsontext.KeyDigests(p.State); err != nil {
-		return fmt.Errorf("%w: state: %v", ErrInvalidJSON, err)
+		return fmt.Errorf("%w (%v)", notJSON("state"), err)
 	}
 	if p.ToolResultsDigests, err = jsontext.KeyDigests(p.ToolResults); err != nil {
-		return fmt.Errorf("%w: tool results: %v", ErrInvalidJSON, err)
+		return fmt.Errorf("%w (%v)", notJSON("tool results"), err)
 	}
 	return nil
 }
@@ -586,10 +585,15 @@ func (p *PutRequest) jsonFields() []jsonField {
 	return []jsonField{{"messages", p.Messages}, {"state", p.State}, {"tool results", p.ToolResults}, {"metadata", p.Metadata}}
 }
 
-// checkJSON returns ErrInvalidJSON naming the first JSON field of a
-// snapshot that does not parse, or nil.
-func checkJSON(p *PutRequest) error {
-	for _, f := range p.jsonFields() {
+// jsonFields are an append's JSON arguments.
+func (a *AppendRequest) jsonFields() []jsonField {
+	return []jsonField{{"messages", a.Messages}, {"state", a.SetState}, {"tool results", a.SetToolResults}, {"metadata", a.Metadata}}
+}
+
+// checkJSON returns ErrInvalidJSON naming the first field that does not
+// parse, or nil.
+func checkJSON(fields ...jsonField) error {
+	for _, f := range fields {
 		if !json.Valid(f.text) {
 			return notJSON(f.name)
 		}

@@ -56,7 +56,7 @@ type pgStore struct {
 
 func newPGStore(conn DB, singleStatement bool) *pgStore {
 	_, inTx := conn.(pgx.Tx)
-	return &pgStore{db: conn, q: db.New(conn), singleStatement: singleStatement, inTx: inTx}
+	return &pgStore{db: conn, q: db.New(binaryUUIDs{conn}), singleStatement: singleStatement, inTx: inTx}
 }
 
 // TxStore is a Store that can run inside a caller's pgx transaction: the
@@ -83,6 +83,9 @@ func nullUUID(id uuid.UUID) uuid.NullUUID {
 }
 
 func (s *pgStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error) {
+	if err := s.checkJSONInTx(p.jsonFields()...); err != nil {
+		return SnapshotResult{}, err
+	}
 	row, err := s.put(ctx, db.CheckpointPutParams{
 		ThreadID:           p.ThreadID,
 		Namespace:          p.Namespace,
@@ -120,6 +123,9 @@ func (s *pgStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
 // the thread's and the id's locks and stores the change as a delta on the
 // head when the head's run allows.
 func (s *pgStore) PutAppend(ctx context.Context, a AppendRequest) (SnapshotResult, error) {
+	if err := s.checkJSONInTx(a.jsonFields()...); err != nil {
+		return SnapshotResult{}, err
+	}
 	row, err := s.q.CheckpointAppend(ctx, db.CheckpointAppendParams{
 		ThreadID:              a.ThreadID,
 		Namespace:             a.Namespace,
@@ -148,6 +154,18 @@ func (s *pgStore) PutAppend(ctx context.Context, a AppendRequest) (SnapshotResul
 		ID: row.CheckpointID, ThreadID: row.ThreadID, Namespace: row.Namespace, ParentID: row.ParentCheckpointID,
 		Step: row.Step, CreatedAt: row.CreatedAt, Created: row.Inserted,
 	}, nil
+}
+
+// checkJSONInTx parses a write's JSON arguments when the store runs in the
+// caller's transaction, where a statement the server refuses would abort
+// that transaction: bad input is found here and leaves it usable.
+// Elsewhere the server's parse is the only one (a refusal aborts the
+// write's own transaction, and nameRefusedJSON names the field).
+func (s *pgStore) checkJSONInTx(fields ...jsonField) error {
+	if !s.inTx {
+		return nil
+	}
+	return checkJSON(fields...)
 }
 
 // pgInfo is the one mapping from a row of pgcheckpoint.checkpoint_info,

@@ -34,7 +34,7 @@ func (s *pgStore) Export(ctx context.Context, threadID string, opts ExportOption
 		return dbError("begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	q := db.New(tx)
+	q := db.New(binaryUUIDs{tx})
 
 	threads, err := q.ThreadExportTree(ctx, db.ThreadExportTreeParams{ThreadID: threadID, Branches: opts.Branches})
 	if err != nil {
@@ -117,7 +117,7 @@ func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error
 		return dbError("begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	w := &pgImport{tx: tx, q: db.New(tx), threads: map[string]bool{}}
+	w := &pgImport{tx: tx, q: db.New(binaryUUIDs{tx}), threads: map[string]bool{}}
 	if err := fn(w); err != nil {
 		return err
 	}

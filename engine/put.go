@@ -8,17 +8,17 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgcheckpoint/pgcheckpoint/db"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
 
 // put writes one checkpoint. The common case (a thread with checkpoints, no
-// rewind pending, a new id, the head as the parent) is one pipelined round
+// rewind pending, a new id, a parent in the thread) is one pipelined round
 // trip: the thread's and the id's locks, then one INSERT ... SELECT, in one
-// implicit transaction, with no PL/pgSQL in the way: db.CheckpointPutWhole for a
-// snapshot stored whole (p.DeltaRun 1), db.CheckpointPutFast, which
-// computes the delta, for the rest. Every other case, or an insert that
-// finds the case is not the common one and writes nothing, goes to
-// pgcheckpoint.checkpoint_put, which handles them all.
+// implicit transaction, with no PL/pgSQL in the way: db.CheckpointPutWhole
+// for a snapshot stored whole (p.DeltaRun 1), db.CheckpointPutFast, which
+// decides on a delta, for the rest. Both apply the rules of
+// pgcheckpoint.checkpoint_put through the same SQL functions. Every other
+// case, or an insert that finds the case is not the common one and writes
+// nothing, goes to checkpoint_put, which handles them all.
 func (s *pgStore) put(ctx context.Context, p db.CheckpointPutParams) (db.CheckpointPutRow, error) {
 	if !s.singleStatement {
 		var (
@@ -26,7 +26,7 @@ func (s *pgStore) put(ctx context.Context, p db.CheckpointPutParams) (db.Checkpo
 			ok  bool
 			err error
 		)
-		q := db.New(lockFirst{DBTX: s.db, threadID: p.ThreadID, checkpointID: p.CheckpointID})
+		q := db.New(lockFirst{DBTX: binaryUUIDs{s.db}, threadID: p.ThreadID, checkpointID: p.CheckpointID})
 		if p.DeltaRun == 1 {
 			var whole db.CheckpointPutWholeRow
 			whole, ok, err = oneRow(q.CheckpointPutWhole(ctx, []db.CheckpointPutWholeParams{wholeParams(p)}))
@@ -39,9 +39,9 @@ func (s *pgStore) put(ctx context.Context, p db.CheckpointPutParams) (db.Checkpo
 		}
 		if ok {
 			return db.CheckpointPutRow{
-				ThreadID:           row.ThreadID,
-				Namespace:          row.Namespace,
-				CheckpointID:       row.CheckpointID,
+				ThreadID:           p.ThreadID,
+				Namespace:          p.Namespace,
+				CheckpointID:       p.CheckpointID,
 				ParentCheckpointID: row.ParentCheckpointID,
 				Step:               row.Step,
 				CreatedAt:          row.CreatedAt,
@@ -71,7 +71,7 @@ func wholeParams(p db.CheckpointPutParams) db.CheckpointPutWholeParams {
 }
 
 func fastParams(p db.CheckpointPutParams) db.CheckpointPutFastParams {
-	fp := db.CheckpointPutFastParams{
+	return db.CheckpointPutFastParams{
 		ThreadID:           p.ThreadID,
 		Namespace:          p.Namespace,
 		CheckpointID:       p.CheckpointID,
@@ -90,10 +90,6 @@ func fastParams(p db.CheckpointPutParams) db.CheckpointPutFastParams {
 		StateDigests:       p.StateDigests,
 		ToolResultsDigests: p.ToolResultsDigests,
 	}
-	if p.DeltaRun > 1 {
-		fp.MessagesDigest = jsontext.ListDigest(p.MessageDigests)
-	}
-	return fp
 }
 
 // batchOne is the result of a sqlc :batchone query sent with one set of

@@ -413,6 +413,18 @@ func TestErrorsInsideTheCallersTransaction(t *testing.T) {
 	if _, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", State: []byte(`{"open":`)}); !errors.Is(err, engine.ErrInvalidJSON) {
 		t.Fatalf("bad JSON: %v, want ErrInvalidJSON", err)
 	}
+	// Stored whole, or appended, the JSON is the server's to parse, except
+	// in the caller's transaction, which a refused statement would abort.
+	whole, err := engine.New(b.db.Pool, engine.Config{}).WithTx(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := whole.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Metadata: []byte(`{"open":`)}); !errors.Is(err, engine.ErrInvalidJSON) {
+		t.Fatalf("bad JSON stored whole: %v, want ErrInvalidJSON", err)
+	}
+	if _, err := whole.Append(ctx, engine.AppendInput{ThreadID: "t", SetState: []byte(`{"open":`)}); !errors.Is(err, engine.ErrInvalidJSON) {
+		t.Fatalf("bad JSON appended: %v, want ErrInvalidJSON", err)
+	}
 	var buf bytes.Buffer
 	if _, err := e.Export(ctx, "t", &buf); err != nil {
 		t.Fatal(err)

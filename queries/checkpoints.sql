@@ -57,135 +57,73 @@ FROM pgcheckpoint.checkpoint_append(
 ) AS r;
 
 -- name: CheckpointWriteLock :batchexec
--- The locks of a write, in checkpoint_put's order: the thread's (see
--- pgcheckpoint.lock_thread, inlined here), then the new checkpoint id's
--- (see pgcheckpoint.lock_checkpoint_id). The engine queues this ahead of
--- CheckpointPutFast or CheckpointPutWhole in one pipeline, so both run in
--- one implicit transaction and the insert's snapshot is taken under the
--- locks: it sees every other write of the thread and of the id.
-SELECT pg_advisory_xact_lock(1885563760, hashtext(@thread_id::text)),
-       pgcheckpoint.lock_checkpoint_id(@checkpoint_id::uuid);
+-- The locks of a write, in checkpoint_put's order: the thread's, then the
+-- new checkpoint id's (both functions are inlined: the statement is the
+-- two advisory locks). The engine queues this ahead of CheckpointPutFast
+-- or CheckpointPutWhole in one pipeline, so both run in one implicit
+-- transaction and the insert's snapshot is taken under the locks: it sees
+-- every other write of the thread and of the id.
+SELECT pgcheckpoint.lock_thread(@thread_id::text), pgcheckpoint.lock_checkpoint_id(@checkpoint_id::uuid);
 
 -- name: CheckpointPutFast :batchone
 -- The common case of checkpoint_put as one statement, for a caller that
--- already holds the thread lock: a thread with checkpoints and no rewind
--- pending, a new id, the newest checkpoint as the parent and, for a delta,
--- as its base, when the parent's run may grow (delta_run 1: always whole).
--- The row stored is the one checkpoint_put would store (the engine's tests
--- compare them column by column). No row back means the case is not the
--- common one: nothing was written, and the caller calls checkpoint_put,
--- which handles every case. Arguments are taken as checked (the engine
--- validates them as checkpoint_put does); message_digests is the message
--- chain (32 bytes per message, see pgcheckpoint.message_chain) and
--- messages_digest its last value.
+-- holds the locks (CheckpointWriteLock): a thread with checkpoints, no
+-- rewind pending, a new id and a parent in the thread (given, else the
+-- newest). The rules are checkpoint_put's own functions (writer_head,
+-- checkpoint_delta, checkpoint_default_summary), inlined. No row back
+-- means the case is not the common one: nothing was written, and the
+-- caller calls checkpoint_put, which handles every case. Arguments are
+-- taken as checked (the engine validates them as checkpoint_put does);
+-- message_digests is the message chain (32 bytes per message, see
+-- pgcheckpoint.message_chain).
 INSERT INTO pgcheckpoint.checkpoints AS c (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
     messages, state, tool_results, state_removed, tool_results_removed, messages_count,
     messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
-SELECT @thread_id::text, @namespace::text, p.seq + 1, @checkpoint_id::uuid, p.checkpoint_id, p.step + 1,
+SELECT @thread_id::text, @namespace::text, h.next_seq, @checkpoint_id::uuid, h.parent_checkpoint_id, h.next_step,
        @trigger::text, @tags::text[],
        CASE WHEN @summary::text <> '' THEN @summary::text
             ELSE pgcheckpoint.checkpoint_default_summary(@messages::jsonb, @state::jsonb)
        END,
-       @metadata::jsonb,
-       CASE WHEN d.delta THEN 'delta' ELSE 'full' END,
-       CASE WHEN d.delta THEN p.checkpoint_id END,
-       CASE WHEN d.delta THEN p.delta_run + 1 ELSE 0 END,
-       CASE WHEN d.delta THEN p.delta_depth + 1 ELSE 0 END,
-       CASE WHEN d.delta THEN d.messages ELSE @messages::jsonb END,
-       CASE WHEN d.delta THEN d.state ELSE @state::jsonb END,
-       CASE WHEN d.delta THEN d.tool_results ELSE @tool_results::jsonb END,
-       CASE WHEN d.delta THEN d.state_removed ELSE '{}' END,
-       CASE WHEN d.delta THEN d.tool_results_removed ELSE '{}' END,
-       jsonb_array_length(@messages::jsonb), sqlc.narg(messages_digest)::bytea,
+       @metadata::jsonb, d.format, d.base_checkpoint_id, d.delta_run, d.delta_depth,
+       d.messages, d.state, d.tool_results, d.state_removed, d.tool_results_removed,
+       jsonb_array_length(@messages::jsonb),
+       pgcheckpoint.list_digest_at(sqlc.narg(message_digests)::bytea, jsonb_array_length(@messages::jsonb)),
        sqlc.narg(state_digests)::jsonb, sqlc.narg(tool_results_digests)::jsonb,
        @next_node::text, @size_bytes::bigint
-FROM pgcheckpoint.threads t
-CROSS JOIN LATERAL (
-    SELECT p.checkpoint_id, p.seq, p.step, p.delta_run, p.delta_depth, p.messages_count,
-           p.messages_digest, p.state_digests, p.tool_results_digests
-    FROM pgcheckpoint.checkpoints p
-    WHERE p.thread_id = @thread_id::text AND p.namespace = @namespace::text
-    ORDER BY p.seq DESC
-    LIMIT 1) p
-CROSS JOIN LATERAL (
-    -- A delta when the parent's messages are a prefix of these (by digest)
-    -- and the delta is smaller than the whole; OFFSET 0 keeps each part
-    -- computed once. The parts are computed before the prefix is known, so
-    -- each must also work on a parent without digests (imported, or written
-    -- by hand), whose columns are NULL.
-    SELECT x.prefix
-           AND pg_column_size(x.messages) + pg_column_size(x.state) + pg_column_size(x.tool_results)
-             < pg_column_size(@messages::jsonb) + pg_column_size(@state::jsonb) + pg_column_size(@tool_results::jsonb)
-           AS delta,
-           x.*
-    FROM (
-        SELECT @delta_run::int > 1 AND p.messages_count <= jsonb_array_length(@messages::jsonb)
-                 AND p.state_digests IS NOT NULL AND p.tool_results_digests IS NOT NULL
-                 AND pgcheckpoint.list_digest_at(sqlc.narg(message_digests)::bytea, p.messages_count)
-                     = p.messages_digest AS prefix,
-               CASE WHEN @delta_run::int = 1 OR p.messages_count IS NULL
-                         OR p.messages_count >= jsonb_array_length(@messages::jsonb) THEN '[]'::jsonb
-                    ELSE jsonb_path_query_array(@messages::jsonb, '$[$n to last]', jsonb_build_object('n', p.messages_count))
-               END AS messages,
-               CASE WHEN @delta_run::int = 1 OR sqlc.narg(state_digests)::jsonb = p.state_digests THEN '{}'::jsonb
-                    ELSE (SELECT coalesce(jsonb_object_agg(e.key, @state::jsonb -> e.key), '{}')
-                          FROM jsonb_each(sqlc.narg(state_digests)::jsonb) e
-                          WHERE e.value IS DISTINCT FROM p.state_digests -> e.key)
-               END AS state,
-               CASE WHEN @delta_run::int = 1 OR sqlc.narg(state_digests)::jsonb = p.state_digests THEN '{}'::text[]
-                    ELSE ARRAY(SELECT k FROM jsonb_object_keys(p.state_digests) k
-                               WHERE NOT @state::jsonb ? k ORDER BY k)
-               END AS state_removed,
-               CASE WHEN @delta_run::int = 1 OR sqlc.narg(tool_results_digests)::jsonb = p.tool_results_digests THEN '{}'::jsonb
-                    ELSE (SELECT coalesce(jsonb_object_agg(e.key, @tool_results::jsonb -> e.key), '{}')
-                          FROM jsonb_each(sqlc.narg(tool_results_digests)::jsonb) e
-                          WHERE e.value IS DISTINCT FROM p.tool_results_digests -> e.key)
-               END AS tool_results,
-               CASE WHEN @delta_run::int = 1 OR sqlc.narg(tool_results_digests)::jsonb = p.tool_results_digests THEN '{}'::text[]
-                    ELSE ARRAY(SELECT k FROM jsonb_object_keys(p.tool_results_digests) k
-                               WHERE NOT @tool_results::jsonb ? k ORDER BY k)
-               END AS tool_results_removed
-        OFFSET 0) x
-    OFFSET 0) d
-WHERE t.thread_id = @thread_id::text AND t.namespace = @namespace::text AND t.rewound_to IS NULL
-  AND (sqlc.narg(parent_checkpoint_id)::uuid IS NULL OR sqlc.narg(parent_checkpoint_id)::uuid = p.checkpoint_id)
-  AND (@delta_run::int = 1 OR p.delta_run + 1 < @delta_run::int)
-  AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id = @checkpoint_id::uuid)
-RETURNING c.thread_id, c.namespace, c.checkpoint_id,
-          coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+FROM pgcheckpoint.writer_head(@thread_id::text, @namespace::text, @checkpoint_id::uuid,
+                              sqlc.narg(parent_checkpoint_id)::uuid) h
+CROSS JOIN LATERAL pgcheckpoint.checkpoint_delta(
+    @messages::jsonb, @state::jsonb, @tool_results::jsonb,
+    sqlc.narg(message_digests)::bytea, sqlc.narg(state_digests)::jsonb, sqlc.narg(tool_results_digests)::jsonb,
+    h.parent_checkpoint_id, h.parent_delta_run, h.parent_delta_depth, h.parent_messages_count,
+    h.parent_messages_digest, h.parent_state_digests, h.parent_tool_results_digests, @delta_run::int) d
+WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
+RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
           c.step, c.created_at;
 
 -- name: CheckpointPutWhole :batchone
 -- CheckpointPutFast for a checkpoint stored whole (the engine's delta_run 1:
--- FullSnapshots, or a snapshot under DeltaMinBytes): the same row, without
--- the delta computation. The columns left out take their defaults, which
--- are what checkpoint_put stores for such a write: format 'full', no base,
--- run and depth 0, no removed keys, no digests.
+-- FullSnapshots, or a snapshot under DeltaMinBytes), without the delta
+-- decision, whose answer is known. The columns left out take their
+-- defaults, which are what checkpoint_put stores for such a write: format
+-- 'full', no base, run and depth 0, no removed keys, no digests.
 INSERT INTO pgcheckpoint.checkpoints AS c (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
     trigger, tags, summary, metadata, messages, state, tool_results, messages_count,
     next_node, size_bytes)
-SELECT @thread_id::text, @namespace::text, p.seq + 1, @checkpoint_id::uuid, p.checkpoint_id, p.step + 1,
+SELECT @thread_id::text, @namespace::text, h.next_seq, @checkpoint_id::uuid, h.parent_checkpoint_id, h.next_step,
        @trigger::text, @tags::text[],
        CASE WHEN @summary::text <> '' THEN @summary::text
             ELSE pgcheckpoint.checkpoint_default_summary(@messages::jsonb, @state::jsonb)
        END,
        @metadata::jsonb, @messages::jsonb, @state::jsonb, @tool_results::jsonb,
        jsonb_array_length(@messages::jsonb), @next_node::text, @size_bytes::bigint
-FROM pgcheckpoint.threads t
-CROSS JOIN LATERAL (
-    SELECT p.checkpoint_id, p.seq, p.step
-    FROM pgcheckpoint.checkpoints p
-    WHERE p.thread_id = @thread_id::text AND p.namespace = @namespace::text
-    ORDER BY p.seq DESC
-    LIMIT 1) p
-WHERE t.thread_id = @thread_id::text AND t.namespace = @namespace::text AND t.rewound_to IS NULL
-  AND (sqlc.narg(parent_checkpoint_id)::uuid IS NULL OR sqlc.narg(parent_checkpoint_id)::uuid = p.checkpoint_id)
-  AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id = @checkpoint_id::uuid)
-RETURNING c.thread_id, c.namespace, c.checkpoint_id,
-          coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
+FROM pgcheckpoint.writer_head(@thread_id::text, @namespace::text, @checkpoint_id::uuid,
+                              sqlc.narg(parent_checkpoint_id)::uuid) h
+WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
+RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
           c.step, c.created_at;
 
 -- name: CheckpointGetByID :one

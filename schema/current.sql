@@ -47,8 +47,7 @@ CREATE TABLE pgcheckpoint.checkpoints (
     messages_digest bytea,
     state_digests jsonb,
     tool_results_digests jsonb,
-    CONSTRAINT checkpoints_pkey PRIMARY KEY (thread_id, namespace, seq),
-    CONSTRAINT checkpoints_format_known CHECK ((format = ANY (ARRAY['full'::text, 'delta'::text])))
+    CONSTRAINT checkpoints_pkey PRIMARY KEY (thread_id, namespace, seq)
 );
 CREATE INDEX checkpoints_checkpoint_id_idx ON pgcheckpoint.checkpoints USING btree (checkpoint_id);
 CREATE INDEX checkpoints_metadata_idx ON pgcheckpoint.checkpoints USING gin (metadata jsonb_path_ops);
@@ -234,11 +233,12 @@ DECLARE
     v_state_dig jsonb;
     v_tools_dig jsonb;
     v_same      boolean;
+    -- The head (see writer_head; scalars, as in checkpoint_put).
+    v_thread_seen boolean;
     v_rewound_to  uuid;
-    v_last_seq    bigint;
-    -- The head (scalars, as in checkpoint_put).
+    v_next_seq    bigint;
     v_head_id     uuid;
-    v_head_step   bigint;
+    v_next_step   bigint;
     v_head_run    integer;
     v_head_depth  integer;
     v_head_count  integer;
@@ -275,12 +275,19 @@ BEGIN
         RAISE EXCEPTION 'set_state_digests and set_tool_results_digests must be JSON objects' USING ERRCODE = 'PC003';
     END IF;
 
-    PERFORM pg_advisory_xact_lock(1885563760, hashtext(p_thread_id)); -- pgcheckpoint.lock_thread
+    PERFORM pgcheckpoint.lock_thread(p_thread_id);
     PERFORM pgcheckpoint.lock_checkpoint_id(p_checkpoint_id);
     LOCK TABLE pgcheckpoint.checkpoints IN ROW EXCLUSIVE MODE; -- see lock_checkpoint_id
 
+    SELECT h.thread_seen, h.rewound_to, h.next_seq, h.parent_checkpoint_id, h.next_step,
+           h.parent_delta_run, h.parent_delta_depth, h.parent_messages_count, h.parent_messages_digest,
+           h.parent_state_digests, h.parent_tool_results_digests
+      INTO v_thread_seen, v_rewound_to, v_next_seq, v_head_id, v_next_step,
+           v_head_run, v_head_depth, v_head_count, v_head_digest, v_head_state, v_head_tools
+    FROM pgcheckpoint.writer_head(p_thread_id, v_ns, p_checkpoint_id, NULL) h;
+
     checkpoint_id := p_checkpoint_id;
-    IF EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id = p_checkpoint_id) THEN
+    IF NOT FOUND THEN
         -- A retry: the same append made on the same parent is a no-op.
         SELECT c.thread_id, c.namespace, c.parent_checkpoint_id, c.step, c.created_at,
                c.thread_id = p_thread_id AND c.namespace = v_ns
@@ -303,20 +310,6 @@ BEGIN
         inserted := false;
         RETURN;
     END IF;
-
-    -- The head as Latest finds it (head_seq), by key.
-    SELECT (SELECT t.rewound_to FROM pgcheckpoint.threads t WHERE t.thread_id = p_thread_id AND t.namespace = v_ns),
-           (SELECT l.seq FROM pgcheckpoint.checkpoints l
-            WHERE l.thread_id = p_thread_id AND l.namespace = v_ns
-            ORDER BY l.seq DESC
-            LIMIT 1),
-           h.checkpoint_id, h.step, h.delta_run, h.delta_depth, h.messages_count,
-           h.messages_digest, h.state_digests, h.tool_results_digests
-      INTO v_rewound_to, v_last_seq, v_head_id, v_head_step, v_head_run, v_head_depth, v_head_count,
-           v_head_digest, v_head_state, v_head_tools
-    FROM pgcheckpoint.checkpoints h
-    WHERE h.thread_id = p_thread_id AND h.namespace = v_ns
-      AND h.seq = pgcheckpoint.head_seq(p_thread_id, v_ns);
     IF v_head_id IS NULL THEN
         RAISE EXCEPTION 'thread % namespace % has no checkpoint to append to', p_thread_id, quote_literal(v_ns)
             USING ERRCODE = 'PC001', HINT = 'Write the first checkpoint whole (checkpoint_put).';
@@ -326,7 +319,7 @@ BEGIN
             USING ERRCODE = 'PC005';
     END IF;
 
-    IF p_delta_run <= 1 OR v_head_run + 1 >= p_delta_run OR v_head_count IS NULL
+    IF NOT coalesce(pgcheckpoint.delta_run_continues(v_head_run, p_delta_run), false) OR v_head_count IS NULL
        OR octet_length(v_head_digest) IS DISTINCT FROM 32 OR v_head_state IS NULL OR v_head_tools IS NULL THEN
         -- Stored whole: the head's content with the change, written by
         -- checkpoint_put on the head (which computes the digests, and may
@@ -364,21 +357,19 @@ BEGIN
         trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
         messages, state, tool_results, state_removed, tool_results_removed, messages_count,
         messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
-    VALUES (
-        p_thread_id, v_ns, v_last_seq + 1, p_checkpoint_id, v_head_id, v_head_step + 1,
-        coalesce(p_trigger, 'manual'), coalesce(p_tags, '{}'), v_summary, v_metadata,
-        'delta', v_head_id, v_head_run + 1, v_head_depth + 1, v_messages, v_set_state, v_set_tools,
-        ARRAY(SELECT k FROM jsonb_object_keys(v_head_state) k WHERE k = ANY (v_rm_state) ORDER BY k),
-        ARRAY(SELECT k FROM jsonb_object_keys(v_head_tools) k WHERE k = ANY (v_rm_tools) ORDER BY k),
-        v_head_count + v_msg_count,
-        CASE WHEN v_msg_count = 0 THEN v_head_digest
-             ELSE pgcheckpoint.list_digest_at(pgcheckpoint.message_chain(v_head_digest, v_msg_dig), v_msg_count) END,
-        v_state_dig, v_tools_dig, coalesce(p_next_node, ''), coalesce(p_size_bytes, 0))
+    SELECT p_thread_id, v_ns, v_next_seq, p_checkpoint_id, v_head_id, v_next_step,
+           coalesce(p_trigger, 'manual'), coalesce(p_tags, '{}'), v_summary, v_metadata,
+           'delta', v_head_id, v_head_run + 1, v_head_depth + 1, v_messages, s.changed, t.changed,
+           s.removed, t.removed, v_head_count + v_msg_count,
+           CASE WHEN v_msg_count = 0 THEN v_head_digest
+                ELSE pgcheckpoint.list_digest_at(pgcheckpoint.message_chain(v_head_digest, v_msg_dig), v_msg_count) END,
+           v_state_dig, v_tools_dig, coalesce(p_next_node, ''), coalesce(p_size_bytes, 0)
+    FROM pgcheckpoint.delta_keys(v_set_state, v_state_dig, v_head_state) s,
+         pgcheckpoint.delta_keys(v_set_tools, v_tools_dig, v_head_tools) t
     RETURNING c.parent_checkpoint_id, c.step, c.created_at
       INTO parent_checkpoint_id, step, created_at;
-    IF v_rewound_to IS NOT NULL THEN
-        UPDATE pgcheckpoint.threads t SET rewound_to = NULL
-        WHERE t.thread_id = p_thread_id AND t.namespace = v_ns;
+    IF NOT v_thread_seen OR v_rewound_to IS NOT NULL THEN
+        PERFORM pgcheckpoint.thread_after_write(p_thread_id, v_ns);
     END IF;
     thread_id := p_thread_id;
     namespace := v_ns;
@@ -393,15 +384,11 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_default_summary(p_messages js
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-    -- Concatenation, not format() (stable), and a key count without a
-    -- subquery, so that the function is inlined; the count takes each
-    -- value's type, not the value (keyvalue() would copy every value).
+    -- Inlined (no SET clause): names schema-qualified. The message branch
+    -- is a call, so a caller without messages does not set up its
+    -- expression. The key count takes each value's type, not the value.
     SELECT CASE WHEN pg_catalog.jsonb_typeof(p_messages OPERATOR(pg_catalog.->) -1) OPERATOR(pg_catalog.=) 'object'
-                THEN '[' OPERATOR(pg_catalog.||)
-                     coalesce(pgcheckpoint.json_text(p_messages OPERATOR(pg_catalog.->) -1 OPERATOR(pg_catalog.->) 'role'), 'unknown')
-                     OPERATOR(pg_catalog.||) '] ' OPERATOR(pg_catalog.||)
-                     pg_catalog.left(coalesce(pgcheckpoint.json_text(
-                         p_messages OPERATOR(pg_catalog.->) -1 OPERATOR(pg_catalog.->) 'content'), ''), 100)
+                THEN pgcheckpoint.message_summary(p_messages OPERATOR(pg_catalog.->) -1)
                 ELSE 'State: ' OPERATOR(pg_catalog.||)
                      pg_catalog.jsonb_array_length(pg_catalog.jsonb_path_query_array(p_state, 'strict $.*.type()'))::pg_catalog.text
                      OPERATOR(pg_catalog.||) ' keys'
@@ -429,6 +416,69 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_before(text,text,bigint) IS 'Deletes the checkpoints of one thread and namespace whose step is below p_step, with their pending writes; never the head. Returns the number deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_before(text,text,bigint) FROM PUBLIC;
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delta(p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_message_chain bytea, p_state_digests jsonb, p_tool_results_digests jsonb, p_parent_checkpoint_id uuid, p_parent_delta_run integer, p_parent_delta_depth integer, p_parent_messages_count integer, p_parent_messages_digest bytea, p_parent_state_digests jsonb, p_parent_tool_results_digests jsonb, p_delta_run integer)
+ RETURNS TABLE(format text, base_checkpoint_id uuid, delta_run integer, delta_depth integer, messages jsonb, state jsonb, tool_results jsonb, state_removed text[], tool_results_removed text[])
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT CASE WHEN d.delta THEN 'delta' ELSE 'full' END,
+           CASE WHEN d.delta THEN b.checkpoint_id END,
+           CASE WHEN d.delta THEN b.run ELSE 0 END,
+           CASE WHEN d.delta THEN b.delta_depth OPERATOR(pg_catalog.+) 1 ELSE 0 END,
+           CASE WHEN d.delta THEN x.messages ELSE p_messages END,
+           CASE WHEN d.delta THEN x.state ELSE p_state END,
+           CASE WHEN d.delta THEN x.tool_results ELSE p_tool_results END,
+           CASE WHEN d.delta THEN x.state_removed ELSE '{}'::pg_catalog.text[] END,
+           CASE WHEN d.delta THEN x.tool_results_removed ELSE '{}'::pg_catalog.text[] END
+    FROM (
+        -- The base: the parent while its run may grow, else the anchor its
+        -- run started from (none when the anchors are as deep as allowed).
+        SELECT CASE WHEN g.grows THEN p_parent_checkpoint_id ELSE a.checkpoint_id END AS checkpoint_id,
+               CASE WHEN g.grows THEN p_parent_delta_run OPERATOR(pg_catalog.+) 1 ELSE 0 END AS run,
+               CASE WHEN g.grows THEN p_parent_delta_depth ELSE a.delta_depth END AS delta_depth,
+               CASE WHEN g.grows THEN p_parent_messages_count ELSE a.messages_count END AS messages_count,
+               CASE WHEN g.grows THEN p_parent_messages_digest ELSE a.messages_digest END AS messages_digest,
+               CASE WHEN g.grows THEN p_parent_state_digests ELSE a.state_digests END AS state_digests,
+               CASE WHEN g.grows THEN p_parent_tool_results_digests ELSE a.tool_results_digests END AS tool_results_digests
+        FROM (SELECT coalesce(pgcheckpoint.delta_run_continues(p_parent_delta_run, p_delta_run), false) AS grows) g
+        LEFT JOIN LATERAL (
+            SELECT a.* FROM pgcheckpoint.run_anchor(p_parent_checkpoint_id, p_delta_run) a
+            WHERE NOT g.grows AND p_delta_run OPERATOR(pg_catalog.>) 1) a ON true
+        OFFSET 0) b
+    -- A delta when the base's messages are a prefix of these (by the
+    -- chained list digest), both have key digests, and the delta is
+    -- smaller than the whole. OFFSET 0 keeps each part computed once.
+    CROSS JOIN LATERAL (
+        SELECT b.checkpoint_id IS NOT NULL
+               AND p_message_chain IS NOT NULL AND p_state_digests IS NOT NULL AND p_tool_results_digests IS NOT NULL
+               AND b.state_digests IS NOT NULL AND b.tool_results_digests IS NOT NULL
+               AND b.messages_count OPERATOR(pg_catalog.<=) pg_catalog.jsonb_array_length(p_messages)
+               AND pgcheckpoint.list_digest_at(p_message_chain, b.messages_count) OPERATOR(pg_catalog.=) b.messages_digest
+               AS prefix
+        OFFSET 0) f
+    LEFT JOIN LATERAL (
+        SELECT CASE WHEN b.messages_count OPERATOR(pg_catalog.<) pg_catalog.jsonb_array_length(p_messages)
+                    THEN pg_catalog.jsonb_path_query_array(p_messages, '$[$n to last]',
+                                                           pg_catalog.jsonb_build_object('n', b.messages_count))
+                    ELSE '[]'::pg_catalog.jsonb
+               END AS messages,
+               s.changed AS state, s.removed AS state_removed,
+               t.changed AS tool_results, t.removed AS tool_results_removed
+        FROM pgcheckpoint.delta_keys(p_state, p_state_digests, b.state_digests) s,
+             pgcheckpoint.delta_keys(p_tool_results, p_tool_results_digests, b.tool_results_digests) t
+        WHERE f.prefix
+        OFFSET 0) x ON true
+    CROSS JOIN LATERAL (
+        SELECT coalesce(f.prefix, false)
+               AND (pg_catalog.pg_column_size(x.messages) OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(x.state)
+                    OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(x.tool_results))
+                 OPERATOR(pg_catalog.<) (pg_catalog.pg_column_size(p_messages) OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(p_state)
+                    OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(p_tool_results))
+               AS delta
+        OFFSET 0) d
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer) IS 'How a checkpoint with this content (messages, state, tool results, with their digests: the message chain, see message_chain, and key digests) is stored on the given parent (its id and the writer_head columns): one row, the columns to insert. A delta (see checkpoints.format) on the base (the parent while delta_run_continues, else the anchor of its run, see run_anchor) when the base''s messages are a prefix of these by the chained list digest and the delta is smaller than the whole; else whole. p_delta_run 1, or no digests: whole.';
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_state_digests jsonb DEFAULT NULL::jsonb, p_tool_results_digests jsonb DEFAULT NULL::jsonb, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
  LANGUAGE plpgsql
@@ -445,31 +495,20 @@ DECLARE
     v_summary   text := coalesce(p_summary, '');
     v_msg_count integer;
     v_same      boolean;
-    v_thread_seen boolean;
-    v_rewound_to  uuid;
-    v_wanted      uuid;
-    v_last_seq    bigint;
-    v_parent_id   uuid;
-    v_parent_step bigint;
-    -- What is stored: the whole snapshot unless a delta is chosen.
-    v_format    text := 'full';
-    v_depth     integer := 0;
-    v_run       integer := 0;
-    -- The base candidate: the parent, or the anchor its run started from.
-    -- (Scalars, not a record: a record variable costs each call about a
-    -- fifth of the function's time.)
-    v_base_id     uuid;
-    v_base_depth  integer;
-    v_base_run    integer;
-    v_base_count  integer;
-    v_base_digest bytea;
-    v_base_state  jsonb;
-    v_base_tools  jsonb;
-    v_put_msgs  jsonb := v_messages;
-    v_put_state jsonb := v_state;
-    v_put_tools jsonb := v_tools;
-    v_state_rm  text[] := '{}';
-    v_tools_rm  text[] := '{}';
+    -- The head (see writer_head; scalars, not a record: a record variable
+    -- costs each call about a fifth of the function's time).
+    v_thread_seen   boolean;
+    v_rewound_to    uuid;
+    v_wanted        uuid;
+    v_next_seq      bigint;
+    v_parent_id     uuid;
+    v_next_step     bigint;
+    v_parent_run    integer;
+    v_parent_depth  integer;
+    v_parent_count  integer;
+    v_parent_digest bytea;
+    v_parent_state  jsonb;
+    v_parent_tools  jsonb;
     -- Digests of the whole new content (none when p_delta_run = 1):
     -- v_msg_dig the message chain, v_msg_sum its last value.
     v_msg_dig   bytea;
@@ -505,42 +544,19 @@ BEGIN
         v_summary := pgcheckpoint.checkpoint_default_summary(v_messages, v_state);
     END IF;
 
-    PERFORM pg_advisory_xact_lock(1885563760, hashtext(p_thread_id)); -- pgcheckpoint.lock_thread
-    -- Then the id's, so that the check below sees any other write of this
-    -- id, on any thread (ids are unique in the whole table); and the
-    -- table's ROW EXCLUSIVE lock before the check (see lock_checkpoint_id).
+    PERFORM pgcheckpoint.lock_thread(p_thread_id);
+    -- Then the id's, so that writer_head sees any other write of this id,
+    -- on any thread (ids are unique in the whole table); and the table's
+    -- ROW EXCLUSIVE lock before it looks (see lock_checkpoint_id).
     PERFORM pgcheckpoint.lock_checkpoint_id(p_checkpoint_id);
     LOCK TABLE pgcheckpoint.checkpoints IN ROW EXCLUSIVE MODE;
 
-    -- One row unless the id exists already (a retry): the thread row, the
-    -- newest checkpoint, and the parent, which is the wanted one (given, or
-    -- rewound to) when there is one, else the newest.
-    SELECT t.thread_id IS NOT NULL, t.rewound_to, coalesce(p_parent_checkpoint_id, t.rewound_to), l.seq,
-           p.checkpoint_id, p.step, p.delta_depth, p.delta_run, p.messages_count, p.messages_digest,
-           p.state_digests, p.tool_results_digests
-      INTO v_thread_seen, v_rewound_to, v_wanted, v_last_seq, v_parent_id, v_parent_step, v_base_depth,
-           v_base_run, v_base_count, v_base_digest, v_base_state, v_base_tools
-    FROM (SELECT 1) AS one
-    LEFT JOIN pgcheckpoint.threads t
-           ON t.thread_id = p_thread_id AND t.namespace = v_ns
-    LEFT JOIN LATERAL (
-        SELECT c.checkpoint_id, c.seq
-        FROM pgcheckpoint.checkpoints c
-        WHERE c.thread_id = p_thread_id AND c.namespace = v_ns
-        ORDER BY c.seq DESC
-        LIMIT 1) l ON true
-    -- By id alone, then thread and namespace checked on the row: given the
-    -- thread too, a plan made before the table has statistics may walk the
-    -- thread's primary key instead, reading every checkpoint.
-    LEFT JOIN LATERAL (
-        SELECT c.*
-        FROM (SELECT c.checkpoint_id, c.step, c.delta_depth, c.delta_run, c.messages_count, c.messages_digest,
-                     c.state_digests, c.tool_results_digests, c.thread_id, c.namespace
-              FROM pgcheckpoint.checkpoints c
-              WHERE c.checkpoint_id = coalesce(p_parent_checkpoint_id, t.rewound_to, l.checkpoint_id)
-              LIMIT 1) c
-        WHERE c.thread_id = p_thread_id AND c.namespace = v_ns) p ON true
-    WHERE NOT EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id = p_checkpoint_id);
+    SELECT h.thread_seen, h.rewound_to, h.wanted_parent, h.next_seq, h.parent_checkpoint_id, h.next_step,
+           h.parent_delta_run, h.parent_delta_depth, h.parent_messages_count, h.parent_messages_digest,
+           h.parent_state_digests, h.parent_tool_results_digests
+      INTO v_thread_seen, v_rewound_to, v_wanted, v_next_seq, v_parent_id, v_next_step,
+           v_parent_run, v_parent_depth, v_parent_count, v_parent_digest, v_parent_state, v_parent_tools
+    FROM pgcheckpoint.writer_head(p_thread_id, v_ns, p_checkpoint_id, p_parent_checkpoint_id) h;
 
     checkpoint_id := p_checkpoint_id;
     IF NOT FOUND THEN
@@ -580,85 +596,6 @@ BEGIN
                    coalesce(v_tools_dig, pgcheckpoint.key_digests(v_tools))
               INTO v_state_dig, v_tools_dig;
         END IF;
-
-        -- The base: the parent, unless its run is as long as allowed; then
-        -- the anchor the run started from (found by following the run's
-        -- base links back), unless the anchors are as deep as allowed.
-        IF v_base_run + 1 < p_delta_run THEN
-            v_base_id := v_parent_id;
-        ELSIF v_parent_id IS NOT NULL THEN
-            WITH RECURSIVE run AS (
-                SELECT c.* FROM (
-                    SELECT c.checkpoint_id, c.base_checkpoint_id, c.delta_run, c.delta_depth, c.messages_count,
-                           c.messages_digest, c.state_digests, c.tool_results_digests, c.thread_id, c.namespace
-                    FROM pgcheckpoint.checkpoints c
-                    WHERE c.checkpoint_id = v_parent_id
-                    LIMIT 1) c
-                UNION ALL
-                SELECT b.* FROM run r
-                CROSS JOIN LATERAL (
-                    SELECT b.checkpoint_id, b.base_checkpoint_id, b.delta_run, b.delta_depth, b.messages_count,
-                           b.messages_digest, b.state_digests, b.tool_results_digests, b.thread_id, b.namespace
-                    FROM pgcheckpoint.checkpoints b
-                    WHERE b.checkpoint_id = r.base_checkpoint_id
-                    LIMIT 1) b
-                WHERE r.delta_run > 0
-            )
-            SELECT r.checkpoint_id, r.delta_depth, 0, r.messages_count, r.messages_digest,
-                   r.state_digests, r.tool_results_digests
-              INTO v_base_id, v_base_depth, v_base_run, v_base_count, v_base_digest, v_base_state, v_base_tools
-            FROM run r
-            WHERE r.delta_run = 0 AND r.thread_id = p_thread_id AND r.namespace = v_ns
-              AND r.delta_depth + 1 < p_delta_run;
-        END IF;
-
-        -- A delta when the base's messages are a prefix of these (by digest)
-        -- and the delta is smaller than the whole.
-        IF v_base_id IS NOT NULL
-           AND v_base_count <= v_msg_count
-           AND v_base_state IS NOT NULL AND v_base_tools IS NOT NULL
-           AND pgcheckpoint.list_digest_at(v_msg_dig, v_base_count) = v_base_digest
-        THEN
-            -- The common cases (nothing appended, state or tool results
-            -- unchanged) cost a comparison.
-            IF v_base_count < v_msg_count THEN
-                v_put_msgs := jsonb_path_query_array(v_messages, '$[$n to last]',
-                                                     jsonb_build_object('n', v_base_count));
-            ELSE
-                v_put_msgs := '[]';
-            END IF;
-            IF v_state_dig = v_base_state THEN
-                v_put_state := '{}';
-            ELSE
-                SELECT (SELECT coalesce(jsonb_object_agg(e.key, v_state -> e.key), '{}') FROM jsonb_each(v_state_dig) e
-                        WHERE e.value IS DISTINCT FROM v_base_state -> e.key),
-                       ARRAY(SELECT k FROM jsonb_object_keys(v_base_state) k WHERE NOT v_state ? k ORDER BY k)
-                  INTO v_put_state, v_state_rm;
-            END IF;
-            IF v_tools_dig = v_base_tools THEN
-                v_put_tools := '{}';
-            ELSE
-                SELECT (SELECT coalesce(jsonb_object_agg(e.key, v_tools -> e.key), '{}') FROM jsonb_each(v_tools_dig) e
-                        WHERE e.value IS DISTINCT FROM v_base_tools -> e.key),
-                       ARRAY(SELECT k FROM jsonb_object_keys(v_base_tools) k WHERE NOT v_tools ? k ORDER BY k)
-                  INTO v_put_tools, v_tools_rm;
-            END IF;
-            IF pg_column_size(v_put_msgs) + pg_column_size(v_put_state) + pg_column_size(v_put_tools)
-               < pg_column_size(v_messages) + pg_column_size(v_state) + pg_column_size(v_tools) THEN
-                v_format := 'delta';
-                v_depth := v_base_depth + 1;
-                v_run := CASE WHEN v_base_id = v_parent_id THEN v_base_run + 1 ELSE 0 END;
-            ELSE
-                v_base_id := NULL;
-                v_put_msgs := v_messages;
-                v_put_state := v_state;
-                v_put_tools := v_tools;
-                v_state_rm := '{}';
-                v_tools_rm := '{}';
-            END IF;
-        ELSE
-            v_base_id := NULL;
-        END IF;
     END IF;
 
     INSERT INTO pgcheckpoint.checkpoints AS c (
@@ -666,20 +603,19 @@ BEGIN
         trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
         messages, state, tool_results, state_removed, tool_results_removed, messages_count,
         messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
-    VALUES (
-        p_thread_id, v_ns, coalesce(v_last_seq, 0) + 1, p_checkpoint_id, v_parent_id,
-        coalesce(v_parent_step, 0) + 1, coalesce(p_trigger, 'manual'), coalesce(p_tags, '{}'),
-        v_summary, v_metadata, v_format, v_base_id, v_run, v_depth, v_put_msgs, v_put_state, v_put_tools,
-        v_state_rm, v_tools_rm, v_msg_count, v_msg_sum, v_state_dig, v_tools_dig,
-        coalesce(p_next_node, ''), coalesce(p_size_bytes, 0))
+    SELECT p_thread_id, v_ns, v_next_seq, p_checkpoint_id, v_parent_id, v_next_step,
+           coalesce(p_trigger, 'manual'), coalesce(p_tags, '{}'), v_summary, v_metadata,
+           d.format, d.base_checkpoint_id, d.delta_run, d.delta_depth,
+           d.messages, d.state, d.tool_results, d.state_removed, d.tool_results_removed, v_msg_count,
+           v_msg_sum, v_state_dig, v_tools_dig, coalesce(p_next_node, ''), coalesce(p_size_bytes, 0)
+    FROM pgcheckpoint.checkpoint_delta(v_messages, v_state, v_tools, v_msg_dig, v_state_dig, v_tools_dig,
+                                       v_parent_id, v_parent_run, v_parent_depth, v_parent_count, v_parent_digest,
+                                       v_parent_state, v_parent_tools, p_delta_run) d
     RETURNING c.parent_checkpoint_id, c.step, c.created_at
       INTO parent_checkpoint_id, step, created_at;
 
-    IF NOT v_thread_seen THEN
-        INSERT INTO pgcheckpoint.threads (thread_id, namespace) VALUES (p_thread_id, v_ns);
-    ELSIF v_rewound_to IS NOT NULL THEN
-        UPDATE pgcheckpoint.threads t SET rewound_to = NULL
-        WHERE t.thread_id = p_thread_id AND t.namespace = v_ns;
+    IF NOT v_thread_seen OR v_rewound_to IS NOT NULL THEN
+        PERFORM pgcheckpoint.thread_after_write(p_thread_id, v_ns);
     END IF;
     thread_id := p_thread_id;
     namespace := v_ns;
@@ -887,6 +823,24 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.delta_chain(uuid) IS 'The rows a checkpoint''s content is rebuilt from, oldest first: a full snapshot, each delta on the one before, the checkpoint itself last (depth 0); one row for a full checkpoint, none for an unknown id. Usage: SELECT depth, checkpoint_id, format FROM pgcheckpoint.delta_chain(''<checkpoint id>''). Error PC004: a chain that does not reach a full snapshot (a damaged table).';
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.delta_keys(p_object jsonb, p_digests jsonb, p_base_digests jsonb)
+ RETURNS TABLE(changed jsonb, removed text[])
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    -- Unchanged (the common case) costs a comparison.
+    SELECT CASE WHEN p_digests OPERATOR(pg_catalog.=) p_base_digests THEN '{}'::pg_catalog.jsonb
+                ELSE (SELECT coalesce(pg_catalog.jsonb_object_agg(e.key, p_object OPERATOR(pg_catalog.->) e.key), '{}'::pg_catalog.jsonb)
+                      FROM pg_catalog.jsonb_each(p_digests) e
+                      WHERE NOT coalesce(e.value OPERATOR(pg_catalog.=) (p_base_digests OPERATOR(pg_catalog.->) e.key), false))
+           END,
+           CASE WHEN p_digests OPERATOR(pg_catalog.=) p_base_digests THEN '{}'::pg_catalog.text[]
+                ELSE ARRAY(SELECT k FROM pg_catalog.jsonb_object_keys(p_base_digests) k
+                           WHERE NOT p_digests OPERATOR(pg_catalog.?) k ORDER BY k)
+           END
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.delta_keys(jsonb,jsonb,jsonb) IS 'The top-level keys of an object p_object (whose key digests are p_digests, see key_digests) that a delta on a base with key digests p_base_digests stores: changed, the members whose digest differs from the base''s or that the base lacks; removed, the base''s keys that p_object lacks, sorted.';
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.delta_merge_step(p_object jsonb, p_set jsonb, p_removed text[])
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -901,6 +855,15 @@ BEGIN
 END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.delta_merge_step(jsonb,jsonb,text[]) IS 'The step of the delta_merge aggregate: (p_object - p_removed) || p_set.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.delta_run_continues(p_run integer, p_delta_run integer)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT p_delta_run OPERATOR(pg_catalog.>) 1 AND p_run OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.<) p_delta_run
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.delta_run_continues(integer,integer) IS 'The run limit: whether a delta on a checkpoint whose run is p_run (its delta_run) may extend that run when runs hold fewer than p_delta_run deltas (p_delta_run 1: no deltas). NULL when p_run is.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.expire_thread(p_thread_id text)
  RETURNS bigint
@@ -1229,13 +1192,15 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.list_digest_at(p_chain bytea, p_count in
  RETURNS bytea
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
- SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-    SELECT CASE WHEN p_count = 0 THEN '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea
-                WHEN octet_length(p_chain) >= 32 * p_count THEN substring(p_chain FROM 32 * (p_count - 1) + 1 FOR 32)
+    SELECT CASE WHEN p_chain IS NULL THEN NULL
+                WHEN p_count OPERATOR(pg_catalog.=) 0
+                THEN '\x0000000000000000000000000000000000000000000000000000000000000000'::pg_catalog.bytea
+                WHEN pg_catalog.octet_length(p_chain) OPERATOR(pg_catalog.>=) (32 OPERATOR(pg_catalog.*) p_count)
+                THEN pg_catalog.substring(p_chain, (32 OPERATOR(pg_catalog.*) (p_count OPERATOR(pg_catalog.-) 1)) OPERATOR(pg_catalog.+) 1, 32)
            END
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.list_digest_at(bytea,integer) IS 'L(p_count), the list digest of the first p_count messages, from a message chain (see message_chain): 32 zero bytes for 0; NULL when the chain is shorter.';
+COMMENT ON FUNCTION pgcheckpoint.list_digest_at(bytea,integer) IS 'L(p_count), the list digest of the first p_count messages, from a message chain (see message_chain): 32 zero bytes for 0; NULL when the chain is NULL or shorter.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.lock_checkpoint_id(p_checkpoint_id uuid)
  RETURNS void
@@ -1247,8 +1212,7 @@ REVOKE EXECUTE ON FUNCTION pgcheckpoint.lock_checkpoint_id(uuid) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION pgcheckpoint.lock_thread(p_thread_id text)
  RETURNS void
  LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT pg_advisory_xact_lock(1885563760, hashtext(p_thread_id)) $function$;
+AS $function$ SELECT pg_catalog.pg_advisory_xact_lock(1885563760, pg_catalog.hashtext(p_thread_id)) $function$;
 COMMENT ON FUNCTION pgcheckpoint.lock_thread(text) IS 'Takes the thread''s lock until the end of the transaction: advisory lock (1885563760, hashtext(thread_id)) in pg_locks.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.lock_thread(text) FROM PUBLIC;
 
@@ -1386,6 +1350,19 @@ AS $function$
     FROM jsonb_array_elements(p_messages) WITH ORDINALITY AS e
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.message_digests(jsonb) IS 'The per-message digests of a JSON array as the database computes them: 16 bytes of SHA-256 of each element''s jsonb text, concatenated.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.message_summary(p_message jsonb)
+ RETURNS text
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RETURN '[' || coalesce(pgcheckpoint.json_text(p_message -> 'role'), 'unknown') || '] '
+           || left(coalesce(pgcheckpoint.json_text(p_message -> 'content'), ''), 100);
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.message_summary(jsonb) IS 'The default summary of a checkpoint whose last message is p_message (an object): "[role] first 100 characters of content", the text as written (see json_text). See checkpoint_default_summary.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.pending_writes_json(p_thread_id text, p_namespace text, p_seq bigint)
  RETURNS jsonb
@@ -1533,6 +1510,54 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.rewind(uuid,boolean) IS 'Makes a checkpoint the head of its thread; the next write takes it as parent. Deletes nothing unless p_truncate, which deletes only the checkpoints after it on the head''s line. Error PC001: unknown checkpoint.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.rewind(uuid,boolean) FROM PUBLIC;
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.run_anchor(p_checkpoint_id uuid, p_delta_run integer)
+ RETURNS TABLE(checkpoint_id uuid, delta_depth integer, messages_count integer, messages_digest bytea, state_digests jsonb, tool_results_digests jsonb)
+ LANGUAGE plpgsql
+ STABLE STRICT ROWS 1
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    WITH RECURSIVE run AS (
+        SELECT c.*, c.thread_id AS start_thread, c.namespace AS start_namespace FROM (
+            SELECT c.checkpoint_id, c.base_checkpoint_id, c.delta_run, c.delta_depth, c.messages_count,
+                   c.messages_digest, c.state_digests, c.tool_results_digests, c.thread_id, c.namespace
+            FROM pgcheckpoint.checkpoints c
+            WHERE c.checkpoint_id = p_checkpoint_id
+            LIMIT 1) c
+        UNION ALL
+        SELECT b.*, r.start_thread, r.start_namespace FROM run r
+        CROSS JOIN LATERAL (
+            SELECT b.checkpoint_id, b.base_checkpoint_id, b.delta_run, b.delta_depth, b.messages_count,
+                   b.messages_digest, b.state_digests, b.tool_results_digests, b.thread_id, b.namespace
+            FROM pgcheckpoint.checkpoints b
+            WHERE b.checkpoint_id = r.base_checkpoint_id
+            LIMIT 1) b
+        WHERE r.delta_run > 0
+    )
+    SELECT r.checkpoint_id, r.delta_depth, r.messages_count, r.messages_digest, r.state_digests, r.tool_results_digests
+    FROM run r
+    WHERE r.delta_run = 0 AND r.thread_id = r.start_thread AND r.namespace = r.start_namespace
+      AND r.delta_depth + 1 < p_delta_run;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.run_anchor(uuid,integer) IS 'The anchor that the delta run of checkpoint p_checkpoint_id started from (found by following base links while delta_run > 0), when it is in the same thread and namespace and a delta on it stays under p_delta_run links deep; no row otherwise. See checkpoint_delta.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_after_write(p_thread_id text, p_namespace text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    INSERT INTO pgcheckpoint.threads AS t (thread_id, namespace) VALUES (p_thread_id, p_namespace)
+    ON CONFLICT (thread_id, namespace) DO UPDATE SET rewound_to = NULL
+    WHERE t.rewound_to IS NOT NULL;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_after_write(text,text) IS 'What a write of a checkpoint does to its thread row, under the thread lock: creates it (the thread''s first checkpoint), or clears a pending rewind, as the new checkpoint is the head. Writers call it only when writer_head said one of those is needed.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_after_write(text,text) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_delete(p_thread_id text)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -1609,6 +1634,47 @@ AS $function$
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.uuid_v7(timestamp with time zone) IS 'A new UUIDv7 (time-ordered) for the given time, default now.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.uuid_v7(timestamp with time zone) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.writer_head(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid)
+ RETURNS TABLE(thread_seen boolean, rewound_to uuid, wanted_parent uuid, next_seq bigint, parent_checkpoint_id uuid, next_step bigint, parent_delta_run integer, parent_delta_depth integer, parent_messages_count integer, parent_messages_digest bytea, parent_state_digests jsonb, parent_tool_results_digests jsonb)
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT t.thread_id IS NOT NULL,
+           t.rewound_to,
+           coalesce(p_parent_checkpoint_id, t.rewound_to),
+           coalesce(l.seq, 0) OPERATOR(pg_catalog.+) 1,
+           p.checkpoint_id,
+           coalesce(p.step, 0) OPERATOR(pg_catalog.+) 1,
+           p.delta_run, p.delta_depth, p.messages_count, p.messages_digest, p.state_digests, p.tool_results_digests
+    FROM (SELECT 1) AS one
+    LEFT JOIN pgcheckpoint.threads t
+           ON t.thread_id OPERATOR(pg_catalog.=) p_thread_id AND t.namespace OPERATOR(pg_catalog.=) p_namespace
+    -- The newest checkpoint: the next seq, and the parent unless another
+    -- is wanted.
+    LEFT JOIN LATERAL (
+        SELECT c.checkpoint_id, c.seq
+        FROM pgcheckpoint.checkpoints c
+        WHERE c.thread_id OPERATOR(pg_catalog.=) p_thread_id AND c.namespace OPERATOR(pg_catalog.=) p_namespace
+        ORDER BY c.seq DESC
+        LIMIT 1) l ON true
+    -- The parent: the wanted one (given, else the rewound-to checkpoint),
+    -- else the newest. By id alone, then thread and namespace checked on
+    -- the row: given the thread too, a plan made before the table has
+    -- statistics may walk the thread's primary key instead, reading every
+    -- checkpoint. (Looking the newest up again by id costs a write less
+    -- than choosing between two lookups column by column.)
+    LEFT JOIN LATERAL (
+        SELECT c.*
+        FROM (SELECT c.checkpoint_id, c.step, c.delta_run, c.delta_depth, c.messages_count, c.messages_digest,
+                     c.state_digests, c.tool_results_digests, c.thread_id, c.namespace
+              FROM pgcheckpoint.checkpoints c
+              WHERE c.checkpoint_id OPERATOR(pg_catalog.=) coalesce(p_parent_checkpoint_id, t.rewound_to, l.checkpoint_id)
+              LIMIT 1) c
+        WHERE c.thread_id OPERATOR(pg_catalog.=) p_thread_id AND c.namespace OPERATOR(pg_catalog.=) p_namespace) p ON true
+    WHERE NOT EXISTS (SELECT FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id)
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.writer_head(text,text,uuid,uuid) IS 'The head of a thread and namespace as a writer of checkpoint p_checkpoint_id sees it, under the thread lock: one row, none when that id exists already (a retry). thread_seen: the thread row exists; rewound_to: a pending rewind; wanted_parent: p_parent_checkpoint_id, else rewound_to; parent_*: the parent (the wanted one, else the newest checkpoint; NULL when the wanted one is not in this thread and namespace, or there is none), with what a delta on it needs; next_seq: the newest seq + 1; next_step: the parent''s step + 1 (1 without a parent).';
 
 -- Aggregates
 

@@ -34,24 +34,36 @@ func (s *Store) Put(ctx context.Context, p engine.PutRequest) (engine.SnapshotRe
 	return res, err
 }
 
-// checkPut checks what the engine leaves to the store: that JSON stored
-// whole parses (the engine parses only what it computes digests of; on
-// Postgres the server parses the rest), and the digests' shape.
+// checkPut checks what the engine leaves to the store: that the JSON
+// parses (the engine does not parse it; on Postgres the server does), and
+// the digests' shape.
 func checkPut(p engine.PutRequest) error {
 	if p.DeltaRun < 1 {
 		return fmt.Errorf("%w: delta run %d; it must be 1 or more", engine.ErrInvalidInput, p.DeltaRun)
 	}
-	if p.MessageChain == nil {
-		for _, f := range []struct {
-			name string
-			text []byte
-		}{{"messages", p.Messages}, {"state", p.State}, {"tool results", p.ToolResults}, {"metadata", p.Metadata}} {
-			if !json.Valid(f.text) {
-				return fmt.Errorf("%w: %s does not parse as JSON", engine.ErrInvalidJSON, f.name)
-			}
-		}
-	} else if len(p.MessageChain)%jsontext.ChainSize != 0 || p.StateDigests == nil || p.ToolResultsDigests == nil {
+	if err := checkJSON(namedJSON{"messages", p.Messages}, namedJSON{"state", p.State},
+		namedJSON{"tool results", p.ToolResults}, namedJSON{"metadata", p.Metadata}); err != nil {
+		return err
+	}
+	if p.MessageChain != nil && (len(p.MessageChain)%jsontext.ChainSize != 0 || p.StateDigests == nil || p.ToolResultsDigests == nil) {
 		return fmt.Errorf("%w: the message chain must hold %d bytes per message, with state and tool result digests", engine.ErrInvalidInput, jsontext.ChainSize)
+	}
+	return nil
+}
+
+// namedJSON is a JSON argument and the name an error gives it.
+type namedJSON struct {
+	name string
+	text json.RawMessage
+}
+
+// checkJSON returns ErrInvalidJSON naming the first field that does not
+// parse, or nil: the one parse of a write's JSON on the client.
+func checkJSON(fields ...namedJSON) error {
+	for _, f := range fields {
+		if !json.Valid(f.text) {
+			return fmt.Errorf("%w: %s does not parse as JSON", engine.ErrInvalidJSON, f.name)
+		}
 	}
 	return nil
 }

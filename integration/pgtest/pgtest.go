@@ -327,6 +327,9 @@ func startServer(ctx context.Context, url, image string) (*server, error) {
 	tctx, tcancel := context.WithTimeout(ctx, templateTimeout)
 	defer tcancel()
 	if srv.template, err = ensureTemplate(tctx, admin, srv.adminURL); err != nil {
+		if srv.user != nil {
+			srv.user.Release() // else Close waits for it forever
+		}
 		admin.Close()
 		if srv.stop != nil {
 			_ = srv.stop(ctx)

@@ -1,7 +1,11 @@
 // Package jsontext reads JSON text without decoding it: where values start
 // and end, and the digests by which a store tells what changed between two
 // snapshots. Both stores and the engine use it, so a digest is computed one
-// way everywhere. Every function expects valid JSON text.
+// way everywhere. Every function expects valid JSON text; given other
+// bytes, the digest functions return meaningless digests or an error, never
+// panic, so a caller may compute them before the text is parsed (the
+// Postgres store leaves parsing to the server, which refuses what does not
+// parse).
 package jsontext
 
 import (
@@ -120,6 +124,9 @@ func KeyDigests(obj []byte) ([]byte, error) {
 		}
 		key := obj[i : end+1]     // with its quotes, valid JSON as it is
 		i = SkipSpace(obj, end+1) // at ':'
+		if i >= len(obj) {
+			return nil, errors.New("a key without a value")
+		}
 		start := SkipSpace(obj, i+1)
 		i = ValueEnd(obj, start)
 		stop := i

@@ -107,6 +107,19 @@ func FuzzKeyDigests(f *testing.F) {
 	})
 }
 
+// FuzzDigestsOfAnyBytes: text that is not JSON gives meaningless digests
+// or an error, never a panic (the engine computes digests before Postgres
+// parses the text).
+func FuzzDigestsOfAnyBytes(f *testing.F) {
+	for _, s := range []string{`{"a"`, `{"a":`, `{"a" `, `{"a":}`, `{"a" 1}`, `[1,`, `]]`, `[[1]`, `{"a":1,`, `{"`, `{`, `[`, `"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		MessageDigests(b)
+		_, _ = KeyDigests(b)
+	})
+}
+
 // TestMessageChainContinues: the chain of a list is the chain of a prefix
 // followed by the chain of the rest started from the prefix's list digest,
 // and L(n) is the n-th value (zero bytes for n = 0).
