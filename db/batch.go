@@ -176,7 +176,7 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT $16::int > 1 AND p.messages_count <= jsonb_array_length($7::jsonb)
                  AND p.state_digests IS NOT NULL AND p.tool_results_digests IS NOT NULL
-                 AND pgcheckpoint.list_digest_at($17::bytea, p.messages_count)
+                 AND pgcheckpoint.message_chain_at($17::bytea, p.messages_count)
                      = p.messages_digest AS prefix,
                CASE WHEN $16::int = 1 OR p.messages_count IS NULL
                          OR p.messages_count >= jsonb_array_length($7::jsonb) THEN '[]'::jsonb
@@ -435,8 +435,8 @@ func (b *CheckpointPutWholeBatchResults) Close() error {
 }
 
 const CheckpointWriteLock = `-- name: CheckpointWriteLock :batchexec
-SELECT pg_advisory_xact_lock(1885563760, hashtext($1::text)),
-       pgcheckpoint.lock_checkpoint_id($2::uuid)
+SELECT pgcheckpoint.thread_lock($1::text),
+       pgcheckpoint.checkpoint_id_lock($2::uuid)
 `
 
 type CheckpointWriteLockBatchResults struct {
@@ -450,12 +450,13 @@ type CheckpointWriteLockParams struct {
 	CheckpointID uuid.UUID
 }
 
-// The locks of a write, in checkpoint_put's order: the thread's (see
-// pgcheckpoint.lock_thread, inlined here), then the new checkpoint id's
-// (see pgcheckpoint.lock_checkpoint_id). The engine queues this ahead of
-// CheckpointPutFast or CheckpointPutWhole in one pipeline, so both run in
-// one implicit transaction and the insert's snapshot is taken under the
-// locks: it sees every other write of the thread and of the id.
+// The locks of a write, in checkpoint_put's order: the thread's, then the
+// new checkpoint id's. The engine queues this ahead of CheckpointPutFast or
+// CheckpointPutWhole in one pipeline, so both run in one implicit
+// transaction and the insert's snapshot is taken under the locks: it sees
+// every other write of the thread and of the id. Postgres inlines both
+// functions (neither has a SET clause), so the plan is the two bare
+// pg_advisory_xact_lock calls.
 func (q *Queries) CheckpointWriteLock(ctx context.Context, arg []CheckpointWriteLockParams) *CheckpointWriteLockBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {

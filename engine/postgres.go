@@ -272,7 +272,7 @@ func (s *pgStore) DeleteForRuns(ctx context.Context, runIDs []string) (int64, er
 }
 
 func (s *pgStore) Prune(ctx context.Context, threadIDs []string, keepLatest bool) (int64, error) {
-	n, err := s.q.ThreadPrune(ctx, db.ThreadPruneParams{ThreadIds: threadIDs, KeepLatest: keepLatest})
+	n, err := s.q.ThreadPruneMany(ctx, db.ThreadPruneManyParams{ThreadIds: threadIDs, KeepLatest: keepLatest})
 	return n, storeError(err)
 }
 
@@ -312,7 +312,7 @@ func (s *pgStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]Check
 }
 
 func (s *pgStore) Tree(ctx context.Context, threadID string) ([]TreeNode, error) {
-	rows, err := s.q.CheckpointTree(ctx, threadID)
+	rows, err := s.q.ThreadTree(ctx, threadID)
 	if err != nil {
 		return nil, storeError(err)
 	}
@@ -375,7 +375,7 @@ func (s *pgStore) CopyThread(ctx context.Context, src, dst string) ([]CopiedID, 
 }
 
 func (s *pgStore) ApplyRetention(ctx context.Context, threadID string, p Policy) ([]Deleted, error) {
-	rows, err := s.q.GcThread(ctx, db.GcThreadParams{
+	rows, err := s.q.ThreadGc(ctx, db.ThreadGcParams{
 		ThreadID: threadID, Policy: p.Name(), N: int32(p.N()), AgeSeconds: p.Age().Seconds(),
 	})
 	if err != nil {
@@ -389,7 +389,7 @@ func (s *pgStore) ApplyRetention(ctx context.Context, threadID string, p Policy)
 }
 
 func (s *pgStore) SweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error) {
-	b, err := s.q.GcBatch(ctx, db.GcBatchParams{
+	b, err := s.q.ThreadGcBatch(ctx, db.ThreadGcBatchParams{
 		Policy: p.Name(), N: int32(p.N()), AgeSeconds: p.Age().Seconds(), AfterThreadID: after, BatchSize: int32(size),
 	})
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // checkpoint a branch was forked from while the branch exists, nor another
 // thread's rows; a kept checkpoint stored as a delta whose base goes is
 // first rewritten whole, in the same transaction. The zero Policy keeps
-// everything. The same policies are SQL functions: see pgcheckpoint.gc_thread.
+// everything. The same policies are SQL functions: see pgcheckpoint.thread_gc.
 type Policy struct {
 	name string
 	n    int
@@ -233,8 +233,9 @@ const (
 )
 
 // SetExpiry makes a thread, every namespace of it, expire at at: the next
-// Sweep (or SQL gc_sweep) after that applies action. A zero at clears the expiry. Errors:
-// ErrNotFound for a thread that does not exist; ErrInvalidInput.
+// Sweep (or SQL thread_gc_sweep) after that applies action. A zero at
+// clears the expiry. Errors: ErrNotFound for a thread that does not
+// exist; ErrInvalidInput.
 func (e *Engine) SetExpiry(ctx context.Context, threadID string, at time.Time, action ExpireAction) (err error) {
 	ctx, done := e.tel.call(ctx, "SetExpiry", attrThread.String(threadID))
 	defer func() { done(err) }()

@@ -57,14 +57,15 @@ FROM pgcheckpoint.checkpoint_append(
 ) AS r;
 
 -- name: CheckpointWriteLock :batchexec
--- The locks of a write, in checkpoint_put's order: the thread's (see
--- pgcheckpoint.lock_thread, inlined here), then the new checkpoint id's
--- (see pgcheckpoint.lock_checkpoint_id). The engine queues this ahead of
--- CheckpointPutFast or CheckpointPutWhole in one pipeline, so both run in
--- one implicit transaction and the insert's snapshot is taken under the
--- locks: it sees every other write of the thread and of the id.
-SELECT pg_advisory_xact_lock(1885563760, hashtext(@thread_id::text)),
-       pgcheckpoint.lock_checkpoint_id(@checkpoint_id::uuid);
+-- The locks of a write, in checkpoint_put's order: the thread's, then the
+-- new checkpoint id's. The engine queues this ahead of CheckpointPutFast or
+-- CheckpointPutWhole in one pipeline, so both run in one implicit
+-- transaction and the insert's snapshot is taken under the locks: it sees
+-- every other write of the thread and of the id. Postgres inlines both
+-- functions (neither has a SET clause), so the plan is the two bare
+-- pg_advisory_xact_lock calls.
+SELECT pgcheckpoint.thread_lock(@thread_id::text),
+       pgcheckpoint.checkpoint_id_lock(@checkpoint_id::uuid);
 
 -- name: CheckpointPutFast :batchone
 -- The common case of checkpoint_put as one statement, for a caller that
@@ -123,7 +124,7 @@ CROSS JOIN LATERAL (
     FROM (
         SELECT @delta_run::int > 1 AND p.messages_count <= jsonb_array_length(@messages::jsonb)
                  AND p.state_digests IS NOT NULL AND p.tool_results_digests IS NOT NULL
-                 AND pgcheckpoint.list_digest_at(sqlc.narg(message_digests)::bytea, p.messages_count)
+                 AND pgcheckpoint.message_chain_at(sqlc.narg(message_digests)::bytea, p.messages_count)
                      = p.messages_digest AS prefix,
                CASE WHEN @delta_run::int = 1 OR p.messages_count IS NULL
                          OR p.messages_count >= jsonb_array_length(@messages::jsonb) THEN '[]'::jsonb
@@ -189,29 +190,29 @@ RETURNING c.thread_id, c.namespace, c.checkpoint_id,
           c.step, c.created_at;
 
 -- name: CheckpointGetByID :one
--- A checkpoint with its whole content (see pgcheckpoint.materialize) and its
--- pending writes (ordered by task and index) as one JSON array, so Get is
--- one round trip. The JSON comes back as text: what Postgres wrote is valid
+-- A checkpoint with its whole content (see
+-- pgcheckpoint.checkpoint_materialize) and its pending writes (ordered by
+-- task and index) as one JSON array, so Get is one round trip. The JSON comes back as text: what Postgres wrote is valid
 -- JSON, and a jsonb column scanned into json.RawMessage would be validated
 -- again by encoding/json on the client.
 SELECT sqlc.embed(c),
        m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
        coalesce(pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text, '')::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
+CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(c.checkpoint_id) m
 WHERE c.checkpoint_id = @checkpoint_id::uuid
 LIMIT 1;
 
 -- name: CheckpointGetHead :one
 -- The head of a thread and namespace: the checkpoint the next write builds
--- on (see pgcheckpoint.head_seq).
+-- on (see pgcheckpoint.thread_head_seq).
 SELECT sqlc.embed(c),
        m.messages::text AS messages, m.state::text AS state, m.tool_results::text AS tool_results,
        coalesce(pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text, '')::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
+CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(c.checkpoint_id) m
 WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
-  AND c.seq = pgcheckpoint.head_seq(@thread_id::text, @namespace::text);
+  AND c.seq = pgcheckpoint.thread_head_seq(@thread_id::text, @namespace::text);
 
 -- name: CheckpointListByThread :many
 -- Newest first (write order), keyset-paginated by the before cursor (a
@@ -250,31 +251,32 @@ SELECT pgcheckpoint.checkpoint_delete_before(@thread_id::text, @namespace::text,
 
 -- name: CheckpointLineage :many
 -- A checkpoint and its ancestors, newest first, across branch threads (see
--- pgcheckpoint.lineage).
+-- pgcheckpoint.checkpoint_lineage).
 SELECT sqlc.embed(c), l.depth::int AS depth
-FROM pgcheckpoint.lineage(@checkpoint_id::uuid, sqlc.narg(max_depth)::int) AS l
+FROM pgcheckpoint.checkpoint_lineage(@checkpoint_id::uuid, sqlc.narg(max_depth)::int) AS l
 JOIN pgcheckpoint.checkpoint_info c
   ON c.thread_id = l.thread_id AND c.namespace = l.namespace AND c.seq = l.seq
 ORDER BY l.depth;
 
--- name: CheckpointTree :many
+-- name: ThreadTree :many
 -- Every checkpoint of a thread and of the branches forked from it, with
--- both parents (see pgcheckpoint.tree). The nil UUID stands for "none".
+-- both parents (see pgcheckpoint.thread_tree). The nil UUID stands for
+-- "none".
 SELECT t.thread_id::text AS thread_id, t.namespace::text AS namespace, t.seq::bigint AS seq,
        t.checkpoint_id::uuid AS checkpoint_id,
        coalesce(t.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
        coalesce(t.merge_parent_id, '00000000-0000-0000-0000-000000000000')::uuid AS merge_parent_id,
        t.step::bigint AS step, t.created_at::timestamptz AS created_at, t.trigger::text AS trigger,
        t.tags::text[] AS tags, t.summary::text AS summary, t.is_head::boolean AS is_head
-FROM pgcheckpoint.tree(@thread_id::text) AS t;
+FROM pgcheckpoint.thread_tree(@thread_id::text) AS t;
 
 -- name: CheckpointRewind :one
--- Makes a checkpoint its thread's head (see pgcheckpoint.rewind).
+-- Makes a checkpoint its thread's head (see pgcheckpoint.checkpoint_rewind).
 SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
        r.checkpoint_id::uuid AS checkpoint_id, r.step::bigint AS step,
        r.head_step::bigint AS head_step, r.checkpoints::bigint AS checkpoints,
        r.truncated::bigint AS truncated
-FROM pgcheckpoint.rewind(@checkpoint_id::uuid, @truncate::boolean) AS r;
+FROM pgcheckpoint.checkpoint_rewind(@checkpoint_id::uuid, @truncate::boolean) AS r;
 
 -- name: CheckpointFindOnHeadLine :one
 -- The checkpoint with the greatest step at or below max_step on the line
@@ -282,10 +284,10 @@ FROM pgcheckpoint.rewind(@checkpoint_id::uuid, @truncate::boolean) AS r;
 -- and namespace. Steps fall by one per link, so the walk stops at the depth
 -- where that step is.
 SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
-FROM pgcheckpoint.lineage(
-        pgcheckpoint.head(@thread_id::text, @namespace::text),
+FROM pgcheckpoint.checkpoint_lineage(
+        pgcheckpoint.thread_head(@thread_id::text, @namespace::text),
         greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
-                  WHERE h.checkpoint_id = pgcheckpoint.head(@thread_id::text, @namespace::text) LIMIT 1)
+                  WHERE h.checkpoint_id = pgcheckpoint.thread_head(@thread_id::text, @namespace::text) LIMIT 1)
                  - @max_step::bigint, 0)::int
      ) AS l
 WHERE l.step <= @max_step::bigint AND l.thread_id = @thread_id::text AND l.namespace = @namespace::text
@@ -293,5 +295,5 @@ ORDER BY 2
 LIMIT 1;
 
 -- name: CheckpointDeleteForRuns :one
--- See pgcheckpoint.delete_for_runs.
-SELECT pgcheckpoint.delete_for_runs(@run_ids::text[])::bigint AS deleted;
+-- See pgcheckpoint.checkpoint_delete_for_runs.
+SELECT pgcheckpoint.checkpoint_delete_for_runs(@run_ids::text[])::bigint AS deleted;

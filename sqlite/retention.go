@@ -13,8 +13,8 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
 )
 
-// Retention, as pgcheckpoint.gc_thread, expire_thread and gc_batch do it
-// on Postgres (migrations/000004_retention.up.sql): a policy names what to keep
+// Retention, as pgcheckpoint.thread_gc, thread_expire and thread_gc_batch
+// do it on Postgres (migrations/000004_retention.up.sql): a policy names what to keep
 // in each namespace, in write order; whatever it says, the head of each
 // namespace and a checkpoint a branch was forked from (while the branch
 // exists) are kept; kept deltas whose base goes are rebased
@@ -58,7 +58,7 @@ func checkPolicy(p engine.Policy) error {
 	return nil
 }
 
-// applyPolicy is gc_thread inside a write transaction.
+// applyPolicy is thread_gc inside a write transaction.
 func applyPolicy(ctx context.Context, q *sqlitedb.Queries, threadID string, p engine.Policy, now time.Time) ([]engine.Deleted, error) {
 	if p.Name() == "keep_all" {
 		return nil, nil
