@@ -33,10 +33,10 @@ SELECT $1::text, $2::text, h.next_seq, $3::uuid, h.parent_checkpoint_id, h.next_
        $9::jsonb, d.format, d.base_checkpoint_id, d.delta_run, d.delta_depth,
        d.messages, d.state, d.tool_results, d.state_removed, d.tool_results_removed,
        jsonb_array_length($7::jsonb),
-       pgcheckpoint.list_digest_at($10::bytea, jsonb_array_length($7::jsonb)),
+       pgcheckpoint.message_chain_at($10::bytea, jsonb_array_length($7::jsonb)),
        $11::jsonb, $12::jsonb,
        $13::text, $14::bigint
-FROM pgcheckpoint.writer_head($1::text, $2::text, $3::uuid,
+FROM pgcheckpoint.thread_head_for_write($1::text, $2::text, $3::uuid,
                               $15::uuid) h
 CROSS JOIN LATERAL pgcheckpoint.checkpoint_delta(
     $7::jsonb, $8::jsonb, $16::jsonb,
@@ -83,7 +83,7 @@ type CheckpointPutFastRow struct {
 // The common case of checkpoint_put as one statement, for a caller that
 // holds the locks (CheckpointWriteLock): a thread with checkpoints, no
 // rewind pending, a new id and a parent in the thread (given, else the
-// newest). The rules are checkpoint_put's own functions (writer_head,
+// newest). The rules are checkpoint_put's own functions (thread_head_for_write,
 // checkpoint_delta, checkpoint_default_summary), inlined. No row back
 // means the case is not the common one: nothing was written, and the
 // caller calls checkpoint_put, which handles every case. Arguments are
@@ -153,7 +153,7 @@ SELECT $1::text, $2::text, h.next_seq, $3::uuid, h.parent_checkpoint_id, h.next_
        END,
        $9::jsonb, $7::jsonb, $8::jsonb, $10::jsonb,
        jsonb_array_length($7::jsonb), $11::text, $12::bigint
-FROM pgcheckpoint.writer_head($1::text, $2::text, $3::uuid,
+FROM pgcheckpoint.thread_head_for_write($1::text, $2::text, $3::uuid,
                               $13::uuid) h
 WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
 RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
@@ -241,7 +241,7 @@ func (b *CheckpointPutWholeBatchResults) Close() error {
 }
 
 const CheckpointWriteLock = `-- name: CheckpointWriteLock :batchexec
-SELECT pgcheckpoint.lock_thread($1::text), pgcheckpoint.lock_checkpoint_id($2::uuid)
+SELECT pgcheckpoint.thread_lock($1::text), pgcheckpoint.checkpoint_id_lock($2::uuid)
 `
 
 type CheckpointWriteLockBatchResults struct {

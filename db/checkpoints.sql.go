@@ -131,10 +131,10 @@ func (q *Queries) CheckpointDeleteBefore(ctx context.Context, arg CheckpointDele
 }
 
 const CheckpointDeleteForRuns = `-- name: CheckpointDeleteForRuns :one
-SELECT pgcheckpoint.delete_for_runs($1::text[])::bigint AS deleted
+SELECT pgcheckpoint.checkpoint_delete_for_runs($1::text[])::bigint AS deleted
 `
 
-// See pgcheckpoint.delete_for_runs.
+// See pgcheckpoint.checkpoint_delete_for_runs.
 func (q *Queries) CheckpointDeleteForRuns(ctx context.Context, runIds []string) (int64, error) {
 	row := q.db.QueryRow(ctx, CheckpointDeleteForRuns, runIds)
 	var deleted int64
@@ -144,10 +144,10 @@ func (q *Queries) CheckpointDeleteForRuns(ctx context.Context, runIds []string) 
 
 const CheckpointFindOnHeadLine = `-- name: CheckpointFindOnHeadLine :one
 SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
-FROM pgcheckpoint.lineage(
-        pgcheckpoint.head($1::text, $2::text),
+FROM pgcheckpoint.checkpoint_lineage(
+        pgcheckpoint.thread_head($1::text, $2::text),
         greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
-                  WHERE h.checkpoint_id = pgcheckpoint.head($1::text, $2::text) LIMIT 1)
+                  WHERE h.checkpoint_id = pgcheckpoint.thread_head($1::text, $2::text) LIMIT 1)
                  - $3::bigint, 0)::int
      ) AS l
 WHERE l.step <= $3::bigint AND l.thread_id = $1::text AND l.namespace = $2::text
@@ -185,7 +185,7 @@ SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
             ELSE ''
        END::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) m
+CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) m
 WHERE c.checkpoint_id = $1
 `
 
@@ -199,7 +199,7 @@ type CheckpointGetByIDRow struct {
 
 // A checkpoint with its whole content and its pending writes (ordered by
 // task and index) as one JSON array, in one statement: the content is
-// pgcheckpoint.materialize_json, which the planner inlines, so a full
+// pgcheckpoint.checkpoint_materialize_json, which the planner inlines, so a full
 // checkpoint costs index lookups and no function call. The JSON comes as
 // bytes of text, as Postgres wrote it: a jsonb column scanned into
 // json.RawMessage would be validated again by encoding/json on the client.
@@ -240,9 +240,9 @@ SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
             ELSE ''
        END::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) m
+CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) m
 WHERE c.thread_id = $1::text AND c.namespace = $2::text
-  AND c.seq = pgcheckpoint.head_seq($1::text, $2::text)
+  AND c.seq = pgcheckpoint.thread_head_seq($1::text, $2::text)
 `
 
 type CheckpointGetHeadParams struct {
@@ -259,7 +259,7 @@ type CheckpointGetHeadRow struct {
 }
 
 // The head of a thread and namespace: the checkpoint the next write builds
-// on (see pgcheckpoint.head_seq), read as CheckpointGetByID reads one.
+// on (see pgcheckpoint.thread_head_seq), read as CheckpointGetByID reads one.
 func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadParams) (CheckpointGetHeadRow, error) {
 	row := q.db.QueryRow(ctx, CheckpointGetHead, arg.ThreadID, arg.Namespace)
 	var i CheckpointGetHeadRow
@@ -313,7 +313,7 @@ func (q *Queries) CheckpointGetSeq(ctx context.Context, arg CheckpointGetSeqPara
 
 const CheckpointLineage = `-- name: CheckpointLineage :many
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes, l.depth::int AS depth
-FROM pgcheckpoint.lineage($1::uuid, $2::int) AS l
+FROM pgcheckpoint.checkpoint_lineage($1::uuid, $2::int) AS l
 JOIN pgcheckpoint.checkpoint_info c
   ON c.thread_id = l.thread_id AND c.namespace = l.namespace AND c.seq = l.seq
 ORDER BY l.depth
@@ -330,7 +330,7 @@ type CheckpointLineageRow struct {
 }
 
 // A checkpoint and its ancestors, newest first, across branch threads (see
-// pgcheckpoint.lineage).
+// pgcheckpoint.checkpoint_lineage).
 func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineageParams) ([]CheckpointLineageRow, error) {
 	rows, err := q.db.Query(ctx, CheckpointLineage, arg.CheckpointID, arg.MaxDepth)
 	if err != nil {
@@ -543,7 +543,7 @@ SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
        r.checkpoint_id::uuid AS checkpoint_id, r.step::bigint AS step,
        r.head_step::bigint AS head_step, r.checkpoints::bigint AS checkpoints,
        r.truncated::bigint AS truncated
-FROM pgcheckpoint.rewind($1::uuid, $2::boolean) AS r
+FROM pgcheckpoint.checkpoint_rewind($1::uuid, $2::boolean) AS r
 `
 
 type CheckpointRewindParams struct {
@@ -561,7 +561,7 @@ type CheckpointRewindRow struct {
 	Truncated    int64
 }
 
-// Makes a checkpoint its thread's head (see pgcheckpoint.rewind).
+// Makes a checkpoint its thread's head (see pgcheckpoint.checkpoint_rewind).
 func (q *Queries) CheckpointRewind(ctx context.Context, arg CheckpointRewindParams) (CheckpointRewindRow, error) {
 	row := q.db.QueryRow(ctx, CheckpointRewind, arg.CheckpointID, arg.Truncate)
 	var i CheckpointRewindRow
@@ -577,17 +577,17 @@ func (q *Queries) CheckpointRewind(ctx context.Context, arg CheckpointRewindPara
 	return i, err
 }
 
-const CheckpointTree = `-- name: CheckpointTree :many
+const ThreadTree = `-- name: ThreadTree :many
 SELECT t.thread_id::text AS thread_id, t.namespace::text AS namespace, t.seq::bigint AS seq,
        t.checkpoint_id::uuid AS checkpoint_id,
        coalesce(t.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
        coalesce(t.merge_parent_id, '00000000-0000-0000-0000-000000000000')::uuid AS merge_parent_id,
        t.step::bigint AS step, t.created_at::timestamptz AS created_at, t.trigger::text AS trigger,
        t.tags::text[] AS tags, t.summary::text AS summary, t.is_head::boolean AS is_head
-FROM pgcheckpoint.tree($1::text) AS t
+FROM pgcheckpoint.thread_tree($1::text) AS t
 `
 
-type CheckpointTreeRow struct {
+type ThreadTreeRow struct {
 	ThreadID           string
 	Namespace          string
 	Seq                int64
@@ -603,16 +603,16 @@ type CheckpointTreeRow struct {
 }
 
 // Every checkpoint of a thread and of the branches forked from it, with
-// both parents (see pgcheckpoint.tree). The nil UUID stands for "none".
-func (q *Queries) CheckpointTree(ctx context.Context, threadID string) ([]CheckpointTreeRow, error) {
-	rows, err := q.db.Query(ctx, CheckpointTree, threadID)
+// both parents (see pgcheckpoint.thread_tree). The nil UUID stands for "none".
+func (q *Queries) ThreadTree(ctx context.Context, threadID string) ([]ThreadTreeRow, error) {
+	rows, err := q.db.Query(ctx, ThreadTree, threadID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []CheckpointTreeRow{}
+	items := []ThreadTreeRow{}
 	for rows.Next() {
-		var i CheckpointTreeRow
+		var i ThreadTreeRow
 		if err := rows.Scan(
 			&i.ThreadID,
 			&i.Namespace,

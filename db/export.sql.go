@@ -212,7 +212,7 @@ LOCK TABLE pgcheckpoint.checkpoints IN SHARE ROW EXCLUSIVE MODE
 
 // Before an import commits: waits for the writes in flight and holds off
 // new ones (every write holds ROW EXCLUSIVE when it looks for its id, see
-// pgcheckpoint.lock_checkpoint_id), so that CheckpointImportIDsTwice sees
+// pgcheckpoint.checkpoint_id_lock), so that CheckpointImportIDsTwice sees
 // every other write of the import's ids. Readers are not held.
 func (q *Queries) CheckpointImportSettleLock(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, CheckpointImportSettleLock)
@@ -369,10 +369,10 @@ func (q *Queries) ThreadImportExists(ctx context.Context, threadID string) (bool
 }
 
 const ThreadImportLock = `-- name: ThreadImportLock :exec
-SELECT pgcheckpoint.lock_thread($1::text)
+SELECT pgcheckpoint.thread_lock($1::text)
 `
 
-// The thread lock (see pgcheckpoint.lock_thread), held by an import until
+// The thread lock (see pgcheckpoint.thread_lock), held by an import until
 // it commits, so no write to the thread interleaves with it.
 func (q *Queries) ThreadImportLock(ctx context.Context, threadID string) error {
 	_, err := q.db.Exec(ctx, ThreadImportLock, threadID)

@@ -36,7 +36,7 @@ type PgcheckpointCheckpoint struct {
 	Summary string
 	// Free-form JSON object, GIN-indexed for containment (@>) filters.
 	Metadata json.RawMessage
-	// 'full': messages, state and tool_results hold the whole snapshot. 'delta': they hold only the changes since base_checkpoint_id (an ancestor in the same thread and namespace); read it with pgcheckpoint.materialize(checkpoint_id).
+	// 'full': messages, state and tool_results hold the whole snapshot. 'delta': they hold only the changes since base_checkpoint_id (an ancestor in the same thread and namespace); read it with pgcheckpoint.checkpoint_materialize(checkpoint_id).
 	Format string
 	// The conversation as a JSON array (format 'delta': only the messages appended to the base's), lz4-compressed when large. Strings are NUL-escaped: U+0000 is stored as U+0001 '0' and U+0001 as U+0001 U+0001 (jsonb cannot hold U+0000).
 	Messages json.RawMessage
@@ -111,7 +111,7 @@ type PgcheckpointPendingWrite struct {
 	CreatedAt time.Time
 }
 
-// One row per agent run (thread) and namespace, created by its first checkpoint. The head (the checkpoint the next write builds on) is rewound_to when set, else the newest checkpoint: see pgcheckpoint.head().
+// One row per agent run (thread) and namespace, created by its first checkpoint. The head (the checkpoint the next write builds on) is rewound_to when set, else the newest checkpoint: see pgcheckpoint.thread_head().
 type PgcheckpointThread struct {
 	// The agent run's identifier, chosen by the client (1 to 255 characters).
 	ThreadID string
@@ -129,9 +129,9 @@ type PgcheckpointThread struct {
 	BranchedFrom uuid.NullUUID
 	// For a branch: the thread of the checkpoint it was forked from.
 	BranchedFromThread pgtype.Text
-	// When a sweep (gc_batch, gc_sweep) last went through the thread; NULL: never. gc_sweep takes the least recently swept threads first.
+	// When a sweep (thread_gc_batch, thread_gc_sweep) last went through the thread; NULL: never. thread_gc_sweep takes the least recently swept threads first.
 	SweptAt pgtype.Timestamptz
-	// When the thread expires (TTL); NULL: never. A sweep (pgcheckpoint.gc_sweep, gc_batch, gc_threads) applies expire_action to an expired thread. Set on every namespace row of the thread.
+	// When the thread expires (TTL); NULL: never. A sweep (pgcheckpoint.thread_gc_sweep, thread_gc_batch, thread_gc_many) applies expire_action to an expired thread. Set on every namespace row of the thread.
 	ExpiresAt pgtype.Timestamptz
 	// What expiry does: 'delete' deletes the thread; 'keep_latest' keeps only the head of each namespace (and clears expires_at).
 	ExpireAction string

@@ -12,75 +12,31 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const GcBatch = `-- name: GcBatch :one
-SELECT coalesce(b.last_thread_id, '')::text AS last_thread_id, b.threads::int AS threads,
-       b.expired::int AS expired, b.failed::int AS failed, b.deleted::bigint AS deleted
-FROM pgcheckpoint.gc_batch($1::text, $2::int, make_interval(0, 0, 0, 0, 0, 0, $3::float8),
-                           $4::text, $5::int) AS b
-`
-
-type GcBatchParams struct {
-	Policy        string
-	N             int32
-	AgeSeconds    float64
-	AfterThreadID string
-	BatchSize     int32
-}
-
-type GcBatchRow struct {
-	LastThreadID string
-	Threads      int32
-	Expired      int32
-	Failed       int32
-	Deleted      int64
-}
-
-// One transaction of a sweep (see pgcheckpoint.gc_batch). last_thread_id is
-// ” when no thread was left.
-func (q *Queries) GcBatch(ctx context.Context, arg GcBatchParams) (GcBatchRow, error) {
-	row := q.db.QueryRow(ctx, GcBatch,
-		arg.Policy,
-		arg.N,
-		arg.AgeSeconds,
-		arg.AfterThreadID,
-		arg.BatchSize,
-	)
-	var i GcBatchRow
-	err := row.Scan(
-		&i.LastThreadID,
-		&i.Threads,
-		&i.Expired,
-		&i.Failed,
-		&i.Deleted,
-	)
-	return i, err
-}
-
-const GcThread = `-- name: GcThread :many
+const ThreadGc = `-- name: ThreadGc :many
 SELECT g.thread_id::text AS thread_id, g.namespace::text AS namespace,
        g.checkpoint_id::uuid AS checkpoint_id, g.step::bigint AS step
-FROM pgcheckpoint.gc_thread($1::text, $2::text, $3::int,
+FROM pgcheckpoint.thread_gc($1::text, $2::text, $3::int,
                             make_interval(0, 0, 0, 0, 0, 0, $4::float8)) AS g
 `
 
-type GcThreadParams struct {
+type ThreadGcParams struct {
 	ThreadID   string
 	Policy     string
 	N          int32
 	AgeSeconds float64
 }
 
-type GcThreadRow struct {
+type ThreadGcRow struct {
 	ThreadID     string
 	Namespace    string
 	CheckpointID uuid.UUID
 	Step         int64
 }
 
-// Applies a retention policy to one thread (see pgcheckpoint.gc_thread);
+// Applies a retention policy to one thread (see pgcheckpoint.thread_gc);
 // age_seconds is the keep_age age in seconds (ignored by other policies).
-func (q *Queries) GcThread(ctx context.Context, arg GcThreadParams) ([]GcThreadRow, error) {
-	rows, err := q.db.Query(ctx, GcThread,
+func (q *Queries) ThreadGc(ctx context.Context, arg ThreadGcParams) ([]ThreadGcRow, error) {
+	rows, err := q.db.Query(ctx, ThreadGc,
 		arg.ThreadID,
 		arg.Policy,
 		arg.N,
@@ -90,9 +46,9 @@ func (q *Queries) GcThread(ctx context.Context, arg GcThreadParams) ([]GcThreadR
 		return nil, err
 	}
 	defer rows.Close()
-	items := []GcThreadRow{}
+	items := []ThreadGcRow{}
 	for rows.Next() {
-		var i GcThreadRow
+		var i ThreadGcRow
 		if err := rows.Scan(
 			&i.ThreadID,
 			&i.Namespace,
@@ -107,6 +63,50 @@ func (q *Queries) GcThread(ctx context.Context, arg GcThreadParams) ([]GcThreadR
 		return nil, err
 	}
 	return items, nil
+}
+
+const ThreadGcBatch = `-- name: ThreadGcBatch :one
+SELECT coalesce(b.last_thread_id, '')::text AS last_thread_id, b.threads::int AS threads,
+       b.expired::int AS expired, b.failed::int AS failed, b.deleted::bigint AS deleted
+FROM pgcheckpoint.thread_gc_batch($1::text, $2::int, make_interval(0, 0, 0, 0, 0, 0, $3::float8),
+                                  $4::text, $5::int) AS b
+`
+
+type ThreadGcBatchParams struct {
+	Policy        string
+	N             int32
+	AgeSeconds    float64
+	AfterThreadID string
+	BatchSize     int32
+}
+
+type ThreadGcBatchRow struct {
+	LastThreadID string
+	Threads      int32
+	Expired      int32
+	Failed       int32
+	Deleted      int64
+}
+
+// One transaction of a sweep (see pgcheckpoint.thread_gc_batch).
+// last_thread_id is ” when no thread was left.
+func (q *Queries) ThreadGcBatch(ctx context.Context, arg ThreadGcBatchParams) (ThreadGcBatchRow, error) {
+	row := q.db.QueryRow(ctx, ThreadGcBatch,
+		arg.Policy,
+		arg.N,
+		arg.AgeSeconds,
+		arg.AfterThreadID,
+		arg.BatchSize,
+	)
+	var i ThreadGcBatchRow
+	err := row.Scan(
+		&i.LastThreadID,
+		&i.Threads,
+		&i.Expired,
+		&i.Failed,
+		&i.Deleted,
+	)
+	return i, err
 }
 
 const ThreadSetExpiry = `-- name: ThreadSetExpiry :execrows
@@ -124,7 +124,7 @@ type ThreadSetExpiryParams struct {
 
 // Sets (or, with a NULL time, clears) the expiry of every namespace row of
 // a thread: once expired, a sweep keeps its heads (keep_latest) or deletes
-// it (see pgcheckpoint.expire_thread).
+// it (see pgcheckpoint.thread_expire).
 func (q *Queries) ThreadSetExpiry(ctx context.Context, arg ThreadSetExpiryParams) (int64, error) {
 	result, err := q.db.Exec(ctx, ThreadSetExpiry, arg.ExpiresAt, arg.KeepLatest, arg.ThreadID)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 const ThreadBranch = `-- name: ThreadBranch :one
 SELECT b.thread_id::text AS thread_id, b.checkpoint_id::uuid AS checkpoint_id, b.step::bigint AS step
-FROM pgcheckpoint.branch($1::uuid, $2::text, $3::text, $4::uuid) AS b
+FROM pgcheckpoint.thread_branch($1::uuid, $2::text, $3::text, $4::uuid) AS b
 `
 
 type ThreadBranchParams struct {
@@ -30,7 +30,7 @@ type ThreadBranchRow struct {
 	Step         int64
 }
 
-// Forks a new thread from a checkpoint (see pgcheckpoint.branch).
+// Forks a new thread from a checkpoint (see pgcheckpoint.thread_branch).
 func (q *Queries) ThreadBranch(ctx context.Context, arg ThreadBranchParams) (ThreadBranchRow, error) {
 	row := q.db.QueryRow(ctx, ThreadBranch,
 		arg.SourceCheckpointID,
@@ -45,7 +45,7 @@ func (q *Queries) ThreadBranch(ctx context.Context, arg ThreadBranchParams) (Thr
 
 const ThreadCopy = `-- name: ThreadCopy :many
 SELECT c.old_checkpoint_id::uuid AS old_checkpoint_id, c.new_checkpoint_id::uuid AS new_checkpoint_id
-FROM pgcheckpoint.copy_thread($1::text, $2::text) AS c
+FROM pgcheckpoint.thread_copy($1::text, $2::text) AS c
 `
 
 type ThreadCopyParams struct {
@@ -58,7 +58,7 @@ type ThreadCopyRow struct {
 	NewCheckpointID uuid.UUID
 }
 
-// See pgcheckpoint.copy_thread: each source checkpoint's id and its copy's,
+// See pgcheckpoint.thread_copy: each source checkpoint's id and its copy's,
 // in namespace then write order.
 func (q *Queries) ThreadCopy(ctx context.Context, arg ThreadCopyParams) ([]ThreadCopyRow, error) {
 	rows, err := q.db.Query(ctx, ThreadCopy, arg.SourceThreadID, arg.TargetThreadID)
@@ -146,7 +146,7 @@ SELECT DISTINCT ON (t.thread_id)
 FROM pgcheckpoint.threads t
 LEFT JOIN pgcheckpoint.checkpoints h
   ON h.thread_id = t.thread_id AND h.namespace = t.namespace
- AND h.seq = pgcheckpoint.head_seq(t.thread_id, t.namespace)
+ AND h.seq = pgcheckpoint.thread_head_seq(t.thread_id, t.namespace)
 WHERE t.thread_id > $1::text
 ORDER BY t.thread_id, t.namespace
 LIMIT $2::int
@@ -204,7 +204,7 @@ const ThreadMerge = `-- name: ThreadMerge :one
 SELECT m.thread_id::text AS thread_id, m.checkpoint_id::uuid AS checkpoint_id,
        coalesce(m.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
        m.merge_parent_id::uuid AS merge_parent_id, m.step::bigint AS step
-FROM pgcheckpoint.merge($1::text, $2::text, $3::uuid, $4::text) AS m
+FROM pgcheckpoint.thread_merge($1::text, $2::text, $3::uuid, $4::text) AS m
 `
 
 type ThreadMergeParams struct {
@@ -223,7 +223,7 @@ type ThreadMergeRow struct {
 }
 
 // Writes the branch head's content onto the target thread with two parents,
-// both in one namespace (see pgcheckpoint.merge).
+// both in one namespace (see pgcheckpoint.thread_merge).
 func (q *Queries) ThreadMerge(ctx context.Context, arg ThreadMergeParams) (ThreadMergeRow, error) {
 	row := q.db.QueryRow(ctx, ThreadMerge,
 		arg.BranchThreadID,
@@ -242,18 +242,18 @@ func (q *Queries) ThreadMerge(ctx context.Context, arg ThreadMergeParams) (Threa
 	return i, err
 }
 
-const ThreadPrune = `-- name: ThreadPrune :one
-SELECT pgcheckpoint.prune($1::text[], $2::boolean)::bigint AS deleted
+const ThreadPruneMany = `-- name: ThreadPruneMany :one
+SELECT pgcheckpoint.thread_prune_many($1::text[], $2::boolean)::bigint AS deleted
 `
 
-type ThreadPruneParams struct {
+type ThreadPruneManyParams struct {
 	ThreadIds  []string
 	KeepLatest bool
 }
 
-// See pgcheckpoint.prune.
-func (q *Queries) ThreadPrune(ctx context.Context, arg ThreadPruneParams) (int64, error) {
-	row := q.db.QueryRow(ctx, ThreadPrune, arg.ThreadIds, arg.KeepLatest)
+// See pgcheckpoint.thread_prune_many.
+func (q *Queries) ThreadPruneMany(ctx context.Context, arg ThreadPruneManyParams) (int64, error) {
+	row := q.db.QueryRow(ctx, ThreadPruneMany, arg.ThreadIds, arg.KeepLatest)
 	var deleted int64
 	err := row.Scan(&deleted)
 	return deleted, err

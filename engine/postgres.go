@@ -184,7 +184,7 @@ func pgInfo(r db.PgcheckpointCheckpointInfo) CheckpointInfo {
 
 // pgCheckpoint maps a row with content and pending writes, as the Get and
 // head queries return it. The content is JSON text as Postgres wrote it
-// (see pgcheckpoint.materialize_json): taken as it is, not validated again.
+// (see pgcheckpoint.checkpoint_materialize_json): taken as it is, not validated again.
 func pgCheckpoint(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
 	c := &Checkpoint{
 		CheckpointInfo: pgInfo(r.PgcheckpointCheckpointInfo),
@@ -300,7 +300,7 @@ func (s *pgStore) DeleteCheckpoints(ctx context.Context, q DeleteQuery) (int64, 
 func (s *pgStore) PruneThreads(ctx context.Context, threadIDs []string, p Policy) (DeleteResult, error) {
 	switch p.Name() {
 	case "keep_latest", "keep_none":
-		n, err := s.q.ThreadPrune(ctx, db.ThreadPruneParams{ThreadIds: threadIDs, KeepLatest: p.Name() == "keep_latest"})
+		n, err := s.q.ThreadPruneMany(ctx, db.ThreadPruneManyParams{ThreadIds: threadIDs, KeepLatest: p.Name() == "keep_latest"})
 		if err != nil {
 			return DeleteResult{}, storeError(err)
 		}
@@ -308,7 +308,7 @@ func (s *pgStore) PruneThreads(ctx context.Context, threadIDs []string, p Policy
 	}
 	var r DeleteResult
 	for _, t := range threadIDs {
-		rows, err := s.q.GcThread(ctx, db.GcThreadParams{
+		rows, err := s.q.ThreadGc(ctx, db.ThreadGcParams{
 			ThreadID: t, Policy: p.Name(), N: int32(p.N()), AgeSeconds: p.Age().Seconds(),
 		})
 		if err != nil {
@@ -358,7 +358,7 @@ func (s *pgStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]Check
 }
 
 func (s *pgStore) Tree(ctx context.Context, threadID string) ([]TreeNode, error) {
-	rows, err := s.q.CheckpointTree(ctx, threadID)
+	rows, err := s.q.ThreadTree(ctx, threadID)
 	if err != nil {
 		return nil, storeError(err)
 	}
@@ -421,7 +421,7 @@ func (s *pgStore) CopyThread(ctx context.Context, src, dst string) ([]CopiedID, 
 }
 
 func (s *pgStore) SweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error) {
-	b, err := s.q.GcBatch(ctx, db.GcBatchParams{
+	b, err := s.q.ThreadGcBatch(ctx, db.ThreadGcBatchParams{
 		Policy: p.Name(), N: int32(p.N()), AgeSeconds: p.Age().Seconds(), AfterThreadID: after, BatchSize: int32(size),
 	})
 	if err != nil {

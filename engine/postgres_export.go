@@ -132,7 +132,7 @@ func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error
 
 // settle looks, just before the commit and with writes held off, whether a
 // write that ran beside the import stored one of its ids on another thread
-// (see pgcheckpoint.lock_checkpoint_id): the flushes' checks ran before
+// (see pgcheckpoint.checkpoint_id_lock): the flushes' checks ran before
 // that write had committed.
 func (w *pgImport) settle(ctx context.Context) error {
 	if len(w.ids) == 0 {

@@ -50,7 +50,7 @@ func KeepMilestones(n int) Policy { return Policy{name: "keep_milestones", n: n}
 
 // KeepLatest keeps the head of each namespace and nothing else, branch
 // sources included: what an expiry with the SQL expire_action
-// 'keep_latest' and pgcheckpoint.prune(threads, true) do.
+// 'keep_latest' and pgcheckpoint.thread_prune_many(threads, true) do.
 func KeepLatest() Policy { return Policy{name: "keep_latest"} }
 
 // KeepNone keeps nothing: the thread is deleted from every table, as

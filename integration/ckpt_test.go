@@ -272,7 +272,7 @@ func tableDump(t *testing.T, pool *pgxpool.Pool, thread string) string {
 		(SELECT string_agg(to_jsonb(x)::text, E'\n' ORDER BY x.namespace) FROM pgcheckpoint.threads x WHERE x.thread_id = $1),
 		(SELECT string_agg((to_jsonb(x) - ARRAY['messages_count', 'messages_digest', 'state_digests', 'tool_results_digests']
 		                    || jsonb_build_object('whole', to_jsonb(m)))::text, E'\n' ORDER BY x.namespace, x.seq)
-		 FROM pgcheckpoint.checkpoints x CROSS JOIN LATERAL pgcheckpoint.materialize(x.checkpoint_id) m
+		 FROM pgcheckpoint.checkpoints x CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(x.checkpoint_id) m
 		 WHERE x.thread_id = $1),
 		(SELECT string_agg(to_jsonb(x)::text, E'\n' ORDER BY x.namespace, x.checkpoint_seq, x.task_id, x.idx) FROM pgcheckpoint.pending_writes x WHERE x.thread_id = $1))`,
 		thread).Scan(&s)
@@ -417,7 +417,7 @@ func TestCkptDemo(t *testing.T) {
 	var merges, branchRows int
 	if err := pool.QueryRow(context.Background(), `SELECT
 		(SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = 'demo-trip' AND merge_parent_id IS NOT NULL
-		   AND checkpoint_id = pgcheckpoint.head('demo-trip')),
+		   AND checkpoint_id = pgcheckpoint.thread_head('demo-trip')),
 		(SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id LIKE 'demo-trip-branch-hostel-%')`).Scan(&merges, &branchRows); err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func checkLinearThread(t *testing.T, pool *pgxpool.Pool, thread string, want int
 	var head uuid.UUID
 	var headStep int64
 	if err := pool.QueryRow(ctx, `SELECT c.checkpoint_id, c.step FROM pgcheckpoint.checkpoints c
-		WHERE c.thread_id = $1 AND c.namespace = '' AND c.checkpoint_id = pgcheckpoint.head($1)`, thread).Scan(&head, &headStep); err != nil {
+		WHERE c.thread_id = $1 AND c.namespace = '' AND c.checkpoint_id = pgcheckpoint.thread_head($1)`, thread).Scan(&head, &headStep); err != nil {
 		t.Fatal(err)
 	}
 	if headStep != int64(want) {
@@ -125,7 +125,7 @@ func TestWriterKilledWhileWaitingForTheThreadLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Rollback(b.ctx)
-	if _, err := holder.Exec(b.ctx, `SELECT pgcheckpoint.lock_thread('t')`); err != nil {
+	if _, err := holder.Exec(b.ctx, `SELECT pgcheckpoint.thread_lock('t')`); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

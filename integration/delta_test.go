@@ -154,13 +154,13 @@ func TestDeltaFromPlainSQL(t *testing.T) {
 		t.Fatalf("fifth plain-SQL write stored as %q, want delta", f)
 	}
 	var m, s json.RawMessage
-	if err := b.db.Pool.QueryRow(b.ctx, `SELECT messages, state FROM pgcheckpoint.materialize($1)`, ids[4]).Scan(&m, &s); err != nil {
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT messages, state FROM pgcheckpoint.checkpoint_materialize($1)`, ids[4]).Scan(&m, &s); err != nil {
 		t.Fatal(err)
 	}
 	jsonEqual(t, "materialized messages", m, []byte("["+join(msgs)+"]"))
 	jsonEqual(t, "materialized state", s, []byte(`{"turn":4,"fixed":"same"}`))
 	var rows int
-	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.materialize($1)`, engine.NewCheckpointID()).Scan(&rows); err != nil || rows != 0 {
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoint_materialize($1)`, engine.NewCheckpointID()).Scan(&rows); err != nil || rows != 0 {
 		t.Fatalf("materialize(unknown id): %d rows, %v; want 0 rows", rows, err)
 	}
 
@@ -196,7 +196,7 @@ func toBytes(ss []string) [][]byte {
 
 // TestDeltaStorageAcrossTimeTravel is the storage side of what copies or
 // deletes checkpoints (the conformance suite checks their reads):
-// copy_thread copies deltas as deltas, branch and merge copy whole
+// thread_copy copies deltas as deltas, branch and merge copy whole
 // content, and Prune (keep latest) rewrites the delta head it keeps whole.
 func TestDeltaStorageAcrossTimeTravel(t *testing.T) {
 	b := setup(t)

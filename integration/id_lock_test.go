@@ -10,7 +10,7 @@ import (
 )
 
 // The SQL functions that write a checkpoint with the caller's id take the
-// id's lock (pgcheckpoint.lock_checkpoint_id): while a transaction that
+// id's lock (pgcheckpoint.checkpoint_id_lock): while a transaction that
 // branched or merged with an id is open, a Snapshot of that id on another
 // thread waits for it, then gets ErrIDConflict; one checkpoint holds the
 // id. (Snapshot itself is raced in the conformance suite,
@@ -20,12 +20,12 @@ func TestIDLockCoversBranchAndMerge(t *testing.T) {
 	b := setup(t)
 	src := b.snap(t, engine.SnapshotInput{ThreadID: "main", Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`)})
 	b.snap(t, engine.SnapshotInput{ThreadID: "other"})
-	if _, err := b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.branch($1, 'side', 'side', $2)`, src.ID, engine.NewCheckpointID()); err != nil {
+	if _, err := b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_branch($1, 'side', 'side', $2)`, src.ID, engine.NewCheckpointID()); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ name, sql string }{
-		{"branch", `SELECT * FROM pgcheckpoint.branch($1, 'side2', 'side2', $2)`},
-		{"merge", `SELECT * FROM pgcheckpoint.merge('side', 'main', $2) WHERE $1::uuid IS NOT NULL`},
+		{"branch", `SELECT * FROM pgcheckpoint.thread_branch($1, 'side2', 'side2', $2)`},
+		{"merge", `SELECT * FROM pgcheckpoint.thread_merge('side', 'main', $2) WHERE $1::uuid IS NOT NULL`},
 	} {
 		id := engine.NewCheckpointID()
 		holder, err := b.db.Pool.Begin(b.ctx)

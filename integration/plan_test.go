@@ -68,7 +68,7 @@ func TestCachedPlansStayIndexLookupsOnLongThreads(t *testing.T) {
 		put(tx, nil)
 		put(tx, first) // an explicit parent: the lookup by id
 		var seq int64
-		if err := tx.QueryRow(ctx, `SELECT pgcheckpoint.head_seq('long')`).Scan(&seq); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT pgcheckpoint.thread_head_seq('long')`).Scan(&seq); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,12 +15,12 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
-// The text the engine reads (materialize_json, and rebuild_json, which it
+// The text the engine reads (checkpoint_materialize_json, and checkpoint_rebuild_json, which it
 // uses for deltas) is materialize's jsonb as jsonb sends it, byte for byte,
 // for every checkpoint of random histories stored as deltas (runs of every
 // length, anchors, edits stored whole, NUL characters) and of a thread whose
 // message lists are empty at the base, in the middle and at the end.
-// rebuild_json is checked on full checkpoints too (a chain of one).
+// checkpoint_rebuild_json is checked on full checkpoints too (a chain of one).
 func TestMaterializeJSONIsMaterializeAsText(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -56,8 +56,8 @@ func TestMaterializeJSONIsMaterializeAsText(t *testing.T) {
 		       count(*) FILTER (WHERE NOT ok), coalesce(min(c.checkpoint_id::text) FILTER (WHERE NOT ok), '')
 		FROM pgcheckpoint.checkpoints c
 		CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
-		CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) j
-		CROSS JOIN LATERAL pgcheckpoint.rebuild_json(c.checkpoint_id) r
+		CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) j
+		CROSS JOIN LATERAL pgcheckpoint.checkpoint_rebuild_json(c.checkpoint_id) r
 		CROSS JOIN LATERAL (SELECT
 			j.messages = substr(jsonb_send(m.messages), 2) AND j.state = substr(jsonb_send(m.state), 2)
 			AND j.tool_results = substr(jsonb_send(m.tool_results), 2)
@@ -143,7 +143,7 @@ func TestDamagedChainReadsAsAnError(t *testing.T) {
 		}
 		for _, q := range []string{
 			`SELECT count(*) FROM pgcheckpoint.materialize($1)`,
-			`SELECT count(j.messages) FROM pgcheckpoint.materialize_json($1) j`,
+			`SELECT count(j.messages) FROM pgcheckpoint.checkpoint_materialize_json($1) j`,
 			`SELECT count(*) FROM pgcheckpoint.delta_chain($1)`,
 		} {
 			if err := read(func(_ *engine.Engine, sp pgx.Tx) error {

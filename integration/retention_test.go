@@ -76,10 +76,10 @@ func TestRetentionSQLFunctionsRefuseBadInput(t *testing.T) {
 	b.line(t, "run", 5)
 	before := b.count(t)
 	for _, q := range []string{
-		`SELECT count(*) FROM pgcheckpoint.gc_thread('run', 'keep_everything_please')`,
-		`SELECT count(*) FROM pgcheckpoint.gc_thread('run', 'keep_last_n', NULL)`,
-		`SELECT count(*) FROM pgcheckpoint.gc_thread('run', 'keep_age', NULL, interval '-1 day')`,
-		`SELECT count(*) FROM pgcheckpoint.gc_batch('keep_last_n', 1, NULL, '', 0)`,
+		`SELECT count(*) FROM pgcheckpoint.thread_gc('run', 'keep_everything_please')`,
+		`SELECT count(*) FROM pgcheckpoint.thread_gc('run', 'keep_last_n', NULL)`,
+		`SELECT count(*) FROM pgcheckpoint.thread_gc('run', 'keep_age', NULL, interval '-1 day')`,
+		`SELECT count(*) FROM pgcheckpoint.thread_gc_batch('keep_last_n', 1, NULL, '', 0)`,
 	} {
 		var n int
 		var pe *pgconn.PgError
@@ -106,7 +106,7 @@ func TestSweepProcedureGoesThroughEveryThread(t *testing.T) {
 	if err := b.eng.SetThreadExpiry(b.ctx, "t03", time.Now().Add(-time.Minute), engine.KeepNone()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.db.Pool.Exec(b.ctx, `CALL pgcheckpoint.gc_sweep('keep_last_n', 1, NULL, 3)`); err != nil {
+	if _, err := b.db.Pool.Exec(b.ctx, `CALL pgcheckpoint.thread_gc_sweep('keep_last_n', 1, NULL, 3)`); err != nil {
 		t.Fatal(err)
 	}
 	for thread, ids := range lines {
@@ -141,15 +141,15 @@ func TestSweepKilledMidBatchLeavesThreadsReadable(t *testing.T) {
 		sql  string
 		done []string // threads whose batch committed before the kill
 	}{
-		{"one batch", `SELECT * FROM pgcheckpoint.gc_batch('keep_last_n', 2, NULL, '', 100)`, nil},
-		{"procedure", `CALL pgcheckpoint.gc_sweep('keep_last_n', 2, NULL, 3)`, []string{"t0", "t1", "t2"}},
+		{"one batch", `SELECT * FROM pgcheckpoint.thread_gc_batch('keep_last_n', 2, NULL, '', 100)`, nil},
+		{"procedure", `CALL pgcheckpoint.thread_gc_sweep('keep_last_n', 2, NULL, 3)`, []string{"t0", "t1", "t2"}},
 	} {
 		// Another session holds t4's lock, so the sweep stops there.
 		holder, err := b.db.Pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock(1885563760, hashtext('t4'))`); err != nil {
+		if _, err := holder.Exec(ctx, `SELECT pgcheckpoint.thread_lock('t4')`); err != nil {
 			t.Fatal(err)
 		}
 		conn, err := pgx.Connect(ctx, b.db.URL)
@@ -202,7 +202,7 @@ func checkDeltaBases(t testing.TB, pool *pgxpool.Pool) {
 		     SELECT 1 FROM pgcheckpoint.checkpoints p
 		     WHERE p.checkpoint_id = c.base_checkpoint_id AND p.thread_id = c.thread_id AND p.namespace = c.namespace)),
 		(SELECT count(*) FROM pgcheckpoint.checkpoints c
-		 WHERE NOT EXISTS (SELECT 1 FROM pgcheckpoint.materialize(c.checkpoint_id)))`).Scan(&broken, &unreadable)
+		 WHERE NOT EXISTS (SELECT 1 FROM pgcheckpoint.checkpoint_materialize(c.checkpoint_id)))`).Scan(&broken, &unreadable)
 	if err != nil {
 		t.Fatalf("checking delta bases: %v", err)
 	}

@@ -54,7 +54,7 @@ func (b *bundle) checkTree(t *testing.T) {
 	}
 	var headless int
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.threads t
-		WHERE pgcheckpoint.head(t.thread_id, t.namespace) IS NULL`).Scan(&headless); err != nil {
+		WHERE pgcheckpoint.thread_head(t.thread_id, t.namespace) IS NULL`).Scan(&headless); err != nil {
 		t.Fatal(err)
 	}
 	if headless != 0 {
@@ -87,9 +87,9 @@ func TestTreeAndLineageSQLFunctions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var sqlNodes, sqlLineage, sqlMergeEdges int
-	if err := b.db.Pool.QueryRow(b.ctx, `SELECT (SELECT count(*) FROM pgcheckpoint.tree('main')),
-		(SELECT count(*) FROM pgcheckpoint.lineage($1)),
-		(SELECT count(*) FROM pgcheckpoint.tree('main') WHERE merge_parent_id = $2 AND checkpoint_id = $3)`,
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT (SELECT count(*) FROM pgcheckpoint.thread_tree('main')),
+		(SELECT count(*) FROM pgcheckpoint.checkpoint_lineage($1)),
+		(SELECT count(*) FROM pgcheckpoint.thread_tree('main') WHERE merge_parent_id = $2 AND checkpoint_id = $3)`,
 		work.ID, work.ID, m.CheckpointID).Scan(&sqlNodes, &sqlLineage, &sqlMergeEdges); err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +99,8 @@ func TestTreeAndLineageSQLFunctions(t *testing.T) {
 	b.checkTree(t)
 }
 
-// pgcheckpoint.merge from SQL: the three-argument call merges in the root
-// namespace, as before 000007; a fourth argument names the namespace, where
+// pgcheckpoint.thread_merge from SQL: the three-argument call merges in the
+// root namespace, as before 000007; a fourth argument names the namespace, where
 // the branch head is read and the merge written, and the other namespace's
 // head stays where it was.
 func TestMergeSQLFunctionTakesANamespace(t *testing.T) {
@@ -115,14 +115,14 @@ func TestMergeSQLFunctionTakesANamespace(t *testing.T) {
 	brHead := b.snap(t, engine.SnapshotInput{ThreadID: br.ThreadID, Namespace: "sub", State: json.RawMessage(`{"b": 1}`)})
 
 	// The branch has no root checkpoint: PC001, nothing written.
-	_, err = b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.merge($1, 'm', pgcheckpoint.uuid_v7())`, br.ThreadID)
+	_, err = b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_merge($1, 'm', pgcheckpoint.uuid_v7())`, br.ThreadID)
 	if err == nil || !strings.Contains(err.Error(), "PC001") {
 		t.Fatalf("three-argument merge of a sub branch: %v, want PC001", err)
 	}
 	var parent, mergeParent uuid.UUID
 	var step int64
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT parent_checkpoint_id, merge_parent_id, step
-		FROM pgcheckpoint.merge($1, 'm', pgcheckpoint.uuid_v7(), 'sub')`, br.ThreadID).Scan(&parent, &mergeParent, &step); err != nil {
+		FROM pgcheckpoint.thread_merge($1, 'm', pgcheckpoint.uuid_v7(), 'sub')`, br.ThreadID).Scan(&parent, &mergeParent, &step); err != nil {
 		t.Fatal(err)
 	}
 	if parent != subHead.ID || mergeParent != brHead.ID || step != 2 {
@@ -141,7 +141,7 @@ func TestMergeSQLFunctionTakesANamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT parent_checkpoint_id, merge_parent_id, step
-		FROM pgcheckpoint.merge($1, 'm', pgcheckpoint.uuid_v7())`, rootBr.ThreadID).Scan(&parent, &mergeParent, &step); err != nil {
+		FROM pgcheckpoint.thread_merge($1, 'm', pgcheckpoint.uuid_v7())`, rootBr.ThreadID).Scan(&parent, &mergeParent, &step); err != nil {
 		t.Fatal(err)
 	}
 	if parent != rootHead.ID || mergeParent != rootBr.CheckpointID || step != 2 {

@@ -23,7 +23,7 @@ func treeBench(b *testing.B) (*engine.Engine, *pgtest.DB, uuid.UUID) {
 		b.Fatal(err)
 	}
 	if _, err := d.Pool.Exec(ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints c,
-		LATERAL pgcheckpoint.branch(c.checkpoint_id, 'big-b' || c.seq, 'b' || c.seq, pgcheckpoint.uuid_v7())
+		LATERAL pgcheckpoint.thread_branch(c.checkpoint_id, 'big-b' || c.seq, 'b' || c.seq, pgcheckpoint.uuid_v7())
 		WHERE c.thread_id = 'big' AND c.seq % 99 = 0`); err != nil {
 		b.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func treeBench(b *testing.B) (*engine.Engine, *pgtest.DB, uuid.UUID) {
 		b.Fatal(err)
 	}
 	var deepest uuid.UUID
-	if err := d.Pool.QueryRow(ctx, `SELECT pgcheckpoint.head('big')`).Scan(&deepest); err != nil {
+	if err := d.Pool.QueryRow(ctx, `SELECT pgcheckpoint.thread_head('big')`).Scan(&deepest); err != nil {
 		b.Fatal(err)
 	}
 	return engine.New(d.Pool, engine.Config{}), d, deepest

@@ -16,7 +16,7 @@ import (
 )
 
 // TestWriteRulesFromSQL checks the rules every write path applies, called
-// from SQL as a DBA would: writer_head (the parent, seq and step a write
+// from SQL as a DBA would: thread_head_for_write (the parent, seq and step a write
 // gets, and the retry case) and checkpoint_delta (how a content is stored
 // on a parent).
 func TestWriteRulesFromSQL(t *testing.T) {
@@ -43,7 +43,7 @@ func TestWriteRulesFromSQL(t *testing.T) {
 	}
 	heads := func(thread string, id uuid.UUID, parent any) []head {
 		t.Helper()
-		rows, err := b.db.Pool.Query(b.ctx, `SELECT * FROM pgcheckpoint.writer_head($1, '', $2, $3)`, thread, id, parent)
+		rows, err := b.db.Pool.Query(b.ctx, `SELECT * FROM pgcheckpoint.thread_head_for_write($1, '', $2, $3)`, thread, id, parent)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestWriteRulesFromSQL(t *testing.T) {
 	if hs := heads("other", ids[1], nil); len(hs) != 0 {
 		t.Errorf("an id that exists (on another thread): %+v, want no row", hs)
 	}
-	if _, err := b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.rewind($1, false)`, ids[1]); err != nil {
+	if _, err := b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.checkpoint_rewind($1, false)`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
 	if h := one("after a rewind", heads("w", engine.NewCheckpointID(), nil)); !eq(h.RewoundTo, ids[1]) || !eq(h.Parent, ids[1]) || h.NextSeq != 4 || h.NextStep != 3 {
@@ -108,7 +108,7 @@ func TestWriteRulesFromSQL(t *testing.T) {
 			    pgcheckpoint.message_chain(NULL, pgcheckpoint.message_digests($1::jsonb)),
 			    pgcheckpoint.key_digests($2::jsonb), '{}',
 			    $3, $4, 2, jsonb_array_length($5::jsonb),
-			    pgcheckpoint.list_digest_at(pgcheckpoint.message_chain(NULL, pgcheckpoint.message_digests($5::jsonb)),
+			    pgcheckpoint.message_chain_at(pgcheckpoint.message_chain(NULL, pgcheckpoint.message_digests($5::jsonb)),
 			                                jsonb_array_length($5::jsonb)),
 			    CASE WHEN $8 THEN pgcheckpoint.key_digests($6::jsonb) END, '{}', $7) d`,
 			msgs, state, parent, parentRun, parentMsgs, parentState, deltaRun, digests).
@@ -161,8 +161,8 @@ func TestWriteStatementsInlineTheRules(t *testing.T) {
 	if _, err := conn.Exec(b.ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
 		t.Fatal(err)
 	}
-	inlined := []string{"lock_thread", "lock_checkpoint_id", "writer_head", "checkpoint_delta", "delta_keys",
-		"delta_run_continues", "list_digest_at", "checkpoint_default_summary", "json_text"}
+	inlined := []string{"thread_lock", "checkpoint_id_lock", "thread_head_for_write", "checkpoint_delta", "delta_keys",
+		"delta_run_continues", "message_chain_at", "checkpoint_default_summary", "json_text"}
 	for name, sql := range map[string]string{
 		"CheckpointWriteLock": db.CheckpointWriteLock, "CheckpointPutWhole": db.CheckpointPutWhole, "CheckpointPutFast": db.CheckpointPutFast,
 	} {

@@ -532,6 +532,6 @@ DROP FUNCTION pgcheckpoint.checkpoint_delta(jsonb, jsonb, jsonb, bytea, jsonb, j
     jsonb, jsonb, integer);
 DROP FUNCTION pgcheckpoint.delta_keys(jsonb, jsonb, jsonb);
 DROP FUNCTION pgcheckpoint.run_anchor(uuid, integer);
-DROP FUNCTION pgcheckpoint.writer_head(text, text, uuid, uuid);
+DROP FUNCTION pgcheckpoint.thread_head_for_write(text, text, uuid, uuid);
 DROP FUNCTION pgcheckpoint.delta_run_continues(integer, integer);
 DROP FUNCTION pgcheckpoint.message_summary(jsonb);

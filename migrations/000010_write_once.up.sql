@@ -2,7 +2,7 @@
 -- checkpoint_put, checkpoint_append and the engine's pipelined inserts
 -- (queries/checkpoints.sql, CheckpointPutFast and CheckpointPutWhole).
 --
---   writer_head       the head of a thread as a writer sees it: the parent
+--   thread_head_for_write       the head of a thread as a writer sees it: the parent
 --                     (given, else the rewound-to checkpoint, else the
 --                     newest), the next seq and step, and whether the new
 --                     id is free
@@ -15,7 +15,7 @@
 --   thread_after_write   the thread row after a write: created by the
 --                     first, a pending rewind cleared
 --
--- writer_head, checkpoint_delta, delta_keys and delta_run_continues are SQL
+-- thread_head_for_write, checkpoint_delta, delta_keys and delta_run_continues are SQL
 -- functions the planner inlines into the statement that calls them, so a
 -- pipelined insert costs about what it did when the rules were written out
 -- in it (a whole write about 4 microseconds of server CPU more: it now also
@@ -105,7 +105,7 @@ $$;
 COMMENT ON FUNCTION pgcheckpoint.delta_run_continues IS
     'The run limit: whether a delta on a checkpoint whose run is p_run (its delta_run) may extend that run when runs hold fewer than p_delta_run deltas (p_delta_run 1: no deltas). NULL when p_run is.';
 
-CREATE FUNCTION pgcheckpoint.writer_head(p_thread_id text, p_namespace text, p_checkpoint_id uuid,
+CREATE FUNCTION pgcheckpoint.thread_head_for_write(p_thread_id text, p_namespace text, p_checkpoint_id uuid,
                                          p_parent_checkpoint_id uuid)
 RETURNS TABLE (thread_seen boolean, rewound_to uuid, wanted_parent uuid, next_seq bigint,
                parent_checkpoint_id uuid, next_step bigint, parent_delta_run integer, parent_delta_depth integer,
@@ -152,7 +152,7 @@ AS $$
     WHERE NOT EXISTS (SELECT FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id)
 $$;
 
-COMMENT ON FUNCTION pgcheckpoint.writer_head IS
+COMMENT ON FUNCTION pgcheckpoint.thread_head_for_write IS
     'The head of a thread and namespace as a writer of checkpoint p_checkpoint_id sees it, under the thread lock: one row, none when that id exists already (a retry). thread_seen: the thread row exists; rewound_to: a pending rewind; wanted_parent: p_parent_checkpoint_id, else rewound_to; parent_*: the parent (the wanted one, else the newest checkpoint; NULL when the wanted one is not in this thread and namespace, or there is none), with what a delta on it needs; next_seq: the newest seq + 1; next_step: the parent''s step + 1 (1 without a parent).';
 
 CREATE FUNCTION pgcheckpoint.run_anchor(p_checkpoint_id uuid, p_delta_run integer)
@@ -296,7 +296,7 @@ AS $$
 $$;
 
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_delta IS
-    'How a checkpoint with this content (messages, state, tool results, with their digests: the message chain, see message_chain, and key digests) is stored on the given parent (its id and the writer_head columns): one row, the columns to insert. A delta (see checkpoints.format) on the base (the parent while delta_run_continues, else the anchor of its run, see run_anchor) when the base''s messages are a prefix of these by the chained list digest and the delta is smaller than the whole; else whole. p_delta_run 1, or no digests: whole.';
+    'How a checkpoint with this content (messages, state, tool results, with their digests: the message chain, see message_chain, and key digests) is stored on the given parent (its id and the thread_head_for_write columns): one row, the columns to insert. A delta (see checkpoints.format) on the base (the parent while delta_run_continues, else the anchor of its run, see run_anchor) when the base''s messages are a prefix of these by the chained list digest and the delta is smaller than the whole; else whole. p_delta_run 1, or no digests: whole.';
 
 CREATE FUNCTION pgcheckpoint.thread_after_write(p_thread_id text, p_namespace text)
 RETURNS void
@@ -311,7 +311,7 @@ END;
 $$;
 
 COMMENT ON FUNCTION pgcheckpoint.thread_after_write IS
-    'What a write of a checkpoint does to its thread row, under the thread lock: creates it (the thread''s first checkpoint), or clears a pending rewind, as the new checkpoint is the head. Writers call it only when writer_head said one of those is needed.';
+    'What a write of a checkpoint does to its thread row, under the thread lock: creates it (the thread''s first checkpoint), or clears a pending rewind, as the new checkpoint is the head. Writers call it only when thread_head_for_write said one of those is needed.';
 
 -- It writes: not for PUBLIC (see migration 8).
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_after_write(text, text) FROM PUBLIC;
@@ -358,7 +358,7 @@ DECLARE
     v_summary   text := coalesce(p_summary, '');
     v_msg_count integer;
     v_same      boolean;
-    -- The head (see writer_head; scalars, not a record: a record variable
+    -- The head (see thread_head_for_write; scalars, not a record: a record variable
     -- costs each call about a fifth of the function's time).
     v_thread_seen   boolean;
     v_rewound_to    uuid;
@@ -408,7 +408,7 @@ BEGIN
     END IF;
 
     PERFORM pgcheckpoint.lock_thread(p_thread_id);
-    -- Then the id's, so that writer_head sees any other write of this id,
+    -- Then the id's, so that thread_head_for_write sees any other write of this id,
     -- on any thread (ids are unique in the whole table); and the table's
     -- ROW EXCLUSIVE lock before it looks (see lock_checkpoint_id).
     PERFORM pgcheckpoint.lock_checkpoint_id(p_checkpoint_id);
@@ -419,7 +419,7 @@ BEGIN
            h.parent_state_digests, h.parent_tool_results_digests
       INTO v_thread_seen, v_rewound_to, v_wanted, v_next_seq, v_parent_id, v_next_step,
            v_parent_run, v_parent_depth, v_parent_count, v_parent_digest, v_parent_state, v_parent_tools
-    FROM pgcheckpoint.writer_head(p_thread_id, v_ns, p_checkpoint_id, p_parent_checkpoint_id) h;
+    FROM pgcheckpoint.thread_head_for_write(p_thread_id, v_ns, p_checkpoint_id, p_parent_checkpoint_id) h;
 
     checkpoint_id := p_checkpoint_id;
     IF NOT FOUND THEN
@@ -533,7 +533,7 @@ DECLARE
     v_state_dig jsonb;
     v_tools_dig jsonb;
     v_same      boolean;
-    -- The head (see writer_head; scalars, as in checkpoint_put).
+    -- The head (see thread_head_for_write; scalars, as in checkpoint_put).
     v_thread_seen boolean;
     v_rewound_to  uuid;
     v_next_seq    bigint;
@@ -584,7 +584,7 @@ BEGIN
            h.parent_state_digests, h.parent_tool_results_digests
       INTO v_thread_seen, v_rewound_to, v_next_seq, v_head_id, v_next_step,
            v_head_run, v_head_depth, v_head_count, v_head_digest, v_head_state, v_head_tools
-    FROM pgcheckpoint.writer_head(p_thread_id, v_ns, p_checkpoint_id, NULL) h;
+    FROM pgcheckpoint.thread_head_for_write(p_thread_id, v_ns, p_checkpoint_id, NULL) h;
 
     checkpoint_id := p_checkpoint_id;
     IF NOT FOUND THEN

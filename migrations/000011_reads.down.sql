@@ -1,5 +1,5 @@
-DROP FUNCTION pgcheckpoint.materialize_json(uuid);
-DROP FUNCTION pgcheckpoint.rebuild_json(uuid);
+DROP FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid);
+DROP FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid);
 
 -- materialize as migration 3 made it.
 CREATE OR REPLACE FUNCTION pgcheckpoint.materialize(p_checkpoint_id uuid)

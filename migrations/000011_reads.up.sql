@@ -10,14 +10,14 @@
 -- The rule of a rebuild is now in two pieces that every reader uses:
 -- delta_chain (which rows, in which order) and the delta_merge aggregate
 -- (how state and tool result keys combine). materialize() builds jsonb
--- from them, faster than before; rebuild_json() builds the JSON text, as
+-- from them, faster than before; checkpoint_rebuild_json() builds the JSON text, as
 -- bytes, from each row's own text (jsonb's send format): the messages of a
 -- delta are the concatenation of the elements of the chain's arrays, so
 -- their text is the concatenation of those arrays' texts without their
 -- brackets. Nothing is decoded into a new jsonb value, and a client has
--- nothing to convert or validate. materialize_json() is what the engine
+-- nothing to convert or validate. checkpoint_materialize_json() is what the engine
 -- reads: a full checkpoint's columns as they are, a delta through
--- rebuild_json, inlined into the engine's query.
+-- checkpoint_rebuild_json, inlined into the engine's query.
 --
 -- The storage format does not change: rows written by earlier versions
 -- read as before.
@@ -150,7 +150,7 @@ $$;
 COMMENT ON FUNCTION pgcheckpoint.materialize IS
     'The whole messages, state and tool_results of a checkpoint, in either format (no row for an unknown id), rebuilt from pgcheckpoint.delta_chain with pgcheckpoint.delta_merge. Usage: SELECT * FROM pgcheckpoint.materialize(''<checkpoint id>''). Error PC004: a delta chain that does not reach a full snapshot (a damaged table).';
 
--- rebuild_json: the rebuild of materialize(), as JSON text: the bytes
+-- checkpoint_rebuild_json: the rebuild of materialize(), as JSON text: the bytes
 -- jsonb's binary send format carries (without its version byte), text in
 -- the session's client encoding, as a client reading a text column gets
 -- it. The message list is the chain's non-empty arrays' texts joined with
@@ -163,7 +163,7 @@ COMMENT ON FUNCTION pgcheckpoint.materialize IS
 -- size, read without decompressing, settles the common case (an empty
 -- jsonb array is a 4-byte header and a varlena header; the smallest
 -- non-empty one is 9 bytes).
-CREATE FUNCTION pgcheckpoint.rebuild_json(p_checkpoint_id uuid)
+CREATE FUNCTION pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id uuid)
 RETURNS TABLE (messages bytea, state bytea, tool_results bytea)
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 ROWS 1
@@ -192,20 +192,20 @@ BEGIN
 END;
 $$;
 
-COMMENT ON FUNCTION pgcheckpoint.rebuild_json IS
-    'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json IS
+    'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see checkpoint_materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as materialize.';
 
--- materialize_json: materialize's columns as JSON text, in bytes: a full
--- checkpoint's columns as stored, a delta's from rebuild_json.
+-- checkpoint_materialize_json: materialize's columns as JSON text, in bytes: a full
+-- checkpoint's columns as stored, a delta's from checkpoint_rebuild_json.
 --
 -- LANGUAGE sql without SET search_path, so that the planner inlines it
 -- into a caller's query: a full checkpoint is then read by an index scan
 -- of the caller's plan, with no function call (measured: a call costs a
 -- Get of 4 KB about a quarter, and every node of the plan a few percent).
 -- Every name in the body is schema-qualified instead, operators included,
--- so a caller's search_path cannot change what it calls. rebuild_json is
+-- so a caller's search_path cannot change what it calls. checkpoint_rebuild_json is
 -- strict: for a full checkpoint its argument is NULL and it is not called.
-CREATE FUNCTION pgcheckpoint.materialize_json(p_checkpoint_id uuid)
+CREATE FUNCTION pgcheckpoint.checkpoint_materialize_json(p_checkpoint_id uuid)
 RETURNS TABLE (messages bytea, state bytea, tool_results bytea)
 LANGUAGE sql STABLE PARALLEL SAFE
 ROWS 1
@@ -217,10 +217,10 @@ AS $$
            CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
                 THEN pg_catalog.substr(pg_catalog.jsonb_send(c.tool_results), 2) ELSE d.tool_results END
     FROM pgcheckpoint.checkpoints c
-    LEFT JOIN LATERAL pgcheckpoint.rebuild_json(
+    LEFT JOIN LATERAL pgcheckpoint.checkpoint_rebuild_json(
         CASE WHEN c.format OPERATOR(pg_catalog.<>) 'full' THEN c.checkpoint_id END) d ON true
     WHERE c.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id
 $$;
 
-COMMENT ON FUNCTION pgcheckpoint.materialize_json IS
-    'materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.materialize_json(''<checkpoint id>''). Error PC004 as materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json IS
+    'materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as materialize.';

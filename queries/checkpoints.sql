@@ -63,13 +63,13 @@ FROM pgcheckpoint.checkpoint_append(
 -- or CheckpointPutWhole in one pipeline, so both run in one implicit
 -- transaction and the insert's snapshot is taken under the locks: it sees
 -- every other write of the thread and of the id.
-SELECT pgcheckpoint.lock_thread(@thread_id::text), pgcheckpoint.lock_checkpoint_id(@checkpoint_id::uuid);
+SELECT pgcheckpoint.thread_lock(@thread_id::text), pgcheckpoint.checkpoint_id_lock(@checkpoint_id::uuid);
 
 -- name: CheckpointPutFast :batchone
 -- The common case of checkpoint_put as one statement, for a caller that
 -- holds the locks (CheckpointWriteLock): a thread with checkpoints, no
 -- rewind pending, a new id and a parent in the thread (given, else the
--- newest). The rules are checkpoint_put's own functions (writer_head,
+-- newest). The rules are checkpoint_put's own functions (thread_head_for_write,
 -- checkpoint_delta, checkpoint_default_summary), inlined. No row back
 -- means the case is not the common one: nothing was written, and the
 -- caller calls checkpoint_put, which handles every case. Arguments are
@@ -89,10 +89,10 @@ SELECT @thread_id::text, @namespace::text, h.next_seq, @checkpoint_id::uuid, h.p
        @metadata::jsonb, d.format, d.base_checkpoint_id, d.delta_run, d.delta_depth,
        d.messages, d.state, d.tool_results, d.state_removed, d.tool_results_removed,
        jsonb_array_length(@messages::jsonb),
-       pgcheckpoint.list_digest_at(sqlc.narg(message_digests)::bytea, jsonb_array_length(@messages::jsonb)),
+       pgcheckpoint.message_chain_at(sqlc.narg(message_digests)::bytea, jsonb_array_length(@messages::jsonb)),
        sqlc.narg(state_digests)::jsonb, sqlc.narg(tool_results_digests)::jsonb,
        @next_node::text, @size_bytes::bigint
-FROM pgcheckpoint.writer_head(@thread_id::text, @namespace::text, @checkpoint_id::uuid,
+FROM pgcheckpoint.thread_head_for_write(@thread_id::text, @namespace::text, @checkpoint_id::uuid,
                               sqlc.narg(parent_checkpoint_id)::uuid) h
 CROSS JOIN LATERAL pgcheckpoint.checkpoint_delta(
     @messages::jsonb, @state::jsonb, @tool_results::jsonb,
@@ -120,7 +120,7 @@ SELECT @thread_id::text, @namespace::text, h.next_seq, @checkpoint_id::uuid, h.p
        END,
        @metadata::jsonb, @messages::jsonb, @state::jsonb, @tool_results::jsonb,
        jsonb_array_length(@messages::jsonb), @next_node::text, @size_bytes::bigint
-FROM pgcheckpoint.writer_head(@thread_id::text, @namespace::text, @checkpoint_id::uuid,
+FROM pgcheckpoint.thread_head_for_write(@thread_id::text, @namespace::text, @checkpoint_id::uuid,
                               sqlc.narg(parent_checkpoint_id)::uuid) h
 WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
 RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
@@ -129,7 +129,7 @@ RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000
 -- name: CheckpointGetByID :one
 -- A checkpoint with its whole content and its pending writes (ordered by
 -- task and index) as one JSON array, in one statement: the content is
--- pgcheckpoint.materialize_json, which the planner inlines, so a full
+-- pgcheckpoint.checkpoint_materialize_json, which the planner inlines, so a full
 -- checkpoint costs index lookups and no function call. The JSON comes as
 -- bytes of text, as Postgres wrote it: a jsonb column scanned into
 -- json.RawMessage would be validated again by encoding/json on the client.
@@ -142,12 +142,12 @@ SELECT sqlc.embed(c), m.messages::bytea AS messages, m.state::bytea AS state, m.
             ELSE ''
        END::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) m
+CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) m
 WHERE c.checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointGetHead :one
 -- The head of a thread and namespace: the checkpoint the next write builds
--- on (see pgcheckpoint.head_seq), read as CheckpointGetByID reads one.
+-- on (see pgcheckpoint.thread_head_seq), read as CheckpointGetByID reads one.
 SELECT sqlc.embed(c), m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
        CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
                          WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
@@ -155,9 +155,9 @@ SELECT sqlc.embed(c), m.messages::bytea AS messages, m.state::bytea AS state, m.
             ELSE ''
        END::text AS pending_writes
 FROM pgcheckpoint.checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.materialize_json(c.checkpoint_id) m
+CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) m
 WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
-  AND c.seq = pgcheckpoint.head_seq(@thread_id::text, @namespace::text);
+  AND c.seq = pgcheckpoint.thread_head_seq(@thread_id::text, @namespace::text);
 
 -- name: CheckpointListByThread :many
 -- Newest first (write order), keyset-paginated by the before cursor (a
@@ -196,31 +196,31 @@ SELECT pgcheckpoint.checkpoint_delete_before(@thread_id::text, @namespace::text,
 
 -- name: CheckpointLineage :many
 -- A checkpoint and its ancestors, newest first, across branch threads (see
--- pgcheckpoint.lineage).
+-- pgcheckpoint.checkpoint_lineage).
 SELECT sqlc.embed(c), l.depth::int AS depth
-FROM pgcheckpoint.lineage(@checkpoint_id::uuid, sqlc.narg(max_depth)::int) AS l
+FROM pgcheckpoint.checkpoint_lineage(@checkpoint_id::uuid, sqlc.narg(max_depth)::int) AS l
 JOIN pgcheckpoint.checkpoint_info c
   ON c.thread_id = l.thread_id AND c.namespace = l.namespace AND c.seq = l.seq
 ORDER BY l.depth;
 
--- name: CheckpointTree :many
+-- name: ThreadTree :many
 -- Every checkpoint of a thread and of the branches forked from it, with
--- both parents (see pgcheckpoint.tree). The nil UUID stands for "none".
+-- both parents (see pgcheckpoint.thread_tree). The nil UUID stands for "none".
 SELECT t.thread_id::text AS thread_id, t.namespace::text AS namespace, t.seq::bigint AS seq,
        t.checkpoint_id::uuid AS checkpoint_id,
        coalesce(t.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
        coalesce(t.merge_parent_id, '00000000-0000-0000-0000-000000000000')::uuid AS merge_parent_id,
        t.step::bigint AS step, t.created_at::timestamptz AS created_at, t.trigger::text AS trigger,
        t.tags::text[] AS tags, t.summary::text AS summary, t.is_head::boolean AS is_head
-FROM pgcheckpoint.tree(@thread_id::text) AS t;
+FROM pgcheckpoint.thread_tree(@thread_id::text) AS t;
 
 -- name: CheckpointRewind :one
--- Makes a checkpoint its thread's head (see pgcheckpoint.rewind).
+-- Makes a checkpoint its thread's head (see pgcheckpoint.checkpoint_rewind).
 SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
        r.checkpoint_id::uuid AS checkpoint_id, r.step::bigint AS step,
        r.head_step::bigint AS head_step, r.checkpoints::bigint AS checkpoints,
        r.truncated::bigint AS truncated
-FROM pgcheckpoint.rewind(@checkpoint_id::uuid, @truncate::boolean) AS r;
+FROM pgcheckpoint.checkpoint_rewind(@checkpoint_id::uuid, @truncate::boolean) AS r;
 
 -- name: CheckpointFindOnHeadLine :one
 -- The checkpoint with the greatest step at or below max_step on the line
@@ -228,10 +228,10 @@ FROM pgcheckpoint.rewind(@checkpoint_id::uuid, @truncate::boolean) AS r;
 -- and namespace. Steps fall by one per link, so the walk stops at the depth
 -- where that step is.
 SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
-FROM pgcheckpoint.lineage(
-        pgcheckpoint.head(@thread_id::text, @namespace::text),
+FROM pgcheckpoint.checkpoint_lineage(
+        pgcheckpoint.thread_head(@thread_id::text, @namespace::text),
         greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
-                  WHERE h.checkpoint_id = pgcheckpoint.head(@thread_id::text, @namespace::text) LIMIT 1)
+                  WHERE h.checkpoint_id = pgcheckpoint.thread_head(@thread_id::text, @namespace::text) LIMIT 1)
                  - @max_step::bigint, 0)::int
      ) AS l
 WHERE l.step <= @max_step::bigint AND l.thread_id = @thread_id::text AND l.namespace = @namespace::text
@@ -239,5 +239,5 @@ ORDER BY 2
 LIMIT 1;
 
 -- name: CheckpointDeleteForRuns :one
--- See pgcheckpoint.delete_for_runs.
-SELECT pgcheckpoint.delete_for_runs(@run_ids::text[])::bigint AS deleted;
+-- See pgcheckpoint.checkpoint_delete_for_runs.
+SELECT pgcheckpoint.checkpoint_delete_for_runs(@run_ids::text[])::bigint AS deleted;

@@ -48,9 +48,9 @@ ORDER BY c.namespace, c.seq
 LIMIT @max_rows::int;
 
 -- name: ThreadImportLock :exec
--- The thread lock (see pgcheckpoint.lock_thread), held by an import until
+-- The thread lock (see pgcheckpoint.thread_lock), held by an import until
 -- it commits, so no write to the thread interleaves with it.
-SELECT pgcheckpoint.lock_thread(@thread_id::text);
+SELECT pgcheckpoint.thread_lock(@thread_id::text);
 
 -- name: ThreadImportExists :one
 -- Whether a thread has a row or a checkpoint in any namespace.
@@ -97,7 +97,7 @@ VALUES (@thread_id, @namespace, @checkpoint_seq, @checkpoint_id, @task_id, @idx,
 -- name: CheckpointImportSettleLock :exec
 -- Before an import commits: waits for the writes in flight and holds off
 -- new ones (every write holds ROW EXCLUSIVE when it looks for its id, see
--- pgcheckpoint.lock_checkpoint_id), so that CheckpointImportIDsTwice sees
+-- pgcheckpoint.checkpoint_id_lock), so that CheckpointImportIDsTwice sees
 -- every other write of the import's ids. Readers are not held.
 LOCK TABLE pgcheckpoint.checkpoints IN SHARE ROW EXCLUSIVE MODE;
 

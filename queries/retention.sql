@@ -1,23 +1,23 @@
--- name: GcThread :many
--- Applies a retention policy to one thread (see pgcheckpoint.gc_thread);
+-- name: ThreadGc :many
+-- Applies a retention policy to one thread (see pgcheckpoint.thread_gc);
 -- age_seconds is the keep_age age in seconds (ignored by other policies).
 SELECT g.thread_id::text AS thread_id, g.namespace::text AS namespace,
        g.checkpoint_id::uuid AS checkpoint_id, g.step::bigint AS step
-FROM pgcheckpoint.gc_thread(@thread_id::text, @policy::text, @n::int,
+FROM pgcheckpoint.thread_gc(@thread_id::text, @policy::text, @n::int,
                             make_interval(0, 0, 0, 0, 0, 0, @age_seconds::float8)) AS g;
 
--- name: GcBatch :one
--- One transaction of a sweep (see pgcheckpoint.gc_batch). last_thread_id is
--- '' when no thread was left.
+-- name: ThreadGcBatch :one
+-- One transaction of a sweep (see pgcheckpoint.thread_gc_batch).
+-- last_thread_id is '' when no thread was left.
 SELECT coalesce(b.last_thread_id, '')::text AS last_thread_id, b.threads::int AS threads,
        b.expired::int AS expired, b.failed::int AS failed, b.deleted::bigint AS deleted
-FROM pgcheckpoint.gc_batch(@policy::text, @n::int, make_interval(0, 0, 0, 0, 0, 0, @age_seconds::float8),
-                           @after_thread_id::text, @batch_size::int) AS b;
+FROM pgcheckpoint.thread_gc_batch(@policy::text, @n::int, make_interval(0, 0, 0, 0, 0, 0, @age_seconds::float8),
+                                  @after_thread_id::text, @batch_size::int) AS b;
 
 -- name: ThreadSetExpiry :execrows
 -- Sets (or, with a NULL time, clears) the expiry of every namespace row of
 -- a thread: once expired, a sweep keeps its heads (keep_latest) or deletes
--- it (see pgcheckpoint.expire_thread).
+-- it (see pgcheckpoint.thread_expire).
 UPDATE pgcheckpoint.threads t
 SET expires_at = sqlc.narg(expires_at)::timestamptz,
     expire_action = CASE WHEN @keep_latest::boolean THEN 'keep_latest' ELSE 'delete' END

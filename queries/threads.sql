@@ -11,7 +11,7 @@ SELECT DISTINCT ON (t.thread_id)
 FROM pgcheckpoint.threads t
 LEFT JOIN pgcheckpoint.checkpoints h
   ON h.thread_id = t.thread_id AND h.namespace = t.namespace
- AND h.seq = pgcheckpoint.head_seq(t.thread_id, t.namespace)
+ AND h.seq = pgcheckpoint.thread_head_seq(t.thread_id, t.namespace)
 WHERE t.thread_id > @after::text
 ORDER BY t.thread_id, t.namespace
 LIMIT @max_rows::int;
@@ -21,9 +21,9 @@ LIMIT @max_rows::int;
 SELECT pgcheckpoint.thread_delete(@thread_id::text)::bigint AS deleted;
 
 -- name: ThreadBranch :one
--- Forks a new thread from a checkpoint (see pgcheckpoint.branch).
+-- Forks a new thread from a checkpoint (see pgcheckpoint.thread_branch).
 SELECT b.thread_id::text AS thread_id, b.checkpoint_id::uuid AS checkpoint_id, b.step::bigint AS step
-FROM pgcheckpoint.branch(@source_checkpoint_id::uuid, @new_thread_id::text, @branch_name::text, @checkpoint_id::uuid) AS b;
+FROM pgcheckpoint.thread_branch(@source_checkpoint_id::uuid, @new_thread_id::text, @branch_name::text, @checkpoint_id::uuid) AS b;
 
 -- name: ThreadListBranches :many
 -- The branches forked from a thread, oldest first.
@@ -36,18 +36,18 @@ ORDER BY t.created_at, t.thread_id;
 
 -- name: ThreadMerge :one
 -- Writes the branch head's content onto the target thread with two parents,
--- both in one namespace (see pgcheckpoint.merge).
+-- both in one namespace (see pgcheckpoint.thread_merge).
 SELECT m.thread_id::text AS thread_id, m.checkpoint_id::uuid AS checkpoint_id,
        coalesce(m.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
        m.merge_parent_id::uuid AS merge_parent_id, m.step::bigint AS step
-FROM pgcheckpoint.merge(@branch_thread_id::text, @into_thread_id::text, @checkpoint_id::uuid, @namespace::text) AS m;
+FROM pgcheckpoint.thread_merge(@branch_thread_id::text, @into_thread_id::text, @checkpoint_id::uuid, @namespace::text) AS m;
 
 -- name: ThreadCopy :many
--- See pgcheckpoint.copy_thread: each source checkpoint's id and its copy's,
+-- See pgcheckpoint.thread_copy: each source checkpoint's id and its copy's,
 -- in namespace then write order.
 SELECT c.old_checkpoint_id::uuid AS old_checkpoint_id, c.new_checkpoint_id::uuid AS new_checkpoint_id
-FROM pgcheckpoint.copy_thread(@source_thread_id::text, @target_thread_id::text) AS c;
+FROM pgcheckpoint.thread_copy(@source_thread_id::text, @target_thread_id::text) AS c;
 
--- name: ThreadPrune :one
--- See pgcheckpoint.prune.
-SELECT pgcheckpoint.prune(@thread_ids::text[], @keep_latest::boolean)::bigint AS deleted;
+-- name: ThreadPruneMany :one
+-- See pgcheckpoint.thread_prune_many.
+SELECT pgcheckpoint.thread_prune_many(@thread_ids::text[], @keep_latest::boolean)::bigint AS deleted;

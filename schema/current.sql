@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 11 has it:
+-- The pgcheckpoint schema as a database migrated to version 12 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/) make the schema and are its
@@ -63,7 +63,7 @@ COMMENT ON COLUMN pgcheckpoint.checkpoints.trigger IS 'What caused the snapshot:
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tags IS 'Free-form labels; filter with tags @> ARRAY[...].';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.summary IS 'Short human-readable description; by default "[role] first 100 characters" of the last message, else "State: N keys".';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.metadata IS 'Free-form JSON object, GIN-indexed for containment (@>) filters.';
-COMMENT ON COLUMN pgcheckpoint.checkpoints.format IS '''full'': messages, state and tool_results hold the whole snapshot. ''delta'': they hold only the changes since base_checkpoint_id (an ancestor in the same thread and namespace); read it with pgcheckpoint.materialize(checkpoint_id).';
+COMMENT ON COLUMN pgcheckpoint.checkpoints.format IS '''full'': messages, state and tool_results hold the whole snapshot. ''delta'': they hold only the changes since base_checkpoint_id (an ancestor in the same thread and namespace); read it with pgcheckpoint.checkpoint_materialize(checkpoint_id).';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.messages IS 'The conversation as a JSON array (format ''delta'': only the messages appended to the base''s), lz4-compressed when large. Strings are NUL-escaped: U+0000 is stored as U+0001 ''0'' and U+0001 as U+0001 U+0001 (jsonb cannot hold U+0000).';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state IS 'The agent''s state as a JSON object (format ''delta'': only the top-level keys set or changed since the base), NUL-escaped like messages.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results IS 'Tool results as a JSON object, stored whole (format ''delta'': only the top-level keys set or changed since the base), NUL-escaped like messages.';
@@ -127,7 +127,7 @@ CREATE TABLE pgcheckpoint.threads (
 CREATE INDEX threads_branched_from_thread_idx ON pgcheckpoint.threads USING btree (branched_from_thread) WHERE (branched_from_thread IS NOT NULL);
 CREATE INDEX threads_expires_at_idx ON pgcheckpoint.threads USING btree (expires_at) WHERE (expires_at IS NOT NULL);
 CREATE INDEX threads_swept_at_idx ON pgcheckpoint.threads USING btree (swept_at NULLS FIRST, thread_id);
-COMMENT ON TABLE pgcheckpoint.threads IS 'One row per agent run (thread) and namespace, created by its first checkpoint. The head (the checkpoint the next write builds on) is rewound_to when set, else the newest checkpoint: see pgcheckpoint.head().';
+COMMENT ON TABLE pgcheckpoint.threads IS 'One row per agent run (thread) and namespace, created by its first checkpoint. The head (the checkpoint the next write builds on) is rewound_to when set, else the newest checkpoint: see pgcheckpoint.thread_head().';
 COMMENT ON COLUMN pgcheckpoint.threads.thread_id IS 'The agent run''s identifier, chosen by the client (1 to 255 characters).';
 COMMENT ON COLUMN pgcheckpoint.threads.namespace IS 'Sub-graph namespace; '''' is the root graph. Each namespace is its own line of checkpoints with its own head.';
 COMMENT ON COLUMN pgcheckpoint.threads.rewound_to IS 'Set by a rewind: the head until the next checkpoint is written, which takes it as parent and clears this. NULL: the head is the newest checkpoint.';
@@ -136,8 +136,8 @@ COMMENT ON COLUMN pgcheckpoint.threads.created_at IS 'When the first checkpoint 
 COMMENT ON COLUMN pgcheckpoint.threads.branch_name IS 'For a branch: the name it was given.';
 COMMENT ON COLUMN pgcheckpoint.threads.branched_from IS 'For a branch: the checkpoint it was forked from (its first checkpoint''s parent).';
 COMMENT ON COLUMN pgcheckpoint.threads.branched_from_thread IS 'For a branch: the thread of the checkpoint it was forked from.';
-COMMENT ON COLUMN pgcheckpoint.threads.swept_at IS 'When a sweep (gc_batch, gc_sweep) last went through the thread; NULL: never. gc_sweep takes the least recently swept threads first.';
-COMMENT ON COLUMN pgcheckpoint.threads.expires_at IS 'When the thread expires (TTL); NULL: never. A sweep (pgcheckpoint.gc_sweep, gc_batch, gc_threads) applies expire_action to an expired thread. Set on every namespace row of the thread.';
+COMMENT ON COLUMN pgcheckpoint.threads.swept_at IS 'When a sweep (thread_gc_batch, thread_gc_sweep) last went through the thread; NULL: never. thread_gc_sweep takes the least recently swept threads first.';
+COMMENT ON COLUMN pgcheckpoint.threads.expires_at IS 'When the thread expires (TTL); NULL: never. A sweep (pgcheckpoint.thread_gc_sweep, thread_gc_batch, thread_gc_many) applies expire_action to an expired thread. Set on every namespace row of the thread.';
 COMMENT ON COLUMN pgcheckpoint.threads.expire_action IS 'What expiry does: ''delete'' deletes the thread; ''keep_latest'' keeps only the head of each namespace (and clears expires_at).';
 
 -- Views
@@ -165,51 +165,10 @@ COMMENT ON VIEW pgcheckpoint.checkpoint_info IS 'Each checkpoint without its con
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.branch(p_source_id uuid, p_new_thread_id text, p_branch_name text, p_checkpoint_id uuid)
  RETURNS TABLE(thread_id text, checkpoint_id uuid, step bigint)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-#variable_conflict use_column
-DECLARE
-    v_src pgcheckpoint.checkpoints%ROWTYPE;
-BEGIN
-    IF p_new_thread_id IS NULL OR length(p_new_thread_id) NOT BETWEEN 1 AND 255 THEN
-        RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
-    END IF;
-    PERFORM pg_advisory_xact_lock(1885563760, hashtext(p_new_thread_id));
-    PERFORM pgcheckpoint.lock_checkpoint_id(p_checkpoint_id);
-    LOCK TABLE pgcheckpoint.checkpoints IN ROW EXCLUSIVE MODE; -- see lock_checkpoint_id
-    SELECT * INTO v_src FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
-    END IF;
-    IF EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_new_thread_id) THEN
-        RAISE EXCEPTION 'thread % already exists', p_new_thread_id USING ERRCODE = 'PC003';
-    END IF;
-    IF EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
-        RAISE EXCEPTION 'checkpoint % already exists', p_checkpoint_id USING ERRCODE = 'PC002';
-    END IF;
-    INSERT INTO pgcheckpoint.threads (thread_id, namespace, branch_name, branched_from, branched_from_thread)
-    VALUES (p_new_thread_id, v_src.namespace, p_branch_name, p_source_id, v_src.thread_id);
-    -- The first checkpoint of a branch is stored whole: deltas never cross
-    -- threads. Its digests are the source's, as its content is.
-    INSERT INTO pgcheckpoint.checkpoints (
-        thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step, trigger, tags,
-        summary, metadata, format, messages, state, tool_results, messages_count, messages_digest,
-        state_digests, tool_results_digests, next_node, size_bytes)
-    SELECT p_new_thread_id, v_src.namespace, 1, p_checkpoint_id, p_source_id, v_src.step + 1, 'manual',
-           ARRAY['branch', p_branch_name], format('Branch %s from %s', quote_literal(p_branch_name), p_source_id),
-           v_src.metadata, 'full', m.messages, m.state, m.tool_results, v_src.messages_count,
-           v_src.messages_digest, v_src.state_digests, v_src.tool_results_digests, v_src.next_node,
-           v_src.size_bytes
-    FROM pgcheckpoint.materialize(p_source_id) m;
-    IF NOT FOUND THEN
-        -- Deleted since it was read (the source's thread lock is not held).
-        RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
-    END IF;
-    RETURN QUERY SELECT p_new_thread_id, p_checkpoint_id, v_src.step + 1;
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Errors: PC001 unknown source, PC003 bad or existing thread id.';
+AS $function$ SELECT * FROM pgcheckpoint.thread_branch(p_source_id, p_new_thread_id, p_branch_name, p_checkpoint_id) $function$;
+COMMENT ON FUNCTION pgcheckpoint.branch(uuid,text,text,uuid) IS 'Deprecated: use pgcheckpoint.thread_branch; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.branch(uuid,text,text,uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_append(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_on_head uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_set_state jsonb, p_set_tool_results jsonb, p_remove_state text[], p_remove_tool_results text[], p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_set_state_digests jsonb DEFAULT NULL::jsonb, p_set_tool_results_digests jsonb DEFAULT NULL::jsonb, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
@@ -233,7 +192,7 @@ DECLARE
     v_state_dig jsonb;
     v_tools_dig jsonb;
     v_same      boolean;
-    -- The head (see writer_head; scalars, as in checkpoint_put).
+    -- The head (see thread_head_for_write; scalars, as in checkpoint_put).
     v_thread_seen boolean;
     v_rewound_to  uuid;
     v_next_seq    bigint;
@@ -275,16 +234,16 @@ BEGIN
         RAISE EXCEPTION 'set_state_digests and set_tool_results_digests must be JSON objects' USING ERRCODE = 'PC003';
     END IF;
 
-    PERFORM pgcheckpoint.lock_thread(p_thread_id);
-    PERFORM pgcheckpoint.lock_checkpoint_id(p_checkpoint_id);
-    LOCK TABLE pgcheckpoint.checkpoints IN ROW EXCLUSIVE MODE; -- see lock_checkpoint_id
+    PERFORM pgcheckpoint.thread_lock(p_thread_id);
+    PERFORM pgcheckpoint.checkpoint_id_lock(p_checkpoint_id);
+    LOCK TABLE pgcheckpoint.checkpoints IN ROW EXCLUSIVE MODE; -- see checkpoint_id_lock
 
     SELECT h.thread_seen, h.rewound_to, h.next_seq, h.parent_checkpoint_id, h.next_step,
            h.parent_delta_run, h.parent_delta_depth, h.parent_messages_count, h.parent_messages_digest,
            h.parent_state_digests, h.parent_tool_results_digests
       INTO v_thread_seen, v_rewound_to, v_next_seq, v_head_id, v_next_step,
            v_head_run, v_head_depth, v_head_count, v_head_digest, v_head_state, v_head_tools
-    FROM pgcheckpoint.writer_head(p_thread_id, v_ns, p_checkpoint_id, NULL) h;
+    FROM pgcheckpoint.thread_head_for_write(p_thread_id, v_ns, p_checkpoint_id, NULL) h;
 
     checkpoint_id := p_checkpoint_id;
     IF NOT FOUND THEN
@@ -298,8 +257,8 @@ BEGIN
                AND m.tool_results = (pm.tool_results - v_rm_tools) || v_set_tools
           INTO thread_id, namespace, parent_checkpoint_id, step, created_at, v_same
         FROM pgcheckpoint.checkpoints c
-        CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
-        LEFT JOIN LATERAL pgcheckpoint.materialize(c.parent_checkpoint_id) pm ON true
+        CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(c.checkpoint_id) m
+        LEFT JOIN LATERAL pgcheckpoint.checkpoint_materialize(c.parent_checkpoint_id) pm ON true
         WHERE c.checkpoint_id = p_checkpoint_id
         LIMIT 1;
         IF NOT coalesce(v_same, false) THEN
@@ -325,7 +284,7 @@ BEGIN
         -- checkpoint_put on the head (which computes the digests, and may
         -- still store a delta on the run's anchor).
         SELECT * INTO v_put
-        FROM pgcheckpoint.materialize(v_head_id) m
+        FROM pgcheckpoint.checkpoint_materialize(v_head_id) m
         CROSS JOIN LATERAL pgcheckpoint.checkpoint_put(
             p_thread_id, v_ns, p_checkpoint_id, v_head_id, p_trigger, p_tags, v_summary, v_metadata,
             m.messages || v_messages, (m.state - v_rm_state) || v_set_state,
@@ -349,7 +308,7 @@ BEGIN
         -- state keys, which the new state digests have.
         v_summary := pgcheckpoint.checkpoint_default_summary(
             CASE WHEN v_msg_count > 0 THEN v_messages
-                 ELSE (SELECT m.messages FROM pgcheckpoint.materialize(v_head_id) m) END,
+                 ELSE (SELECT m.messages FROM pgcheckpoint.checkpoint_materialize(v_head_id) m) END,
             v_state_dig);
     END IF;
     INSERT INTO pgcheckpoint.checkpoints AS c (
@@ -362,7 +321,7 @@ BEGIN
            'delta', v_head_id, v_head_run + 1, v_head_depth + 1, v_messages, s.changed, t.changed,
            s.removed, t.removed, v_head_count + v_msg_count,
            CASE WHEN v_msg_count = 0 THEN v_head_digest
-                ELSE pgcheckpoint.list_digest_at(pgcheckpoint.message_chain(v_head_digest, v_msg_dig), v_msg_count) END,
+                ELSE pgcheckpoint.message_chain_at(pgcheckpoint.message_chain(v_head_digest, v_msg_dig), v_msg_count) END,
            v_state_dig, v_tools_dig, coalesce(p_next_node, ''), coalesce(p_size_bytes, 0)
     FROM pgcheckpoint.delta_keys(v_set_state, v_state_dig, v_head_state) s,
          pgcheckpoint.delta_keys(v_set_tools, v_tools_dig, v_head_tools) t
@@ -404,9 +363,9 @@ AS $function$
 DECLARE
     v_head_seq bigint;
 BEGIN
-    PERFORM pgcheckpoint.lock_thread(p_thread_id);
-    v_head_seq := pgcheckpoint.head_seq(p_thread_id, p_namespace);
-    RETURN pgcheckpoint.delete_checkpoints(ARRAY(
+    PERFORM pgcheckpoint.thread_lock(p_thread_id);
+    v_head_seq := pgcheckpoint.thread_head_seq(p_thread_id, p_namespace);
+    RETURN pgcheckpoint.checkpoint_delete_many(ARRAY(
         SELECT c.checkpoint_id FROM pgcheckpoint.checkpoints c
         WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
           AND c.step < p_step
@@ -415,6 +374,87 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_before(text,text,bigint) IS 'Deletes the checkpoints of one thread and namespace whose step is below p_step, with their pending writes; never the head. Returns the number deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_before(text,text,bigint) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delete_for_runs(p_run_ids text[])
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    -- checkpoint_delete_many takes the threads' locks, then reads the rows again.
+    RETURN pgcheckpoint.checkpoint_delete_many(ARRAY(
+        SELECT c.checkpoint_id FROM pgcheckpoint.checkpoints c, unnest(p_run_ids) r
+        WHERE c.metadata @> jsonb_build_object('run_id', r)));
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_for_runs(text[]) IS 'Deletes the checkpoints whose metadata has a run_id in the list, with their pending writes. Returns the number deleted.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_for_runs(text[]) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delete_many(p_checkpoint_ids uuid[])
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_threads text[];
+    v_count   bigint;
+BEGIN
+    -- The lock of every thread touched (see thread_lock_many). A caller
+    -- holding some already takes them again at no cost.
+    v_threads := ARRAY(
+        SELECT DISTINCT c.thread_id
+        FROM unnest(p_checkpoint_ids) i
+        CROSS JOIN LATERAL (
+            SELECT c.thread_id FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = i) c);
+    PERFORM pgcheckpoint.thread_lock_many(v_threads);
+
+    -- Read under the locks, so every write to these threads is either seen
+    -- here or waits for this transaction.
+    WITH doomed AS (
+        SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id
+        FROM (SELECT DISTINCT x AS id FROM unnest(p_checkpoint_ids) x) i
+        CROSS JOIN LATERAL (
+            SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id FROM pgcheckpoint.checkpoints c
+            WHERE c.checkpoint_id = i.id) c
+        WHERE c.thread_id = ANY (v_threads)
+    ), orphans AS (
+        -- Kept deltas based on a doomed checkpoint. A base is an ancestor,
+        -- written earlier: only later rows can be its deltas.
+        SELECT k.thread_id, k.namespace, k.seq, k.checkpoint_id
+        FROM (SELECT d.thread_id, d.namespace, min(d.seq) AS from_seq FROM doomed d GROUP BY 1, 2) t
+        JOIN pgcheckpoint.checkpoints k
+          ON k.thread_id = t.thread_id AND k.namespace = t.namespace AND k.seq > t.from_seq
+        WHERE k.format = 'delta'
+          AND k.base_checkpoint_id IN (SELECT d.checkpoint_id FROM doomed d)
+          AND k.checkpoint_id NOT IN (SELECT d.checkpoint_id FROM doomed d)
+    ), whole AS (
+        SELECT o.thread_id, o.namespace, o.seq, m.messages, m.state, m.tool_results
+        FROM orphans o CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(o.checkpoint_id) m
+    ), rebased AS (
+        UPDATE pgcheckpoint.checkpoints c
+        SET format = 'full', base_checkpoint_id = NULL, delta_run = 0, delta_depth = 0,
+            messages = w.messages, state = w.state,
+            tool_results = w.tool_results, state_removed = '{}', tool_results_removed = '{}'
+        FROM whole w
+        WHERE c.thread_id = w.thread_id AND c.namespace = w.namespace AND c.seq = w.seq
+        RETURNING 1
+    ), unrewound AS (
+        UPDATE pgcheckpoint.threads t SET rewound_to = NULL
+        FROM doomed d
+        WHERE t.thread_id = d.thread_id AND t.namespace = d.namespace AND t.rewound_to = d.checkpoint_id
+        RETURNING 1
+    ), deleted AS (
+        DELETE FROM pgcheckpoint.checkpoints c
+        USING doomed d
+        WHERE c.thread_id = d.thread_id AND c.namespace = d.namespace AND c.seq = d.seq
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_count FROM deleted;
+    RETURN v_count;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_many(uuid[]) IS 'Deletes the given checkpoints (with their pending writes) under their threads'' locks, first rewriting as full snapshots the kept delta checkpoints that build on them, so every kept checkpoint stays readable; a thread rewound to a deleted checkpoint is no longer rewound. Returns the number deleted.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_many(uuid[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delta(p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_message_chain bytea, p_state_digests jsonb, p_tool_results_digests jsonb, p_parent_checkpoint_id uuid, p_parent_delta_run integer, p_parent_delta_depth integer, p_parent_messages_count integer, p_parent_messages_digest bytea, p_parent_state_digests jsonb, p_parent_tool_results_digests jsonb, p_delta_run integer)
  RETURNS TABLE(format text, base_checkpoint_id uuid, delta_run integer, delta_depth integer, messages jsonb, state jsonb, tool_results jsonb, state_removed text[], tool_results_removed text[])
@@ -453,7 +493,7 @@ AS $function$
                AND p_message_chain IS NOT NULL AND p_state_digests IS NOT NULL AND p_tool_results_digests IS NOT NULL
                AND b.state_digests IS NOT NULL AND b.tool_results_digests IS NOT NULL
                AND b.messages_count OPERATOR(pg_catalog.<=) pg_catalog.jsonb_array_length(p_messages)
-               AND pgcheckpoint.list_digest_at(p_message_chain, b.messages_count) OPERATOR(pg_catalog.=) b.messages_digest
+               AND pgcheckpoint.message_chain_at(p_message_chain, b.messages_count) OPERATOR(pg_catalog.=) b.messages_digest
                AS prefix
         OFFSET 0) f
     LEFT JOIN LATERAL (
@@ -477,7 +517,102 @@ AS $function$
                AS delta
         OFFSET 0) d
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer) IS 'How a checkpoint with this content (messages, state, tool results, with their digests: the message chain, see message_chain, and key digests) is stored on the given parent (its id and the writer_head columns): one row, the columns to insert. A delta (see checkpoints.format) on the base (the parent while delta_run_continues, else the anchor of its run, see run_anchor) when the base''s messages are a prefix of these by the chained list digest and the delta is smaller than the whole; else whole. p_delta_run 1, or no digests: whole.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer) IS 'How a checkpoint with this content (messages, state, tool results, with their digests: the message chain, see message_chain, and key digests) is stored on the given parent (its id and the thread_head_for_write columns): one row, the columns to insert. A delta (see checkpoints.format) on the base (the parent while delta_run_continues, else the anchor of its run, see run_anchor) when the base''s messages are a prefix of these by the chained list digest and the delta is smaller than the whole; else whole. p_delta_run 1, or no digests: whole.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_id_lock(p_checkpoint_id uuid)
+ RETURNS void
+ LANGUAGE sql
+AS $function$ SELECT pg_catalog.pg_advisory_xact_lock(1885563753, pg_catalog.uuid_hash(p_checkpoint_id)) $function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) IS 'Takes the lock of a checkpoint id until the end of the transaction: advisory lock (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Every write of a checkpoint with a given id takes it after its thread''s lock and before it looks whether the id exists, so an id is unique in the whole table. An import, which writes too many ids to lock each, instead takes the table in SHARE ROW EXCLUSIVE mode before its commit and looks again; so every write also holds the table''s ROW EXCLUSIVE lock when it looks (an INSERT ... SELECT that looks holds it already; a function that looks in a statement of its own takes it first).';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_lineage(p_checkpoint_id uuid, p_max_depth integer DEFAULT NULL::integer)
+ RETURNS TABLE(depth integer, thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, metadata jsonb, next_node text, size_bytes bigint)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    WITH RECURSIVE walk AS (
+        SELECT 0 AS depth, c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
+               c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata,
+               c.next_node, c.size_bytes
+        FROM (SELECT x.thread_id, x.namespace, x.seq, x.checkpoint_id, x.parent_checkpoint_id, x.merge_parent_id,
+                     x.step, x.created_at, x.trigger, x.tags, x.summary, x.metadata, x.next_node, x.size_bytes
+              FROM pgcheckpoint.checkpoints x WHERE x.checkpoint_id = p_checkpoint_id LIMIT 1) c
+        UNION ALL
+        SELECT w.depth + 1, c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
+               c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata,
+               c.next_node, c.size_bytes
+        FROM walk w
+        JOIN LATERAL (SELECT x.thread_id, x.namespace, x.seq, x.checkpoint_id, x.parent_checkpoint_id,
+                             x.merge_parent_id, x.step, x.created_at, x.trigger, x.tags, x.summary,
+                             x.metadata, x.next_node, x.size_bytes
+                      FROM pgcheckpoint.checkpoints x
+                      WHERE x.checkpoint_id = w.parent_checkpoint_id LIMIT 1) c ON true
+        WHERE p_max_depth IS NULL OR w.depth < p_max_depth
+    )
+    SELECT * FROM walk
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_lineage(uuid,integer) IS 'A checkpoint and its ancestors back to the root, newest first (depth 0 is the checkpoint), across branch threads. Usage: SELECT * FROM pgcheckpoint.checkpoint_lineage(''<id>'').';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_materialize(p_checkpoint_id uuid)
+ RETURNS TABLE(messages jsonb, state jsonb, tool_results jsonb)
+ LANGUAGE plpgsql
+ STABLE ROWS 1
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v_format   text;
+    v_messages jsonb;
+    v_state    jsonb;
+    v_tools    jsonb;
+BEGIN
+    SELECT c.format, c.messages, c.state, c.tool_results
+      INTO v_format, v_messages, v_state, v_tools
+    FROM pgcheckpoint.checkpoints c
+    WHERE c.checkpoint_id = p_checkpoint_id
+    LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF v_format = 'full' THEN
+        RETURN QUERY SELECT v_messages, v_state, v_tools;
+        RETURN;
+    END IF;
+
+    RETURN QUERY
+    WITH chain AS MATERIALIZED (
+        SELECT * FROM pgcheckpoint.delta_chain(p_checkpoint_id)
+    )
+    SELECT coalesce((SELECT jsonb_agg(e.value ORDER BY ch.depth DESC, e.ordinality)
+                     FROM chain ch, jsonb_array_elements(ch.messages) WITH ORDINALITY e), '[]'),
+           (SELECT pgcheckpoint.delta_merge(ch.state, ch.state_removed ORDER BY ch.depth DESC) FROM chain ch),
+           (SELECT pgcheckpoint.delta_merge(ch.tool_results, ch.tool_results_removed ORDER BY ch.depth DESC) FROM chain ch)
+    -- No chain rows (the row gone since read above): no row rather than
+    -- empty content.
+    WHERE EXISTS (SELECT FROM chain);
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize(uuid) IS 'The whole messages, state and tool_results of a checkpoint, in either format (no row for an unknown id), rebuilt from pgcheckpoint.delta_chain with pgcheckpoint.delta_merge. Usage: SELECT * FROM pgcheckpoint.checkpoint_materialize(''<checkpoint id>''). Error PC004: a delta chain that does not reach a full snapshot (a damaged table).';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_materialize_json(p_checkpoint_id uuid)
+ RETURNS TABLE(messages bytea, state bytea, tool_results bytea)
+ LANGUAGE sql
+ STABLE PARALLEL SAFE ROWS 1
+AS $function$
+    SELECT CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
+                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.messages), 2) ELSE d.messages END,
+           CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
+                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.state), 2) ELSE d.state END,
+           CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
+                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.tool_results), 2) ELSE d.tool_results END
+    FROM pgcheckpoint.checkpoints c
+    LEFT JOIN LATERAL pgcheckpoint.checkpoint_rebuild_json(
+        CASE WHEN c.format OPERATOR(pg_catalog.<>) 'full' THEN c.checkpoint_id END) d ON true
+    WHERE c.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS 'materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_state_digests jsonb DEFAULT NULL::jsonb, p_tool_results_digests jsonb DEFAULT NULL::jsonb, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
@@ -495,7 +630,7 @@ DECLARE
     v_summary   text := coalesce(p_summary, '');
     v_msg_count integer;
     v_same      boolean;
-    -- The head (see writer_head; scalars, not a record: a record variable
+    -- The head (see thread_head_for_write; scalars, not a record: a record variable
     -- costs each call about a fifth of the function's time).
     v_thread_seen   boolean;
     v_rewound_to    uuid;
@@ -544,11 +679,11 @@ BEGIN
         v_summary := pgcheckpoint.checkpoint_default_summary(v_messages, v_state);
     END IF;
 
-    PERFORM pgcheckpoint.lock_thread(p_thread_id);
-    -- Then the id's, so that writer_head sees any other write of this id,
+    PERFORM pgcheckpoint.thread_lock(p_thread_id);
+    -- Then the id's, so that thread_head_for_write sees any other write of this id,
     -- on any thread (ids are unique in the whole table); and the table's
-    -- ROW EXCLUSIVE lock before it looks (see lock_checkpoint_id).
-    PERFORM pgcheckpoint.lock_checkpoint_id(p_checkpoint_id);
+    -- ROW EXCLUSIVE lock before it looks (see checkpoint_id_lock).
+    PERFORM pgcheckpoint.checkpoint_id_lock(p_checkpoint_id);
     LOCK TABLE pgcheckpoint.checkpoints IN ROW EXCLUSIVE MODE;
 
     SELECT h.thread_seen, h.rewound_to, h.wanted_parent, h.next_seq, h.parent_checkpoint_id, h.next_step,
@@ -556,7 +691,7 @@ BEGIN
            h.parent_state_digests, h.parent_tool_results_digests
       INTO v_thread_seen, v_rewound_to, v_wanted, v_next_seq, v_parent_id, v_next_step,
            v_parent_run, v_parent_depth, v_parent_count, v_parent_digest, v_parent_state, v_parent_tools
-    FROM pgcheckpoint.writer_head(p_thread_id, v_ns, p_checkpoint_id, p_parent_checkpoint_id) h;
+    FROM pgcheckpoint.thread_head_for_write(p_thread_id, v_ns, p_checkpoint_id, p_parent_checkpoint_id) h;
 
     checkpoint_id := p_checkpoint_id;
     IF NOT FOUND THEN
@@ -567,7 +702,7 @@ BEGIN
                AND c.metadata = v_metadata AND c.next_node = coalesce(p_next_node, '')
           INTO thread_id, namespace, parent_checkpoint_id, step, created_at, v_same
         FROM pgcheckpoint.checkpoints c
-        CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
+        CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(c.checkpoint_id) m
         WHERE c.checkpoint_id = p_checkpoint_id
         LIMIT 1;
         IF NOT FOUND THEN
@@ -590,7 +725,7 @@ BEGIN
 
     IF p_delta_run > 1 THEN
         v_msg_dig := coalesce(p_message_digests, pgcheckpoint.message_chain(NULL, pgcheckpoint.message_digests(v_messages)));
-        v_msg_sum := pgcheckpoint.list_digest_at(v_msg_dig, v_msg_count);
+        v_msg_sum := pgcheckpoint.message_chain_at(v_msg_dig, v_msg_count);
         IF v_state_dig IS NULL OR v_tools_dig IS NULL THEN
             SELECT coalesce(v_state_dig, pgcheckpoint.key_digests(v_state)),
                    coalesce(v_tools_dig, pgcheckpoint.key_digests(v_tools))
@@ -622,166 +757,120 @@ BEGIN
     inserted := true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id, which is unique in the table (see lock_checkpoint_id). Errors: PC001 parent not found, PC002 id reused for other content, PC003 invalid argument.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id, which is unique in the table (see checkpoint_id_lock). Errors: PC001 parent not found, PC002 id reused for other content, PC003 invalid argument.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.copy_thread(p_source_thread_id text, p_target_thread_id text)
- RETURNS TABLE(old_checkpoint_id uuid, new_checkpoint_id uuid)
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id uuid)
+ RETURNS TABLE(messages bytea, state bytea, tool_results bytea)
+ LANGUAGE plpgsql
+ STABLE PARALLEL SAFE STRICT ROWS 1
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+    SELECT coalesce(string_agg(substr(s.b, CASE WHEN x.depth = x.first THEN 2 ELSE 3 END,
+                                      octet_length(s.b) - CASE WHEN x.depth = x.first THEN 1 ELSE 2 END
+                                                        - CASE WHEN x.depth = x.last THEN 0 ELSE 1 END),
+                               decode('2c20', 'hex') ORDER BY x.depth DESC) -- ', '
+                        FILTER (WHERE NOT x.empty),
+                    decode('5b5d', 'hex')), -- []
+           substr(jsonb_send(pgcheckpoint.delta_merge(x.state, x.state_removed ORDER BY x.depth DESC)
+                             FILTER (WHERE x.state <> '{}' OR cardinality(x.state_removed) > 0)), 2),
+           substr(jsonb_send(pgcheckpoint.delta_merge(x.tool_results, x.tool_results_removed ORDER BY x.depth DESC)
+                             FILTER (WHERE x.tool_results <> '{}' OR cardinality(x.tool_results_removed) > 0)), 2)
+    FROM (SELECT e.*, max(e.depth) FILTER (WHERE NOT e.empty) OVER () AS first,
+                      min(e.depth) FILTER (WHERE NOT e.empty) OVER () AS last
+          FROM (SELECT ch.*, pg_column_size(ch.messages) <= 8 AND jsonb_array_length(ch.messages) = 0 AS empty
+                FROM pgcheckpoint.delta_chain(p_checkpoint_id) ch) e) x
+    -- jsonb's send format: a version byte, then the text.
+    CROSS JOIN LATERAL jsonb_send(x.messages) AS s(b)
+    HAVING count(*) > 0;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see checkpoint_materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as materialize.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rewind(p_checkpoint_id uuid, p_truncate boolean DEFAULT false)
+ RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint, head_step bigint, checkpoints bigint, truncated bigint)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+#variable_conflict use_column
+DECLARE
+    v_thread    text;
+    v_ns        text;
+    v_step      bigint;
+    v_head_seq  bigint;
+    v_head_id   uuid;
+    v_head_step bigint;
+    v_count     bigint;
+    v_truncated bigint := 0;
 BEGIN
-    IF p_target_thread_id IS NULL OR length(p_target_thread_id) NOT BETWEEN 1 AND 255 THEN
-        RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
+    SELECT c.thread_id, c.namespace INTO v_thread, v_ns
+    FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
     END IF;
-    IF p_source_thread_id = p_target_thread_id THEN
-        RAISE EXCEPTION 'cannot copy thread % onto itself', p_source_thread_id USING ERRCODE = 'PC003';
+    PERFORM pgcheckpoint.thread_lock(v_thread);
+    -- Read again under the lock: it may have been deleted meanwhile.
+    SELECT c.step INTO v_step
+    FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
     END IF;
-    -- Both locks, in a fixed order, so two crossed copies cannot deadlock.
-    PERFORM pg_advisory_xact_lock(1885563760, hashtext(x))
-    FROM unnest(ARRAY[p_source_thread_id, p_target_thread_id]) x ORDER BY hashtext(x);
-    IF NOT EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_source_thread_id) THEN
-        RAISE EXCEPTION 'thread % not found', p_source_thread_id USING ERRCODE = 'PC001';
-    END IF;
-    IF EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_target_thread_id) THEN
-        RAISE EXCEPTION 'thread % already exists', p_target_thread_id USING ERRCODE = 'PC003';
+    v_head_seq := pgcheckpoint.thread_head_seq(v_thread, v_ns);
+    SELECT c.checkpoint_id, c.step INTO v_head_id, v_head_step
+    FROM pgcheckpoint.checkpoints c
+    WHERE c.thread_id = v_thread AND c.namespace = v_ns AND c.seq = v_head_seq;
+    SELECT count(*) INTO v_count
+    FROM pgcheckpoint.checkpoints c WHERE c.thread_id = v_thread AND c.namespace = v_ns;
+
+    IF p_truncate AND v_head_id <> p_checkpoint_id THEN
+        -- The head's line back to the target; delete it only if the target
+        -- is on it, and never the target itself.
+        -- Steps fall by one per link: the target is at most this deep.
+        WITH line AS (
+            SELECT l.checkpoint_id, l.depth, l.thread_id, l.namespace
+            FROM pgcheckpoint.checkpoint_lineage(v_head_id, greatest(v_head_step - v_step, 0)::integer) l
+        )
+        SELECT pgcheckpoint.checkpoint_delete_many(array_agg(l.checkpoint_id)) INTO v_truncated
+        FROM line l
+        WHERE l.depth < (SELECT min(x.depth) FROM line x WHERE x.checkpoint_id = p_checkpoint_id)
+          AND l.thread_id = v_thread AND l.namespace = v_ns;
+        v_truncated := coalesce(v_truncated, 0);
     END IF;
 
-    -- ids is materialized once (uuid_v7 is volatile), so every insert below
-    -- sees the same new id for a checkpoint. Links to checkpoints outside
-    -- the thread (a branch's source) are kept; deltas are copied as deltas,
-    -- their bases being in the thread too. The inserts run in one statement,
-    -- and the foreign keys are checked at its end.
-    RETURN QUERY
-    WITH ids AS MATERIALIZED (
-        SELECT s.checkpoint_id AS old_id, pgcheckpoint.uuid_v7() AS new_id, s.namespace, s.seq
-        FROM (SELECT c.checkpoint_id, c.namespace, c.seq
-              FROM pgcheckpoint.checkpoints c
-              WHERE c.thread_id = p_source_thread_id
-              ORDER BY c.namespace, c.seq) s
-    ), copied_threads AS (
-        INSERT INTO pgcheckpoint.threads (thread_id, namespace, rewound_to, metadata, created_at,
-                                          branch_name, branched_from, branched_from_thread)
-        SELECT p_target_thread_id, t.namespace, m.new_id, t.metadata, t.created_at,
-               t.branch_name, t.branched_from, t.branched_from_thread
-        FROM pgcheckpoint.threads t
-        LEFT JOIN ids m ON m.old_id = t.rewound_to
-        WHERE t.thread_id = p_source_thread_id
-    ), copied_checkpoints AS (
-        INSERT INTO pgcheckpoint.checkpoints (
-            thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step,
-            created_at, trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
-            messages, state, tool_results, state_removed, tool_results_removed, messages_count, messages_digest,
-            state_digests, tool_results_digests, next_node, size_bytes)
-        SELECT p_target_thread_id, c.namespace, c.seq, m.new_id,
-               coalesce(p.new_id, c.parent_checkpoint_id), coalesce(mp.new_id, c.merge_parent_id), c.step,
-               c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, b.new_id, c.delta_run,
-               c.delta_depth, c.messages,
-               c.state, c.tool_results, c.state_removed, c.tool_results_removed, c.messages_count,
-               c.messages_digest, c.state_digests, c.tool_results_digests, c.next_node, c.size_bytes
-        FROM pgcheckpoint.checkpoints c
-        JOIN ids m ON m.old_id = c.checkpoint_id
-        LEFT JOIN ids p ON p.old_id = c.parent_checkpoint_id
-        LEFT JOIN ids mp ON mp.old_id = c.merge_parent_id
-        LEFT JOIN ids b ON b.old_id = c.base_checkpoint_id
-        WHERE c.thread_id = p_source_thread_id
-    ), copied_writes AS (
-        INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id,
-                                                 idx, channel, value, created_at)
-        SELECT p_target_thread_id, w.namespace, w.checkpoint_seq, m.new_id, w.task_id, w.idx, w.channel,
-               w.value, w.created_at
-        FROM pgcheckpoint.pending_writes w
-        JOIN ids m ON m.old_id = w.checkpoint_id
-        WHERE w.thread_id = p_source_thread_id
-    )
-    SELECT ids.old_id, ids.new_id FROM ids ORDER BY ids.namespace, ids.seq;
+    UPDATE pgcheckpoint.threads t SET rewound_to = p_checkpoint_id
+    WHERE t.thread_id = v_thread AND t.namespace = v_ns;
+
+    RETURN QUERY SELECT v_thread, v_ns, p_checkpoint_id, v_step, v_head_step, v_count, v_truncated;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.copy_thread(text,text) IS 'Copies a thread (checkpoints in order, content, metadata, pending writes) to a new thread, with new checkpoint ids. Returns one row per checkpoint copied: its id and its copy''s, in namespace then write order. Needs no temporary table. Errors: PC001 unknown source, PC003 target exists or bad id.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_rewind(uuid,boolean) IS 'Makes a checkpoint the head of its thread; the next write takes it as parent. Deletes nothing unless p_truncate, which deletes only the checkpoints after it on the head''s line. Error PC001: unknown checkpoint.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_rewind(uuid,boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.copy_thread(p_source_thread_id text, p_target_thread_id text)
+ RETURNS TABLE(old_checkpoint_id uuid, new_checkpoint_id uuid)
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$ SELECT * FROM pgcheckpoint.thread_copy(p_source_thread_id, p_target_thread_id) $function$;
+COMMENT ON FUNCTION pgcheckpoint.copy_thread(text,text) IS 'Deprecated: use pgcheckpoint.thread_copy; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.copy_thread(text,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.delete_checkpoints(p_checkpoint_ids uuid[])
  RETURNS bigint
- LANGUAGE plpgsql
+ LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-DECLARE
-    v_threads text[];
-    v_count   bigint;
-BEGIN
-    -- The lock of every thread touched, in lock key order: the order of
-    -- every function that takes several, so that none deadlocks with
-    -- another. A caller holding some already takes them again at no cost.
-    v_threads := ARRAY(
-        SELECT DISTINCT c.thread_id
-        FROM unnest(p_checkpoint_ids) i
-        CROSS JOIN LATERAL (
-            SELECT c.thread_id FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = i) c);
-    PERFORM pg_advisory_xact_lock(1885563760, k.h)
-    FROM (SELECT DISTINCT hashtext(x) AS h FROM unnest(v_threads) x) k
-    ORDER BY k.h;
-
-    -- Read under the locks, so every write to these threads is either seen
-    -- here or waits for this transaction.
-    WITH doomed AS (
-        SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id
-        FROM (SELECT DISTINCT x AS id FROM unnest(p_checkpoint_ids) x) i
-        CROSS JOIN LATERAL (
-            SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id FROM pgcheckpoint.checkpoints c
-            WHERE c.checkpoint_id = i.id) c
-        WHERE c.thread_id = ANY (v_threads)
-    ), orphans AS (
-        -- Kept deltas based on a doomed checkpoint. A base is an ancestor,
-        -- written earlier: only later rows can be its deltas.
-        SELECT k.thread_id, k.namespace, k.seq, k.checkpoint_id
-        FROM (SELECT d.thread_id, d.namespace, min(d.seq) AS from_seq FROM doomed d GROUP BY 1, 2) t
-        JOIN pgcheckpoint.checkpoints k
-          ON k.thread_id = t.thread_id AND k.namespace = t.namespace AND k.seq > t.from_seq
-        WHERE k.format = 'delta'
-          AND k.base_checkpoint_id IN (SELECT d.checkpoint_id FROM doomed d)
-          AND k.checkpoint_id NOT IN (SELECT d.checkpoint_id FROM doomed d)
-    ), whole AS (
-        SELECT o.thread_id, o.namespace, o.seq, m.messages, m.state, m.tool_results
-        FROM orphans o CROSS JOIN LATERAL pgcheckpoint.materialize(o.checkpoint_id) m
-    ), rebased AS (
-        UPDATE pgcheckpoint.checkpoints c
-        SET format = 'full', base_checkpoint_id = NULL, delta_run = 0, delta_depth = 0,
-            messages = w.messages, state = w.state,
-            tool_results = w.tool_results, state_removed = '{}', tool_results_removed = '{}'
-        FROM whole w
-        WHERE c.thread_id = w.thread_id AND c.namespace = w.namespace AND c.seq = w.seq
-        RETURNING 1
-    ), unrewound AS (
-        UPDATE pgcheckpoint.threads t SET rewound_to = NULL
-        FROM doomed d
-        WHERE t.thread_id = d.thread_id AND t.namespace = d.namespace AND t.rewound_to = d.checkpoint_id
-        RETURNING 1
-    ), deleted AS (
-        DELETE FROM pgcheckpoint.checkpoints c
-        USING doomed d
-        WHERE c.thread_id = d.thread_id AND c.namespace = d.namespace AND c.seq = d.seq
-        RETURNING 1
-    )
-    SELECT count(*) INTO v_count FROM deleted;
-    RETURN v_count;
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.delete_checkpoints(uuid[]) IS 'Deletes the given checkpoints (with their pending writes) under their threads'' locks, first rewriting as full snapshots the kept delta checkpoints that build on them, so every kept checkpoint stays readable; a thread rewound to a deleted checkpoint is no longer rewound. Returns the number deleted.';
+AS $function$ SELECT pgcheckpoint.checkpoint_delete_many(p_checkpoint_ids) $function$;
+COMMENT ON FUNCTION pgcheckpoint.delete_checkpoints(uuid[]) IS 'Deprecated: use pgcheckpoint.checkpoint_delete_many; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.delete_checkpoints(uuid[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.delete_for_runs(p_run_ids text[])
  RETURNS bigint
- LANGUAGE plpgsql
+ LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-BEGIN
-    -- delete_checkpoints takes the threads' locks, then reads the rows again.
-    RETURN pgcheckpoint.delete_checkpoints(ARRAY(
-        SELECT c.checkpoint_id FROM pgcheckpoint.checkpoints c, unnest(p_run_ids) r
-        WHERE c.metadata @> jsonb_build_object('run_id', r)));
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.delete_for_runs(text[]) IS 'Deletes the checkpoints whose metadata has a run_id in the list, with their pending writes. Returns the number deleted.';
+AS $function$ SELECT pgcheckpoint.checkpoint_delete_for_runs(p_run_ids) $function$;
+COMMENT ON FUNCTION pgcheckpoint.delete_for_runs(text[]) IS 'Deprecated: use pgcheckpoint.checkpoint_delete_for_runs; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.delete_for_runs(text[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.delta_chain(p_checkpoint_id uuid)
@@ -867,215 +956,40 @@ COMMENT ON FUNCTION pgcheckpoint.delta_run_continues(integer,integer) IS 'The ru
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.expire_thread(p_thread_id text)
  RETURNS bigint
- LANGUAGE plpgsql
+ LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-DECLARE
-    v_action text;
-    v_n      bigint;
-BEGIN
-    PERFORM pg_advisory_xact_lock(1885563760, hashtext(p_thread_id)); -- pgcheckpoint.lock_thread
-    SELECT t.expire_action INTO v_action
-    FROM pgcheckpoint.threads t
-    WHERE t.thread_id = p_thread_id AND t.expires_at <= now()
-    ORDER BY t.expires_at
-    LIMIT 1;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
-    IF v_action = 'delete' THEN
-        RETURN pgcheckpoint.thread_delete(p_thread_id);
-    END IF;
-    v_n := pgcheckpoint.prune(ARRAY[p_thread_id], true);
-    UPDATE pgcheckpoint.threads t SET expires_at = NULL WHERE t.thread_id = p_thread_id;
-    RETURN v_n;
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.expire_thread(text) IS 'If the thread has expired (threads.expires_at <= now()), deletes it or keeps only its heads (threads.expire_action) and returns the number of checkpoints deleted; NULL if it has not expired.';
+AS $function$ SELECT pgcheckpoint.thread_expire(p_thread_id) $function$;
+COMMENT ON FUNCTION pgcheckpoint.expire_thread(text) IS 'Deprecated: use pgcheckpoint.thread_expire; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.expire_thread(text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.gc_batch(p_policy text, p_n integer, p_age interval, p_after_thread_id text, p_batch_size integer)
  RETURNS TABLE(last_thread_id text, threads integer, expired integer, failed integer, deleted bigint)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-DECLARE
-    v_ids text[];
-BEGIN
-    PERFORM pgcheckpoint.gc_check_policy(p_policy, p_n, p_age);
-    IF p_batch_size IS NULL OR p_batch_size < 1 THEN
-        RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
-    END IF;
-    v_ids := ARRAY(
-        SELECT DISTINCT t.thread_id FROM pgcheckpoint.threads t
-        WHERE t.thread_id > coalesce(p_after_thread_id, '')
-        ORDER BY 1
-        LIMIT p_batch_size);
-    RETURN QUERY SELECT v_ids[cardinality(v_ids)], g.threads, g.expired, g.failed, g.deleted
-    FROM pgcheckpoint.gc_threads(v_ids, p_policy, p_n, p_age) g;
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.gc_batch(text,integer,interval,text,integer) IS 'One batch of a sweep in thread id order, in one transaction: gc_threads for up to p_batch_size threads after p_after_thread_id. Returns the last thread done (NULL when none was left), how many threads, expired, failed, and how many checkpoints deleted.';
+AS $function$ SELECT * FROM pgcheckpoint.thread_gc_batch(p_policy, p_n, p_age, p_after_thread_id, p_batch_size) $function$;
+COMMENT ON FUNCTION pgcheckpoint.gc_batch(text,integer,interval,text,integer) IS 'Deprecated: use pgcheckpoint.thread_gc_batch; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.gc_batch(text,integer,interval,text,integer) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.gc_check_policy(p_policy text, p_n integer, p_age interval)
- RETURNS void
- LANGUAGE plpgsql
- IMMUTABLE
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-BEGIN
-    CASE p_policy
-    WHEN 'keep_all' THEN
-        NULL;
-    WHEN 'keep_last_n' THEN
-        IF p_n IS NULL OR p_n < 1 THEN
-            RAISE EXCEPTION 'keep_last_n needs n >= 1, got %', coalesce(p_n::text, 'NULL') USING ERRCODE = 'PC003';
-        END IF;
-    WHEN 'keep_milestones' THEN
-        IF p_n IS NULL OR p_n < 0 THEN
-            RAISE EXCEPTION 'keep_milestones needs n >= 0, got %', coalesce(p_n::text, 'NULL') USING ERRCODE = 'PC003';
-        END IF;
-    WHEN 'keep_age' THEN
-        IF p_age IS NULL OR p_age <= interval '0' THEN
-            RAISE EXCEPTION 'keep_age needs a positive age, got %', coalesce(p_age::text, 'NULL') USING ERRCODE = 'PC003';
-        END IF;
-    ELSE
-        RAISE EXCEPTION 'unknown retention policy %; use keep_all, keep_last_n, keep_age or keep_milestones',
-            coalesce(quote_literal(p_policy), 'NULL') USING ERRCODE = 'PC003';
-    END CASE;
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.gc_check_policy(text,integer,interval) IS 'Raises PC003 unless the policy and its arguments are valid.';
 
 CREATE OR REPLACE PROCEDURE pgcheckpoint.gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval)
  LANGUAGE plpgsql
-AS $procedure$
-DECLARE
-    v_start timestamptz := pg_catalog.now();
-    v_ids   text[];
-BEGIN
-    PERFORM pgcheckpoint.gc_check_policy(p_policy, p_n, p_age);
-    IF p_batch_size IS NULL OR p_batch_size < 1 THEN
-        RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
-    END IF;
-    LOOP
-        v_ids := ARRAY(
-            SELECT t.thread_id FROM pgcheckpoint.threads t
-            WHERE t.swept_at IS NULL OR t.swept_at < v_start
-            ORDER BY t.swept_at NULLS FIRST, t.thread_id
-            LIMIT p_batch_size);
-        EXIT WHEN pg_catalog.cardinality(v_ids) = 0;
-        PERFORM pgcheckpoint.gc_threads(v_ids, p_policy, p_n, p_age);
-        COMMIT;
-        EXIT WHEN pg_catalog.clock_timestamp() - v_start >= p_time_budget;
-        IF p_pause > interval '0' THEN
-            -- Leave the CPU to the application's writes for a while.
-            PERFORM pg_catalog.pg_sleep(pg_catalog.date_part('epoch', p_pause));
-        END IF;
-    END LOOP;
-END;
-$procedure$;
-COMMENT ON PROCEDURE pgcheckpoint.gc_sweep(text,integer,interval,integer,interval,interval) IS 'Sweeps all threads, least recently swept first: expiry, then the policy, in batches of p_batch_size threads, committing after each and sleeping p_pause between, until every thread is done or p_time_budget is spent; the next call takes up the rest. Usage: CALL pgcheckpoint.gc_sweep(''keep_last_n'', 10).';
+AS $procedure$ BEGIN CALL pgcheckpoint.thread_gc_sweep(p_policy, p_n, p_age, p_batch_size, p_time_budget, p_pause); END $procedure$;
+COMMENT ON PROCEDURE pgcheckpoint.gc_sweep(text,integer,interval,integer,interval,interval) IS 'Deprecated: use pgcheckpoint.thread_gc_sweep; removed in a later release.';
 REVOKE EXECUTE ON PROCEDURE pgcheckpoint.gc_sweep(text,integer,interval,integer,interval,interval) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.gc_thread(p_thread_id text, p_policy text, p_n integer DEFAULT NULL::integer, p_age interval DEFAULT NULL::interval)
  RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-#variable_conflict use_column
-DECLARE
-    v_ids   uuid[];
-    v_ns    text[];
-    v_steps bigint[];
-BEGIN
-    PERFORM pgcheckpoint.gc_check_policy(p_policy, p_n, p_age);
-    IF p_policy = 'keep_all' THEN
-        RETURN;
-    END IF;
-    PERFORM pg_advisory_xact_lock(1885563760, hashtext(p_thread_id)); -- pgcheckpoint.lock_thread
-
-    WITH heads AS MATERIALIZED (
-        SELECT t.namespace, pgcheckpoint.head_seq(t.thread_id, t.namespace) AS seq
-        FROM pgcheckpoint.threads t
-        WHERE t.thread_id = p_thread_id
-    ), ranked AS (
-        SELECT c.namespace, c.seq, c.checkpoint_id, c.step, c.created_at,
-               row_number() OVER (PARTITION BY c.namespace ORDER BY c.seq) AS pos,
-               count(*) OVER (PARTITION BY c.namespace) AS total
-        FROM pgcheckpoint.checkpoints c
-        WHERE c.thread_id = p_thread_id
-    ), marks AS (
-        -- keep_milestones: the n positions between the first and the newest.
-        SELECT DISTINCT l.namespace, (1 + round(i * (l.total - 1)::numeric / (p_n + 1)))::bigint AS pos
-        FROM (SELECT DISTINCT r.namespace, r.total FROM ranked r) l, generate_series(1, p_n) i
-        WHERE p_policy = 'keep_milestones'
-    ), doomed AS (
-        SELECT r.checkpoint_id, r.namespace, r.step
-        FROM ranked r
-        LEFT JOIN marks m ON m.namespace = r.namespace AND m.pos = r.pos
-        WHERE NOT CASE p_policy
-                WHEN 'keep_last_n' THEN r.pos > r.total - p_n
-                WHEN 'keep_age' THEN r.created_at >= now() - p_age
-                WHEN 'keep_milestones' THEN r.pos = 1 OR r.pos = r.total OR m.pos IS NOT NULL
-                END
-          AND NOT EXISTS (SELECT 1 FROM heads h WHERE h.namespace = r.namespace AND h.seq = r.seq)
-          -- A branch's source, while the branch exists.
-          AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.threads b
-                          WHERE b.branched_from_thread = p_thread_id AND b.branched_from = r.checkpoint_id)
-    )
-    SELECT array_agg(d.checkpoint_id), array_agg(d.namespace), array_agg(d.step)
-      INTO v_ids, v_ns, v_steps
-    FROM doomed d;
-
-    IF v_ids IS NULL THEN
-        RETURN;
-    END IF;
-    PERFORM pgcheckpoint.delete_checkpoints(v_ids);
-    RETURN QUERY SELECT p_thread_id, u.ns, u.id, u.step FROM unnest(v_ids, v_ns, v_steps) AS u(id, ns, step);
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.gc_thread(text,text,integer,interval) IS 'Applies a retention policy (keep_all, keep_last_n(n), keep_age(age), keep_milestones(n)) to one thread, every namespace, in one transaction; never deletes a head or a branch source; rebases kept deltas. Returns the deleted checkpoints. Usage: SELECT * FROM pgcheckpoint.gc_thread(''run-42'', ''keep_last_n'', 10). Error PC003: bad policy.';
+AS $function$ SELECT * FROM pgcheckpoint.thread_gc(p_thread_id, p_policy, p_n, p_age) $function$;
+COMMENT ON FUNCTION pgcheckpoint.gc_thread(text,text,integer,interval) IS 'Deprecated: use pgcheckpoint.thread_gc; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.gc_thread(text,text,integer,interval) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.gc_threads(p_thread_ids text[], p_policy text, p_n integer, p_age interval)
  RETURNS TABLE(threads integer, expired integer, failed integer, deleted bigint)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-DECLARE
-    v_thread  text;
-    v_threads integer := 0;
-    v_expired integer := 0;
-    v_failed  integer := 0;
-    v_deleted bigint := 0;
-    v_n       bigint;
-BEGIN
-    PERFORM pgcheckpoint.gc_check_policy(p_policy, p_n, p_age);
-    PERFORM pg_advisory_xact_lock(1885563760, k.h)
-    FROM (SELECT DISTINCT hashtext(x) AS h FROM unnest(p_thread_ids) x) k
-    ORDER BY k.h;
-    FOR v_thread IN SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1 LOOP
-        BEGIN
-            v_n := pgcheckpoint.expire_thread(v_thread);
-            IF v_n IS NOT NULL THEN
-                v_expired := v_expired + 1;
-            ELSIF p_policy <> 'keep_all' THEN
-                SELECT count(*) INTO v_n FROM pgcheckpoint.gc_thread(v_thread, p_policy, p_n, p_age);
-            END IF;
-            v_deleted := v_deleted + coalesce(v_n, 0);
-        EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', v_thread, SQLERRM, SQLSTATE;
-            v_failed := v_failed + 1;
-        END;
-        UPDATE pgcheckpoint.threads t SET swept_at = now() WHERE t.thread_id = v_thread;
-        v_threads := v_threads + 1;
-    END LOOP;
-    RETURN QUERY SELECT v_threads, v_expired, v_failed, v_deleted;
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.gc_threads(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired or put through the policy, and marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). Returns how many threads, expired, failed, and how many checkpoints deleted.';
+AS $function$ SELECT * FROM pgcheckpoint.thread_gc_many(p_thread_ids, p_policy, p_n, p_age) $function$;
+COMMENT ON FUNCTION pgcheckpoint.gc_threads(text[],text,integer,interval) IS 'Deprecated: use pgcheckpoint.thread_gc_many; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.gc_threads(text[],text,integer,interval) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.head(p_thread_id text, p_namespace text DEFAULT ''::text)
@@ -1083,48 +997,16 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.head(p_thread_id text, p_namespace text 
  LANGUAGE sql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-    SELECT c.checkpoint_id
-    FROM pgcheckpoint.checkpoints c
-    WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
-      AND c.seq = pgcheckpoint.head_seq(p_thread_id, p_namespace)
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.head(text,text) IS 'The id of a thread''s head, the checkpoint the next write builds on. NULL when the thread has no checkpoint.';
+AS $function$ SELECT pgcheckpoint.thread_head(p_thread_id, p_namespace) $function$;
+COMMENT ON FUNCTION pgcheckpoint.head(text,text) IS 'Deprecated: use pgcheckpoint.thread_head; removed in a later release.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.head_seq(p_thread_id text, p_namespace text DEFAULT ''::text)
  RETURNS bigint
- LANGUAGE plpgsql
+ LANGUAGE sql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
- SET plan_cache_mode TO 'force_generic_plan'
-AS $function$
-DECLARE
-    v_rewound_to uuid;
-    v_seq        bigint;
-BEGIN
-    SELECT t.rewound_to INTO v_rewound_to
-    FROM pgcheckpoint.threads t
-    WHERE t.thread_id = p_thread_id AND t.namespace = p_namespace;
-    IF v_rewound_to IS NOT NULL THEN
-        -- By id alone (see checkpoint_put), then checked.
-        SELECT CASE WHEN c.thread_id = p_thread_id AND c.namespace = p_namespace THEN c.seq END
-          INTO v_seq
-        FROM pgcheckpoint.checkpoints c
-        WHERE c.checkpoint_id = v_rewound_to
-        LIMIT 1;
-        IF v_seq IS NOT NULL THEN
-            RETURN v_seq;
-        END IF;
-    END IF;
-    SELECT c.seq INTO v_seq
-    FROM pgcheckpoint.checkpoints c
-    WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
-    ORDER BY c.seq DESC
-    LIMIT 1;
-    RETURN v_seq;
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.head_seq(text,text) IS 'The seq of a thread''s head: the rewound-to checkpoint if the thread was rewound since its last write, else the newest. NULL when the thread has no checkpoint.';
+AS $function$ SELECT pgcheckpoint.thread_head_seq(p_thread_id, p_namespace) $function$;
+COMMENT ON FUNCTION pgcheckpoint.head_seq(text,text) IS 'Deprecated: use pgcheckpoint.thread_head_seq; removed in a later release.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.json_text(p_value jsonb)
  RETURNS text
@@ -1137,15 +1019,15 @@ AS $function$
     -- storage escape is reversed.
     SELECT CASE pg_catalog.jsonb_typeof(p_value)
                WHEN 'null' THEN NULL
-               WHEN 'string' THEN pgcheckpoint.unescape_text(p_value OPERATOR(pg_catalog.#>>) '{}')
+               WHEN 'string' THEN pgcheckpoint.unescaped_text(p_value OPERATOR(pg_catalog.#>>) '{}')
                ELSE pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
-                        pgcheckpoint.unescape_text(
+                        pgcheckpoint.unescaped_text(
                             pg_catalog.replace(pg_catalog.replace(p_value::pg_catalog.text, '\\', E'\x02'), '\u0001', E'\x01'),
                             E'\x03'),
                         E'\x01', '\u0001'), E'\x03', '\u0000'), E'\x02', '\\')
            END
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.json_text(jsonb) IS E'What ->> gives for a JSON value read from a stored column, as it was written (see unescape_text): a string''s text (U+0000 shown as U+FFFD), NULL for null, anything else as JSON text (U+0000 spelled \\u0000).';
+COMMENT ON FUNCTION pgcheckpoint.json_text(jsonb) IS E'What ->> gives for a JSON value read from a stored column, as it was written (see unescaped_text): a string''s text (U+0000 shown as U+FFFD), NULL for null, anything else as JSON text (U+0000 spelled \\u0000).';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.key_digests(p_object jsonb)
  RETURNS jsonb
@@ -1164,156 +1046,39 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.lineage(p_checkpoint_id uuid, p_max_dept
  LANGUAGE sql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-    WITH RECURSIVE walk AS (
-        SELECT 0 AS depth, c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
-               c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata,
-               c.next_node, c.size_bytes
-        FROM (SELECT x.thread_id, x.namespace, x.seq, x.checkpoint_id, x.parent_checkpoint_id, x.merge_parent_id,
-                     x.step, x.created_at, x.trigger, x.tags, x.summary, x.metadata, x.next_node, x.size_bytes
-              FROM pgcheckpoint.checkpoints x WHERE x.checkpoint_id = p_checkpoint_id LIMIT 1) c
-        UNION ALL
-        SELECT w.depth + 1, c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
-               c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata,
-               c.next_node, c.size_bytes
-        FROM walk w
-        JOIN LATERAL (SELECT x.thread_id, x.namespace, x.seq, x.checkpoint_id, x.parent_checkpoint_id,
-                             x.merge_parent_id, x.step, x.created_at, x.trigger, x.tags, x.summary,
-                             x.metadata, x.next_node, x.size_bytes
-                      FROM pgcheckpoint.checkpoints x
-                      WHERE x.checkpoint_id = w.parent_checkpoint_id LIMIT 1) c ON true
-        WHERE p_max_depth IS NULL OR w.depth < p_max_depth
-    )
-    SELECT * FROM walk
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.lineage(uuid,integer) IS 'A checkpoint and its ancestors back to the root, newest first (depth 0 is the checkpoint), across branch threads. Usage: SELECT * FROM pgcheckpoint.lineage(''<id>'').';
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.list_digest_at(p_chain bytea, p_count integer)
- RETURNS bytea
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
-AS $function$
-    SELECT CASE WHEN p_chain IS NULL THEN NULL
-                WHEN p_count OPERATOR(pg_catalog.=) 0
-                THEN '\x0000000000000000000000000000000000000000000000000000000000000000'::pg_catalog.bytea
-                WHEN pg_catalog.octet_length(p_chain) OPERATOR(pg_catalog.>=) (32 OPERATOR(pg_catalog.*) p_count)
-                THEN pg_catalog.substring(p_chain, (32 OPERATOR(pg_catalog.*) (p_count OPERATOR(pg_catalog.-) 1)) OPERATOR(pg_catalog.+) 1, 32)
-           END
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.list_digest_at(bytea,integer) IS 'L(p_count), the list digest of the first p_count messages, from a message chain (see message_chain): 32 zero bytes for 0; NULL when the chain is NULL or shorter.';
+AS $function$ SELECT * FROM pgcheckpoint.checkpoint_lineage(p_checkpoint_id, p_max_depth) $function$;
+COMMENT ON FUNCTION pgcheckpoint.lineage(uuid,integer) IS 'Deprecated: use pgcheckpoint.checkpoint_lineage; removed in a later release.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.lock_checkpoint_id(p_checkpoint_id uuid)
  RETURNS void
  LANGUAGE sql
-AS $function$ SELECT pg_catalog.pg_advisory_xact_lock(1885563753, pg_catalog.uuid_hash(p_checkpoint_id)) $function$;
-COMMENT ON FUNCTION pgcheckpoint.lock_checkpoint_id(uuid) IS 'Takes the lock of a checkpoint id until the end of the transaction: advisory lock (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Every write of a checkpoint with a given id takes it after its thread''s lock and before it looks whether the id exists, so an id is unique in the whole table. An import, which writes too many ids to lock each, instead takes the table in SHARE ROW EXCLUSIVE mode before its commit and looks again; so every write also holds the table''s ROW EXCLUSIVE lock when it looks (an INSERT ... SELECT that looks holds it already; a function that looks in a statement of its own takes it first).';
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$ SELECT pgcheckpoint.checkpoint_id_lock(p_checkpoint_id) $function$;
+COMMENT ON FUNCTION pgcheckpoint.lock_checkpoint_id(uuid) IS 'Deprecated: use pgcheckpoint.checkpoint_id_lock; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.lock_checkpoint_id(uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.lock_thread(p_thread_id text)
  RETURNS void
  LANGUAGE sql
-AS $function$ SELECT pg_catalog.pg_advisory_xact_lock(1885563760, pg_catalog.hashtext(p_thread_id)) $function$;
-COMMENT ON FUNCTION pgcheckpoint.lock_thread(text) IS 'Takes the thread''s lock until the end of the transaction: advisory lock (1885563760, hashtext(thread_id)) in pg_locks.';
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$ SELECT pgcheckpoint.thread_lock(p_thread_id) $function$;
+COMMENT ON FUNCTION pgcheckpoint.lock_thread(text) IS 'Deprecated: use pgcheckpoint.thread_lock; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.lock_thread(text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.materialize(p_checkpoint_id uuid)
  RETURNS TABLE(messages jsonb, state jsonb, tool_results jsonb)
- LANGUAGE plpgsql
+ LANGUAGE sql
  STABLE ROWS 1
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-#variable_conflict use_column
-DECLARE
-    v_format   text;
-    v_messages jsonb;
-    v_state    jsonb;
-    v_tools    jsonb;
-BEGIN
-    SELECT c.format, c.messages, c.state, c.tool_results
-      INTO v_format, v_messages, v_state, v_tools
-    FROM pgcheckpoint.checkpoints c
-    WHERE c.checkpoint_id = p_checkpoint_id
-    LIMIT 1;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    IF v_format = 'full' THEN
-        RETURN QUERY SELECT v_messages, v_state, v_tools;
-        RETURN;
-    END IF;
-
-    RETURN QUERY
-    WITH chain AS MATERIALIZED (
-        SELECT * FROM pgcheckpoint.delta_chain(p_checkpoint_id)
-    )
-    SELECT coalesce((SELECT jsonb_agg(e.value ORDER BY ch.depth DESC, e.ordinality)
-                     FROM chain ch, jsonb_array_elements(ch.messages) WITH ORDINALITY e), '[]'),
-           (SELECT pgcheckpoint.delta_merge(ch.state, ch.state_removed ORDER BY ch.depth DESC) FROM chain ch),
-           (SELECT pgcheckpoint.delta_merge(ch.tool_results, ch.tool_results_removed ORDER BY ch.depth DESC) FROM chain ch)
-    -- No chain rows (the row gone since read above): no row rather than
-    -- empty content.
-    WHERE EXISTS (SELECT FROM chain);
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.materialize(uuid) IS 'The whole messages, state and tool_results of a checkpoint, in either format (no row for an unknown id), rebuilt from pgcheckpoint.delta_chain with pgcheckpoint.delta_merge. Usage: SELECT * FROM pgcheckpoint.materialize(''<checkpoint id>''). Error PC004: a delta chain that does not reach a full snapshot (a damaged table).';
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.materialize_json(p_checkpoint_id uuid)
- RETURNS TABLE(messages bytea, state bytea, tool_results bytea)
- LANGUAGE sql
- STABLE PARALLEL SAFE ROWS 1
-AS $function$
-    SELECT CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
-                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.messages), 2) ELSE d.messages END,
-           CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
-                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.state), 2) ELSE d.state END,
-           CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
-                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.tool_results), 2) ELSE d.tool_results END
-    FROM pgcheckpoint.checkpoints c
-    LEFT JOIN LATERAL pgcheckpoint.rebuild_json(
-        CASE WHEN c.format OPERATOR(pg_catalog.<>) 'full' THEN c.checkpoint_id END) d ON true
-    WHERE c.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.materialize_json(uuid) IS 'materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.materialize_json(''<checkpoint id>''). Error PC004 as materialize.';
+AS $function$ SELECT * FROM pgcheckpoint.checkpoint_materialize(p_checkpoint_id) $function$;
+COMMENT ON FUNCTION pgcheckpoint.materialize(uuid) IS 'Deprecated: use pgcheckpoint.checkpoint_materialize; removed in a later release.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.merge(p_branch_thread_id text, p_into_thread_id text, p_checkpoint_id uuid, p_namespace text DEFAULT ''::text)
  RETURNS TABLE(thread_id text, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-#variable_conflict use_column
-DECLARE
-    v_ns  text := coalesce(p_namespace, '');
-    v_src pgcheckpoint.checkpoints%ROWTYPE;
-    v_put record;
-BEGIN
-    SELECT * INTO v_src FROM pgcheckpoint.checkpoints c
-    WHERE c.thread_id = p_branch_thread_id AND c.namespace = v_ns
-      AND c.seq = pgcheckpoint.head_seq(p_branch_thread_id, v_ns);
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'branch thread % has no checkpoint in namespace %', p_branch_thread_id, quote_literal(v_ns)
-            USING ERRCODE = 'PC001';
-    END IF;
-    IF p_branch_thread_id = p_into_thread_id THEN
-        RAISE EXCEPTION 'cannot merge thread % into itself', p_into_thread_id USING ERRCODE = 'PC003';
-    END IF;
-    SELECT m.* INTO v_src.messages, v_src.state, v_src.tool_results
-    FROM pgcheckpoint.materialize(v_src.checkpoint_id) m;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'branch thread % has no checkpoint in namespace %', p_branch_thread_id, quote_literal(v_ns)
-            USING ERRCODE = 'PC001';
-    END IF;
-    SELECT * INTO v_put FROM pgcheckpoint.checkpoint_put(
-        p_into_thread_id, v_ns, p_checkpoint_id, NULL, 'manual', ARRAY['merge'],
-        format('Merge of %s', p_branch_thread_id), v_src.metadata, v_src.messages, v_src.state,
-        v_src.tool_results, v_src.next_node, v_src.size_bytes);
-    IF v_put.inserted THEN
-        UPDATE pgcheckpoint.checkpoints c SET merge_parent_id = v_src.checkpoint_id
-        WHERE c.checkpoint_id = p_checkpoint_id;
-    END IF;
-    RETURN QUERY SELECT p_into_thread_id, p_checkpoint_id, v_put.parent_checkpoint_id, v_src.checkpoint_id, v_put.step;
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.merge(text,text,uuid,text) IS 'Writes on the target thread, in namespace p_namespace (default '''', the root), a checkpoint with the content of the branch''s head in that namespace; parent: the target''s head there; merge_parent_id: the branch head. Errors: PC001 no branch checkpoint in the namespace, PC003 merge into itself.';
+AS $function$ SELECT * FROM pgcheckpoint.thread_merge(p_branch_thread_id, p_into_thread_id, p_checkpoint_id, p_namespace) $function$;
+COMMENT ON FUNCTION pgcheckpoint.merge(text,text,uuid,text) IS 'Deprecated: use pgcheckpoint.thread_merge; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.merge(text,text,uuid,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.message_chain(p_prev bytea, p_message_digests bytea)
@@ -1338,6 +1103,20 @@ BEGIN
 END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.message_chain(bytea,bytea) IS 'The message chain after p_prev (NULL: 32 zero bytes) of per-message digests (16 bytes each, see message_digests): L(i) = SHA-256(L(i-1) || d_i), 32 bytes per message, concatenated.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.message_chain_at(p_chain bytea, p_count integer)
+ RETURNS bytea
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT CASE WHEN p_chain IS NULL THEN NULL
+                WHEN p_count OPERATOR(pg_catalog.=) 0
+                THEN '\x0000000000000000000000000000000000000000000000000000000000000000'::pg_catalog.bytea
+                WHEN pg_catalog.octet_length(p_chain) OPERATOR(pg_catalog.>=) (32 OPERATOR(pg_catalog.*) p_count)
+                THEN pg_catalog.substring(p_chain, (32 OPERATOR(pg_catalog.*) (p_count OPERATOR(pg_catalog.-) 1)) OPERATOR(pg_catalog.+) 1, 32)
+           END
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.message_chain_at(bytea,integer) IS 'L(p_count), the list digest of the first p_count messages, from a message chain (see message_chain): 32 zero bytes for 0; NULL when the chain is NULL or shorter.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.message_digests(p_messages jsonb)
  RETURNS bytea
@@ -1385,129 +1164,48 @@ COMMENT ON FUNCTION pgcheckpoint.pending_writes_json(text,text,bigint) IS 'The p
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.prune(p_thread_ids text[], p_keep_latest boolean)
  RETURNS bigint
- LANGUAGE plpgsql
+ LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-DECLARE
-    v_thread text;
-    v_n      bigint;
-    v_count  bigint := 0;
-BEGIN
-    -- Every lock first, in lock key order (see delete_checkpoints).
-    PERFORM pg_advisory_xact_lock(1885563760, k.h)
-    FROM (SELECT DISTINCT hashtext(x) AS h FROM unnest(p_thread_ids) x) k
-    ORDER BY k.h;
-    FOR v_thread IN SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1 LOOP
-        IF p_keep_latest THEN
-            WITH heads AS MATERIALIZED (
-                SELECT t.namespace, pgcheckpoint.head_seq(t.thread_id, t.namespace) AS seq
-                FROM pgcheckpoint.threads t
-                WHERE t.thread_id = v_thread
-            )
-            SELECT pgcheckpoint.delete_checkpoints(ARRAY(
-                SELECT c.checkpoint_id
-                FROM pgcheckpoint.checkpoints c
-                JOIN heads h ON h.namespace = c.namespace
-                WHERE c.thread_id = v_thread AND c.seq IS DISTINCT FROM h.seq))
-              INTO v_n;
-        ELSE
-            v_n := pgcheckpoint.thread_delete(v_thread);
-        END IF;
-        v_count := v_count + v_n;
-    END LOOP;
-    RETURN v_count;
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.prune(text[],boolean) IS 'For each thread: keep only the head of each namespace (p_keep_latest) or delete the thread. Returns the number of checkpoints deleted.';
+AS $function$ SELECT pgcheckpoint.thread_prune_many(p_thread_ids, p_keep_latest) $function$;
+COMMENT ON FUNCTION pgcheckpoint.prune(text[],boolean) IS 'Deprecated: use pgcheckpoint.thread_prune_many; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.prune(text[],boolean) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.rebuild_json(p_checkpoint_id uuid)
- RETURNS TABLE(messages bytea, state bytea, tool_results bytea)
+CREATE OR REPLACE FUNCTION pgcheckpoint.retention_policy_check(p_policy text, p_n integer, p_age interval)
+ RETURNS void
  LANGUAGE plpgsql
- STABLE PARALLEL SAFE STRICT ROWS 1
+ IMMUTABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-#variable_conflict use_column
 BEGIN
-    RETURN QUERY
-    SELECT coalesce(string_agg(substr(s.b, CASE WHEN x.depth = x.first THEN 2 ELSE 3 END,
-                                      octet_length(s.b) - CASE WHEN x.depth = x.first THEN 1 ELSE 2 END
-                                                        - CASE WHEN x.depth = x.last THEN 0 ELSE 1 END),
-                               decode('2c20', 'hex') ORDER BY x.depth DESC) -- ', '
-                        FILTER (WHERE NOT x.empty),
-                    decode('5b5d', 'hex')), -- []
-           substr(jsonb_send(pgcheckpoint.delta_merge(x.state, x.state_removed ORDER BY x.depth DESC)
-                             FILTER (WHERE x.state <> '{}' OR cardinality(x.state_removed) > 0)), 2),
-           substr(jsonb_send(pgcheckpoint.delta_merge(x.tool_results, x.tool_results_removed ORDER BY x.depth DESC)
-                             FILTER (WHERE x.tool_results <> '{}' OR cardinality(x.tool_results_removed) > 0)), 2)
-    FROM (SELECT e.*, max(e.depth) FILTER (WHERE NOT e.empty) OVER () AS first,
-                      min(e.depth) FILTER (WHERE NOT e.empty) OVER () AS last
-          FROM (SELECT ch.*, pg_column_size(ch.messages) <= 8 AND jsonb_array_length(ch.messages) = 0 AS empty
-                FROM pgcheckpoint.delta_chain(p_checkpoint_id) ch) e) x
-    -- jsonb's send format: a version byte, then the text.
-    CROSS JOIN LATERAL jsonb_send(x.messages) AS s(b)
-    HAVING count(*) > 0;
+    CASE p_policy
+    WHEN 'keep_all' THEN
+        NULL;
+    WHEN 'keep_last_n' THEN
+        IF p_n IS NULL OR p_n < 1 THEN
+            RAISE EXCEPTION 'keep_last_n needs n >= 1, got %', coalesce(p_n::text, 'NULL') USING ERRCODE = 'PC003';
+        END IF;
+    WHEN 'keep_milestones' THEN
+        IF p_n IS NULL OR p_n < 0 THEN
+            RAISE EXCEPTION 'keep_milestones needs n >= 0, got %', coalesce(p_n::text, 'NULL') USING ERRCODE = 'PC003';
+        END IF;
+    WHEN 'keep_age' THEN
+        IF p_age IS NULL OR p_age <= interval '0' THEN
+            RAISE EXCEPTION 'keep_age needs a positive age, got %', coalesce(p_age::text, 'NULL') USING ERRCODE = 'PC003';
+        END IF;
+    ELSE
+        RAISE EXCEPTION 'unknown retention policy %; use keep_all, keep_last_n, keep_age or keep_milestones',
+            coalesce(quote_literal(p_policy), 'NULL') USING ERRCODE = 'PC003';
+    END CASE;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as materialize.';
+COMMENT ON FUNCTION pgcheckpoint.retention_policy_check(text,integer,interval) IS 'Raises PC003 unless the policy and its arguments are valid.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.rewind(p_checkpoint_id uuid, p_truncate boolean DEFAULT false)
  RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint, head_step bigint, checkpoints bigint, truncated bigint)
- LANGUAGE plpgsql
+ LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-#variable_conflict use_column
-DECLARE
-    v_thread    text;
-    v_ns        text;
-    v_step      bigint;
-    v_head_seq  bigint;
-    v_head_id   uuid;
-    v_head_step bigint;
-    v_count     bigint;
-    v_truncated bigint := 0;
-BEGIN
-    SELECT c.thread_id, c.namespace INTO v_thread, v_ns
-    FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
-    END IF;
-    PERFORM pg_advisory_xact_lock(1885563760, hashtext(v_thread));
-    -- Read again under the lock: it may have been deleted meanwhile.
-    SELECT c.step INTO v_step
-    FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
-    END IF;
-    v_head_seq := pgcheckpoint.head_seq(v_thread, v_ns);
-    SELECT c.checkpoint_id, c.step INTO v_head_id, v_head_step
-    FROM pgcheckpoint.checkpoints c
-    WHERE c.thread_id = v_thread AND c.namespace = v_ns AND c.seq = v_head_seq;
-    SELECT count(*) INTO v_count
-    FROM pgcheckpoint.checkpoints c WHERE c.thread_id = v_thread AND c.namespace = v_ns;
-
-    IF p_truncate AND v_head_id <> p_checkpoint_id THEN
-        -- The head's line back to the target; delete it only if the target
-        -- is on it, and never the target itself.
-        -- Steps fall by one per link: the target is at most this deep.
-        WITH line AS (
-            SELECT l.checkpoint_id, l.depth, l.thread_id, l.namespace
-            FROM pgcheckpoint.lineage(v_head_id, greatest(v_head_step - v_step, 0)::integer) l
-        )
-        SELECT pgcheckpoint.delete_checkpoints(array_agg(l.checkpoint_id)) INTO v_truncated
-        FROM line l
-        WHERE l.depth < (SELECT min(x.depth) FROM line x WHERE x.checkpoint_id = p_checkpoint_id)
-          AND l.thread_id = v_thread AND l.namespace = v_ns;
-        v_truncated := coalesce(v_truncated, 0);
-    END IF;
-
-    UPDATE pgcheckpoint.threads t SET rewound_to = p_checkpoint_id
-    WHERE t.thread_id = v_thread AND t.namespace = v_ns;
-
-    RETURN QUERY SELECT v_thread, v_ns, p_checkpoint_id, v_step, v_head_step, v_count, v_truncated;
-END;
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.rewind(uuid,boolean) IS 'Makes a checkpoint the head of its thread; the next write takes it as parent. Deletes nothing unless p_truncate, which deletes only the checkpoints after it on the head''s line. Error PC001: unknown checkpoint.';
+AS $function$ SELECT * FROM pgcheckpoint.checkpoint_rewind(p_checkpoint_id, p_truncate) $function$;
+COMMENT ON FUNCTION pgcheckpoint.rewind(uuid,boolean) IS 'Deprecated: use pgcheckpoint.checkpoint_rewind; removed in a later release.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.rewind(uuid,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.run_anchor(p_checkpoint_id uuid, p_delta_run integer)
@@ -1555,8 +1253,131 @@ BEGIN
     WHERE t.rewound_to IS NOT NULL;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_after_write(text,text) IS 'What a write of a checkpoint does to its thread row, under the thread lock: creates it (the thread''s first checkpoint), or clears a pending rewind, as the new checkpoint is the head. Writers call it only when writer_head said one of those is needed.';
+COMMENT ON FUNCTION pgcheckpoint.thread_after_write(text,text) IS 'What a write of a checkpoint does to its thread row, under the thread lock: creates it (the thread''s first checkpoint), or clears a pending rewind, as the new checkpoint is the head. Writers call it only when thread_head_for_write said one of those is needed.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_after_write(text,text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_branch(p_source_id uuid, p_new_thread_id text, p_branch_name text, p_checkpoint_id uuid)
+ RETURNS TABLE(thread_id text, checkpoint_id uuid, step bigint)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v_src pgcheckpoint.checkpoints%ROWTYPE;
+BEGIN
+    IF p_new_thread_id IS NULL OR length(p_new_thread_id) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
+    END IF;
+    PERFORM pgcheckpoint.thread_lock(p_new_thread_id);
+    PERFORM pgcheckpoint.checkpoint_id_lock(p_checkpoint_id);
+    LOCK TABLE pgcheckpoint.checkpoints IN ROW EXCLUSIVE MODE; -- see checkpoint_id_lock
+    SELECT * INTO v_src FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_new_thread_id) THEN
+        RAISE EXCEPTION 'thread % already exists', p_new_thread_id USING ERRCODE = 'PC003';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
+        RAISE EXCEPTION 'checkpoint % already exists', p_checkpoint_id USING ERRCODE = 'PC002';
+    END IF;
+    INSERT INTO pgcheckpoint.threads (thread_id, namespace, branch_name, branched_from, branched_from_thread)
+    VALUES (p_new_thread_id, v_src.namespace, p_branch_name, p_source_id, v_src.thread_id);
+    -- The first checkpoint of a branch is stored whole: deltas never cross
+    -- threads. Its digests are the source's, as its content is.
+    INSERT INTO pgcheckpoint.checkpoints (
+        thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step, trigger, tags,
+        summary, metadata, format, messages, state, tool_results, messages_count, messages_digest,
+        state_digests, tool_results_digests, next_node, size_bytes)
+    SELECT p_new_thread_id, v_src.namespace, 1, p_checkpoint_id, p_source_id, v_src.step + 1, 'manual',
+           ARRAY['branch', p_branch_name], format('Branch %s from %s', quote_literal(p_branch_name), p_source_id),
+           v_src.metadata, 'full', m.messages, m.state, m.tool_results, v_src.messages_count,
+           v_src.messages_digest, v_src.state_digests, v_src.tool_results_digests, v_src.next_node,
+           v_src.size_bytes
+    FROM pgcheckpoint.checkpoint_materialize(p_source_id) m;
+    IF NOT FOUND THEN
+        -- Deleted since it was read (the source's thread lock is not held).
+        RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
+    END IF;
+    RETURN QUERY SELECT p_new_thread_id, p_checkpoint_id, v_src.step + 1;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Errors: PC001 unknown source, PC003 bad or existing thread id.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_copy(p_source_thread_id text, p_target_thread_id text)
+ RETURNS TABLE(old_checkpoint_id uuid, new_checkpoint_id uuid)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_target_thread_id IS NULL OR length(p_target_thread_id) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
+    END IF;
+    IF p_source_thread_id = p_target_thread_id THEN
+        RAISE EXCEPTION 'cannot copy thread % onto itself', p_source_thread_id USING ERRCODE = 'PC003';
+    END IF;
+    -- Both locks, in a fixed order, so two crossed copies cannot deadlock.
+    PERFORM pgcheckpoint.thread_lock_many(ARRAY[p_source_thread_id, p_target_thread_id]);
+    IF NOT EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_source_thread_id) THEN
+        RAISE EXCEPTION 'thread % not found', p_source_thread_id USING ERRCODE = 'PC001';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_target_thread_id) THEN
+        RAISE EXCEPTION 'thread % already exists', p_target_thread_id USING ERRCODE = 'PC003';
+    END IF;
+
+    -- ids is materialized once (uuid_v7 is volatile), so every insert below
+    -- sees the same new id for a checkpoint. Links to checkpoints outside
+    -- the thread (a branch's source) are kept; deltas are copied as deltas,
+    -- their bases being in the thread too. The inserts run in one statement,
+    -- and the foreign keys are checked at its end.
+    RETURN QUERY
+    WITH ids AS MATERIALIZED (
+        SELECT s.checkpoint_id AS old_id, pgcheckpoint.uuid_v7() AS new_id, s.namespace, s.seq
+        FROM (SELECT c.checkpoint_id, c.namespace, c.seq
+              FROM pgcheckpoint.checkpoints c
+              WHERE c.thread_id = p_source_thread_id
+              ORDER BY c.namespace, c.seq) s
+    ), copied_threads AS (
+        INSERT INTO pgcheckpoint.threads (thread_id, namespace, rewound_to, metadata, created_at,
+                                          branch_name, branched_from, branched_from_thread)
+        SELECT p_target_thread_id, t.namespace, m.new_id, t.metadata, t.created_at,
+               t.branch_name, t.branched_from, t.branched_from_thread
+        FROM pgcheckpoint.threads t
+        LEFT JOIN ids m ON m.old_id = t.rewound_to
+        WHERE t.thread_id = p_source_thread_id
+    ), copied_checkpoints AS (
+        INSERT INTO pgcheckpoint.checkpoints (
+            thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step,
+            created_at, trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
+            messages, state, tool_results, state_removed, tool_results_removed, messages_count, messages_digest,
+            state_digests, tool_results_digests, next_node, size_bytes)
+        SELECT p_target_thread_id, c.namespace, c.seq, m.new_id,
+               coalesce(p.new_id, c.parent_checkpoint_id), coalesce(mp.new_id, c.merge_parent_id), c.step,
+               c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, b.new_id, c.delta_run,
+               c.delta_depth, c.messages,
+               c.state, c.tool_results, c.state_removed, c.tool_results_removed, c.messages_count,
+               c.messages_digest, c.state_digests, c.tool_results_digests, c.next_node, c.size_bytes
+        FROM pgcheckpoint.checkpoints c
+        JOIN ids m ON m.old_id = c.checkpoint_id
+        LEFT JOIN ids p ON p.old_id = c.parent_checkpoint_id
+        LEFT JOIN ids mp ON mp.old_id = c.merge_parent_id
+        LEFT JOIN ids b ON b.old_id = c.base_checkpoint_id
+        WHERE c.thread_id = p_source_thread_id
+    ), copied_writes AS (
+        INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id,
+                                                 idx, channel, value, created_at)
+        SELECT p_target_thread_id, w.namespace, w.checkpoint_seq, m.new_id, w.task_id, w.idx, w.channel,
+               w.value, w.created_at
+        FROM pgcheckpoint.pending_writes w
+        JOIN ids m ON m.old_id = w.checkpoint_id
+        WHERE w.thread_id = p_source_thread_id
+    )
+    SELECT ids.old_id, ids.new_id FROM ids ORDER BY ids.namespace, ids.seq;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_copy(text,text) IS 'Copies a thread (checkpoints in order, content, metadata, pending writes) to a new thread, with new checkpoint ids. Returns one row per checkpoint copied: its id and its copy''s, in namespace then write order. Needs no temporary table. Errors: PC001 unknown source, PC003 target exists or bad id.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_copy(text,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_delete(p_thread_id text)
  RETURNS bigint
@@ -1566,7 +1387,7 @@ AS $function$
 DECLARE
     v_count bigint;
 BEGIN
-    PERFORM pgcheckpoint.lock_thread(p_thread_id);
+    PERFORM pgcheckpoint.thread_lock(p_thread_id);
     -- Pending writes go with their checkpoints (ON DELETE CASCADE).
     DELETE FROM pgcheckpoint.checkpoints c WHERE c.thread_id = p_thread_id;
     GET DIAGNOSTICS v_count = ROW_COUNT;
@@ -1577,65 +1398,201 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_delete(text) IS 'Deletes a thread (every namespace) with its checkpoints and pending writes, in one transaction. Returns the number of checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_delete(text) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.tree(p_thread_id text)
- RETURNS TABLE(thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, is_head boolean)
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_expire(p_thread_id text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_action text;
+    v_n      bigint;
+BEGIN
+    PERFORM pgcheckpoint.thread_lock(p_thread_id);
+    SELECT t.expire_action INTO v_action
+    FROM pgcheckpoint.threads t
+    WHERE t.thread_id = p_thread_id AND t.expires_at <= now()
+    ORDER BY t.expires_at
+    LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF v_action = 'delete' THEN
+        RETURN pgcheckpoint.thread_delete(p_thread_id);
+    END IF;
+    v_n := pgcheckpoint.thread_prune_many(ARRAY[p_thread_id], true);
+    UPDATE pgcheckpoint.threads t SET expires_at = NULL WHERE t.thread_id = p_thread_id;
+    RETURN v_n;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_expire(text) IS 'If the thread has expired (threads.expires_at <= now()), deletes it or keeps only its heads (threads.expire_action) and returns the number of checkpoints deleted; NULL if it has not expired.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_expire(text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc(p_thread_id text, p_policy text, p_n integer DEFAULT NULL::integer, p_age interval DEFAULT NULL::interval)
+ RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v_ids   uuid[];
+    v_ns    text[];
+    v_steps bigint[];
+BEGIN
+    PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
+    IF p_policy = 'keep_all' THEN
+        RETURN;
+    END IF;
+    PERFORM pgcheckpoint.thread_lock(p_thread_id);
+
+    WITH heads AS MATERIALIZED (
+        SELECT t.namespace, pgcheckpoint.thread_head_seq(t.thread_id, t.namespace) AS seq
+        FROM pgcheckpoint.threads t
+        WHERE t.thread_id = p_thread_id
+    ), ranked AS (
+        SELECT c.namespace, c.seq, c.checkpoint_id, c.step, c.created_at,
+               row_number() OVER (PARTITION BY c.namespace ORDER BY c.seq) AS pos,
+               count(*) OVER (PARTITION BY c.namespace) AS total
+        FROM pgcheckpoint.checkpoints c
+        WHERE c.thread_id = p_thread_id
+    ), marks AS (
+        -- keep_milestones: the n positions between the first and the newest.
+        SELECT DISTINCT l.namespace, (1 + round(i * (l.total - 1)::numeric / (p_n + 1)))::bigint AS pos
+        FROM (SELECT DISTINCT r.namespace, r.total FROM ranked r) l, generate_series(1, p_n) i
+        WHERE p_policy = 'keep_milestones'
+    ), doomed AS (
+        SELECT r.checkpoint_id, r.namespace, r.step
+        FROM ranked r
+        LEFT JOIN marks m ON m.namespace = r.namespace AND m.pos = r.pos
+        WHERE NOT CASE p_policy
+                WHEN 'keep_last_n' THEN r.pos > r.total - p_n
+                WHEN 'keep_age' THEN r.created_at >= now() - p_age
+                WHEN 'keep_milestones' THEN r.pos = 1 OR r.pos = r.total OR m.pos IS NOT NULL
+                END
+          AND NOT EXISTS (SELECT 1 FROM heads h WHERE h.namespace = r.namespace AND h.seq = r.seq)
+          -- A branch's source, while the branch exists.
+          AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.threads b
+                          WHERE b.branched_from_thread = p_thread_id AND b.branched_from = r.checkpoint_id)
+    )
+    SELECT array_agg(d.checkpoint_id), array_agg(d.namespace), array_agg(d.step)
+      INTO v_ids, v_ns, v_steps
+    FROM doomed d;
+
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pgcheckpoint.checkpoint_delete_many(v_ids);
+    RETURN QUERY SELECT p_thread_id, u.ns, u.id, u.step FROM unnest(v_ids, v_ns, v_steps) AS u(id, ns, step);
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_gc(text,text,integer,interval) IS 'Applies a retention policy (keep_all, keep_last_n(n), keep_age(age), keep_milestones(n)) to one thread, every namespace, in one transaction; never deletes a head or a branch source; rebases kept deltas. Returns the deleted checkpoints. Usage: SELECT * FROM pgcheckpoint.thread_gc(''run-42'', ''keep_last_n'', 10). Error PC003: bad policy.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc(text,text,integer,interval) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_batch(p_policy text, p_n integer, p_age interval, p_after_thread_id text, p_batch_size integer)
+ RETURNS TABLE(last_thread_id text, threads integer, expired integer, failed integer, deleted bigint)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_ids text[];
+BEGIN
+    PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
+    IF p_batch_size IS NULL OR p_batch_size < 1 THEN
+        RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
+    END IF;
+    v_ids := ARRAY(
+        SELECT DISTINCT t.thread_id FROM pgcheckpoint.threads t
+        WHERE t.thread_id > coalesce(p_after_thread_id, '')
+        ORDER BY 1
+        LIMIT p_batch_size);
+    RETURN QUERY SELECT v_ids[cardinality(v_ids)], g.threads, g.expired, g.failed, g.deleted
+    FROM pgcheckpoint.thread_gc_many(v_ids, p_policy, p_n, p_age) g;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_batch(text,integer,interval,text,integer) IS 'One batch of a sweep in thread id order, in one transaction: thread_gc_many for up to p_batch_size threads after p_after_thread_id. Returns the last thread done (NULL when none was left), how many threads, expired, failed, and how many checkpoints deleted.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_batch(text,integer,interval,text,integer) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_many(p_thread_ids text[], p_policy text, p_n integer, p_age interval)
+ RETURNS TABLE(threads integer, expired integer, failed integer, deleted bigint)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_thread  text;
+    v_threads integer := 0;
+    v_expired integer := 0;
+    v_failed  integer := 0;
+    v_deleted bigint := 0;
+    v_n       bigint;
+BEGIN
+    PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
+    PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
+    FOR v_thread IN SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1 LOOP
+        BEGIN
+            v_n := pgcheckpoint.thread_expire(v_thread);
+            IF v_n IS NOT NULL THEN
+                v_expired := v_expired + 1;
+            ELSIF p_policy <> 'keep_all' THEN
+                SELECT count(*) INTO v_n FROM pgcheckpoint.thread_gc(v_thread, p_policy, p_n, p_age);
+            END IF;
+            v_deleted := v_deleted + coalesce(v_n, 0);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', v_thread, SQLERRM, SQLSTATE;
+            v_failed := v_failed + 1;
+        END;
+        UPDATE pgcheckpoint.threads t SET swept_at = now() WHERE t.thread_id = v_thread;
+        v_threads := v_threads + 1;
+    END LOOP;
+    RETURN QUERY SELECT v_threads, v_expired, v_failed, v_deleted;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired or put through the policy, and marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). Returns how many threads, expired, failed, and how many checkpoints deleted.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) FROM PUBLIC;
+
+CREATE OR REPLACE PROCEDURE pgcheckpoint.thread_gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval)
+ LANGUAGE plpgsql
+AS $procedure$
+DECLARE
+    v_start timestamptz := pg_catalog.now();
+    v_ids   text[];
+BEGIN
+    PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
+    IF p_batch_size IS NULL OR p_batch_size < 1 THEN
+        RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
+    END IF;
+    LOOP
+        v_ids := ARRAY(
+            SELECT t.thread_id FROM pgcheckpoint.threads t
+            WHERE t.swept_at IS NULL OR t.swept_at < v_start
+            ORDER BY t.swept_at NULLS FIRST, t.thread_id
+            LIMIT p_batch_size);
+        EXIT WHEN pg_catalog.cardinality(v_ids) = 0;
+        PERFORM pgcheckpoint.thread_gc_many(v_ids, p_policy, p_n, p_age);
+        COMMIT;
+        EXIT WHEN pg_catalog.clock_timestamp() - v_start >= p_time_budget;
+        IF p_pause > interval '0' THEN
+            -- Leave the CPU to the application's writes for a while.
+            PERFORM pg_catalog.pg_sleep(pg_catalog.date_part('epoch', p_pause));
+        END IF;
+    END LOOP;
+END;
+$procedure$;
+COMMENT ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval) IS 'Sweeps all threads, least recently swept first: expiry, then the policy, in batches of p_batch_size threads, committing after each and sleeping p_pause between, until every thread is done or p_time_budget is spent; the next call takes up the rest. Usage: CALL pgcheckpoint.thread_gc_sweep(''keep_last_n'', 10).';
+REVOKE EXECUTE ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head(p_thread_id text, p_namespace text DEFAULT ''::text)
+ RETURNS uuid
  LANGUAGE sql
  STABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-    WITH RECURSIVE family AS (
-        SELECT p_thread_id AS thread_id
-        UNION
-        SELECT t.thread_id
-        FROM pgcheckpoint.threads t
-        JOIN family f ON t.branched_from_thread = f.thread_id
-    ), heads AS MATERIALIZED ( -- once per thread, not once per checkpoint
-        SELECT t.thread_id, t.namespace, pgcheckpoint.head_seq(t.thread_id, t.namespace) AS head_seq
-        FROM pgcheckpoint.threads t
-        JOIN family f ON f.thread_id = t.thread_id
-    )
-    SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id,
-           c.step, c.created_at, c.trigger, c.tags, c.summary, c.seq = h.head_seq AS is_head
-    FROM heads h
-    JOIN pgcheckpoint.checkpoints c ON c.thread_id = h.thread_id AND c.namespace = h.namespace
-    ORDER BY c.thread_id, c.namespace, c.seq
+    SELECT c.checkpoint_id
+    FROM pgcheckpoint.checkpoints c
+    WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
+      AND c.seq = pgcheckpoint.thread_head_seq(p_thread_id, p_namespace)
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.tree(text) IS 'The checkpoints of a thread and of every branch forked from it (recursively), with both parents: the edges of the tree. Usage: SELECT * FROM pgcheckpoint.tree(''run-42'').';
+COMMENT ON FUNCTION pgcheckpoint.thread_head(text,text) IS 'The id of a thread''s head, the checkpoint the next write builds on. NULL when the thread has no checkpoint.';
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.unescape_text(p_text text, p_nul text DEFAULT '�'::text)
- RETURNS text
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
-AS $function$
-    -- Left to right, U+0001 U+0001 is U+0001 and U+0001 '0' is U+0000: a
-    -- U+0001 '0' ends an odd run of U+0001 (counted from the run's start, so
-    -- the lookbehind), whose pairs are then halved.
-    SELECT CASE WHEN pg_catalog.strpos(p_text, E'\x01') OPERATOR(pg_catalog.=) 0 THEN p_text
-                ELSE pg_catalog.replace(
-                         pg_catalog.regexp_replace(p_text, '(?<!\u0001)((?:\u0001\u0001)*)\u00010',
-                                                   '\1' OPERATOR(pg_catalog.||) p_nul, 'g'),
-                         E'\x01\x01', E'\x01')
-           END
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.unescape_text(text,text) IS 'Text read from a stored JSON string (e.g. messages -> 0 ->> ''content'') as it was written: reverses the NUL escape (see checkpoints.messages). U+0000, which text cannot hold, becomes p_nul (default U+FFFD, the replacement character; p_nul is not a regular expression replacement with backslashes).';
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.uuid_v7(p_at timestamp with time zone DEFAULT clock_timestamp())
- RETURNS uuid
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$
-    SELECT encode(
-        set_bit(set_bit(
-            overlay(uuid_send(gen_random_uuid())
-                    PLACING substring(int8send(floor(extract(epoch FROM p_at) * 1000)::bigint) FROM 3)
-                    FROM 1 FOR 6),
-            52, 1), 53, 1),
-        'hex')::uuid
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.uuid_v7(timestamp with time zone) IS 'A new UUIDv7 (time-ordered) for the given time, default now.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.uuid_v7(timestamp with time zone) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.writer_head(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid)
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head_for_write(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid)
  RETURNS TABLE(thread_seen boolean, rewound_to uuid, wanted_parent uuid, next_seq bigint, parent_checkpoint_id uuid, next_step bigint, parent_delta_run integer, parent_delta_depth integer, parent_messages_count integer, parent_messages_digest bytea, parent_state_digests jsonb, parent_tool_results_digests jsonb)
  LANGUAGE sql
  STABLE
@@ -1674,7 +1631,212 @@ AS $function$
         WHERE c.thread_id OPERATOR(pg_catalog.=) p_thread_id AND c.namespace OPERATOR(pg_catalog.=) p_namespace) p ON true
     WHERE NOT EXISTS (SELECT FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id)
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.writer_head(text,text,uuid,uuid) IS 'The head of a thread and namespace as a writer of checkpoint p_checkpoint_id sees it, under the thread lock: one row, none when that id exists already (a retry). thread_seen: the thread row exists; rewound_to: a pending rewind; wanted_parent: p_parent_checkpoint_id, else rewound_to; parent_*: the parent (the wanted one, else the newest checkpoint; NULL when the wanted one is not in this thread and namespace, or there is none), with what a delta on it needs; next_seq: the newest seq + 1; next_step: the parent''s step + 1 (1 without a parent).';
+COMMENT ON FUNCTION pgcheckpoint.thread_head_for_write(text,text,uuid,uuid) IS 'The head of a thread and namespace as a writer of checkpoint p_checkpoint_id sees it, under the thread lock: one row, none when that id exists already (a retry). thread_seen: the thread row exists; rewound_to: a pending rewind; wanted_parent: p_parent_checkpoint_id, else rewound_to; parent_*: the parent (the wanted one, else the newest checkpoint; NULL when the wanted one is not in this thread and namespace, or there is none), with what a delta on it needs; next_seq: the newest seq + 1; next_step: the parent''s step + 1 (1 without a parent).';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head_seq(p_thread_id text, p_namespace text DEFAULT ''::text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+DECLARE
+    v_rewound_to uuid;
+    v_seq        bigint;
+BEGIN
+    SELECT t.rewound_to INTO v_rewound_to
+    FROM pgcheckpoint.threads t
+    WHERE t.thread_id = p_thread_id AND t.namespace = p_namespace;
+    IF v_rewound_to IS NOT NULL THEN
+        -- By id alone (see checkpoint_put), then checked.
+        SELECT CASE WHEN c.thread_id = p_thread_id AND c.namespace = p_namespace THEN c.seq END
+          INTO v_seq
+        FROM pgcheckpoint.checkpoints c
+        WHERE c.checkpoint_id = v_rewound_to
+        LIMIT 1;
+        IF v_seq IS NOT NULL THEN
+            RETURN v_seq;
+        END IF;
+    END IF;
+    SELECT c.seq INTO v_seq
+    FROM pgcheckpoint.checkpoints c
+    WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
+    ORDER BY c.seq DESC
+    LIMIT 1;
+    RETURN v_seq;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_head_seq(text,text) IS 'The seq of a thread''s head: the rewound-to checkpoint if the thread was rewound since its last write, else the newest. NULL when the thread has no checkpoint.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_lock(p_thread_id text)
+ RETURNS void
+ LANGUAGE sql
+AS $function$ SELECT pg_catalog.pg_advisory_xact_lock(1885563760, pg_catalog.hashtext(p_thread_id)) $function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_lock(text) IS 'Takes the thread''s lock until the end of the transaction: advisory lock (1885563760, hashtext(thread_id)) in pg_locks. Every routine that changes a thread takes it first (several threads: thread_lock_many), so the thread''s writers queue and each sees what the one before wrote. No SET clause, so that Postgres inlines it into its caller''s plan (it costs nothing over the bare lock); every name in it is schema-qualified instead.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_lock(text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_lock_many(p_thread_ids text[])
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT pgcheckpoint.thread_lock(t.id)
+    FROM (SELECT DISTINCT x AS id FROM unnest(p_thread_ids) x) t
+    ORDER BY hashtext(t.id)
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_lock_many(text[]) IS 'Takes the lock of each thread in the array (see thread_lock) until the end of the transaction, in lock key order: every routine that takes several takes them in this one order, so that none deadlocks with another. Locks already held are taken again at no cost; NULL ids are skipped.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_lock_many(text[]) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_merge(p_branch_thread_id text, p_into_thread_id text, p_checkpoint_id uuid, p_namespace text DEFAULT ''::text)
+ RETURNS TABLE(thread_id text, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v_ns  text := coalesce(p_namespace, '');
+    v_src pgcheckpoint.checkpoints%ROWTYPE;
+    v_put record;
+BEGIN
+    SELECT * INTO v_src FROM pgcheckpoint.checkpoints c
+    WHERE c.thread_id = p_branch_thread_id AND c.namespace = v_ns
+      AND c.seq = pgcheckpoint.thread_head_seq(p_branch_thread_id, v_ns);
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'branch thread % has no checkpoint in namespace %', p_branch_thread_id, quote_literal(v_ns)
+            USING ERRCODE = 'PC001';
+    END IF;
+    IF p_branch_thread_id = p_into_thread_id THEN
+        RAISE EXCEPTION 'cannot merge thread % into itself', p_into_thread_id USING ERRCODE = 'PC003';
+    END IF;
+    SELECT m.* INTO v_src.messages, v_src.state, v_src.tool_results
+    FROM pgcheckpoint.checkpoint_materialize(v_src.checkpoint_id) m;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'branch thread % has no checkpoint in namespace %', p_branch_thread_id, quote_literal(v_ns)
+            USING ERRCODE = 'PC001';
+    END IF;
+    SELECT * INTO v_put FROM pgcheckpoint.checkpoint_put(
+        p_into_thread_id, v_ns, p_checkpoint_id, NULL, 'manual', ARRAY['merge'],
+        format('Merge of %s', p_branch_thread_id), v_src.metadata, v_src.messages, v_src.state,
+        v_src.tool_results, v_src.next_node, v_src.size_bytes);
+    IF v_put.inserted THEN
+        UPDATE pgcheckpoint.checkpoints c SET merge_parent_id = v_src.checkpoint_id
+        WHERE c.checkpoint_id = p_checkpoint_id;
+    END IF;
+    RETURN QUERY SELECT p_into_thread_id, p_checkpoint_id, v_put.parent_checkpoint_id, v_src.checkpoint_id, v_put.step;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) IS 'Writes on the target thread, in namespace p_namespace (default '''', the root), a checkpoint with the content of the branch''s head in that namespace; parent: the target''s head there; merge_parent_id: the branch head. Errors: PC001 no branch checkpoint in the namespace, PC003 merge into itself.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_prune_many(p_thread_ids text[], p_keep_latest boolean)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_thread text;
+    v_n      bigint;
+    v_count  bigint := 0;
+BEGIN
+    -- Every lock first (see thread_lock_many).
+    PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
+    FOR v_thread IN SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1 LOOP
+        IF p_keep_latest THEN
+            WITH heads AS MATERIALIZED (
+                SELECT t.namespace, pgcheckpoint.thread_head_seq(t.thread_id, t.namespace) AS seq
+                FROM pgcheckpoint.threads t
+                WHERE t.thread_id = v_thread
+            )
+            SELECT pgcheckpoint.checkpoint_delete_many(ARRAY(
+                SELECT c.checkpoint_id
+                FROM pgcheckpoint.checkpoints c
+                JOIN heads h ON h.namespace = c.namespace
+                WHERE c.thread_id = v_thread AND c.seq IS DISTINCT FROM h.seq))
+              INTO v_n;
+        ELSE
+            v_n := pgcheckpoint.thread_delete(v_thread);
+        END IF;
+        v_count := v_count + v_n;
+    END LOOP;
+    RETURN v_count;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) IS 'For each thread: keep only the head of each namespace (p_keep_latest) or delete the thread. Returns the number of checkpoints deleted.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_tree(p_thread_id text)
+ RETURNS TABLE(thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, is_head boolean)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    WITH RECURSIVE family AS (
+        SELECT p_thread_id AS thread_id
+        UNION
+        SELECT t.thread_id
+        FROM pgcheckpoint.threads t
+        JOIN family f ON t.branched_from_thread = f.thread_id
+    ), heads AS MATERIALIZED ( -- once per thread, not once per checkpoint
+        SELECT t.thread_id, t.namespace, pgcheckpoint.thread_head_seq(t.thread_id, t.namespace) AS head_seq
+        FROM pgcheckpoint.threads t
+        JOIN family f ON f.thread_id = t.thread_id
+    )
+    SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id,
+           c.step, c.created_at, c.trigger, c.tags, c.summary, c.seq = h.head_seq AS is_head
+    FROM heads h
+    JOIN pgcheckpoint.checkpoints c ON c.thread_id = h.thread_id AND c.namespace = h.namespace
+    ORDER BY c.thread_id, c.namespace, c.seq
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_tree(text) IS 'The checkpoints of a thread and of every branch forked from it (recursively), with both parents: the edges of the tree. Usage: SELECT * FROM pgcheckpoint.thread_tree(''run-42'').';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.tree(p_thread_id text)
+ RETURNS TABLE(thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, is_head boolean)
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$ SELECT * FROM pgcheckpoint.thread_tree(p_thread_id) $function$;
+COMMENT ON FUNCTION pgcheckpoint.tree(text) IS 'Deprecated: use pgcheckpoint.thread_tree; removed in a later release.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.unescape_text(p_text text, p_nul text DEFAULT '�'::text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$ SELECT pgcheckpoint.unescaped_text(p_text, p_nul) $function$;
+COMMENT ON FUNCTION pgcheckpoint.unescape_text(text,text) IS 'Deprecated: use pgcheckpoint.unescaped_text; removed in a later release.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.unescaped_text(p_text text, p_nul text DEFAULT '�'::text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    -- Left to right, U+0001 U+0001 is U+0001 and U+0001 '0' is U+0000: a
+    -- U+0001 '0' ends an odd run of U+0001 (counted from the run's start, so
+    -- the lookbehind), whose pairs are then halved.
+    SELECT CASE WHEN pg_catalog.strpos(p_text, E'\x01') OPERATOR(pg_catalog.=) 0 THEN p_text
+                ELSE pg_catalog.replace(
+                         pg_catalog.regexp_replace(p_text, '(?<!\u0001)((?:\u0001\u0001)*)\u00010',
+                                                   '\1' OPERATOR(pg_catalog.||) p_nul, 'g'),
+                         E'\x01\x01', E'\x01')
+           END
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.unescaped_text(text,text) IS 'Text read from a stored JSON string (e.g. messages -> 0 ->> ''content'') as it was written: reverses the NUL escape (see checkpoints.messages). U+0000, which text cannot hold, becomes p_nul (default U+FFFD, the replacement character; p_nul is not a regular expression replacement with backslashes).';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.uuid_v7(p_at timestamp with time zone DEFAULT clock_timestamp())
+ RETURNS uuid
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT encode(
+        set_bit(set_bit(
+            overlay(uuid_send(gen_random_uuid())
+                    PLACING substring(int8send(floor(extract(epoch FROM p_at) * 1000)::bigint) FROM 3)
+                    FROM 1 FOR 6),
+            52, 1), 53, 1),
+        'hex')::uuid
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.uuid_v7(timestamp with time zone) IS 'A new UUIDv7 (time-ordered) for the given time, default now.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.uuid_v7(timestamp with time zone) FROM PUBLIC;
 
 -- Aggregates
 

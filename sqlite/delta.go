@@ -17,7 +17,7 @@ import (
 )
 
 // Delta storage, the rules of the Postgres store (pgcheckpoint.checkpoint_delta
-// and writer_head, migrations/000010_write_once.up.sql) computed in Go. A delta row (format 'delta') holds, against its base, an
+// and thread_head_for_write, migrations/000010_write_once.up.sql) computed in Go. A delta row (format 'delta') holds, against its base, an
 // earlier checkpoint of the same thread and namespace:
 //
 //	messages              the messages appended to the base's (a JSON array);

@@ -55,10 +55,11 @@
 //
 // # Postgres differences
 //
-// The SQL functions of the Postgres schema (lineage, tree, materialize,
-// gc_thread, gc_sweep for pg_cron) have no SQLite counterpart: here that
-// logic is Go, and tree and lineage are recursive CTEs in queries/. Metadata
-// filters (Postgres @>) are evaluated in Go (jsonContains), not by an index.
-// A default summary whose last message has a content or role that is not a
-// string shows it as written, where Postgres shows jsonb's spelling.
+// The SQL functions of the Postgres schema (checkpoint_lineage, thread_tree,
+// checkpoint_materialize, thread_gc, thread_gc_sweep for pg_cron) have no
+// SQLite counterpart: here that logic is Go, and tree and lineage are
+// recursive CTEs in queries/. Metadata filters (Postgres @>) are evaluated
+// in Go (jsonContains), not by an index. A default summary whose last
+// message has a content or role that is not a string shows it as written,
+// where Postgres shows jsonb's spelling.
 package sqlite

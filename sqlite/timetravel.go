@@ -119,7 +119,7 @@ func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.
 // Tree returns the checkpoints of a thread and of the branches forked from
 // it, recursively, in thread, namespace and write order.
 func (s *Store) Tree(ctx context.Context, threadID string) ([]engine.TreeNode, error) {
-	rows, err := s.rq.CheckpointTree(ctx, threadID)
+	rows, err := s.rq.ThreadTree(ctx, threadID)
 	if err != nil {
 		return nil, dbError(fmt.Sprintf("tree of thread %q", threadID), err)
 	}

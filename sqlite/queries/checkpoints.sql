@@ -3,7 +3,7 @@
 -- a thread and namespace (the checkpoint the next write builds on) is the
 -- thread's rewound_to when it names a checkpoint of that thread and of
 -- that namespace, else the one with the highest seq: the same rule as
--- pgcheckpoint.head_seq on Postgres, spelled out in each query that needs it.
+-- pgcheckpoint.thread_head_seq on Postgres, spelled out in each query that needs it.
 
 -- name: CheckpointInsert :exec
 -- Writes one row, every column given: the store decides each (seq, step,
@@ -130,7 +130,7 @@ SELECT CAST(w.depth AS INTEGER) AS depth, c.thread_id, c.namespace, c.seq, c.che
 FROM walk w JOIN checkpoints c ON c.checkpoint_id = w.id
 ORDER BY w.depth;
 
--- name: CheckpointTree :many
+-- name: ThreadTree :many
 -- Every checkpoint of a thread and of the branches forked from it,
 -- recursively, with both parents and whether it is its namespace's head,
 -- in thread, namespace and write order.

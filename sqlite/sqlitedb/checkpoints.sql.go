@@ -271,7 +271,7 @@ type CheckpointInsertParams struct {
 // a thread and namespace (the checkpoint the next write builds on) is the
 // thread's rewound_to when it names a checkpoint of that thread and of
 // that namespace, else the one with the highest seq: the same rule as
-// pgcheckpoint.head_seq on Postgres, spelled out in each query that needs it.
+// pgcheckpoint.thread_head_seq on Postgres, spelled out in each query that needs it.
 // Writes one row, every column given: the store decides each (seq, step,
 // format, delta columns) inside its write transaction.
 func (q *Queries) CheckpointInsert(ctx context.Context, arg CheckpointInsertParams) error {
@@ -805,7 +805,7 @@ func (q *Queries) CheckpointRewriteWhole(ctx context.Context, arg CheckpointRewr
 	return err
 }
 
-const CheckpointTree = `-- name: CheckpointTree :many
+const ThreadTree = `-- name: ThreadTree :many
 WITH RECURSIVE family AS (
     SELECT CAST(?1 AS TEXT) AS thread_id
     UNION
@@ -825,7 +825,7 @@ JOIN checkpoints c ON c.thread_id = h.thread_id AND c.namespace = h.namespace
 ORDER BY c.thread_id, c.namespace, c.seq
 `
 
-type CheckpointTreeRow struct {
+type ThreadTreeRow struct {
 	ThreadID           string
 	Namespace          string
 	Seq                int64
@@ -843,15 +843,15 @@ type CheckpointTreeRow struct {
 // Every checkpoint of a thread and of the branches forked from it,
 // recursively, with both parents and whether it is its namespace's head,
 // in thread, namespace and write order.
-func (q *Queries) CheckpointTree(ctx context.Context, threadID string) ([]CheckpointTreeRow, error) {
-	rows, err := q.db.QueryContext(ctx, CheckpointTree, threadID)
+func (q *Queries) ThreadTree(ctx context.Context, threadID string) ([]ThreadTreeRow, error) {
+	rows, err := q.db.QueryContext(ctx, ThreadTree, threadID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []CheckpointTreeRow{}
+	items := []ThreadTreeRow{}
 	for rows.Next() {
-		var i CheckpointTreeRow
+		var i ThreadTreeRow
 		if err := rows.Scan(
 			&i.ThreadID,
 			&i.Namespace,
