@@ -142,41 +142,6 @@ func (q *Queries) CheckpointDeleteForRuns(ctx context.Context, runIds []string) 
 	return deleted, err
 }
 
-const CheckpointFindOnHeadLine = `-- name: CheckpointFindOnHeadLine :one
-SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
-FROM pgcheckpoint.checkpoint_lineage(
-        pgcheckpoint.thread_head($1::text, $2::text),
-        greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
-                  WHERE h.checkpoint_id = pgcheckpoint.thread_head($1::text, $2::text) LIMIT 1)
-                 - $3::bigint, 0)::int
-     ) AS l
-WHERE l.step <= $3::bigint AND l.thread_id = $1::text AND l.namespace = $2::text
-ORDER BY 2
-LIMIT 1
-`
-
-type CheckpointFindOnHeadLineParams struct {
-	ThreadID  string
-	Namespace string
-	MaxStep   int64
-}
-
-type CheckpointFindOnHeadLineRow struct {
-	CheckpointID uuid.UUID
-	Depth        int32
-}
-
-// The checkpoint with the greatest step at or below max_step on the line
-// from the head of a thread and namespace back to its root, in that thread
-// and namespace. Steps fall by one per link, so the walk stops at the depth
-// where that step is.
-func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFindOnHeadLineParams) (CheckpointFindOnHeadLineRow, error) {
-	row := q.db.QueryRow(ctx, CheckpointFindOnHeadLine, arg.ThreadID, arg.Namespace, arg.MaxStep)
-	var i CheckpointFindOnHeadLineRow
-	err := row.Scan(&i.CheckpointID, &i.Depth)
-	return i, err
-}
-
 const CheckpointGetByID = `-- name: CheckpointGetByID :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes, m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
        CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
@@ -285,30 +250,6 @@ func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadPa
 		&i.PendingWrites,
 	)
 	return i, err
-}
-
-const CheckpointGetSeq = `-- name: CheckpointGetSeq :one
-SELECT c.seq
-FROM (SELECT c.seq, c.thread_id, c.namespace
-      FROM pgcheckpoint.checkpoints c
-      WHERE c.checkpoint_id = $1::uuid
-      LIMIT 1) c
-WHERE c.thread_id = $2::text AND c.namespace = $3::text
-`
-
-type CheckpointGetSeqParams struct {
-	CheckpointID uuid.UUID
-	ThreadID     string
-	Namespace    string
-}
-
-// The seq of a checkpoint in a thread and namespace, for list cursors. By
-// id alone, then checked (see checkpoint_put).
-func (q *Queries) CheckpointGetSeq(ctx context.Context, arg CheckpointGetSeqParams) (int64, error) {
-	row := q.db.QueryRow(ctx, CheckpointGetSeq, arg.CheckpointID, arg.ThreadID, arg.Namespace)
-	var seq int64
-	err := row.Scan(&seq)
-	return seq, err
 }
 
 const CheckpointLineage = `-- name: CheckpointLineage :many

@@ -8,18 +8,19 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pgcheckpoint/pgcheckpoint/db"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/enginedb"
 )
 
-// binaryUUIDs is the db.DBTX the Postgres store runs its queries through:
-// it hands pgx the store's UUIDs (google/uuid, the type package db uses) in
-// a form pgx copies as 16 bytes. pgx sees a uuid.UUID as a database/sql
+// binaryUUIDs is the DBTX the Postgres store runs its queries (package db's
+// and package enginedb's) through: it hands pgx the store's UUIDs
+// (google/uuid, the type both packages use) in a form pgx copies as 16
+// bytes. pgx sees a uuid.UUID as a database/sql
 // Valuer and Scanner and goes through its text: an argument is formatted,
 // fails to encode as a binary string (pgx builds an error for that), and
 // is parsed back; a result is formatted by pgx and parsed by uuid.Scan.
 // That cost about 5 µs of client CPU per UUID, three to four per Snapshot,
 // on the reference machine (go test -cpuprofile of BenchmarkSpeed).
-type binaryUUIDs struct{ db.DBTX }
+type binaryUUIDs struct{ enginedb.DBTX }
 
 func (b binaryUUIDs) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	return b.DBTX.Exec(ctx, sql, uuidArgs(args)...)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgcheckpoint/pgcheckpoint/db"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/enginedb"
 )
 
 // DB is what the Postgres store needs of a connection source, and what
@@ -44,19 +45,23 @@ type DB interface {
 }
 
 // pgStore is the Postgres Store: a thin layer over the sqlc-generated
-// queries of package db, which call the SQL functions of package schema.
-// The rules (steps, heads, deltas, retention) live in those functions, so a
-// psql session or a pg_cron job gets what the Engine gets.
+// queries of package db, which call the SQL functions of package schema,
+// and of package internal/enginedb, the engine's own plumbing (cursors,
+// the pipelined write, export and import). The rules (steps, heads,
+// deltas, retention) live in those functions, so a psql session or a
+// pg_cron job gets what the Engine gets.
 type pgStore struct {
 	db              DB
-	q               *db.Queries
-	singleStatement bool // see Config.SingleStatement
-	inTx            bool // db is the caller's transaction
+	q               *db.Queries       // the SQL API's typed form
+	eq              *enginedb.Queries // the engine's internal queries
+	singleStatement bool              // see Config.SingleStatement
+	inTx            bool              // db is the caller's transaction
 }
 
 func newPGStore(conn DB, singleStatement bool) *pgStore {
 	_, inTx := conn.(pgx.Tx)
-	return &pgStore{db: conn, q: db.New(binaryUUIDs{conn}), singleStatement: singleStatement, inTx: inTx}
+	u := binaryUUIDs{conn}
+	return &pgStore{db: conn, q: db.New(u), eq: enginedb.New(u), singleStatement: singleStatement, inTx: inTx}
 }
 
 // TxStore is a Store that can run inside a caller's pgx transaction: the
@@ -233,7 +238,7 @@ func (s *pgStore) ListCheckpoints(ctx context.Context, q ListQuery) ([]Checkpoin
 	}
 	if len(rows) == 0 && q.Before != uuid.Nil {
 		// No rows: the end of the list, or a cursor that is not there.
-		_, err := s.q.CheckpointGetSeq(ctx, db.CheckpointGetSeqParams{ThreadID: q.ThreadID, Namespace: q.Namespace, CheckpointID: q.Before})
+		_, err := s.eq.CheckpointGetSeq(ctx, enginedb.CheckpointGetSeqParams{ThreadID: q.ThreadID, Namespace: q.Namespace, CheckpointID: q.Before})
 		if err != nil {
 			return nil, dbError(fmt.Sprintf("cursor %s", q.Before), err)
 		}
@@ -334,7 +339,7 @@ func (s *pgStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*Rew
 }
 
 func (s *pgStore) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
-	row, err := s.q.CheckpointFindOnHeadLine(ctx, db.CheckpointFindOnHeadLineParams{ThreadID: threadID, Namespace: namespace, MaxStep: step})
+	row, err := s.eq.CheckpointFindOnHeadLine(ctx, enginedb.CheckpointFindOnHeadLineParams{ThreadID: threadID, Namespace: namespace, MaxStep: step})
 	if err != nil {
 		return uuid.Nil, storeError(err)
 	}

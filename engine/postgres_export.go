@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pgcheckpoint/pgcheckpoint/db"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/enginedb"
 )
 
 // exportPage is how many checkpoints an export reads per query: its memory
@@ -34,9 +34,9 @@ func (s *pgStore) Export(ctx context.Context, threadID string, opts ExportOption
 		return dbError("begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	q := db.New(binaryUUIDs{tx})
+	q := enginedb.New(binaryUUIDs{tx})
 
-	threads, err := q.ThreadExportTree(ctx, db.ThreadExportTreeParams{ThreadID: threadID, Branches: opts.Branches})
+	threads, err := q.ThreadExportTree(ctx, enginedb.ThreadExportTreeParams{ThreadID: threadID, Branches: opts.Branches})
 	if err != nil {
 		return dbError("list the threads", err)
 	}
@@ -53,7 +53,7 @@ func (s *pgStore) Export(ctx context.Context, threadID string, opts ExportOption
 
 // pgExportThread hands sink one thread's rows, a page of checkpoints at a
 // time.
-func pgExportThread(ctx context.Context, q *db.Queries, threadID string, sink ExportSink) error {
+func pgExportThread(ctx context.Context, q *enginedb.Queries, threadID string, sink ExportSink) error {
 	rows, err := q.ThreadExportRows(ctx, threadID)
 	if err != nil {
 		return dbError("read the thread", err)
@@ -66,7 +66,7 @@ func pgExportThread(ctx context.Context, q *db.Queries, threadID string, sink Ex
 			return err
 		}
 	}
-	page := db.CheckpointExportPageParams{ThreadID: threadID, MaxRows: exportPage}
+	page := enginedb.CheckpointExportPageParams{ThreadID: threadID, MaxRows: exportPage}
 	for {
 		cps, err := q.CheckpointExportPage(ctx, page)
 		if err != nil {
@@ -117,7 +117,7 @@ func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error
 		return dbError("begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	w := &pgImport{tx: tx, q: db.New(binaryUUIDs{tx}), threads: map[string]bool{}}
+	w := &pgImport{tx: tx, q: enginedb.New(binaryUUIDs{tx}), threads: map[string]bool{}}
 	if err := fn(w); err != nil {
 		return err
 	}
@@ -157,11 +157,11 @@ func (w *pgImport) settle(ctx context.Context) error {
 // import.
 type pgImport struct {
 	tx      pgx.Tx // the import's transaction
-	q       *db.Queries
+	q       *enginedb.Queries
 	threads map[string]bool // threads created by this import
 	ids     []string        // every checkpoint id imported, for settle
-	rows    []db.CheckpointImportParams
-	writes  []db.PendingWriteImportParams
+	rows    []enginedb.CheckpointImportParams
+	writes  []enginedb.PendingWriteImportParams
 	bytes   int
 }
 
@@ -179,7 +179,7 @@ func (w *pgImport) Thread(ctx context.Context, t ExportThread) error {
 		}
 		w.threads[t.ThreadID] = true
 	}
-	return pgImportError(w.q.ThreadImport(ctx, db.ThreadImportParams{
+	return pgImportError(w.q.ThreadImport(ctx, enginedb.ThreadImportParams{
 		ThreadID: t.ThreadID, Namespace: t.Namespace, RewoundTo: optID(t.RewoundTo), Metadata: t.Metadata,
 		CreatedAt: t.CreatedAt, BranchName: optText(t.BranchName), BranchedFrom: optID(t.BranchedFrom),
 		BranchedFromThread: optText(t.BranchedFromThread),
@@ -187,7 +187,7 @@ func (w *pgImport) Thread(ctx context.Context, t ExportThread) error {
 }
 
 func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportDigests) error {
-	row := db.CheckpointImportParams{
+	row := enginedb.CheckpointImportParams{
 		ThreadID: c.ThreadID, Namespace: c.Namespace, Seq: c.Seq, CheckpointID: c.ID,
 		ParentCheckpointID: optID(c.ParentID), MergeParentID: optID(c.MergeParentID), Step: c.Step,
 		CreatedAt: c.CreatedAt, Trigger: string(c.Trigger), Tags: c.Tags, Summary: c.Summary, Metadata: c.Metadata,
@@ -207,7 +207,7 @@ func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportD
 	w.rows = append(w.rows, row)
 	w.bytes += len(c.Messages) + len(c.State) + len(c.ToolResults) + len(c.Metadata)
 	for _, pw := range c.PendingWrites {
-		w.writes = append(w.writes, db.PendingWriteImportParams{
+		w.writes = append(w.writes, enginedb.PendingWriteImportParams{
 			ThreadID: c.ThreadID, Namespace: c.Namespace, CheckpointSeq: c.Seq, CheckpointID: c.ID,
 			TaskID: pw.TaskID, Idx: int32(pw.Index), Channel: pw.Channel, Value: pw.Value, CreatedAt: pw.CreatedAt,
 		})
@@ -248,7 +248,7 @@ func (w *pgImport) flush(ctx context.Context) error {
 	defer sp.Rollback(context.WithoutCancel(ctx))
 	q := w.q.WithTx(sp)
 	if _, err := q.CheckpointImport(ctx, w.rows); err != nil {
-		i, err := w.refusedRow(ctx, sp, err, nil, len(w.rows), func(q *db.Queries, i int) error {
+		i, err := w.refusedRow(ctx, sp, err, nil, len(w.rows), func(q *enginedb.Queries, i int) error {
 			_, err := q.CheckpointImport(ctx, w.rows[i:i+1])
 			return err
 		})
@@ -261,11 +261,11 @@ func (w *pgImport) flush(ctx context.Context) error {
 	}
 	if len(w.writes) > 0 {
 		if _, err := q.PendingWriteImport(ctx, w.writes); err != nil {
-			checkpoints := func(q *db.Queries) error {
+			checkpoints := func(q *enginedb.Queries) error {
 				_, err := q.CheckpointImport(ctx, w.rows)
 				return err
 			}
-			i, err := w.refusedRow(ctx, sp, err, checkpoints, len(w.writes), func(q *db.Queries, i int) error {
+			i, err := w.refusedRow(ctx, sp, err, checkpoints, len(w.writes), func(q *enginedb.Queries, i int) error {
 				_, err := q.PendingWriteImport(ctx, w.writes[i:i+1])
 				return err
 			})
@@ -290,7 +290,7 @@ func (w *pgImport) flush(ctx context.Context) error {
 // first one refused with the same SQLSTATE, and that error. It returns -1
 // and err when it cannot tell (the context ended, or the failure was not
 // the row's: a lost connection, a lock timeout).
-func (w *pgImport) refusedRow(ctx context.Context, sp pgx.Tx, err error, before func(*db.Queries) error, n int, copyRow func(q *db.Queries, i int) error) (int, error) {
+func (w *pgImport) refusedRow(ctx context.Context, sp pgx.Tx, err error, before func(*enginedb.Queries) error, n int, copyRow func(q *enginedb.Queries, i int) error) (int, error) {
 	var pgErr *pgconn.PgError
 	if ctx.Err() != nil || !errors.As(err, &pgErr) {
 		return -1, err

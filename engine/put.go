@@ -8,31 +8,32 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgcheckpoint/pgcheckpoint/db"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/enginedb"
 )
 
 // put writes one checkpoint. The common case (a thread with checkpoints, no
 // rewind pending, a new id, a parent in the thread) is one pipelined round
 // trip: the thread's and the id's locks, then one INSERT ... SELECT, in one
-// implicit transaction, with no PL/pgSQL in the way: db.CheckpointPutWhole
-// for a snapshot stored whole (p.DeltaRun 1), db.CheckpointPutFast, which
-// decides on a delta, for the rest. Both apply the rules of
+// implicit transaction, with no PL/pgSQL in the way:
+// enginedb.CheckpointPutWhole for a snapshot stored whole (p.DeltaRun 1),
+// enginedb.CheckpointPutFast, which decides on a delta, for the rest. Both apply the rules of
 // pgcheckpoint.checkpoint_put through the same SQL functions. Every other
 // case, or an insert that finds the case is not the common one and writes
 // nothing, goes to checkpoint_put, which handles them all.
 func (s *pgStore) put(ctx context.Context, p db.CheckpointPutParams) (db.CheckpointPutRow, error) {
 	if !s.singleStatement {
 		var (
-			row db.CheckpointPutFastRow
+			row enginedb.CheckpointPutFastRow
 			ok  bool
 			err error
 		)
-		q := db.New(lockFirst{DBTX: binaryUUIDs{s.db}, threadID: p.ThreadID, checkpointID: p.CheckpointID})
+		q := enginedb.New(lockFirst{DBTX: binaryUUIDs{s.db}, threadID: p.ThreadID, checkpointID: p.CheckpointID})
 		if p.DeltaRun == 1 {
-			var whole db.CheckpointPutWholeRow
-			whole, ok, err = oneRow(q.CheckpointPutWhole(ctx, []db.CheckpointPutWholeParams{wholeParams(p)}))
-			row = db.CheckpointPutFastRow(whole)
+			var whole enginedb.CheckpointPutWholeRow
+			whole, ok, err = oneRow(q.CheckpointPutWhole(ctx, []enginedb.CheckpointPutWholeParams{wholeParams(p)}))
+			row = enginedb.CheckpointPutFastRow(whole)
 		} else {
-			row, ok, err = oneRow(q.CheckpointPutFast(ctx, []db.CheckpointPutFastParams{fastParams(p)}))
+			row, ok, err = oneRow(q.CheckpointPutFast(ctx, []enginedb.CheckpointPutFastParams{fastParams(p)}))
 		}
 		if err != nil {
 			return db.CheckpointPutRow{}, err
@@ -52,8 +53,8 @@ func (s *pgStore) put(ctx context.Context, p db.CheckpointPutParams) (db.Checkpo
 	return s.q.CheckpointPut(ctx, p)
 }
 
-func wholeParams(p db.CheckpointPutParams) db.CheckpointPutWholeParams {
-	return db.CheckpointPutWholeParams{
+func wholeParams(p db.CheckpointPutParams) enginedb.CheckpointPutWholeParams {
+	return enginedb.CheckpointPutWholeParams{
 		ThreadID:           p.ThreadID,
 		Namespace:          p.Namespace,
 		CheckpointID:       p.CheckpointID,
@@ -70,8 +71,8 @@ func wholeParams(p db.CheckpointPutParams) db.CheckpointPutWholeParams {
 	}
 }
 
-func fastParams(p db.CheckpointPutParams) db.CheckpointPutFastParams {
-	return db.CheckpointPutFastParams{
+func fastParams(p db.CheckpointPutParams) enginedb.CheckpointPutFastParams {
+	return enginedb.CheckpointPutFastParams{
 		ThreadID:           p.ThreadID,
 		Namespace:          p.Namespace,
 		CheckpointID:       p.CheckpointID,
@@ -114,19 +115,20 @@ func oneRow[R any](res batchOne[R]) (row R, ok bool, err error) {
 	return row, err == nil, err
 }
 
-// lockFirst is a db.DBTX whose batches run under the locks of a write (its
-// thread's and its checkpoint id's): it queues db.CheckpointWriteLock ahead
-// of them, so the locks are taken in the batch's implicit transaction
-// before any of the batch's statements takes its snapshot.
+// lockFirst is an enginedb.DBTX whose batches run under the locks of a
+// write (its thread's and its checkpoint id's): it queues
+// enginedb.CheckpointWriteLock ahead of them, so the locks are taken in the
+// batch's implicit transaction before any of the batch's statements takes
+// its snapshot.
 type lockFirst struct {
-	db.DBTX
+	enginedb.DBTX
 	threadID     string
 	checkpointID uuid.UUID
 }
 
 func (l lockFirst) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	locked := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
-	locked.Queue(db.CheckpointWriteLock, l.threadID, l.checkpointID)
+	locked.Queue(enginedb.CheckpointWriteLock, l.threadID, l.checkpointID)
 	locked.QueuedQueries = append(locked.QueuedQueries, b.QueuedQueries...)
 	br := l.DBTX.SendBatch(ctx, locked)
 	// A lock that fails leaves its error in br, which the batch's own

@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgcheckpoint/pgcheckpoint/db"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/enginedb"
 )
 
 // threadLockKey is the first key of the thread lock, which the SQL
@@ -110,7 +110,7 @@ func TestDeprecatedAliasesCallTheNewNames(t *testing.T) {
 			t.Errorf("pgcheckpoint.%s calls a deprecated alias: %s", r.name, calls.FindString(r.def))
 		}
 	}
-	files, _ := filepath.Glob("../queries/*.sql")
+	files, _ := filepath.Glob("../queries/*/*.sql")
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
@@ -168,7 +168,9 @@ func TestThreadLockIsWrittenOnce(t *testing.T) {
 		}
 	}
 	files, _ := filepath.Glob("../queries/*.sql")
-	if len(files) == 0 {
+	internal, _ := filepath.Glob("../queries/internal/*.sql")
+	files = append(files, internal...)
+	if len(internal) == 0 {
 		t.Fatal("no queries/*.sql")
 	}
 	for _, f := range files {
@@ -180,7 +182,7 @@ func TestThreadLockIsWrittenOnce(t *testing.T) {
 			t.Errorf("%s spells the thread lock's key; call pgcheckpoint.thread_lock", f)
 		}
 	}
-	rows, err := b.db.Pool.Query(b.ctx, "EXPLAIN VERBOSE "+db.CheckpointWriteLock, "t", engine.NewCheckpointID())
+	rows, err := b.db.Pool.Query(b.ctx, "EXPLAIN VERBOSE "+enginedb.CheckpointWriteLock, "t", engine.NewCheckpointID())
 	if err != nil {
 		t.Fatal(err)
 	}

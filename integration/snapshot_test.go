@@ -89,8 +89,8 @@ func jsonEqual(t *testing.T, what string, got, want []byte) {
 
 // A thread's first checkpoint goes through pgcheckpoint.checkpoint_put (the
 // pipelined insert finds no head and writes nothing); the next ones are the
-// pipelined lock and insert alone (db.CheckpointPutWhole, or with deltas
-// db.CheckpointPutFast), unless Config.SingleStatement is set.
+// pipelined lock and insert alone (enginedb.CheckpointPutWhole, or with deltas
+// enginedb.CheckpointPutFast), unless Config.SingleStatement is set.
 // Counted with the server's function statistics.
 func TestSnapshotPipelinesTheCommonCase(t *testing.T) {
 	t.Parallel()

@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgcheckpoint/pgcheckpoint/db"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/enginedb"
 )
 
 // TestWriteRulesFromSQL checks the rules every write path applies, called
@@ -164,7 +164,8 @@ func TestWriteStatementsInlineTheRules(t *testing.T) {
 	inlined := []string{"thread_lock", "checkpoint_id_lock", "thread_head_for_write", "checkpoint_delta", "delta_keys",
 		"delta_run_continues", "message_chain_at", "checkpoint_default_summary", "json_text"}
 	for name, sql := range map[string]string{
-		"CheckpointWriteLock": db.CheckpointWriteLock, "CheckpointPutWhole": db.CheckpointPutWhole, "CheckpointPutFast": db.CheckpointPutFast,
+		"CheckpointWriteLock": enginedb.CheckpointWriteLock, "CheckpointPutWhole": enginedb.CheckpointPutWhole,
+		"CheckpointPutFast": enginedb.CheckpointPutFast,
 	} {
 		n := 0
 		for _, m := range regexp.MustCompile(`\$(\d+)`).FindAllStringSubmatch(sql, -1) {

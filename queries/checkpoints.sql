@@ -56,76 +56,6 @@ FROM pgcheckpoint.checkpoint_append(
     sqlc.narg(set_tool_results_digests)::jsonb
 ) AS r;
 
--- name: CheckpointWriteLock :batchexec
--- The locks of a write, in checkpoint_put's order: the thread's, then the
--- new checkpoint id's (both functions are inlined: the statement is the
--- two advisory locks). The engine queues this ahead of CheckpointPutFast
--- or CheckpointPutWhole in one pipeline, so both run in one implicit
--- transaction and the insert's snapshot is taken under the locks: it sees
--- every other write of the thread and of the id.
-SELECT pgcheckpoint.thread_lock(@thread_id::text), pgcheckpoint.checkpoint_id_lock(@checkpoint_id::uuid);
-
--- name: CheckpointPutFast :batchone
--- The common case of checkpoint_put as one statement, for a caller that
--- holds the locks (CheckpointWriteLock): a thread with checkpoints, no
--- rewind pending, a new id and a parent in the thread (given, else the
--- newest). The rules are checkpoint_put's own functions (thread_head_for_write,
--- checkpoint_delta, checkpoint_default_summary), inlined. No row back
--- means the case is not the common one: nothing was written, and the
--- caller calls checkpoint_put, which handles every case. Arguments are
--- taken as checked (the engine validates them as checkpoint_put does);
--- message_digests is the message chain (32 bytes per message, see
--- pgcheckpoint.message_chain).
-INSERT INTO pgcheckpoint.checkpoints AS c (
-    thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
-    trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
-    messages, state, tool_results, state_removed, tool_results_removed, messages_count,
-    messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
-SELECT @thread_id::text, @namespace::text, h.next_seq, @checkpoint_id::uuid, h.parent_checkpoint_id, h.next_step,
-       @trigger::text, @tags::text[],
-       CASE WHEN @summary::text <> '' THEN @summary::text
-            ELSE pgcheckpoint.checkpoint_default_summary(@messages::jsonb, @state::jsonb)
-       END,
-       @metadata::jsonb, d.format, d.base_checkpoint_id, d.delta_run, d.delta_depth,
-       d.messages, d.state, d.tool_results, d.state_removed, d.tool_results_removed,
-       jsonb_array_length(@messages::jsonb),
-       pgcheckpoint.message_chain_at(sqlc.narg(message_digests)::bytea, jsonb_array_length(@messages::jsonb)),
-       sqlc.narg(state_digests)::jsonb, sqlc.narg(tool_results_digests)::jsonb,
-       @next_node::text, @size_bytes::bigint
-FROM pgcheckpoint.thread_head_for_write(@thread_id::text, @namespace::text, @checkpoint_id::uuid,
-                              sqlc.narg(parent_checkpoint_id)::uuid) h
-CROSS JOIN LATERAL pgcheckpoint.checkpoint_delta(
-    @messages::jsonb, @state::jsonb, @tool_results::jsonb,
-    sqlc.narg(message_digests)::bytea, sqlc.narg(state_digests)::jsonb, sqlc.narg(tool_results_digests)::jsonb,
-    h.parent_checkpoint_id, h.parent_delta_run, h.parent_delta_depth, h.parent_messages_count,
-    h.parent_messages_digest, h.parent_state_digests, h.parent_tool_results_digests, @delta_run::int) d
-WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
-RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
-          c.step, c.created_at;
-
--- name: CheckpointPutWhole :batchone
--- CheckpointPutFast for a checkpoint stored whole (the engine's delta_run 1:
--- FullSnapshots, or a snapshot under DeltaMinBytes), without the delta
--- decision, whose answer is known. The columns left out take their
--- defaults, which are what checkpoint_put stores for such a write: format
--- 'full', no base, run and depth 0, no removed keys, no digests.
-INSERT INTO pgcheckpoint.checkpoints AS c (
-    thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
-    trigger, tags, summary, metadata, messages, state, tool_results, messages_count,
-    next_node, size_bytes)
-SELECT @thread_id::text, @namespace::text, h.next_seq, @checkpoint_id::uuid, h.parent_checkpoint_id, h.next_step,
-       @trigger::text, @tags::text[],
-       CASE WHEN @summary::text <> '' THEN @summary::text
-            ELSE pgcheckpoint.checkpoint_default_summary(@messages::jsonb, @state::jsonb)
-       END,
-       @metadata::jsonb, @messages::jsonb, @state::jsonb, @tool_results::jsonb,
-       jsonb_array_length(@messages::jsonb), @next_node::text, @size_bytes::bigint
-FROM pgcheckpoint.thread_head_for_write(@thread_id::text, @namespace::text, @checkpoint_id::uuid,
-                              sqlc.narg(parent_checkpoint_id)::uuid) h
-WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
-RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
-          c.step, c.created_at;
-
 -- name: CheckpointGetByID :one
 -- A checkpoint with its whole content and its pending writes (ordered by
 -- task and index) as one JSON array, in one statement: the content is
@@ -180,16 +110,6 @@ WHERE c.thread_id = @thread_id::text
 ORDER BY c.seq DESC
 LIMIT @max_rows::int;
 
--- name: CheckpointGetSeq :one
--- The seq of a checkpoint in a thread and namespace, for list cursors. By
--- id alone, then checked (see checkpoint_put).
-SELECT c.seq
-FROM (SELECT c.seq, c.thread_id, c.namespace
-      FROM pgcheckpoint.checkpoints c
-      WHERE c.checkpoint_id = @checkpoint_id::uuid
-      LIMIT 1) c
-WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text;
-
 -- name: CheckpointDeleteBefore :one
 -- See pgcheckpoint.checkpoint_delete_before: never deletes the head.
 SELECT pgcheckpoint.checkpoint_delete_before(@thread_id::text, @namespace::text, @before_step::bigint)::bigint AS deleted;
@@ -221,22 +141,6 @@ SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
        r.head_step::bigint AS head_step, r.checkpoints::bigint AS checkpoints,
        r.truncated::bigint AS truncated
 FROM pgcheckpoint.checkpoint_rewind(@checkpoint_id::uuid, @truncate::boolean) AS r;
-
--- name: CheckpointFindOnHeadLine :one
--- The checkpoint with the greatest step at or below max_step on the line
--- from the head of a thread and namespace back to its root, in that thread
--- and namespace. Steps fall by one per link, so the walk stops at the depth
--- where that step is.
-SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
-FROM pgcheckpoint.checkpoint_lineage(
-        pgcheckpoint.thread_head(@thread_id::text, @namespace::text),
-        greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
-                  WHERE h.checkpoint_id = pgcheckpoint.thread_head(@thread_id::text, @namespace::text) LIMIT 1)
-                 - @max_step::bigint, 0)::int
-     ) AS l
-WHERE l.step <= @max_step::bigint AND l.thread_id = @thread_id::text AND l.namespace = @namespace::text
-ORDER BY 2
-LIMIT 1;
 
 -- name: CheckpointDeleteForRuns :one
 -- See pgcheckpoint.checkpoint_delete_for_runs.

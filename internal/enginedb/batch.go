@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: batch.go
 
-package db
+package enginedb
 
 import (
 	"context"
