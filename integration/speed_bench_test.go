@@ -38,6 +38,9 @@ import (
 //	append-long    an Append (one ~1 KB message, two state keys) at the end
 //	               of that conversation, on its head, against a Snapshot at
 //	               step 10 of the same conversation on another thread
+//	append-state-long
+//	               the same with the two state keys alone (no message: the
+//	               default summary then comes from the head's last message)
 //
 // Each reports its ratio as x-bare (x-step10 for snapshot-long and
 // append-long). The
@@ -53,7 +56,8 @@ func BenchmarkSpeed(b *testing.B) {
 	b.Run("snapshot", func(b *testing.B) { benchLatency(b, engine.Config{}) })
 	b.Run("writers-8", func(b *testing.B) { benchThroughput8(b, engine.Config{}) })
 	b.Run("snapshot-long", benchSnapshotLong)
-	b.Run("append-long", benchAppendLong)
+	b.Run("append-long", func(b *testing.B) { benchAppendLong(b, true) })
+	b.Run("append-state-long", func(b *testing.B) { benchAppendLong(b, false) })
 }
 
 // alternate runs a and b once each per iteration, the order flipped every
@@ -275,7 +279,7 @@ func benchSnapshotLong(b *testing.B) {
 	b.ReportMetric(alternate(b, at10, atLast), "x-step10")
 }
 
-func benchAppendLong(b *testing.B) {
+func benchAppendLong(b *testing.B, withMessage bool) {
 	d := pgtest.NewDB(b)
 	ctx := context.Background()
 	eng, _, _, _, _ := conversationLong(b, d, engine.Config{})
@@ -301,14 +305,17 @@ func benchAppendLong(b *testing.B) {
 		return err
 	}
 	// Each append adds what a step of the conversation adds: a message of
-	// about 1 KB and two state keys.
+	// about 1 KB (unless !withMessage) and two state keys.
 	content := strings.Repeat("the agent reads the result before it answers ", 22)
 	step := longSteps(b)
 	appendStep := func() error {
 		step++
-		_, err := eng.Append(ctx, engine.AppendInput{ThreadID: "long",
-			Messages: json.RawMessage(fmt.Sprintf(`[{"role":"assistant","content":%q}]`, fmt.Sprint(content, step))),
-			SetState: json.RawMessage(fmt.Sprintf(`{"key%02d":"value at step %d","step":%d}`, step%20, step, step))})
+		in := engine.AppendInput{ThreadID: "long",
+			SetState: json.RawMessage(fmt.Sprintf(`{"key%02d":"value at step %d","step":%d}`, step%20, step, step))}
+		if withMessage {
+			in.Messages = json.RawMessage(fmt.Sprintf(`[{"role":"assistant","content":%q}]`, fmt.Sprint(content, step)))
+		}
+		_, err := eng.Append(ctx, in)
 		return err
 	}
 	b.ReportMetric(alternate(b, at10, appendStep), "x-step10")

@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 12 has it:
+-- The pgcheckpoint schema as a database migrated to version 14 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/) make the schema and are its
@@ -304,11 +304,12 @@ BEGIN
     v_state_dig := (v_head_state - v_rm_state) || coalesce(p_set_state_digests, pgcheckpoint.key_digests(v_set_state));
     v_tools_dig := (v_head_tools - v_rm_tools) || coalesce(p_set_tool_results_digests, pgcheckpoint.key_digests(v_set_tools));
     IF v_summary = '' THEN
-        -- The default summary needs the last message and the number of
-        -- state keys, which the new state digests have.
+        -- The default summary needs the last message (the change's, else
+        -- the head's, found without rebuilding the head) and the number
+        -- of state keys, which the new state digests have.
         v_summary := pgcheckpoint.checkpoint_default_summary(
             CASE WHEN v_msg_count > 0 THEN v_messages
-                 ELSE (SELECT m.messages FROM pgcheckpoint.checkpoint_materialize(v_head_id) m) END,
+                 ELSE pg_catalog.jsonb_build_array(pgcheckpoint.checkpoint_last_message(v_head_id)) END,
             v_state_dig);
     END IF;
     INSERT INTO pgcheckpoint.checkpoints AS c (
@@ -525,6 +526,24 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_id_lock(p_checkpoint_id uuid)
 AS $function$ SELECT pg_catalog.pg_advisory_xact_lock(1885563753, pg_catalog.uuid_hash(p_checkpoint_id)) $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) IS 'Takes the lock of a checkpoint id until the end of the transaction: advisory lock (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Every write of a checkpoint with a given id takes it after its thread''s lock and before it looks whether the id exists, so an id is unique in the whole table. An import, which writes too many ids to lock each, instead takes the table in SHARE ROW EXCLUSIVE mode before its commit and looks again; so every write also holds the table''s ROW EXCLUSIVE lock when it looks (an INSERT ... SELECT that looks holds it already; a function that looks in a statement of its own takes it first).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_last_message(p_checkpoint_id uuid)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    -- A checkpoint's messages are its chain's, oldest first (see
+    -- checkpoint_rebuild_json): the last one is the last of the newest row
+    -- of the chain that has any. Only that row's messages are read whole:
+    -- a row's stored size tells a long array without reading it.
+    SELECT ch.messages -> -1
+    FROM pgcheckpoint.delta_chain(p_checkpoint_id) ch
+    WHERE pg_column_size(ch.messages) > 8 OR ch.messages <> '[]'
+    ORDER BY ch.depth
+    LIMIT 1
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_last_message(uuid) IS 'The last message of a checkpoint, as checkpoint_materialize(...) -> -1 would give it, without rebuilding its messages: NULL when it has none or the id is unknown. Usage: SELECT pgcheckpoint.checkpoint_last_message(''<checkpoint id>''). Error PC004 as materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_lineage(p_checkpoint_id uuid, p_max_depth integer DEFAULT NULL::integer)
  RETURNS TABLE(depth integer, thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, metadata jsonb, next_node text, size_bytes bigint)
