@@ -373,7 +373,7 @@ func ComputeDigests(p *PutRequest) error {
 // Get returns the checkpoint with the given id, with its pending writes.
 // Errors: ErrNotFound.
 func (e *Engine) Get(ctx context.Context, id uuid.UUID) (_ *Checkpoint, err error) {
-	ctx, done := e.tel.call(ctx, "Get", idAttr(id))
+	ctx, done := e.tel.callID(ctx, "Get", id)
 	defer func() { done(err) }()
 	c, err := e.store.Get(ctx, id)
 	if err != nil {
@@ -481,7 +481,7 @@ func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) (_ []T
 // Errors: ErrNotFound for an unknown checkpoint; ErrInvalidInput,
 // ErrInvalidJSON for bad input, with nothing written.
 func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (_ int64, err error) {
-	ctx, done := e.tel.call(ctx, "PutWrites", idAttr(id))
+	ctx, done := e.tel.callID(ctx, "PutWrites", id)
 	defer func() { done(err) }()
 	if err := checkID("task id", taskID, false); err != nil {
 		return 0, fmt.Errorf("put writes: %w", err)
