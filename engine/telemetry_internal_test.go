@@ -58,9 +58,9 @@ func BenchmarkGetTelemetry(b *testing.B) {
 	}
 }
 
-// BenchmarkTelemetryNoProvider: the telemetry of one Get alone (the
-// Engine's span, the store's span with its attributes and measurements),
-// with no provider installed.
+// BenchmarkTelemetryNoProvider: the telemetry of one Get alone with no
+// provider installed: what runs of the Engine's span and of the store
+// call's span and measurements (see telemetryOfGet).
 func BenchmarkTelemetryNoProvider(b *testing.B) {
 	eng, id := getSetup(b)
 	ctx := context.Background()
