@@ -147,7 +147,7 @@ func (s Selection) attrs() []attribute.KeyValue {
 	if s.kind != selectBefore {
 		return nil
 	}
-	return append(threadAttrs(s.q.ThreadID, s.q.Namespace), attrStep.Int64(s.q.BeforeStep))
+	return []attribute.KeyValue{attrThread.String(s.q.ThreadID), attrNamespace.String(s.q.Namespace), attrStep.Int64(s.q.BeforeStep)}
 }
 
 // DeleteCheckpoints deletes the checkpoints sel names, with their pending

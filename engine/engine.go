@@ -373,7 +373,7 @@ func ComputeDigests(p *PutRequest) error {
 // Get returns the checkpoint with the given id, with its pending writes.
 // Errors: ErrNotFound.
 func (e *Engine) Get(ctx context.Context, id uuid.UUID) (_ *Checkpoint, err error) {
-	ctx, done := e.tel.call(ctx, "Get", idAttr(id))
+	ctx, done := e.tel.callID(ctx, "Get", id)
 	defer func() { done(err) }()
 	c, err := e.store.Get(ctx, id)
 	if err != nil {
@@ -412,9 +412,11 @@ func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (_ *C
 }
 
 // ListCheckpoints returns a thread's checkpoints newest first, without their
-// content, one page at a time (see ListOptions). An unknown thread gives an
-// empty list. Errors: ErrInvalidInput, ErrInvalidJSON (for the metadata
-// filter).
+// content, one page at a time (see ListOptions); on Postgres a page, the
+// empty one after the last included, is one statement. An unknown thread
+// gives an empty list. Errors: ErrInvalidInput, ErrInvalidJSON (for the
+// metadata filter); ErrNotFound for a Before cursor that is not a
+// checkpoint of the thread and namespace.
 func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts ListOptions) (_ []CheckpointInfo, err error) {
 	ctx, done := e.tel.call(ctx, "ListCheckpoints", attrThread.String(threadID))
 	defer func() { done(err) }()
@@ -481,7 +483,7 @@ func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) (_ []T
 // Errors: ErrNotFound for an unknown checkpoint; ErrInvalidInput,
 // ErrInvalidJSON for bad input, with nothing written.
 func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (_ int64, err error) {
-	ctx, done := e.tel.call(ctx, "PutWrites", idAttr(id))
+	ctx, done := e.tel.callID(ctx, "PutWrites", id)
 	defer func() { done(err) }()
 	if err := checkID("task id", taskID, false); err != nil {
 		return 0, fmt.Errorf("put writes: %w", err)

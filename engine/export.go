@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -242,17 +243,19 @@ const (
 // ErrInvalidInput (ErrInvalidJSON) for a line that is not a valid export
 // record, naming the line; ErrInvalidInput for a thread that exists
 // already, a delta whose base is missing or does not fit; ErrIDConflict for
-// a checkpoint id in use. On error nothing is written.
+// a checkpoint id in use. An error about a checkpoint names its record and
+// id ("record 7: checkpoint <id>: ..."), also when the store refuses it in
+// a batch written later. On error nothing is written.
 func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_ ExportStats, err error) {
 	ctx, done := e.tel.call(ctx, "Import")
 	defer func() { done(err) }()
 	var st ExportStats
+	links := importLinks{ids: map[uuid.UUID]importedCheckpoint{}, branchedFrom: map[string]uuid.UUID{},
+		unresolved: map[uuid.UUID][]importedCheckpoint{}, keptDigests: map[uuid.UUID]*importedDigests{}}
 	err = e.store.Import(ctx, func(w ImportWriter) error {
 		dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
 		threads := map[string]bool{} // thread ids with a thread line
-		links := importLinks{ids: map[uuid.UUID]importedCheckpoint{}, branchedFrom: map[string]uuid.UUID{},
-			unresolved: map[uuid.UUID][]importedCheckpoint{}, keptDigests: map[uuid.UUID]*importedDigests{}}
-		format := 0 // of the last header; 0: none yet
+		format := 0                  // of the last header; 0: none yet
 		for line := 1; ; line++ {
 			var l exportLine
 			if err := dec.Decode(&l); err == io.EOF {
@@ -295,7 +298,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 					err = links.checkBase(c)
 				}
 				if err == nil {
-					err = e.checkImportParent(ctx, links, c)
+					err = e.checkImportParent(ctx, links, c, line)
 				}
 				var d ImportDigests
 				if err == nil {
@@ -305,9 +308,9 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 					err = w.Checkpoint(ctx, c, d)
 				}
 				if err != nil {
-					return fmt.Errorf("record %d: checkpoint %s: %w", line, c.ID, err)
+					return links.recordError(err, line, c.ID)
 				}
-				links.add(c)
+				links.add(c, line)
 				st.Checkpoints++
 				if c.Storage == StorageDelta {
 					st.Deltas++
@@ -322,6 +325,11 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 		}
 	})
 	if err != nil {
+		// The store's last batch, written after the last record.
+		var row *importRowError
+		if errors.As(err, &row) {
+			err = links.recordError(err, 0, uuid.Nil)
+		}
 		return ExportStats{}, fmt.Errorf("import: %w", err)
 	}
 	if opts.Progress != nil {
@@ -343,19 +351,50 @@ type importLinks struct {
 // importedCheckpoint is what later lines of an import need of a checkpoint.
 type importedCheckpoint struct {
 	id                uuid.UUID
+	record            int // its record (line) in the import
 	thread, namespace string
 	seq, step         int64
 	depth             int64 // 0: stored whole
 }
 
-func (links importLinks) add(c ExportCheckpoint) {
-	links.ids[c.ID] = importedCheckpoint{id: c.ID, thread: c.ThreadID, namespace: c.Namespace, seq: c.Seq, step: c.Step, depth: c.DeltaDepth}
+func (links importLinks) add(c ExportCheckpoint, record int) {
+	links.ids[c.ID] = importedCheckpoint{id: c.ID, record: record, thread: c.ThreadID, namespace: c.Namespace,
+		seq: c.Seq, step: c.Step, depth: c.DeltaDepth}
+}
+
+// importRowError is a store's error about one checkpoint of an import,
+// found when it wrote a batch of them: not necessarily the checkpoint of
+// the ImportWriter.Checkpoint call (or Store.Import) that returns it.
+type importRowError struct {
+	id  uuid.UUID
+	err error
+}
+
+func (e *importRowError) Error() string { return fmt.Sprintf("checkpoint %s: %v", e.id, e.err) }
+func (e *importRowError) Unwrap() error { return e.err }
+
+// recordError names what an import error is about, once: the record
+// (line) and id of the checkpoint the store refused (importRowError),
+// else those of the checkpoint id of record line, which the check or the
+// write of that record refused.
+func (links importLinks) recordError(err error, line int, id uuid.UUID) error {
+	var row *importRowError
+	if errors.As(err, &row) && row.id != id {
+		refused, ok := links.ids[row.id]
+		if !ok {
+			return err // not one of the import's records: the error names its id
+		}
+		line, id, err = refused.record, row.id, row.err
+	} else if row != nil {
+		err = row.err
+	}
+	return fmt.Errorf("record %d: checkpoint %s: %w", line, id, err)
 }
 
 // checkNew refuses a checkpoint that the import holds twice.
 func (links importLinks) checkNew(c ExportCheckpoint) error {
-	if _, ok := links.ids[c.ID]; ok {
-		return fmt.Errorf("%w: checkpoint %s appears twice in the import", ErrInvalidInput, c.ID)
+	if first, ok := links.ids[c.ID]; ok {
+		return fmt.Errorf("%w: it appears twice in the import (first in record %d)", ErrInvalidInput, first.record)
 	}
 	return nil
 }
@@ -393,12 +432,12 @@ func (links importLinks) checkBase(c ExportCheckpoint) error {
 // (checked by checkUnresolved at the end), or have been deleted by
 // retention, which leaves children pointing at it. Merge parents come from
 // other threads by design and are not checked.
-func (e *Engine) checkImportParent(ctx context.Context, links importLinks, c ExportCheckpoint) error {
+func (e *Engine) checkImportParent(ctx context.Context, links importLinks, c ExportCheckpoint, record int) error {
 	if c.ParentID == nil {
 		return nil
 	}
 	p := *c.ParentID
-	child := importedCheckpoint{id: c.ID, thread: c.ThreadID, namespace: c.Namespace, seq: c.Seq, step: c.Step}
+	child := importedCheckpoint{id: c.ID, record: record, thread: c.ThreadID, namespace: c.Namespace, seq: c.Seq, step: c.Step}
 	if parent, ok := links.ids[p]; ok {
 		return links.parentFits(child, p, parent)
 	}
@@ -523,12 +562,13 @@ func (links importLinks) checkUnresolved() error {
 		}
 		for _, c := range children {
 			if err := links.parentFits(c, p, parent); err != nil {
-				return fmt.Errorf("checkpoint %s: %w", c.id, err)
+				return fmt.Errorf("record %d: checkpoint %s: %w", c.record, c.id, err)
 			}
 			// A branch may be imported before the thread it was forked
 			// from; within a thread, parents come first.
 			if links.branchedFrom[c.thread] != p {
-				return fmt.Errorf("checkpoint %s: %w: its parent %s comes after it in the import", c.id, ErrInvalidInput, p)
+				return fmt.Errorf("record %d: checkpoint %s: %w: its parent %s comes after it in the import (in record %d)",
+					c.record, c.id, ErrInvalidInput, p, parent.record)
 			}
 		}
 	}

@@ -146,7 +146,7 @@ func (w *pgImport) settle(ctx context.Context) error {
 		return dbError("look up checkpoint ids", err)
 	}
 	if len(twice) > 0 {
-		return fmt.Errorf("checkpoint %s: %w: its id was written meanwhile", twice[0], ErrIDConflict)
+		return &importRowError{twice[0], fmt.Errorf("%w: its id was written meanwhile", ErrIDConflict)}
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func (w *pgImport) flush(ctx context.Context) error {
 		return dbError("look up checkpoint ids", err)
 	}
 	if len(used) > 0 {
-		return fmt.Errorf("checkpoint %s: %w: its id is in use", used[0], ErrIDConflict)
+		return &importRowError{used[0], fmt.Errorf("%w: its id is in use", ErrIDConflict)}
 	}
 	sp, err := w.tx.Begin(ctx)
 	if err != nil {
@@ -256,8 +256,8 @@ func (w *pgImport) flush(ctx context.Context) error {
 			return pgImportError(err)
 		}
 		r := w.rows[i]
-		return fmt.Errorf("checkpoint %s: %w", r.CheckpointID, nameRefusedJSON(pgImportError(err),
-			jsonField{"metadata", r.Metadata}, jsonField{"messages", r.Messages}, jsonField{"state", r.State}, jsonField{"tool results", r.ToolResults}))
+		return &importRowError{r.CheckpointID, nameRefusedJSON(pgImportError(err),
+			jsonField{"metadata", r.Metadata}, jsonField{"messages", r.Messages}, jsonField{"state", r.State}, jsonField{"tool results", r.ToolResults})}
 	}
 	if len(w.writes) > 0 {
 		if _, err := q.PendingWriteImport(ctx, w.writes); err != nil {
@@ -273,8 +273,8 @@ func (w *pgImport) flush(ctx context.Context) error {
 				return pgImportError(err)
 			}
 			pw := w.writes[i]
-			return fmt.Errorf("checkpoint %s: %w", pw.CheckpointID,
-				nameRefusedJSON(pgImportError(err), jsonField{fmt.Sprintf("pending write %d value", pw.Idx), pw.Value}))
+			return &importRowError{pw.CheckpointID,
+				nameRefusedJSON(pgImportError(err), jsonField{fmt.Sprintf("pending write %d value", pw.Idx), pw.Value})}
 		}
 	}
 	if err := sp.Commit(ctx); err != nil {

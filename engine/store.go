@@ -256,6 +256,9 @@ type ImportWriter interface {
 	// its base, run and depth, content as given), with d's digests and its
 	// pending writes. A store may hold a batch of rows (see importBatch)
 	// and write them later in the transaction. ErrIDConflict when its id is
-	// in use; ErrInvalidInput when the import holds the same row twice.
+	// in use; ErrInvalidInput when the import holds the same row twice. The
+	// Engine names c (its record and id) in the error; an error need not.
+	// (The Postgres store, which writes batches, names the checkpoint it
+	// refused, which may be an earlier call's.)
 	Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportDigests) error
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -10,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Telemetry, through the OpenTelemetry API: a span for every Engine call,
@@ -26,7 +29,9 @@ import (
 //	pgcheckpoint.duration         histogram, seconds, by operation
 //
 // Without providers installed (Config.TracerProvider, Config.MeterProvider,
-// or the global ones of package otel) all of it is a no-op. A pgx tracer on
+// or the global ones of package otel) all of it is a no-op, and costs next
+// to nothing: no span is started, no attribute made, no measurement taken
+// when nothing would receive it. A pgx tracer on
 // the pool (e.g. otelpgx, set as ConnConfig.Tracer) adds a span per SQL
 // statement; they are children of these spans, since the Engine passes
 // its ctx down.
@@ -47,7 +52,15 @@ const (
 
 // telemetry holds the Engine's tracer and instruments.
 type telemetry struct {
-	tracer    trace.Tracer
+	tracer trace.Tracer
+	// idle is the provider tracer came from when that is OpenTelemetry's
+	// default global one, which records nothing until an application
+	// installs a provider (otel.SetTracerProvider) and then hands every
+	// span to it; nil for any other provider.
+	idle trace.TracerProvider
+	// noop: tracer is a no-op one for good (a noop.TracerProvider).
+	noop bool
+
 	snapshots metric.Int64Counter
 	bytes     metric.Int64Counter
 	failures  metric.Int64Counter
@@ -64,6 +77,11 @@ func newTelemetry(cfg Config) *telemetry {
 	}
 	m := mp.Meter(instrumentation)
 	t := &telemetry{tracer: tp.Tracer(instrumentation)}
+	if _, ok := tp.(noop.TracerProvider); ok {
+		t.noop = true
+	} else if isGlobalDefault(tp) {
+		t.idle = tp
+	}
 	// An instrument that cannot be made is a no-op one: telemetry never
 	// fails the caller.
 	t.snapshots, _ = m.Int64Counter("pgcheckpoint.snapshots", metric.WithDescription("Snapshots, by result: written, existing (a retried id), skipped (trigger disabled)."))
@@ -71,6 +89,43 @@ func newTelemetry(cfg Config) *telemetry {
 	t.failures, _ = m.Int64Counter("pgcheckpoint.failures", metric.WithDescription("Failed store calls, by operation."))
 	t.duration, _ = m.Float64Histogram("pgcheckpoint.duration", metric.WithUnit("s"), metric.WithDescription("Duration of store calls, by operation."))
 	return t
+}
+
+// globalDefaultPkg and globalDefaultName name the type of OpenTelemetry's
+// default global TracerProvider (otel.GetTracerProvider before any
+// otel.SetTracerProvider). It is unexported, so it is known by its name:
+// should a release of OpenTelemetry rename it, isGlobalDefault says false
+// and the Engine starts spans as it would for any provider (correct, only
+// slower; TestTelemetryWithNoProviderCostsNothing fails to say so).
+const (
+	globalDefaultPkg  = "go.opentelemetry.io/otel/internal/global"
+	globalDefaultName = "tracerProvider"
+)
+
+// isGlobalDefault reports whether tp is OpenTelemetry's default global
+// TracerProvider.
+func isGlobalDefault(tp trace.TracerProvider) bool {
+	ty := reflect.TypeOf(tp)
+	return ty.Kind() == reflect.Pointer && ty.Elem().PkgPath() == globalDefaultPkg && ty.Elem().Name() == globalDefaultName
+}
+
+// tracing reports whether a span started now would go anywhere: false for
+// a no-op provider, and for the default global one while no provider has
+// been installed in its place. (An application that installs a provider
+// and then puts the default back, as tests do, gets no spans from then
+// on, although the default would still forward them.)
+func (t *telemetry) tracing() bool {
+	if t.idle != nil {
+		return otel.GetTracerProvider() != t.idle
+	}
+	return !t.noop
+}
+
+// on reports whether a store call's span or measurements would go
+// anywhere; when not, tracedStore calls the store and nothing else.
+func (t *telemetry) on(ctx context.Context) bool {
+	return t.tracing() || t.duration.Enabled(ctx) || t.failures.Enabled(ctx) ||
+		t.snapshots.Enabled(ctx) || t.bytes.Enabled(ctx)
 }
 
 // span starts the span of one store call; end ends it, recording err and
@@ -93,10 +148,15 @@ func (t *telemetry) span(ctx context.Context, op string, attrs ...attribute.KeyV
 
 // skipped counts a snapshot not written because its trigger is disabled.
 func (t *telemetry) skipped(ctx context.Context) {
+	if !t.snapshots.Enabled(ctx) {
+		return
+	}
 	t.snapshots.Add(ctx, 1, metric.WithAttributes(attrResult.String("skipped")))
 }
 
 // tracedStore is a Store with a span around every call (see telemetry).
+// Each method first asks telemetry.on, so that with nothing installed a
+// call costs one check, not the attributes, span and measurements.
 type tracedStore struct {
 	Store
 	t *telemetry
@@ -114,6 +174,9 @@ func infoAttrs(c CheckpointInfo) []attribute.KeyValue {
 }
 
 func (s tracedStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error) {
+	if !s.t.on(ctx) {
+		return s.Store.Put(ctx, p)
+	}
 	ctx, end := s.t.span(ctx, "Put", append(threadAttrs(p.ThreadID, p.Namespace), idAttr(p.ID), attrBytes.Int64(p.SizeBytes))...)
 	r, err := s.Store.Put(ctx, p)
 	end(err, attrStep.Int64(r.Step))
@@ -122,6 +185,9 @@ func (s tracedStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, err
 }
 
 func (s tracedStore) PutAppend(ctx context.Context, a AppendRequest) (SnapshotResult, error) {
+	if !s.t.on(ctx) {
+		return s.Store.PutAppend(ctx, a)
+	}
 	ctx, end := s.t.span(ctx, "PutAppend", append(threadAttrs(a.ThreadID, a.Namespace), idAttr(a.ID), attrBytes.Int64(a.SizeBytes))...)
 	r, err := s.Store.PutAppend(ctx, a)
 	end(err, attrStep.Int64(r.Step))
@@ -144,6 +210,9 @@ func (t *telemetry) written(ctx context.Context, r SnapshotResult, err error, si
 }
 
 func (s tracedStore) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {
+	if !s.t.on(ctx) {
+		return s.Store.Get(ctx, id)
+	}
 	ctx, end := s.t.span(ctx, "Get", idAttr(id))
 	c, err := s.Store.Get(ctx, id)
 	if err != nil {
@@ -155,6 +224,9 @@ func (s tracedStore) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error)
 }
 
 func (s tracedStore) Head(ctx context.Context, threadID, namespace string) (*Checkpoint, error) {
+	if !s.t.on(ctx) {
+		return s.Store.Head(ctx, threadID, namespace)
+	}
 	ctx, end := s.t.span(ctx, "Head", threadAttrs(threadID, namespace)...)
 	c, err := s.Store.Head(ctx, threadID, namespace)
 	if err != nil {
@@ -166,6 +238,9 @@ func (s tracedStore) Head(ctx context.Context, threadID, namespace string) (*Che
 }
 
 func (s tracedStore) ListCheckpoints(ctx context.Context, q ListQuery) ([]CheckpointInfo, error) {
+	if !s.t.on(ctx) {
+		return s.Store.ListCheckpoints(ctx, q)
+	}
 	ctx, end := s.t.span(ctx, "ListCheckpoints", threadAttrs(q.ThreadID, q.Namespace)...)
 	r, err := s.Store.ListCheckpoints(ctx, q)
 	end(err)
@@ -173,6 +248,9 @@ func (s tracedStore) ListCheckpoints(ctx context.Context, q ListQuery) ([]Checkp
 }
 
 func (s tracedStore) ListThreads(ctx context.Context, after string, limit int) ([]ThreadInfo, error) {
+	if !s.t.on(ctx) {
+		return s.Store.ListThreads(ctx, after, limit)
+	}
 	ctx, end := s.t.span(ctx, "ListThreads")
 	r, err := s.Store.ListThreads(ctx, after, limit)
 	end(err)
@@ -180,6 +258,9 @@ func (s tracedStore) ListThreads(ctx context.Context, after string, limit int) (
 }
 
 func (s tracedStore) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (int64, error) {
+	if !s.t.on(ctx) {
+		return s.Store.PutWrites(ctx, id, taskID, writes)
+	}
 	ctx, end := s.t.span(ctx, "PutWrites", idAttr(id))
 	n, err := s.Store.PutWrites(ctx, id, taskID, writes)
 	end(err)
@@ -187,6 +268,9 @@ func (s tracedStore) PutWrites(ctx context.Context, id uuid.UUID, taskID string,
 }
 
 func (s tracedStore) DeleteCheckpoints(ctx context.Context, q DeleteQuery) (int64, error) {
+	if !s.t.on(ctx) {
+		return s.Store.DeleteCheckpoints(ctx, q)
+	}
 	var attrs []attribute.KeyValue
 	if q.RunIDs == nil {
 		attrs = append(threadAttrs(q.ThreadID, q.Namespace), attrStep.Int64(q.BeforeStep))
@@ -198,6 +282,9 @@ func (s tracedStore) DeleteCheckpoints(ctx context.Context, q DeleteQuery) (int6
 }
 
 func (s tracedStore) PruneThreads(ctx context.Context, threadIDs []string, p Policy) (DeleteResult, error) {
+	if !s.t.on(ctx) {
+		return s.Store.PruneThreads(ctx, threadIDs, p)
+	}
 	ctx, end := s.t.span(ctx, "PruneThreads", threadsAttrs(threadIDs)...)
 	r, err := s.Store.PruneThreads(ctx, threadIDs, p)
 	end(err)
@@ -205,6 +292,9 @@ func (s tracedStore) PruneThreads(ctx context.Context, threadIDs []string, p Pol
 }
 
 func (s tracedStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error) {
+	if !s.t.on(ctx) {
+		return s.Store.Rewind(ctx, id, truncate)
+	}
 	ctx, end := s.t.span(ctx, "Rewind", idAttr(id))
 	r, err := s.Store.Rewind(ctx, id, truncate)
 	if err != nil {
@@ -216,6 +306,9 @@ func (s tracedStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*
 }
 
 func (s tracedStore) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
+	if !s.t.on(ctx) {
+		return s.Store.FindOnHeadLine(ctx, threadID, namespace, step)
+	}
 	ctx, end := s.t.span(ctx, "FindOnHeadLine", append(threadAttrs(threadID, namespace), attrStep.Int64(step))...)
 	id, err := s.Store.FindOnHeadLine(ctx, threadID, namespace, step)
 	end(err)
@@ -223,6 +316,9 @@ func (s tracedStore) FindOnHeadLine(ctx context.Context, threadID, namespace str
 }
 
 func (s tracedStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]CheckpointInfo, error) {
+	if !s.t.on(ctx) {
+		return s.Store.Lineage(ctx, id, limit)
+	}
 	ctx, end := s.t.span(ctx, "Lineage", idAttr(id))
 	r, err := s.Store.Lineage(ctx, id, limit)
 	end(err)
@@ -230,6 +326,9 @@ func (s tracedStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]Ch
 }
 
 func (s tracedStore) Tree(ctx context.Context, threadID string) ([]TreeNode, error) {
+	if !s.t.on(ctx) {
+		return s.Store.Tree(ctx, threadID)
+	}
 	ctx, end := s.t.span(ctx, "Tree", attrThread.String(threadID))
 	r, err := s.Store.Tree(ctx, threadID)
 	end(err)
@@ -237,6 +336,9 @@ func (s tracedStore) Tree(ctx context.Context, threadID string) ([]TreeNode, err
 }
 
 func (s tracedStore) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name string, id uuid.UUID) (BranchResult, error) {
+	if !s.t.on(ctx) {
+		return s.Store.Branch(ctx, fromID, newThreadID, name, id)
+	}
 	ctx, end := s.t.span(ctx, "Branch", idAttr(fromID), attrThread.String(newThreadID))
 	r, err := s.Store.Branch(ctx, fromID, newThreadID, name, id)
 	end(err)
@@ -244,6 +346,9 @@ func (s tracedStore) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, 
 }
 
 func (s tracedStore) Branches(ctx context.Context, threadID string) ([]BranchInfo, error) {
+	if !s.t.on(ctx) {
+		return s.Store.Branches(ctx, threadID)
+	}
 	ctx, end := s.t.span(ctx, "Branches", attrThread.String(threadID))
 	r, err := s.Store.Branches(ctx, threadID)
 	end(err)
@@ -251,6 +356,9 @@ func (s tracedStore) Branches(ctx context.Context, threadID string) ([]BranchInf
 }
 
 func (s tracedStore) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error) {
+	if !s.t.on(ctx) {
+		return s.Store.Merge(ctx, branchThread, intoThread, namespace, id)
+	}
 	ctx, end := s.t.span(ctx, "Merge", append(threadAttrs(intoThread, namespace), idAttr(id))...)
 	r, err := s.Store.Merge(ctx, branchThread, intoThread, namespace, id)
 	end(err, attrStep.Int64(r.Step))
@@ -258,6 +366,9 @@ func (s tracedStore) Merge(ctx context.Context, branchThread, intoThread, namesp
 }
 
 func (s tracedStore) CopyThread(ctx context.Context, src, dst string) ([]CopiedID, error) {
+	if !s.t.on(ctx) {
+		return s.Store.CopyThread(ctx, src, dst)
+	}
 	ctx, end := s.t.span(ctx, "CopyThread", attrThread.String(src))
 	ids, err := s.Store.CopyThread(ctx, src, dst)
 	end(err)
@@ -265,6 +376,9 @@ func (s tracedStore) CopyThread(ctx context.Context, src, dst string) ([]CopiedI
 }
 
 func (s tracedStore) SweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error) {
+	if !s.t.on(ctx) {
+		return s.Store.SweepBatch(ctx, p, after, size)
+	}
 	ctx, end := s.t.span(ctx, "SweepBatch")
 	r, err := s.Store.SweepBatch(ctx, p, after, size)
 	end(err)
@@ -272,6 +386,9 @@ func (s tracedStore) SweepBatch(ctx context.Context, p Policy, after string, siz
 }
 
 func (s tracedStore) SetExpiry(ctx context.Context, threadID string, at time.Time, p Policy) (int64, error) {
+	if !s.t.on(ctx) {
+		return s.Store.SetExpiry(ctx, threadID, at, p)
+	}
 	ctx, end := s.t.span(ctx, "SetExpiry", attrThread.String(threadID))
 	n, err := s.Store.SetExpiry(ctx, threadID, at, p)
 	end(err)
@@ -279,6 +396,9 @@ func (s tracedStore) SetExpiry(ctx context.Context, threadID string, at time.Tim
 }
 
 func (s tracedStore) Export(ctx context.Context, threadID string, opts ExportOptions, sink ExportSink) error {
+	if !s.t.on(ctx) {
+		return s.Store.Export(ctx, threadID, opts, sink)
+	}
 	ctx, end := s.t.span(ctx, "Export", attrThread.String(threadID))
 	err := s.Store.Export(ctx, threadID, opts, sink)
 	end(err)
@@ -286,6 +406,9 @@ func (s tracedStore) Export(ctx context.Context, threadID string, opts ExportOpt
 }
 
 func (s tracedStore) Import(ctx context.Context, fn func(ImportWriter) error) error {
+	if !s.t.on(ctx) {
+		return s.Store.Import(ctx, fn)
+	}
 	ctx, end := s.t.span(ctx, "Import")
 	err := s.Store.Import(ctx, fn)
 	end(err)
@@ -294,9 +417,15 @@ func (s tracedStore) Import(ctx context.Context, fn func(ImportWriter) error) er
 
 // call starts the span of one Engine call, the parent of the store calls
 // it makes; done ends it, recording the call's error (also an error the
-// Engine returned before reaching the store, such as bad input).
+// Engine returned before reaching the store, such as bad input). attrs
+// are copied only when the span records, so a caller's attributes of
+// strings and numbers as they are cost nothing otherwise; make any other
+// only when it is used (see callID).
 func (t *telemetry) call(ctx context.Context, method string, attrs ...attribute.KeyValue) (context.Context, func(error)) {
-	ctx, s := t.tracer.Start(ctx, "pgcheckpoint."+method, trace.WithAttributes(attrs...))
+	if !t.tracing() {
+		return ctx, endNothing
+	}
+	ctx, s := t.tracer.Start(ctx, "pgcheckpoint."+method, trace.WithAttributes(slices.Clone(attrs)...))
 	return ctx, func(err error) {
 		if err != nil {
 			s.RecordError(err)
@@ -305,3 +434,15 @@ func (t *telemetry) call(ctx context.Context, method string, attrs ...attribute.
 		s.End()
 	}
 }
+
+// callID is call for a method about one checkpoint: its only attribute,
+// the id as text, is made only when the span records.
+func (t *telemetry) callID(ctx context.Context, method string, id uuid.UUID) (context.Context, func(error)) {
+	if !t.tracing() {
+		return ctx, endNothing
+	}
+	return t.call(ctx, method, idAttr(id))
+}
+
+// endNothing is call's done when no span was started.
+func endNothing(error) {}

@@ -37,7 +37,7 @@ type RewindResult struct {
 // checkpoint stays readable, and a later Rewind can return to the old line.
 // Errors: ErrNotFound.
 func (e *Engine) Rewind(ctx context.Context, id uuid.UUID) (_ *RewindResult, err error) {
-	ctx, done := e.tel.call(ctx, "Rewind", idAttr(id))
+	ctx, done := e.tel.callID(ctx, "Rewind", id)
 	defer func() { done(err) }()
 	return e.rewind(ctx, id, false)
 }
@@ -47,7 +47,7 @@ func (e *Engine) Rewind(ctx context.Context, id uuid.UUID) (_ *RewindResult, err
 // target), in the same transaction. Other lines of the thread, and other
 // threads, are untouched. Errors: ErrNotFound.
 func (e *Engine) RewindAndTruncate(ctx context.Context, id uuid.UUID) (_ *RewindResult, err error) {
-	ctx, done := e.tel.call(ctx, "RewindAndTruncate", idAttr(id))
+	ctx, done := e.tel.callID(ctx, "RewindAndTruncate", id)
 	defer func() { done(err) }()
 	return e.rewind(ctx, id, true)
 }
@@ -155,7 +155,7 @@ func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts Poi
 // Lineage returns checkpoint id and its ancestors back to the root, newest
 // first, across threads where a branch was forked. Errors: ErrNotFound.
 func (e *Engine) Lineage(ctx context.Context, id uuid.UUID) (_ []CheckpointInfo, err error) {
-	ctx, done := e.tel.call(ctx, "Lineage", idAttr(id))
+	ctx, done := e.tel.callID(ctx, "Lineage", id)
 	defer func() { done(err) }()
 	points, err := e.lineage(ctx, id, 0)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -186,9 +187,15 @@ func testImportBadInput(t *testing.T, e *env) {
 		t.Fatalf("import of a thread that exists: %v, want ErrInvalidInput naming it", err)
 	}
 	renamed := strings.ReplaceAll(export, `"thread_id":"run-1"`, `"thread_id":"run-1-renamed"`)
-	if _, err := e.eng.Import(e.ctx, strings.NewReader(renamed), engine.ImportOptions{}); !errors.Is(err, engine.ErrIDConflict) {
+	_, err := e.eng.Import(e.ctx, strings.NewReader(renamed), engine.ImportOptions{})
+	if !errors.Is(err, engine.ErrIDConflict) {
 		t.Fatalf("import with ids in use: %v, want ErrIDConflict", err)
 	}
+	// It names the record and the checkpoint refused, once each.
+	if m := recordPrefix.FindStringSubmatch(err.Error()); m == nil || m[1] != fmt.Sprint(recordOf(t, renamed, m[2])) {
+		t.Errorf("import with ids in use: %q, want it to name the record and id of a checkpoint of the import", err)
+	}
+	namedOnce(t, "import with ids in use", err)
 	e.unchanged("refused imports", before, "run-1-renamed")
 
 	// Into an empty database: broken input.
@@ -214,7 +221,8 @@ func testImportBadInput(t *testing.T, e *env) {
 		{"unknown kind", export + `{"kind":"mystery"}` + "\n", engine.ErrInvalidInput, fmt.Sprintf("record %d", lines+1)},
 		{"a checkpoint before its thread", header + export[strings.Index(export, `{"kind":"checkpoint"`):], engine.ErrInvalidInput, "record 2"},
 		{"messages not an array", strings.Replace(export, `"messages":[`, `"messages":"x","m":[`, 1), engine.ErrInvalidJSON, "messages"},
-		{"the same checkpoint twice", export + export[strings.Index(export, `{"kind":"checkpoint"`):], engine.ErrInvalidInput, firstID},
+		{"the same checkpoint twice", export + export[strings.Index(export, `{"kind":"checkpoint"`):], engine.ErrInvalidInput,
+			fmt.Sprintf("record %d: checkpoint %s: %v: it appears twice in the import (first in record %d)", lines+1, firstID, engine.ErrInvalidInput, recordOf(t, export, firstID))},
 		{"a step that does not follow its parent", strings.Replace(export, `"step":2,`, `"step":5,`, 1), engine.ErrInvalidInput, "does not follow its parent"},
 		{"a parent in another namespace", strings.Replace(export, `"parent_id":"`+firstID+`"`, `"parent_id":"`+subID(t, export)+`"`, 1), engine.ErrInvalidInput, `namespace "sub"`},
 	} {
@@ -222,6 +230,7 @@ func testImportBadInput(t *testing.T, e *env) {
 		if !errors.Is(err, bad.want) || errors.Is(err, engine.ErrIDConflict) || !strings.Contains(fmt.Sprint(err), bad.msg) {
 			t.Errorf("%s: %v, want %v naming %q", bad.name, err, bad.want, bad.msg)
 		}
+		namedOnce(t, bad.name, err)
 		if got := other.inventory("run-1").counts(); got != [3]int{} {
 			t.Fatalf("%s: a failed import wrote %v", bad.name, got)
 		}
@@ -242,6 +251,44 @@ func testImportBadInput(t *testing.T, e *env) {
 		t.Fatalf("valid import after refused ones: %+v %v", st, err)
 	}
 }
+
+// recordPrefix is how an import error names a checkpoint: its record
+// (line) and id.
+var recordPrefix = regexp.MustCompile(`record (\d+): checkpoint ([0-9a-f-]{36}): `)
+
+// recordOf returns the record (line, from 1) of checkpoint id in export.
+func recordOf(t *testing.T, export, id string) int {
+	t.Helper()
+	for i, line := range strings.Split(export, "\n") {
+		if strings.HasPrefix(line, `{"kind":"checkpoint"`) && strings.Contains(line, `"id":"`+id+`"`) {
+			return i + 1
+		}
+	}
+	t.Fatalf("the export has no checkpoint %s", id)
+	return 0
+}
+
+// namedOnce fails the test if err's message says a record number or a
+// checkpoint id more than once.
+func namedOnce(t *testing.T, name string, err error) {
+	t.Helper()
+	msg := fmt.Sprint(err)
+	if len(recordNamed.FindAllString(msg, -1)) > 1 {
+		t.Errorf("%s: %q names its record more than once", name, msg)
+	}
+	seen := map[string]bool{}
+	for _, id := range uuidText.FindAllString(msg, -1) {
+		if seen[id] {
+			t.Errorf("%s: %q names checkpoint %s more than once", name, msg, id)
+		}
+		seen[id] = true
+	}
+}
+
+var (
+	recordNamed = regexp.MustCompile(`record \d+: `)
+	uuidText    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+)
 
 // subID returns the id of the export's checkpoint in namespace "sub".
 func subID(t *testing.T, export string) string {

@@ -44,36 +44,7 @@ func BenchmarkImport(b *testing.B) {
 	steps := importSteps(b)
 	src := pgtest.NewDB(b)
 	eng := engine.New(src.Pool, engine.Config{})
-	r := rand.New(rand.NewPCG(7, 7))
-	state := map[string]any{}
-	var window []json.RawMessage
-	for i := 1; i <= steps; i++ {
-		content := make([]byte, 900)
-		for j := range content {
-			content[j] = "abcdefghij klmnopqrstuvwxyz"[r.IntN(27)]
-		}
-		m, _ := json.Marshal(map[string]string{"role": []string{"user", "assistant"}[i%2], "content": string(content)})
-		window = append(window, m)
-		if len(window) > 8 {
-			window = window[1:]
-		}
-		msgs := json.RawMessage("[" + string(joinRaw(window)) + "]")
-		state[fmt.Sprintf("key%02d", i%20)] = fmt.Sprintf("value at step %d", i)
-		state["step"] = i
-		stateJSON, _ := json.Marshal(state)
-		res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "imported", Messages: msgs, State: stateJSON,
-			Metadata: json.RawMessage(fmt.Sprintf(`{"run":%d}`, i/100))})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if i%4 == 0 {
-			if _, err := eng.PutWrites(ctx, res.ID, "task", []engine.Write{
-				{Channel: "result", Value: json.RawMessage(`{"ok":true}`)}, {Channel: "note", Value: json.RawMessage(`"done"`)},
-			}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	benchConversation(b, eng, "imported", steps)
 	var export bytes.Buffer
 	if _, err := eng.Export(ctx, "imported", &export); err != nil {
 		b.Fatal(err)
@@ -125,4 +96,41 @@ func BenchmarkImport(b *testing.B) {
 	b.ReportMetric(float64(mi.Microseconds())/float64(steps), "µs/checkpoint")
 	b.ReportMetric(float64(mb.Milliseconds()), "bare-ms")
 	b.ReportMetric(float64(mi)/float64(mb), "x-bare")
+}
+
+// benchConversation writes steps checkpoints on thread: each the last 8
+// messages of a conversation (7.5 KB) and a state of 21 keys, stored whole;
+// every 4th with two pending writes.
+func benchConversation(b *testing.B, eng *engine.Engine, thread string, steps int) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(7, 7))
+	state := map[string]any{}
+	var window []json.RawMessage
+	for i := 1; i <= steps; i++ {
+		content := make([]byte, 900)
+		for j := range content {
+			content[j] = "abcdefghij klmnopqrstuvwxyz"[r.IntN(27)]
+		}
+		m, _ := json.Marshal(map[string]string{"role": []string{"user", "assistant"}[i%2], "content": string(content)})
+		window = append(window, m)
+		if len(window) > 8 {
+			window = window[1:]
+		}
+		msgs := json.RawMessage("[" + string(joinRaw(window)) + "]")
+		state[fmt.Sprintf("key%02d", i%20)] = fmt.Sprintf("value at step %d", i)
+		state["step"] = i
+		stateJSON, _ := json.Marshal(state)
+		res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread, Messages: msgs, State: stateJSON,
+			Metadata: json.RawMessage(fmt.Sprintf(`{"run":%d}`, i/100))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if i%4 == 0 {
+			if _, err := eng.PutWrites(ctx, res.ID, "task", []engine.Write{
+				{Channel: "result", Value: json.RawMessage(`{"ok":true}`)}, {Channel: "note", Value: json.RawMessage(`"done"`)},
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }

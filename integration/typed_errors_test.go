@@ -104,11 +104,15 @@ func TestInputPostgresRefusesIsTyped(t *testing.T) {
 
 // An import writes its checkpoints and pending writes by COPY, a batch at a
 // time; when Postgres refuses a row in the middle of a batch, the error
-// names that row's checkpoint and field, and nothing is written.
+// names that row's record, checkpoint and field, once each (not the record
+// whose line filled the batch, unless it is that one), also in the batch
+// written after the last line, and nothing is written.
 func TestImportNamesTheRowPostgresRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	const n, bad = 250, 130 // two batches; the refused row inside the first
+	// Two batches of 200 and 50: refused rows inside the first, the one that
+	// fills it, and one in the last.
+	const n, bad, full, last = 250, 130, 200, 240
 	ids := make([]string, n+1)
 	for i := 1; i <= n; i++ {
 		res, err := b.eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "many", State: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
@@ -128,17 +132,24 @@ func TestImportNamesTheRowPostgresRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := b.count(t)
+	// Checkpoint i is record i+2, after the header and the thread.
+	named := func(i int, field string) string {
+		return fmt.Sprintf("import: record %d: checkpoint %s: %s: ", i+2, ids[i], field)
+	}
 	for _, c := range []struct{ name, old, new, want string }{
-		{"state", fmt.Sprintf(`"state":{"i":%d}`, bad), `"state":{"i":1e999999}`, "checkpoint " + ids[bad] + ": state: "},
-		{"pending write", fmt.Sprintf(`{"w":%d}`, bad), `1e999999`, "checkpoint " + ids[bad] + ": pending write 0 value: "},
+		{"state", fmt.Sprintf(`"state":{"i":%d}`, bad), `"state":{"i":1e999999}`, named(bad, "state")},
+		{"pending write", fmt.Sprintf(`{"w":%d}`, bad), `1e999999`, named(bad, "pending write 0 value")},
+		{"state, the row that fills the batch", fmt.Sprintf(`"state":{"i":%d}`, full), `"state":{"i":1e999999}`, named(full, "state")},
+		{"state, last batch", fmt.Sprintf(`"state":{"i":%d}`, last), `"state":{"i":1e999999}`, named(last, "state")},
 	} {
 		text := strings.Replace(export.String(), c.old, c.new, 1)
 		if text == export.String() {
 			t.Fatalf("%s: the export has no %s", c.name, c.old)
 		}
 		_, err := b.eng.Import(b.ctx, strings.NewReader(text), engine.ImportOptions{})
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %.300v, want an error naming %q", c.name, err, c.want)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Count(err.Error(), "record ") != 1 ||
+			strings.Count(err.Error(), "checkpoint ") != 1 {
+			t.Errorf("%s: %.300v, want an error that begins %q and names one record and one checkpoint", c.name, err, c.want)
 		}
 		t.Logf("%s: %.200v", c.name, err)
 	}

@@ -180,7 +180,7 @@ func (w *importWriter) Thread(ctx context.Context, t engine.ExportThread) error 
 // delta on the same base), with d's digests and its pending writes.
 func (w *importWriter) Checkpoint(ctx context.Context, c engine.ExportCheckpoint, d engine.ImportDigests) error {
 	if _, err := w.q.CheckpointLinkByID(ctx, c.ID); err == nil {
-		return fmt.Errorf("checkpoint %s: id in use: %w", c.ID, engine.ErrIDConflict)
+		return fmt.Errorf("%w: its id is in use", engine.ErrIDConflict)
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return dbError("look up the checkpoint id", err)
 	}
@@ -202,7 +202,7 @@ func (w *importWriter) Checkpoint(ctx context.Context, c engine.ExportCheckpoint
 	row.StateDigests = sql.NullString{String: string(d.StateDigests), Valid: true}
 	row.ToolResultsDigests = sql.NullString{String: string(d.ToolResultsDigests), Valid: true}
 	if err := w.q.CheckpointInsert(ctx, row); err != nil {
-		return importError(fmt.Sprintf("checkpoint %s", c.ID), err)
+		return importError("write the checkpoint", err)
 	}
 	for _, pw := range c.PendingWrites {
 		n, err := w.q.PendingWriteInsert(ctx, sqlitedb.PendingWriteInsertParams{
@@ -211,10 +211,10 @@ func (w *importWriter) Checkpoint(ctx context.Context, c engine.ExportCheckpoint
 			CreatedAt: pw.CreatedAt.UnixMicro(),
 		})
 		if err != nil {
-			return importError(fmt.Sprintf("pending write of checkpoint %s", c.ID), err)
+			return importError(fmt.Sprintf("pending write %q/%d", pw.TaskID, pw.Index), err)
 		}
 		if n == 0 {
-			return fmt.Errorf("%w: pending write %s/%d of checkpoint %s appears twice", engine.ErrInvalidInput, pw.TaskID, pw.Index, c.ID)
+			return fmt.Errorf("%w: pending write %q/%d appears twice", engine.ErrInvalidInput, pw.TaskID, pw.Index)
 		}
 	}
 	return nil

@@ -16,16 +16,22 @@ import (
 
 const CheckpointExportPage = `-- name: CheckpointExportPage :many
 SELECT c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
-       c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.base_checkpoint_id,
-       c.delta_run, c.delta_depth, c.messages, c.state, c.tool_results,
-       to_jsonb(c.state_removed) AS state_removed, to_jsonb(c.tool_results_removed) AS tool_results_removed,
+       c.created_at, c.trigger, c.tags, c.summary,
+       substr(jsonb_send(c.metadata), 2) AS metadata,
+       c.format, c.base_checkpoint_id, c.delta_run, c.delta_depth,
+       substr(jsonb_send(c.messages), 2) AS messages,
+       substr(jsonb_send(c.state), 2) AS state,
+       substr(jsonb_send(c.tool_results), 2) AS tool_results,
+       substr(jsonb_send(to_jsonb(c.state_removed)), 2) AS state_removed,
+       substr(jsonb_send(to_jsonb(c.tool_results_removed)), 2) AS tool_results_removed,
        c.next_node, c.size_bytes,
-       coalesce((SELECT jsonb_agg(jsonb_build_object('task_id', p.task_id, 'idx', p.idx,
-                        'channel', p.channel, 'value', p.value, 'created_at', p.created_at)
-                        ORDER BY p.task_id, p.idx)
-                 FROM pgcheckpoint.pending_writes p
-                 WHERE p.thread_id = c.thread_id AND p.namespace = c.namespace
-                   AND p.checkpoint_seq = c.seq), '[]')::jsonb AS pending_writes
+       substr(jsonb_send(coalesce(
+           (SELECT jsonb_agg(jsonb_build_object('task_id', p.task_id, 'idx', p.idx,
+                             'channel', p.channel, 'value', p.value, 'created_at', p.created_at)
+                             ORDER BY p.task_id, p.idx)
+            FROM pgcheckpoint.pending_writes p
+            WHERE p.thread_id = c.thread_id AND p.namespace = c.namespace
+              AND p.checkpoint_seq = c.seq), '[]')::jsonb), 2) AS pending_writes
 FROM pgcheckpoint.checkpoints c
 WHERE c.thread_id = $1::text
   AND (c.namespace, c.seq) > ($2::text, $3::bigint)
@@ -51,26 +57,29 @@ type CheckpointExportPageRow struct {
 	Trigger            string
 	Tags               []string
 	Summary            string
-	Metadata           json.RawMessage
+	Metadata           []byte
 	Format             string
 	BaseCheckpointID   uuid.NullUUID
 	DeltaRun           int32
 	DeltaDepth         int32
-	Messages           json.RawMessage
-	State              json.RawMessage
-	ToolResults        json.RawMessage
-	StateRemoved       json.RawMessage
-	ToolResultsRemoved json.RawMessage
+	Messages           []byte
+	State              []byte
+	ToolResults        []byte
+	StateRemoved       []byte
+	ToolResultsRemoved []byte
 	NextNode           string
 	SizeBytes          int64
-	PendingWrites      json.RawMessage
+	PendingWrites      []byte
 }
 
 // A page of a thread's checkpoints as stored, in namespace then write
 // order, after (after_namespace, after_seq): keyset pages over the primary
 // key, so an export holds one page in memory however long the thread is.
 // Removed keys come as JSON arrays, pending writes as one JSON array per
-// checkpoint.
+// checkpoint. The JSON comes as bytes of text, as Postgres wrote it (what
+// jsonb's binary send format carries, without its version byte), as
+// CheckpointGetByID reads content: a jsonb column scanned into
+// json.RawMessage would be validated again by encoding/json on the client.
 func (q *Queries) CheckpointExportPage(ctx context.Context, arg CheckpointExportPageParams) ([]CheckpointExportPageRow, error) {
 	rows, err := q.db.Query(ctx, CheckpointExportPage,
 		arg.ThreadID,
