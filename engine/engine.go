@@ -412,11 +412,9 @@ func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (_ *C
 }
 
 // ListCheckpoints returns a thread's checkpoints newest first, without their
-// content, one page at a time (see ListOptions); on Postgres a page, the
-// empty one after the last included, is one statement. An unknown thread
-// gives an empty list. Errors: ErrInvalidInput, ErrInvalidJSON (for the
-// metadata filter); ErrNotFound for a Before cursor that is not a
-// checkpoint of the thread and namespace.
+// content, one page at a time (see ListOptions). An unknown thread gives an
+// empty list. Errors: ErrInvalidInput, ErrInvalidJSON (for the metadata
+// filter).
 func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts ListOptions) (_ []CheckpointInfo, err error) {
 	ctx, done := e.tel.call(ctx, "ListCheckpoints", attrThread.String(threadID))
 	defer func() { done(err) }()

@@ -225,30 +225,27 @@ func (s *pgStore) Head(ctx context.Context, threadID, namespace string) (*Checkp
 }
 
 func (s *pgStore) ListCheckpoints(ctx context.Context, q ListQuery) ([]CheckpointInfo, error) {
-	limit := q.Limit
-	if q.Before != uuid.Nil {
-		limit++ // the cursor's own row comes first
-	}
-	rows, err := s.eq.CheckpointListPage(ctx, enginedb.CheckpointListPageParams{
+	rows, err := s.q.CheckpointListByThread(ctx, db.CheckpointListByThreadParams{
 		ThreadID:       q.ThreadID,
 		Namespace:      q.Namespace,
 		Before:         nullUUID(q.Before),
 		MetadataFilter: q.Metadata,
 		Tags:           q.Tags,
-		MaxRows:        int32(limit),
+		MaxRows:        int32(q.Limit),
 	})
 	if err != nil {
 		return nil, storeError(err)
 	}
-	if q.Before != uuid.Nil {
-		if len(rows) == 0 || rows[0].PgcheckpointCheckpointInfo.CheckpointID.Bytes != q.Before {
-			return nil, fmt.Errorf("cursor %s: %w", q.Before, ErrNotFound)
+	if len(rows) == 0 && q.Before != uuid.Nil {
+		// No rows: the end of the list, or a cursor that is not there.
+		_, err := s.eq.CheckpointGetSeq(ctx, enginedb.CheckpointGetSeqParams{ThreadID: q.ThreadID, Namespace: q.Namespace, CheckpointID: q.Before})
+		if err != nil {
+			return nil, dbError(fmt.Sprintf("cursor %s", q.Before), err)
 		}
-		rows = rows[1:]
 	}
 	out := make([]CheckpointInfo, len(rows))
 	for i, r := range rows {
-		out[i] = pgInfo(db.PgcheckpointCheckpointInfo(r.PgcheckpointCheckpointInfo))
+		out[i] = pgInfo(r.PgcheckpointCheckpointInfo)
 	}
 	return out, nil
 }

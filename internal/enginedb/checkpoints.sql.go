@@ -7,7 +7,6 @@ package enginedb
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/google/uuid"
 )
@@ -47,84 +46,26 @@ func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFi
 	return i, err
 }
 
-const CheckpointListPage = `-- name: CheckpointListPage :many
-WITH cursor AS (
-    SELECT CASE WHEN b.thread_id = $1::text AND b.namespace = $2::text THEN b.seq END AS seq
-    FROM pgcheckpoint.checkpoints b
-    WHERE b.checkpoint_id = $3::uuid
-    LIMIT 1)
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes
-FROM pgcheckpoint.checkpoint_info c
-WHERE c.thread_id = $1::text
-  AND c.namespace = $2::text
-  AND c.seq <= CASE WHEN $3::uuid IS NULL THEN 9223372036854775807 ELSE (SELECT seq FROM cursor) END
-  AND (c.seq = (SELECT seq FROM cursor)
-       OR ($4::jsonb IS NULL OR c.metadata @> $4::jsonb)
-          AND c.tags @> $5::text[])
-ORDER BY c.seq DESC
-LIMIT $6::int
+const CheckpointGetSeq = `-- name: CheckpointGetSeq :one
+SELECT c.seq
+FROM (SELECT c.seq, c.thread_id, c.namespace
+      FROM pgcheckpoint.checkpoints c
+      WHERE c.checkpoint_id = $1::uuid
+      LIMIT 1) c
+WHERE c.thread_id = $2::text AND c.namespace = $3::text
 `
 
-type CheckpointListPageParams struct {
-	ThreadID       string
-	Namespace      string
-	Before         uuid.NullUUID
-	MetadataFilter json.RawMessage
-	Tags           []string
-	MaxRows        int32
+type CheckpointGetSeqParams struct {
+	CheckpointID uuid.UUID
+	ThreadID     string
+	Namespace    string
 }
 
-type CheckpointListPageRow struct {
-	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
-}
-
-// The engine's listing: CheckpointListByThread's page (newest first,
-// before the cursor, filtered by metadata containment and tags) with its
-// cursor checked in the same statement, so that an empty last page costs
-// no second round trip. The cursor is looked up by id alone, then checked
-// (see checkpoint_put); when it is a checkpoint of the thread and
-// namespace, its own row comes too, whatever the filters, first (max_rows
-// counts it). No cursor row: the cursor is unknown or of another thread
-// or namespace, and no page comes either.
-func (q *Queries) CheckpointListPage(ctx context.Context, arg CheckpointListPageParams) ([]CheckpointListPageRow, error) {
-	rows, err := q.db.Query(ctx, CheckpointListPage,
-		arg.ThreadID,
-		arg.Namespace,
-		arg.Before,
-		arg.MetadataFilter,
-		arg.Tags,
-		arg.MaxRows,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []CheckpointListPageRow{}
-	for rows.Next() {
-		var i CheckpointListPageRow
-		if err := rows.Scan(
-			&i.PgcheckpointCheckpointInfo.ThreadID,
-			&i.PgcheckpointCheckpointInfo.Namespace,
-			&i.PgcheckpointCheckpointInfo.Seq,
-			&i.PgcheckpointCheckpointInfo.CheckpointID,
-			&i.PgcheckpointCheckpointInfo.ParentCheckpointID,
-			&i.PgcheckpointCheckpointInfo.MergeParentID,
-			&i.PgcheckpointCheckpointInfo.Step,
-			&i.PgcheckpointCheckpointInfo.CreatedAt,
-			&i.PgcheckpointCheckpointInfo.Trigger,
-			&i.PgcheckpointCheckpointInfo.Tags,
-			&i.PgcheckpointCheckpointInfo.Summary,
-			&i.PgcheckpointCheckpointInfo.Metadata,
-			&i.PgcheckpointCheckpointInfo.Format,
-			&i.PgcheckpointCheckpointInfo.NextNode,
-			&i.PgcheckpointCheckpointInfo.SizeBytes,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+// The seq of a checkpoint in a thread and namespace, for list cursors. By
+// id alone, then checked (see checkpoint_put).
+func (q *Queries) CheckpointGetSeq(ctx context.Context, arg CheckpointGetSeqParams) (int64, error) {
+	row := q.db.QueryRow(ctx, CheckpointGetSeq, arg.CheckpointID, arg.ThreadID, arg.Namespace)
+	var seq int64
+	err := row.Scan(&seq)
+	return seq, err
 }

@@ -68,30 +68,15 @@ WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT N
 RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
           c.step, c.created_at;
 
--- name: CheckpointListPage :many
--- The engine's listing: CheckpointListByThread's page (newest first,
--- before the cursor, filtered by metadata containment and tags) with its
--- cursor checked in the same statement, so that an empty last page costs
--- no second round trip. The cursor is looked up by id alone, then checked
--- (see checkpoint_put); when it is a checkpoint of the thread and
--- namespace, its own row comes too, whatever the filters, first (max_rows
--- counts it). No cursor row: the cursor is unknown or of another thread
--- or namespace, and no page comes either.
-WITH cursor AS (
-    SELECT CASE WHEN b.thread_id = @thread_id::text AND b.namespace = @namespace::text THEN b.seq END AS seq
-    FROM pgcheckpoint.checkpoints b
-    WHERE b.checkpoint_id = sqlc.narg(before)::uuid
-    LIMIT 1)
-SELECT sqlc.embed(c)
-FROM pgcheckpoint.checkpoint_info c
-WHERE c.thread_id = @thread_id::text
-  AND c.namespace = @namespace::text
-  AND c.seq <= CASE WHEN sqlc.narg(before)::uuid IS NULL THEN 9223372036854775807 ELSE (SELECT seq FROM cursor) END
-  AND (c.seq = (SELECT seq FROM cursor)
-       OR (sqlc.narg(metadata_filter)::jsonb IS NULL OR c.metadata @> sqlc.narg(metadata_filter)::jsonb)
-          AND c.tags @> @tags::text[])
-ORDER BY c.seq DESC
-LIMIT @max_rows::int;
+-- name: CheckpointGetSeq :one
+-- The seq of a checkpoint in a thread and namespace, for list cursors. By
+-- id alone, then checked (see checkpoint_put).
+SELECT c.seq
+FROM (SELECT c.seq, c.thread_id, c.namespace
+      FROM pgcheckpoint.checkpoints c
+      WHERE c.checkpoint_id = @checkpoint_id::uuid
+      LIMIT 1) c
+WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text;
 
 -- name: CheckpointFindOnHeadLine :one
 -- The checkpoint with the greatest step at or below max_step on the line
