@@ -38,39 +38,29 @@ func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.S
 	return res, err
 }
 
+// putAppend is PutAppend inside a write transaction.
 func (s *Store) putAppend(ctx context.Context, q *sqlitedb.Queries, a engine.AppendRequest) (engine.SnapshotResult, error) {
-	if ex, err := q.CheckpointGetByID(ctx, a.ID); err == nil {
-		return appendRetried(ctx, q, ex, a)
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return engine.SnapshotResult{}, dbError("look up the checkpoint id", err)
+	pl, ex, err := placeWrite(ctx, q, a.ID, a.ThreadID, a.Namespace, uuid.Nil)
+	if err != nil {
+		return engine.SnapshotResult{}, err
 	}
-	l, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: a.ThreadID, Namespace: a.Namespace})
-	if errors.Is(err, sql.ErrNoRows) {
+	if ex != nil {
+		return appendRetried(ctx, q, *ex, a)
+	}
+	head := pl.parent
+	if head == nil {
 		return engine.SnapshotResult{}, fmt.Errorf("thread %q namespace %q has no checkpoint to append to (write the first with Snapshot): %w",
 			a.ThreadID, a.Namespace, engine.ErrNotFound)
-	} else if err != nil {
-		return engine.SnapshotResult{}, dbError("read the head", err)
 	}
-	head := (*link)(&l)
 	if a.OnHead != uuid.Nil && a.OnHead != head.CheckpointID {
 		return engine.SnapshotResult{}, fmt.Errorf("the head of thread %q namespace %q is %s, not %s: %w",
 			a.ThreadID, a.Namespace, head.CheckpointID, a.OnHead, engine.ErrHeadMoved)
 	}
-	if a.DeltaRun <= 1 || head.DeltaRun+1 >= int64(a.DeltaRun) || !head.MessagesCount.Valid ||
-		len(head.MessagesDigest) != jsontext.ChainSize || !head.StateDigests.Valid || !head.ToolResultsDigests.Valid {
-		return s.appendWhole(ctx, q, head, a)
+	if !deltaRunContinues(head, a.DeltaRun) || !hasDigests(head) {
+		return s.appendWhole(ctx, q, pl, a)
 	}
-	th, err := q.ThreadGet(ctx, sqlitedb.ThreadGetParams{ThreadID: a.ThreadID, Namespace: a.Namespace})
-	if err != nil {
-		return engine.SnapshotResult{}, dbError("read the thread", err)
-	}
-	lastSeq, err := q.CheckpointMaxSeq(ctx, sqlitedb.CheckpointMaxSeqParams{ThreadID: a.ThreadID, Namespace: a.Namespace})
-	if err != nil {
-		return engine.SnapshotResult{}, dbError("read the last seq", err)
-	}
-	st := stored{format: "delta", base: uuid.NullUUID{UUID: head.CheckpointID, Valid: true},
-		run: head.DeltaRun + 1, depth: head.DeltaDepth + 1,
-		messages: a.Messages, state: a.SetState, tools: a.SetToolResults}
+	st := deltaOn(head, true)
+	st.messages, st.state, st.tools = a.Messages, a.SetState, a.SetToolResults
 	stateDigests, stateRemoved, err := appendKeyDigests([]byte(head.StateDigests.String), a.SetStateDigests, a.RemoveState)
 	if err != nil {
 		return engine.SnapshotResult{}, fmt.Errorf("state: %w", err)
@@ -103,52 +93,32 @@ func (s *Store) putAppend(ctx context.Context, q *sqlitedb.Queries, a engine.App
 			return engine.SnapshotResult{}, err
 		}
 	}
-	tags, err := json.Marshal(nonNil(a.Tags))
+	row, err := pl.newRow(a.ID, a.Trigger, a.Tags, summary, a.NextNode, a.SizeBytes, a.Metadata, s.now())
 	if err != nil {
-		return engine.SnapshotResult{}, fmt.Errorf("tags: %w", err)
+		return engine.SnapshotResult{}, err
 	}
-	now := s.now().UnixMicro()
-	row := sqlitedb.CheckpointInsertParams{
-		ThreadID: a.ThreadID, Namespace: a.Namespace, Seq: lastSeq + 1, CheckpointID: a.ID,
-		ParentCheckpointID: nullID(head.CheckpointID), Step: head.Step + 1, CreatedAt: now,
-		Trigger: string(a.Trigger), Tags: string(tags), Summary: summary, NextNode: a.NextNode,
-		SizeBytes: a.SizeBytes, Metadata: string(a.Metadata),
-		MessagesCount:      sql.NullInt64{Int64: head.MessagesCount.Int64 + int64(len(a.MessageDigests)/jsontext.DigestSize), Valid: true},
-		MessagesDigest:     listDigest,
-		StateDigests:       sql.NullString{String: string(stateDigests), Valid: true},
-		ToolResultsDigests: sql.NullString{String: string(toolsDigests), Valid: true},
-	}
+	row.MessagesCount = sql.NullInt64{Int64: head.MessagesCount.Int64 + int64(len(a.MessageDigests)/jsontext.DigestSize), Valid: true}
+	row.MessagesDigest = listDigest
+	row.StateDigests = sql.NullString{String: string(stateDigests), Valid: true}
+	row.ToolResultsDigests = sql.NullString{String: string(toolsDigests), Valid: true}
 	setStored(&row, st)
-	if err := q.CheckpointInsert(ctx, row); err != nil {
-		return engine.SnapshotResult{}, dbError("insert the checkpoint", err)
-	}
-	if th.RewoundTo.Valid {
-		if err := q.ThreadSetRewoundTo(ctx, sqlitedb.ThreadSetRewoundToParams{ThreadID: a.ThreadID, Namespace: a.Namespace}); err != nil {
-			return engine.SnapshotResult{}, dbError("update the thread", err)
-		}
-	}
-	return engine.SnapshotResult{
-		ID: a.ID, ThreadID: a.ThreadID, Namespace: a.Namespace, ParentID: head.CheckpointID,
-		Step: row.Step, CreatedAt: fromMicros(now), Created: true,
-	}, nil
+	return pl.insert(ctx, q, row)
 }
 
-// appendWhole writes an append whole: the head's content rebuilt, the
-// change applied, written as Put writes it, on the head.
-func (s *Store) appendWhole(ctx context.Context, q *sqlitedb.Queries, head *link, a engine.AppendRequest) (engine.SnapshotResult, error) {
-	row, err := q.CheckpointGetByID(ctx, head.CheckpointID)
+// appendWhole writes an append at pl whole: the head's content rebuilt,
+// the change applied, written as Put writes it (planDelta may still make
+// it a delta on the run's anchor).
+func (s *Store) appendWhole(ctx context.Context, q *sqlitedb.Queries, pl place, a engine.AppendRequest) (engine.SnapshotResult, error) {
+	row, err := q.CheckpointGetByID(ctx, pl.parent.CheckpointID)
 	if err != nil {
 		return engine.SnapshotResult{}, dbError("read the head", err)
 	}
-	c, err := materialize(ctx, q, row)
+	c, err := appended(ctx, q, row, a)
 	if err != nil {
 		return engine.SnapshotResult{}, err
 	}
-	if c, err = applyChange(c, a); err != nil {
-		return engine.SnapshotResult{}, err
-	}
 	p := engine.PutRequest{
-		ThreadID: a.ThreadID, Namespace: a.Namespace, ID: a.ID, ParentID: head.CheckpointID, Trigger: a.Trigger,
+		ThreadID: a.ThreadID, Namespace: a.Namespace, ID: a.ID, ParentID: pl.parent.CheckpointID, Trigger: a.Trigger,
 		Tags: a.Tags, Summary: a.Summary, Metadata: a.Metadata, Messages: c.messages, State: c.state,
 		ToolResults: c.tools, NextNode: a.NextNode, SizeBytes: a.SizeBytes, DeltaRun: a.DeltaRun,
 	}
@@ -157,7 +127,17 @@ func (s *Store) appendWhole(ctx context.Context, q *sqlitedb.Queries, head *link
 			return engine.SnapshotResult{}, err
 		}
 	}
-	return s.put(ctx, q, p, uuid.Nil)
+	return s.putAt(ctx, q, pl, p, uuid.Nil)
+}
+
+// appended is the content of an append on parent: parent's content,
+// rebuilt, with the change applied.
+func appended(ctx context.Context, q *sqlitedb.Queries, parent sqlitedb.Checkpoint, a engine.AppendRequest) (content, error) {
+	c, err := materialize(ctx, q, parent)
+	if err != nil {
+		return content{}, err
+	}
+	return applyChange(c, a)
 }
 
 // applyChange is an append's change applied to whole content, the way
@@ -231,9 +211,8 @@ func headMessages(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID) ([]byt
 // same thread and namespace (and on a.OnHead when set), with the same
 // metadata and next node; anything else is a conflict.
 func appendRetried(ctx context.Context, q *sqlitedb.Queries, ex sqlitedb.Checkpoint, a engine.AppendRequest) (engine.SnapshotResult, error) {
-	same := ex.ThreadID == a.ThreadID && ex.Namespace == a.Namespace && ex.NextNode == a.NextNode &&
-		ex.ParentCheckpointID.Valid && (a.OnHead == uuid.Nil || a.OnHead == ex.ParentCheckpointID.UUID) &&
-		jsontext.Same([]byte(ex.Metadata), a.Metadata)
+	same := sameRetry(ex, a.ThreadID, a.Namespace, a.NextNode, a.Metadata) &&
+		ex.ParentCheckpointID.Valid && (a.OnHead == uuid.Nil || a.OnHead == ex.ParentCheckpointID.UUID)
 	if same {
 		parent, err := q.CheckpointGetByID(ctx, ex.ParentCheckpointID.UUID)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -241,11 +220,8 @@ func appendRetried(ctx context.Context, q *sqlitedb.Queries, ex sqlitedb.Checkpo
 		}
 		same = err == nil
 		if same {
-			want, err := materialize(ctx, q, parent)
+			want, err := appended(ctx, q, parent, a)
 			if err != nil {
-				return engine.SnapshotResult{}, err
-			}
-			if want, err = applyChange(want, a); err != nil {
 				return engine.SnapshotResult{}, err
 			}
 			got, err := materialize(ctx, q, ex)
@@ -260,8 +236,5 @@ func appendRetried(ctx context.Context, q *sqlitedb.Queries, ex sqlitedb.Checkpo
 		return engine.SnapshotResult{}, fmt.Errorf("checkpoint %s already exists, and not as this append; use a new id for a new checkpoint: %w",
 			a.ID, engine.ErrIDConflict)
 	}
-	return engine.SnapshotResult{
-		ID: ex.CheckpointID, ThreadID: ex.ThreadID, Namespace: ex.Namespace, ParentID: ex.ParentCheckpointID.UUID,
-		Step: ex.Step, CreatedAt: fromMicros(ex.CreatedAt), Created: false,
-	}, nil
+	return snapshotResult(ex, false), nil
 }

@@ -73,7 +73,8 @@ func planDelta(ctx context.Context, q *sqlitedb.Queries, parent *link, c content
 		return whole, nil
 	}
 	base := parent
-	if parent.DeltaRun+1 >= int64(deltaRun) {
+	continues := deltaRunContinues(parent, deltaRun)
+	if !continues {
 		// The run is as long as allowed: go back to where it started.
 		anchor := *parent
 		for anchor.DeltaRun > 0 {
@@ -94,7 +95,7 @@ func planDelta(ctx context.Context, q *sqlitedb.Queries, parent *link, c content
 		}
 		base = &anchor
 	}
-	if !base.MessagesCount.Valid || base.MessagesDigest == nil || !base.StateDigests.Valid || !base.ToolResultsDigests.Valid {
+	if !hasDigests(base) {
 		return whole, nil
 	}
 	n := base.MessagesCount.Int64
@@ -111,11 +112,8 @@ func planDelta(ctx context.Context, q *sqlitedb.Queries, parent *link, c content
 	if int64(len(msgs)) != d.messagesCount {
 		return stored{}, fmt.Errorf("%w: message digests for %d messages, and %d messages", engine.ErrInvalidInput, d.messagesCount, len(msgs))
 	}
-	delta := stored{format: "delta", base: uuid.NullUUID{UUID: base.CheckpointID, Valid: true},
-		depth: base.DeltaDepth + 1, messages: joinArray(msgs[n:])}
-	if base.CheckpointID == parent.CheckpointID {
-		delta.run = parent.DeltaRun + 1
-	}
+	delta := deltaOn(base, continues)
+	delta.messages = joinArray(msgs[n:])
 	if delta.state, delta.stateRemoved, err = keyDelta(c.state, d.state, []byte(base.StateDigests.String)); err != nil {
 		return stored{}, fmt.Errorf("state: %w", err)
 	}
@@ -127,6 +125,30 @@ func planDelta(ctx context.Context, q *sqlitedb.Queries, parent *link, c content
 		return whole, nil
 	}
 	return delta, nil
+}
+
+// deltaRunContinues is the run limit (pgcheckpoint.delta_run_continues on
+// Postgres): whether a delta on parent may extend parent's run, when runs
+// hold fewer than deltaRun deltas (deltaRun 1: no deltas).
+func deltaRunContinues(parent *link, deltaRun int) bool {
+	return deltaRun > 1 && parent.DeltaRun+1 < int64(deltaRun)
+}
+
+// hasDigests reports whether a checkpoint has the digests of its whole
+// content that a delta on it is computed against.
+func hasDigests(l *link) bool {
+	return l.MessagesCount.Valid && len(l.MessagesDigest) == jsontext.ChainSize && l.StateDigests.Valid && l.ToolResultsDigests.Valid
+}
+
+// deltaOn is how a delta on base is stored, before its content: one link
+// deeper than base; its run goes on from base's when it continues base's
+// run (base is its parent), and starts again (0) on an anchor.
+func deltaOn(base *link, continues bool) stored {
+	st := stored{format: "delta", base: uuid.NullUUID{UUID: base.CheckpointID, Valid: true}, depth: base.DeltaDepth + 1}
+	if continues {
+		st.run = base.DeltaRun + 1
+	}
+	return st
 }
 
 // keyDelta returns the members of obj whose key is new or whose digest

@@ -184,14 +184,14 @@ func (w *importWriter) Checkpoint(ctx context.Context, c engine.ExportCheckpoint
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return dbError("look up the checkpoint id", err)
 	}
-	tags, err := json.Marshal(nonNil(c.Tags))
+	tags, err := storedTags(c.Tags)
 	if err != nil {
-		return fmt.Errorf("tags: %w", err)
+		return err
 	}
 	row := sqlitedb.CheckpointInsertParams{
 		ThreadID: c.ThreadID, Namespace: c.Namespace, Seq: c.Seq, CheckpointID: c.ID,
 		ParentCheckpointID: fromOptID(c.ParentID), MergeParentID: fromOptID(c.MergeParentID), Step: c.Step,
-		CreatedAt: c.CreatedAt.UnixMicro(), Trigger: string(c.Trigger), Tags: string(tags), Summary: c.Summary,
+		CreatedAt: c.CreatedAt.UnixMicro(), Trigger: string(c.Trigger), Tags: tags, Summary: c.Summary,
 		NextNode: c.NextNode, SizeBytes: c.SizeBytes, Metadata: string(c.Metadata),
 	}
 	setStored(&row, stored{format: c.Storage, base: fromOptID(c.BaseID), run: c.DeltaRun, depth: c.DeltaDepth,

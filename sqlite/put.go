@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -70,48 +69,22 @@ func checkJSON(fields ...namedJSON) error {
 
 // put is Put inside a write transaction; mergeParent is set for a merge.
 func (s *Store) put(ctx context.Context, q *sqlitedb.Queries, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
-	if ex, err := q.CheckpointGetByID(ctx, p.ID); err == nil {
-		return retried(ctx, q, ex, p)
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return engine.SnapshotResult{}, dbError("look up the checkpoint id", err)
-	}
-	th, err := q.ThreadGet(ctx, sqlitedb.ThreadGetParams{ThreadID: p.ThreadID, Namespace: p.Namespace})
-	threadSeen := err == nil
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return engine.SnapshotResult{}, dbError("read the thread", err)
-	}
-
-	var parent *link
-	wanted := p.ParentID
-	if wanted == uuid.Nil && th.RewoundTo.Valid {
-		wanted = th.RewoundTo.UUID
-	}
-	if wanted != uuid.Nil {
-		l, err := q.CheckpointLinkByID(ctx, wanted)
-		if errors.Is(err, sql.ErrNoRows) || err == nil && (l.ThreadID != p.ThreadID || l.Namespace != p.Namespace) {
-			return engine.SnapshotResult{}, fmt.Errorf("parent checkpoint %s not found in thread %q namespace %q: %w",
-				wanted, p.ThreadID, p.Namespace, engine.ErrNotFound)
-		} else if err != nil {
-			return engine.SnapshotResult{}, dbError("read the parent", err)
-		}
-		parent = &l
-	} else {
-		l, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: p.ThreadID, Namespace: p.Namespace})
-		if err == nil {
-			parent = (*link)(&l)
-		} else if !errors.Is(err, sql.ErrNoRows) {
-			return engine.SnapshotResult{}, dbError("read the head", err)
-		}
-	}
-	lastSeq, err := q.CheckpointMaxSeq(ctx, sqlitedb.CheckpointMaxSeqParams{ThreadID: p.ThreadID, Namespace: p.Namespace})
+	pl, ex, err := placeWrite(ctx, q, p.ID, p.ThreadID, p.Namespace, p.ParentID)
 	if err != nil {
-		return engine.SnapshotResult{}, dbError("read the last seq", err)
+		return engine.SnapshotResult{}, err
 	}
+	if ex != nil {
+		return retried(ctx, q, *ex, p)
+	}
+	return s.putAt(ctx, q, pl, p, mergeParent)
+}
 
+// putAt writes p at pl (see placeWrite), stored as planDelta decides.
+func (s *Store) putAt(ctx context.Context, q *sqlitedb.Queries, pl place, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
 	c := content{p.Messages, p.State, p.ToolResults}
 	d := digests{chain: p.MessageChain, state: p.StateDigests, tools: p.ToolResultsDigests,
 		messagesCount: int64(len(p.MessageChain) / jsontext.ChainSize)}
-	st, err := planDelta(ctx, q, parent, c, d, p.DeltaRun)
+	st, err := planDelta(ctx, q, pl.parent, c, d, p.DeltaRun)
 	if err != nil {
 		return engine.SnapshotResult{}, err
 	}
@@ -121,21 +94,11 @@ func (s *Store) put(ctx context.Context, q *sqlitedb.Queries, p engine.PutReques
 			return engine.SnapshotResult{}, err
 		}
 	}
-	tags, err := json.Marshal(nonNil(p.Tags))
+	row, err := pl.newRow(p.ID, p.Trigger, p.Tags, summary, p.NextNode, p.SizeBytes, p.Metadata, s.now())
 	if err != nil {
-		return engine.SnapshotResult{}, fmt.Errorf("tags: %w", err)
+		return engine.SnapshotResult{}, err
 	}
-	now := s.now().UnixMicro()
-	row := sqlitedb.CheckpointInsertParams{
-		ThreadID: p.ThreadID, Namespace: p.Namespace, Seq: lastSeq + 1, CheckpointID: p.ID,
-		MergeParentID: nullID(mergeParent), Step: 1, CreatedAt: now, Trigger: string(p.Trigger),
-		Tags: string(tags), Summary: summary, NextNode: p.NextNode, SizeBytes: p.SizeBytes,
-		Metadata: string(p.Metadata),
-	}
-	if parent != nil {
-		row.ParentCheckpointID = nullID(parent.CheckpointID)
-		row.Step = parent.Step + 1
-	}
+	row.MergeParentID = nullID(mergeParent)
 	if p.MessageChain != nil {
 		row.MessagesCount = sql.NullInt64{Int64: d.messagesCount, Valid: true}
 		row.MessagesDigest = jsontext.ListDigest(p.MessageChain)
@@ -143,23 +106,7 @@ func (s *Store) put(ctx context.Context, q *sqlitedb.Queries, p engine.PutReques
 		row.ToolResultsDigests = sql.NullString{String: string(p.ToolResultsDigests), Valid: true}
 	}
 	setStored(&row, st)
-	if err := q.CheckpointInsert(ctx, row); err != nil {
-		return engine.SnapshotResult{}, dbError("insert the checkpoint", err)
-	}
-	if !threadSeen {
-		err = q.ThreadInsert(ctx, sqlitedb.ThreadInsertParams{
-			ThreadID: p.ThreadID, Namespace: p.Namespace, Metadata: "{}", CreatedAt: now, ExpireAction: "delete",
-		})
-	} else if th.RewoundTo.Valid {
-		err = q.ThreadSetRewoundTo(ctx, sqlitedb.ThreadSetRewoundToParams{ThreadID: p.ThreadID, Namespace: p.Namespace})
-	}
-	if err != nil {
-		return engine.SnapshotResult{}, dbError("update the thread", err)
-	}
-	return engine.SnapshotResult{
-		ID: p.ID, ThreadID: p.ThreadID, Namespace: p.Namespace, ParentID: row.ParentCheckpointID.UUID,
-		Step: row.Step, CreatedAt: fromMicros(now), Created: true,
-	}, nil
+	return pl.insert(ctx, q, row)
 }
 
 // setStored puts a storage decision into a row.
@@ -173,8 +120,7 @@ func setStored(row *sqlitedb.CheckpointInsertParams, st stored) {
 // content (JSON-equal, as Postgres compares jsonb) is a retry that changes
 // nothing; anything else is a conflict.
 func retried(ctx context.Context, q *sqlitedb.Queries, ex sqlitedb.Checkpoint, p engine.PutRequest) (engine.SnapshotResult, error) {
-	same := ex.ThreadID == p.ThreadID && ex.Namespace == p.Namespace && ex.NextNode == p.NextNode &&
-		jsontext.Same([]byte(ex.Metadata), p.Metadata)
+	same := sameRetry(ex, p.ThreadID, p.Namespace, p.NextNode, p.Metadata)
 	if same {
 		c, err := materialize(ctx, q, ex)
 		if err != nil {
@@ -186,10 +132,7 @@ func retried(ctx context.Context, q *sqlitedb.Queries, ex sqlitedb.Checkpoint, p
 		return engine.SnapshotResult{}, fmt.Errorf("checkpoint %s already exists with other content; use a new id for a new checkpoint: %w",
 			p.ID, engine.ErrIDConflict)
 	}
-	return engine.SnapshotResult{
-		ID: ex.CheckpointID, ThreadID: ex.ThreadID, Namespace: ex.Namespace, ParentID: ex.ParentCheckpointID.UUID,
-		Step: ex.Step, CreatedAt: fromMicros(ex.CreatedAt), Created: false,
-	}, nil
+	return snapshotResult(ex, false), nil
 }
 
 // defaultSummary is "[role] first 100 characters of content" of the last

@@ -36,7 +36,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, erro
 func (s *Store) Head(ctx context.Context, threadID, namespace string) (*engine.Checkpoint, error) {
 	var cp *engine.Checkpoint
 	err := s.read(ctx, func(q *sqlitedb.Queries) error {
-		row, err := q.CheckpointGetHead(ctx, sqlitedb.CheckpointGetHeadParams{ThreadID: threadID, Namespace: namespace})
+		row, err := headRow(ctx, q, threadID, namespace)
 		if err != nil {
 			return dbError(fmt.Sprintf("head of thread %q namespace %q", threadID, namespace), err)
 		}
@@ -44,6 +44,17 @@ func (s *Store) Head(ctx context.Context, threadID, namespace string) (*engine.C
 		return err
 	})
 	return cp, err
+}
+
+// headRow returns the whole row of the head of a thread and namespace
+// (CheckpointLinkHead has the rule), or sql.ErrNoRows when the thread has
+// no checkpoint there.
+func headRow(ctx context.Context, q *sqlitedb.Queries, threadID, namespace string) (sqlitedb.Checkpoint, error) {
+	head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
+	if err != nil {
+		return sqlitedb.Checkpoint{}, err
+	}
+	return q.CheckpointGetByID(ctx, head.CheckpointID)
 }
 
 // wholeCheckpoint is the one converter of a checkpoint row: content
@@ -112,8 +123,8 @@ func (s *Store) ListCheckpoints(ctx context.Context, lq engine.ListQuery) ([]eng
 	err := s.read(ctx, func(q *sqlitedb.Queries) error {
 		before := int64(math.MaxInt64)
 		if lq.Before != uuid.Nil {
-			l, err := q.CheckpointLinkByID(ctx, lq.Before)
-			if errors.Is(err, sql.ErrNoRows) || err == nil && (l.ThreadID != lq.ThreadID || l.Namespace != lq.Namespace) {
+			l, err := linkIn(ctx, q, lq.Before, lq.ThreadID, lq.Namespace)
+			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("cursor %s is not a checkpoint of thread %q namespace %q: %w", lq.Before, lq.ThreadID, lq.Namespace, engine.ErrNotFound)
 			} else if err != nil {
 				return dbError("read the cursor", err)

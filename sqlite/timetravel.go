@@ -232,7 +232,7 @@ func (s *Store) Branches(ctx context.Context, threadID string) ([]engine.BranchI
 func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (engine.MergeResult, error) {
 	var res engine.MergeResult
 	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
-		src, err := q.CheckpointGetHead(ctx, sqlitedb.CheckpointGetHeadParams{ThreadID: branchThread, Namespace: namespace})
+		src, err := headRow(ctx, q, branchThread, namespace)
 		if err != nil {
 			return dbError(fmt.Sprintf("branch thread %q has no checkpoint in namespace %q", branchThread, namespace), err)
 		}

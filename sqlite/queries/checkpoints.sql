@@ -1,9 +1,12 @@
 -- Queries about checkpoints. The table's current DDL is in
 -- ../migrations/000001_init.up.sql, which is what sqlc reads. The head of
--- a thread and namespace (the checkpoint the next write builds on) is the
--- thread's rewound_to when it names a checkpoint of that thread and of
--- that namespace, else the one with the highest seq: the same rule as
--- pgcheckpoint.thread_head_seq on Postgres, spelled out in each query that needs it.
+-- a thread and namespace (what Head reads) is the thread's rewound_to when
+-- it names a checkpoint of that thread and of that namespace, else the one
+-- with the highest seq: the same rule as pgcheckpoint.thread_head_seq on
+-- Postgres. CheckpointLinkHead holds it for one thread and namespace;
+-- ThreadTree and ThreadListHeads, which need it for every thread row they
+-- read, spell it out again (SQLite has no functions, and a view would take
+-- a migration). A write finds its parent in Go (placeWrite in the package).
 
 -- name: CheckpointInsert :exec
 -- Writes one row, every column given: the store decides each (seq, step,
@@ -23,16 +26,6 @@ VALUES (
 -- A whole row (content possibly a delta: see materialize in the package).
 SELECT * FROM checkpoints WHERE checkpoint_id = @checkpoint_id;
 
--- name: CheckpointGetHead :one
--- The head of a thread and namespace, whole row.
-SELECT c.* FROM checkpoints c
-WHERE c.thread_id = @thread_id AND c.namespace = @namespace
-  AND c.seq = coalesce(
-        (SELECT r.seq FROM threads t JOIN checkpoints r ON r.checkpoint_id = t.rewound_to
-         WHERE t.thread_id = @thread_id AND t.namespace = @namespace
-           AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
-        (SELECT max(m.seq) FROM checkpoints m WHERE m.thread_id = @thread_id AND m.namespace = @namespace));
-
 -- name: CheckpointLinkByID :one
 -- What a write needs of its parent or base: place, step and delta columns,
 -- without the content.
@@ -41,7 +34,8 @@ SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_i
 FROM checkpoints WHERE checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointLinkHead :one
--- CheckpointLinkByID for the head of a thread and namespace.
+-- CheckpointLinkByID for the head of a thread and namespace: the one query
+-- a read of the head goes through (the whole row is then read by id).
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.base_checkpoint_id, c.delta_run,
        c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests
 FROM checkpoints c
@@ -52,10 +46,15 @@ WHERE c.thread_id = @thread_id AND c.namespace = @namespace
            AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
         (SELECT max(m.seq) FROM checkpoints m WHERE m.thread_id = @thread_id AND m.namespace = @namespace));
 
--- name: CheckpointMaxSeq :one
--- The highest seq of a thread and namespace, 0 when it has none.
-SELECT CAST(coalesce(max(seq), 0) AS INTEGER) AS max_seq
-FROM checkpoints WHERE thread_id = @thread_id AND namespace = @namespace;
+-- name: CheckpointLinkNewest :one
+-- CheckpointLinkByID for the newest checkpoint of a thread and namespace
+-- (the highest seq): a write's seq follows it, and without a rewind it is
+-- the parent. No row when the thread has none there.
+SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
+       messages_count, messages_digest, state_digests, tool_results_digests
+FROM checkpoints WHERE thread_id = @thread_id AND namespace = @namespace
+ORDER BY seq DESC
+LIMIT 1;
 
 -- name: CheckpointListByThread :many
 -- Newest first, from below a seq (the cursor's), without content.

@@ -171,57 +171,6 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 	return i, err
 }
 
-const CheckpointGetHead = `-- name: CheckpointGetHead :one
-SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c."trigger", c.tags, c.summary, c.next_node, c.size_bytes, c.format, c.base_checkpoint_id, c.delta_run, c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.metadata, c.state_removed, c.tool_results_removed, c.messages, c.state, c.tool_results FROM checkpoints c
-WHERE c.thread_id = ?1 AND c.namespace = ?2
-  AND c.seq = coalesce(
-        (SELECT r.seq FROM threads t JOIN checkpoints r ON r.checkpoint_id = t.rewound_to
-         WHERE t.thread_id = ?1 AND t.namespace = ?2
-           AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
-        (SELECT max(m.seq) FROM checkpoints m WHERE m.thread_id = ?1 AND m.namespace = ?2))
-`
-
-type CheckpointGetHeadParams struct {
-	ThreadID  string
-	Namespace string
-}
-
-// The head of a thread and namespace, whole row.
-func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadParams) (Checkpoint, error) {
-	row := q.db.QueryRowContext(ctx, CheckpointGetHead, arg.ThreadID, arg.Namespace)
-	var i Checkpoint
-	err := row.Scan(
-		&i.ThreadID,
-		&i.Namespace,
-		&i.Seq,
-		&i.CheckpointID,
-		&i.ParentCheckpointID,
-		&i.MergeParentID,
-		&i.Step,
-		&i.CreatedAt,
-		&i.Trigger,
-		&i.Tags,
-		&i.Summary,
-		&i.NextNode,
-		&i.SizeBytes,
-		&i.Format,
-		&i.BaseCheckpointID,
-		&i.DeltaRun,
-		&i.DeltaDepth,
-		&i.MessagesCount,
-		&i.MessagesDigest,
-		&i.StateDigests,
-		&i.ToolResultsDigests,
-		&i.Metadata,
-		&i.StateRemoved,
-		&i.ToolResultsRemoved,
-		&i.Messages,
-		&i.State,
-		&i.ToolResults,
-	)
-	return i, err
-}
-
 const CheckpointInsert = `-- name: CheckpointInsert :exec
 
 INSERT INTO checkpoints (
@@ -268,10 +217,13 @@ type CheckpointInsertParams struct {
 
 // Queries about checkpoints. The table's current DDL is in
 // ../migrations/000001_init.up.sql, which is what sqlc reads. The head of
-// a thread and namespace (the checkpoint the next write builds on) is the
-// thread's rewound_to when it names a checkpoint of that thread and of
-// that namespace, else the one with the highest seq: the same rule as
-// pgcheckpoint.thread_head_seq on Postgres, spelled out in each query that needs it.
+// a thread and namespace (what Head reads) is the thread's rewound_to when
+// it names a checkpoint of that thread and of that namespace, else the one
+// with the highest seq: the same rule as pgcheckpoint.thread_head_seq on
+// Postgres. CheckpointLinkHead holds it for one thread and namespace;
+// ThreadTree and ThreadListHeads, which need it for every thread row they
+// read, spell it out again (SQLite has no functions, and a view would take
+// a migration). A write finds its parent in Go (placeWrite in the package).
 // Writes one row, every column given: the store decides each (seq, step,
 // format, delta columns) inside its write transaction.
 func (q *Queries) CheckpointInsert(ctx context.Context, arg CheckpointInsertParams) error {
@@ -470,10 +422,64 @@ type CheckpointLinkHeadRow struct {
 	ToolResultsDigests sql.NullString
 }
 
-// CheckpointLinkByID for the head of a thread and namespace.
+// CheckpointLinkByID for the head of a thread and namespace: the one query
+// a read of the head goes through (the whole row is then read by id).
 func (q *Queries) CheckpointLinkHead(ctx context.Context, arg CheckpointLinkHeadParams) (CheckpointLinkHeadRow, error) {
 	row := q.db.QueryRowContext(ctx, CheckpointLinkHead, arg.ThreadID, arg.Namespace)
 	var i CheckpointLinkHeadRow
+	err := row.Scan(
+		&i.ThreadID,
+		&i.Namespace,
+		&i.Seq,
+		&i.CheckpointID,
+		&i.Step,
+		&i.Format,
+		&i.BaseCheckpointID,
+		&i.DeltaRun,
+		&i.DeltaDepth,
+		&i.MessagesCount,
+		&i.MessagesDigest,
+		&i.StateDigests,
+		&i.ToolResultsDigests,
+	)
+	return i, err
+}
+
+const CheckpointLinkNewest = `-- name: CheckpointLinkNewest :one
+SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
+       messages_count, messages_digest, state_digests, tool_results_digests
+FROM checkpoints WHERE thread_id = ?1 AND namespace = ?2
+ORDER BY seq DESC
+LIMIT 1
+`
+
+type CheckpointLinkNewestParams struct {
+	ThreadID  string
+	Namespace string
+}
+
+type CheckpointLinkNewestRow struct {
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	Step               int64
+	Format             string
+	BaseCheckpointID   uuid.NullUUID
+	DeltaRun           int64
+	DeltaDepth         int64
+	MessagesCount      sql.NullInt64
+	MessagesDigest     []byte
+	StateDigests       sql.NullString
+	ToolResultsDigests sql.NullString
+}
+
+// CheckpointLinkByID for the newest checkpoint of a thread and namespace
+// (the highest seq): a write's seq follows it, and without a rewind it is
+// the parent. No row when the thread has none there.
+func (q *Queries) CheckpointLinkNewest(ctx context.Context, arg CheckpointLinkNewestParams) (CheckpointLinkNewestRow, error) {
+	row := q.db.QueryRowContext(ctx, CheckpointLinkNewest, arg.ThreadID, arg.Namespace)
+	var i CheckpointLinkNewestRow
 	err := row.Scan(
 		&i.ThreadID,
 		&i.Namespace,
@@ -758,24 +764,6 @@ func (q *Queries) CheckpointListWithRunID(ctx context.Context) ([]CheckpointList
 		return nil, err
 	}
 	return items, nil
-}
-
-const CheckpointMaxSeq = `-- name: CheckpointMaxSeq :one
-SELECT CAST(coalesce(max(seq), 0) AS INTEGER) AS max_seq
-FROM checkpoints WHERE thread_id = ?1 AND namespace = ?2
-`
-
-type CheckpointMaxSeqParams struct {
-	ThreadID  string
-	Namespace string
-}
-
-// The highest seq of a thread and namespace, 0 when it has none.
-func (q *Queries) CheckpointMaxSeq(ctx context.Context, arg CheckpointMaxSeqParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, CheckpointMaxSeq, arg.ThreadID, arg.Namespace)
-	var max_seq int64
-	err := row.Scan(&max_seq)
-	return max_seq, err
 }
 
 const CheckpointRewriteWhole = `-- name: CheckpointRewriteWhole :exec

@@ -1,0 +1,158 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
+)
+
+// Where a new checkpoint goes on its thread's line, and what writing it
+// does to the thread row: the rules of pgcheckpoint.thread_head_for_write
+// and thread_after_write on Postgres (migrations/000010_write_once.up.sql),
+// in one place for every write that builds on a thread's line (Put,
+// PutAppend, Merge).
+
+// place is where a new checkpoint of a thread and namespace goes, as read
+// inside its write transaction, whose lock keeps it true until commit.
+type place struct {
+	threadID, namespace string
+	threadSeen          bool      // the thread row exists
+	rewound             bool      // the thread has a pending rewind, which the write ends
+	wanted              uuid.UUID // the parent asked for, else the rewound-to checkpoint; zero: the newest
+	parent              *link     // the wanted checkpoint, else the newest; nil: none (a first checkpoint)
+	seq                 int64     // the newest checkpoint's seq + 1
+}
+
+// placeWrite reads where a write of checkpoint id goes in a thread and
+// namespace, as a child of parentID (zero: of the head). When id exists
+// already it returns that checkpoint instead (the caller tells a retry
+// from a conflict). Errors: engine.ErrNotFound when the parent wanted
+// (parentID, else the checkpoint the thread was rewound to) is not a
+// checkpoint of that thread and namespace.
+func placeWrite(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID, threadID, namespace string, parentID uuid.UUID) (place, *sqlitedb.Checkpoint, error) {
+	if ex, err := q.CheckpointGetByID(ctx, id); err == nil {
+		return place{}, &ex, nil
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return place{}, nil, dbError("look up the checkpoint id", err)
+	}
+	pl := place{threadID: threadID, namespace: namespace, wanted: parentID, seq: 1}
+	th, err := q.ThreadGet(ctx, sqlitedb.ThreadGetParams{ThreadID: threadID, Namespace: namespace})
+	if err == nil {
+		pl.threadSeen, pl.rewound = true, th.RewoundTo.Valid
+		if pl.wanted == uuid.Nil && th.RewoundTo.Valid {
+			pl.wanted = th.RewoundTo.UUID
+		}
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return place{}, nil, dbError("read the thread", err)
+	}
+	newest, err := q.CheckpointLinkNewest(ctx, sqlitedb.CheckpointLinkNewestParams{ThreadID: threadID, Namespace: namespace})
+	if err == nil {
+		pl.seq = newest.Seq + 1
+		if pl.wanted == uuid.Nil {
+			pl.parent = (*link)(&newest)
+		}
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return place{}, nil, dbError("read the newest checkpoint", err)
+	}
+	if pl.wanted != uuid.Nil {
+		l, err := linkIn(ctx, q, pl.wanted, threadID, namespace)
+		if errors.Is(err, sql.ErrNoRows) {
+			return place{}, nil, fmt.Errorf("parent checkpoint %s not found in thread %q namespace %q: %w",
+				pl.wanted, threadID, namespace, engine.ErrNotFound)
+		} else if err != nil {
+			return place{}, nil, dbError("read the parent", err)
+		}
+		pl.parent = &l
+	}
+	return pl, nil, nil
+}
+
+// linkIn reads checkpoint id as a checkpoint of a thread and namespace:
+// sql.ErrNoRows when it is unknown, or a checkpoint of another thread or
+// namespace.
+func linkIn(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID, threadID, namespace string) (link, error) {
+	l, err := q.CheckpointLinkByID(ctx, id)
+	if err == nil && (l.ThreadID != threadID || l.Namespace != namespace) {
+		return link{}, sql.ErrNoRows
+	}
+	return l, err
+}
+
+// newRow is the row of a new checkpoint at pl: its place, seq, parent and
+// step (the parent's + 1, else 1), with the columns the writer gives. The
+// content, its storage and the digests are the caller's to set.
+func (pl place) newRow(id uuid.UUID, trigger engine.Trigger, tags []string, summary, nextNode string,
+	sizeBytes int64, metadata json.RawMessage, now time.Time) (sqlitedb.CheckpointInsertParams, error) {
+	tagsText, err := storedTags(tags)
+	if err != nil {
+		return sqlitedb.CheckpointInsertParams{}, err
+	}
+	row := sqlitedb.CheckpointInsertParams{
+		ThreadID: pl.threadID, Namespace: pl.namespace, Seq: pl.seq, CheckpointID: id, Step: 1,
+		CreatedAt: now.UnixMicro(), Trigger: string(trigger), Tags: tagsText, Summary: summary,
+		NextNode: nextNode, SizeBytes: sizeBytes, Metadata: string(metadata),
+	}
+	if pl.parent != nil {
+		row.ParentCheckpointID = nullID(pl.parent.CheckpointID)
+		row.Step = pl.parent.Step + 1
+	}
+	return row, nil
+}
+
+// insert writes row (made by pl.newRow), then the thread row as
+// thread_after_write does: a thread's first checkpoint in a namespace
+// makes its row, and a write ends a pending rewind (the new checkpoint is
+// the head now). It returns what the write returns.
+func (pl place) insert(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.CheckpointInsertParams) (engine.SnapshotResult, error) {
+	if err := q.CheckpointInsert(ctx, row); err != nil {
+		return engine.SnapshotResult{}, dbError("insert the checkpoint", err)
+	}
+	var err error
+	if !pl.threadSeen {
+		err = q.ThreadInsert(ctx, sqlitedb.ThreadInsertParams{
+			ThreadID: pl.threadID, Namespace: pl.namespace, Metadata: "{}", CreatedAt: row.CreatedAt, ExpireAction: "delete",
+		})
+	} else if pl.rewound {
+		err = q.ThreadSetRewoundTo(ctx, sqlitedb.ThreadSetRewoundToParams{ThreadID: pl.threadID, Namespace: pl.namespace})
+	}
+	if err != nil {
+		return engine.SnapshotResult{}, dbError("update the thread", err)
+	}
+	return snapshotResult(sqlitedb.Checkpoint(row), true), nil
+}
+
+// snapshotResult is what a write returns of a checkpoint's row: created
+// is false for a retry that found it written.
+func snapshotResult(row sqlitedb.Checkpoint, created bool) engine.SnapshotResult {
+	return engine.SnapshotResult{
+		ID: row.CheckpointID, ThreadID: row.ThreadID, Namespace: row.Namespace, ParentID: row.ParentCheckpointID.UUID,
+		Step: row.Step, CreatedAt: fromMicros(row.CreatedAt), Created: created,
+	}
+}
+
+// sameRetry reports whether the existing checkpoint ex is where a retry of
+// a write must find it, with what it must repeat beside the content: the
+// same thread and namespace, next node and metadata (JSON-equal).
+func sameRetry(ex sqlitedb.Checkpoint, threadID, namespace, nextNode string, metadata json.RawMessage) bool {
+	return ex.ThreadID == threadID && ex.Namespace == namespace && ex.NextNode == nextNode &&
+		jsontext.Same([]byte(ex.Metadata), metadata)
+}
+
+// storedTags is tags as the tags column holds them: a JSON array of
+// strings, [] for none.
+func storedTags(tags []string) (string, error) {
+	b, err := json.Marshal(nonNil(tags))
+	if err != nil {
+		return "", fmt.Errorf("tags: %w", err)
+	}
+	return string(b), nil
+}
