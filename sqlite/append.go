@@ -40,12 +40,14 @@ func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.S
 
 // putAppend is PutAppend inside a write transaction.
 func (s *Store) putAppend(ctx context.Context, q *sqlitedb.Queries, a engine.AppendRequest) (engine.SnapshotResult, error) {
-	pl, ex, err := placeWrite(ctx, q, a.ID, a.ThreadID, a.Namespace, uuid.Nil)
+	if ex, found, err := existing(ctx, q, a.ID); err != nil {
+		return engine.SnapshotResult{}, err
+	} else if found {
+		return appendRetried(ctx, q, ex, a)
+	}
+	pl, err := placeWrite(ctx, q, a.ThreadID, a.Namespace, uuid.Nil)
 	if err != nil {
 		return engine.SnapshotResult{}, err
-	}
-	if ex != nil {
-		return appendRetried(ctx, q, *ex, a)
 	}
 	head := pl.parent
 	if head == nil {

@@ -16,8 +16,9 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
 )
 
-// Delta storage, the rules of the Postgres store (pgcheckpoint.checkpoint_delta
-// and thread_head_for_write, migrations/000010_write_once.up.sql) computed in Go. A delta row (format 'delta') holds, against its base, an
+// Delta storage, the rules of the Postgres store (pgcheckpoint.checkpoint_delta,
+// delta_run_continues and run_anchor, migrations/000010_write_once.up.sql)
+// computed in Go. A delta row (format 'delta') holds, against its base, an
 // earlier checkpoint of the same thread and namespace:
 //
 //	messages              the messages appended to the base's (a JSON array);

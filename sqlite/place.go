@@ -29,21 +29,27 @@ type place struct {
 	rewound             bool      // the thread has a pending rewind, which the write ends
 	wanted              uuid.UUID // the parent asked for, else the rewound-to checkpoint; zero: the newest
 	parent              *link     // the wanted checkpoint, else the newest; nil: none (a first checkpoint)
-	seq                 int64     // the newest checkpoint's seq + 1
+	seq                 int64     // the newest checkpoint's seq + 1 (1 for a first checkpoint)
 }
 
-// placeWrite reads where a write of checkpoint id goes in a thread and
-// namespace, as a child of parentID (zero: of the head). When id exists
-// already it returns that checkpoint instead (the caller tells a retry
-// from a conflict). Errors: engine.ErrNotFound when the parent wanted
-// (parentID, else the checkpoint the thread was rewound to) is not a
-// checkpoint of that thread and namespace.
-func placeWrite(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID, threadID, namespace string, parentID uuid.UUID) (place, *sqlitedb.Checkpoint, error) {
-	if ex, err := q.CheckpointGetByID(ctx, id); err == nil {
-		return place{}, &ex, nil
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return place{}, nil, dbError("look up the checkpoint id", err)
+// existing returns checkpoint id when it exists: a write of an id in use
+// is a retry, or a conflict (the caller compares), and is answered before
+// anything else.
+func existing(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID) (sqlitedb.Checkpoint, bool, error) {
+	ex, err := q.CheckpointGetByID(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sqlitedb.Checkpoint{}, false, nil
+	} else if err != nil {
+		return sqlitedb.Checkpoint{}, false, dbError("look up the checkpoint id", err)
 	}
+	return ex, true, nil
+}
+
+// placeWrite reads where a new checkpoint of a thread and namespace goes,
+// as a child of parentID (zero: of the head). Errors: engine.ErrNotFound
+// when the parent wanted (parentID, else the checkpoint the thread was
+// rewound to) is not a checkpoint of that thread and namespace.
+func placeWrite(ctx context.Context, q *sqlitedb.Queries, threadID, namespace string, parentID uuid.UUID) (place, error) {
 	pl := place{threadID: threadID, namespace: namespace, wanted: parentID, seq: 1}
 	th, err := q.ThreadGet(ctx, sqlitedb.ThreadGetParams{ThreadID: threadID, Namespace: namespace})
 	if err == nil {
@@ -52,28 +58,31 @@ func placeWrite(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID, threadID
 			pl.wanted = th.RewoundTo.UUID
 		}
 	} else if !errors.Is(err, sql.ErrNoRows) {
-		return place{}, nil, dbError("read the thread", err)
+		return place{}, dbError("read the thread", err)
 	}
-	newest, err := q.CheckpointLinkNewest(ctx, sqlitedb.CheckpointLinkNewestParams{ThreadID: threadID, Namespace: namespace})
-	if err == nil {
-		pl.seq = newest.Seq + 1
-		if pl.wanted == uuid.Nil {
-			pl.parent = (*link)(&newest)
+	if pl.wanted == uuid.Nil {
+		// The newest is the parent, and gives the seq.
+		newest, err := q.CheckpointLinkNewest(ctx, sqlitedb.CheckpointLinkNewestParams{ThreadID: threadID, Namespace: namespace})
+		if err == nil {
+			pl.seq, pl.parent = newest.Seq+1, (*link)(&newest)
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return place{}, dbError("read the newest checkpoint", err)
 		}
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return place{}, nil, dbError("read the newest checkpoint", err)
+		return pl, nil
 	}
-	if pl.wanted != uuid.Nil {
-		l, err := linkIn(ctx, q, pl.wanted, threadID, namespace)
-		if errors.Is(err, sql.ErrNoRows) {
-			return place{}, nil, fmt.Errorf("parent checkpoint %s not found in thread %q namespace %q: %w",
-				pl.wanted, threadID, namespace, engine.ErrNotFound)
-		} else if err != nil {
-			return place{}, nil, dbError("read the parent", err)
-		}
-		pl.parent = &l
+	l, err := linkIn(ctx, q, pl.wanted, threadID, namespace)
+	if errors.Is(err, sql.ErrNoRows) {
+		return place{}, fmt.Errorf("parent checkpoint %s not found in thread %q namespace %q: %w",
+			pl.wanted, threadID, namespace, engine.ErrNotFound)
+	} else if err != nil {
+		return place{}, dbError("read the parent", err)
 	}
-	return pl, nil, nil
+	last, err := q.CheckpointMaxSeq(ctx, sqlitedb.CheckpointMaxSeqParams{ThreadID: threadID, Namespace: namespace})
+	if err != nil {
+		return place{}, dbError("read the last seq", err)
+	}
+	pl.seq, pl.parent = last+1, &l
+	return pl, nil
 }
 
 // linkIn reads checkpoint id as a checkpoint of a thread and namespace:

@@ -69,12 +69,14 @@ func checkJSON(fields ...namedJSON) error {
 
 // put is Put inside a write transaction; mergeParent is set for a merge.
 func (s *Store) put(ctx context.Context, q *sqlitedb.Queries, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
-	pl, ex, err := placeWrite(ctx, q, p.ID, p.ThreadID, p.Namespace, p.ParentID)
+	if ex, found, err := existing(ctx, q, p.ID); err != nil {
+		return engine.SnapshotResult{}, err
+	} else if found {
+		return retried(ctx, q, ex, p)
+	}
+	pl, err := placeWrite(ctx, q, p.ThreadID, p.Namespace, p.ParentID)
 	if err != nil {
 		return engine.SnapshotResult{}, err
-	}
-	if ex != nil {
-		return retried(ctx, q, *ex, p)
 	}
 	return s.putAt(ctx, q, pl, p, mergeParent)
 }

@@ -48,13 +48,20 @@ WHERE c.thread_id = @thread_id AND c.namespace = @namespace
 
 -- name: CheckpointLinkNewest :one
 -- CheckpointLinkByID for the newest checkpoint of a thread and namespace
--- (the highest seq): a write's seq follows it, and without a rewind it is
--- the parent. No row when the thread has none there.
+-- (the highest seq): the parent of a write that names none, on a thread
+-- not rewound, and its seq the one the write's follows. No row when the
+-- thread has none there.
 SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
        messages_count, messages_digest, state_digests, tool_results_digests
 FROM checkpoints WHERE thread_id = @thread_id AND namespace = @namespace
 ORDER BY seq DESC
 LIMIT 1;
+
+-- name: CheckpointMaxSeq :one
+-- The highest seq of a thread and namespace, 0 when it has none: what the
+-- seq of a write on a parent other than the newest follows.
+SELECT CAST(coalesce(max(seq), 0) AS INTEGER) AS max_seq
+FROM checkpoints WHERE thread_id = @thread_id AND namespace = @namespace;
 
 -- name: CheckpointListByThread :many
 -- Newest first, from below a seq (the cursor's), without content.

@@ -475,8 +475,9 @@ type CheckpointLinkNewestRow struct {
 }
 
 // CheckpointLinkByID for the newest checkpoint of a thread and namespace
-// (the highest seq): a write's seq follows it, and without a rewind it is
-// the parent. No row when the thread has none there.
+// (the highest seq): the parent of a write that names none, on a thread
+// not rewound, and its seq the one the write's follows. No row when the
+// thread has none there.
 func (q *Queries) CheckpointLinkNewest(ctx context.Context, arg CheckpointLinkNewestParams) (CheckpointLinkNewestRow, error) {
 	row := q.db.QueryRowContext(ctx, CheckpointLinkNewest, arg.ThreadID, arg.Namespace)
 	var i CheckpointLinkNewestRow
@@ -764,6 +765,25 @@ func (q *Queries) CheckpointListWithRunID(ctx context.Context) ([]CheckpointList
 		return nil, err
 	}
 	return items, nil
+}
+
+const CheckpointMaxSeq = `-- name: CheckpointMaxSeq :one
+SELECT CAST(coalesce(max(seq), 0) AS INTEGER) AS max_seq
+FROM checkpoints WHERE thread_id = ?1 AND namespace = ?2
+`
+
+type CheckpointMaxSeqParams struct {
+	ThreadID  string
+	Namespace string
+}
+
+// The highest seq of a thread and namespace, 0 when it has none: what the
+// seq of a write on a parent other than the newest follows.
+func (q *Queries) CheckpointMaxSeq(ctx context.Context, arg CheckpointMaxSeqParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, CheckpointMaxSeq, arg.ThreadID, arg.Namespace)
+	var max_seq int64
+	err := row.Scan(&max_seq)
+	return max_seq, err
 }
 
 const CheckpointRewriteWhole = `-- name: CheckpointRewriteWhole :exec
