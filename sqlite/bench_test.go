@@ -49,7 +49,7 @@ func contentBytes(b *testing.B, path string) int64 {
 // BenchmarkStorage writes 1,000 steps, each appending a ~1 KB message and
 // changing one state key, and reports the stored content at 250, 500 and
 // 1,000 steps, beside what storing every snapshot whole takes, then times
-// Snapshot and Latest at step 1,000.
+// Snapshot, Append and Latest at step 1,000.
 //
 //	go test -run '^$' -bench BenchmarkStorage -benchtime 1000x ./sqlite/
 func BenchmarkStorage(b *testing.B) {
@@ -114,6 +114,34 @@ func BenchmarkStorage(b *testing.B) {
 			b.StartTimer()
 		}
 	})
+	// Append: one ~1 KB message and one state key on the head at step
+	// 1,000, undone by a rewind (untimed): stored as a delta made of the
+	// change alone; and, by an engine with FullSnapshots on the same
+	// store, whole (the store rebuilds the head's content and writes it).
+	head, err := eng.Latest(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	full := engine.NewWithStore(s, engine.Config{FullSnapshots: true}) // not closed: eng closes s
+	msg := json.RawMessage(`[{"role":"assistant","content":"message 01001 ` + strings.Repeat("lorem ipsum ", 83) + `"}]`)
+	for _, run := range []struct {
+		name string
+		eng  *engine.Engine
+	}{{"Append@1000", eng}, {"AppendWhole@1000", full}} {
+		b.Run(run.name, func(b *testing.B) {
+			for b.Loop() {
+				in := engine.AppendInput{ThreadID: "bench", Messages: msg, SetState: json.RawMessage(`{"step":1001}`)}
+				if _, err := run.eng.Append(ctx, in); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if _, err := eng.Rewind(ctx, head.ID); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
 	b.Run("Latest@1000", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := eng.Latest(ctx, "bench"); err != nil {

@@ -317,3 +317,65 @@ func TestWritesAfterAnImportAgreeOnTheParent(t *testing.T) {
 		t.Fatalf("the head read: %v %v, want the newest, %s", head, err, root[2])
 	}
 }
+
+// A write's seq follows the newest checkpoint of its thread and
+// namespace, whatever its parent (the head, the checkpoint rewound to, one
+// named), and its step follows its parent's.
+func TestSeqFollowsTheNewestStepTheParent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, engine.Config{DeltaMinBytes: -1})
+	msgs := func(n int) json.RawMessage {
+		var ms []string
+		for i := range n {
+			ms = append(ms, chatMessage(i))
+		}
+		return json.RawMessage("[" + strings.Join(ms, ",") + "]")
+	}
+	var ids []uuid.UUID
+	write := func(in engine.SnapshotInput) {
+		t.Helper()
+		res, err := b.eng.Snapshot(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID)
+	}
+	for i := 1; i <= 3; i++ {
+		write(engine.SnapshotInput{ThreadID: "t", Messages: msgs(i)})
+	}
+	if _, err := b.eng.Rewind(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	write(engine.SnapshotInput{ThreadID: "t", Messages: msgs(2)})                   // on 1, rewound to
+	write(engine.SnapshotInput{ThreadID: "t", Messages: msgs(3), ParentID: ids[1]}) // on 2, named
+	if _, err := b.eng.Rewind(ctx, ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.eng.Append(ctx, engine.AppendInput{ThreadID: "t", Messages: msgs(1)}) // on 3, rewound to
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, res.ID)
+	res, err = b.eng.Append(ctx, engine.AppendInput{ThreadID: "t", Messages: msgs(1)}) // on the newest, 6
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, res.ID)
+	parents := []int{0, 1, 2, 1, 2, 3, 6} // by place in ids, from 1; 0: none
+	steps := []int64{1, 2, 3, 2, 3, 4, 5}
+	for i, id := range ids {
+		cp, err := b.eng.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantParent := uuid.Nil
+		if parents[i] > 0 {
+			wantParent = ids[parents[i]-1]
+		}
+		if cp.Seq != int64(i+1) || cp.Step != steps[i] || cp.ParentID != wantParent {
+			t.Errorf("write %d: seq %d, step %d, parent %s; want seq %d, step %d, parent %s",
+				i+1, cp.Seq, cp.Step, cp.ParentID, i+1, steps[i], wantParent)
+		}
+	}
+}
