@@ -83,11 +83,12 @@ func (s *Store) putAppend(ctx context.Context, q *sqlitedb.Queries, a engine.App
 	}
 	summary := a.Summary
 	if summary == "" {
-		// The default summary needs the last message and the number of
-		// state keys, which the new key digests have.
+		// The default summary needs the last message (the change's, else
+		// the head's) and the number of state keys, which the new key
+		// digests have.
 		msgs := a.Messages
 		if len(a.MessageDigests) == 0 {
-			if msgs, err = headMessages(ctx, q, head.CheckpointID); err != nil {
+			if msgs, err = lastMessage(ctx, q, head.CheckpointID); err != nil {
 				return engine.SnapshotResult{}, err
 			}
 		}
@@ -198,14 +199,32 @@ func appendKeyDigests(headDigests, setDigests []byte, removed []string) (json.Ra
 	return out, had, err
 }
 
-// headMessages returns the messages of checkpoint id, whole.
-func headMessages(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID) ([]byte, error) {
+// lastMessage returns the last message of checkpoint id as a JSON array
+// of it ("[]" when it has none), without rebuilding its messages: a
+// checkpoint's messages are its delta chain's, oldest first (see
+// materialize), so the last one is the last of the newest row of the chain
+// that has any (pgcheckpoint.checkpoint_last_message on Postgres).
+func lastMessage(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID) ([]byte, error) {
 	row, err := q.CheckpointGetByID(ctx, id)
 	if err != nil {
 		return nil, dbError("read the head", err)
 	}
-	c, err := materialize(ctx, q, row)
-	return c.messages, err
+	rows := []sqlitedb.CheckpointDeltaChainRow{{Format: row.Format, Messages: row.Messages}}
+	if row.Format != "full" {
+		if rows, err = deltaChain(ctx, q, row); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range rows { // newest first
+		msgs, err := splitArray([]byte(r.Messages))
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) > 0 {
+			return joinArray(msgs[len(msgs)-1:]), nil
+		}
+	}
+	return []byte("[]"), nil
 }
 
 // appendRetried answers an append whose id exists: a retry when the

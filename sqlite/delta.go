@@ -216,14 +216,9 @@ func materialize(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoi
 	if row.Format == "full" {
 		return content{[]byte(row.Messages), []byte(row.State), []byte(row.ToolResults)}, nil
 	}
-	chain, err := q.CheckpointDeltaChain(ctx, sqlitedb.CheckpointDeltaChainParams{
-		CheckpointID: row.CheckpointID, ThreadID: row.ThreadID, Namespace: row.Namespace,
-	})
+	chain, err := deltaChain(ctx, q, row)
 	if err != nil {
-		return content{}, dbError("read the chain of a delta", err)
-	}
-	if len(chain) == 0 || chain[len(chain)-1].Format != "full" {
-		return content{}, fmt.Errorf("checkpoint %s cannot be rebuilt: its chain of deltas does not reach a full snapshot", row.CheckpointID)
+		return content{}, err
 	}
 	full := chain[len(chain)-1]
 	msgs, err := splitArray([]byte(full.Messages))
@@ -253,6 +248,21 @@ func materialize(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoi
 		}
 	}
 	return content{joinArray(msgs), joinObject(state), joinObject(tools)}, nil
+}
+
+// deltaChain returns the chain a delta row is rebuilt from, the row itself
+// first and a full snapshot last; an error when it does not reach one.
+func deltaChain(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoint) ([]sqlitedb.CheckpointDeltaChainRow, error) {
+	chain, err := q.CheckpointDeltaChain(ctx, sqlitedb.CheckpointDeltaChainParams{
+		CheckpointID: row.CheckpointID, ThreadID: row.ThreadID, Namespace: row.Namespace,
+	})
+	if err != nil {
+		return nil, dbError("read the chain of a delta", err)
+	}
+	if len(chain) == 0 || chain[len(chain)-1].Format != "full" {
+		return nil, fmt.Errorf("checkpoint %s cannot be rebuilt: its chain of deltas does not reach a full snapshot", row.CheckpointID)
+	}
+	return chain, nil
 }
 
 // objectMembers splits an object keeping only the last of duplicate keys.
