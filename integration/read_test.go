@@ -1,13 +1,17 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
@@ -159,6 +163,201 @@ func TestDamagedChainReadsAsAnError(t *testing.T) {
 		}
 		if err := tx.Rollback(b.ctx); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// Get and Latest read a full checkpoint with no function call, and rebuild
+// a delta with one call of checkpoint_rebuild_json (one walk of its chain).
+// Counted with the transaction's own function statistics, so the test does
+// not depend on timing.
+func TestGetRebuildsADeltaOnceAndAFullCheckpointNever(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []uuid.UUID
+	var msgs []string
+	for i := range 3 {
+		msgs = append(msgs, fmt.Sprintf(`{"n":%d}`, i))
+		ids = append(ids, b.snap(t, engine.SnapshotInput{ThreadID: "chain", Messages: json.RawMessage("[" + strings.Join(msgs, ",") + "]"),
+			State: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}).ID)
+	}
+	if f := b.storedFormat(t, ids[2]); f != "delta" {
+		t.Fatalf("the head is stored %s; the test needs a delta", f)
+	}
+	if _, err := engine.New(b.db.Pool, engine.Config{FullSnapshots: true}).Snapshot(b.ctx,
+		engine.SnapshotInput{ThreadID: "whole", Messages: json.RawMessage(`[{"n":0}]`)}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := b.db.Pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(b.ctx)
+	if _, err := tx.Exec(b.ctx, `SET LOCAL track_functions = 'all'`); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(tx, deltas)
+	calls := func() (rebuilds, chains int64) {
+		t.Helper()
+		if err := tx.QueryRow(b.ctx, `SELECT
+			coalesce(sum(calls) FILTER (WHERE funcname = 'checkpoint_rebuild_json'), 0),
+			coalesce(sum(calls) FILTER (WHERE funcname = 'delta_chain'), 0)
+			FROM pg_stat_xact_user_functions WHERE schemaname = 'pgcheckpoint'`).Scan(&rebuilds, &chains); err != nil {
+			t.Fatal(err)
+		}
+		return rebuilds, chains
+	}
+	for _, r := range []struct {
+		name string
+		want int64
+		read func() (*engine.Checkpoint, error)
+	}{
+		{"Get of a full checkpoint", 0, func() (*engine.Checkpoint, error) { return eng.Get(b.ctx, ids[0]) }},
+		{"Get of a delta", 1, func() (*engine.Checkpoint, error) { return eng.Get(b.ctx, ids[2]) }},
+		{"Latest on a delta", 1, func() (*engine.Checkpoint, error) { return eng.Latest(b.ctx, "chain") }},
+		{"Latest on a full checkpoint", 0, func() (*engine.Checkpoint, error) { return eng.Latest(b.ctx, "whole") }},
+	} {
+		r0, c0 := calls()
+		cp, err := r.read()
+		if err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		if len(cp.Messages) == 0 || len(cp.State) == 0 || len(cp.ToolResults) == 0 {
+			t.Fatalf("%s: read %+v", r.name, cp)
+		}
+		r1, c1 := calls()
+		if r1-r0 != r.want || c1-c0 != r.want {
+			t.Errorf("%s: %d calls of checkpoint_rebuild_json and %d of delta_chain; want %d of each", r.name, r1-r0, c1-c0, r.want)
+		}
+	}
+}
+
+// A checkpoint whose format is neither 'full' nor 'delta' (nothing writes
+// one, and no CHECK refuses one since migration 10: a row changed by hand)
+// reads as error PC004, like a chain that does not reach a full snapshot:
+// a full checkpoint changed so, a delta changed so, and every delta on
+// either, from the engine and from every SQL reader, never as content and
+// never as an endless read. What is below it still reads; a listing shows
+// the format; an export carries it and an import refuses it.
+func TestUnknownFormatReadsAsAnError(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []uuid.UUID // "chain": a full checkpoint, then deltas
+	var msgs []string
+	for i := range 4 {
+		msgs = append(msgs, fmt.Sprintf(`{"n":%d}`, i))
+		ids = append(ids, b.snap(t, engine.SnapshotInput{ThreadID: "chain", Messages: json.RawMessage("[" + strings.Join(msgs, ",") + "]"),
+			State: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}).ID)
+	}
+	for i, id := range ids {
+		if f, want := b.storedFormat(t, id), map[bool]string{true: "full", false: "delta"}[i == 0]; f != want {
+			t.Fatalf("checkpoint %d is stored %s; the test needs %s", i, f, want)
+		}
+	}
+	whole, err := engine.New(b.db.Pool, engine.Config{FullSnapshots: true}).Snapshot(b.ctx,
+		engine.SnapshotInput{ThreadID: "whole", Messages: json.RawMessage(`[{"n":0}]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlReaders := []string{
+		`SELECT count(*) FROM pgcheckpoint.checkpoint_materialize($1)`,
+		`SELECT count(j.messages) FROM pgcheckpoint.checkpoint_materialize_json($1) j`,
+		`SELECT count(*) FROM pgcheckpoint.checkpoint_rebuild_json($1)`,
+		`SELECT count(*) FROM pgcheckpoint.delta_chain($1)`,
+	}
+	cases := []struct {
+		name    string
+		changed uuid.UUID   // set to format 'zip'
+		thread  string      // its thread: Latest fails
+		broken  []uuid.UUID // every read of these fails
+		intact  []int       // these of ids still read
+	}{
+		{"a full checkpoint under deltas", ids[0], "chain", ids, nil},
+		{"a delta under deltas", ids[2], "chain", ids[2:], []int{0, 1}},
+		{"a full head", whole.ID, "whole", []uuid.UUID{whole.ID}, []int{0, 1, 2, 3}},
+	}
+	for _, c := range cases {
+		tx, err := b.db.Pool.Begin(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A read that never ends fails the test instead of hanging it.
+		if _, err := tx.Exec(b.ctx, `SET LOCAL statement_timeout = '2s'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(b.ctx, `UPDATE pgcheckpoint.checkpoints SET format = 'zip' WHERE checkpoint_id = $1`, c.changed); err != nil {
+			t.Fatal(err)
+		}
+		// Each read in a savepoint: an error ends the transaction otherwise.
+		read := func(f func(eng *engine.Engine, sp pgx.Tx) error) error {
+			return pgx.BeginFunc(b.ctx, tx, func(sp pgx.Tx) error { return f(engine.New(sp, deltas), sp) })
+		}
+		for _, id := range c.broken {
+			err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Get(b.ctx, id); return err })
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "PC004" {
+				t.Errorf("%s: Get(%s): %v; want error PC004", c.name, id, err)
+			} else if !strings.Contains(pgErr.Hint, "neither 'full' nor 'delta'") {
+				t.Errorf("%s: Get(%s): error PC004 without a hint naming unknown formats: %q", c.name, id, pgErr.Hint)
+			}
+			for _, q := range sqlReaders {
+				if err := read(func(_ *engine.Engine, sp pgx.Tx) error {
+					var n int
+					return sp.QueryRow(b.ctx, q, id).Scan(&n)
+				}); sqlState(err) != "PC004" {
+					t.Errorf("%s: %s on %s: %v; want error PC004", c.name, q, id, err)
+				}
+			}
+		}
+		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Latest(b.ctx, c.thread); return err }); sqlState(err) != "PC004" {
+			t.Errorf("%s: Latest: %v; want error PC004", c.name, err)
+		}
+		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Diff(b.ctx, c.broken[0], ids[0]); return err }); sqlState(err) != "PC004" {
+			t.Errorf("%s: Diff: %v; want error PC004", c.name, err)
+		}
+		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Branch(b.ctx, c.broken[0], "fork"); return err }); sqlState(err) != "PC004" {
+			t.Errorf("%s: Branch: %v; want error PC004", c.name, err)
+		}
+		for _, i := range c.intact {
+			if err := read(func(eng *engine.Engine, _ pgx.Tx) error {
+				cp, err := eng.Get(b.ctx, ids[i])
+				if err == nil {
+					jsonEqual(t, c.name+" messages", cp.Messages, []byte("["+strings.Join(msgs[:i+1], ",")+"]"))
+					jsonEqual(t, c.name+" state", cp.State, []byte(fmt.Sprintf(`{"i":%d}`, i)))
+				}
+				return err
+			}); err != nil {
+				t.Errorf("%s: Get of intact checkpoint %d: %v", c.name, i, err)
+			}
+		}
+		// Listings show the format as stored.
+		if err := read(func(eng *engine.Engine, _ pgx.Tx) error {
+			infos, err := eng.ListCheckpoints(b.ctx, c.thread, engine.ListOptions{})
+			if err == nil && !slices.ContainsFunc(infos, func(i engine.CheckpointInfo) bool { return i.ID == c.changed && i.Format == "zip" }) {
+				t.Errorf("%s: the listing does not show format zip: %+v", c.name, infos)
+			}
+			return err
+		}); err != nil {
+			t.Errorf("%s: ListCheckpoints: %v", c.name, err)
+		}
+		// An export carries the format as stored; an import refuses it and
+		// writes nothing.
+		var export bytes.Buffer
+		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Export(b.ctx, c.thread, &export); return err }); err != nil {
+			t.Errorf("%s: Export: %v", c.name, err)
+		} else if !strings.Contains(export.String(), `"storage":"zip"`) {
+			t.Errorf("%s: the export does not carry storage zip:\n%s", c.name, export.String())
+		}
+		if err := tx.Rollback(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+		other := pgtest.NewDB(t)
+		if _, err := engine.New(other.Pool, engine.Config{}).Import(b.ctx, &export, engine.ImportOptions{}); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Errorf("%s: Import of the export: %v; want ErrInvalidInput", c.name, err)
+		}
+		var n int
+		if err := other.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints`).Scan(&n); err != nil || n != 0 {
+			t.Errorf("%s: the refused import wrote %d checkpoints (%v)", c.name, n, err)
 		}
 	}
 }
