@@ -63,7 +63,7 @@ COMMENT ON COLUMN pgcheckpoint.checkpoints.trigger IS 'What caused the snapshot:
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tags IS 'Free-form labels; filter with tags @> ARRAY[...].';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.summary IS 'Short human-readable description; by default "[role] first 100 characters" of the last message, else "State: N keys".';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.metadata IS 'Free-form JSON object, GIN-indexed for containment (@>) filters.';
-COMMENT ON COLUMN pgcheckpoint.checkpoints.format IS '''full'': messages, state and tool_results hold the whole snapshot. ''delta'': they hold only the changes since base_checkpoint_id (an ancestor in the same thread and namespace); read it with pgcheckpoint.checkpoint_materialize(checkpoint_id).';
+COMMENT ON COLUMN pgcheckpoint.checkpoints.format IS '''full'': messages, state and tool_results hold the whole snapshot. ''delta'': they hold only the changes since base_checkpoint_id (an ancestor in the same thread and namespace); read it with pgcheckpoint.checkpoint_materialize(checkpoint_id). Any other value (only a change made by hand writes one) reads as error PC004, and so does every delta on such a checkpoint.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.messages IS 'The conversation as a JSON array (format ''delta'': only the messages appended to the base''s), lz4-compressed when large. Strings are NUL-escaped: U+0000 is stored as U+0001 ''0'' and U+0001 as U+0001 U+0001 (jsonb cannot hold U+0000).';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state IS 'The agent''s state as a JSON object (format ''delta'': only the top-level keys set or changed since the base), NUL-escaped like messages.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results IS 'Tool results as a JSON object, stored whole (format ''delta'': only the top-level keys set or changed since the base), NUL-escaped like messages.';
@@ -925,11 +925,14 @@ BEGIN
     ORDER BY ch.depth DESC;
     IF NOT FOUND AND EXISTS (SELECT FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
         RAISE EXCEPTION 'checkpoint % cannot be rebuilt: its chain of deltas does not reach a full snapshot', p_checkpoint_id
-            USING ERRCODE = 'PC004';
+            USING ERRCODE = 'PC004',
+                  HINT = 'A delta names its base in base_checkpoint_id, an earlier checkpoint of its thread and namespace, '
+                      || 'down to one whose format is ''full''. The chain breaks at a base that is missing or elsewhere, '
+                      || 'or at a checkpoint whose format is neither ''full'' nor ''delta''.';
     END IF;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.delta_chain(uuid) IS 'The rows a checkpoint''s content is rebuilt from, oldest first: a full snapshot, each delta on the one before, the checkpoint itself last (depth 0); one row for a full checkpoint, none for an unknown id. Usage: SELECT depth, checkpoint_id, format FROM pgcheckpoint.delta_chain(''<checkpoint id>''). Error PC004: a chain that does not reach a full snapshot (a damaged table).';
+COMMENT ON FUNCTION pgcheckpoint.delta_chain(uuid) IS 'The rows a checkpoint''s content is rebuilt from, oldest first: a full snapshot, each delta on the one before, the checkpoint itself last (depth 0); one row for a full checkpoint, none for an unknown id. Usage: SELECT depth, checkpoint_id, format FROM pgcheckpoint.delta_chain(''<checkpoint id>''). Error PC004: a chain that does not reach a full snapshot, or a checkpoint of the chain whose format is neither ''full'' nor ''delta'' (a damaged table).';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.delta_keys(p_object jsonb, p_digests jsonb, p_base_digests jsonb)
  RETURNS TABLE(changed jsonb, removed text[])

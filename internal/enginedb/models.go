@@ -36,7 +36,7 @@ type PgcheckpointCheckpoint struct {
 	Summary string
 	// Free-form JSON object, GIN-indexed for containment (@>) filters.
 	Metadata json.RawMessage
-	// 'full': messages, state and tool_results hold the whole snapshot. 'delta': they hold only the changes since base_checkpoint_id (an ancestor in the same thread and namespace); read it with pgcheckpoint.checkpoint_materialize(checkpoint_id).
+	// 'full': messages, state and tool_results hold the whole snapshot. 'delta': they hold only the changes since base_checkpoint_id (an ancestor in the same thread and namespace); read it with pgcheckpoint.checkpoint_materialize(checkpoint_id). Any other value (only a change made by hand writes one) reads as error PC004, and so does every delta on such a checkpoint.
 	Format string
 	// The conversation as a JSON array (format 'delta': only the messages appended to the base's), lz4-compressed when large. Strings are NUL-escaped: U+0000 is stored as U+0001 '0' and U+0001 as U+0001 U+0001 (jsonb cannot hold U+0000).
 	Messages json.RawMessage
