@@ -250,7 +250,11 @@ func TestUnknownFormatReadsAsAnError(t *testing.T) {
 			State: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}).ID)
 	}
 	for i, id := range ids {
-		if f, want := b.storedFormat(t, id), map[bool]string{true: "full", false: "delta"}[i == 0]; f != want {
+		want := "delta"
+		if i == 0 {
+			want = "full"
+		}
+		if f := b.storedFormat(t, id); f != want {
 			t.Fatalf("checkpoint %d is stored %s; the test needs %s", i, f, want)
 		}
 	}
