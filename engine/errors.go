@@ -45,6 +45,14 @@ var (
 	// head again (Latest) and append to it, or write the whole checkpoint.
 	ErrHeadMoved = errors.New("pgcheckpoint: the head is not the checkpoint the append was made on")
 
+	// ErrDamaged: a checkpoint cannot be read because what is stored for
+	// it is damaged: its chain of deltas does not reach a full snapshot (a
+	// base deleted or changed by hand, a format neither 'full' nor 'delta';
+	// SQLSTATE PC004 from the SQL functions). Every delta written on it
+	// reads the same; checkpoints below the damage still read. Restore the
+	// rows from a backup or an export.
+	ErrDamaged = errors.New("pgcheckpoint: stored checkpoint is damaged")
+
 	// ErrPermission: the database refused the call for want of a privilege
 	// (SQLSTATE 42501): a read-only role tried to write, or a role lacks a
 	// grant the call needs; or the session can only read (25006: a hot
@@ -96,6 +104,7 @@ const (
 	sqlstateNotFound     = "PC001"
 	sqlstateIDConflict   = "PC002"
 	sqlstateInvalidInput = "PC003"
+	sqlstateDamaged      = "PC004"
 	sqlstateHeadMoved    = "PC005"
 )
 
@@ -127,6 +136,8 @@ func dbError(what string, err error) error {
 			return fmt.Errorf("%s%w: %s", what, ErrIDConflict, pgErr.Message)
 		case sqlstateHeadMoved:
 			return fmt.Errorf("%s%w: %s", what, ErrHeadMoved, pgErr.Message)
+		case sqlstateDamaged:
+			return fmt.Errorf("%s%w: %w", what, ErrDamaged, err)
 		case sqlstateInvalidInput, "23514": // check_violation
 			return fmt.Errorf("%s%w: %s", what, ErrInvalidInput, pgErr.Message)
 		case "22P02", "22P05", "22021", "22025", "2202E": // bad text in JSON input

@@ -138,11 +138,11 @@ func TestDamagedChainReadsAsAnError(t *testing.T) {
 			return pgx.BeginFunc(b.ctx, tx, func(sp pgx.Tx) error { return f(engine.New(sp, deltas), sp) })
 		}
 		for _, id := range ids[2:] {
-			if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Get(b.ctx, id); return err }); sqlState(err) != "PC004" {
-				t.Errorf("%s: Get(%s): %v; want error PC004", d.name, id, err)
+			if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Get(b.ctx, id); return err }); !damaged(err) {
+				t.Errorf("%s: Get(%s): %v; want ErrDamaged (PC004)", d.name, id, err)
 			}
 		}
-		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Latest(b.ctx, "damaged"); return err }); sqlState(err) != "PC004" {
+		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Latest(b.ctx, "damaged"); return err }); !damaged(err) {
 			t.Errorf("%s: Latest: %v; want error PC004", d.name, err)
 		}
 		for _, q := range []string{
@@ -299,7 +299,7 @@ func TestUnknownFormatReadsAsAnError(t *testing.T) {
 		for _, id := range c.broken {
 			err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Get(b.ctx, id); return err })
 			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) || pgErr.Code != "PC004" {
+			if !errors.As(err, &pgErr) || pgErr.Code != "PC004" || !errors.Is(err, engine.ErrDamaged) {
 				t.Errorf("%s: Get(%s): %v; want error PC004", c.name, id, err)
 			} else if !strings.Contains(pgErr.Hint, "neither 'full' nor 'delta'") {
 				t.Errorf("%s: Get(%s): error PC004 without a hint naming unknown formats: %q", c.name, id, pgErr.Hint)
@@ -313,13 +313,13 @@ func TestUnknownFormatReadsAsAnError(t *testing.T) {
 				}
 			}
 		}
-		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Latest(b.ctx, c.thread); return err }); sqlState(err) != "PC004" {
+		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Latest(b.ctx, c.thread); return err }); !damaged(err) {
 			t.Errorf("%s: Latest: %v; want error PC004", c.name, err)
 		}
-		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Diff(b.ctx, c.broken[0], ids[0]); return err }); sqlState(err) != "PC004" {
+		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Diff(b.ctx, c.broken[0], ids[0]); return err }); !damaged(err) {
 			t.Errorf("%s: Diff: %v; want error PC004", c.name, err)
 		}
-		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Branch(b.ctx, c.broken[0], "fork"); return err }); sqlState(err) != "PC004" {
+		if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Branch(b.ctx, c.broken[0], "fork"); return err }); !damaged(err) {
 			t.Errorf("%s: Branch: %v; want error PC004", c.name, err)
 		}
 		for _, i := range c.intact {
@@ -440,4 +440,10 @@ func TestRowsWrittenByEarlierVersionsRead(t *testing.T) {
 			}
 		}
 	}
+}
+
+// damaged reports whether err is the Engine's ErrDamaged carrying the SQL
+// functions' error PC004.
+func damaged(err error) bool {
+	return errors.Is(err, engine.ErrDamaged) && sqlState(err) == "PC004"
 }

@@ -260,7 +260,7 @@ func deltaChain(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoin
 		return nil, dbError("read the chain of a delta", err)
 	}
 	if len(chain) == 0 || chain[len(chain)-1].Format != "full" {
-		return nil, fmt.Errorf("checkpoint %s cannot be rebuilt: its chain of deltas does not reach a full snapshot", row.CheckpointID)
+		return nil, fmt.Errorf("%w: checkpoint %s cannot be rebuilt: its chain of deltas does not reach a full snapshot", engine.ErrDamaged, row.CheckpointID)
 	}
 	return chain, nil
 }

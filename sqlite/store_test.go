@@ -270,3 +270,39 @@ func TestMemory(t *testing.T) {
 	wg.Wait()
 	checkChain(t, eng, "m", 100)
 }
+
+// A delta whose chain no longer reaches a full snapshot (a row changed by
+// hand in the file) reads as engine.ErrDamaged, from Get and Latest.
+func TestDamagedChainReadsAsErrDamaged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, engine.Config{DeltaMinBytes: -1})
+	var ids []uuid.UUID
+	for i := 1; i <= 4; i++ {
+		res, err := b.eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: msgs(i, "d")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID)
+	}
+	db, err := sql.Open("sqlite", b.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var format string
+	if err := db.QueryRowContext(ctx, `SELECT format FROM checkpoints WHERE checkpoint_id = ?`, ids[3].String()).Scan(&format); err != nil || format != "delta" {
+		t.Fatalf("the newest checkpoint is stored %q (%v); the test needs a delta", format, err)
+	}
+	// Break the chain at its root: the first checkpoint, stored whole, is
+	// marked a delta (on no base), so no chain reaches a full snapshot.
+	if _, err := db.ExecContext(ctx, `UPDATE checkpoints SET format = 'delta' WHERE checkpoint_id = ?`, ids[0].String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.Get(ctx, ids[3]); !errors.Is(err, engine.ErrDamaged) {
+		t.Errorf("Get of a delta on a damaged chain: %v, want ErrDamaged", err)
+	}
+	if _, err := b.eng.Latest(ctx, "t"); !errors.Is(err, engine.ErrDamaged) {
+		t.Errorf("Latest on a damaged chain: %v, want ErrDamaged", err)
+	}
+}
