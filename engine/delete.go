@@ -147,7 +147,7 @@ func (s Selection) attrs() []attribute.KeyValue {
 	if s.kind != selectBefore {
 		return nil
 	}
-	return []attribute.KeyValue{attrThread.String(s.q.ThreadID), attrNamespace.String(s.q.Namespace), attrStep.Int64(s.q.BeforeStep)}
+	return s.q.attrs()
 }
 
 // DeleteCheckpoints deletes the checkpoints sel names, with their pending

@@ -166,6 +166,15 @@ func threadAttrs(threadID, namespace string) []attribute.KeyValue {
 	return []attribute.KeyValue{attrThread.String(threadID), attrNamespace.String(namespace)}
 }
 
+// attrs are a delete's span attributes: the thread, namespace and step of
+// a delete below a step; none for one by run ids.
+func (q DeleteQuery) attrs() []attribute.KeyValue {
+	if q.RunIDs != nil {
+		return nil
+	}
+	return append(threadAttrs(q.ThreadID, q.Namespace), attrStep.Int64(q.BeforeStep))
+}
+
 func idAttr(id uuid.UUID) attribute.KeyValue { return attrID.String(id.String()) }
 
 func infoAttrs(c CheckpointInfo) []attribute.KeyValue {
@@ -271,11 +280,7 @@ func (s tracedStore) DeleteCheckpoints(ctx context.Context, q DeleteQuery) (int6
 	if !s.t.on(ctx) {
 		return s.Store.DeleteCheckpoints(ctx, q)
 	}
-	var attrs []attribute.KeyValue
-	if q.RunIDs == nil {
-		attrs = append(threadAttrs(q.ThreadID, q.Namespace), attrStep.Int64(q.BeforeStep))
-	}
-	ctx, end := s.t.span(ctx, "DeleteCheckpoints", attrs...)
+	ctx, end := s.t.span(ctx, "DeleteCheckpoints", q.attrs()...)
 	n, err := s.Store.DeleteCheckpoints(ctx, q)
 	end(err)
 	return n, err

@@ -64,6 +64,48 @@ func TestTelemetryOnPostgres(t *testing.T) {
 	}
 }
 
+// A delete below a step names its thread, namespace and step on both its
+// spans (the Engine's and the store's); one by run ids names none of them.
+func TestTelemetryOfDeletes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	eng := engine.New(b.db.Pool, engine.Config{TracerProvider: tp})
+	for range 3 {
+		if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "traced", Namespace: "sub"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := eng.DeleteCheckpoints(b.ctx, engine.BeforeStepIn("traced", "sub", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.DeleteCheckpoints(b.ctx, engine.ForRuns("r1")); err != nil {
+		t.Fatal(err)
+	}
+	var named, unnamed int
+	for _, s := range spans.GetSpans() {
+		if !strings.HasSuffix(s.Name, ".DeleteCheckpoints") {
+			continue
+		}
+		attrs := map[string]string{}
+		for _, a := range s.Attributes {
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		switch {
+		case len(attrs) == 0:
+			unnamed++
+		case attrs["pgcheckpoint.thread_id"] == "traced" && attrs["pgcheckpoint.namespace"] == "sub" && attrs["pgcheckpoint.step"] == "2":
+			named++
+		default:
+			t.Errorf("%s: attributes %v", s.Name, attrs)
+		}
+	}
+	if named != 2 || unnamed != 2 {
+		t.Fatalf("%d delete spans naming thread, namespace and step, %d naming none; want 2 and 2", named, unnamed)
+	}
+}
+
 // sqlTracer is a pgx tracer as otelpgx is one: a span per statement,
 // started from the ctx pgx is given.
 type sqlTracer struct{ tracer trace.Tracer }
