@@ -7,8 +7,11 @@
 //	defer eng.Close()
 //	res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run-42"})
 //
-// Applications that already hold a pgx pool use engine.New(pool, cfg)
-// instead.
+// Applications that already hold a pgx pool make the Engine over it:
+// engine.New(postgres.NewStore(pool, postgres.Options{}), cfg). The pool of
+// an Engine that Open made is eng.Store().(*postgres.Store).DB(), a
+// *pgxpool.Pool, for the transactions an application hands to
+// Engine.WithTx.
 package pgcheckpoint
 
 import (
@@ -20,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
 )
@@ -46,6 +50,9 @@ type Options struct {
 	Migrate bool
 	// Config is the Engine's configuration.
 	Config engine.Config
+	// Postgres is the Postgres store's configuration; a SQLite store
+	// ignores it.
+	Postgres postgres.Options
 }
 
 // ParseURL tells which store a URL names and returns what that store opens:
@@ -100,7 +107,7 @@ func Open(ctx context.Context, url string, opts Options) (*engine.Engine, error)
 	if err != nil {
 		return nil, err
 	}
-	return engine.NewWithStore(store, opts.Config), nil
+	return engine.New(store, opts.Config), nil
 }
 
 func openPostgres(ctx context.Context, url string, opts Options) (engine.Store, error) {
@@ -125,19 +132,9 @@ func openPostgres(ctx context.Context, url string, opts Options) (engine.Store, 
 			return nil, fmt.Errorf("migrate: %w", err)
 		}
 	}
-	return poolStore{engine.NewPostgresStore(pool, opts.Config), pool}, nil
-}
-
-// poolStore is the Postgres store over a pool Open made, which its Close
-// closes.
-type poolStore struct {
-	engine.TxStore
-	pool *pgxpool.Pool
-}
-
-func (s poolStore) Close() error {
-	s.pool.Close()
-	return nil
+	pgOpts := opts.Postgres
+	pgOpts.ClosePool = true // the pool is the store's alone
+	return postgres.NewStore(pool, pgOpts), nil
 }
 
 // oneLine is an error shown on one line, each of its lines once: pgx

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // A loop that survives crashes: resume from the head, skip the tasks whose
@@ -23,7 +24,7 @@ func ExampleEngine_Resume() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 
 	r, err := eng.Resume(ctx, "run-7")
 	if errors.Is(err, engine.ErrNotFound) { // a new run: write its first checkpoint
@@ -62,7 +63,7 @@ func ExampleWrapTool() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 
 	type query struct{ City string }
 	search := engine.WrapTool(eng, "trip-3", "weather", func(ctx context.Context, q query) (string, error) {

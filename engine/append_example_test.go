@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
@@ -28,7 +29,7 @@ func ExampleEngine_Append() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 
 	first, err := eng.Snapshot(ctx, engine.SnapshotInput{
 		ThreadID: "run-append",

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // A policy says what to keep; PruneThreads deletes the rest and, for a
@@ -22,7 +23,7 @@ func ExampleEngine_PruneThreads() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 
 	snapshots(ctx, eng, "trip-prune", "a", "b", "c", "d", "e")
 	policy, err := engine.ParsePolicy("keep-last-n:2")
@@ -67,7 +68,7 @@ func ExampleEngine_DeleteCheckpoints() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 
 	steps := snapshots(ctx, eng, "trip-delete", "plan", "search", "book", "pay")
 	res, err := eng.DeleteCheckpoints(ctx, engine.BeforeStep("trip-delete", 3))
@@ -106,7 +107,7 @@ func ExampleEngine_SetThreadExpiry() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 
 	snapshots(ctx, eng, "trip-expired", "a", "b", "c")
 	snapshots(ctx, eng, "trip-done", "a", "b")

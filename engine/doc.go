@@ -1,16 +1,18 @@
 // Package engine is pgcheckpoint's agent-facing API: it writes a checkpoint
-// of an agent's state at every step and reads them back, over a Store:
-// Postgres (New, over the typed queries in package db; any pgx pool,
-// connection or transaction, see WithTx) or SQLite (package sqlite, through
-// NewWithStore; pgcheckpoint.Open opens either from a URL).
+// of an agent's state at every step and reads them back, over a Store, and
+// holds the rules every store shares (validation, retries, telemetry). The
+// stores are packages of their own: Postgres (package postgres, over any
+// pgx pool, connection or transaction; see WithTx) and SQLite (package
+// sqlite). New makes an Engine over either; pgcheckpoint.Open opens either
+// from a URL.
 //
 // An Engine holds no state of its own: steps, heads and locks live in the
 // database, so any number of goroutines and processes may share a thread.
 // Every write is one transaction and, in the common case, one round trip
-// (see Engine.Snapshot and Config.SingleStatement).
+// (see Engine.Snapshot and postgres.Options.SingleStatement).
 //
 //	pool, _ := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-//	eng := engine.New(pool, engine.Config{})
+//	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 //	res, err := eng.Snapshot(ctx, engine.SnapshotInput{
 //		ThreadID: "run-42",
 //		Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`),

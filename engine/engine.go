@@ -63,17 +63,6 @@ type Config struct {
 	// a few steps; from then on its checkpoints are deltas. Zero means
 	// DefaultDeltaMinBytes; a negative value has no minimum.
 	DeltaMinBytes int64
-	// SingleStatement makes every Snapshot one call of
-	// pgcheckpoint.checkpoint_put. By default the common case (a thread
-	// with checkpoints, no rewind pending, the head as the parent) is two
-	// statements pipelined in one round trip and one implicit transaction:
-	// the thread lock, then the insert, which costs the database about two
-	// thirds of what the function call does. Set it behind a connection pooler in statement mode, or any
-	// proxy that does not keep a pipeline on one connection, and when pgx
-	// does not prepare statements (default_query_exec_mode exec or
-	// simple_protocol, as behind PgBouncer in transaction mode; see DB):
-	// then the function call is the faster.
-	SingleStatement bool
 
 	// Triggers lists the enabled snapshot triggers; nil enables them all.
 	// A Snapshot whose trigger is not listed writes nothing and returns a
@@ -118,8 +107,8 @@ type Config struct {
 	Retention Policy
 }
 
-// Engine is the agent-facing API over a Store: Postgres (New) or SQLite
-// (package sqlite, through NewWithStore). It is safe for concurrent use, by
+// Engine is the agent-facing API over a Store: Postgres (package postgres) or SQLite
+// (package sqlite). It is safe for concurrent use, by
 // any number of goroutines and processes: state lives in the database, not
 // in the Engine.
 type Engine struct {
@@ -133,20 +122,16 @@ type Engine struct {
 	failures     *atomic.Int64 // SnapshotSafe failures, see SnapshotFailures; shared with WithTx's engines
 }
 
-// New returns an Engine over Postgres: a *pgxpool.Pool, a *pgx.Conn (used
-// by one goroutine at a time), or a pgx.Tx, which is the same as WithTx
-// (Config.Retry is then ignored); see DB. The database must be migrated
-// (see package schema). Close leaves conn open.
-func New(conn DB, cfg Config) *Engine {
-	if _, ok := conn.(pgx.Tx); ok {
-		cfg.Retry = RetryPolicy{} // as in WithTx
+// New returns an Engine over store: the Postgres store
+// (postgres.NewStore, over a pgx pool, connection or transaction) or the
+// SQLite store (sqlite.Open). To open either from a URL, use
+// pgcheckpoint.Open. Close closes the store; a Postgres store leaves the
+// caller's pool open. Over a store that runs in the caller's transaction
+// (postgres.NewStore of a pgx.Tx) Config.Retry is ignored, as in WithTx.
+func New(store Store, cfg Config) *Engine {
+	if ts, ok := store.(TxStore); ok && ts.InTx() {
+		cfg.Retry = RetryPolicy{} // see WithTx
 	}
-	return NewWithStore(newPGStore(conn, cfg.SingleStatement), cfg)
-}
-
-// NewWithStore returns an Engine over store, e.g. a SQLite store (package
-// sqlite). Close closes the store.
-func NewWithStore(store Store, cfg Config) *Engine {
 	if cfg.MaxSnapshotBytes == 0 {
 		cfg.MaxSnapshotBytes = DefaultMaxSnapshotBytes
 	}
@@ -203,6 +188,11 @@ func (e *Engine) WithTx(tx pgx.Tx) (*Engine, error) {
 		retentionErr: e.retentionErr, failures: e.failures}, nil
 }
 
+// Store returns the store the Engine was made over, for what only that
+// store offers: for example the pgx pool of a Postgres store that
+// pgcheckpoint.Open made (see postgres.Store.DB).
+func (e *Engine) Store() Store { return e.base }
+
 // Close releases the Engine's store: the pool or file it opened. An Engine
 // made by New leaves the caller's pool open.
 func (e *Engine) Close() error {
@@ -218,7 +208,7 @@ func NewCheckpointID() uuid.UUID {
 
 // Snapshot writes one checkpoint on in.ThreadID and makes it the thread's
 // head, in one transaction. It takes one round trip (see
-// Config.SingleStatement); two for a thread's first checkpoint, the first
+// postgres.Options.SingleStatement); two for a thread's first checkpoint, the first
 // after a rewind or with an explicit ParentID other than the head, a retry
 // of an existing ID, and, with deltas, the write that ends a run (one in
 // DeltaRun-1). When in.Trigger is not
@@ -259,7 +249,7 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResu
 		return err
 	})
 	if err != nil {
-		return SnapshotResult{}, fmt.Errorf("snapshot: %w", nameRefusedJSON(err, p.jsonFields()...))
+		return SnapshotResult{}, fmt.Errorf("snapshot: %w", NameRefusedJSON(err, p.JSONFields()...))
 	}
 	if err := e.retainAfter(ctx, "snapshot", res); err != nil {
 		return res, err
@@ -302,7 +292,7 @@ func (e *Engine) snapshotParams(in SnapshotInput) (PutRequest, error) {
 			ErrSnapshotTooLarge, size, e.cfg.MaxSnapshotBytes)
 	}
 	// The JSON is parsed once, by the store (Postgres rejects what does not
-	// parse before anything is written, see nameRefusedJSON; the SQLite
+	// parse before anything is written, see NameRefusedJSON; the SQLite
 	// store checks it); the engine reads it only to compute digests (see
 	// ComputeDigests).
 	messages, err := jsonText("messages", in.Messages, '[')
@@ -443,7 +433,7 @@ func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts List
 		Metadata: filter, Tags: tags, Limit: limit,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list checkpoints: %w", nameRefusedJSON(err, jsonField{"metadata filter", filter}))
+		return nil, fmt.Errorf("list checkpoints: %w", NameRefusedJSON(err, JSONField{"metadata filter", filter}))
 	}
 	for i := range infos {
 		unescapeInfo(&infos[i])
@@ -487,7 +477,7 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 		return 0, fmt.Errorf("put writes: %w", err)
 	}
 	stored := make([]Write, len(writes))
-	values := make([]jsonField, len(writes))
+	values := make([]JSONField, len(writes))
 	for i, w := range writes {
 		name := fmt.Sprintf("write %d of task %q", i, taskID)
 		if err := checkID("channel", w.Channel, false); err != nil {
@@ -498,7 +488,7 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 			return 0, fmt.Errorf("put writes: %s: %w", name, err)
 		}
 		stored[i] = Write{Channel: w.Channel, Value: v}
-		values[i] = jsonField{name, v}
+		values[i] = JSONField{name, v}
 	}
 	var n int64
 	err = e.cfg.Retry.retry(ctx, func() (err error) {
@@ -506,7 +496,7 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("put writes after checkpoint %s: %w", id, nameRefusedJSON(err, values...))
+		return 0, fmt.Errorf("put writes after checkpoint %s: %w", id, NameRefusedJSON(err, values...))
 	}
 	return n, nil
 }
@@ -573,35 +563,38 @@ func notJSON(name string) error {
 	return fmt.Errorf("%w: %s does not parse as JSON", ErrInvalidJSON, name)
 }
 
-// jsonField is a JSON argument as the engine hands it to a store, with
-// the name an error message gives it.
-type jsonField struct {
-	name string
-	text json.RawMessage
+// JSONField is a JSON argument as the engine hands it to a store, with
+// the name an error message gives it: what a store passes to CheckJSON
+// and NameRefusedJSON.
+type JSONField struct {
+	Name string
+	Text json.RawMessage
 }
 
-// jsonFields are a snapshot's JSON arguments.
-func (p *PutRequest) jsonFields() []jsonField {
-	return []jsonField{{"messages", p.Messages}, {"state", p.State}, {"tool results", p.ToolResults}, {"metadata", p.Metadata}}
+// JSONFields are a snapshot's JSON arguments.
+func (p *PutRequest) JSONFields() []JSONField {
+	return []JSONField{{"messages", p.Messages}, {"state", p.State}, {"tool results", p.ToolResults}, {"metadata", p.Metadata}}
 }
 
-// jsonFields are an append's JSON arguments.
-func (a *AppendRequest) jsonFields() []jsonField {
-	return []jsonField{{"messages", a.Messages}, {"state", a.SetState}, {"tool results", a.SetToolResults}, {"metadata", a.Metadata}}
+// JSONFields are an append's JSON arguments.
+func (a *AppendRequest) JSONFields() []JSONField {
+	return []JSONField{{"messages", a.Messages}, {"state", a.SetState}, {"tool results", a.SetToolResults}, {"metadata", a.Metadata}}
 }
 
-// checkJSON returns ErrInvalidJSON naming the first field that does not
-// parse, or nil.
-func checkJSON(fields ...jsonField) error {
+// CheckJSON returns ErrInvalidJSON naming the first field that does not
+// parse, or nil. A store calls it where a refusal by the database would
+// cost more than the parse (the Postgres store inside a caller's
+// transaction, which a refused statement aborts).
+func CheckJSON(fields ...JSONField) error {
 	for _, f := range fields {
-		if !json.Valid(f.text) {
-			return notJSON(f.name)
+		if !json.Valid(f.Text) {
+			return notJSON(f.Name)
 		}
 	}
 	return nil
 }
 
-// nameRefusedJSON names the field a store's ErrInvalidJSON is about. The
+// NameRefusedJSON names the field a store's ErrInvalidJSON is about. The
 // engine sends most JSON unparsed, and Postgres refuses what does not
 // parse, or parses but jsonb cannot hold (see jsontext.JSONBRefusal), with
 // a message that names neither the field nor the argument. The first of
@@ -609,23 +602,23 @@ func checkJSON(fields ...jsonField) error {
 // cannot hold is named before err. A single field is named whatever the
 // reason. Other errors, and refusals this cannot place, come back as they
 // are.
-func nameRefusedJSON(err error, fields ...jsonField) error {
+func NameRefusedJSON(err error, fields ...JSONField) error {
 	if !errors.Is(err, ErrInvalidJSON) {
 		return err
 	}
 	for _, f := range fields {
-		if len(f.text) == 0 {
+		if len(f.Text) == 0 {
 			continue // absent
 		}
-		if !json.Valid(f.text) {
-			return notJSON(f.name)
+		if !json.Valid(f.Text) {
+			return notJSON(f.Name)
 		}
-		if jsontext.JSONBRefusal(f.text) != "" {
-			return fmt.Errorf("%s: %w", f.name, err)
+		if jsontext.JSONBRefusal(f.Text) != "" {
+			return fmt.Errorf("%s: %w", f.Name, err)
 		}
 	}
 	if len(fields) == 1 {
-		return fmt.Errorf("%s: %w", fields[0].name, err)
+		return fmt.Errorf("%s: %w", fields[0].Name, err)
 	}
 	return err
 }

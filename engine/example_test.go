@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
@@ -26,7 +27,7 @@ func ExampleEngine_Snapshot() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 
 	// Make the id first and reuse it on retries: a retried write is a no-op.
 	id := engine.NewCheckpointID()

@@ -224,11 +224,12 @@ type ImportOptions struct {
 	Progress func(ExportStats)
 }
 
-// importBatch is how many checkpoints a store may hold before it writes
-// them; importBatchBytes bounds their content.
+// ImportBatch is how many checkpoints an ImportWriter may hold before it
+// writes them; ImportBatchBytes bounds their content. An import's memory
+// is about one batch.
 const (
-	importBatch      = 200
-	importBatchBytes = 4 << 20
+	ImportBatch      = 200
+	ImportBatchBytes = 4 << 20
 )
 
 // Import reads the JSON lines of one or more exports (of any format up to
@@ -275,7 +276,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 				}
 				t, err := checkImportThread(l)
 				if err == nil {
-					err = nameRefusedJSON(w.Thread(ctx, t), jsonField{"thread metadata", t.Metadata})
+					err = NameRefusedJSON(w.Thread(ctx, t), JSONField{"thread metadata", t.Metadata})
 				}
 				if err != nil {
 					return fmt.Errorf("record %d: %w", line, err)
@@ -316,7 +317,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 					st.Deltas++
 				}
 				st.PendingWrites += int64(len(c.PendingWrites))
-				if opts.Progress != nil && st.Checkpoints%importBatch == 0 {
+				if opts.Progress != nil && st.Checkpoints%ImportBatch == 0 {
 					opts.Progress(st)
 				}
 			default:
@@ -326,7 +327,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 	})
 	if err != nil {
 		// The store's last batch, written after the last record.
-		var row *importRowError
+		var row *ImportRowError
 		if errors.As(err, &row) {
 			err = links.recordError(err, 0, uuid.Nil)
 		}
@@ -362,31 +363,35 @@ func (links importLinks) add(c ExportCheckpoint, record int) {
 		seq: c.Seq, step: c.Step, depth: c.DeltaDepth}
 }
 
-// importRowError is a store's error about one checkpoint of an import,
+// ImportRowError is a store's error about one checkpoint of an import,
 // found when it wrote a batch of them: not necessarily the checkpoint of
-// the ImportWriter.Checkpoint call (or Store.Import) that returns it.
-type importRowError struct {
-	id  uuid.UUID
-	err error
+// the ImportWriter.Checkpoint call (or Store.Import) that returns it. The
+// Engine names that checkpoint's record in the error it returns.
+type ImportRowError struct {
+	ID  uuid.UUID // the checkpoint refused
+	Err error
 }
 
-func (e *importRowError) Error() string { return fmt.Sprintf("checkpoint %s: %v", e.id, e.err) }
-func (e *importRowError) Unwrap() error { return e.err }
+// Error names the checkpoint and what was wrong.
+func (e *ImportRowError) Error() string { return fmt.Sprintf("checkpoint %s: %v", e.ID, e.Err) }
+
+// Unwrap returns Err.
+func (e *ImportRowError) Unwrap() error { return e.Err }
 
 // recordError names what an import error is about, once: the record
-// (line) and id of the checkpoint the store refused (importRowError),
+// (line) and id of the checkpoint the store refused (ImportRowError),
 // else those of the checkpoint id of record line, which the check or the
 // write of that record refused.
 func (links importLinks) recordError(err error, line int, id uuid.UUID) error {
-	var row *importRowError
-	if errors.As(err, &row) && row.id != id {
-		refused, ok := links.ids[row.id]
+	var row *ImportRowError
+	if errors.As(err, &row) && row.ID != id {
+		refused, ok := links.ids[row.ID]
 		if !ok {
 			return err // not one of the import's records: the error names its id
 		}
-		line, id, err = refused.record, row.id, row.err
+		line, id, err = refused.record, row.ID, row.Err
 	} else if row != nil {
-		err = row.err
+		err = row.Err
 	}
 	return fmt.Errorf("record %d: checkpoint %s: %w", line, id, err)
 }
@@ -733,18 +738,4 @@ func removedArg(name string, v json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("%w: %s must be an array of strings", ErrInvalidJSON, name)
 	}
 	return v, nil
-}
-
-func optID(id *uuid.UUID) uuid.NullUUID {
-	if id == nil {
-		return uuid.NullUUID{}
-	}
-	return uuid.NullUUID{UUID: *id, Valid: true}
-}
-
-func nullID(n uuid.NullUUID) *uuid.UUID {
-	if !n.Valid {
-		return nil
-	}
-	return &n.UUID
 }

@@ -20,7 +20,7 @@ import (
 // The retention policies, KeepAll, KeepLastN, KeepAge and KeepMilestones,
 // never delete a thread's head (the rewound-to checkpoint after a rewind),
 // nor a checkpoint a branch was forked from while the branch exists; they
-// are the SQL functions' own (see pgcheckpoint.gc_thread), and Sweep and
+// are the SQL functions' own (see pgcheckpoint.thread_gc), and Sweep and
 // the SQL sweep apply them. KeepLatest keeps the heads alone: a branch's
 // source goes too (the branch's first checkpoint holds its content, and
 // its parent link then names a checkpoint that is gone). KeepNone keeps
@@ -314,7 +314,7 @@ func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (_ Swee
 }
 
 // SetThreadExpiry makes a thread, every namespace of it, expire at at:
-// the first Sweep (or SQL gc_sweep) after that applies keep to it, KeepNone
+// the first Sweep (or SQL thread_gc_sweep) after that applies keep to it, KeepNone
 // (the thread is deleted) or KeepLatest (its heads are kept, and the
 // expiry cleared). A zero at clears the expiry. It deletes nothing itself.
 // Errors: ErrNotFound for a thread that does not exist; ErrInvalidInput for

@@ -22,7 +22,7 @@ func ExampleRetryPolicy() {
 		fmt.Println(err)
 		return
 	}
-	eng := engine.NewWithStore(store, engine.Config{Retry: engine.RetryPolicy{Attempts: 5}})
+	eng := engine.New(store, engine.Config{Retry: engine.RetryPolicy{Attempts: 5}})
 	defer eng.Close()
 
 	in := engine.SnapshotInput{ID: engine.NewCheckpointID(), ThreadID: "run-42", State: []byte(`{"step":"search"}`)}

@@ -83,7 +83,7 @@ func newFlaky(t *testing.T, retry engine.RetryPolicy, fail func(context.Context,
 		t.Fatal(err)
 	}
 	flaky := &flakyStore{Store: store, fail: fail}
-	eng := engine.NewWithStore(flaky, engine.Config{Retry: retry})
+	eng := engine.New(flaky, engine.Config{Retry: retry})
 	t.Cleanup(func() { eng.Close() })
 	return eng, flaky
 }
@@ -271,9 +271,9 @@ func TestSQLiteBusyIsTransient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.NewWithStore(store, engine.Config{})
+	eng := engine.New(store, engine.Config{})
 	defer eng.Close()
-	retrying := engine.NewWithStore(store, engine.Config{Retry: engine.RetryPolicy{Attempts: 50, Backoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}})
+	retrying := engine.New(store, engine.Config{Retry: engine.RetryPolicy{Attempts: 50, Backoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}})
 
 	other, err := sql.Open("sqlite", path) // another writer of the file
 	if err != nil {

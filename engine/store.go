@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
-// Store is where an Engine keeps checkpoints. Two stores exist: Postgres
-// (New, in this package, over the SQL functions of package schema) and
-// SQLite (package sqlite, for local development and tests). Every behaviour
+// Store is where an Engine keeps checkpoints. Two stores exist, each a
+// package of its own: Postgres (package postgres, over the SQL functions
+// of package schema) and SQLite (package sqlite, for local development and
+// tests). Every behaviour
 // of the Engine's API is the same on both; what only Postgres offers (SQL
 // functions for psql, pg_cron sweeps, advisory locks in pg_locks) is outside
 // this interface.
@@ -254,11 +256,23 @@ type ImportWriter interface {
 	Thread(ctx context.Context, t ExportThread) error
 	// Checkpoint writes a checkpoint as c says it is stored (c.Storage,
 	// its base, run and depth, content as given), with d's digests and its
-	// pending writes. A store may hold a batch of rows (see importBatch)
+	// pending writes. A store may hold a batch of rows (see ImportBatch)
 	// and write them later in the transaction. ErrIDConflict when its id is
 	// in use; ErrInvalidInput when the import holds the same row twice. The
 	// Engine names c (its record and id) in the error; an error need not.
 	// (The Postgres store, which writes batches, names the checkpoint it
 	// refused, which may be an earlier call's.)
 	Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportDigests) error
+}
+
+// TxStore is a Store that can run inside a caller's pgx transaction: the
+// Postgres store. See Engine.WithTx.
+type TxStore interface {
+	Store
+	// WithTx returns the store bound to tx.
+	WithTx(tx pgx.Tx) Store
+	// InTx reports whether the store runs in a caller's transaction,
+	// where a failed statement aborts the transaction and nothing is
+	// retried.
+	InTx() bool
 }

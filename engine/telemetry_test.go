@@ -31,7 +31,7 @@ func TestTelemetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.NewWithStore(store, engine.Config{TracerProvider: tp, MeterProvider: mp,
+	eng := engine.New(store, engine.Config{TracerProvider: tp, MeterProvider: mp,
 		Triggers: []engine.Trigger{engine.TriggerToolCall}})
 	defer eng.Close()
 
@@ -160,7 +160,7 @@ func TestTelemetryGlobalProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.NewWithStore(store, engine.Config{})
+	eng := engine.New(store, engine.Config{})
 	defer eng.Close()
 	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run-1"}); err != nil {
 		t.Fatal(err)
@@ -192,7 +192,7 @@ func TestWrapToolAppendsWithoutReadingTheHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.NewWithStore(store, engine.Config{TracerProvider: tp, DeltaMinBytes: -1})
+	eng := engine.New(store, engine.Config{TracerProvider: tp, DeltaMinBytes: -1})
 	defer eng.Close()
 	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run", Messages: json.RawMessage(`[{"role":"user","content":"go"}]`)}); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // snapshots writes one checkpoint per message, each with the conversation
@@ -38,7 +39,7 @@ func ExampleEngine_Rewind() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 
 	steps := snapshots(ctx, eng, "trip-rewind", "plan", "book the 9:00 flight", "pay")
 	r, err := eng.Rewind(ctx, steps[0].ID)
@@ -70,7 +71,7 @@ func ExampleEngine_Branch() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 
 	steps := snapshots(ctx, eng, "trip-branch", "plan", "hotel: Alfama")
 	b, err := eng.Branch(ctx, steps[0].ID, "hostel")

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
@@ -25,7 +26,7 @@ func ExampleEngine_WithTx() {
 	if err := schema.MigratePool(ctx, pool); err != nil {
 		log.Fatal(err)
 	}
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, item text NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
@@ -154,7 +155,7 @@ func testSnapshotSafe(t *testing.T, e *env) {
 		t.Fatalf("unknown parent: %+v, failures %d", r, eng.SnapshotFailures())
 	}
 	closedLogs := lockedBuffer{}
-	closed := openURL(t, e.url, engine.Config{Logger: slog.New(slog.NewTextHandler(&closedLogs, nil))})
+	closed := openURL(t, e.url, pgcheckpoint.Options{Config: engine.Config{Logger: slog.New(slog.NewTextHandler(&closedLogs, nil))}})
 	_ = closed.Close()
 	r := closed.SnapshotSafe(e.ctx, engine.SnapshotInput{ThreadID: "closed"})
 	if r.Err == nil || closed.SnapshotFailures() != 1 {

@@ -400,10 +400,8 @@ func testDeletesBadInput(t *testing.T, e *env) {
 			_, err := e.open(engine.Config{Retention: engine.KeepLastN(0)}).Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "x"})
 			return err
 		},
-		"ParsePolicy keep_latest(2)":       func() error { _, err := engine.ParsePolicy("keep_latest(2)"); return err },
-		"ParsePolicy keep-none:1":          func() error { _, err := engine.ParsePolicy("keep-none:1"); return err },
-		"deprecated Prune, no strategy":    func() error { _, err := e.eng.Prune(e.ctx, []string{"a"}, 0); return err },
-		"deprecated SetExpiry, bad action": func() error { return e.eng.SetExpiry(e.ctx, "a", past, "explode") },
+		"ParsePolicy keep_latest(2)": func() error { _, err := engine.ParsePolicy("keep_latest(2)"); return err },
+		"ParsePolicy keep-none:1":    func() error { _, err := engine.ParsePolicy("keep-none:1"); return err },
 	} {
 		if err := call(); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Errorf("%s: %v, want ErrInvalidInput", name, err)
@@ -491,61 +489,4 @@ func testRetentionKeepLatestAfterEachWrite(t *testing.T, e *env) {
 		t.Fatalf("the branch's first checkpoint: parent %s", got.ParentID)
 	}
 	checkReadable(t, e.ctx, e.eng)
-}
-
-// The deprecated forms are their new ones: same results, same errors.
-func testDeprecatedDeleteForms(t *testing.T, e *env) {
-	branch := deleteFixture(t, e)
-	before := e.inventory()
-	var n int64
-	var err error
-	step := func(what string, want []uuid.UUID, listed bool, call func() (engine.DeleteResult, error), gone ...string) {
-		t.Helper()
-		res, err := call()
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		e.checkDeleted(what, before, want, res, listed, gone...)
-		before = e.inventory()
-	}
-	step("DeleteBeforeIn", modelBefore(before, "a", "sub", 3), false, func() (engine.DeleteResult, error) {
-		n, err = e.eng.DeleteBeforeIn(e.ctx, "a", "sub", 3)
-		return engine.DeleteResult{Deleted: n}, err
-	})
-	step("DeleteBefore", modelBefore(before, "b", "", 3), false, func() (engine.DeleteResult, error) {
-		n, err = e.eng.DeleteBefore(e.ctx, "b", 3)
-		return engine.DeleteResult{Deleted: n}, err
-	})
-	step("DeleteForRuns", modelRuns(t, before, "r2"), false, func() (engine.DeleteResult, error) {
-		n, err = e.eng.DeleteForRuns(e.ctx, []string{"r2"})
-		return engine.DeleteResult{Deleted: n}, err
-	})
-	step("ApplyRetention", modelPrune(before, engine.KeepLastN(1), "a"), true, func() (engine.DeleteResult, error) {
-		ds, err := e.eng.ApplyRetention(e.ctx, "a", engine.KeepLastN(1))
-		return engine.DeleteResult{Deleted: int64(len(ds)), IDs: ds}, err
-	})
-	step("Prune keep latest", modelPrune(before, engine.KeepLatest(), "a", "b"), false, func() (engine.DeleteResult, error) {
-		n, err = e.eng.Prune(e.ctx, []string{"a", "b"}, engine.PruneKeepLatest)
-		return engine.DeleteResult{Deleted: n}, err
-	})
-	step("Prune delete all", modelPrune(before, engine.KeepNone(), branch), false, func() (engine.DeleteResult, error) {
-		n, err = e.eng.Prune(e.ctx, []string{branch}, engine.PruneDeleteAll)
-		return engine.DeleteResult{Deleted: n}, err
-	}, branch)
-	step("DeleteThread", modelPrune(before, engine.KeepNone(), "c"), false, func() (engine.DeleteResult, error) {
-		n, err = e.eng.DeleteThread(e.ctx, "c")
-		return engine.DeleteResult{Deleted: n}, err
-	}, "c")
-	if err := e.eng.SetExpiry(e.ctx, "a", time.Now().Add(-time.Minute), ""); err != nil { // "": ExpireDelete
-		t.Fatal(err)
-	}
-	if err := e.eng.SetExpiry(e.ctx, "b", time.Now().Add(-time.Minute), engine.ExpireKeepLatest); err != nil {
-		t.Fatal(err)
-	}
-	want := modelPrune(before, engine.KeepNone(), "a") // b keeps only its heads already
-	res, err := e.eng.Sweep(e.ctx, engine.KeepAll(), engine.SweepOptions{})
-	if err != nil || res.Expired != 2 {
-		t.Fatalf("sweep: %+v %v", res, err)
-	}
-	e.checkDeleted("SetExpiry", before, want, engine.DeleteResult{Deleted: res.Deleted}, false, "a")
 }

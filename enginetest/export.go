@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
@@ -398,7 +399,7 @@ func testExportDeltaRoundTrip(t *testing.T, e *env) {
 		export, st := exportWith(t, e.ctx, src, root, engine.ExportOptions{Branches: true})
 		deltaRows += st.Deltas
 
-		dst := openURL(t, e.h.NewURL(t), cfg)
+		dst := openURL(t, e.h.NewURL(t), pgcheckpoint.Options{Config: cfg})
 		im, err := dst.Import(e.ctx, bytes.NewReader(export), engine.ImportOptions{})
 		if err != nil || im != st {
 			t.Fatalf("seed %d: import %+v %v; export %+v", seed, im, err, st)
@@ -481,7 +482,7 @@ func testExportBranches(t *testing.T, e *env) {
 	if st.Threads != 4 || !bytes.HasPrefix(all, []byte(`{"kind":"pgcheckpoint-export","format":2,"thread_id":"run-1","branches":true}`)) {
 		t.Fatalf("an export with branches: %+v\n%s", st, clip(all))
 	}
-	dst := openURL(t, e.h.NewURL(t), deltas)
+	dst := openURL(t, e.h.NewURL(t), pgcheckpoint.Options{Config: deltas})
 	if im, err := dst.Import(e.ctx, bytes.NewReader(all), engine.ImportOptions{}); err != nil || im != st {
 		t.Fatalf("import %+v %v; export %+v", im, err, st)
 	}

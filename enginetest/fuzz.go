@@ -11,8 +11,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // Fuzz targets, one per input surface: snapshot content, metadata filters,
@@ -92,10 +94,10 @@ func probe(ctx context.Context, eng *engine.Engine, threadID string) []string {
 func FuzzSnapshot(f *testing.F, h Harness) {
 	url := h.NewURL(f)
 	engines := []*engine.Engine{
-		openURL(f, url, deltas),
-		openURL(f, url, engine.Config{}),
-		openURL(f, url, engine.Config{FullSnapshots: true}),
-		openURL(f, url, engine.Config{SingleStatement: true, DeltaMinBytes: -1}),
+		openURL(f, url, pgcheckpoint.Options{Config: deltas}),
+		openURL(f, url, pgcheckpoint.Options{}),
+		openURL(f, url, pgcheckpoint.Options{Config: engine.Config{FullSnapshots: true}}),
+		openURL(f, url, pgcheckpoint.Options{Config: deltas, Postgres: postgres.Options{SingleStatement: true}}),
 	}
 	ctx := context.Background()
 	for i, v := range hostileJSON {
@@ -186,7 +188,7 @@ var filterMetadata = []string{
 // (jsontext.Contains) finds among the thread's checkpoints, newest first,
 // cut at the limit; a refusal wraps ErrInvalidInput. Nothing is written.
 func FuzzListFilter(f *testing.F, h Harness) {
-	eng := openURL(f, h.NewURL(f), deltas)
+	eng := openURL(f, h.NewURL(f), pgcheckpoint.Options{Config: deltas})
 	ctx := context.Background()
 	for i, m := range filterMetadata {
 		if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Metadata: json.RawMessage(m),
@@ -273,7 +275,7 @@ func ids(infos []engine.CheckpointInfo) []uuid.UUID {
 // ErrIDConflict and leaves the database as it was. A thread "existing"
 // stays in the database throughout, for imports that collide with it.
 func FuzzImport(f *testing.F, h Harness) {
-	eng := openURL(f, h.NewURL(f), deltas)
+	eng := openURL(f, h.NewURL(f), pgcheckpoint.Options{Config: deltas})
 	ctx := context.Background()
 	// The seed export: a thread with a namespace, deltas, a rewind, a
 	// branch and pending writes; then it is deleted, so that it imports.

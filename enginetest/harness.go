@@ -78,7 +78,6 @@ var tests = []conformanceTest{
 	{name: "DeletesBadInputIsTypedAndDeletesNothing", fn: testDeletesBadInput},
 	{name: "ExpiryKeepsWhatItsPolicySays", fn: testExpiryPolicies},
 	{name: "RetentionKeepLatestAfterEachWrite", fn: testRetentionKeepLatestAfterEachWrite},
-	{name: "DeprecatedDeleteFormsAreTheNewOnes", fn: testDeprecatedDeleteForms},
 	// delta.go
 	{name: "RandomHistoriesReadBackAsWritten", fn: testRandomHistories},
 	{name: "SizeLimitIsOnTheWholeSnapshot", fn: testSizeLimitOnWholeSnapshot},
@@ -168,19 +167,27 @@ func newEnv(t *testing.T, h Harness) *env {
 // open returns an Engine with cfg over the test's database, closed when
 // the test ends.
 func (e *env) open(cfg engine.Config) *engine.Engine {
+	return e.openWith(pgcheckpoint.Options{Config: cfg})
+}
+
+// openWith returns an Engine opened with opts over the test's database,
+// closed when the test ends.
+func (e *env) openWith(opts pgcheckpoint.Options) *engine.Engine {
 	e.t.Helper()
 	if e.url == "" {
 		e.t.Fatalf("enginetest: harness %q gave an empty URL", e.h.Name)
 	}
-	return openURL(e.t, e.url, cfg)
+	return openURL(e.t, e.url, opts)
 }
 
-// openURL opens an Engine over url, migrating it, closed when t ends.
-func openURL(t testing.TB, url string, cfg engine.Config) *engine.Engine {
+// openURL opens an Engine over url with opts, migrating it, closed when t
+// ends.
+func openURL(t testing.TB, url string, opts pgcheckpoint.Options) *engine.Engine {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	eng, err := pgcheckpoint.Open(ctx, url, pgcheckpoint.Options{Migrate: true, Config: cfg})
+	opts.Migrate = true
+	eng, err := pgcheckpoint.Open(ctx, url, opts)
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}

@@ -11,7 +11,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 func testSnapshotRoundTrip(t *testing.T, e *env) {
@@ -515,9 +517,10 @@ func testBadInput(t *testing.T, e *env) {
 // the engine or the store finds it, on a new thread and an existing one,
 // in every storage mode, and nothing is written.
 func testBadJSONNamed(t *testing.T, e *env) {
-	configs := map[string]engine.Config{
-		"default": {}, "full": {FullSnapshots: true}, "deltas": deltas,
-		"single": {SingleStatement: true}, "single-deltas": {SingleStatement: true, DeltaMinBytes: -1},
+	single := postgres.Options{SingleStatement: true}
+	configs := map[string]pgcheckpoint.Options{
+		"default": {}, "full": {Config: engine.Config{FullSnapshots: true}}, "deltas": {Config: deltas},
+		"single": {Postgres: single}, "single-deltas": {Config: deltas, Postgres: single},
 	}
 	fields := []struct {
 		name string
@@ -529,8 +532,8 @@ func testBadJSONNamed(t *testing.T, e *env) {
 		{"tool results", func(v json.RawMessage) engine.SnapshotInput { return engine.SnapshotInput{ToolResults: v} }, `{"a" 1}`},
 		{"metadata", func(v json.RawMessage) engine.SnapshotInput { return engine.SnapshotInput{Metadata: v} }, `{"a":1} {}`},
 	}
-	for name, cfg := range configs {
-		eng := e.open(cfg)
+	for name, opts := range configs {
+		eng := e.openWith(opts)
 		thread := "existing-" + name
 		snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: thread, State: json.RawMessage(`{"a":1}`)})
 		for _, f := range fields {

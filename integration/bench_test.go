@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // benchState is a ~4 KB agent state.
@@ -37,7 +38,7 @@ func benchSetup(b *testing.B, cfg engine.Config) (*engine.Engine, func(ctx conte
 		_, err := d.Pool.Exec(ctx, `INSERT INTO bench_plain (id, thread_id, state) VALUES ($1, $2, $3)`, engine.NewCheckpointID(), thread, state)
 		return err
 	}
-	return engine.New(d.Pool, cfg), insert
+	return engine.New(postgres.NewStore(d.Pool, postgres.Options{}), cfg), insert
 }
 
 // forEachMode runs a Snapshot benchmark in the default configuration

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // conversation makes the messages and states of a deterministic agent run:
@@ -102,7 +103,7 @@ func BenchmarkDeltaStorage(b *testing.B) {
 	sides := []*side{{name: "full"}, {name: "delta"}}
 	for _, s := range sides {
 		s.d = pgtest.NewDB(b)
-		s.eng = engine.New(s.d.Pool, engine.Config{FullSnapshots: s.name == "full"})
+		s.eng = engine.New(postgres.NewStore(s.d.Pool, postgres.Options{}), engine.Config{FullSnapshots: s.name == "full"})
 	}
 	conv := newConversation()
 	var last struct{ msgs, state json.RawMessage }

@@ -13,6 +13,7 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // TestWritePathsStoreRandomHistoriesAlike writes random histories
@@ -30,20 +31,21 @@ func TestWritePathsStoreRandomHistoriesAlike(t *testing.T) {
 	b := setup(t)
 	ctx := b.ctx
 	modes := []struct {
-		name string
-		cfg  engine.Config
+		name   string
+		cfg    engine.Config
+		single bool
 	}{
-		{"full", engine.Config{FullSnapshots: true}},
-		{"delta", deltas},
-		{"k4", engine.Config{DeltaRun: 4, DeltaMinBytes: -1}},
-		{"delta-1st", engine.Config{SingleStatement: true, DeltaMinBytes: -1}},
-		{"k4-1st", engine.Config{DeltaRun: 4, SingleStatement: true, DeltaMinBytes: -1}},
-		{"full-1st", engine.Config{FullSnapshots: true, SingleStatement: true}},
+		{"full", engine.Config{FullSnapshots: true}, false},
+		{"delta", deltas, false},
+		{"k4", engine.Config{DeltaRun: 4, DeltaMinBytes: -1}, false},
+		{"delta-1st", engine.Config{DeltaMinBytes: -1}, true},
+		{"k4-1st", engine.Config{DeltaRun: 4, DeltaMinBytes: -1}, true},
+		{"full-1st", engine.Config{FullSnapshots: true}, true},
 	}
 	for seed := range uint64(8) {
 		var writers []enginetest.HistoryWriter
 		for _, m := range modes {
-			writers = append(writers, enginetest.HistoryWriter{Engine: engine.New(b.db.Pool, m.cfg), Thread: fmt.Sprintf("prop-%d-%s", seed, m.name)})
+			writers = append(writers, enginetest.HistoryWriter{Engine: engine.New(postgres.NewStore(b.db.Pool, postgres.Options{SingleStatement: m.single}), m.cfg), Thread: fmt.Sprintf("prop-%d-%s", seed, m.name)})
 		}
 		hist := enginetest.RandomHistory(t, ctx, writers, seed, 70)
 		for _, h := range hist {
@@ -90,15 +92,15 @@ func TestWritePathsStoreRandomHistoriesAlike(t *testing.T) {
 // stores its checkpoint whole, on either path, and the one after is a delta.
 func TestSnapshotOnAHeadWithoutDigests(t *testing.T) {
 	b := setup(t)
-	for _, cfg := range []engine.Config{deltas, {SingleStatement: true, DeltaMinBytes: -1}} {
-		thread := fmt.Sprintf("bare-%v", cfg.SingleStatement)
+	for _, single := range []bool{false, true} {
+		thread := fmt.Sprintf("bare-%v", single)
 		if _, err := b.db.Pool.Exec(b.ctx, `WITH t AS (INSERT INTO pgcheckpoint.threads (thread_id) VALUES ($1))
 			INSERT INTO pgcheckpoint.checkpoints (thread_id, seq, checkpoint_id, step, messages, state)
 			VALUES ($1, 1, pgcheckpoint.uuid_v7(), 1, '[{"role":"user","content":"by hand"}]', '{"a":1}')`,
 			thread); err != nil {
 			t.Fatal(err)
 		}
-		eng := engine.New(b.db.Pool, cfg)
+		eng := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{SingleStatement: single}), deltas)
 		msgs := `[{"role":"user","content":"by hand"},{"role":"assistant","content":"from Go"}]`
 		var ids []uuid.UUID
 		for i, m := range []string{msgs, msgs[:len(msgs)-1] + `,{"role":"user","content":"more"}]`} {
@@ -289,12 +291,12 @@ func TestSmallSnapshotsAreStoredWhole(t *testing.T) {
 	}
 	whole, wholeDigests, delta := stored{"full", false}, stored{"full", true}, stored{"delta", true}
 	for _, single := range []bool{false, true} {
-		eng := engine.New(b.db.Pool, engine.Config{DeltaMinBytes: 1000, SingleStatement: single})
+		eng := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{SingleStatement: single}), engine.Config{DeltaMinBytes: 1000})
 		check(eng, fmt.Sprintf("min-%v", single), []int{999, 999, 1000, 1000, 999, 5000, 5000},
 			[]stored{whole, whole, wholeDigests, delta, whole, wholeDigests, delta})
 	}
 	m := engine.DefaultDeltaMinBytes
-	check(engine.New(b.db.Pool, engine.Config{}), "default", []int{m - 1, m, m},
+	check(engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{}), "default", []int{m - 1, m, m},
 		[]stored{whole, wholeDigests, delta})
 }
 
@@ -305,9 +307,9 @@ func TestSmallSnapshotsAreStoredWhole(t *testing.T) {
 // Append on it (a delta from the change alone) reads back exactly too.
 func TestDigestsFromBeforeTheChainNeverMatch(t *testing.T) {
 	b := setup(t)
-	for _, cfg := range []engine.Config{deltas, {SingleStatement: true, DeltaMinBytes: -1}} {
-		thread := fmt.Sprintf("old-digest-%v", cfg.SingleStatement)
-		eng := engine.New(b.db.Pool, cfg)
+	for _, single := range []bool{false, true} {
+		thread := fmt.Sprintf("old-digest-%v", single)
+		eng := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{SingleStatement: single}), deltas)
 		msgs := []string{`{"role":"user","content":"written before the chain"}`}
 		snap := func() uuid.UUID {
 			t.Helper()

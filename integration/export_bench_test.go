@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // BenchmarkExport exports a thread of importSteps checkpoints (those of
@@ -23,7 +24,7 @@ func BenchmarkExport(b *testing.B) {
 	ctx := context.Background()
 	steps := importSteps(b)
 	d := pgtest.NewDB(b)
-	eng := engine.New(d.Pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 	benchConversation(b, eng, "exported", steps)
 	b.ReportAllocs()
 	cpu0 := processCPU(b)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // importSteps is how many checkpoints BenchmarkImport's export holds:
@@ -43,7 +44,7 @@ func BenchmarkImport(b *testing.B) {
 	ctx := context.Background()
 	steps := importSteps(b)
 	src := pgtest.NewDB(b)
-	eng := engine.New(src.Pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(src.Pool, postgres.Options{}), engine.Config{})
 	benchConversation(b, eng, "imported", steps)
 	var export bytes.Buffer
 	if _, err := eng.Export(ctx, "imported", &export); err != nil {
@@ -70,7 +71,7 @@ func BenchmarkImport(b *testing.B) {
 		if _, err := d.Pool.Exec(ctx, `CREATE TABLE bench_lines (line jsonb NOT NULL)`); err != nil {
 			b.Fatal(err)
 		}
-		target := engine.New(d.Pool, engine.Config{})
+		target := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 		b.StartTimer()
 		copyLines := func() error {
 			_, err := d.Pool.CopyFrom(ctx, pgx.Identifier{"bench_lines"}, []string{"line"}, pgx.CopyFromRows(lines))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
@@ -76,7 +77,7 @@ func TestMigrateFromTheApplicationsPool(t *testing.T) {
 		t.Fatal("the pool's AfterConnect never ran")
 	}
 	// The pool serves on, the engine over it works.
-	if _, err := engine.New(pool, engine.Config{}).Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"}); err != nil {
+	if _, err := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{}).Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Down(ctx, 1); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
@@ -320,7 +321,7 @@ func TestMigrateDownFromDeltaKeepsContent(t *testing.T) {
 	if err := m.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(d.Pool, deltas)
+	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), deltas)
 	var msgs []string
 	var last uuid.UUID
 	for i := range 6 {

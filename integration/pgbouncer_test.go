@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // startPgBouncer starts PgBouncer (the Debian package) on a free loopback
@@ -144,16 +145,17 @@ func TestEngineBehindPgBouncerInTransactionMode(t *testing.T) {
 		}
 		defer pool.Close()
 		for _, c := range []struct {
-			name string
-			cfg  engine.Config
+			name   string
+			cfg    engine.Config
+			single bool
 		}{
-			{"pipelined whole", engine.Config{FullSnapshots: true}},
-			{"pipelined delta", engine.Config{DeltaMinBytes: -1}},
-			{"single statement", engine.Config{SingleStatement: true, DeltaMinBytes: -1}},
+			{"pipelined whole", engine.Config{FullSnapshots: true}, false},
+			{"pipelined delta", engine.Config{DeltaMinBytes: -1}, false},
+			{"single statement", engine.Config{DeltaMinBytes: -1}, true},
 		} {
 			name := mode + ", " + c.name
 			thread := "bouncer " + name
-			eng := engine.New(pool, c.cfg)
+			eng := engine.New(postgres.NewStore(pool, postgres.Options{SingleStatement: c.single}), c.cfg)
 			var wg sync.WaitGroup
 			for w := range 8 {
 				wg.Add(1)

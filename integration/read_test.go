@@ -16,6 +16,7 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
@@ -31,7 +32,7 @@ func TestMaterializeJSONIsMaterializeAsText(t *testing.T) {
 	for seed := range uint64(4) {
 		enginetest.RandomHistory(t, b.ctx, []enginetest.HistoryWriter{
 			{Engine: b.eng, Thread: fmt.Sprintf("text-%d", seed)},
-			{Engine: engine.New(b.db.Pool, engine.Config{DeltaRun: 3, DeltaMinBytes: -1}), Thread: fmt.Sprintf("text-k3-%d", seed)},
+			{Engine: engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{DeltaRun: 3, DeltaMinBytes: -1}), Thread: fmt.Sprintf("text-k3-%d", seed)},
 		}, seed, 60)
 	}
 	// Empty lists: a base without messages, deltas that add none, a
@@ -135,7 +136,7 @@ func TestDamagedChainReadsAsAnError(t *testing.T) {
 		}
 		// Each read in a savepoint: an error ends the transaction otherwise.
 		read := func(f func(eng *engine.Engine, sp pgx.Tx) error) error {
-			return pgx.BeginFunc(b.ctx, tx, func(sp pgx.Tx) error { return f(engine.New(sp, deltas), sp) })
+			return pgx.BeginFunc(b.ctx, tx, func(sp pgx.Tx) error { return f(engine.New(postgres.NewStore(sp, postgres.Options{}), deltas), sp) })
 		}
 		for _, id := range ids[2:] {
 			if err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Get(b.ctx, id); return err }); !damaged(err) {
@@ -184,7 +185,7 @@ func TestGetRebuildsADeltaOnceAndAFullCheckpointNever(t *testing.T) {
 	if f := b.storedFormat(t, ids[2]); f != "delta" {
 		t.Fatalf("the head is stored %s; the test needs a delta", f)
 	}
-	if _, err := engine.New(b.db.Pool, engine.Config{FullSnapshots: true}).Snapshot(b.ctx,
+	if _, err := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{FullSnapshots: true}).Snapshot(b.ctx,
 		engine.SnapshotInput{ThreadID: "whole", Messages: json.RawMessage(`[{"n":0}]`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestGetRebuildsADeltaOnceAndAFullCheckpointNever(t *testing.T) {
 	if _, err := tx.Exec(b.ctx, `SET LOCAL track_functions = 'all'`); err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(tx, deltas)
+	eng := engine.New(postgres.NewStore(tx, postgres.Options{}), deltas)
 	calls := func() (rebuilds, chains int64) {
 		t.Helper()
 		if err := tx.QueryRow(b.ctx, `SELECT
@@ -258,7 +259,7 @@ func TestUnknownFormatReadsAsAnError(t *testing.T) {
 			t.Fatalf("checkpoint %d is stored %s; the test needs %s", i, f, want)
 		}
 	}
-	whole, err := engine.New(b.db.Pool, engine.Config{FullSnapshots: true}).Snapshot(b.ctx,
+	whole, err := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{FullSnapshots: true}).Snapshot(b.ctx,
 		engine.SnapshotInput{ThreadID: "whole", Messages: json.RawMessage(`[{"n":0}]`)})
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +295,7 @@ func TestUnknownFormatReadsAsAnError(t *testing.T) {
 		}
 		// Each read in a savepoint: an error ends the transaction otherwise.
 		read := func(f func(eng *engine.Engine, sp pgx.Tx) error) error {
-			return pgx.BeginFunc(b.ctx, tx, func(sp pgx.Tx) error { return f(engine.New(sp, deltas), sp) })
+			return pgx.BeginFunc(b.ctx, tx, func(sp pgx.Tx) error { return f(engine.New(postgres.NewStore(sp, postgres.Options{}), deltas), sp) })
 		}
 		for _, id := range c.broken {
 			err := read(func(eng *engine.Engine, _ pgx.Tx) error { _, err := eng.Get(b.ctx, id); return err })
@@ -356,7 +357,7 @@ func TestUnknownFormatReadsAsAnError(t *testing.T) {
 			t.Fatal(err)
 		}
 		other := pgtest.NewDB(t)
-		if _, err := engine.New(other.Pool, engine.Config{}).Import(b.ctx, &export, engine.ImportOptions{}); !errors.Is(err, engine.ErrInvalidInput) {
+		if _, err := engine.New(postgres.NewStore(other.Pool, postgres.Options{}), engine.Config{}).Import(b.ctx, &export, engine.ImportOptions{}); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Errorf("%s: Import of the export: %v; want ErrInvalidInput", c.name, err)
 		}
 		var n int
@@ -411,7 +412,7 @@ func TestRowsWrittenByEarlierVersionsRead(t *testing.T) {
 	if err := d.Pool.QueryRow(ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = 'v9' AND format = 'delta'`).Scan(&v9deltas); err != nil || v9deltas < 4 {
 		t.Fatalf("%d deltas written at version 9 (%v); the test needs some", v9deltas, err)
 	}
-	eng := engine.New(d.Pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 	for _, w := range all {
 		c, err := eng.Get(ctx, w.id)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 func p99(d []time.Duration) time.Duration {
@@ -59,7 +60,7 @@ func BenchmarkGCSweep(b *testing.B) {
 	if _, err := d.Pool.Exec(ctx, `VACUUM ANALYZE pgcheckpoint.checkpoints`); err != nil {
 		b.Fatal(err)
 	}
-	eng := engine.New(d.Pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 	state := json.RawMessage(`{"note":"a write during the sweep"}`)
 
 	// writers Snapshot on random threads until stop is closed and return

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
@@ -45,7 +46,7 @@ func TestRetryRidesThroughAServerRestart(t *testing.T) {
 	}
 	defer pool.Close()
 	spans := tracetest.NewInMemoryExporter()
-	eng := engine.New(pool, engine.Config{
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)),
 		Retry: engine.RetryPolicy{
 			Attempts: 100, Backoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond, MaxElapsed: time.Minute,
@@ -167,10 +168,10 @@ func TestTransientFailuresAreTyped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := engine.New(pool, engine.Config{}).Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"}); !errors.Is(err, engine.ErrTransient) {
+	if _, err := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{}).Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"}); !errors.Is(err, engine.ErrTransient) {
 		t.Fatalf("no server: %v, want ErrTransient", err)
 	}
-	retrying := engine.New(pool, engine.Config{Retry: engine.RetryPolicy{Attempts: 1000, Backoff: time.Second, MaxElapsed: time.Hour}})
+	retrying := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{Retry: engine.RetryPolicy{Attempts: 1000, Backoff: time.Second, MaxElapsed: time.Hour}})
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -28,6 +28,7 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
@@ -240,7 +241,7 @@ func TestRolesApplicationRunsTheWholeAPI(t *testing.T) {
 	rs := setupRoles(t)
 	ctx := context.Background()
 	pool := rolePool(t, rs.appURL)
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 	before := schemaRowsDigest(t, rs.db.Pool)
 
 	covered := runEveryEngineMethod(t, ctx, eng, pool)
@@ -335,6 +336,12 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 			return err
 		}},
 		{"SnapshotFailures", func() error { return nil }}, // read at the end
+		{"Store", func() error {
+			if _, ok := eng.Store().(*postgres.Store); !ok {
+				return fmt.Errorf("store %T, want *postgres.Store", eng.Store())
+			}
+			return nil
+		}},
 		{"Scope", func() error {
 			return eng.Scope(ctx, "scope", map[string]int{"a": 1}, func(context.Context) error { return nil })
 		}},
@@ -366,7 +373,10 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 		}},
 		{"RewindToStepIn", func() error { _, err := eng.RewindToStepIn(ctx, "app", "sub", 2); return err }},
 		{"ClearMemoryIn", func() error { _, err := eng.ClearMemoryIn(ctx, "app", "sub"); return err }},
-		{"DeleteBeforeIn", func() error { _, err := eng.DeleteBeforeIn(ctx, "app", "sub", 2); return err }},
+		{"DeleteCheckpoints BeforeStepIn", func() error {
+			_, err := eng.DeleteCheckpoints(ctx, engine.BeforeStepIn("app", "sub", 2))
+			return err
+		}},
 		{"Get", func() error { _, err := eng.Get(ctx, ids[1]); return err }},
 		{"Latest", func() error { _, err := eng.Latest(ctx, "app"); return err }},
 		{"LatestIn", func() error { _, err := eng.LatestIn(ctx, "app", ""); return err }},
@@ -398,16 +408,19 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 			return err
 		}},
 		{"Export", func() error { _, err := eng.Export(ctx, "app-copy", &buf); return err }},
-		{"DeleteThread", func() error { _, err := eng.DeleteThread(ctx, "app-copy"); return err }},
+		{"DeleteThreads one", func() error { _, err := eng.DeleteThreads(ctx, "app-copy"); return err }},
 		{"Import", func() error { _, err := eng.Import(ctx, &buf, engine.ImportOptions{}); return err }},
-		{"DeleteBefore", func() error { _, err := eng.DeleteBefore(ctx, "app-copy", 2); return err }},
+		{"DeleteCheckpoints BeforeStep", func() error {
+			_, err := eng.DeleteCheckpoints(ctx, engine.BeforeStep("app-copy", 2))
+			return err
+		}},
 		{"DeleteCheckpoints", func() error {
 			_, err := eng.DeleteCheckpoints(ctx, engine.BeforeStepIn("app-copy", "sub", 3))
 			return err
 		}},
-		{"ApplyRetention", func() error { _, err := eng.ApplyRetention(ctx, "app", engine.KeepLastN(2)); return err }},
+		{"PruneThreads KeepLastN(2)", func() error { _, err := eng.PruneThreads(ctx, engine.KeepLastN(2), "app"); return err }},
 		{"PruneThreads", func() error { _, err := eng.PruneThreads(ctx, engine.KeepLastN(1), "app", "append"); return err }},
-		{"SetExpiry", func() error { return eng.SetExpiry(ctx, "safe", time.Now().Add(-time.Hour), engine.ExpireDelete) }},
+		{"SetThreadExpiry KeepNone", func() error { return eng.SetThreadExpiry(ctx, "safe", time.Now().Add(-time.Hour), engine.KeepNone()) }},
 		{"SetThreadExpiry", func() error { return eng.SetThreadExpiry(ctx, "safe", time.Now().Add(-time.Hour), engine.KeepLatest()) }},
 		{"Sweep", func() error {
 			r, err := eng.Sweep(ctx, engine.KeepLastN(5), engine.SweepOptions{})
@@ -416,9 +429,9 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 			}
 			return err
 		}},
-		{"DeleteForRuns", func() error { _, err := eng.DeleteForRuns(ctx, []string{"r1"}); return err }},
-		{"Prune", func() error {
-			_, err := eng.Prune(ctx, []string{"scope", "interval"}, engine.PruneKeepLatest)
+		{"DeleteCheckpoints ForRuns", func() error { _, err := eng.DeleteCheckpoints(ctx, engine.ForRuns("r1")); return err }},
+		{"PruneThreads KeepLatest", func() error {
+			_, err := eng.PruneThreads(ctx, engine.KeepLatest(), "scope", "interval")
 			return err
 		}},
 		{"DeleteThreads", func() error { _, err := eng.DeleteThreads(ctx, "scope", "nobody"); return err }},
@@ -461,7 +474,7 @@ func TestRolesReadOnlyInspectsAndCannotWrite(t *testing.T) {
 	t.Parallel()
 	rs := setupRoles(t)
 	ctx := context.Background()
-	app := engine.New(rolePool(t, rs.appURL), engine.Config{})
+	app := engine.New(postgres.NewStore(rolePool(t, rs.appURL), postgres.Options{}), engine.Config{})
 	var ids []uuid.UUID
 	for i := range 3 {
 		r, err := app.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run", State: json.RawMessage(fmt.Sprintf(`{"i": %d}`, i)),
@@ -516,7 +529,7 @@ func TestRolesReadOnlyInspectsAndCannotWrite(t *testing.T) {
 	}
 
 	// The Engine's reads work; every write is refused with ErrPermission.
-	ro := engine.New(rolePool(t, rs.readURL), engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ro := engine.New(postgres.NewStore(rolePool(t, rs.readURL), postgres.Options{}), engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	for name, fn := range map[string]func() error{
 		"Get":              func() error { _, err := ro.Get(ctx, ids[2]); return err },
 		"Latest":           func() error { _, err := ro.Latest(ctx, "run"); return err },
@@ -543,28 +556,30 @@ func TestRolesReadOnlyInspectsAndCannotWrite(t *testing.T) {
 			_, err := ro.PutWrites(ctx, ids[2], "t2", []engine.Write{{Channel: "c", Value: json.RawMessage(`1`)}})
 			return err
 		},
-		"Rewind":            func() error { _, err := ro.Rewind(ctx, ids[0]); return err },
-		"RewindToStep":      func() error { _, err := ro.RewindToStep(ctx, "run", 1); return err },
-		"RewindToStepIn":    func() error { _, err := ro.RewindToStepIn(ctx, "run", "", 1); return err },
-		"MergeBranchIn":     func() error { _, err := ro.MergeBranchIn(ctx, br.ThreadID, "run", ""); return err },
-		"ClearMemoryIn":     func() error { _, err := ro.ClearMemoryIn(ctx, "run", ""); return err },
-		"DeleteBeforeIn":    func() error { _, err := ro.DeleteBeforeIn(ctx, "run", "", 3); return err },
+		"Rewind":         func() error { _, err := ro.Rewind(ctx, ids[0]); return err },
+		"RewindToStep":   func() error { _, err := ro.RewindToStep(ctx, "run", 1); return err },
+		"RewindToStepIn": func() error { _, err := ro.RewindToStepIn(ctx, "run", "", 1); return err },
+		"MergeBranchIn":  func() error { _, err := ro.MergeBranchIn(ctx, br.ThreadID, "run", ""); return err },
+		"ClearMemoryIn":  func() error { _, err := ro.ClearMemoryIn(ctx, "run", ""); return err },
+		"DeleteCheckpoints BeforeStepIn": func() error {
+			_, err := ro.DeleteCheckpoints(ctx, engine.BeforeStepIn("run", "", 3))
+			return err
+		},
 		"RewindAndTruncate": func() error { _, err := ro.RewindAndTruncate(ctx, ids[0]); return err },
 		"Branch":            func() error { _, err := ro.Branch(ctx, ids[0], "b3"); return err },
 		"MergeBranch":       func() error { _, err := ro.MergeBranch(ctx, br.ThreadID, "run"); return err },
 		"ClearMemory":       func() error { _, err := ro.ClearMemory(ctx, "run"); return err },
 		"CopyThread":        func() error { _, err := ro.CopyThread(ctx, "run", "run-copy"); return err },
-		"DeleteThread":      func() error { _, err := ro.DeleteThread(ctx, "run"); return err },
-		"DeleteBefore":      func() error { _, err := ro.DeleteBefore(ctx, "run", 3); return err },
-		"DeleteForRuns":     func() error { _, err := ro.DeleteForRuns(ctx, []string{"r1"}); return err },
-		"Prune":             func() error { _, err := ro.Prune(ctx, []string{"run"}, engine.PruneKeepLatest); return err },
-		"ApplyRetention":    func() error { _, err := ro.ApplyRetention(ctx, "run", engine.KeepLastN(1)); return err },
-		"SetExpiry":         func() error { return ro.SetExpiry(ctx, "run", time.Now(), engine.ExpireDelete) },
-		"DeleteThreads":     func() error { _, err := ro.DeleteThreads(ctx, "run"); return err },
-		"DeleteCheckpoints": func() error { _, err := ro.DeleteCheckpoints(ctx, engine.ForRuns("r1")); return err },
-		"PruneThreads":      func() error { _, err := ro.PruneThreads(ctx, engine.KeepLatest(), "run"); return err },
-		"SetThreadExpiry":   func() error { return ro.SetThreadExpiry(ctx, "run", time.Now(), engine.KeepNone()) },
-		"Sweep":             func() error { _, err := ro.Sweep(ctx, engine.KeepLastN(1), engine.SweepOptions{}); return err },
+		"DeleteCheckpoints BeforeStep": func() error {
+			_, err := ro.DeleteCheckpoints(ctx, engine.BeforeStep("run", 3))
+			return err
+		},
+		"PruneThreads KeepLastN": func() error { _, err := ro.PruneThreads(ctx, engine.KeepLastN(1), "run"); return err },
+		"DeleteThreads":          func() error { _, err := ro.DeleteThreads(ctx, "run"); return err },
+		"DeleteCheckpoints":      func() error { _, err := ro.DeleteCheckpoints(ctx, engine.ForRuns("r1")); return err },
+		"PruneThreads":           func() error { _, err := ro.PruneThreads(ctx, engine.KeepLatest(), "run"); return err },
+		"SetThreadExpiry":        func() error { return ro.SetThreadExpiry(ctx, "run", time.Now(), engine.KeepNone()) },
+		"Sweep":                  func() error { _, err := ro.Sweep(ctx, engine.KeepLastN(1), engine.SweepOptions{}); return err },
 		"Import": func() error {
 			f, err := os.Open(importFile)
 			if err != nil {
@@ -686,7 +701,7 @@ func TestReadOnlySessionWritesAreErrPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	eng := engine.New(pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 	before := schemaRowsDigest(t, d.Pool)
 	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"}); !errors.Is(err, engine.ErrPermission) || sqlState(err) != "25006" {
 		t.Fatalf("snapshot in a read-only session: %v, want ErrPermission (25006)", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 func TestMain(m *testing.M) {
@@ -40,7 +41,7 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	d := pgtest.NewDB(t)
-	return &bundle{db: d, eng: engine.New(d.Pool, deltas), ctx: context.Background()}
+	return &bundle{db: d, eng: engine.New(postgres.NewStore(d.Pool, postgres.Options{}), deltas), ctx: context.Background()}
 }
 
 // deltas is the configuration of the engines of tests about delta chains.
@@ -90,7 +91,7 @@ func jsonEqual(t *testing.T, what string, got, want []byte) {
 // A thread's first checkpoint goes through pgcheckpoint.checkpoint_put (the
 // pipelined insert finds no head and writes nothing); the next ones are the
 // pipelined lock and insert alone (enginedb.CheckpointPutWhole, or with deltas
-// enginedb.CheckpointPutFast), unless Config.SingleStatement is set.
+// enginedb.CheckpointPutFast), unless postgres.Options.SingleStatement is set.
 // Counted with the server's function statistics.
 func TestSnapshotPipelinesTheCommonCase(t *testing.T) {
 	t.Parallel()
@@ -108,7 +109,7 @@ func TestSnapshotPipelinesTheCommonCase(t *testing.T) {
 	// a pool of its own that tracks PL/pgSQL calls, closes the pool (a
 	// backend flushes its statistics as it exits) and returns how many
 	// calls of checkpoint_put that added.
-	writeAndCount := func(thread string, cfg engine.Config) int64 {
+	writeAndCount := func(thread string, cfg engine.Config, opts postgres.Options) int64 {
 		t.Helper()
 		before := calls()
 		pcfg := b.db.Pool.Config()
@@ -117,7 +118,7 @@ func TestSnapshotPipelinesTheCommonCase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng := engine.New(pool, cfg)
+		eng := engine.New(postgres.NewStore(pool, opts), cfg)
 		for i := range 6 {
 			if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread,
 				Messages: json.RawMessage(fmt.Sprintf(`[{"role":"user","content":"%d"}]`, i))}); err != nil {
@@ -138,13 +139,13 @@ func TestSnapshotPipelinesTheCommonCase(t *testing.T) {
 	}
 	// Small snapshots are stored whole (Config.DeltaMinBytes), by their own
 	// statement; with deltas, by the one that computes them.
-	if got := writeAndCount("pipelined", engine.Config{}); got != 1 {
+	if got := writeAndCount("pipelined", engine.Config{}, postgres.Options{}); got != 1 {
 		t.Errorf("6 snapshots on a new thread called checkpoint_put %d times, want 1 (the first)", got)
 	}
-	if got := writeAndCount("pipelined-deltas", deltas); got != 1 {
+	if got := writeAndCount("pipelined-deltas", deltas, postgres.Options{}); got != 1 {
 		t.Errorf("with deltas, 6 snapshots on a new thread called checkpoint_put %d times, want 1 (the first)", got)
 	}
-	if got := writeAndCount("single", engine.Config{SingleStatement: true}); got != 6 {
+	if got := writeAndCount("single", engine.Config{}, postgres.Options{SingleStatement: true}); got != 6 {
 		t.Errorf("with SingleStatement, 6 snapshots called checkpoint_put %d times, want 6", got)
 	}
 	checkLinearThread(t, b.db.Pool, "pipelined", 6)
@@ -163,7 +164,7 @@ func TestSnapshotSafeCountsAClosedPool(t *testing.T) {
 	}
 	pool.Close()
 	var logs bytes.Buffer
-	closed := engine.New(pool, engine.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	closed := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if r := closed.SnapshotSafe(b.ctx, engine.SnapshotInput{ThreadID: "safe"}); r.Err == nil || closed.SnapshotFailures() != 1 {
 		t.Fatalf("closed pool: err %v, failures %d", r.Err, closed.SnapshotFailures())
 	}
@@ -179,8 +180,11 @@ func TestSnapshotSafeCountsAClosedPool(t *testing.T) {
 func TestTextJsonbCannotHoldIsRefused(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for name, cfg := range map[string]engine.Config{"deltas": deltas, "whole": {}, "single": {SingleStatement: true}} {
-		eng := engine.New(b.db.Pool, cfg)
+	for name, eng := range map[string]*engine.Engine{
+		"deltas": engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), deltas),
+		"whole":  engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{}),
+		"single": engine.New(postgres.NewStore(b.db.Pool, postgres.Options{SingleStatement: true}), engine.Config{}),
+	} {
 		for _, bad := range []string{`{"s":"\ud800"}`, `{"s":"a\udc00b"}`, "{\"s\":\"\xff\"}"} {
 			for _, thread := range []string{"new", "existing"} {
 				if thread == "existing" {

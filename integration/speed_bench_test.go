@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // BenchmarkSpeed measures each row of the speed table (README, "Speed")
@@ -98,7 +99,7 @@ func benchGet(b *testing.B) {
 	if _, err := d.Pool.Exec(ctx, `CREATE TABLE bench_plain (id uuid PRIMARY KEY, thread_id text NOT NULL, state jsonb NOT NULL)`); err != nil {
 		b.Fatal(err)
 	}
-	eng := engine.New(d.Pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 	state := benchState()
 	bareID := engine.NewCheckpointID()
 	if _, err := d.Pool.Exec(ctx, `INSERT INTO bench_plain VALUES ($1, 'bench', $2)`, bareID, state); err != nil {
@@ -146,7 +147,7 @@ func longSteps(b *testing.B) int {
 // the step before the last, and the last step's content.
 func conversationLong(b *testing.B, d *pgtest.DB, cfg engine.Config) (eng *engine.Engine, at9, beforeLast uuid.UUID, msgs, state json.RawMessage) {
 	ctx := context.Background()
-	eng = engine.New(d.Pool, cfg)
+	eng = engine.New(postgres.NewStore(d.Pool, postgres.Options{}), cfg)
 	conv := newConversation()
 	steps := longSteps(b)
 	b.ReportMetric(float64(steps), "steps")
@@ -191,7 +192,7 @@ func benchLatestLong(b *testing.B) {
 func benchList1000(b *testing.B) {
 	d := pgtest.NewDB(b)
 	ctx := context.Background()
-	eng := engine.New(d.Pool, engine.Config{})
+	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 	state := benchState()
 	for i := range 1000 {
 		md := json.RawMessage(fmt.Sprintf(`{"run_id":"run-%d","user":"u-7"}`, i/100))

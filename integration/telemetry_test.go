@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // The engine's spans on Postgres: children of the caller's span, with the
@@ -21,7 +22,7 @@ func TestTelemetryOnPostgres(t *testing.T) {
 	b := setup(t)
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	eng := engine.New(b.db.Pool, engine.Config{TracerProvider: tp})
+	eng := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{TracerProvider: tp})
 	ctx, parent := tp.Tracer("app").Start(b.ctx, "request")
 	res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "traced"})
 	if err != nil {
@@ -71,7 +72,7 @@ func TestTelemetryOfDeletes(t *testing.T) {
 	b := setup(t)
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	eng := engine.New(b.db.Pool, engine.Config{TracerProvider: tp})
+	eng := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{TracerProvider: tp})
 	for range 3 {
 		if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "traced", Namespace: "sub"}); err != nil {
 			t.Fatal(err)
@@ -146,7 +147,7 @@ func TestTelemetryComposesWithAPgxTracer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	eng := engine.New(pool, engine.Config{TracerProvider: tp})
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{TracerProvider: tp})
 	if err := pool.Ping(b.ctx); err != nil { // connect before tracing
 		t.Fatal(err)
 	}

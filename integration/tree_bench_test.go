@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // treeBench builds a thread of 10,000 checkpoints (9,900 on the main line
@@ -34,7 +35,7 @@ func treeBench(b *testing.B) (*engine.Engine, *pgtest.DB, uuid.UUID) {
 	if err := d.Pool.QueryRow(ctx, `SELECT pgcheckpoint.thread_head('big')`).Scan(&deepest); err != nil {
 		b.Fatal(err)
 	}
-	return engine.New(d.Pool, engine.Config{}), d, deepest
+	return engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{}), d, deepest
 }
 
 // BenchmarkLineage reads the lineage of the deepest checkpoint (9,900

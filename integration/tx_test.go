@@ -14,6 +14,7 @@ import (
 
 	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // A checkpoint written inside the application's transaction commits with
@@ -195,7 +196,7 @@ func TestEngineOverOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	eng := engine.New(conn, engine.Config{DeltaMinBytes: -1})
+	eng := engine.New(postgres.NewStore(conn, postgres.Options{}), engine.Config{DeltaMinBytes: -1})
 	var last engine.SnapshotResult
 	for i := range 5 {
 		if last, err = eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "c", Messages: []byte(`[` + strings.Repeat(`"m",`, i) + `"m"]`)}); err != nil {
@@ -415,7 +416,7 @@ func TestErrorsInsideTheCallersTransaction(t *testing.T) {
 	}
 	// Stored whole, or appended, the JSON is the server's to parse, except
 	// in the caller's transaction, which a refused statement would abort.
-	whole, err := engine.New(b.db.Pool, engine.Config{}).WithTx(tx)
+	whole, err := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{}).WithTx(tx)
 	if err != nil {
 		t.Fatal(err)
 	}

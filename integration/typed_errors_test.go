@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // Input that only Postgres refuses (a number jsonb cannot hold, JSON nested
@@ -42,8 +43,8 @@ func TestInputPostgresRefusesIsTyped(t *testing.T) {
 	deep := json.RawMessage(`{"a": ` + strings.Repeat("[", 200000) + strings.Repeat("]", 200000) + `}`)
 	surrogate := json.RawMessage(`{"a": "\ud800"}`)
 	notUTF8 := json.RawMessage("{\"a\": \"\xff\"}")
-	whole := engine.New(b.db.Pool, engine.Config{}) // small snapshots: parsed by Postgres alone
-	single := engine.New(b.db.Pool, engine.Config{SingleStatement: true})
+	whole := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{}) // small snapshots: parsed by Postgres alone
+	single := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{SingleStatement: true}), engine.Config{})
 	snapshot := func(eng *engine.Engine, in engine.SnapshotInput) func() error {
 		return func() error {
 			in.ThreadID = "t"
@@ -128,7 +129,7 @@ func TestImportNamesTheRowPostgresRefuses(t *testing.T) {
 	if _, err := b.eng.Export(b.ctx, "many", &export); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.eng.DeleteThread(b.ctx, "many"); err != nil {
+	if _, err := b.eng.DeleteThreads(b.ctx, "many"); err != nil {
 		t.Fatal(err)
 	}
 	before := b.count(t)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/enginedb"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // TestWriteRulesFromSQL checks the rules every write path applies, called
@@ -215,7 +216,7 @@ func TestWriteStatementsKeepAGenericPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close(b.ctx)
-		eng := engine.New(conn, c.cfg)
+		eng := engine.New(postgres.NewStore(conn, postgres.Options{}), c.cfg)
 		msgs := `[{"role":"user","content":"hello"}`
 		for i := range 20 {
 			msgs += fmt.Sprintf(`,{"role":"assistant","content":"%d"}`, i)

@@ -59,7 +59,7 @@ func BenchmarkStorage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	eng := engine.NewWithStore(s, engine.Config{})
+	eng := engine.New(s, engine.Config{})
 	defer eng.Close()
 	var whole int64
 	metrics := map[string]float64{}
@@ -122,7 +122,7 @@ func BenchmarkStorage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	full := engine.NewWithStore(s, engine.Config{FullSnapshots: true}) // not closed: eng closes s
+	full := engine.New(s, engine.Config{FullSnapshots: true}) // not closed: eng closes s
 	msg := json.RawMessage(`[{"role":"assistant","content":"message 01001 ` + strings.Repeat("lorem ipsum ", 83) + `"}]`)
 	for _, run := range []struct {
 		name string

@@ -6,7 +6,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	eng := engine.NewWithStore(store, engine.Config{})
+//	eng := engine.New(store, engine.Config{})
 //	defer eng.Close() // closes the store
 //	res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run-42", Messages: msgs})
 //

@@ -43,7 +43,7 @@ type Options struct {
 }
 
 // Store is the SQLite store: an engine.Store over one database file. Use
-// it through engine.NewWithStore. It is safe for concurrent use by any
+// it through engine.New. It is safe for concurrent use by any
 // number of goroutines, and any number of processes may open one file.
 type Store struct {
 	w  *sql.DB // the writer: one connection, every transaction BEGIN IMMEDIATE

@@ -40,7 +40,7 @@ func checkPut(p engine.PutRequest) error {
 	if p.DeltaRun < 1 {
 		return fmt.Errorf("%w: delta run %d; it must be 1 or more", engine.ErrInvalidInput, p.DeltaRun)
 	}
-	if err := checkJSON(namedJSON{"messages", p.Messages}, namedJSON{"state", p.State},
+	if err := CheckJSON(namedJSON{"messages", p.Messages}, namedJSON{"state", p.State},
 		namedJSON{"tool results", p.ToolResults}, namedJSON{"metadata", p.Metadata}); err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ type namedJSON struct {
 
 // checkJSON returns ErrInvalidJSON naming the first field that does not
 // parse, or nil: the one parse of a write's JSON on the client.
-func checkJSON(fields ...namedJSON) error {
+func CheckJSON(fields ...namedJSON) error {
 	for _, f := range fields {
 		if !json.Valid(f.text) {
 			return fmt.Errorf("%w: %s does not parse as JSON", engine.ErrInvalidJSON, f.name)

@@ -33,7 +33,7 @@ func setup(t *testing.T, cfg engine.Config) bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.NewWithStore(store, cfg)
+	eng := engine.New(store, cfg)
 	t.Cleanup(func() { eng.Close() })
 	return bundle{path: path, store: store, eng: eng}
 }
@@ -253,7 +253,7 @@ func TestMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.NewWithStore(s, engine.Config{})
+	eng := engine.New(s, engine.Config{})
 	defer eng.Close()
 	var wg sync.WaitGroup
 	for range 4 {

@@ -147,7 +147,7 @@ func TestAppendOnAHeadWithoutDigests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deltas := engine.NewWithStore(store, engine.Config{DeltaMinBytes: -1})
+	deltas := engine.New(store, engine.Config{DeltaMinBytes: -1})
 	t.Cleanup(func() { deltas.Close() })
 	var ids []uuid.UUID
 	for i := 1; i <= 2; i++ {

@@ -159,7 +159,7 @@ func TestGraphDrawsEngineTrees(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng := engine.NewWithStore(store, engine.Config{})
+		eng := engine.New(store, engine.Config{})
 		rng := rand.New(rand.NewPCG(seed, 18))
 		history := map[uuid.UUID]engine.TreeNode{} // every checkpoint written, as a tree read showed it
 		read := func() *engine.Tree {

@@ -21,7 +21,7 @@
 //	func TestSomething(t *testing.T) {
 //		t.Parallel()
 //		d := pgtest.NewDB(t)
-//		eng := engine.New(d.Pool, engine.Config{})
+//		eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 //		...
 //	}
 package pgtest

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -16,21 +16,23 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // getSetup writes one checkpoint of a 3.8 KB state on a fresh Postgres
 // database and returns an Engine over it (no providers in Config, so
 // OpenTelemetry's global ones, none installed) and the checkpoint's id.
-func getSetup(tb testing.TB) (*Engine, uuid.UUID) {
+func getSetup(tb testing.TB) (*engine.Engine, uuid.UUID) {
 	d := pgtest.NewDB(tb)
-	eng := New(d.Pool, Config{})
+	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 	m := map[string]any{"plan": []string{"search", "book", "confirm"}, "cursor": 7}
 	for i := range 30 {
 		m[fmt.Sprintf("k%02d", i)] = strings.Repeat(string(rune('a'+i%26)), 120)
 	}
 	state, _ := json.Marshal(m)
-	res, err := eng.Snapshot(context.Background(), SnapshotInput{ThreadID: "bench", State: state})
+	res, err := eng.Snapshot(context.Background(), engine.SnapshotInput{ThreadID: "bench", State: state})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -45,7 +47,7 @@ func BenchmarkGetTelemetry(b *testing.B) {
 	ctx := context.Background()
 	for name, get := range map[string]func() error{
 		"engine": func() error { _, err := eng.Get(ctx, id); return err },
-		"store":  func() error { _, err := eng.base.Get(ctx, id); return err },
+		"store":  func() error { _, err := eng.Store().Get(ctx, id); return err },
 	} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -66,17 +68,8 @@ func BenchmarkTelemetryNoProvider(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		telemetryOfGet(ctx, eng, id)
+		engine.TelemetryOfGet(ctx, eng, id)
 	}
-}
-
-// telemetryOfGet runs what Engine.Get and tracedStore.Get run around the
-// store's Get when tracedStore finds telemetry off.
-func telemetryOfGet(ctx context.Context, eng *Engine, id uuid.UUID) bool {
-	ctx, done := eng.tel.callID(ctx, "Get", id)
-	on := eng.tel.on(ctx)
-	done(nil)
-	return on
 }
 
 // envTelemetryChild marks the test binary TestTelemetryWithNoProviderCostsNothing
@@ -100,16 +93,13 @@ func TestTelemetryWithNoProviderCostsNothing(t *testing.T) {
 	}
 	eng, id := getSetup(t)
 	ctx := context.Background()
-	if telemetryOfGet(ctx, eng, id) {
+	if engine.TelemetryOfGet(ctx, eng, id) {
 		t.Fatal("telemetry is on with no provider installed")
 	}
-	if n := testing.AllocsPerRun(100, func() { telemetryOfGet(ctx, eng, id) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { engine.TelemetryOfGet(ctx, eng, id) }); n != 0 {
 		t.Errorf("the telemetry of a Get allocates %v times with no provider installed, want 0", n)
 	}
-	if n := testing.AllocsPerRun(100, func() {
-		_, done := eng.tel.call(ctx, "LatestIn", attrThread.String("bench"), attrNamespace.String(""))
-		done(nil)
-	}); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { engine.TelemetryOfCall(ctx, eng) }); n != 0 {
 		t.Errorf("an Engine call's span with attributes allocates %v times with no provider installed, want 0", n)
 	}
 	get := func() {
@@ -118,14 +108,14 @@ func TestTelemetryWithNoProviderCostsNothing(t *testing.T) {
 		}
 	}
 	storeGet := func() {
-		if _, err := eng.base.Get(ctx, id); err != nil {
+		if _, err := eng.Store().Get(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
 	get()
 	storeGet()
-	if engine, store := testing.AllocsPerRun(200, get), testing.AllocsPerRun(200, storeGet); engine != store {
-		t.Errorf("a Get allocates %v times through the Engine, %v through its store: want the same with no provider installed", engine, store)
+	if viaEngine, viaStore := testing.AllocsPerRun(200, get), testing.AllocsPerRun(200, storeGet); viaEngine != viaStore {
+		t.Errorf("a Get allocates %v times through the Engine, %v through its store: want the same with no provider installed", viaEngine, viaStore)
 	}
 
 	spans := tracetest.NewInMemoryExporter()

@@ -1,4 +1,4 @@
-package engine
+package postgres
 
 import (
 	"context"
@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/enginedb"
 )
 
@@ -17,7 +19,8 @@ import (
 // is about this many rows as stored.
 const exportPage = 64
 
-func (s *pgStore) Export(ctx context.Context, threadID string, opts ExportOptions, sink ExportSink) error {
+// Export implements engine.Store.
+func (s *Store) Export(ctx context.Context, threadID string, opts engine.ExportOptions, sink engine.ExportSink) error {
 	// One snapshot of the database: a repeatable-read transaction of its
 	// own, or, inside the caller's transaction, a savepoint of it (which
 	// sees what the caller's isolation level lets it see).
@@ -41,7 +44,7 @@ func (s *pgStore) Export(ctx context.Context, threadID string, opts ExportOption
 		return dbError("list the threads", err)
 	}
 	if len(threads) == 0 {
-		return ErrNotFound
+		return engine.ErrNotFound
 	}
 	for _, thread := range threads {
 		if err := pgExportThread(ctx, q, thread, sink); err != nil {
@@ -53,13 +56,13 @@ func (s *pgStore) Export(ctx context.Context, threadID string, opts ExportOption
 
 // pgExportThread hands sink one thread's rows, a page of checkpoints at a
 // time.
-func pgExportThread(ctx context.Context, q *enginedb.Queries, threadID string, sink ExportSink) error {
+func pgExportThread(ctx context.Context, q *enginedb.Queries, threadID string, sink engine.ExportSink) error {
 	rows, err := q.ThreadExportRows(ctx, threadID)
 	if err != nil {
 		return dbError("read the thread", err)
 	}
 	for _, r := range rows {
-		t := ExportThread{ThreadID: threadID, Namespace: r.Namespace, RewoundTo: nullID(r.RewoundTo), Metadata: r.Metadata,
+		t := engine.ExportThread{ThreadID: threadID, Namespace: r.Namespace, RewoundTo: nullID(r.RewoundTo), Metadata: r.Metadata,
 			CreatedAt: r.CreatedAt, BranchName: textPtr(r.BranchName), BranchedFrom: nullID(r.BranchedFrom),
 			BranchedFromThread: textPtr(r.BranchedFromThread)}
 		if err := sink.Thread(t); err != nil {
@@ -73,10 +76,10 @@ func pgExportThread(ctx context.Context, q *enginedb.Queries, threadID string, s
 			return dbError("read checkpoints", err)
 		}
 		for _, r := range cps {
-			c := ExportCheckpoint{
+			c := engine.ExportCheckpoint{
 				ThreadID: threadID, Namespace: r.Namespace, Seq: r.Seq, ID: r.CheckpointID,
 				ParentID: nullID(r.ParentCheckpointID), MergeParentID: nullID(r.MergeParentID), Step: r.Step,
-				CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
+				CreatedAt: r.CreatedAt, Trigger: engine.Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
 				Storage: r.Format, BaseID: nullID(r.BaseCheckpointID), DeltaRun: int64(r.DeltaRun), DeltaDepth: int64(r.DeltaDepth),
 				Metadata: r.Metadata, Messages: r.Messages, State: r.State, ToolResults: r.ToolResults,
 				StateRemoved: r.StateRemoved, ToolResultsRemoved: r.ToolResultsRemoved,
@@ -111,7 +114,8 @@ func optText(s *string) pgtype.Text {
 	return pgtype.Text{String: *s, Valid: true}
 }
 
-func (s *pgStore) Import(ctx context.Context, fn func(ImportWriter) error) error {
+// Import implements engine.Store.
+func (s *Store) Import(ctx context.Context, fn func(engine.ImportWriter) error) error {
 	tx, err := s.db.Begin(ctx) // a savepoint inside the caller's transaction
 	if err != nil {
 		return dbError("begin", err)
@@ -146,14 +150,14 @@ func (w *pgImport) settle(ctx context.Context) error {
 		return dbError("look up checkpoint ids", err)
 	}
 	if len(twice) > 0 {
-		return &importRowError{twice[0], fmt.Errorf("%w: its id was written meanwhile", ErrIDConflict)}
+		return &engine.ImportRowError{ID: twice[0], Err: fmt.Errorf("%w: its id was written meanwhile", engine.ErrIDConflict)}
 	}
 	return nil
 }
 
 // pgImport writes an import's rows: thread rows at once, checkpoints and
-// pending writes by COPY in batches of importBatch rows (or
-// importBatchBytes of content), so that its memory does not grow with the
+// pending writes by COPY in batches of engine.ImportBatch rows (or
+// engine.ImportBatchBytes of content), so that its memory does not grow with the
 // import.
 type pgImport struct {
 	tx      pgx.Tx // the import's transaction
@@ -165,7 +169,7 @@ type pgImport struct {
 	bytes   int
 }
 
-func (w *pgImport) Thread(ctx context.Context, t ExportThread) error {
+func (w *pgImport) Thread(ctx context.Context, t engine.ExportThread) error {
 	if !w.threads[t.ThreadID] {
 		if err := w.q.ThreadImportLock(ctx, t.ThreadID); err != nil {
 			return dbError("lock the thread", err)
@@ -175,7 +179,7 @@ func (w *pgImport) Thread(ctx context.Context, t ExportThread) error {
 			return dbError("look for the thread", err)
 		}
 		if exists {
-			return fmt.Errorf("%w: thread %q already exists; delete it first, or import into another database", ErrInvalidInput, t.ThreadID)
+			return fmt.Errorf("%w: thread %q already exists; delete it first, or import into another database", engine.ErrInvalidInput, t.ThreadID)
 		}
 		w.threads[t.ThreadID] = true
 	}
@@ -186,7 +190,7 @@ func (w *pgImport) Thread(ctx context.Context, t ExportThread) error {
 	}))
 }
 
-func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportDigests) error {
+func (w *pgImport) Checkpoint(ctx context.Context, c engine.ExportCheckpoint, d engine.ImportDigests) error {
 	row := enginedb.CheckpointImportParams{
 		ThreadID: c.ThreadID, Namespace: c.Namespace, Seq: c.Seq, CheckpointID: c.ID,
 		ParentCheckpointID: optID(c.ParentID), MergeParentID: optID(c.MergeParentID), Step: c.Step,
@@ -197,10 +201,10 @@ func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportD
 	}
 	// Checked by the engine: JSON arrays of strings.
 	if err := json.Unmarshal(c.StateRemoved, &row.StateRemoved); err != nil {
-		return fmt.Errorf("%w: state removed: %v", ErrInvalidJSON, err)
+		return fmt.Errorf("%w: state removed: %v", engine.ErrInvalidJSON, err)
 	}
 	if err := json.Unmarshal(c.ToolResultsRemoved, &row.ToolResultsRemoved); err != nil {
-		return fmt.Errorf("%w: tool results removed: %v", ErrInvalidJSON, err)
+		return fmt.Errorf("%w: tool results removed: %v", engine.ErrInvalidJSON, err)
 	}
 	row.MessagesCount = pgtype.Int4{Int32: int32(d.MessagesCount), Valid: true}
 	row.MessagesDigest, row.StateDigests, row.ToolResultsDigests = d.MessagesDigest, d.StateDigests, d.ToolResultsDigests
@@ -213,7 +217,7 @@ func (w *pgImport) Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportD
 		})
 		w.bytes += len(pw.Value)
 	}
-	if len(w.rows) >= importBatch || w.bytes >= importBatchBytes {
+	if len(w.rows) >= engine.ImportBatch || w.bytes >= engine.ImportBatchBytes {
 		return w.flush(ctx)
 	}
 	return nil
@@ -239,7 +243,7 @@ func (w *pgImport) flush(ctx context.Context) error {
 		return dbError("look up checkpoint ids", err)
 	}
 	if len(used) > 0 {
-		return &importRowError{used[0], fmt.Errorf("%w: its id is in use", ErrIDConflict)}
+		return &engine.ImportRowError{ID: used[0], Err: fmt.Errorf("%w: its id is in use", engine.ErrIDConflict)}
 	}
 	sp, err := w.tx.Begin(ctx)
 	if err != nil {
@@ -256,8 +260,8 @@ func (w *pgImport) flush(ctx context.Context) error {
 			return pgImportError(err)
 		}
 		r := w.rows[i]
-		return &importRowError{r.CheckpointID, nameRefusedJSON(pgImportError(err),
-			jsonField{"metadata", r.Metadata}, jsonField{"messages", r.Messages}, jsonField{"state", r.State}, jsonField{"tool results", r.ToolResults})}
+		return &engine.ImportRowError{ID: r.CheckpointID, Err: engine.NameRefusedJSON(pgImportError(err),
+			engine.JSONField{Name: "metadata", Text: r.Metadata}, engine.JSONField{Name: "messages", Text: r.Messages}, engine.JSONField{Name: "state", Text: r.State}, engine.JSONField{Name: "tool results", Text: r.ToolResults})}
 	}
 	if len(w.writes) > 0 {
 		if _, err := q.PendingWriteImport(ctx, w.writes); err != nil {
@@ -273,8 +277,8 @@ func (w *pgImport) flush(ctx context.Context) error {
 				return pgImportError(err)
 			}
 			pw := w.writes[i]
-			return &importRowError{pw.CheckpointID,
-				nameRefusedJSON(pgImportError(err), jsonField{fmt.Sprintf("pending write %d value", pw.Idx), pw.Value})}
+			return &engine.ImportRowError{ID: pw.CheckpointID,
+				Err: engine.NameRefusedJSON(pgImportError(err), engine.JSONField{Name: fmt.Sprintf("pending write %d value", pw.Idx), Text: pw.Value})}
 		}
 	}
 	if err := sp.Commit(ctx); err != nil {
@@ -327,7 +331,21 @@ func (w *pgImport) refusedRow(ctx context.Context, sp pgx.Tx, err error, before 
 func pgImportError(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return fmt.Errorf("%w: a row appears twice (%s)", ErrInvalidInput, pgErr.Detail)
+		return fmt.Errorf("%w: a row appears twice (%s)", engine.ErrInvalidInput, pgErr.Detail)
 	}
 	return storeError(err)
+}
+
+func optID(id *uuid.UUID) uuid.NullUUID {
+	if id == nil {
+		return uuid.NullUUID{}
+	}
+	return uuid.NullUUID{UUID: *id, Valid: true}
+}
+
+func nullID(n uuid.NullUUID) *uuid.UUID {
+	if !n.Valid {
+		return nil
+	}
+	return &n.UUID
 }

@@ -1,4 +1,4 @@
-package engine
+package postgres
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
 // serializationFailure is a pgx.Tx whose every statement fails with a
@@ -31,14 +33,15 @@ type failedRow struct{ err error }
 func (r failedRow) Scan(...any) error { return r.err }
 
 // Inside the caller's transaction a failed statement aborts it: nothing is
-// retried there, whether the Engine came from WithTx or from New(tx).
+// retried there, whether the Engine came from WithTx or from a store made over tx.
 func TestNoRetryInsideTheCallersTransaction(t *testing.T) {
 	ctx := context.Background()
-	cfg := Config{SingleStatement: true, Retry: RetryPolicy{Attempts: 5, Backoff: 1, MaxBackoff: 1}}
-	for name, open := range map[string]func(pgx.Tx) *Engine{
-		"New(tx)": func(tx pgx.Tx) *Engine { return New(tx, cfg) },
-		"WithTx": func(tx pgx.Tx) *Engine {
-			e, err := New(pool{}, cfg).WithTx(tx)
+	cfg := engine.Config{Retry: engine.RetryPolicy{Attempts: 5, Backoff: 1, MaxBackoff: 1}}
+	single := Options{SingleStatement: true}
+	for name, open := range map[string]func(pgx.Tx) *engine.Engine{
+		"NewStore(tx)": func(tx pgx.Tx) *engine.Engine { return engine.New(NewStore(tx, single), cfg) },
+		"WithTx": func(tx pgx.Tx) *engine.Engine {
+			e, err := engine.New(NewStore(pool{}, single), cfg).WithTx(tx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,8 +49,8 @@ func TestNoRetryInsideTheCallersTransaction(t *testing.T) {
 		},
 	} {
 		tx := &serializationFailure{}
-		_, err := open(tx).Snapshot(ctx, SnapshotInput{ThreadID: "t"})
-		if !errors.Is(err, ErrTransient) {
+		_, err := open(tx).Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"})
+		if !errors.Is(err, engine.ErrTransient) {
 			t.Errorf("%s: %v, want ErrTransient", name, err)
 		}
 		if n := tx.statements.Load(); n != 1 {

@@ -1,4 +1,4 @@
-package engine
+package postgres
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 // pgcheckpoint.checkpoint_put through the same SQL functions. Every other
 // case, or an insert that finds the case is not the common one and writes
 // nothing, goes to checkpoint_put, which handles them all.
-func (s *pgStore) put(ctx context.Context, p db.CheckpointPutParams) (db.CheckpointPutRow, error) {
+func (s *Store) put(ctx context.Context, p db.CheckpointPutParams) (db.CheckpointPutRow, error) {
 	if !s.singleStatement {
 		var (
 			row enginedb.CheckpointPutFastRow

@@ -1,4 +1,4 @@
-package engine
+package postgres
 
 import (
 	"context"
@@ -10,8 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/db"
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/enginedb"
 )
 
@@ -31,7 +33,7 @@ import (
 // insert are one pipeline ending in one Sync, so one implicit transaction
 // on one server connection; the thread lock is transaction-scoped; Export,
 // Import and WithTx are transactions. With statements not prepared, set
-// Config.SingleStatement: the pipelined insert is then parsed and planned
+// Options.SingleStatement: the pipelined insert is then parsed and planned
 // on every write, and one call of pgcheckpoint.checkpoint_put, whose plans
 // the server keeps, is faster (measured: 1.3 to 1.9 times the snapshots per
 // second). Migrations need a direct connection (see package schema).
@@ -44,52 +46,91 @@ type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// pgStore is the Postgres Store: a thin layer over the sqlc-generated
+// Store is the Postgres store: a thin layer over the sqlc-generated
 // queries of package db, which call the SQL functions of package schema,
 // and of package internal/enginedb, the engine's own plumbing (cursors,
 // the pipelined write, export and import). The rules (steps, heads,
 // deltas, retention) live in those functions, so a psql session or a
-// pg_cron job gets what the Engine gets.
-type pgStore struct {
+// pg_cron job gets what the Engine gets. Its methods implement
+// engine.Store and engine.TxStore; applications call them through an
+// engine.Engine:
+//
+//	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
+type Store struct {
 	db              DB
 	q               *db.Queries       // the SQL API's typed form
 	eq              *enginedb.Queries // the engine's internal queries
-	singleStatement bool              // see Config.SingleStatement
+	singleStatement bool              // see Options.SingleStatement
 	inTx            bool              // db is the caller's transaction
+	close           func()            // closes a pool the store owns (Open's)
 }
 
-func newPGStore(conn DB, singleStatement bool) *pgStore {
+// Options tunes a Store. The zero value is ready to use.
+type Options struct {
+	// SingleStatement makes every Snapshot one call of
+	// pgcheckpoint.checkpoint_put. By default the common case (a thread
+	// with checkpoints, no rewind pending, the head as the parent) is two
+	// statements pipelined in one round trip and one implicit transaction:
+	// the thread lock, then the insert, which costs the database about two
+	// thirds of what the function call does. Set it behind a connection
+	// pooler in statement mode, or any proxy that does not keep a pipeline
+	// on one connection, and when pgx does not prepare statements
+	// (default_query_exec_mode exec or simple_protocol, as behind
+	// PgBouncer in transaction mode; see DB): then the function call is
+	// the faster.
+	SingleStatement bool
+	// ClosePool makes the store's Close close the pool it is made over
+	// (a *pgxpool.Pool): for a pool made for the store alone, as
+	// pgcheckpoint.Open makes one. By default Close leaves it open.
+	ClosePool bool
+}
+
+// NewStore returns the Postgres store over conn: a *pgxpool.Pool (safe for
+// any number of goroutines), a *pgx.Conn (one goroutine at a time), or a
+// pgx.Tx, which is what Engine.WithTx does (see there). The database must
+// be migrated (see package schema). Close leaves conn open unless
+// opts.ClosePool says otherwise.
+func NewStore(conn DB, opts Options) *Store {
 	_, inTx := conn.(pgx.Tx)
 	u := binaryUUIDs{conn}
-	return &pgStore{db: conn, q: db.New(u), eq: enginedb.New(u), singleStatement: singleStatement, inTx: inTx}
+	s := &Store{db: conn, q: db.New(u), eq: enginedb.New(u), singleStatement: opts.SingleStatement, inTx: inTx, close: func() {}}
+	if pool, ok := conn.(*pgxpool.Pool); ok && opts.ClosePool {
+		s.close = pool.Close
+	}
+	return s
 }
 
-// TxStore is a Store that can run inside a caller's pgx transaction: the
-// Postgres store. See Engine.WithTx.
-type TxStore interface {
-	Store
-	// WithTx returns the store bound to tx.
-	WithTx(tx pgx.Tx) Store
+// DB returns what the store runs its statements on: the pool, connection
+// or transaction it was made over. An application reaches the pool of an
+// Engine that pgcheckpoint.Open made with
+// eng.Store().(*postgres.Store).DB().(*pgxpool.Pool), to begin the
+// transactions it hands to Engine.WithTx.
+func (s *Store) DB() DB { return s.db }
+
+// WithTx returns the store bound to the caller's transaction tx, with s's
+// options (see engine.Engine.WithTx).
+func (s *Store) WithTx(tx pgx.Tx) engine.Store {
+	return NewStore(tx, Options{SingleStatement: s.singleStatement})
 }
 
-// NewPostgresStore returns the Postgres Store over conn, for NewWithStore
-// (New(conn, cfg) is the usual way to an Engine over Postgres). Its Close
-// leaves conn open.
-func NewPostgresStore(conn DB, cfg Config) TxStore {
-	return newPGStore(conn, cfg.SingleStatement)
+// InTx reports whether the store runs in a caller's transaction.
+func (s *Store) InTx() bool { return s.inTx }
+
+// Close closes the pool with Options.ClosePool, and does nothing
+// otherwise.
+func (s *Store) Close() error {
+	s.close()
+	return nil
 }
-
-func (s *pgStore) WithTx(tx pgx.Tx) Store { return newPGStore(tx, s.singleStatement) }
-
-func (s *pgStore) Close() error { return nil }
 
 func nullUUID(id uuid.UUID) uuid.NullUUID {
 	return uuid.NullUUID{UUID: id, Valid: id != uuid.Nil}
 }
 
-func (s *pgStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error) {
-	if err := s.checkJSONInTx(p.jsonFields()...); err != nil {
-		return SnapshotResult{}, err
+// Put implements engine.Store.
+func (s *Store) Put(ctx context.Context, p engine.PutRequest) (engine.SnapshotResult, error) {
+	if err := s.checkJSONInTx(p.JSONFields()...); err != nil {
+		return engine.SnapshotResult{}, err
 	}
 	row, err := s.put(ctx, db.CheckpointPutParams{
 		ThreadID:           p.ThreadID,
@@ -111,9 +152,9 @@ func (s *pgStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
 		ToolResultsDigests: p.ToolResultsDigests,
 	})
 	if err != nil {
-		return SnapshotResult{}, storeError(err)
+		return engine.SnapshotResult{}, storeError(err)
 	}
-	return SnapshotResult{
+	return engine.SnapshotResult{
 		ID:        row.CheckpointID,
 		ThreadID:  row.ThreadID,
 		Namespace: row.Namespace,
@@ -127,9 +168,9 @@ func (s *pgStore) Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
 // PutAppend is one call of pgcheckpoint.checkpoint_append, which takes
 // the thread's and the id's locks and stores the change as a delta on the
 // head when the head's run allows.
-func (s *pgStore) PutAppend(ctx context.Context, a AppendRequest) (SnapshotResult, error) {
-	if err := s.checkJSONInTx(a.jsonFields()...); err != nil {
-		return SnapshotResult{}, err
+func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.SnapshotResult, error) {
+	if err := s.checkJSONInTx(a.JSONFields()...); err != nil {
+		return engine.SnapshotResult{}, err
 	}
 	row, err := s.q.CheckpointAppend(ctx, db.CheckpointAppendParams{
 		ThreadID:              a.ThreadID,
@@ -153,9 +194,9 @@ func (s *pgStore) PutAppend(ctx context.Context, a AppendRequest) (SnapshotResul
 		SetToolResultsDigests: a.SetToolResultsDigests,
 	})
 	if err != nil {
-		return SnapshotResult{}, storeError(err)
+		return engine.SnapshotResult{}, storeError(err)
 	}
-	return SnapshotResult{
+	return engine.SnapshotResult{
 		ID: row.CheckpointID, ThreadID: row.ThreadID, Namespace: row.Namespace, ParentID: row.ParentCheckpointID,
 		Step: row.Step, CreatedAt: row.CreatedAt, Created: row.Inserted,
 	}, nil
@@ -165,23 +206,23 @@ func (s *pgStore) PutAppend(ctx context.Context, a AppendRequest) (SnapshotResul
 // caller's transaction, where a statement the server refuses would abort
 // that transaction: bad input is found here and leaves it usable.
 // Elsewhere the server's parse is the only one (a refusal aborts the
-// write's own transaction, and nameRefusedJSON names the field).
-func (s *pgStore) checkJSONInTx(fields ...jsonField) error {
+// write's own transaction, and NameRefusedJSON names the field).
+func (s *Store) checkJSONInTx(fields ...engine.JSONField) error {
 	if !s.inTx {
 		return nil
 	}
-	return checkJSON(fields...)
+	return engine.CheckJSON(fields...)
 }
 
 // pgInfo is the one mapping from a row of pgcheckpoint.checkpoint_info,
 // which every query that lists or reads checkpoints embeds, to
 // CheckpointInfo. The row's ids are pgx UUIDs (NULL: uuid.Nil) and its
 // metadata the JSON text Postgres wrote, taken as it is (see sqlc.yaml).
-func pgInfo(r db.PgcheckpointCheckpointInfo) CheckpointInfo {
-	return CheckpointInfo{
+func pgInfo(r db.PgcheckpointCheckpointInfo) engine.CheckpointInfo {
+	return engine.CheckpointInfo{
 		ID: r.CheckpointID.Bytes, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
 		ParentID: r.ParentCheckpointID.Bytes, MergeParentID: r.MergeParentID.Bytes, Step: r.Step, CreatedAt: r.CreatedAt,
-		Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
+		Trigger: engine.Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary,
 		Metadata: r.Metadata, NextNode: r.NextNode, SizeBytes: r.SizeBytes,
 		Format: r.Format,
 	}
@@ -190,13 +231,13 @@ func pgInfo(r db.PgcheckpointCheckpointInfo) CheckpointInfo {
 // pgCheckpoint maps a row with content and pending writes, as the Get and
 // head queries return it. The content is JSON text as Postgres wrote it
 // (see pgcheckpoint.checkpoint_materialize_json): taken as it is, not validated again.
-func pgCheckpoint(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
-	c := &Checkpoint{
+func pgCheckpoint(r db.CheckpointGetHeadRow) (*engine.Checkpoint, error) {
+	c := &engine.Checkpoint{
 		CheckpointInfo: pgInfo(r.PgcheckpointCheckpointInfo),
 		Messages:       r.Messages,
 		State:          r.State,
 		ToolResults:    r.ToolResults,
-		PendingWrites:  []PendingWrite{},
+		PendingWrites:  []engine.PendingWrite{},
 	}
 	if r.PendingWrites != "" {
 		if err := json.Unmarshal([]byte(r.PendingWrites), &c.PendingWrites); err != nil {
@@ -206,7 +247,8 @@ func pgCheckpoint(r db.CheckpointGetHeadRow) (*Checkpoint, error) {
 	return c, nil
 }
 
-func (s *pgStore) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {
+// Get implements engine.Store.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, error) {
 	// pgx encodes its own UUID directly; a google/uuid one goes through
 	// its text form (sqlc types this parameter from the view's column).
 	row, err := s.q.CheckpointGetByID(ctx, pgtype.UUID{Bytes: id, Valid: true})
@@ -216,7 +258,8 @@ func (s *pgStore) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error) {
 	return pgCheckpoint(db.CheckpointGetHeadRow(row))
 }
 
-func (s *pgStore) Head(ctx context.Context, threadID, namespace string) (*Checkpoint, error) {
+// Head implements engine.Store.
+func (s *Store) Head(ctx context.Context, threadID, namespace string) (*engine.Checkpoint, error) {
 	row, err := s.q.CheckpointGetHead(ctx, db.CheckpointGetHeadParams{ThreadID: threadID, Namespace: namespace})
 	if err != nil {
 		return nil, storeError(err)
@@ -224,7 +267,8 @@ func (s *pgStore) Head(ctx context.Context, threadID, namespace string) (*Checkp
 	return pgCheckpoint(row)
 }
 
-func (s *pgStore) ListCheckpoints(ctx context.Context, q ListQuery) ([]CheckpointInfo, error) {
+// ListCheckpoints implements engine.Store.
+func (s *Store) ListCheckpoints(ctx context.Context, q engine.ListQuery) ([]engine.CheckpointInfo, error) {
 	rows, err := s.q.CheckpointListByThread(ctx, db.CheckpointListByThreadParams{
 		ThreadID:       q.ThreadID,
 		Namespace:      q.Namespace,
@@ -243,21 +287,22 @@ func (s *pgStore) ListCheckpoints(ctx context.Context, q ListQuery) ([]Checkpoin
 			return nil, dbError(fmt.Sprintf("cursor %s", q.Before), err)
 		}
 	}
-	out := make([]CheckpointInfo, len(rows))
+	out := make([]engine.CheckpointInfo, len(rows))
 	for i, r := range rows {
 		out[i] = pgInfo(r.PgcheckpointCheckpointInfo)
 	}
 	return out, nil
 }
 
-func (s *pgStore) ListThreads(ctx context.Context, after string, limit int) ([]ThreadInfo, error) {
+// ListThreads implements engine.Store.
+func (s *Store) ListThreads(ctx context.Context, after string, limit int) ([]engine.ThreadInfo, error) {
 	rows, err := s.q.ThreadListHeads(ctx, db.ThreadListHeadsParams{After: after, MaxRows: int32(limit)})
 	if err != nil {
 		return nil, storeError(err)
 	}
-	out := make([]ThreadInfo, len(rows))
+	out := make([]engine.ThreadInfo, len(rows))
 	for i, r := range rows {
-		out[i] = ThreadInfo{
+		out[i] = engine.ThreadInfo{
 			ThreadID: r.ThreadID, Namespace: r.Namespace, HeadID: r.HeadCheckpointID,
 			HeadStep: r.HeadStep, HeadSummary: r.HeadSummary, HeadCreatedAt: r.HeadCreatedAt,
 			Metadata: r.Metadata, CreatedAt: r.CreatedAt,
@@ -266,7 +311,8 @@ func (s *pgStore) ListThreads(ctx context.Context, after string, limit int) ([]T
 	return out, nil
 }
 
-func (s *pgStore) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (int64, error) {
+// PutWrites implements engine.Store.
+func (s *Store) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []engine.Write) (int64, error) {
 	channels := make([]string, len(writes))
 	values := make([]json.RawMessage, len(writes))
 	for i, w := range writes {
@@ -279,14 +325,14 @@ func (s *pgStore) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wr
 		return 0, storeError(err)
 	}
 	if row.Found == 0 {
-		return 0, fmt.Errorf("checkpoint %s: %w", id, ErrNotFound)
+		return 0, fmt.Errorf("checkpoint %s: %w", id, engine.ErrNotFound)
 	}
 	return row.Inserted, nil
 }
 
 // DeleteCheckpoints is one call of pgcheckpoint.checkpoint_delete_before
-// or delete_for_runs, which take the locks and say what goes.
-func (s *pgStore) DeleteCheckpoints(ctx context.Context, q DeleteQuery) (int64, error) {
+// or checkpoint_delete_for_runs, which take the locks and say what goes.
+func (s *Store) DeleteCheckpoints(ctx context.Context, q engine.DeleteQuery) (int64, error) {
 	if q.RunIDs != nil {
 		n, err := s.q.CheckpointDeleteForRuns(ctx, q.RunIDs)
 		return n, storeError(err)
@@ -297,21 +343,21 @@ func (s *pgStore) DeleteCheckpoints(ctx context.Context, q DeleteQuery) (int64, 
 	return n, storeError(err)
 }
 
-// PruneThreads is one call of pgcheckpoint.prune for KeepLatest and
-// KeepNone (every thread in one transaction), and one of gc_thread per
+// PruneThreads is one call of pgcheckpoint.thread_prune_many for KeepLatest and
+// KeepNone (every thread in one transaction), and one of thread_gc per
 // thread for the retention policies, each a transaction of its own (so
 // no thread's lock waits on another's); inside WithTx they all share the
 // caller's.
-func (s *pgStore) PruneThreads(ctx context.Context, threadIDs []string, p Policy) (DeleteResult, error) {
+func (s *Store) PruneThreads(ctx context.Context, threadIDs []string, p engine.Policy) (engine.DeleteResult, error) {
 	switch p.Name() {
 	case "keep_latest", "keep_none":
 		n, err := s.q.ThreadPruneMany(ctx, db.ThreadPruneManyParams{ThreadIds: threadIDs, KeepLatest: p.Name() == "keep_latest"})
 		if err != nil {
-			return DeleteResult{}, storeError(err)
+			return engine.DeleteResult{}, storeError(err)
 		}
-		return DeleteResult{Deleted: n}, nil
+		return engine.DeleteResult{Deleted: n}, nil
 	}
-	var r DeleteResult
+	var r engine.DeleteResult
 	for _, t := range threadIDs {
 		rows, err := s.q.ThreadGc(ctx, db.ThreadGcParams{
 			ThreadID: t, Policy: p.Name(), N: int32(p.N()), AgeSeconds: p.Age().Seconds(),
@@ -320,25 +366,27 @@ func (s *pgStore) PruneThreads(ctx context.Context, threadIDs []string, p Policy
 			return r, storeError(err)
 		}
 		for _, row := range rows {
-			r.IDs = append(r.IDs, Deleted{ThreadID: row.ThreadID, Namespace: row.Namespace, ID: row.CheckpointID, Step: row.Step})
+			r.IDs = append(r.IDs, engine.Deleted{ThreadID: row.ThreadID, Namespace: row.Namespace, ID: row.CheckpointID, Step: row.Step})
 		}
 		r.Deleted += int64(len(rows))
 	}
 	return r, nil
 }
 
-func (s *pgStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error) {
+// Rewind implements engine.Store.
+func (s *Store) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*engine.RewindResult, error) {
 	r, err := s.q.CheckpointRewind(ctx, db.CheckpointRewindParams{CheckpointID: id, Truncate: truncate})
 	if err != nil {
 		return nil, storeError(err)
 	}
-	return &RewindResult{
+	return &engine.RewindResult{
 		ThreadID: r.ThreadID, Namespace: r.Namespace,
 		StepsBack: r.HeadStep - r.Step, Checkpoints: r.Checkpoints, Truncated: r.Truncated,
 	}, nil
 }
 
-func (s *pgStore) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
+// FindOnHeadLine implements engine.Store.
+func (s *Store) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
 	row, err := s.eq.CheckpointFindOnHeadLine(ctx, enginedb.CheckpointFindOnHeadLineParams{ThreadID: threadID, Namespace: namespace, MaxStep: step})
 	if err != nil {
 		return uuid.Nil, storeError(err)
@@ -346,7 +394,8 @@ func (s *pgStore) FindOnHeadLine(ctx context.Context, threadID, namespace string
 	return row.CheckpointID, nil
 }
 
-func (s *pgStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]CheckpointInfo, error) {
+// Lineage implements engine.Store.
+func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.CheckpointInfo, error) {
 	maxDepth := pgtype.Int4{}
 	if limit > 0 {
 		maxDepth = pgtype.Int4{Int32: int32(limit - 1), Valid: true}
@@ -355,90 +404,97 @@ func (s *pgStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]Check
 	if err != nil {
 		return nil, storeError(err)
 	}
-	out := make([]CheckpointInfo, len(rows))
+	out := make([]engine.CheckpointInfo, len(rows))
 	for i, r := range rows {
 		out[i] = pgInfo(r.PgcheckpointCheckpointInfo)
 	}
 	return out, nil
 }
 
-func (s *pgStore) Tree(ctx context.Context, threadID string) ([]TreeNode, error) {
+// Tree implements engine.Store.
+func (s *Store) Tree(ctx context.Context, threadID string) ([]engine.TreeNode, error) {
 	rows, err := s.q.ThreadTree(ctx, threadID)
 	if err != nil {
 		return nil, storeError(err)
 	}
-	out := make([]TreeNode, len(rows))
+	out := make([]engine.TreeNode, len(rows))
 	for i, r := range rows {
-		out[i] = TreeNode{
+		out[i] = engine.TreeNode{
 			ID: r.CheckpointID, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq, Step: r.Step,
-			CreatedAt: r.CreatedAt, Trigger: Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary, IsHead: r.IsHead,
+			CreatedAt: r.CreatedAt, Trigger: engine.Trigger(r.Trigger), Tags: r.Tags, Summary: r.Summary, IsHead: r.IsHead,
 			ParentID: r.ParentCheckpointID, MergeParentID: r.MergeParentID,
 		}
 	}
 	return out, nil
 }
 
-func (s *pgStore) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name string, id uuid.UUID) (BranchResult, error) {
+// Branch implements engine.Store.
+func (s *Store) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name string, id uuid.UUID) (engine.BranchResult, error) {
 	r, err := s.q.ThreadBranch(ctx, db.ThreadBranchParams{
 		SourceCheckpointID: fromID, NewThreadID: newThreadID, BranchName: name, CheckpointID: id,
 	})
 	if err != nil {
-		return BranchResult{}, storeError(err)
+		return engine.BranchResult{}, storeError(err)
 	}
-	return BranchResult{ThreadID: r.ThreadID, CheckpointID: r.CheckpointID, Step: r.Step}, nil
+	return engine.BranchResult{ThreadID: r.ThreadID, CheckpointID: r.CheckpointID, Step: r.Step}, nil
 }
 
-func (s *pgStore) Branches(ctx context.Context, threadID string) ([]BranchInfo, error) {
+// Branches implements engine.Store.
+func (s *Store) Branches(ctx context.Context, threadID string) ([]engine.BranchInfo, error) {
 	rows, err := s.q.ThreadListBranches(ctx, threadID)
 	if err != nil {
 		return nil, storeError(err)
 	}
-	out := make([]BranchInfo, len(rows))
+	out := make([]engine.BranchInfo, len(rows))
 	for i, r := range rows {
-		out[i] = BranchInfo{ThreadID: r.ThreadID, Namespace: r.Namespace, Name: r.BranchName, FromID: r.BranchedFrom, CreatedAt: r.CreatedAt}
+		out[i] = engine.BranchInfo{ThreadID: r.ThreadID, Namespace: r.Namespace, Name: r.BranchName, FromID: r.BranchedFrom, CreatedAt: r.CreatedAt}
 	}
 	return out, nil
 }
 
-func (s *pgStore) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error) {
+// Merge implements engine.Store.
+func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (engine.MergeResult, error) {
 	r, err := s.q.ThreadMerge(ctx, db.ThreadMergeParams{
 		BranchThreadID: branchThread, IntoThreadID: intoThread, CheckpointID: id, Namespace: namespace,
 	})
 	if err != nil {
-		return MergeResult{}, storeError(err)
+		return engine.MergeResult{}, storeError(err)
 	}
-	return MergeResult{
+	return engine.MergeResult{
 		ThreadID: r.ThreadID, CheckpointID: r.CheckpointID, ParentID: r.ParentCheckpointID,
 		MergeParentID: r.MergeParentID, Step: r.Step,
 	}, nil
 }
 
-func (s *pgStore) CopyThread(ctx context.Context, src, dst string) ([]CopiedID, error) {
+// CopyThread implements engine.Store.
+func (s *Store) CopyThread(ctx context.Context, src, dst string) ([]engine.CopiedID, error) {
 	rows, err := s.q.ThreadCopy(ctx, db.ThreadCopyParams{SourceThreadID: src, TargetThreadID: dst})
 	if err != nil {
 		return nil, storeError(err)
 	}
-	ids := make([]CopiedID, len(rows))
+	ids := make([]engine.CopiedID, len(rows))
 	for i, r := range rows {
-		ids[i] = CopiedID{Old: r.OldCheckpointID, New: r.NewCheckpointID}
+		ids[i] = engine.CopiedID{Old: r.OldCheckpointID, New: r.NewCheckpointID}
 	}
 	return ids, nil
 }
 
-func (s *pgStore) SweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error) {
+// SweepBatch implements engine.Store.
+func (s *Store) SweepBatch(ctx context.Context, p engine.Policy, after string, size int) (engine.SweepBatchResult, error) {
 	b, err := s.q.ThreadGcBatch(ctx, db.ThreadGcBatchParams{
 		Policy: p.Name(), N: int32(p.N()), AgeSeconds: p.Age().Seconds(), AfterThreadID: after, BatchSize: int32(size),
 	})
 	if err != nil {
-		return SweepBatchResult{}, storeError(err)
+		return engine.SweepBatchResult{}, storeError(err)
 	}
-	return SweepBatchResult{
+	return engine.SweepBatchResult{
 		LastThreadID: b.LastThreadID, Threads: int(b.Threads), Expired: int(b.Expired),
 		Failed: int(b.Failed), Deleted: b.Deleted,
 	}, nil
 }
 
-func (s *pgStore) SetExpiry(ctx context.Context, threadID string, at time.Time, p Policy) (int64, error) {
+// SetExpiry implements engine.Store.
+func (s *Store) SetExpiry(ctx context.Context, threadID string, at time.Time, p engine.Policy) (int64, error) {
 	n, err := s.q.ThreadSetExpiry(ctx, db.ThreadSetExpiryParams{
 		ThreadID: threadID, ExpiresAt: pgtype.Timestamptz{Time: at, Valid: !at.IsZero()}, KeepLatest: p.Name() == "keep_latest",
 	})
