@@ -154,3 +154,15 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $$ SELECT pgcheckpoint.unescaped_text(p_text, p_nul) $$;
 COMMENT ON FUNCTION pgcheckpoint.unescape_text(text,text) IS 'Deprecated: use pgcheckpoint.unescaped_text; removed in a later release.';
+
+
+-- The comments as they were.
+
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_last_message(uuid) IS
+    'The last message of a checkpoint, as checkpoint_materialize(...) -> -1 would give it, without rebuilding its messages: NULL when it has none or the id is unknown. Usage: SELECT pgcheckpoint.checkpoint_last_message(''<checkpoint id>''). Error PC004 as materialize.';
+
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS
+    'materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as materialize.';
+
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS
+    'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see checkpoint_materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as materialize.';

@@ -535,7 +535,7 @@ AS $function$
     ORDER BY ch.depth
     LIMIT 1
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_last_message(uuid) IS 'The last message of a checkpoint, as checkpoint_materialize(...) -> -1 would give it, without rebuilding its messages: NULL when it has none or the id is unknown. Usage: SELECT pgcheckpoint.checkpoint_last_message(''<checkpoint id>''). Error PC004 as materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_last_message(uuid) IS 'The last message of a checkpoint, as checkpoint_materialize(...) -> -1 would give it, without rebuilding its messages: NULL when it has none or the id is unknown. Usage: SELECT pgcheckpoint.checkpoint_last_message(''<checkpoint id>''). Error PC004 as checkpoint_materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_lineage(p_checkpoint_id uuid, p_max_depth integer DEFAULT NULL::integer)
  RETURNS TABLE(depth integer, thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, metadata jsonb, next_node text, size_bytes bigint)
@@ -623,7 +623,7 @@ AS $function$
         CASE WHEN c.format OPERATOR(pg_catalog.<>) 'full' THEN c.checkpoint_id END) d ON true
     WHERE c.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS 'materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS 'checkpoint_materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of checkpoint_materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as checkpoint_materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_state_digests jsonb DEFAULT NULL::jsonb, p_tool_results_digests jsonb DEFAULT NULL::jsonb, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
@@ -799,7 +799,7 @@ BEGIN
     HAVING count(*) > 0;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see checkpoint_materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see checkpoint_materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as checkpoint_materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rewind(p_checkpoint_id uuid, p_truncate boolean DEFAULT false)
  RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint, head_step bigint, checkpoints bigint, truncated bigint)
