@@ -19,14 +19,14 @@
 //
 //   - a new field in a Row struct, when a migration adds a column the
 //     query returns;
-//   - a new query, with its own method and types;
-//   - a new method that replaces an old one. The old one stays, marked
-//     Deprecated in its doc comment, for at least one release after the
-//     one that announces it, as the SQL functions' old names stay one
-//     release as aliases.
+//   - a new query, with its own method and types.
 //
 // So build Params values with field names, and read Row values by field
 // name, never by position.
+//
+// There are no deprecated forms before 1.0: a query renamed or replaced
+// before then keeps no old name, and neither does a SQL function
+// (migration 15 dropped the last aliases).
 //
 // # What you may not
 //

@@ -136,8 +136,9 @@ func (b *bundle) storedFormat(t *testing.T, id uuid.UUID) string {
 }
 
 // TestDeltaFromPlainSQL: a DBA's psql session writes with checkpoint_put's
-// defaults (no digests from a client) and reads with materialize(); it gets
-// deltas too, and an engine writing on the same thread stays exact.
+// defaults (no digests from a client) and reads with
+// checkpoint_materialize(); it gets deltas too, and an engine writing on
+// the same thread stays exact.
 func TestDeltaFromPlainSQL(t *testing.T) {
 	b := setup(t)
 	put := `SELECT checkpoint_id FROM pgcheckpoint.checkpoint_put('sql', '', pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}',
@@ -163,7 +164,7 @@ func TestDeltaFromPlainSQL(t *testing.T) {
 	jsonEqual(t, "materialized state", s, []byte(`{"turn":4,"fixed":"same"}`))
 	var rows int
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoint_materialize($1)`, engine.NewCheckpointID()).Scan(&rows); err != nil || rows != 0 {
-		t.Fatalf("materialize(unknown id): %d rows, %v; want 0 rows", rows, err)
+		t.Fatalf("checkpoint_materialize(unknown id): %d rows, %v; want 0 rows", rows, err)
 	}
 
 	// The engine digests messages itself: its first write after SQL ones is

@@ -66,7 +66,10 @@ func migrateUpCLI(ctx context.Context, bin, dbURL string) (stdout string, err er
 
 // recordDDL makes the database of d log every DDL command it commits, in
 // ddl_audit.log, so that a test can see each migration applied exactly
-// once (a rolled-back command leaves no row).
+// once (a rolled-back command leaves no row). Postgres reports drops to
+// sql_drop triggers only, not in pg_event_trigger_ddl_commands, so a
+// second trigger logs what each DROP removed: a migration may be drops
+// alone.
 func recordDDL(t *testing.T, d *pgtest.DB) {
 	t.Helper()
 	if _, err := d.Pool.Exec(context.Background(), `
@@ -77,7 +80,13 @@ func recordDDL(t *testing.T, d *pgtest.DB) {
 			INSERT INTO ddl_audit.log
 			SELECT command_tag || ' ' || coalesce(object_identity, '') FROM pg_event_trigger_ddl_commands();
 		END $$;
-		CREATE EVENT TRIGGER ddl_audit ON ddl_command_end EXECUTE FUNCTION ddl_audit.record();`); err != nil {
+		CREATE EVENT TRIGGER ddl_audit ON ddl_command_end EXECUTE FUNCTION ddl_audit.record();
+		CREATE FUNCTION ddl_audit.record_drop() RETURNS event_trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO ddl_audit.log
+			SELECT 'DROP ' || object_type || ' ' || coalesce(object_identity, '') FROM pg_event_trigger_dropped_objects();
+		END $$;
+		CREATE EVENT TRIGGER ddl_audit_drop ON sql_drop EXECUTE FUNCTION ddl_audit.record_drop();`); err != nil {
 		t.Fatal(err)
 	}
 }

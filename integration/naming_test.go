@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,12 +21,11 @@ import (
 // function pgcheckpoint.thread_lock alone spells (tests look for it).
 const threadLockKey = "1885563760"
 
-// deprecatedRE matches the comment of a deprecated alias.
-var deprecatedRE = regexp.MustCompile(`^Deprecated: use pgcheckpoint\.([a-z0-9_]+); removed in a later release\.$`)
-
 type routineRow struct {
 	name, args, kind, volatile, result, def, comment string
 	publicExec                                       bool
+	src                                              string   // the body as written (prosrc)
+	inNames                                          []string // the names of the input parameters, in order
 }
 
 func routines(t *testing.T, b *bundle) []routineRow {
@@ -38,7 +36,11 @@ func routines(t *testing.T, b *bundle) []routineRow {
 		       CASE WHEN p.prokind = 'a' THEN '' ELSE pg_get_functiondef(p.oid) END, -- it refuses aggregates
 		       coalesce(obj_description(p.oid, 'pg_proc'), ''),
 		       EXISTS (SELECT 1 FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
-		               WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+		               WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE'),
+		       p.prosrc,
+		       coalesce((SELECT array_agg(a.name ORDER BY a.i)
+		                 FROM unnest(p.proargnames, p.proargmodes) WITH ORDINALITY AS a(name, mode, i)
+		                 WHERE coalesce(a.mode, 'i') IN ('i', 'b', 'v')), '{}')
 		FROM pg_proc p WHERE p.pronamespace = 'pgcheckpoint'::regnamespace
 		ORDER BY 1, 2`)
 	if err != nil {
@@ -46,7 +48,7 @@ func routines(t *testing.T, b *bundle) []routineRow {
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (routineRow, error) {
 		var x routineRow
-		return x, r.Scan(&x.name, &x.args, &x.kind, &x.volatile, &x.result, &x.def, &x.comment, &x.publicExec)
+		return x, r.Scan(&x.name, &x.args, &x.kind, &x.volatile, &x.result, &x.def, &x.comment, &x.publicExec, &x.src, &x.inNames)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +59,7 @@ func routines(t *testing.T, b *bundle) []routineRow {
 // The naming rule of the SQL API (README, "Names"): entity first,
 // thread_, checkpoint_, pending_write(s)_ or retention_policy_, then the
 // verb and a qualifier (_many for a set); a helper that computes a value is
-// named by the value. Old names live on only as deprecated aliases.
+// named by the value. There are no other names (TestEachRoutineHasOneName).
 func TestRoutineNamesFollowTheRule(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -65,93 +67,89 @@ func TestRoutineNamesFollowTheRule(t *testing.T) {
 	values := []string{"delta_chain", "delta_keys", "delta_merge", "delta_merge_step", "delta_run_continues", "json_text", "key_digests",
 		"message_chain", "message_chain_at", "message_digests", "message_summary", "run_anchor", "unescaped_text", "uuid_v7"}
 	for _, r := range routines(t, b) {
-		if entityFirst.MatchString(r.name) || slices.Contains(values, r.name) || deprecatedRE.MatchString(r.comment) {
+		if entityFirst.MatchString(r.name) || slices.Contains(values, r.name) {
 			continue
 		}
 		t.Errorf("routine pgcheckpoint.%s%s breaks the naming rule (entity first: thread_, checkpoint_, pending_write(s)_; or a value helper named by its value)", r.name, r.args)
 	}
 }
 
-// Each deprecated alias keeps an old name callable for a release: it takes
-// the same arguments as its new name, returns the same, has the same
-// volatility and PUBLIC's EXECUTE exactly when the new name has it, and
-// calls it. Nothing of pgcheckpoint's own calls an alias.
-func TestDeprecatedAliasesCallTheNewNames(t *testing.T) {
+// wrapperRE matches a body that is one call of a pgcheckpoint routine and
+// nothing else, in SQL or PL/pgSQL: what an alias's body is.
+var wrapperRE = regexp.MustCompile(`(?is)^\s*(?:BEGIN\s+)?` +
+	`(?:SELECT\s+(?:\*\s+FROM\s+)?|CALL\s+|PERFORM\s+|RETURN\s+(?:QUERY\s+SELECT\s+\*\s+FROM\s+)?)?` +
+	`pgcheckpoint\.([a-z0-9_]+)\s*\(([^()]*)\)\s*;?\s*(?:END\s*;?\s*)?$`)
+
+// aliasOf returns the routine that r only calls with its own arguments, in
+// order (r is then another name for it), or "".
+func aliasOf(r routineRow) string {
+	m := wrapperRE.FindStringSubmatch(r.src)
+	if m == nil || m[1] == r.name {
+		return ""
+	}
+	var args []string
+	if strings.TrimSpace(m[2]) != "" {
+		for _, a := range strings.Split(m[2], ",") {
+			args = append(args, strings.TrimSpace(a))
+		}
+	}
+	if !slices.Equal(args, r.inNames) {
+		return ""
+	}
+	return m[1]
+}
+
+// Each routine of the SQL API has one name (README, "Names"): nothing has
+// been released, so no old name is kept as a deprecated alias. No comment
+// says Deprecated, no name is overloaded (\df shows each once), and no
+// routine is only a call of another with its own arguments.
+func TestEachRoutineHasOneName(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	all := routines(t, b)
-	var aliases []string
-	for _, a := range all {
-		m := deprecatedRE.FindStringSubmatch(a.comment)
-		if m == nil {
-			continue
-		}
-		aliases = append(aliases, a.name)
-		i := slices.IndexFunc(all, func(r routineRow) bool { return r.name == m[1] && r.args == a.args })
-		if i < 0 {
-			t.Errorf("alias %s%s: no %s%s", a.name, a.args, m[1], a.args)
-			continue
-		}
-		n := all[i]
-		if a.kind != n.kind || a.volatile != n.volatile || a.result != n.result || a.publicExec != n.publicExec {
-			t.Errorf("alias %s: kind %s volatile %s returns %q PUBLIC may execute %v; %s: %s %s %q %v",
-				a.name, a.kind, a.volatile, a.result, a.publicExec, n.name, n.kind, n.volatile, n.result, n.publicExec)
-		}
-		if !strings.Contains(a.def, "pgcheckpoint."+n.name+"(") {
-			t.Errorf("alias %s does not call %s:\n%s", a.name, n.name, a.def)
-		}
+	if len(all) < 40 {
+		t.Fatalf("only %d routines in schema pgcheckpoint", len(all))
 	}
-	if len(aliases) == 0 {
-		t.Fatal("no deprecated alias")
-	}
-	calls := regexp.MustCompile(`pgcheckpoint\.(` + strings.Join(aliases, "|") + `)\s*\(`)
+	seen := map[string]string{}
 	for _, r := range all {
-		if !deprecatedRE.MatchString(r.comment) && calls.MatchString(r.def) {
-			t.Errorf("pgcheckpoint.%s calls a deprecated alias: %s", r.name, calls.FindString(r.def))
+		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(r.comment)), "deprecated") {
+			t.Errorf("pgcheckpoint.%s%s is deprecated (%q): drop it in a migration, there are no aliases before 1.0", r.name, r.args, r.comment)
+		}
+		if args, ok := seen[r.name]; ok {
+			t.Errorf("pgcheckpoint.%s is overloaded: %s and %s; give each routine a name of its own", r.name, args, r.args)
+		}
+		seen[r.name] = r.args
+		if target := aliasOf(r); target != "" {
+			t.Errorf("pgcheckpoint.%s%s only calls pgcheckpoint.%s with its own arguments: it is another name for it; call %s", r.name, r.args, target, target)
 		}
 	}
-	files, _ := filepath.Glob("../queries/*/*.sql")
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m := calls.Find(src); m != nil {
-			t.Errorf("%s calls a deprecated alias: %s", f, m)
-		}
-	}
+}
 
-	// The old names answer as the new ones.
-	first := b.snap(t, engine.SnapshotInput{ThreadID: "old", Messages: json.RawMessage(`[{"role":"user","content":"a"}]`)})
-	b.snap(t, engine.SnapshotInput{ThreadID: "old", Messages: json.RawMessage(`[{"role":"user","content":"a"},{"role":"user","content":"b"}]`)})
-	for _, pair := range [][2]string{
-		{`SELECT pgcheckpoint.head('old')::text`, `SELECT pgcheckpoint.thread_head('old')::text`},
-		{`SELECT pgcheckpoint.head_seq('old')::text`, `SELECT pgcheckpoint.thread_head_seq('old')::text`},
-		{`SELECT string_agg(l::text, ';') FROM pgcheckpoint.lineage(pgcheckpoint.head('old')) l`,
-			`SELECT string_agg(l::text, ';') FROM pgcheckpoint.checkpoint_lineage(pgcheckpoint.thread_head('old')) l`},
-		{`SELECT string_agg(x::text, ';') FROM pgcheckpoint.tree('old') x`, `SELECT string_agg(x::text, ';') FROM pgcheckpoint.thread_tree('old') x`},
-		{`SELECT m::text FROM pgcheckpoint.materialize('` + first.ID.String() + `') m`,
-			`SELECT m::text FROM pgcheckpoint.checkpoint_materialize('` + first.ID.String() + `') m`},
+// aliasOf recognizes the shapes of alias migration 12 wrote (the SQL ones
+// and the PL/pgSQL procedure), and no more than a call with the caller's
+// own arguments: TestEachRoutineHasOneName cannot pass for want of a match.
+func TestAliasOfFindsWrappers(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		src  string
+		args []string
+		want string
+	}{
+		{` SELECT * FROM pgcheckpoint.thread_branch(p_source_id, p_new_thread_id, p_branch_name, p_checkpoint_id) `,
+			[]string{"p_source_id", "p_new_thread_id", "p_branch_name", "p_checkpoint_id"}, "thread_branch"},
+		{` SELECT pgcheckpoint.thread_head(p_thread_id, p_namespace) `, []string{"p_thread_id", "p_namespace"}, "thread_head"},
+		{` BEGIN CALL pgcheckpoint.thread_gc_sweep(p_policy, p_n, p_age, p_batch_size, p_time_budget, p_pause); END `,
+			[]string{"p_policy", "p_n", "p_age", "p_batch_size", "p_time_budget", "p_pause"}, "thread_gc_sweep"},
+		{"BEGIN\n    RETURN QUERY SELECT * FROM pgcheckpoint.checkpoint_rewind(p_checkpoint_id, p_truncate);\nEND;\n",
+			[]string{"p_checkpoint_id", "p_truncate"}, "checkpoint_rewind"},
+		// Not aliases: other arguments, more than a call, no call.
+		{` SELECT pgcheckpoint.thread_head(p_thread_id, '') `, []string{"p_thread_id", "p_namespace"}, ""},
+		{` SELECT pgcheckpoint.thread_lock(t.id) FROM unnest(p_thread_ids) t(id) `, []string{"p_thread_ids"}, ""},
+		{` SELECT pg_catalog.pg_advisory_xact_lock(1885563760, pg_catalog.hashtext(p_thread_id)) `, []string{"p_thread_id"}, ""},
 	} {
-		var old, cur string
-		if err := b.db.Pool.QueryRow(b.ctx, pair[0]).Scan(&old); err != nil {
-			t.Fatalf("%s: %v", pair[0], err)
+		if got := aliasOf(routineRow{name: "x", src: c.src, inNames: c.args}); got != c.want {
+			t.Errorf("aliasOf(%q) = %q, want %q", c.src, got, c.want)
 		}
-		if err := b.db.Pool.QueryRow(b.ctx, pair[1]).Scan(&cur); err != nil {
-			t.Fatalf("%s: %v", pair[1], err)
-		}
-		if old != cur || old == "" {
-			t.Errorf("%s gives %q, %s gives %q", pair[0], old, pair[1], cur)
-		}
-	}
-	// The procedure commits after each batch, through the alias too (a
-	// SQL-language alias would run it in an atomic context, where its
-	// COMMIT fails).
-	if _, err := b.db.Pool.Exec(b.ctx, `CALL pgcheckpoint.gc_sweep('keep_last_n', 1, NULL, 1)`); err != nil {
-		t.Fatalf("CALL gc_sweep: %v", err)
-	}
-	if n := len(b.left(t, "old")); n != 1 {
-		t.Fatalf("gc_sweep keep_last_n 1 left %d checkpoints", n)
 	}
 }
 

@@ -60,7 +60,7 @@ func TestMaterializeJSONIsMaterializeAsText(t *testing.T) {
 		       count(*) FILTER (WHERE c.format = 'delta' AND jsonb_array_length(c.messages) = 0),
 		       count(*) FILTER (WHERE NOT ok), coalesce(min(c.checkpoint_id::text) FILTER (WHERE NOT ok), '')
 		FROM pgcheckpoint.checkpoints c
-		CROSS JOIN LATERAL pgcheckpoint.materialize(c.checkpoint_id) m
+		CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(c.checkpoint_id) m
 		CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) j
 		CROSS JOIN LATERAL pgcheckpoint.checkpoint_rebuild_json(c.checkpoint_id) r
 		CROSS JOIN LATERAL (SELECT
@@ -147,7 +147,7 @@ func TestDamagedChainReadsAsAnError(t *testing.T) {
 			t.Errorf("%s: Latest: %v; want error PC004", d.name, err)
 		}
 		for _, q := range []string{
-			`SELECT count(*) FROM pgcheckpoint.materialize($1)`,
+			`SELECT count(*) FROM pgcheckpoint.checkpoint_materialize($1)`,
 			`SELECT count(j.messages) FROM pgcheckpoint.checkpoint_materialize_json($1) j`,
 			`SELECT count(*) FROM pgcheckpoint.delta_chain($1)`,
 		} {

@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 14 has it:
+-- The pgcheckpoint schema as a database migrated to version 15 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/) make the schema and are its
@@ -162,14 +162,6 @@ CREATE VIEW pgcheckpoint.checkpoint_info AS
 COMMENT ON VIEW pgcheckpoint.checkpoint_info IS 'Each checkpoint without its content (messages, state, tool results and delta columns): what listings show. Summary and metadata are in stored form (U+0000 kept as an escape, see the engine docs).';
 
 -- Functions and procedures
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.branch(p_source_id uuid, p_new_thread_id text, p_branch_name text, p_checkpoint_id uuid)
- RETURNS TABLE(thread_id text, checkpoint_id uuid, step bigint)
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT * FROM pgcheckpoint.thread_branch(p_source_id, p_new_thread_id, p_branch_name, p_checkpoint_id) $function$;
-COMMENT ON FUNCTION pgcheckpoint.branch(uuid,text,text,uuid) IS 'Deprecated: use pgcheckpoint.thread_branch; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.branch(uuid,text,text,uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_append(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_on_head uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_set_state jsonb, p_set_tool_results jsonb, p_remove_state text[], p_remove_tool_results text[], p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_set_state_digests jsonb DEFAULT NULL::jsonb, p_set_tool_results_digests jsonb DEFAULT NULL::jsonb, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
@@ -543,7 +535,7 @@ AS $function$
     ORDER BY ch.depth
     LIMIT 1
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_last_message(uuid) IS 'The last message of a checkpoint, as checkpoint_materialize(...) -> -1 would give it, without rebuilding its messages: NULL when it has none or the id is unknown. Usage: SELECT pgcheckpoint.checkpoint_last_message(''<checkpoint id>''). Error PC004 as materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_last_message(uuid) IS 'The last message of a checkpoint, as checkpoint_materialize(...) -> -1 would give it, without rebuilding its messages: NULL when it has none or the id is unknown. Usage: SELECT pgcheckpoint.checkpoint_last_message(''<checkpoint id>''). Error PC004 as checkpoint_materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_lineage(p_checkpoint_id uuid, p_max_depth integer DEFAULT NULL::integer)
  RETURNS TABLE(depth integer, thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, metadata jsonb, next_node text, size_bytes bigint)
@@ -631,7 +623,7 @@ AS $function$
         CASE WHEN c.format OPERATOR(pg_catalog.<>) 'full' THEN c.checkpoint_id END) d ON true
     WHERE c.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS 'materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS 'checkpoint_materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of checkpoint_materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as checkpoint_materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_state_digests jsonb DEFAULT NULL::jsonb, p_tool_results_digests jsonb DEFAULT NULL::jsonb, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
@@ -807,7 +799,7 @@ BEGIN
     HAVING count(*) > 0;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see checkpoint_materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see checkpoint_materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as checkpoint_materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rewind(p_checkpoint_id uuid, p_truncate boolean DEFAULT false)
  RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint, head_step bigint, checkpoints bigint, truncated bigint)
@@ -867,30 +859,6 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_rewind(uuid,boolean) IS 'Makes a checkpoint the head of its thread; the next write takes it as parent. Deletes nothing unless p_truncate, which deletes only the checkpoints after it on the head''s line. Error PC001: unknown checkpoint.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_rewind(uuid,boolean) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.copy_thread(p_source_thread_id text, p_target_thread_id text)
- RETURNS TABLE(old_checkpoint_id uuid, new_checkpoint_id uuid)
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT * FROM pgcheckpoint.thread_copy(p_source_thread_id, p_target_thread_id) $function$;
-COMMENT ON FUNCTION pgcheckpoint.copy_thread(text,text) IS 'Deprecated: use pgcheckpoint.thread_copy; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.copy_thread(text,text) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.delete_checkpoints(p_checkpoint_ids uuid[])
- RETURNS bigint
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT pgcheckpoint.checkpoint_delete_many(p_checkpoint_ids) $function$;
-COMMENT ON FUNCTION pgcheckpoint.delete_checkpoints(uuid[]) IS 'Deprecated: use pgcheckpoint.checkpoint_delete_many; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.delete_checkpoints(uuid[]) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.delete_for_runs(p_run_ids text[])
- RETURNS bigint
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT pgcheckpoint.checkpoint_delete_for_runs(p_run_ids) $function$;
-COMMENT ON FUNCTION pgcheckpoint.delete_for_runs(text[]) IS 'Deprecated: use pgcheckpoint.checkpoint_delete_for_runs; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.delete_for_runs(text[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.delta_chain(p_checkpoint_id uuid)
  RETURNS TABLE(depth integer, checkpoint_id uuid, format text, messages jsonb, state jsonb, tool_results jsonb, state_removed text[], tool_results_removed text[])
@@ -976,60 +944,6 @@ AS $function$
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.delta_run_continues(integer,integer) IS 'The run limit: whether a delta on a checkpoint whose run is p_run (its delta_run) may extend that run when runs hold fewer than p_delta_run deltas (p_delta_run 1: no deltas). NULL when p_run is.';
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.expire_thread(p_thread_id text)
- RETURNS bigint
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT pgcheckpoint.thread_expire(p_thread_id) $function$;
-COMMENT ON FUNCTION pgcheckpoint.expire_thread(text) IS 'Deprecated: use pgcheckpoint.thread_expire; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.expire_thread(text) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.gc_batch(p_policy text, p_n integer, p_age interval, p_after_thread_id text, p_batch_size integer)
- RETURNS TABLE(last_thread_id text, threads integer, expired integer, failed integer, deleted bigint)
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT * FROM pgcheckpoint.thread_gc_batch(p_policy, p_n, p_age, p_after_thread_id, p_batch_size) $function$;
-COMMENT ON FUNCTION pgcheckpoint.gc_batch(text,integer,interval,text,integer) IS 'Deprecated: use pgcheckpoint.thread_gc_batch; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.gc_batch(text,integer,interval,text,integer) FROM PUBLIC;
-
-CREATE OR REPLACE PROCEDURE pgcheckpoint.gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval)
- LANGUAGE plpgsql
-AS $procedure$ BEGIN CALL pgcheckpoint.thread_gc_sweep(p_policy, p_n, p_age, p_batch_size, p_time_budget, p_pause); END $procedure$;
-COMMENT ON PROCEDURE pgcheckpoint.gc_sweep(text,integer,interval,integer,interval,interval) IS 'Deprecated: use pgcheckpoint.thread_gc_sweep; removed in a later release.';
-REVOKE EXECUTE ON PROCEDURE pgcheckpoint.gc_sweep(text,integer,interval,integer,interval,interval) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.gc_thread(p_thread_id text, p_policy text, p_n integer DEFAULT NULL::integer, p_age interval DEFAULT NULL::interval)
- RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint)
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT * FROM pgcheckpoint.thread_gc(p_thread_id, p_policy, p_n, p_age) $function$;
-COMMENT ON FUNCTION pgcheckpoint.gc_thread(text,text,integer,interval) IS 'Deprecated: use pgcheckpoint.thread_gc; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.gc_thread(text,text,integer,interval) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.gc_threads(p_thread_ids text[], p_policy text, p_n integer, p_age interval)
- RETURNS TABLE(threads integer, expired integer, failed integer, deleted bigint)
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT * FROM pgcheckpoint.thread_gc_many(p_thread_ids, p_policy, p_n, p_age) $function$;
-COMMENT ON FUNCTION pgcheckpoint.gc_threads(text[],text,integer,interval) IS 'Deprecated: use pgcheckpoint.thread_gc_many; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.gc_threads(text[],text,integer,interval) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.head(p_thread_id text, p_namespace text DEFAULT ''::text)
- RETURNS uuid
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT pgcheckpoint.thread_head(p_thread_id, p_namespace) $function$;
-COMMENT ON FUNCTION pgcheckpoint.head(text,text) IS 'Deprecated: use pgcheckpoint.thread_head; removed in a later release.';
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.head_seq(p_thread_id text, p_namespace text DEFAULT ''::text)
- RETURNS bigint
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT pgcheckpoint.thread_head_seq(p_thread_id, p_namespace) $function$;
-COMMENT ON FUNCTION pgcheckpoint.head_seq(text,text) IS 'Deprecated: use pgcheckpoint.thread_head_seq; removed in a later release.';
-
 CREATE OR REPLACE FUNCTION pgcheckpoint.json_text(p_value jsonb)
  RETURNS text
  LANGUAGE sql
@@ -1062,46 +976,6 @@ AS $function$
     FROM jsonb_each(p_object) AS e
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.key_digests(jsonb) IS 'Per top-level key of a JSON object, base64 of 16 bytes of SHA-256 of the value''s jsonb text.';
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.lineage(p_checkpoint_id uuid, p_max_depth integer DEFAULT NULL::integer)
- RETURNS TABLE(depth integer, thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, metadata jsonb, next_node text, size_bytes bigint)
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT * FROM pgcheckpoint.checkpoint_lineage(p_checkpoint_id, p_max_depth) $function$;
-COMMENT ON FUNCTION pgcheckpoint.lineage(uuid,integer) IS 'Deprecated: use pgcheckpoint.checkpoint_lineage; removed in a later release.';
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.lock_checkpoint_id(p_checkpoint_id uuid)
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT pgcheckpoint.checkpoint_id_lock(p_checkpoint_id) $function$;
-COMMENT ON FUNCTION pgcheckpoint.lock_checkpoint_id(uuid) IS 'Deprecated: use pgcheckpoint.checkpoint_id_lock; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.lock_checkpoint_id(uuid) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.lock_thread(p_thread_id text)
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT pgcheckpoint.thread_lock(p_thread_id) $function$;
-COMMENT ON FUNCTION pgcheckpoint.lock_thread(text) IS 'Deprecated: use pgcheckpoint.thread_lock; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.lock_thread(text) FROM PUBLIC;
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.materialize(p_checkpoint_id uuid)
- RETURNS TABLE(messages jsonb, state jsonb, tool_results jsonb)
- LANGUAGE sql
- STABLE ROWS 1
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT * FROM pgcheckpoint.checkpoint_materialize(p_checkpoint_id) $function$;
-COMMENT ON FUNCTION pgcheckpoint.materialize(uuid) IS 'Deprecated: use pgcheckpoint.checkpoint_materialize; removed in a later release.';
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.merge(p_branch_thread_id text, p_into_thread_id text, p_checkpoint_id uuid, p_namespace text DEFAULT ''::text)
- RETURNS TABLE(thread_id text, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint)
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT * FROM pgcheckpoint.thread_merge(p_branch_thread_id, p_into_thread_id, p_checkpoint_id, p_namespace) $function$;
-COMMENT ON FUNCTION pgcheckpoint.merge(text,text,uuid,text) IS 'Deprecated: use pgcheckpoint.thread_merge; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.merge(text,text,uuid,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.message_chain(p_prev bytea, p_message_digests bytea)
  RETURNS bytea
@@ -1184,14 +1058,6 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.pending_writes_json(text,text,bigint) IS 'The pending writes of checkpoint (thread, namespace, seq) as a JSON array of {task_id, idx, channel, value}, ordered by task and index; NULL when it has none. Values are in stored form (U+0000 escaped).';
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.prune(p_thread_ids text[], p_keep_latest boolean)
- RETURNS bigint
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT pgcheckpoint.thread_prune_many(p_thread_ids, p_keep_latest) $function$;
-COMMENT ON FUNCTION pgcheckpoint.prune(text[],boolean) IS 'Deprecated: use pgcheckpoint.thread_prune_many; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.prune(text[],boolean) FROM PUBLIC;
-
 CREATE OR REPLACE FUNCTION pgcheckpoint.retention_policy_check(p_policy text, p_n integer, p_age interval)
  RETURNS void
  LANGUAGE plpgsql
@@ -1221,14 +1087,6 @@ BEGIN
 END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.retention_policy_check(text,integer,interval) IS 'Raises PC003 unless the policy and its arguments are valid.';
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.rewind(p_checkpoint_id uuid, p_truncate boolean DEFAULT false)
- RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint, head_step bigint, checkpoints bigint, truncated bigint)
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT * FROM pgcheckpoint.checkpoint_rewind(p_checkpoint_id, p_truncate) $function$;
-COMMENT ON FUNCTION pgcheckpoint.rewind(uuid,boolean) IS 'Deprecated: use pgcheckpoint.checkpoint_rewind; removed in a later release.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.rewind(uuid,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.run_anchor(p_checkpoint_id uuid, p_delta_run integer)
  RETURNS TABLE(checkpoint_id uuid, delta_depth integer, messages_count integer, messages_digest bytea, state_digests jsonb, tool_results_digests jsonb)
@@ -1810,22 +1668,6 @@ AS $function$
     ORDER BY c.thread_id, c.namespace, c.seq
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_tree(text) IS 'The checkpoints of a thread and of every branch forked from it (recursively), with both parents: the edges of the tree. Usage: SELECT * FROM pgcheckpoint.thread_tree(''run-42'').';
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.tree(p_thread_id text)
- RETURNS TABLE(thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, is_head boolean)
- LANGUAGE sql
- STABLE
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT * FROM pgcheckpoint.thread_tree(p_thread_id) $function$;
-COMMENT ON FUNCTION pgcheckpoint.tree(text) IS 'Deprecated: use pgcheckpoint.thread_tree; removed in a later release.';
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.unescape_text(p_text text, p_nul text DEFAULT '�'::text)
- RETURNS text
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT pgcheckpoint.unescaped_text(p_text, p_nul) $function$;
-COMMENT ON FUNCTION pgcheckpoint.unescape_text(text,text) IS 'Deprecated: use pgcheckpoint.unescaped_text; removed in a later release.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.unescaped_text(p_text text, p_nul text DEFAULT '�'::text)
  RETURNS text

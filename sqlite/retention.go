@@ -13,14 +13,14 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
 )
 
-// Retention, as pgcheckpoint.gc_thread, expire_thread and gc_batch do it
-// on Postgres (migrations/000004_retention.up.sql): a policy names what to keep
+// Retention, as pgcheckpoint.thread_gc, thread_expire and thread_gc_batch
+// do it on Postgres (schema/current.sql): a policy names what to keep
 // in each namespace, in write order; whatever it says, the head of each
 // namespace and a checkpoint a branch was forked from (while the branch
 // exists) are kept; kept deltas whose base goes are rebased
 // (deleteCheckpoints). Expiry deletes the thread, or all but its heads.
 
-// applyPolicy is gc_thread inside a write transaction.
+// applyPolicy is thread_gc inside a write transaction.
 func applyPolicy(ctx context.Context, q *sqlitedb.Queries, threadID string, p engine.Policy, now time.Time) ([]engine.Deleted, error) {
 	heads, err := headSeqs(ctx, q, threadID)
 	if err != nil {
