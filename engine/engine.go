@@ -582,9 +582,10 @@ func (a *AppendRequest) JSONFields() []JSONField {
 }
 
 // CheckJSON returns ErrInvalidJSON naming the first field that does not
-// parse, or nil. A store calls it where a refusal by the database would
-// cost more than the parse (the Postgres store inside a caller's
-// transaction, which a refused statement aborts).
+// parse, or nil. A store calls it where the database does not parse the
+// JSON itself (SQLite), or where a refusal by the database would cost more
+// than the parse (the Postgres store inside a caller's transaction, which
+// a refused statement aborts).
 func CheckJSON(fields ...JSONField) error {
 	for _, f := range fields {
 		if !json.Valid(f.Text) {

@@ -25,8 +25,7 @@ func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.S
 	if a.DeltaRun < 1 || len(a.MessageDigests)%jsontext.DigestSize != 0 || a.SetStateDigests == nil || a.SetToolResultsDigests == nil {
 		return engine.SnapshotResult{}, fmt.Errorf("%w: an append needs a delta run and the digests of its change", engine.ErrInvalidInput)
 	}
-	if err := CheckJSON(namedJSON{"messages", a.Messages}, namedJSON{"state", a.SetState},
-		namedJSON{"tool results", a.SetToolResults}, namedJSON{"metadata", a.Metadata}); err != nil {
+	if err := engine.CheckJSON(a.JSONFields()...); err != nil {
 		return engine.SnapshotResult{}, err
 	}
 	var res engine.SnapshotResult

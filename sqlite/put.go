@@ -40,29 +40,11 @@ func checkPut(p engine.PutRequest) error {
 	if p.DeltaRun < 1 {
 		return fmt.Errorf("%w: delta run %d; it must be 1 or more", engine.ErrInvalidInput, p.DeltaRun)
 	}
-	if err := CheckJSON(namedJSON{"messages", p.Messages}, namedJSON{"state", p.State},
-		namedJSON{"tool results", p.ToolResults}, namedJSON{"metadata", p.Metadata}); err != nil {
+	if err := engine.CheckJSON(p.JSONFields()...); err != nil {
 		return err
 	}
 	if p.MessageChain != nil && (len(p.MessageChain)%jsontext.ChainSize != 0 || p.StateDigests == nil || p.ToolResultsDigests == nil) {
 		return fmt.Errorf("%w: the message chain must hold %d bytes per message, with state and tool result digests", engine.ErrInvalidInput, jsontext.ChainSize)
-	}
-	return nil
-}
-
-// namedJSON is a JSON argument and the name an error gives it.
-type namedJSON struct {
-	name string
-	text json.RawMessage
-}
-
-// checkJSON returns ErrInvalidJSON naming the first field that does not
-// parse, or nil: the one parse of a write's JSON on the client.
-func CheckJSON(fields ...namedJSON) error {
-	for _, f := range fields {
-		if !json.Valid(f.text) {
-			return fmt.Errorf("%w: %s does not parse as JSON", engine.ErrInvalidJSON, f.name)
-		}
 	}
 	return nil
 }
