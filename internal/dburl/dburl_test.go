@@ -74,12 +74,21 @@ func TestPostgresConfig(t *testing.T) {
 		"host=h password=" + secret + " port=notaport",
 		"host=h password='" + secret + "' sslmode=bogus",
 		"host=h password=" + secret + " " + secret + "x",       // unquoted, with a space
-		"postgresql://u:" + secret + "@h/db?connect_timeout=x", // reason shows the value, not the password
+		"postgresql://u:" + secret + "@h/db?connect_timeout=x", // the reason shows the value, not the password
+		// The password pasted into another setting, whose value the
+		// reason shows: the reason is withheld.
+		"postgres://u:" + secret + "@h/db?connect_timeout=" + secret,
+		"host=h password=" + secret + " connect_timeout=" + secret,
 	} {
 		_, err := PostgresConfig(u)
 		if !errors.Is(err, ErrBadURL) || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "Postgres cannot parse it") {
 			t.Errorf("PostgresConfig(%q) = %v; want ErrBadURL, no password", u, err)
 		}
+	}
+	// An unquoted password with a space: pgx reads its second half as a
+	// keyword, which its reason names.
+	if _, err := PostgresConfig("host=h password=" + secret + " half-of-it dbname=d"); !errors.Is(err, ErrBadURL) || strings.Contains(err.Error(), "half-of-it") {
+		t.Errorf("a password with a space: %v; want ErrBadURL, not showing the password's second half", err)
 	}
 	// The reason is shown when it shows no secret.
 	if _, err := PostgresConfig("postgres://u@h:notaport/db"); err == nil || !strings.Contains(err.Error(), "invalid port") || strings.Contains(err.Error(), "notaport") {
