@@ -130,10 +130,10 @@ func TestEveryEntryPointTakesTheSameURLs(t *testing.T) {
 		{"mysql://", "mysql://u:" + urlSecret + "@h/db", pgcheckpoint.ErrBadURL, `"mysql://...": want postgres://`, schema.ErrBadURL, `"mysql://...": want postgres://`,
 			cli{2, `"mysql://...": want postgres://`}, cli{2, `"mysql://...": want postgres://`}},
 		{"sqlite: with no path", "sqlite:", pgcheckpoint.ErrBadURL, "has no file path", schema.ErrBadURL, "has no file path", cli{2, "has no file path"}, cli{2, "has no file path"}},
-		{"postgres:// with a password, malformed", "postgres://u:" + urlSecret + "@h:notaport/db", pgcheckpoint.ErrBadURL, "Postgres cannot parse it: invalid port",
-			schema.ErrBadURL, "Postgres cannot parse it: invalid port", cli{2, "invalid port"}, cli{2, "invalid port"}},
-		{"keyword/value with a password, malformed", "host=h password=" + urlSecret + " port=notaport", pgcheckpoint.ErrBadURL, "Postgres cannot parse it: invalid port",
-			schema.ErrBadURL, "Postgres cannot parse it: invalid port", cli{2, "invalid port"}, cli{2, "invalid port"}},
+		{"postgres:// with a password, malformed", "postgres://u:" + urlSecret + "@h:notaport/db", pgcheckpoint.ErrBadURL, "cannot parse: invalid port",
+			schema.ErrBadURL, "cannot parse: invalid port", cli{2, "invalid port"}, cli{2, "invalid port"}},
+		{"keyword/value with a password, malformed", "host=h password=" + urlSecret + " port=notaport", pgcheckpoint.ErrBadURL, "cannot parse: invalid port",
+			schema.ErrBadURL, "cannot parse: invalid port", cli{2, "invalid port"}, cli{2, "invalid port"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()

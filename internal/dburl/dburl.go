@@ -114,7 +114,7 @@ func PostgresConfig(url string) (*pgxpool.Config, error) {
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Postgres cannot parse it: %s", ErrBadURL, parseReason(url, err))
+		return nil, fmt.Errorf("%w: cannot parse: %s", ErrBadURL, parseReason(url, err))
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
