@@ -16,6 +16,7 @@ package pgcheckpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,7 +29,8 @@ import (
 )
 
 // ErrBadURL is returned for a database URL that names no store this
-// package can open, or that Postgres cannot parse. It wraps
+// package can open, or that Postgres cannot parse; schema.ErrBadURL is the
+// same value. The errors of ParseURL and Open that wrap it also wrap
 // engine.ErrInvalidInput.
 var ErrBadURL = dburl.ErrBadURL
 
@@ -73,8 +75,23 @@ type Options struct {
 // Package schema, cmd/ckpt and cmd/migrate read URLs by the same rule.
 // Errors: ErrBadURL (for an empty URL too).
 func ParseURL(url string) (kind, target string, err error) {
-	return dburl.Parse(url)
+	kind, target, err = dburl.Parse(url)
+	return kind, target, invalidInput(err)
 }
+
+// invalidInput makes a URL error match engine.ErrInvalidInput too, as
+// every bad argument of the Engine does (package dburl, which package
+// schema imports, cannot import engine).
+func invalidInput(err error) error {
+	if errors.Is(err, ErrBadURL) {
+		return badURL{err}
+	}
+	return err
+}
+
+type badURL struct{ error }
+
+func (e badURL) Unwrap() []error { return []error{e.error, engine.ErrInvalidInput} }
 
 // Open connects to the store the URL names (see ParseURL) and returns an
 // Engine over it; Close the Engine to release the pool or file. Errors:
@@ -103,7 +120,7 @@ func Open(ctx context.Context, url string, opts Options) (*engine.Engine, error)
 func openPostgres(ctx context.Context, url string, opts Options) (engine.Store, error) {
 	cfg, err := dburl.PostgresConfig(url)
 	if err != nil {
-		return nil, err
+		return nil, invalidInput(err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

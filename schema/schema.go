@@ -51,8 +51,7 @@ var (
 	ErrUnknownVersion = errors.New("no such migration version")
 
 	// ErrBadURL means the database URL names no database, or Postgres
-	// cannot parse it. It is pgcheckpoint.ErrBadURL (one value), and wraps
-	// engine.ErrInvalidInput.
+	// cannot parse it. It is pgcheckpoint.ErrBadURL (one value).
 	ErrBadURL = dburl.ErrBadURL
 
 	// ErrNotPostgres means the URL names a SQLite database (sqlite:PATH):

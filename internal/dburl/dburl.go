@@ -23,8 +23,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
 // The kinds of store a URL names.
@@ -44,8 +42,10 @@ const DefaultConnectTimeout = 10 * time.Second
 
 var (
 	// ErrBadURL is a database URL that names no store, or that Postgres
-	// cannot parse. It wraps engine.ErrInvalidInput.
-	ErrBadURL = fmt.Errorf("%w: database URL", engine.ErrInvalidInput)
+	// cannot parse. Its text begins as engine.ErrInvalidInput's does, but it
+	// cannot wrap it: engine's tests import package schema, which imports
+	// this one. pgcheckpoint.Open's errors wrap both.
+	ErrBadURL = errors.New("pgcheckpoint: invalid input: database URL")
 
 	// ErrNotPostgres is a well-formed URL given to an entry point that
 	// takes Postgres only (package schema) but naming a SQLite database.
