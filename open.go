@@ -96,9 +96,9 @@ func (e badURL) Unwrap() []error { return []error{e.error, engine.ErrInvalidInpu
 // Open connects to the store the URL names (see ParseURL) and returns an
 // Engine over it; Close the Engine to release the pool or file. Errors:
 // ErrBadURL; ErrConnect, for a Postgres server that cannot be reached or
-// refuses the connection; for SQLite, the
-// errors of sqlite.Open (a missing directory, a file that is not a SQLite
-// database, a database migrated by a newer version).
+// refuses the connection; for SQLite, the errors of sqlite.Open (a missing
+// directory, a file that is not a SQLite database, a database migrated by
+// a newer version).
 func Open(ctx context.Context, url string, opts Options) (*engine.Engine, error) {
 	kind, target, err := ParseURL(url)
 	if err != nil {
