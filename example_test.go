@@ -46,7 +46,7 @@ func ExampleOpen() {
 
 // ParseURL tells which store a URL names.
 func ExampleParseURL() {
-	for _, url := range []string{"postgres://app@db:5432/app", "sqlite:agent.db", "sqlite::memory:", "mysql://x"} {
+	for _, url := range []string{"postgres://app@db:5432/app", "host=/tmp dbname=app", "sqlite:agent.db", "sqlite::memory:", "mysql://x"} {
 		kind, target, err := pgcheckpoint.ParseURL(url)
 		if err != nil {
 			fmt.Println("error:", err)
@@ -56,7 +56,8 @@ func ExampleParseURL() {
 	}
 	// Output:
 	// postgres postgres://app@db:5432/app
+	// postgres host=/tmp dbname=app
 	// sqlite agent.db
 	// sqlite :memory:
-	// error: pgcheckpoint: invalid input: database URL "mysql://...": want postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:
+	// error: pgcheckpoint: invalid input: database URL "mysql://...": want postgres://..., postgresql://..., sqlite:PATH, sqlite::memory: or keyword/value (host=... dbname=...)
 }

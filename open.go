@@ -16,31 +16,40 @@ package pgcheckpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/dburl"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
 )
 
 // ErrBadURL is returned for a database URL that names no store this
-// package can open. It wraps engine.ErrInvalidInput.
-var ErrBadURL = fmt.Errorf("%w: database URL", engine.ErrInvalidInput)
+// package can open, or that Postgres cannot parse; schema.ErrBadURL is the
+// same value. The errors of ParseURL and Open that wrap it also wrap
+// engine.ErrInvalidInput.
+var ErrBadURL = dburl.ErrBadURL
+
+// ErrConnect is returned when the Postgres server cannot be reached or
+// refuses the connection. The error says why once (the server's own error,
+// e.g. SQLSTATE 3D000 for a database that does not exist, class 28 for a
+// failed authentication) and wraps the driver's (errors.As finds a
+// *pgconn.PgError).
+var ErrConnect = dburl.ErrConnect
 
 // The kinds of store a URL names.
 const (
-	KindPostgres = "postgres"
-	KindSQLite   = "sqlite"
+	KindPostgres = dburl.KindPostgres
+	KindSQLite   = dburl.KindSQLite
 )
 
 // MemoryPath is the SQLite path of a private in-memory database, gone when
 // the Engine is closed: "sqlite::memory:" as a URL. For tests.
-const MemoryPath = ":memory:"
+const MemoryPath = dburl.MemoryPath
 
 // Options tunes Open.
 type Options struct {
@@ -58,40 +67,38 @@ type Options struct {
 // ParseURL tells which store a URL names and returns what that store opens:
 //
 //	postgres://... or postgresql://...  KindPostgres, the URL as it is
+//	host=... dbname=... (keyword/value) KindPostgres, the string as it is
 //	sqlite:PATH                         KindSQLite, PATH (relative or absolute)
 //	sqlite:///abs/path.db               KindSQLite, /abs/path.db
 //	sqlite::memory:                     KindSQLite, MemoryPath
 //
-// Errors: ErrBadURL.
+// Package schema, cmd/ckpt and cmd/migrate read URLs by the same rule.
+// Errors: ErrBadURL (for an empty URL too).
 func ParseURL(url string) (kind, target string, err error) {
-	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return KindPostgres, url, nil
-	case strings.HasPrefix(url, "sqlite:"):
-		path := strings.TrimPrefix(url, "sqlite:")
-		if strings.HasPrefix(path, "//") {
-			path = strings.TrimPrefix(path, "//")
-		}
-		if path == "" {
-			return "", "", fmt.Errorf("%w %q has no file path: use sqlite:PATH, e.g. sqlite:agent.db, or sqlite::memory:", ErrBadURL, url)
-		}
-		if strings.ContainsRune(path, 0) {
-			return "", "", fmt.Errorf("%w: the SQLite path contains a NUL character", ErrBadURL)
-		}
-		return KindSQLite, path, nil
-	}
-	shown := url
-	if i := strings.Index(shown, "://"); i >= 0 {
-		shown = shown[:i+3] + "..." // keep credentials out of messages
-	}
-	return "", "", fmt.Errorf("%w %q: want postgres://..., postgresql://..., sqlite:PATH or sqlite::memory:", ErrBadURL, shown)
+	kind, target, err = dburl.Parse(url)
+	return kind, target, invalidInput(err)
 }
+
+// invalidInput makes a URL error match engine.ErrInvalidInput too, as
+// every bad argument of the Engine does (package dburl, which package
+// schema imports, cannot import engine).
+func invalidInput(err error) error {
+	if errors.Is(err, ErrBadURL) {
+		return badURL{err}
+	}
+	return err
+}
+
+type badURL struct{ error }
+
+func (e badURL) Unwrap() []error { return []error{e.error, engine.ErrInvalidInput} }
 
 // Open connects to the store the URL names (see ParseURL) and returns an
 // Engine over it; Close the Engine to release the pool or file. Errors:
-// ErrBadURL; a Postgres server that cannot be reached; for SQLite, the
-// errors of sqlite.Open (a missing directory, a file that is not a SQLite
-// database, a database migrated by a newer version).
+// ErrBadURL; ErrConnect, for a Postgres server that cannot be reached or
+// refuses the connection; for SQLite, the errors of sqlite.Open (a missing
+// directory, a file that is not a SQLite database, a database migrated by
+// a newer version).
 func Open(ctx context.Context, url string, opts Options) (*engine.Engine, error) {
 	kind, target, err := ParseURL(url)
 	if err != nil {
@@ -111,12 +118,9 @@ func Open(ctx context.Context, url string, opts Options) (*engine.Engine, error)
 }
 
 func openPostgres(ctx context.Context, url string, opts Options) (engine.Store, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := dburl.PostgresConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadURL, err)
-	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+		return nil, invalidInput(err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -124,7 +128,7 @@ func openPostgres(ctx context.Context, url string, opts Options) (engine.Store, 
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("cannot connect to Postgres at %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, oneLine{err})
+		return nil, dburl.ConnectError(cfg.ConnConfig, err)
 	}
 	if opts.Migrate {
 		if err := schema.Migrate(ctx, url); err != nil {
@@ -136,23 +140,3 @@ func openPostgres(ctx context.Context, url string, opts Options) (engine.Store, 
 	pgOpts.ClosePool = true // the pool is the store's alone
 	return postgres.NewStore(pool, pgOpts), nil
 }
-
-// oneLine is an error shown on one line, each of its lines once: pgx
-// reports a failed connection once per address and TLS mode tried, on lines
-// of their own that often say the same thing twice.
-type oneLine struct{ err error }
-
-func (e oneLine) Error() string {
-	var parts []string
-	seen := map[string]bool{}
-	for _, l := range strings.Split(e.err.Error(), "\n") {
-		l = strings.TrimSuffix(strings.TrimSpace(l), ":")
-		if l != "" && !seen[l] {
-			seen[l] = true
-			parts = append(parts, l)
-		}
-	}
-	return strings.Join(parts, ": ")
-}
-
-func (e oneLine) Unwrap() error { return e.err }

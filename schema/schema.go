@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgcheckpoint/pgcheckpoint/internal/dburl"
 	"github.com/pgcheckpoint/pgcheckpoint/migrations"
 )
 
@@ -48,6 +49,22 @@ var (
 	// ErrUnknownVersion means no migration has the requested version, or
 	// the database is at a version newer than this program knows.
 	ErrUnknownVersion = errors.New("no such migration version")
+
+	// ErrBadURL means the database URL names no database, or Postgres
+	// cannot parse it. It is pgcheckpoint.ErrBadURL (one value).
+	ErrBadURL = dburl.ErrBadURL
+
+	// ErrNotPostgres means the URL names a SQLite database (sqlite:PATH):
+	// this package migrates Postgres. Its message names what migrates a
+	// SQLite file. It wraps ErrBadURL.
+	ErrNotPostgres = dburl.ErrNotPostgres
+
+	// ErrConnect means the Postgres server could not be reached or refused
+	// the connection; the error says why once (the server's own error,
+	// such as SQLSTATE 3D000 for a database that does not exist, or class
+	// 28 for a failed authentication) and wraps the driver's. It is
+	// pgcheckpoint.ErrConnect.
+	ErrConnect = dburl.ErrConnect
 )
 
 // Migration describes one embedded migration.
@@ -125,8 +142,11 @@ type Migrator struct {
 	pool *pgxpool.Pool // the application's own pool
 }
 
-// NewMigrator returns a Migrator for the database at url (a postgres://
-// URL or a key=value connection string). It does not connect yet.
+// NewMigrator returns a Migrator for the Postgres database at url: a
+// postgres:// or postgresql:// URL or a keyword/value string (host=...
+// dbname=...), read as pgcheckpoint.Open reads it. It does not connect
+// yet: each operation connects, and fails with ErrBadURL, ErrNotPostgres
+// (a sqlite: URL) or ErrConnect when it cannot.
 func NewMigrator(url string) *Migrator {
 	return &Migrator{url: url}
 }
@@ -134,13 +154,15 @@ func NewMigrator(url string) *Migrator {
 // NewMigratorFromPool returns a Migrator that runs over the application's
 // own pool (its BeforeConnect, AfterConnect, IAM or TLS settings apply),
 // on one of its connections at a time; a pool of one connection will do.
-// It may reach Postgres through a pooler in transaction mode.
+// It may reach Postgres through a pooler in transaction mode. An operation
+// that cannot get a connection fails with ErrConnect.
 func NewMigratorFromPool(pool *pgxpool.Pool) *Migrator {
 	return &Migrator{pool: pool}
 }
 
-// Migrate brings the database at url up to the latest version. It is the
-// call for applications that migrate on start.
+// Migrate brings the database at url (see NewMigrator) up to the latest
+// version. It is the call for applications that migrate on start. Errors:
+// those of Migrator.Up, and ErrBadURL, ErrNotPostgres, ErrConnect.
 func Migrate(ctx context.Context, url string) error {
 	return NewMigrator(url).Up(ctx)
 }
@@ -157,6 +179,8 @@ var ErrPending = errors.New("pgcheckpoint schema is not up to date")
 // Check is Migrator.Check for the database at url: nil when it is at the
 // latest version, ErrPending when migrations are to be applied. It changes
 // nothing. For a readiness probe, or a deploy step that must not migrate.
+// Errors: those of Migrator.Check, and ErrBadURL, ErrNotPostgres,
+// ErrConnect.
 func Check(ctx context.Context, url string) error {
 	return NewMigrator(url).Check(ctx)
 }
@@ -309,7 +333,7 @@ func (m *Migrator) conn(ctx context.Context) (*pgx.Conn, func(), error) {
 	if m.pool != nil {
 		c, err := m.pool.Acquire(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("pgcheckpoint migrate: connect: %w", err)
+			return nil, nil, fmt.Errorf("pgcheckpoint migrate: %w", dburl.ConnectError(m.pool.Config().ConnConfig, err))
 		}
 		return c.Conn(), func() {
 			pc := c.Conn().PgConn()
@@ -319,13 +343,16 @@ func (m *Migrator) conn(ctx context.Context) (*pgx.Conn, func(), error) {
 			}
 		}, nil
 	}
-	cfg, err := pgx.ParseConfig(m.url)
-	if err != nil {
-		return nil, nil, fmt.Errorf("pgcheckpoint migrate: bad database URL: %w", err)
+	cfg, err := dburl.PostgresConfig(m.url)
+	if errors.Is(err, ErrNotPostgres) {
+		return nil, nil, fmt.Errorf("%w; package schema migrates Postgres: migrate a SQLite file with pgcheckpoint.Open(ctx, url, pgcheckpoint.Options{Migrate: true}), sqlite.Open(ctx, path, sqlite.Options{Migrate: true}) or `migrate -database sqlite:PATH up`", err)
 	}
-	c, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pgcheckpoint migrate: connect: %w", err)
+		return nil, nil, err
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pgcheckpoint migrate: %w", dburl.ConnectError(cfg.ConnConfig, err))
 	}
 	return c, func() {
 		c.Close(context.WithoutCancel(ctx))

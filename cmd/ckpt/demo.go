@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 
 	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/dburl"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
 )
@@ -179,7 +179,7 @@ func runDemo(ctx context.Context, c *cli, _ []string) error {
 	} else if c.container {
 		return usageError{"demo: --container and --database exclude each other"}
 	}
-	fmt.Fprintf(w, "database  %s\n", redact(dbURL))
+	fmt.Fprintf(w, "database  %s\n", dburl.Redact(dbURL))
 	kind, _, err := pgcheckpoint.ParseURL(dbURL)
 	if err != nil {
 		return usageError{err.Error()}
@@ -334,13 +334,4 @@ func sortedTasks(done map[string][]engine.PendingWrite) []string {
 		}
 	}
 	return out
-}
-
-// redact hides the password of a database URL.
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
 }

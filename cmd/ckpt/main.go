@@ -99,7 +99,8 @@ func usage() string {
 	}
 	b.WriteString(`
 Flags, before or after the command:
-  --database URL   postgres://..., sqlite:FILE or sqlite::memory: (default:
+  --database URL   postgres://..., postgresql://..., host=... dbname=...
+                   (keyword/value), sqlite:FILE or sqlite::memory: (default:
                    $DATABASE_URL). demo without one uses a throwaway Postgres
                    from local server binaries, else a temporary SQLite file.
   --json           output JSON for scripts instead of tables
@@ -260,7 +261,7 @@ func commandUsage(name string, cmd *command, fs *flag.FlagSet) string {
 }
 
 func commonFlags(fs *flag.FlagSet, c *cli) {
-	fs.StringVar(&c.dbURL, "database", c.dbURL, "postgres://... or sqlite:FILE (default $DATABASE_URL)")
+	fs.StringVar(&c.dbURL, "database", c.dbURL, "postgres://..., host=... dbname=... or sqlite:FILE (default $DATABASE_URL)")
 	fs.BoolVar(&c.json, "json", c.json, "JSON output")
 }
 

@@ -24,16 +24,17 @@ import (
 	"strconv"
 	"syscall"
 
-	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/cliflags"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/dburl"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
 const usage = `usage: migrate [-database URL] COMMAND [ARGS]
 
-The URL is postgres://... (or postgresql://...) for Postgres, or
-sqlite:FILE for a SQLite file (which up creates; SQLite's schema is one
-migration: up, down -all and version apply to it).
+The URL is postgres://..., postgresql://... or a keyword/value string
+("host=/tmp dbname=app user=me") for Postgres, or sqlite:FILE for a SQLite
+file (which up creates; SQLite's schema is one migration: up, down -all
+and version apply to it), as pgcheckpoint.Open and ckpt take them.
 
 Commands:
   up             apply every migration not yet applied
@@ -81,7 +82,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	dbURL := fs.String("database", "", "postgres://... or sqlite:FILE (default $DATABASE_URL)")
+	dbURL := fs.String("database", "", "postgres://..., host=... dbname=... or sqlite:FILE (default $DATABASE_URL)")
 	all := fs.Bool("all", false, "with down: revert every migration")
 	args, err := cliflags.Parse(fs, args)
 	if err != nil {
@@ -146,12 +147,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if url == "" {
 		return usageError{"no database: pass -database URL or set DATABASE_URL"}
 	}
-	kind, target, err := pgcheckpoint.ParseURL(url)
+	kind, target, err := dburl.Parse(url)
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	if kind == dburl.KindPostgres {
+		if _, err := dburl.PostgresConfig(url); err != nil {
+			return usageError{err.Error()}
+		}
+	}
 	var m migrator = postgresMigrator{schema.NewMigrator(url)}
-	if kind == pgcheckpoint.KindSQLite {
+	if kind == dburl.KindSQLite {
 		sm := &sqliteMigrator{path: target, create: cmd == "up"}
 		defer sm.close()
 		m = sm
