@@ -4,15 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/benchratio"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
@@ -59,11 +57,6 @@ func forEachMode(b *testing.B, f func(*testing.B, engine.Config)) {
 // the reference machine); the first of a thread takes the slow path.
 const warmup = 60
 
-func median(d []time.Duration) time.Duration {
-	slices.Sort(d)
-	return d[len(d)/2]
-}
-
 // BenchmarkSnapshotLatency alternates one bare INSERT and one Snapshot per
 // iteration on one thread, so both see the same machine at the same moment,
 // and reports both medians and their ratio (goal: p50-ratio <= 1.5).
@@ -97,7 +90,7 @@ func benchLatency(b *testing.B, cfg engine.Config) {
 		bare, snap = append(bare, t1.Sub(t0)), append(snap, time.Since(t1))
 	}
 	b.StopTimer()
-	pb, ps := median(bare), median(snap)
+	pb, ps := benchratio.Median(bare), benchratio.Median(snap)
 	b.ReportMetric(float64(pb.Microseconds()), "insert-p50-µs")
 	b.ReportMetric(float64(ps.Microseconds()), "snapshot-p50-µs")
 	b.ReportMetric(float64(ps)/float64(pb), "p50-ratio")
@@ -121,49 +114,10 @@ func benchThroughput8(b *testing.B, cfg engine.Config) {
 	eng, insert := benchSetup(b, cfg)
 	ctx := context.Background()
 	state := benchState()
-	const writers = 8
-	run := func(n int, write func(thread string) error) time.Duration {
-		var left atomic.Int64
-		left.Store(int64(n))
-		var wg sync.WaitGroup
-		start := time.Now()
-		for w := range writers {
-			thread := fmt.Sprintf("bench-%d", w)
-			wg.Go(func() {
-				for left.Add(-1) >= 0 {
-					if err := write(thread); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		return time.Since(start)
-	}
 	bare := func(thread string) error { return insert(ctx, thread, state) }
 	snapshot := func(thread string) error {
 		_, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread, State: state})
 		return err
 	}
-	run(warmup*writers, bare)
-	run(warmup*writers, snapshot)
-	b.ResetTimer()
-	var bareTime, snapTime time.Duration
-	for r := range rounds {
-		n := b.N*(r+1)/rounds - b.N*r/rounds
-		if r%2 == 0 {
-			bareTime += run(n, bare)
-			snapTime += run(n, snapshot)
-		} else {
-			snapTime += run(n, snapshot)
-			bareTime += run(n, bare)
-		}
-	}
-	b.StopTimer()
-	bareRate := float64(b.N) / bareTime.Seconds()
-	snapRate := float64(b.N) / snapTime.Seconds()
-	b.ReportMetric(bareRate, "insert-writes/s")
-	b.ReportMetric(snapRate, "snapshot-writes/s")
-	b.ReportMetric(snapRate/bareRate, "throughput-ratio")
+	b.ReportMetric(benchratio.Throughput(b, 8, warmup, rounds, bare, snapshot), "throughput-ratio")
 }

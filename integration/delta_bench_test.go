@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/benchratio"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
@@ -147,8 +148,8 @@ func BenchmarkDeltaStorage(b *testing.B) {
 	}
 	b.StopTimer()
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-	lf, ld := median(latest[0]), median(latest[1])
-	sf, sd := median(snap[0]), median(snap[1])
+	lf, ld := benchratio.Median(latest[0]), benchratio.Median(latest[1])
+	sf, sd := benchratio.Median(snap[0]), benchratio.Median(snap[1])
 	b.ReportMetric(ms(lf), "latest-full-ms")
 	b.ReportMetric(ms(ld), "latest-delta-ms")
 	b.ReportMetric(float64(ld)/float64(lf), "latest-ratio")
@@ -214,7 +215,7 @@ func BenchmarkCompression(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(size)/1e6/float64(b.N), m+"-MB")
-		b.ReportMetric(float64(median(write[m]))/1e3, m+"-write-µs")
-		b.ReportMetric(float64(median(read[m]))/1e3, m+"-read-µs")
+		b.ReportMetric(float64(benchratio.Median(write[m]))/1e3, m+"-write-µs")
+		b.ReportMetric(float64(benchratio.Median(read[m]))/1e3, m+"-read-µs")
 	}
 }

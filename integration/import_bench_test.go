@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/benchratio"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
@@ -90,7 +91,7 @@ func BenchmarkImport(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	mb, mi := median(bare), median(imp)
+	mb, mi := benchratio.Median(bare), benchratio.Median(imp)
 	b.ReportMetric(float64(steps), "checkpoints")
 	b.ReportMetric(float64(export.Len())/1e6, "export-MB")
 	b.ReportMetric(float64(mi.Milliseconds()), "import-ms")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/benchratio"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
@@ -61,36 +62,9 @@ func BenchmarkSpeed(b *testing.B) {
 	b.Run("append-state-long", func(b *testing.B) { benchAppendLong(b, false) })
 }
 
-// alternate runs a and b once each per iteration, the order flipped every
-// iteration, and returns the ratio of b's median to a's.
+// alternate is benchratio.Alternate after the benchmarks' warmup.
 func alternate(tb *testing.B, a, b func() error) float64 {
-	var ta, tc []time.Duration
-	timed := func(f func() error, into *[]time.Duration) {
-		t0 := time.Now()
-		if err := f(); err != nil {
-			tb.Fatal(err)
-		}
-		*into = append(*into, time.Since(t0))
-	}
-	for range warmup {
-		timed(a, new([]time.Duration))
-		timed(b, new([]time.Duration))
-	}
-	tb.ResetTimer()
-	for i := range tb.N {
-		if i%2 == 0 {
-			timed(a, &ta)
-			timed(b, &tc)
-		} else {
-			timed(b, &tc)
-			timed(a, &ta)
-		}
-	}
-	tb.StopTimer()
-	ma, mc := median(ta), median(tc)
-	tb.ReportMetric(float64(ma.Microseconds()), "bare-p50-µs")
-	tb.ReportMetric(float64(mc.Microseconds()), "p50-µs")
-	return float64(mc) / float64(ma)
+	return benchratio.Alternate(tb, warmup, a, b)
 }
 
 func benchGet(b *testing.B) {

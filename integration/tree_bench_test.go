@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/benchratio"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
@@ -73,7 +74,7 @@ func BenchmarkLineage(b *testing.B) {
 		lin, base = append(lin, t1.Sub(t0)), append(base, time.Since(t1))
 	}
 	b.StopTimer()
-	ml, mb := median(lin), median(base)
+	ml, mb := benchratio.Median(lin), benchratio.Median(base)
 	b.ReportMetric(float64(ml.Microseconds()), "lineage-p50-µs")
 	b.ReportMetric(float64(mb.Microseconds()), "pk-read-p50-µs")
 	b.ReportMetric(float64(ml)/float64(mb), "lineage-ratio")

@@ -48,7 +48,10 @@ type Options struct {
 type Store struct {
 	w  *sql.DB // the writer: one connection, every transaction BEGIN IMMEDIATE
 	r  *sql.DB // the readers (w itself for an in-memory database)
-	rq *sqlitedb.Queries
+	// The queries prepared on the writer and on the readers: database/sql
+	// prepares each statement once per connection, where the driver would
+	// otherwise compile it on every call.
+	wq, rq *sqlitedb.Queries
 
 	now func() time.Time
 }
@@ -98,7 +101,15 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.r.SetMaxOpenConns(opts.MaxReaders)
 		s.r.SetMaxIdleConns(opts.MaxReaders)
 	}
-	s.rq = sqlitedb.New(s.r)
+	if s.wq, err = sqlitedb.Prepare(ctx, s.w); err != nil {
+		return fail(fmt.Errorf("open %s: prepare: %w", path, err))
+	}
+	s.rq = s.wq
+	if s.r != s.w {
+		if s.rq, err = sqlitedb.Prepare(ctx, s.r); err != nil {
+			return fail(fmt.Errorf("open %s: prepare: %w", path, err))
+		}
+	}
 	return s, nil
 }
 
@@ -200,8 +211,14 @@ func openError(err error) error {
 // Close closes the store's connections.
 func (s *Store) Close() error {
 	var err error
+	if s.rq != nil && s.rq != s.wq {
+		err = s.rq.Close()
+	}
+	if s.wq != nil {
+		err = errors.Join(err, s.wq.Close())
+	}
 	if s.r != nil && s.r != s.w {
-		err = s.r.Close()
+		err = errors.Join(err, s.r.Close())
 	}
 	if s.w != nil {
 		err = errors.Join(err, s.w.Close())
@@ -218,7 +235,7 @@ func (s *Store) write(ctx context.Context, fn func(q *sqlitedb.Queries, tx *sql.
 		return transient(fmt.Errorf("begin: %w", err))
 	}
 	defer tx.Rollback()
-	if err := fn(sqlitedb.New(tx), tx); err != nil {
+	if err := fn(s.wq.WithTx(tx), tx); err != nil {
 		return transient(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -234,5 +251,5 @@ func (s *Store) read(ctx context.Context, fn func(q *sqlitedb.Queries) error) er
 		return transient(fmt.Errorf("begin: %w", err))
 	}
 	defer tx.Rollback()
-	return transient(fn(sqlitedb.New(tx)))
+	return transient(fn(s.rq.WithTx(tx)))
 }

@@ -17,11 +17,20 @@ import (
 )
 
 // Get returns a checkpoint whole, with its pending writes, read in one
-// snapshot. Errors: engine.ErrNotFound.
+// snapshot. A checkpoint stored whole without pending writes is one
+// statement, consistent on its own; the others are read in a transaction.
+// Errors: engine.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, error) {
+	row, err := s.rq.CheckpointRead(ctx, id)
+	if err != nil {
+		return nil, transient(dbError(fmt.Sprintf("checkpoint %s", id), err))
+	}
+	if row.Checkpoint.Format == "full" && !row.HasPendingWrites {
+		return wholeCheckpoint(ctx, nil, row)
+	}
 	var cp *engine.Checkpoint
-	err := s.read(ctx, func(q *sqlitedb.Queries) error {
-		row, err := q.CheckpointGetByID(ctx, id)
+	err = s.read(ctx, func(q *sqlitedb.Queries) error {
+		row, err := q.CheckpointRead(ctx, id)
 		if err != nil {
 			return dbError(fmt.Sprintf("checkpoint %s", id), err)
 		}
@@ -36,7 +45,11 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, erro
 func (s *Store) Head(ctx context.Context, threadID, namespace string) (*engine.Checkpoint, error) {
 	var cp *engine.Checkpoint
 	err := s.read(ctx, func(q *sqlitedb.Queries) error {
-		row, err := headRow(ctx, q, threadID, namespace)
+		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
+		if err != nil {
+			return dbError(fmt.Sprintf("head of thread %q namespace %q", threadID, namespace), err)
+		}
+		row, err := q.CheckpointRead(ctx, head.CheckpointID)
 		if err != nil {
 			return dbError(fmt.Sprintf("head of thread %q namespace %q", threadID, namespace), err)
 		}
@@ -58,8 +71,12 @@ func headRow(ctx context.Context, q *sqlitedb.Queries, threadID, namespace strin
 }
 
 // wholeCheckpoint is the one converter of a checkpoint row: content
-// rebuilt, pending writes read.
-func wholeCheckpoint(ctx context.Context, q *sqlitedb.Queries, r sqlitedb.Checkpoint) (*engine.Checkpoint, error) {
+// rebuilt, pending writes read when it has any. q reads what the row
+// needs more (its delta chain, its pending writes) in the row's snapshot;
+// it may be nil for a full row without pending writes, which needs
+// nothing more.
+func wholeCheckpoint(ctx context.Context, q *sqlitedb.Queries, read sqlitedb.CheckpointReadRow) (*engine.Checkpoint, error) {
+	r := read.Checkpoint
 	c, err := materialize(ctx, q, r)
 	if err != nil {
 		return nil, err
@@ -69,11 +86,14 @@ func wholeCheckpoint(ctx context.Context, q *sqlitedb.Queries, r sqlitedb.Checkp
 	if err != nil {
 		return nil, err
 	}
-	ws, err := q.PendingWriteListByCheckpoint(ctx, sqlitedb.PendingWriteListByCheckpointParams{
-		ThreadID: r.ThreadID, Namespace: r.Namespace, CheckpointSeq: r.Seq,
-	})
-	if err != nil {
-		return nil, dbError("read pending writes", err)
+	var ws []sqlitedb.PendingWriteListByCheckpointRow
+	if read.HasPendingWrites {
+		ws, err = q.PendingWriteListByCheckpoint(ctx, sqlitedb.PendingWriteListByCheckpointParams{
+			ThreadID: r.ThreadID, Namespace: r.Namespace, CheckpointSeq: r.Seq,
+		})
+		if err != nil {
+			return nil, dbError("read pending writes", err)
+		}
 	}
 	cp := &engine.Checkpoint{CheckpointInfo: info, Messages: c.messages, State: c.state, ToolResults: c.tools,
 		PendingWrites: make([]engine.PendingWrite, len(ws))}

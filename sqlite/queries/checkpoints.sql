@@ -26,6 +26,16 @@ VALUES (
 -- A whole row (content possibly a delta: see materialize in the package).
 SELECT * FROM checkpoints WHERE checkpoint_id = @checkpoint_id;
 
+-- name: CheckpointRead :one
+-- What a read of a checkpoint needs first: the whole row and whether it has
+-- pending writes, in one statement (a full row without pending writes
+-- needs nothing more).
+SELECT sqlc.embed(checkpoints),
+       EXISTS (SELECT 1 FROM pending_writes p
+               WHERE p.thread_id = checkpoints.thread_id AND p.namespace = checkpoints.namespace
+                 AND p.checkpoint_seq = checkpoints.seq) AS has_pending_writes
+FROM checkpoints WHERE checkpoints.checkpoint_id = @checkpoint_id;
+
 -- name: CheckpointLinkByID :one
 -- What a write needs of its parent or base: place, step and delta columns,
 -- without the content.

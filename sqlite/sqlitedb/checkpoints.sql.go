@@ -23,7 +23,7 @@ type CheckpointCountParams struct {
 }
 
 func (q *Queries) CheckpointCount(ctx context.Context, arg CheckpointCountParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, CheckpointCount, arg.ThreadID, arg.Namespace)
+	row := q.queryRow(ctx, q.checkpointCountStmt, CheckpointCount, arg.ThreadID, arg.Namespace)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -34,7 +34,7 @@ DELETE FROM checkpoints WHERE thread_id = ?1
 `
 
 func (q *Queries) CheckpointDeleteByThread(ctx context.Context, threadID string) (int64, error) {
-	result, err := q.db.ExecContext(ctx, CheckpointDeleteByThread, threadID)
+	result, err := q.exec(ctx, q.checkpointDeleteByThreadStmt, CheckpointDeleteByThread, threadID)
 	if err != nil {
 		return 0, err
 	}
@@ -57,7 +57,7 @@ func (q *Queries) CheckpointDeleteMany(ctx context.Context, ids []uuid.UUID) (in
 	} else {
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
-	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	result, err := q.exec(ctx, nil, query, queryParams...)
 	if err != nil {
 		return 0, err
 	}
@@ -100,7 +100,7 @@ type CheckpointDeltaChainRow struct {
 // and so on to a full one, nearest first, each in the same thread and
 // namespace; what materialize rebuilds it from, in one statement.
 func (q *Queries) CheckpointDeltaChain(ctx context.Context, arg CheckpointDeltaChainParams) ([]CheckpointDeltaChainRow, error) {
-	rows, err := q.db.QueryContext(ctx, CheckpointDeltaChain, arg.CheckpointID, arg.ThreadID, arg.Namespace)
+	rows, err := q.query(ctx, q.checkpointDeltaChainStmt, CheckpointDeltaChain, arg.CheckpointID, arg.ThreadID, arg.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ SELECT thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_par
 
 // A whole row (content possibly a delta: see materialize in the package).
 func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID) (Checkpoint, error) {
-	row := q.db.QueryRowContext(ctx, CheckpointGetByID, checkpointID)
+	row := q.queryRow(ctx, q.checkpointGetByIDStmt, CheckpointGetByID, checkpointID)
 	var i Checkpoint
 	err := row.Scan(
 		&i.ThreadID,
@@ -227,7 +227,7 @@ type CheckpointInsertParams struct {
 // Writes one row, every column given: the store decides each (seq, step,
 // format, delta columns) inside its write transaction.
 func (q *Queries) CheckpointInsert(ctx context.Context, arg CheckpointInsertParams) error {
-	_, err := q.db.ExecContext(ctx, CheckpointInsert,
+	_, err := q.exec(ctx, q.checkpointInsertStmt, CheckpointInsert,
 		arg.ThreadID,
 		arg.Namespace,
 		arg.Seq,
@@ -305,7 +305,7 @@ type CheckpointLineageRow struct {
 // its source as parent). max_depth -1: no bound. A parent that was deleted
 // ends the walk.
 func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineageParams) ([]CheckpointLineageRow, error) {
-	rows, err := q.db.QueryContext(ctx, CheckpointLineage, arg.CheckpointID, arg.MaxDepth)
+	rows, err := q.query(ctx, q.checkpointLineageStmt, CheckpointLineage, arg.CheckpointID, arg.MaxDepth)
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +369,7 @@ type CheckpointLinkByIDRow struct {
 // What a write needs of its parent or base: place, step and delta columns,
 // without the content.
 func (q *Queries) CheckpointLinkByID(ctx context.Context, checkpointID uuid.UUID) (CheckpointLinkByIDRow, error) {
-	row := q.db.QueryRowContext(ctx, CheckpointLinkByID, checkpointID)
+	row := q.queryRow(ctx, q.checkpointLinkByIDStmt, CheckpointLinkByID, checkpointID)
 	var i CheckpointLinkByIDRow
 	err := row.Scan(
 		&i.ThreadID,
@@ -425,7 +425,7 @@ type CheckpointLinkHeadRow struct {
 // CheckpointLinkByID for the head of a thread and namespace: the one query
 // a read of the head goes through (the whole row is then read by id).
 func (q *Queries) CheckpointLinkHead(ctx context.Context, arg CheckpointLinkHeadParams) (CheckpointLinkHeadRow, error) {
-	row := q.db.QueryRowContext(ctx, CheckpointLinkHead, arg.ThreadID, arg.Namespace)
+	row := q.queryRow(ctx, q.checkpointLinkHeadStmt, CheckpointLinkHead, arg.ThreadID, arg.Namespace)
 	var i CheckpointLinkHeadRow
 	err := row.Scan(
 		&i.ThreadID,
@@ -479,7 +479,7 @@ type CheckpointLinkNewestRow struct {
 // not rewound, and its seq the one the write's follows. No row when the
 // thread has none there.
 func (q *Queries) CheckpointLinkNewest(ctx context.Context, arg CheckpointLinkNewestParams) (CheckpointLinkNewestRow, error) {
-	row := q.db.QueryRowContext(ctx, CheckpointLinkNewest, arg.ThreadID, arg.Namespace)
+	row := q.queryRow(ctx, q.checkpointLinkNewestStmt, CheckpointLinkNewest, arg.ThreadID, arg.Namespace)
 	var i CheckpointLinkNewestRow
 	err := row.Scan(
 		&i.ThreadID,
@@ -537,7 +537,7 @@ type CheckpointListByThreadRow struct {
 // max_rows -1 reads on until the caller stops (the metadata and tag
 // filters are applied by the caller, in Go).
 func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointListByThreadParams) ([]CheckpointListByThreadRow, error) {
-	rows, err := q.db.QueryContext(ctx, CheckpointListByThread,
+	rows, err := q.query(ctx, q.checkpointListByThreadStmt, CheckpointListByThread,
 		arg.ThreadID,
 		arg.Namespace,
 		arg.BeforeSeq,
@@ -607,7 +607,7 @@ func (q *Queries) CheckpointListDeltasOn(ctx context.Context, arg CheckpointList
 	} else {
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
-	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	rows, err := q.query(ctx, nil, query, queryParams...)
 	if err != nil {
 		return nil, err
 	}
@@ -647,7 +647,7 @@ type CheckpointListForRetentionRow struct {
 // Every checkpoint of a thread, in namespace then write order, with what
 // retention decides on.
 func (q *Queries) CheckpointListForRetention(ctx context.Context, threadID string) ([]CheckpointListForRetentionRow, error) {
-	rows, err := q.db.QueryContext(ctx, CheckpointListForRetention, threadID)
+	rows, err := q.query(ctx, q.checkpointListForRetentionStmt, CheckpointListForRetention, threadID)
 	if err != nil {
 		return nil, err
 	}
@@ -682,7 +682,7 @@ SELECT thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_par
 // Every row of a thread, content as stored, in namespace then write order
 // (copy and export).
 func (q *Queries) CheckpointListWhole(ctx context.Context, threadID string) ([]Checkpoint, error) {
-	rows, err := q.db.QueryContext(ctx, CheckpointListWhole, threadID)
+	rows, err := q.query(ctx, q.checkpointListWholeStmt, CheckpointListWhole, threadID)
 	if err != nil {
 		return nil, err
 	}
@@ -745,7 +745,7 @@ type CheckpointListWithRunIDRow struct {
 // Checkpoints whose metadata has a top-level run_id, for DeleteForRuns
 // (which tests containment in Go).
 func (q *Queries) CheckpointListWithRunID(ctx context.Context) ([]CheckpointListWithRunIDRow, error) {
-	rows, err := q.db.QueryContext(ctx, CheckpointListWithRunID)
+	rows, err := q.query(ctx, q.checkpointListWithRunIDStmt, CheckpointListWithRunID)
 	if err != nil {
 		return nil, err
 	}
@@ -780,10 +780,62 @@ type CheckpointMaxSeqParams struct {
 // The highest seq of a thread and namespace, 0 when it has none: what the
 // seq of a write on a parent other than the newest follows.
 func (q *Queries) CheckpointMaxSeq(ctx context.Context, arg CheckpointMaxSeqParams) (int64, error) {
-	row := q.db.QueryRowContext(ctx, CheckpointMaxSeq, arg.ThreadID, arg.Namespace)
+	row := q.queryRow(ctx, q.checkpointMaxSeqStmt, CheckpointMaxSeq, arg.ThreadID, arg.Namespace)
 	var max_seq int64
 	err := row.Scan(&max_seq)
 	return max_seq, err
+}
+
+const CheckpointRead = `-- name: CheckpointRead :one
+SELECT checkpoints.thread_id, checkpoints.namespace, checkpoints.seq, checkpoints.checkpoint_id, checkpoints.parent_checkpoint_id, checkpoints.merge_parent_id, checkpoints.step, checkpoints.created_at, checkpoints."trigger", checkpoints.tags, checkpoints.summary, checkpoints.next_node, checkpoints.size_bytes, checkpoints.format, checkpoints.base_checkpoint_id, checkpoints.delta_run, checkpoints.delta_depth, checkpoints.messages_count, checkpoints.messages_digest, checkpoints.state_digests, checkpoints.tool_results_digests, checkpoints.metadata, checkpoints.state_removed, checkpoints.tool_results_removed, checkpoints.messages, checkpoints.state, checkpoints.tool_results,
+       EXISTS (SELECT 1 FROM pending_writes p
+               WHERE p.thread_id = checkpoints.thread_id AND p.namespace = checkpoints.namespace
+                 AND p.checkpoint_seq = checkpoints.seq) AS has_pending_writes
+FROM checkpoints WHERE checkpoints.checkpoint_id = ?1
+`
+
+type CheckpointReadRow struct {
+	Checkpoint       Checkpoint
+	HasPendingWrites bool
+}
+
+// What a read of a checkpoint needs first: the whole row and whether it has
+// pending writes, in one statement (a full row without pending writes
+// needs nothing more).
+func (q *Queries) CheckpointRead(ctx context.Context, checkpointID uuid.UUID) (CheckpointReadRow, error) {
+	row := q.queryRow(ctx, q.checkpointReadStmt, CheckpointRead, checkpointID)
+	var i CheckpointReadRow
+	err := row.Scan(
+		&i.Checkpoint.ThreadID,
+		&i.Checkpoint.Namespace,
+		&i.Checkpoint.Seq,
+		&i.Checkpoint.CheckpointID,
+		&i.Checkpoint.ParentCheckpointID,
+		&i.Checkpoint.MergeParentID,
+		&i.Checkpoint.Step,
+		&i.Checkpoint.CreatedAt,
+		&i.Checkpoint.Trigger,
+		&i.Checkpoint.Tags,
+		&i.Checkpoint.Summary,
+		&i.Checkpoint.NextNode,
+		&i.Checkpoint.SizeBytes,
+		&i.Checkpoint.Format,
+		&i.Checkpoint.BaseCheckpointID,
+		&i.Checkpoint.DeltaRun,
+		&i.Checkpoint.DeltaDepth,
+		&i.Checkpoint.MessagesCount,
+		&i.Checkpoint.MessagesDigest,
+		&i.Checkpoint.StateDigests,
+		&i.Checkpoint.ToolResultsDigests,
+		&i.Checkpoint.Metadata,
+		&i.Checkpoint.StateRemoved,
+		&i.Checkpoint.ToolResultsRemoved,
+		&i.Checkpoint.Messages,
+		&i.Checkpoint.State,
+		&i.Checkpoint.ToolResults,
+		&i.HasPendingWrites,
+	)
+	return i, err
 }
 
 const CheckpointRewriteWhole = `-- name: CheckpointRewriteWhole :exec
@@ -804,7 +856,7 @@ type CheckpointRewriteWholeParams struct {
 // Stores a checkpoint whole (a rebase): its content was rebuilt by the
 // caller from its delta chain.
 func (q *Queries) CheckpointRewriteWhole(ctx context.Context, arg CheckpointRewriteWholeParams) error {
-	_, err := q.db.ExecContext(ctx, CheckpointRewriteWhole,
+	_, err := q.exec(ctx, q.checkpointRewriteWholeStmt, CheckpointRewriteWhole,
 		arg.Messages,
 		arg.State,
 		arg.ToolResults,
@@ -852,7 +904,7 @@ type ThreadTreeRow struct {
 // recursively, with both parents and whether it is its namespace's head,
 // in thread, namespace and write order.
 func (q *Queries) ThreadTree(ctx context.Context, threadID string) ([]ThreadTreeRow, error) {
-	rows, err := q.db.QueryContext(ctx, ThreadTree, threadID)
+	rows, err := q.query(ctx, q.threadTreeStmt, ThreadTree, threadID)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ package sqlitedb
 import (
 	"context"
 	"database/sql"
+	"fmt"
 )
 
 type DBTX interface {
@@ -20,12 +21,438 @@ func New(db DBTX) *Queries {
 	return &Queries{db: db}
 }
 
+func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
+	q := Queries{db: db}
+	var err error
+	if q.checkpointCountStmt, err = db.PrepareContext(ctx, CheckpointCount); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointCount: %w", err)
+	}
+	if q.checkpointDeleteByThreadStmt, err = db.PrepareContext(ctx, CheckpointDeleteByThread); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointDeleteByThread: %w", err)
+	}
+	if q.checkpointDeleteManyStmt, err = db.PrepareContext(ctx, CheckpointDeleteMany); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointDeleteMany: %w", err)
+	}
+	if q.checkpointDeltaChainStmt, err = db.PrepareContext(ctx, CheckpointDeltaChain); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointDeltaChain: %w", err)
+	}
+	if q.checkpointExportPageStmt, err = db.PrepareContext(ctx, CheckpointExportPage); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointExportPage: %w", err)
+	}
+	if q.checkpointGetByIDStmt, err = db.PrepareContext(ctx, CheckpointGetByID); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointGetByID: %w", err)
+	}
+	if q.checkpointInsertStmt, err = db.PrepareContext(ctx, CheckpointInsert); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointInsert: %w", err)
+	}
+	if q.checkpointLineageStmt, err = db.PrepareContext(ctx, CheckpointLineage); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointLineage: %w", err)
+	}
+	if q.checkpointLinkByIDStmt, err = db.PrepareContext(ctx, CheckpointLinkByID); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointLinkByID: %w", err)
+	}
+	if q.checkpointLinkHeadStmt, err = db.PrepareContext(ctx, CheckpointLinkHead); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointLinkHead: %w", err)
+	}
+	if q.checkpointLinkNewestStmt, err = db.PrepareContext(ctx, CheckpointLinkNewest); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointLinkNewest: %w", err)
+	}
+	if q.checkpointListByThreadStmt, err = db.PrepareContext(ctx, CheckpointListByThread); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointListByThread: %w", err)
+	}
+	if q.checkpointListDeltasOnStmt, err = db.PrepareContext(ctx, CheckpointListDeltasOn); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointListDeltasOn: %w", err)
+	}
+	if q.checkpointListForRetentionStmt, err = db.PrepareContext(ctx, CheckpointListForRetention); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointListForRetention: %w", err)
+	}
+	if q.checkpointListWholeStmt, err = db.PrepareContext(ctx, CheckpointListWhole); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointListWhole: %w", err)
+	}
+	if q.checkpointListWithRunIDStmt, err = db.PrepareContext(ctx, CheckpointListWithRunID); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointListWithRunID: %w", err)
+	}
+	if q.checkpointMaxSeqStmt, err = db.PrepareContext(ctx, CheckpointMaxSeq); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointMaxSeq: %w", err)
+	}
+	if q.checkpointReadStmt, err = db.PrepareContext(ctx, CheckpointRead); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointRead: %w", err)
+	}
+	if q.checkpointRewriteWholeStmt, err = db.PrepareContext(ctx, CheckpointRewriteWhole); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointRewriteWhole: %w", err)
+	}
+	if q.pendingWriteInsertStmt, err = db.PrepareContext(ctx, PendingWriteInsert); err != nil {
+		return nil, fmt.Errorf("error preparing query PendingWriteInsert: %w", err)
+	}
+	if q.pendingWriteListByCheckpointStmt, err = db.PrepareContext(ctx, PendingWriteListByCheckpoint); err != nil {
+		return nil, fmt.Errorf("error preparing query PendingWriteListByCheckpoint: %w", err)
+	}
+	if q.pendingWriteListByThreadStmt, err = db.PrepareContext(ctx, PendingWriteListByThread); err != nil {
+		return nil, fmt.Errorf("error preparing query PendingWriteListByThread: %w", err)
+	}
+	if q.threadClearExpiryStmt, err = db.PrepareContext(ctx, ThreadClearExpiry); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadClearExpiry: %w", err)
+	}
+	if q.threadClearRewoundToStmt, err = db.PrepareContext(ctx, ThreadClearRewoundTo); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadClearRewoundTo: %w", err)
+	}
+	if q.threadDeleteStmt, err = db.PrepareContext(ctx, ThreadDelete); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadDelete: %w", err)
+	}
+	if q.threadExistsStmt, err = db.PrepareContext(ctx, ThreadExists); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadExists: %w", err)
+	}
+	if q.threadExpiryKeepsLatestStmt, err = db.PrepareContext(ctx, ThreadExpiryKeepsLatest); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadExpiryKeepsLatest: %w", err)
+	}
+	if q.threadExportTreeStmt, err = db.PrepareContext(ctx, ThreadExportTree); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadExportTree: %w", err)
+	}
+	if q.threadGetStmt, err = db.PrepareContext(ctx, ThreadGet); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadGet: %w", err)
+	}
+	if q.threadIDsAfterStmt, err = db.PrepareContext(ctx, ThreadIDsAfter); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadIDsAfter: %w", err)
+	}
+	if q.threadInsertStmt, err = db.PrepareContext(ctx, ThreadInsert); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadInsert: %w", err)
+	}
+	if q.threadListBranchesStmt, err = db.PrepareContext(ctx, ThreadListBranches); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadListBranches: %w", err)
+	}
+	if q.threadListHeadsStmt, err = db.PrepareContext(ctx, ThreadListHeads); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadListHeads: %w", err)
+	}
+	if q.threadListRowsStmt, err = db.PrepareContext(ctx, ThreadListRows); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadListRows: %w", err)
+	}
+	if q.threadSetExpiryStmt, err = db.PrepareContext(ctx, ThreadSetExpiry); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadSetExpiry: %w", err)
+	}
+	if q.threadSetRewoundToStmt, err = db.PrepareContext(ctx, ThreadSetRewoundTo); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadSetRewoundTo: %w", err)
+	}
+	if q.threadSetSweptStmt, err = db.PrepareContext(ctx, ThreadSetSwept); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadSetSwept: %w", err)
+	}
+	if q.threadTreeStmt, err = db.PrepareContext(ctx, ThreadTree); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadTree: %w", err)
+	}
+	return &q, nil
+}
+
+func (q *Queries) Close() error {
+	var err error
+	if q.checkpointCountStmt != nil {
+		if cerr := q.checkpointCountStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointCountStmt: %w", cerr)
+		}
+	}
+	if q.checkpointDeleteByThreadStmt != nil {
+		if cerr := q.checkpointDeleteByThreadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointDeleteByThreadStmt: %w", cerr)
+		}
+	}
+	if q.checkpointDeleteManyStmt != nil {
+		if cerr := q.checkpointDeleteManyStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointDeleteManyStmt: %w", cerr)
+		}
+	}
+	if q.checkpointDeltaChainStmt != nil {
+		if cerr := q.checkpointDeltaChainStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointDeltaChainStmt: %w", cerr)
+		}
+	}
+	if q.checkpointExportPageStmt != nil {
+		if cerr := q.checkpointExportPageStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointExportPageStmt: %w", cerr)
+		}
+	}
+	if q.checkpointGetByIDStmt != nil {
+		if cerr := q.checkpointGetByIDStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointGetByIDStmt: %w", cerr)
+		}
+	}
+	if q.checkpointInsertStmt != nil {
+		if cerr := q.checkpointInsertStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointInsertStmt: %w", cerr)
+		}
+	}
+	if q.checkpointLineageStmt != nil {
+		if cerr := q.checkpointLineageStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointLineageStmt: %w", cerr)
+		}
+	}
+	if q.checkpointLinkByIDStmt != nil {
+		if cerr := q.checkpointLinkByIDStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointLinkByIDStmt: %w", cerr)
+		}
+	}
+	if q.checkpointLinkHeadStmt != nil {
+		if cerr := q.checkpointLinkHeadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointLinkHeadStmt: %w", cerr)
+		}
+	}
+	if q.checkpointLinkNewestStmt != nil {
+		if cerr := q.checkpointLinkNewestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointLinkNewestStmt: %w", cerr)
+		}
+	}
+	if q.checkpointListByThreadStmt != nil {
+		if cerr := q.checkpointListByThreadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointListByThreadStmt: %w", cerr)
+		}
+	}
+	if q.checkpointListDeltasOnStmt != nil {
+		if cerr := q.checkpointListDeltasOnStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointListDeltasOnStmt: %w", cerr)
+		}
+	}
+	if q.checkpointListForRetentionStmt != nil {
+		if cerr := q.checkpointListForRetentionStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointListForRetentionStmt: %w", cerr)
+		}
+	}
+	if q.checkpointListWholeStmt != nil {
+		if cerr := q.checkpointListWholeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointListWholeStmt: %w", cerr)
+		}
+	}
+	if q.checkpointListWithRunIDStmt != nil {
+		if cerr := q.checkpointListWithRunIDStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointListWithRunIDStmt: %w", cerr)
+		}
+	}
+	if q.checkpointMaxSeqStmt != nil {
+		if cerr := q.checkpointMaxSeqStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointMaxSeqStmt: %w", cerr)
+		}
+	}
+	if q.checkpointReadStmt != nil {
+		if cerr := q.checkpointReadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointReadStmt: %w", cerr)
+		}
+	}
+	if q.checkpointRewriteWholeStmt != nil {
+		if cerr := q.checkpointRewriteWholeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointRewriteWholeStmt: %w", cerr)
+		}
+	}
+	if q.pendingWriteInsertStmt != nil {
+		if cerr := q.pendingWriteInsertStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing pendingWriteInsertStmt: %w", cerr)
+		}
+	}
+	if q.pendingWriteListByCheckpointStmt != nil {
+		if cerr := q.pendingWriteListByCheckpointStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing pendingWriteListByCheckpointStmt: %w", cerr)
+		}
+	}
+	if q.pendingWriteListByThreadStmt != nil {
+		if cerr := q.pendingWriteListByThreadStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing pendingWriteListByThreadStmt: %w", cerr)
+		}
+	}
+	if q.threadClearExpiryStmt != nil {
+		if cerr := q.threadClearExpiryStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadClearExpiryStmt: %w", cerr)
+		}
+	}
+	if q.threadClearRewoundToStmt != nil {
+		if cerr := q.threadClearRewoundToStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadClearRewoundToStmt: %w", cerr)
+		}
+	}
+	if q.threadDeleteStmt != nil {
+		if cerr := q.threadDeleteStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadDeleteStmt: %w", cerr)
+		}
+	}
+	if q.threadExistsStmt != nil {
+		if cerr := q.threadExistsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadExistsStmt: %w", cerr)
+		}
+	}
+	if q.threadExpiryKeepsLatestStmt != nil {
+		if cerr := q.threadExpiryKeepsLatestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadExpiryKeepsLatestStmt: %w", cerr)
+		}
+	}
+	if q.threadExportTreeStmt != nil {
+		if cerr := q.threadExportTreeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadExportTreeStmt: %w", cerr)
+		}
+	}
+	if q.threadGetStmt != nil {
+		if cerr := q.threadGetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadGetStmt: %w", cerr)
+		}
+	}
+	if q.threadIDsAfterStmt != nil {
+		if cerr := q.threadIDsAfterStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadIDsAfterStmt: %w", cerr)
+		}
+	}
+	if q.threadInsertStmt != nil {
+		if cerr := q.threadInsertStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadInsertStmt: %w", cerr)
+		}
+	}
+	if q.threadListBranchesStmt != nil {
+		if cerr := q.threadListBranchesStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadListBranchesStmt: %w", cerr)
+		}
+	}
+	if q.threadListHeadsStmt != nil {
+		if cerr := q.threadListHeadsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadListHeadsStmt: %w", cerr)
+		}
+	}
+	if q.threadListRowsStmt != nil {
+		if cerr := q.threadListRowsStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadListRowsStmt: %w", cerr)
+		}
+	}
+	if q.threadSetExpiryStmt != nil {
+		if cerr := q.threadSetExpiryStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadSetExpiryStmt: %w", cerr)
+		}
+	}
+	if q.threadSetRewoundToStmt != nil {
+		if cerr := q.threadSetRewoundToStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadSetRewoundToStmt: %w", cerr)
+		}
+	}
+	if q.threadSetSweptStmt != nil {
+		if cerr := q.threadSetSweptStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadSetSweptStmt: %w", cerr)
+		}
+	}
+	if q.threadTreeStmt != nil {
+		if cerr := q.threadTreeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadTreeStmt: %w", cerr)
+		}
+	}
+	return err
+}
+
+func (q *Queries) exec(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) (sql.Result, error) {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
+	case stmt != nil:
+		return stmt.ExecContext(ctx, args...)
+	default:
+		return q.db.ExecContext(ctx, query, args...)
+	}
+}
+
+func (q *Queries) query(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) (*sql.Rows, error) {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
+	case stmt != nil:
+		return stmt.QueryContext(ctx, args...)
+	default:
+		return q.db.QueryContext(ctx, query, args...)
+	}
+}
+
+func (q *Queries) queryRow(ctx context.Context, stmt *sql.Stmt, query string, args ...interface{}) *sql.Row {
+	switch {
+	case stmt != nil && q.tx != nil:
+		return q.tx.StmtContext(ctx, stmt).QueryRowContext(ctx, args...)
+	case stmt != nil:
+		return stmt.QueryRowContext(ctx, args...)
+	default:
+		return q.db.QueryRowContext(ctx, query, args...)
+	}
+}
+
 type Queries struct {
-	db DBTX
+	db                               DBTX
+	tx                               *sql.Tx
+	checkpointCountStmt              *sql.Stmt
+	checkpointDeleteByThreadStmt     *sql.Stmt
+	checkpointDeleteManyStmt         *sql.Stmt
+	checkpointDeltaChainStmt         *sql.Stmt
+	checkpointExportPageStmt         *sql.Stmt
+	checkpointGetByIDStmt            *sql.Stmt
+	checkpointInsertStmt             *sql.Stmt
+	checkpointLineageStmt            *sql.Stmt
+	checkpointLinkByIDStmt           *sql.Stmt
+	checkpointLinkHeadStmt           *sql.Stmt
+	checkpointLinkNewestStmt         *sql.Stmt
+	checkpointListByThreadStmt       *sql.Stmt
+	checkpointListDeltasOnStmt       *sql.Stmt
+	checkpointListForRetentionStmt   *sql.Stmt
+	checkpointListWholeStmt          *sql.Stmt
+	checkpointListWithRunIDStmt      *sql.Stmt
+	checkpointMaxSeqStmt             *sql.Stmt
+	checkpointReadStmt               *sql.Stmt
+	checkpointRewriteWholeStmt       *sql.Stmt
+	pendingWriteInsertStmt           *sql.Stmt
+	pendingWriteListByCheckpointStmt *sql.Stmt
+	pendingWriteListByThreadStmt     *sql.Stmt
+	threadClearExpiryStmt            *sql.Stmt
+	threadClearRewoundToStmt         *sql.Stmt
+	threadDeleteStmt                 *sql.Stmt
+	threadExistsStmt                 *sql.Stmt
+	threadExpiryKeepsLatestStmt      *sql.Stmt
+	threadExportTreeStmt             *sql.Stmt
+	threadGetStmt                    *sql.Stmt
+	threadIDsAfterStmt               *sql.Stmt
+	threadInsertStmt                 *sql.Stmt
+	threadListBranchesStmt           *sql.Stmt
+	threadListHeadsStmt              *sql.Stmt
+	threadListRowsStmt               *sql.Stmt
+	threadSetExpiryStmt              *sql.Stmt
+	threadSetRewoundToStmt           *sql.Stmt
+	threadSetSweptStmt               *sql.Stmt
+	threadTreeStmt                   *sql.Stmt
 }
 
 func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 	return &Queries{
-		db: tx,
+		db:                               tx,
+		tx:                               tx,
+		checkpointCountStmt:              q.checkpointCountStmt,
+		checkpointDeleteByThreadStmt:     q.checkpointDeleteByThreadStmt,
+		checkpointDeleteManyStmt:         q.checkpointDeleteManyStmt,
+		checkpointDeltaChainStmt:         q.checkpointDeltaChainStmt,
+		checkpointExportPageStmt:         q.checkpointExportPageStmt,
+		checkpointGetByIDStmt:            q.checkpointGetByIDStmt,
+		checkpointInsertStmt:             q.checkpointInsertStmt,
+		checkpointLineageStmt:            q.checkpointLineageStmt,
+		checkpointLinkByIDStmt:           q.checkpointLinkByIDStmt,
+		checkpointLinkHeadStmt:           q.checkpointLinkHeadStmt,
+		checkpointLinkNewestStmt:         q.checkpointLinkNewestStmt,
+		checkpointListByThreadStmt:       q.checkpointListByThreadStmt,
+		checkpointListDeltasOnStmt:       q.checkpointListDeltasOnStmt,
+		checkpointListForRetentionStmt:   q.checkpointListForRetentionStmt,
+		checkpointListWholeStmt:          q.checkpointListWholeStmt,
+		checkpointListWithRunIDStmt:      q.checkpointListWithRunIDStmt,
+		checkpointMaxSeqStmt:             q.checkpointMaxSeqStmt,
+		checkpointReadStmt:               q.checkpointReadStmt,
+		checkpointRewriteWholeStmt:       q.checkpointRewriteWholeStmt,
+		pendingWriteInsertStmt:           q.pendingWriteInsertStmt,
+		pendingWriteListByCheckpointStmt: q.pendingWriteListByCheckpointStmt,
+		pendingWriteListByThreadStmt:     q.pendingWriteListByThreadStmt,
+		threadClearExpiryStmt:            q.threadClearExpiryStmt,
+		threadClearRewoundToStmt:         q.threadClearRewoundToStmt,
+		threadDeleteStmt:                 q.threadDeleteStmt,
+		threadExistsStmt:                 q.threadExistsStmt,
+		threadExpiryKeepsLatestStmt:      q.threadExpiryKeepsLatestStmt,
+		threadExportTreeStmt:             q.threadExportTreeStmt,
+		threadGetStmt:                    q.threadGetStmt,
+		threadIDsAfterStmt:               q.threadIDsAfterStmt,
+		threadInsertStmt:                 q.threadInsertStmt,
+		threadListBranchesStmt:           q.threadListBranchesStmt,
+		threadListHeadsStmt:              q.threadListHeadsStmt,
+		threadListRowsStmt:               q.threadListRowsStmt,
+		threadSetExpiryStmt:              q.threadSetExpiryStmt,
+		threadSetRewoundToStmt:           q.threadSetRewoundToStmt,
+		threadSetSweptStmt:               q.threadSetSweptStmt,
+		threadTreeStmt:                   q.threadTreeStmt,
 	}
 }

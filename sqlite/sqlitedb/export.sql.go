@@ -28,7 +28,7 @@ type CheckpointExportPageParams struct {
 // after (after_namespace, after_seq): keyset pages over the primary key,
 // so an export holds one page in memory however long the thread is.
 func (q *Queries) CheckpointExportPage(ctx context.Context, arg CheckpointExportPageParams) ([]Checkpoint, error) {
-	rows, err := q.db.QueryContext(ctx, CheckpointExportPage,
+	rows, err := q.query(ctx, q.checkpointExportPageStmt, CheckpointExportPage,
 		arg.ThreadID,
 		arg.AfterNamespace,
 		arg.AfterSeq,
@@ -109,7 +109,7 @@ type ThreadExportTreeParams struct {
 // the thread it was forked from). UNION ends even on a cycle of branch
 // links.
 func (q *Queries) ThreadExportTree(ctx context.Context, arg ThreadExportTreeParams) ([]string, error) {
-	rows, err := q.db.QueryContext(ctx, ThreadExportTree, arg.ThreadID, arg.Branches)
+	rows, err := q.query(ctx, q.threadExportTreeStmt, ThreadExportTree, arg.ThreadID, arg.Branches)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ type PendingWriteInsertParams struct {
 // Queries about pending writes (DDL in ../migrations/000001_init.up.sql).
 // Records one write; a position already recorded keeps its value (0 rows).
 func (q *Queries) PendingWriteInsert(ctx context.Context, arg PendingWriteInsertParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, PendingWriteInsert,
+	result, err := q.exec(ctx, q.pendingWriteInsertStmt, PendingWriteInsert,
 		arg.ThreadID,
 		arg.Namespace,
 		arg.CheckpointSeq,
@@ -72,7 +72,7 @@ type PendingWriteListByCheckpointRow struct {
 }
 
 func (q *Queries) PendingWriteListByCheckpoint(ctx context.Context, arg PendingWriteListByCheckpointParams) ([]PendingWriteListByCheckpointRow, error) {
-	rows, err := q.db.QueryContext(ctx, PendingWriteListByCheckpoint, arg.ThreadID, arg.Namespace, arg.CheckpointSeq)
+	rows, err := q.query(ctx, q.pendingWriteListByCheckpointStmt, PendingWriteListByCheckpoint, arg.ThreadID, arg.Namespace, arg.CheckpointSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ ORDER BY namespace, checkpoint_seq, task_id, idx
 `
 
 func (q *Queries) PendingWriteListByThread(ctx context.Context, threadID string) ([]PendingWrite, error) {
-	rows, err := q.db.QueryContext(ctx, PendingWriteListByThread, threadID)
+	rows, err := q.query(ctx, q.pendingWriteListByThreadStmt, PendingWriteListByThread, threadID)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ UPDATE threads SET expires_at = NULL WHERE thread_id = ?1
 `
 
 func (q *Queries) ThreadClearExpiry(ctx context.Context, threadID string) error {
-	_, err := q.db.ExecContext(ctx, ThreadClearExpiry, threadID)
+	_, err := q.exec(ctx, q.threadClearExpiryStmt, ThreadClearExpiry, threadID)
 	return err
 }
 
@@ -38,7 +38,7 @@ func (q *Queries) ThreadClearRewoundTo(ctx context.Context, ids []uuid.NullUUID)
 	} else {
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
-	_, err := q.db.ExecContext(ctx, query, queryParams...)
+	_, err := q.exec(ctx, nil, query, queryParams...)
 	return err
 }
 
@@ -47,7 +47,7 @@ DELETE FROM threads WHERE thread_id = ?1
 `
 
 func (q *Queries) ThreadDelete(ctx context.Context, threadID string) error {
-	_, err := q.db.ExecContext(ctx, ThreadDelete, threadID)
+	_, err := q.exec(ctx, q.threadDeleteStmt, ThreadDelete, threadID)
 	return err
 }
 
@@ -58,7 +58,7 @@ SELECT CAST(EXISTS (SELECT 1 FROM threads t WHERE t.thread_id = ?1)
 
 // Whether a thread has a thread row or a checkpoint, in any namespace.
 func (q *Queries) ThreadExists(ctx context.Context, threadID string) (int64, error) {
-	row := q.db.QueryRowContext(ctx, ThreadExists, threadID)
+	row := q.queryRow(ctx, q.threadExistsStmt, ThreadExists, threadID)
 	var found int64
 	err := row.Scan(&found)
 	return found, err
@@ -79,7 +79,7 @@ type ThreadExpiryKeepsLatestParams struct {
 // Whether the due expiry of a thread keeps its heads (false: it deletes
 // the thread); no row when none is due.
 func (q *Queries) ThreadExpiryKeepsLatest(ctx context.Context, arg ThreadExpiryKeepsLatestParams) (bool, error) {
-	row := q.db.QueryRowContext(ctx, ThreadExpiryKeepsLatest, arg.ThreadID, arg.Now)
+	row := q.queryRow(ctx, q.threadExpiryKeepsLatestStmt, ThreadExpiryKeepsLatest, arg.ThreadID, arg.Now)
 	var keep_latest bool
 	err := row.Scan(&keep_latest)
 	return keep_latest, err
@@ -95,7 +95,7 @@ type ThreadGetParams struct {
 }
 
 func (q *Queries) ThreadGet(ctx context.Context, arg ThreadGetParams) (Thread, error) {
-	row := q.db.QueryRowContext(ctx, ThreadGet, arg.ThreadID, arg.Namespace)
+	row := q.queryRow(ctx, q.threadGetStmt, ThreadGet, arg.ThreadID, arg.Namespace)
 	var i Thread
 	err := row.Scan(
 		&i.ThreadID,
@@ -124,7 +124,7 @@ type ThreadIDsAfterParams struct {
 
 // Up to max_rows thread ids after a thread id, in order (a sweep batch).
 func (q *Queries) ThreadIDsAfter(ctx context.Context, arg ThreadIDsAfterParams) ([]string, error) {
-	rows, err := q.db.QueryContext(ctx, ThreadIDsAfter, arg.After, arg.MaxRows)
+	rows, err := q.query(ctx, q.threadIDsAfterStmt, ThreadIDsAfter, arg.After, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +170,7 @@ type ThreadInsertParams struct {
 
 // Queries about threads (DDL in ../migrations/000001_init.up.sql).
 func (q *Queries) ThreadInsert(ctx context.Context, arg ThreadInsertParams) error {
-	_, err := q.db.ExecContext(ctx, ThreadInsert,
+	_, err := q.exec(ctx, q.threadInsertStmt, ThreadInsert,
 		arg.ThreadID,
 		arg.Namespace,
 		arg.RewoundTo,
@@ -203,7 +203,7 @@ type ThreadListBranchesRow struct {
 
 // The branches forked from a thread, oldest first.
 func (q *Queries) ThreadListBranches(ctx context.Context, threadID sql.NullString) ([]ThreadListBranchesRow, error) {
-	rows, err := q.db.QueryContext(ctx, ThreadListBranches, threadID)
+	rows, err := q.query(ctx, q.threadListBranchesStmt, ThreadListBranches, threadID)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +267,7 @@ type ThreadListHeadsRow struct {
 // One row per thread after a thread id, with the head of its root
 // namespace, or else of its first namespace.
 func (q *Queries) ThreadListHeads(ctx context.Context, arg ThreadListHeadsParams) ([]ThreadListHeadsRow, error) {
-	rows, err := q.db.QueryContext(ctx, ThreadListHeads, arg.After, arg.MaxRows)
+	rows, err := q.query(ctx, q.threadListHeadsStmt, ThreadListHeads, arg.After, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +304,7 @@ SELECT thread_id, namespace, rewound_to, metadata, created_at, branch_name, bran
 
 // Every namespace row of a thread, in namespace order.
 func (q *Queries) ThreadListRows(ctx context.Context, threadID string) ([]Thread, error) {
-	rows, err := q.db.QueryContext(ctx, ThreadListRows, threadID)
+	rows, err := q.query(ctx, q.threadListRowsStmt, ThreadListRows, threadID)
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +354,7 @@ type ThreadSetExpiryParams struct {
 // An expiry keeps nothing ('delete': the thread goes) or the heads
 // ('keep_latest').
 func (q *Queries) ThreadSetExpiry(ctx context.Context, arg ThreadSetExpiryParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, ThreadSetExpiry, arg.ExpiresAt, arg.KeepLatest, arg.ThreadID)
+	result, err := q.exec(ctx, q.threadSetExpiryStmt, ThreadSetExpiry, arg.ExpiresAt, arg.KeepLatest, arg.ThreadID)
 	if err != nil {
 		return 0, err
 	}
@@ -372,7 +372,7 @@ type ThreadSetRewoundToParams struct {
 }
 
 func (q *Queries) ThreadSetRewoundTo(ctx context.Context, arg ThreadSetRewoundToParams) error {
-	_, err := q.db.ExecContext(ctx, ThreadSetRewoundTo, arg.RewoundTo, arg.ThreadID, arg.Namespace)
+	_, err := q.exec(ctx, q.threadSetRewoundToStmt, ThreadSetRewoundTo, arg.RewoundTo, arg.ThreadID, arg.Namespace)
 	return err
 }
 
@@ -386,6 +386,6 @@ type ThreadSetSweptParams struct {
 }
 
 func (q *Queries) ThreadSetSwept(ctx context.Context, arg ThreadSetSweptParams) error {
-	_, err := q.db.ExecContext(ctx, ThreadSetSwept, arg.SweptAt, arg.ThreadID)
+	_, err := q.exec(ctx, q.threadSetSweptStmt, ThreadSetSwept, arg.SweptAt, arg.ThreadID)
 	return err
 }
