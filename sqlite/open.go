@@ -46,8 +46,8 @@ type Options struct {
 // it through engine.New. It is safe for concurrent use by any
 // number of goroutines, and any number of processes may open one file.
 type Store struct {
-	w  *sql.DB // the writer: one connection, every transaction BEGIN IMMEDIATE
-	r  *sql.DB // the readers (w itself for an in-memory database)
+	w *sql.DB // the writer: one connection, every transaction BEGIN IMMEDIATE
+	r *sql.DB // the readers (w itself for an in-memory database)
 	// The queries prepared on the writer and on the readers: database/sql
 	// prepares each statement once per connection, where the driver would
 	// otherwise compile it on every call.
