@@ -146,15 +146,11 @@ func appended(ctx context.Context, q *sqlitedb.Queries, parent sqlitedb.Checkpoi
 // materialize applies a delta: messages appended, removed keys dropped,
 // set keys replaced in place or added last.
 func applyChange(c content, a engine.AppendRequest) (content, error) {
-	msgs, err := splitArray(c.messages)
+	msgs, err := concatArrays(c.messages, a.Messages)
 	if err != nil {
 		return content{}, err
 	}
-	more, err := splitArray(a.Messages)
-	if err != nil {
-		return content{}, err
-	}
-	out := content{messages: joinArray(append(msgs, more...))}
+	out := content{messages: msgs}
 	for _, part := range []struct {
 		obj, set []byte
 		removed  []string

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -221,7 +222,11 @@ func materialize(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoi
 		return content{}, err
 	}
 	full := chain[len(chain)-1]
-	msgs, err := splitArray([]byte(full.Messages))
+	arrays := make([]string, 0, len(chain))
+	for i := len(chain) - 1; i >= 0; i-- {
+		arrays = append(arrays, chain[i].Messages)
+	}
+	msgs, err := concatArrays(arrays...)
 	if err != nil {
 		return content{}, err
 	}
@@ -235,11 +240,6 @@ func materialize(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoi
 	}
 	for i := len(chain) - 2; i >= 0; i-- {
 		d := chain[i]
-		more, err := splitArray([]byte(d.Messages))
-		if err != nil {
-			return content{}, err
-		}
-		msgs = append(msgs, more...)
 		if state, err = applyKeys(state, []byte(d.State), []byte(d.StateRemoved)); err != nil {
 			return content{}, err
 		}
@@ -247,7 +247,7 @@ func materialize(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoi
 			return content{}, err
 		}
 	}
-	return content{joinArray(msgs), joinObject(state), joinObject(tools)}, nil
+	return content{msgs, joinObject(state), joinObject(tools)}, nil
 }
 
 // deltaChain returns the chain a delta row is rebuilt from, the row itself
@@ -259,6 +259,7 @@ func deltaChain(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoin
 	if err != nil {
 		return nil, dbError("read the chain of a delta", err)
 	}
+	slices.SortFunc(chain, func(a, b sqlitedb.CheckpointDeltaChainRow) int { return cmp.Compare(a.Depth, b.Depth) })
 	if len(chain) == 0 || chain[len(chain)-1].Format != "full" {
 		return nil, fmt.Errorf("%w: checkpoint %s cannot be rebuilt: its chain of deltas does not reach a full snapshot", engine.ErrDamaged, row.CheckpointID)
 	}

@@ -77,6 +77,35 @@ func splitObject(b []byte) ([]member, error) {
 	return out, nil
 }
 
+// concatArrays returns the elements of JSON arrays (valid JSON text), the
+// first array's first, as one array. It copies the text between each
+// array's brackets as written, without reading the elements: a delta's
+// messages extend its base's, and a rebuilt conversation costs a copy of
+// its bytes, not a parse.
+func concatArrays[T ~string | ~[]byte](arrays ...T) ([]byte, error) {
+	n := 2
+	for _, a := range arrays {
+		n += len(a)
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for _, a := range arrays {
+		a = jsontext.TrimRight(a[jsontext.SkipSpace(a, 0):])
+		if len(a) < 2 || a[0] != '[' || a[len(a)-1] != ']' {
+			return nil, fmt.Errorf("%w: not a JSON array", engine.ErrInvalidJSON)
+		}
+		inner := jsontext.TrimRight(a[jsontext.SkipSpace(a, 1) : len(a)-1])
+		if len(inner) == 0 {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, inner...)
+	}
+	return append(out, ']'), nil
+}
+
 // joinArray writes elements as a JSON array.
 func joinArray(elems [][]byte) []byte {
 	n := 2

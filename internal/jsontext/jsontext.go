@@ -174,7 +174,7 @@ func ValueEnd(b []byte, start int) int {
 
 // SkipSpace returns the index of the first byte at or after i that is not
 // JSON whitespace.
-func SkipSpace(b []byte, i int) int {
+func SkipSpace[T ~string | ~[]byte](b T, i int) int {
 	for i < len(b) && IsSpace(b[i]) {
 		i++
 	}
@@ -182,7 +182,7 @@ func SkipSpace(b []byte, i int) int {
 }
 
 // TrimRight returns b without the JSON whitespace at its end.
-func TrimRight(b []byte) []byte {
+func TrimRight[T ~string | ~[]byte](b T) T {
 	for len(b) > 0 && IsSpace(b[len(b)-1]) {
 		b = b[:len(b)-1]
 	}

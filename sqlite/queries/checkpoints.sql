@@ -173,8 +173,10 @@ SELECT count(*) FROM checkpoints WHERE thread_id = @thread_id AND namespace = @n
 
 -- name: CheckpointDeltaChain :many
 -- A delta checkpoint's chain: the checkpoint, its base, the base's base,
--- and so on to a full one, nearest first, each in the same thread and
--- namespace; what materialize rebuilds it from, in one statement.
+-- and so on to a full one, each in the same thread and namespace, with its
+-- depth; what materialize rebuilds it from, in one statement. The caller
+-- orders the rows by depth: an ORDER BY here would copy every row, the
+-- full snapshot's whole content included, through a sorter.
 WITH RECURSIVE chain AS (
     SELECT 0 AS depth, c.checkpoint_id AS id, c.base_checkpoint_id AS next_id
     FROM checkpoints c WHERE c.checkpoint_id = @checkpoint_id
@@ -183,7 +185,6 @@ WITH RECURSIVE chain AS (
     FROM chain ch JOIN checkpoints b ON b.checkpoint_id = ch.next_id
     WHERE b.thread_id = @thread_id AND b.namespace = @namespace AND ch.depth < 65536
 )
-SELECT b.checkpoint_id, b.format, b.base_checkpoint_id, b.state_removed, b.tool_results_removed,
+SELECT ch.depth, b.checkpoint_id, b.format, b.base_checkpoint_id, b.state_removed, b.tool_results_removed,
        b.messages, b.state, b.tool_results
-FROM chain ch JOIN checkpoints b ON b.checkpoint_id = ch.id
-ORDER BY ch.depth;
+FROM chain ch JOIN checkpoints b ON b.checkpoint_id = ch.id;

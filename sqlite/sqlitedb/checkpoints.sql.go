@@ -73,10 +73,9 @@ WITH RECURSIVE chain AS (
     FROM chain ch JOIN checkpoints b ON b.checkpoint_id = ch.next_id
     WHERE b.thread_id = ?2 AND b.namespace = ?3 AND ch.depth < 65536
 )
-SELECT b.checkpoint_id, b.format, b.base_checkpoint_id, b.state_removed, b.tool_results_removed,
+SELECT ch.depth, b.checkpoint_id, b.format, b.base_checkpoint_id, b.state_removed, b.tool_results_removed,
        b.messages, b.state, b.tool_results
 FROM chain ch JOIN checkpoints b ON b.checkpoint_id = ch.id
-ORDER BY ch.depth
 `
 
 type CheckpointDeltaChainParams struct {
@@ -86,6 +85,7 @@ type CheckpointDeltaChainParams struct {
 }
 
 type CheckpointDeltaChainRow struct {
+	Depth              int64
 	CheckpointID       uuid.UUID
 	Format             string
 	BaseCheckpointID   uuid.NullUUID
@@ -97,8 +97,10 @@ type CheckpointDeltaChainRow struct {
 }
 
 // A delta checkpoint's chain: the checkpoint, its base, the base's base,
-// and so on to a full one, nearest first, each in the same thread and
-// namespace; what materialize rebuilds it from, in one statement.
+// and so on to a full one, each in the same thread and namespace, with its
+// depth; what materialize rebuilds it from, in one statement. The caller
+// orders the rows by depth: an ORDER BY here would copy every row, the
+// full snapshot's whole content included, through a sorter.
 func (q *Queries) CheckpointDeltaChain(ctx context.Context, arg CheckpointDeltaChainParams) ([]CheckpointDeltaChainRow, error) {
 	rows, err := q.query(ctx, q.checkpointDeltaChainStmt, CheckpointDeltaChain, arg.CheckpointID, arg.ThreadID, arg.Namespace)
 	if err != nil {
@@ -109,6 +111,7 @@ func (q *Queries) CheckpointDeltaChain(ctx context.Context, arg CheckpointDeltaC
 	for rows.Next() {
 		var i CheckpointDeltaChainRow
 		if err := rows.Scan(
+			&i.Depth,
 			&i.CheckpointID,
 			&i.Format,
 			&i.BaseCheckpointID,
