@@ -108,9 +108,9 @@ type Store interface {
 	Branches(ctx context.Context, threadID string) ([]BranchInfo, error)
 	// Merge writes checkpoint id on intoThread with the content of
 	// branchThread's head, intoThread's head as parent and the branch head
-	// as merge parent, all three in namespace. ErrNotFound for a branch
-	// with no checkpoint in namespace; ErrInvalidInput for a thread merged
-	// into itself.
+	// as merge parent, all three in namespace. ErrNotFound, writing
+	// nothing, for a branch or an intoThread with no checkpoint in
+	// namespace; ErrInvalidInput for a thread merged into itself.
 	Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error)
 	// CopyThread copies every row of thread src to a new thread dst with
 	// new checkpoint ids, and returns one pair per checkpoint copied, in

@@ -107,17 +107,20 @@ type PointsOptions struct {
 	// Limit is the page size: default 100, at most MaxListLimit.
 	Limit int
 	// Before is the cursor: the page starts at this checkpoint's parent.
-	// Pass the last ID of a page to get the next one. A cursor outside
-	// Namespace gives ErrNotFound.
+	// Pass the last ID of a page to get the next one. A cursor that is not
+	// a checkpoint of the thread and Namespace gives ErrNotFound.
 	Before uuid.UUID
 }
 
 // TimeTravelPoints lists the checkpoints a thread can be rewound to along
 // the current line of one namespace (opts.Namespace, the root by default):
-// its head, its parent, and so on back to the root, newest first, a page at
-// a time. Errors: ErrNotFound for a namespace with no checkpoint or an
-// unknown cursor; ErrInvalidInput for a malformed thread id or namespace
-// or a bad limit.
+// its head, its parent, and so on back to the thread's first checkpoint,
+// newest first, a page at a time. A branch's list ends at its first
+// checkpoint: the ones before it belong to its source thread (Lineage
+// shows them), and a Rewind to one would move the source's head. Errors:
+// ErrNotFound for a namespace with no checkpoint or a cursor that is not
+// one of the thread and namespace; ErrInvalidInput for a malformed thread
+// id or namespace or a bad limit.
 func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts PointsOptions) (_ []CheckpointInfo, err error) {
 	ctx, done := e.tel.call(ctx, "TimeTravelPoints", attrThread.String(threadID))
 	defer func() { done(err) }()
@@ -144,10 +147,17 @@ func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts Poi
 	if err != nil {
 		return nil, fmt.Errorf("time travel points: %w", err)
 	}
-	// A line stays in one namespace, across branches too: a cursor in
-	// another is not on it.
-	if len(points) == 0 || points[0].Namespace != opts.Namespace {
-		return nil, fmt.Errorf("time travel points: cursor %s in namespace %q: %w", start, opts.Namespace, ErrNotFound)
+	// The lineage of a cursor from another thread or namespace is not
+	// this line; the lineage of the thread's own checkpoint leaves it at
+	// its first checkpoint, into a branch's source.
+	if len(points) == 0 || points[0].ThreadID != threadID || points[0].Namespace != opts.Namespace {
+		return nil, fmt.Errorf("time travel points: cursor %s is not a checkpoint of thread %q in namespace %q: %w", start, threadID, opts.Namespace, ErrNotFound)
+	}
+	for i, p := range points {
+		if p.ThreadID != threadID {
+			points = points[:i]
+			break
+		}
 	}
 	return points[skip:], nil
 }
@@ -273,8 +283,9 @@ func (e *Engine) MergeBranch(ctx context.Context, branchThread, intoThread strin
 // content of branchThread's head in that same namespace. Its parent is
 // intoThread's head there and its merge parent the branch head, so the tree
 // shows both; other namespaces are untouched. Errors: ErrNotFound for a
-// branch with no checkpoint in namespace; ErrInvalidInput for a merge of a
-// thread into itself or a malformed thread id or namespace.
+// branch with no checkpoint in namespace, or an intoThread with none there
+// (a merge creates no thread, and writes nothing then); ErrInvalidInput for
+// a merge of a thread into itself or a malformed thread id or namespace.
 func (e *Engine) MergeBranchIn(ctx context.Context, branchThread, intoThread, namespace string) (_ MergeResult, err error) {
 	ctx, done := e.tel.call(ctx, "MergeBranchIn", attrNamespace.String(namespace))
 	defer func() { done(err) }()

@@ -55,6 +55,7 @@ var tests = []conformanceTest{
 	{name: "RewindAndTruncateDeletesOnlyTheOldLine", fn: testRewindAndTruncate},
 	{name: "RewindToStepFollowsTheHeadLine", fn: testRewindToStep},
 	{name: "TimeTravelPointsPage", fn: testTimeTravelPoints},
+	{name: "TimeTravelPointsStayInTheThread", fn: testTimeTravelPointsStayInTheThread},
 	{name: "ListingsFillEveryField", fn: testListingsFillEveryField},
 	{name: "BranchMergeTreeAndLineage", fn: testBranchMergeTreeLineage},
 	{name: "TimeTravelBadInputWritesNothing", fn: testTimeTravelBadInput},

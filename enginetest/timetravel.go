@@ -247,6 +247,63 @@ func testTimeTravelPoints(t *testing.T, e *env) {
 	}
 }
 
+// The points of a thread are its own checkpoints: a cursor from another
+// thread (or from a branch of it, whose lineage runs into the thread) is
+// ErrNotFound, as it is for ListCheckpoints, and a branch's points stop at
+// its first checkpoint, since what precedes it is its source thread's.
+func testTimeTravelPointsStayInTheThread(t *testing.T, e *env) {
+	a := e.line("a", 4)
+	b := e.line("b", 3)
+	br, err := e.eng.Branch(e.ctx, a[1], "side")
+	if err != nil {
+		t.Fatal(err)
+	}
+	brWork := e.snap(engine.SnapshotInput{ThreadID: br.ThreadID, Summary: "on the branch"}).ID
+	for _, c := range []struct {
+		thread string
+		cursor uuid.UUID
+	}{
+		{"a", b[2]},            // another thread
+		{"b", a[3]},            // and the other way
+		{"a", brWork},          // a branch of the thread: its lineage reaches a[1]
+		{"a", br.CheckpointID}, // the branch's first checkpoint, whose parent is a[1]
+		{br.ThreadID, a[1]},    // the branch's source thread
+		{"nobody", b[2]},       // a thread with no checkpoint
+		{"a", engine.NewCheckpointID()},
+	} {
+		points, err := e.eng.TimeTravelPoints(e.ctx, c.thread, engine.PointsOptions{Before: c.cursor})
+		if !errors.Is(err, engine.ErrNotFound) || len(points) != 0 {
+			t.Errorf("points of %q before %s: %d points, err %v; want ErrNotFound and none", c.thread, c.cursor, len(points), err)
+		}
+	}
+	// A branch's points are its own checkpoints, paged to its first.
+	var got []uuid.UUID
+	var cursor uuid.UUID
+	for range 4 {
+		page, err := e.eng.TimeTravelPoints(e.ctx, br.ThreadID, engine.PointsOptions{Limit: 1, Before: cursor})
+		if err != nil {
+			t.Fatalf("points of the branch before %s: %v", cursor, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, p := range page {
+			if p.ThreadID != br.ThreadID {
+				t.Fatalf("points of the branch list %s of thread %q", p.ID, p.ThreadID)
+			}
+			got = append(got, p.ID)
+		}
+		cursor = page[len(page)-1].ID
+	}
+	if want := []uuid.UUID{brWork, br.CheckpointID}; !slices.Equal(got, want) {
+		t.Fatalf("points of the branch: %v, want %v", got, want)
+	}
+	// The thread's own cursors still page.
+	if page, err := e.eng.TimeTravelPoints(e.ctx, "a", engine.PointsOptions{Before: a[2]}); err != nil || len(page) != 2 || page[0].ID != a[1] || page[1].ID != a[0] {
+		t.Fatalf("points of a before a[2]: %+v %v", page, err)
+	}
+}
+
 func testBranchMergeTreeLineage(t *testing.T, e *env) {
 	main := e.line("main", 4)
 	if _, err := e.eng.PutWrites(e.ctx, main[1], "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`1`)}}); err != nil {
@@ -384,6 +441,7 @@ func testTimeTravelBadInput(t *testing.T, e *env) {
 	if _, err := e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("t", 2)); err != nil {
 		t.Fatal(err)
 	}
+	e.snap(engine.SnapshotInput{ThreadID: "y", Namespace: "sub"}) // a branch head in "sub", where t has none
 	unknown := engine.NewCheckpointID()
 	cases := []struct {
 		name string
@@ -402,6 +460,8 @@ func testTimeTravelBadInput(t *testing.T, e *env) {
 		{"tree of an unknown thread", func() error { _, err := e.eng.Tree(e.ctx, "nobody"); return err }, engine.ErrNotFound},
 		{"merge of an empty branch", func() error { _, err := e.eng.MergeBranch(e.ctx, "nobody", "t"); return err }, engine.ErrNotFound},
 		{"merge into itself", func() error { _, err := e.eng.MergeBranch(e.ctx, "t", "t"); return err }, engine.ErrInvalidInput},
+		{"merge into a thread that does not exist", func() error { _, err := e.eng.MergeBranch(e.ctx, "t", "x"); return err }, engine.ErrNotFound},
+		{"merge into a namespace the thread does not use", func() error { _, err := e.eng.MergeBranchIn(e.ctx, "y", "t", "sub"); return err }, engine.ErrNotFound},
 		{"merge with an empty thread id", func() error { _, err := e.eng.MergeBranch(e.ctx, "", "t"); return err }, engine.ErrInvalidInput},
 		{"diff with an unknown id", func() error { _, err := e.eng.Diff(e.ctx, ids[2], unknown); return err }, engine.ErrNotFound},
 		{"copy of an unknown thread", func() error { _, err := e.eng.CopyThread(e.ctx, "nobody", "x"); return err }, engine.ErrNotFound},

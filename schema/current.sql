@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 15 has it:
+-- The pgcheckpoint schema as a database migrated to version 18 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/) make the schema and are its
@@ -1598,6 +1598,14 @@ BEGIN
         p_into_thread_id, v_ns, p_checkpoint_id, NULL, 'manual', ARRAY['merge'],
         format('Merge of %s', p_branch_thread_id), v_src.metadata, v_src.messages, v_src.state,
         v_src.tool_results, v_src.next_node, v_src.size_bytes);
+    -- The merge's parent is the target's head, found under the target's
+    -- lock by checkpoint_put: none means there is nothing to merge into,
+    -- and the checkpoint just written (with the thread row it made) goes
+    -- with this error.
+    IF v_put.parent_checkpoint_id IS NULL THEN
+        RAISE EXCEPTION 'thread % has no checkpoint in namespace % to merge into', p_into_thread_id, quote_literal(v_ns)
+            USING ERRCODE = 'PC001';
+    END IF;
     IF v_put.inserted THEN
         UPDATE pgcheckpoint.checkpoints c SET merge_parent_id = v_src.checkpoint_id
         WHERE c.checkpoint_id = p_checkpoint_id;
@@ -1605,7 +1613,7 @@ BEGIN
     RETURN QUERY SELECT p_into_thread_id, p_checkpoint_id, v_put.parent_checkpoint_id, v_src.checkpoint_id, v_put.step;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) IS 'Writes on the target thread, in namespace p_namespace (default '''', the root), a checkpoint with the content of the branch''s head in that namespace; parent: the target''s head there; merge_parent_id: the branch head. Errors: PC001 no branch checkpoint in the namespace, PC003 merge into itself.';
+COMMENT ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) IS 'Writes on the target thread, in namespace p_namespace (default '''', the root), a checkpoint with the content of the branch''s head in that namespace; parent: the target''s head there; merge_parent_id: the branch head. Errors: PC001 no branch checkpoint in the namespace, or no target checkpoint there (a merge creates no thread), PC003 merge into itself.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_prune_many(p_thread_ids text[], p_keep_latest boolean)

@@ -239,6 +239,11 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 		if branchThread == intoThread {
 			return fmt.Errorf("%w: cannot merge thread %q into itself", engine.ErrInvalidInput, intoThread)
 		}
+		// The merge's parent is the target's head: with none, there is
+		// nothing to merge into (and no thread to create).
+		if _, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: intoThread, Namespace: namespace}); err != nil {
+			return dbError(fmt.Sprintf("thread %q has no checkpoint in namespace %q to merge into", intoThread, namespace), err)
+		}
 		c, err := materialize(ctx, q, src)
 		if err != nil {
 			return err
