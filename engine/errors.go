@@ -53,6 +53,15 @@ var (
 	// grants the application role.
 	ErrPermission = errors.New("pgcheckpoint: permission denied")
 
+	// ErrStorageFull: the database could not write for want of space: the
+	// disk or volume is full (Postgres SQLSTATE 53100 disk_full, SQLite
+	// SQLITE_FULL). Nothing was written. It is not ErrTransient, so
+	// Config.Retry does not retry it: a full disk rarely frees up within a
+	// retry's backoff, and retries would only add load. Free space or grow
+	// the volume (retention: PruneThreads, Sweep), then write again
+	// with the same checkpoint id.
+	ErrStorageFull = errors.New("pgcheckpoint: storage full")
+
 	// ErrTransient: the database failed the call for a reason that passes:
 	// the connection was lost or refused, the server is shutting down or
 	// starting, a serialization failure or deadlock, too many connections,

@@ -131,3 +131,29 @@ func TestTransientClassification(t *testing.T) {
 		}
 	}
 }
+
+// Of the insufficient-resources class (53), only disk_full is
+// ErrStorageFull; none of it is transient but too many connections.
+func TestStorageFullClassification(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		code            string
+		full, transient bool
+	}{
+		{"53100", true, false},  // disk_full: the data, WAL or temp files' volume
+		{"53200", false, false}, // out_of_memory: the server's memory, not storage
+		{"53000", false, false}, // insufficient_resources, unnamed
+		{"53400", false, false}, // configuration_limit_exceeded (temp_file_limit)
+		{"53300", false, true},  // too_many_connections
+	} {
+		pgErr := &pgconn.PgError{Code: c.code, Message: "could not extend file: No space left on device"}
+		got := dbError("snapshot", fmt.Errorf("exec: %w", pgErr))
+		if errors.Is(got, engine.ErrStorageFull) != c.full || errors.Is(got, engine.ErrTransient) != c.transient {
+			t.Errorf("%s: %v: storage full %v, transient %v; want %v, %v", c.code, got,
+				errors.Is(got, engine.ErrStorageFull), errors.Is(got, engine.ErrTransient), c.full, c.transient)
+		}
+		if !errors.Is(got, pgErr) && c.full {
+			t.Errorf("%s: the driver's error is not kept in the chain: %v", c.code, got)
+		}
+	}
+}
