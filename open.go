@@ -55,7 +55,9 @@ const MemoryPath = dburl.MemoryPath
 type Options struct {
 	// Migrate brings the database's schema up to date before Open returns
 	// (creating it in an empty database or a new SQLite file). Without it,
-	// a database that is not migrated gives an error naming the fix.
+	// a database that is not migrated is engine.ErrNotMigrated, whose
+	// message names the fix. A database migrated by a newer version is
+	// engine.ErrNewerSchema either way.
 	Migrate bool
 	// Config is the Engine's configuration.
 	Config engine.Config
@@ -96,9 +98,11 @@ func (e badURL) Unwrap() []error { return []error{e.error, engine.ErrInvalidInpu
 // Open connects to the store the URL names (see ParseURL) and returns an
 // Engine over it; Close the Engine to release the pool or file. Errors:
 // ErrBadURL; ErrConnect, for a Postgres server that cannot be reached or
-// refuses the connection; for SQLite, the errors of sqlite.Open (a missing
-// directory, a file that is not a SQLite database, a database migrated by
-// a newer version).
+// refuses the connection; on either store, engine.ErrNotMigrated for a
+// database with no pgcheckpoint schema or an older one (without
+// opts.Migrate), engine.ErrNewerSchema for one migrated by a newer version,
+// engine.ErrDirtySchema; for SQLite, the other errors of sqlite.Open (a
+// missing directory, a file that is not a SQLite database).
 func Open(ctx context.Context, url string, opts Options) (*engine.Engine, error) {
 	kind, target, err := ParseURL(url)
 	if err != nil {
@@ -129,6 +133,10 @@ func openPostgres(ctx context.Context, url string, opts Options) (engine.Store, 
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
 		return nil, dburl.ConnectError(cfg.ConnConfig, err)
+	}
+	if err := postgres.CheckSchema(ctx, pool); err != nil && !(opts.Migrate && errors.Is(err, engine.ErrNotMigrated)) {
+		pool.Close()
+		return nil, err
 	}
 	if opts.Migrate {
 		if err := schema.Migrate(ctx, url); err != nil {

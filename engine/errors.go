@@ -62,6 +62,23 @@ var (
 	// with the same checkpoint id.
 	ErrStorageFull = errors.New("pgcheckpoint: storage full")
 
+	// ErrNotMigrated: the database holds no pgcheckpoint schema, or an
+	// older one than this program needs (Postgres: SQLSTATE 3F000 or 42P01
+	// at call time, a version behind at Open). Run the migrations:
+	// `migrate -database URL up`, schema.Migrate or sqlite.Migrate, or
+	// open with pgcheckpoint.Options.Migrate.
+	ErrNotMigrated = errors.New("pgcheckpoint: database not migrated")
+
+	// ErrNewerSchema: the database was migrated by a newer version of
+	// pgcheckpoint than this program. Upgrade the program; migrating down
+	// would drop what the newer version stores.
+	ErrNewerSchema = errors.New("pgcheckpoint: database migrated by a newer version of pgcheckpoint")
+
+	// ErrDirtySchema: a migration failed part way and left the schema
+	// marked dirty (golang-migrate's flag). Repair the schema by hand, then
+	// record the version it is at (`migrate force VERSION`).
+	ErrDirtySchema = errors.New("pgcheckpoint: a migration failed part way (dirty schema version)")
+
 	// ErrTransient: the database failed the call for a reason that passes:
 	// the connection was lost or refused, the server is shutting down or
 	// starting, a serialization failure or deadlock, too many connections,

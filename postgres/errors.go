@@ -97,6 +97,8 @@ func dbError(what string, err error) error {
 			return fmt.Errorf("%s%w: the database role lacks a privilege (a read-only role may only read): %w", what, engine.ErrPermission, err)
 		case "25006": // read_only_sql_transaction
 			return fmt.Errorf("%s%w: the session is read-only: %w", what, engine.ErrPermission, err)
+		case "3F000", "42P01": // invalid_schema_name, undefined_table: no schema, or not all of it
+			return fmt.Errorf("%s%w: the pgcheckpoint schema is missing: run `migrate up` (schema.Migrate): %w", what, engine.ErrNotMigrated, err)
 		case "53100": // disk_full; not 53200 out_of_memory, which is the server's memory, not storage
 			return fmt.Errorf("%s%w: the database server's disk is full: %w", what, engine.ErrStorageFull, err)
 		}

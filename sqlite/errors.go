@@ -25,17 +25,19 @@ var (
 
 	// ErrNotMigrated: the database has no pgcheckpoint schema, or an older
 	// one (or the file does not exist). Migrate it: Migrate, Options.Migrate,
-	// or `migrate -database sqlite:PATH up`.
-	ErrNotMigrated = errors.New("pgcheckpoint sqlite: database not migrated; run migrate up (or open with Options.Migrate)")
+	// or `migrate -database sqlite:PATH up`. It wraps engine.ErrNotMigrated,
+	// which the Postgres store gives for the same.
+	ErrNotMigrated = fmt.Errorf("%w (sqlite); run migrate up (or open with Options.Migrate)", engine.ErrNotMigrated)
 
 	// ErrNewerSchema: the database was migrated by a newer version of
 	// pgcheckpoint than this one; upgrade this program rather than migrate
-	// down, which would drop data.
-	ErrNewerSchema = errors.New("pgcheckpoint sqlite: database migrated by a newer version of pgcheckpoint")
+	// down, which would drop data. It wraps engine.ErrNewerSchema.
+	ErrNewerSchema = fmt.Errorf("%w (sqlite)", engine.ErrNewerSchema)
 
 	// ErrDirtySchema: a migration failed halfway (golang-migrate's dirty
 	// flag). Inspect the file, then force the version with golang-migrate.
-	ErrDirtySchema = errors.New("pgcheckpoint sqlite: a migration failed halfway (dirty schema version)")
+	// It wraps engine.ErrDirtySchema.
+	ErrDirtySchema = fmt.Errorf("%w (sqlite)", engine.ErrDirtySchema)
 )
 
 // resultCode returns the primary SQLite result code of err, or 0.
