@@ -166,6 +166,9 @@ func isTerminal(f *os.File) bool {
 
 // hint adds advice to errors whose fix is not in their text.
 func hint(err error) string {
+	if errors.Is(err, engine.ErrNotMigrated) {
+		return "\n(is the database migrated? run: go run ./cmd/migrate -database URL up)"
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
