@@ -108,9 +108,9 @@ func runThreads(ctx context.Context, c *cli, _ []string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "THREAD\tSTEP\tHEAD\tUPDATED\tSUMMARY")
 	for _, t := range all {
-		name := t.ThreadID
+		name := safeLine(t.ThreadID)
 		if t.Namespace != "" {
-			name += " [" + t.Namespace + "]"
+			name += " [" + safeLine(t.Namespace) + "]"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", name, t.HeadStep, t.HeadID, t.HeadCreatedAt.Local().Format(timeLayout), oneLine(t.HeadSummary, 60))
 	}
@@ -280,13 +280,13 @@ func runDiff(ctx context.Context, c *cli, args []string) error {
 		}
 		fmt.Fprintf(w, "%s:\n", part.name)
 		for _, k := range part.kd.Added {
-			fmt.Fprintf(w, "  + %s\n", k)
+			fmt.Fprintf(w, "  + %s\n", safeLine(k))
 		}
 		for _, k := range part.kd.Removed {
-			fmt.Fprintf(w, "  - %s\n", k)
+			fmt.Fprintf(w, "  - %s\n", safeLine(k))
 		}
 		for _, k := range part.kd.Changed {
-			fmt.Fprintf(w, "  ~ %s\n", k)
+			fmt.Fprintf(w, "  ~ %s\n", safeLine(k))
 		}
 	}
 	return nil
@@ -327,7 +327,7 @@ func runRewind(ctx context.Context, c *cli, args []string) error {
 		}{r.ThreadID, r.Namespace, r.Checkpoint.ID, r.Checkpoint.Step, r.StepsBack, r.Checkpoints})
 	}
 	fmt.Fprintf(c.stdout, "thread %s rewound %d step(s) to step %d (%s)\nnothing was deleted: the next checkpoint builds on this one; %d checkpoint(s) stay readable\n",
-		r.ThreadID, r.StepsBack, r.Checkpoint.Step, r.Checkpoint.ID, r.Checkpoints)
+		safeLine(r.ThreadID), r.StepsBack, r.Checkpoint.Step, r.Checkpoint.ID, r.Checkpoints)
 	return nil
 }
 
@@ -351,17 +351,30 @@ func runBranch(ctx context.Context, c *cli, args []string) error {
 			From         uuid.UUID `json:"from"`
 		}{r.ThreadID, r.CheckpointID, r.Step, id})
 	}
-	fmt.Fprintf(c.stdout, "branch %s created from %s\nits first checkpoint is %s (step %d)\n", r.ThreadID, id, r.CheckpointID, r.Step)
+	fmt.Fprintf(c.stdout, "branch %s created from %s\nits first checkpoint is %s (step %d)\n", safeLine(r.ThreadID), id, r.CheckpointID, r.Step)
 	return nil
 }
 
+// runExport writes the export exactly as the engine does, for a file or a
+// pipe. To a terminal it goes through jsonSafe: the same values, and
+// nothing the terminal would act on (an import of the escaped text reads
+// the same content, though its message digests, taken over the bytes,
+// then differ from the agent's, so its next write is stored whole).
 func runExport(ctx context.Context, c *cli, args []string) error {
-	st, err := c.eng.Export(ctx, args[0], c.raw, engine.ExportOptions{Branches: c.branches})
+	var shown bytes.Buffer
+	w := c.raw
+	if c.tty.stdout {
+		w = &shown
+	}
+	st, err := c.eng.Export(ctx, args[0], w, engine.ExportOptions{Branches: c.branches})
+	if c.tty.stdout {
+		c.raw.Write(jsonSafe(shown.Bytes()))
+	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stderr, "exported thread %s: %d thread row(s), %d checkpoint(s) (%d delta(s)), %d pending write(s)\n",
-		args[0], st.Threads, st.Checkpoints, st.Deltas, st.PendingWrites)
+		safeLine(args[0]), st.Threads, st.Checkpoints, st.Deltas, st.PendingWrites)
 	return nil
 }
 
@@ -382,7 +395,7 @@ func runImport(ctx context.Context, c *cli, args []string) error {
 	}
 	counter.r = bufio.NewReaderSize(in, 64<<10)
 	opts := engine.ImportOptions{}
-	progress := c.stderrTTY && !c.json
+	progress := c.tty.stderr && !c.json
 	if progress {
 		opts.Progress = func(st engine.ExportStats) {
 			line := fmt.Sprintf("\rimporting: %d checkpoint(s)", st.Checkpoints)
@@ -456,6 +469,6 @@ func runDelete(ctx context.Context, c *cli, args []string) error {
 			Deleted  int64  `json:"deleted"`
 		}{args[0], n})
 	}
-	fmt.Fprintf(c.stdout, "thread %s deleted: %d checkpoint(s), with its pending writes\n", args[0], n)
+	fmt.Fprintf(c.stdout, "thread %s deleted: %d checkpoint(s), with its pending writes\n", safeLine(args[0]), n)
 	return nil
 }

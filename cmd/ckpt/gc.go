@@ -54,12 +54,12 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 				Checkpoints []row  `json:"checkpoints"`
 			}{cliPolicy(p), c.thread, res.Deleted, rows})
 		}
-		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", cliPolicy(p), c.thread, res.Deleted)
+		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", cliPolicy(p), safeLine(c.thread), res.Deleted)
 		return nil
 	}
 
 	opts := engine.SweepOptions{BatchSize: c.batch, TimeBudget: c.budget, After: c.after}
-	progress := c.stderrTTY && !c.json
+	progress := c.tty.stderr && !c.json
 	if progress {
 		opts.Progress = func(r engine.SweepResult) {
 			fmt.Fprintf(c.rawErr, "\rsweeping: %d thread(s), %d checkpoint(s) deleted", r.Threads, r.Deleted)
@@ -94,7 +94,7 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 		fmt.Fprintf(c.stdout, "%d thread(s) could not be cleaned and were left as they were; the server log says why\n", res.Failed)
 	}
 	if !res.Done {
-		fmt.Fprintf(c.stdout, "stopped by --budget; to go on: ckpt gc --policy %s --after %s\n", c.policy, res.Next)
+		fmt.Fprintf(c.stdout, "stopped by --budget; to go on: ckpt gc --policy %s --after %s\n", safeLine(c.policy), safeLine(res.Next))
 	}
 	return nil
 }

@@ -299,9 +299,11 @@ func dot(t *engine.Tree) string {
 	return b.String()
 }
 
+// mermaidText is s for a quoted Mermaid label, on one line: a newline in
+// agent text would end the label and start a statement of its own.
 func mermaidText(s string) string {
 	r := strings.NewReplacer(`"`, "#quot;", "<", "#lt;", ">", "#gt;")
-	return r.Replace(s)
+	return r.Replace(safeLine(s))
 }
 
 // mermaid renders a tree as a Mermaid flowchart.

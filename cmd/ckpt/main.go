@@ -13,6 +13,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,12 +115,13 @@ IDs are checkpoint ids as ckpt log prints them. Exit status: 0 success,
 // cli is what a command needs: where to write, the flags, the engine.
 type cli struct {
 	// stdout and stderr are for people: agent text on them is escaped
-	// (see safeWriter). raw is stdout as it is, for --json, export and
-	// ckpt's own progress line.
+	// (see safeWriter). raw is stdout as it is, for JSON (escaped by
+	// jsonSafe) and export; rawErr stderr as it is, for ckpt's own
+	// progress line.
 	stdout, stderr io.Writer
 	raw            io.Writer
-	rawErr         io.Writer // stderr as it is, for the progress line
-	stderrTTY      bool      // progress lines go to stderr when it is a terminal
+	rawErr         io.Writer
+	tty            terminals
 	dbURL          string
 	json           bool
 	graph          bool
@@ -146,7 +148,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, isTerminal(os.Stderr))
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, terminals{stdout: isTerminal(os.Stdout), stderr: isTerminal(os.Stderr)})
 	var ue usageError
 	switch {
 	case err == nil:
@@ -158,6 +160,11 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// terminals says which of stdout and stderr are terminals: progress lines
+// go to stderr when it is one, and an export to stdout is escaped when it
+// is one.
+type terminals struct{ stdout, stderr bool }
 
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
@@ -182,8 +189,8 @@ func hint(err error) string {
 	return ""
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty bool) error {
-	c := &cli{stdout: safeWriter{stdout}, stderr: safeWriter{stderr}, raw: stdout, rawErr: stderr, stderrTTY: tty}
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty terminals) error {
+	c := &cli{stdout: safeWriter{stdout}, stderr: safeWriter{stderr}, raw: stdout, rawErr: stderr, tty: tty}
 	global := flag.NewFlagSet("ckpt", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	commonFlags(global, c)
@@ -282,15 +289,17 @@ func (c *cli) connect(ctx context.Context) error {
 	return nil
 }
 
-// printJSON writes v as indented JSON: exactly with --json, for programs;
-// else for people, agent text escaped (still valid JSON of the same value).
+// printJSON writes v as indented JSON, for programs (--json) and people
+// alike: jsonSafe escapes what a terminal would act on, so the text holds
+// the same values and is safe to show.
 func (c *cli) printJSON(v any) error {
-	w := c.stdout
-	if c.json {
-		w = c.raw
-	}
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := c.raw.Write(jsonSafe(b.Bytes()))
+	return err
 }

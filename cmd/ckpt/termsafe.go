@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -12,8 +13,12 @@ import (
 // a state key may hold bytes that drive a terminal (ESC sequences retitle
 // or clear it, a carriage return overwrites a line, bidi overrides reorder
 // what is shown). Everything ckpt writes for people goes through
-// safeWriter, which shows such characters as visible escapes; output for
-// programs (--json, export) is written exactly.
+// safeWriter, which shows such characters as visible escapes; a table cell
+// or a one-line message goes through safeLine too, so that a tab or a
+// newline in agent text cannot draw a row of its own. JSON (--json, show)
+// is written by jsonSafe: the same values, every such character a JSON
+// escape. An export is written exactly, but to a terminal as jsonSafe
+// writes it.
 
 // unsafeRune reports whether r must not reach a terminal as it is: control
 // characters (C0 but tab and newline, DEL, C1), format characters (bidi
@@ -83,4 +88,41 @@ func (s safeWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// jsonSafe returns JSON text with every character unsafeRune reports
+// written as a JSON escape, \uXXXX (a surrogate pair above U+FFFF), and
+// every byte that is not UTF-8 as \ufffd, as a JSON decoder reads it. In
+// JSON text such characters can only be inside strings, where an escape
+// stands for the same character (tab and newline, which unsafeRune lets
+// through, are whitespace between tokens there), so the result holds the
+// same values and nothing a terminal acts on.
+func jsonSafe(text []byte) []byte {
+	i := 0
+	for i < len(text) {
+		r, size := utf8.DecodeRune(text[i:])
+		if unsafeRune(r) {
+			break
+		}
+		i += size
+	}
+	if i == len(text) {
+		return text
+	}
+	out := make([]byte, 0, len(text)+16)
+	out = append(out, text[:i]...)
+	for i < len(text) {
+		r, size := utf8.DecodeRune(text[i:])
+		switch {
+		case !unsafeRune(r):
+			out = append(out, text[i:i+size]...)
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
+		default: // an invalid byte decodes as utf8.RuneError, U+FFFD
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += size
+	}
+	return out
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestSafeText(t *testing.T) {
@@ -32,4 +34,70 @@ func TestSafeText(t *testing.T) {
 	if err := json.Unmarshal([]byte(safeText(string(enc))), &back); err != nil || back != in {
 		t.Errorf("escaped JSON reads back %q, %v; want %q", back, err, in)
 	}
+}
+
+func TestSafeLine(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"row\tone\nforged\t7", `row\u0009one\u000aforged\u00097`},
+		{"cr\rand esc\x1b", `cr\u000dand esc\u001b`},
+		{"plain", "plain"},
+	} {
+		if got := safeLine(c.in); got != c.want {
+			t.Errorf("safeLine(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// jsonSafe leaves nothing a terminal acts on, and the text decodes to the
+// same values.
+func TestJSONSafe(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"a": "plain ünïcödé 🙂"}`, `{"a": "plain ünïcödé 🙂"}`},
+		{"{\"c1\": \"\u009b31m\", \"del\": \"\x7f\"}", `{"c1": "\u009b31m", "del": "\u007f"}`},
+		{"[\"\u202egnp.exe\", \"iso\u2066\", \"zw\u200b\ufeff\", \"ls\u2028\"]", `["\u202egnp.exe", "iso\u2066", "zw\u200b\ufeff", "ls\u2028"]`},
+		{"\"tag \U000E0041\"", `"tag \udb40\udc41"`},
+		{"\"bad \xff\"", `"bad \ufffd"`},
+		{"[\n\t1,\n\t\"\\\\\u009b\"\n]", "[\n\t1,\n\t\"\\\\\\u009b\"\n]"}, // an escaped backslash, then C1
+	} {
+		got := jsonSafe([]byte(c.in))
+		if string(got) != c.want {
+			t.Errorf("jsonSafe(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if r := firstUnsafe(string(got)); r >= 0 {
+			t.Errorf("jsonSafe(%q) keeps %U", c.in, r)
+		}
+		var before, after any
+		if err := json.Unmarshal([]byte(c.in), &before); err != nil {
+			t.Fatalf("%q: %v", c.in, err)
+		}
+		if err := json.Unmarshal(got, &after); err != nil || !reflect.DeepEqual(before, after) {
+			t.Errorf("jsonSafe(%q) reads back %v (%v), want %v", c.in, after, err, before)
+		}
+	}
+	// Every unsafe character below U+30000, in a string, reads back as it was.
+	var all []rune
+	for r := rune(0); r < 0x30000; r++ {
+		if unsafeRune(r) && r != utf8.RuneError && (r < 0xd800 || r > 0xdfff) {
+			all = append(all, r)
+		}
+	}
+	enc, _ := json.Marshal(string(all))
+	var back string
+	if err := json.Unmarshal(jsonSafe(enc), &back); err != nil || back != string(all) {
+		t.Errorf("the unsafe characters read back changed (%v)", err)
+	}
+	if r := firstUnsafe(string(jsonSafe(enc))); r >= 0 {
+		t.Errorf("jsonSafe keeps %U", r)
+	}
+}
+
+// firstUnsafe returns the first character of s that unsafeRune reports,
+// or -1.
+func firstUnsafe(s string) rune {
+	for _, r := range s {
+		if unsafeRune(r) {
+			return r
+		}
+	}
+	return -1
 }

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// hostileText drives a terminal as it is: C1 CSI, a bidi override, a tag
+// character (above U+FFFF), DEL, ESC, a tab and a newline.
+const hostileText = "csi\u009b31m bidi\u202e tag\U000E0041 del\x7f esc\x1b tab\tnl\n"
+
+// hostileDB is a SQLite file holding thread "t" (and a thread whose id
+// could draw a row of its own) with hostileText in every text field.
+func hostileDB(t *testing.T) (url string, written *engine.Checkpoint) {
+	t.Helper()
+	ctx := context.Background()
+	url = "sqlite:" + filepath.Join(t.TempDir(), "hostile.db")
+	eng, err := pgcheckpoint.Open(ctx, url, pgcheckpoint.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	text, _ := json.Marshal(hostileText)
+	res, err := eng.Snapshot(ctx, engine.SnapshotInput{
+		ThreadID: "t", Summary: hostileText, Tags: []string{hostileText}, NextNode: hostileText,
+		Messages:    json.RawMessage(`[{"role": "tool", "content": ` + string(text) + `}]`),
+		State:       json.RawMessage(`{` + string(text) + `: ` + string(text) + `}`),
+		ToolResults: json.RawMessage(`{"r": ` + string(text) + `}`),
+		Metadata:    json.RawMessage(`{"m": ` + string(text) + `}`),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "forged\t1\tx\ny\t2"}); err != nil {
+		t.Fatal(err)
+	}
+	written, err = eng.Get(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url, written
+}
+
+func runCkpt(t *testing.T, tty terminals, args ...string) (stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), args, &out, &errOut, tty); err != nil {
+		t.Fatalf("ckpt %q: %v\n%s", args, err, errOut.String())
+	}
+	return out.String(), errOut.String()
+}
+
+// Every --json output is free of what a terminal acts on and decodes to
+// what was written; a table draws one row per thread, whatever its id.
+func TestOutputIsEscapedWithTheSameValues(t *testing.T) {
+	t.Parallel()
+	url, written := hostileDB(t)
+	id := written.ID.String()
+	for _, args := range [][]string{
+		{"threads"}, {"log", "t"}, {"log", "t", "--graph"}, {"show", id}, {"diff", id, id}, {"tree", "t"},
+	} {
+		out, _ := runCkpt(t, terminals{}, append([]string{"--database", url, "--json"}, args...)...)
+		if r := firstUnsafe(out); r >= 0 {
+			t.Errorf("ckpt --json %q writes %U:\n%q", args, r, out)
+		}
+		if !json.Valid([]byte(out)) {
+			t.Errorf("ckpt --json %q is not JSON:\n%s", args, out)
+		}
+	}
+	out, _ := runCkpt(t, terminals{}, "--database", url, "--json", "show", id)
+	var shown struct {
+		Summary     string          `json:"summary"`
+		Tags        []string        `json:"tags"`
+		NextNode    string          `json:"next_node"`
+		Metadata    json.RawMessage `json:"metadata"`
+		Messages    json.RawMessage `json:"messages"`
+		State       json.RawMessage `json:"state"`
+		ToolResults json.RawMessage `json:"tool_results"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown.Summary != hostileText || shown.NextNode != hostileText || !reflect.DeepEqual(shown.Tags, []string{hostileText}) {
+		t.Errorf("show --json changed the text: %+v", shown)
+	}
+	for name, pair := range map[string][2]json.RawMessage{
+		"metadata": {shown.Metadata, written.Metadata}, "messages": {shown.Messages, written.Messages},
+		"state": {shown.State, written.State}, "tool results": {shown.ToolResults, written.ToolResults},
+	} {
+		if !sameJSON(pair[0], pair[1]) {
+			t.Errorf("show --json: %s %s, written %s", name, pair[0], pair[1])
+		}
+	}
+	out, _ = runCkpt(t, terminals{}, "--json", "--database", url, "threads")
+	var threads []struct {
+		ThreadID string `json:"thread_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &threads); err != nil || len(threads) != 2 || threads[0].ThreadID != "forged\t1\tx\ny\t2" {
+		t.Errorf("threads --json: %+v %v", threads, err)
+	}
+
+	// The table: a header and one row per thread, the id's tab and
+	// newline shown as escapes.
+	out, _ = runCkpt(t, terminals{}, "--database", url, "threads")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 || strings.Contains(out, "\t") || !strings.Contains(lines[1], `forged\u00091\u0009x\u000ay\u00092`) {
+		t.Errorf("threads draws %d lines, want a header and 2 rows:\n%s", len(lines), out)
+	}
+	out, _ = runCkpt(t, terminals{}, "--database", url, "diff", id, id)
+	if r := firstUnsafe(out); r >= 0 {
+		t.Errorf("diff writes %U:\n%q", r, out)
+	}
+}
+
+// An export to a file or a pipe is exact; to a terminal it is escaped,
+// and imports as the same content.
+func TestExportToATerminalIsEscaped(t *testing.T) {
+	t.Parallel()
+	url, written := hostileDB(t)
+	exact, _ := runCkpt(t, terminals{}, "--database", url, "export", "t")
+	if !strings.Contains(exact, "csi\u009b31m bidi\u202e") {
+		t.Errorf("an export to a pipe is not exact:\n%q", exact)
+	}
+	shown, _ := runCkpt(t, terminals{stdout: true, stderr: true}, "--database", url, "export", "t")
+	if r := firstUnsafe(shown); r >= 0 {
+		t.Fatalf("an export to a terminal writes %U:\n%q", r, shown)
+	}
+	if shown == exact {
+		t.Fatal("an export to a terminal is not escaped")
+	}
+	file := filepath.Join(t.TempDir(), "shown.jsonl")
+	if err := os.WriteFile(file, []byte(shown), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst := "sqlite:" + filepath.Join(t.TempDir(), "dst.db")
+	eng, err := pgcheckpoint.Open(context.Background(), dst, pgcheckpoint.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Close()
+	runCkpt(t, terminals{}, "--database", dst, "import", file)
+	out, _ := runCkpt(t, terminals{}, "--database", dst, "--json", "show", written.ID.String())
+	var got engine.Checkpoint
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(raw["summary"], &got.Summary)
+	json.Unmarshal(raw["next_node"], &got.NextNode)
+	if got.Summary != hostileText || got.NextNode != hostileText || !sameJSON(raw["messages"], written.Messages) ||
+		!sameJSON(raw["state"], written.State) || !sameJSON(raw["metadata"], written.Metadata) || !sameJSON(raw["tool_results"], written.ToolResults) {
+		t.Errorf("the escaped export imports as other content:\n%s", out)
+	}
+}
+
+// sameJSON reports whether two JSON texts hold the same value.
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
