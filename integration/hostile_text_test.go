@@ -47,7 +47,8 @@ func terminalUnsafe(out string) string {
 
 // Agent text with terminal controls, written through the engine into
 // every field ckpt shows, reaches no terminal as it is: every human-facing
-// output shows it escaped; --json gives it back exactly.
+// output shows it escaped; --json gives back the same values, the
+// characters a terminal acts on written as JSON escapes.
 func TestCkptEscapesAgentText(t *testing.T) {
 	t.Parallel()
 	bin := buildCommand(t, "ckpt")
@@ -78,6 +79,10 @@ func TestCkptEscapesAgentText(t *testing.T) {
 	if _, err := eng.Branch(ctx, uuid.MustParse(ids[3]), "b"+hostile[4]); err != nil {
 		t.Fatal(err)
 	}
+	// A thread id that would draw a row of its own in a table.
+	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "tab\tand\nforged\t9\trow"}); err != nil {
+		t.Fatal(err)
+	}
 	eng.Close()
 
 	env := envWithout("DATABASE_URL")
@@ -98,12 +103,16 @@ func TestCkptEscapesAgentText(t *testing.T) {
 		if bad := terminalUnsafe(r.stdout + r.stderr); bad != "" {
 			t.Errorf("ckpt %q writes %s:\n%q\n%q", args, bad, r.stdout, r.stderr)
 		}
+		if args[0] == "threads" && (strings.Count(r.stdout, "\n") != 4 || strings.Contains(r.stdout, "\nforged")) {
+			t.Errorf("ckpt threads draws other rows than a header and one per thread (3):\n%s", r.stdout)
+		}
 		if r.code == 0 && !strings.Contains(r.stdout, `\u`) && args[0] != "rewind" {
 			t.Errorf("ckpt %q shows no escape at all:\n%s", args, r.stdout)
 		}
 	}
 
-	// --json is exact: the strings decode to what was written.
+	// --json holds the same values: the strings decode to what was written,
+	// and nothing a terminal acts on is written as it is.
 	r := runCLI(t, bin, env, "--database", url, "--json", "show", ids[1])
 	var shown struct {
 		Summary  string          `json:"summary"`
@@ -114,10 +123,16 @@ func TestCkptEscapesAgentText(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil {
 		t.Fatalf("show --json: %v\n%s%s", err, r.stdout, r.stderr)
 	}
+	if bad := terminalUnsafe(r.stdout); bad != "" {
+		t.Errorf("show --json writes %s:\n%q", bad, r.stdout)
+	}
 	if shown.Summary != "summary "+hostile[1] || shown.NextNode != "node"+hostile[1] || len(shown.Tags) != 1 || shown.Tags[0] != "tag"+hostile[1] {
 		t.Errorf("show --json changed the text: %+v", shown)
 	}
 	r = runCLI(t, bin, env, "--database", url, "--json", "threads")
+	if bad := terminalUnsafe(r.stdout); bad != "" {
+		t.Errorf("threads --json writes %s:\n%q", bad, r.stdout)
+	}
 	var threads []map[string]any
 	if err := json.Unmarshal([]byte(r.stdout), &threads); err != nil {
 		t.Fatalf("threads --json: %v\n%s", err, r.stdout)
