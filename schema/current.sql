@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 18 has it:
+-- The pgcheckpoint schema as a database migrated to version 16 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/) make the schema and are its
