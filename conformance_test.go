@@ -21,3 +21,14 @@ func TestConformance(t *testing.T) {
 		NewURL: func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "test.db") },
 	})
 }
+
+// TestConformanceBetweenStores moves exports between two SQLite files (see
+// enginetest.RunBetween); the runs between SQLite and Postgres are in
+// package integration.
+func TestConformanceBetweenStores(t *testing.T) {
+	sqlite := enginetest.Harness{
+		Name:   "sqlite",
+		NewURL: func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "test.db") },
+	}
+	enginetest.RunBetween(t, sqlite, sqlite)
+}

@@ -84,7 +84,7 @@ func (e *Engine) Append(ctx context.Context, in AppendInput) (_ SnapshotResult, 
 		return err
 	})
 	if err != nil {
-		return SnapshotResult{}, fmt.Errorf("append: %w", err)
+		return SnapshotResult{}, fmt.Errorf("append: %w", NameRefusedJSON(err, a.JSONFields()...))
 	}
 	if err := e.retainAfter(ctx, "append", res); err != nil {
 		return res, err

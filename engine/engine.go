@@ -581,19 +581,33 @@ func (a *AppendRequest) JSONFields() []JSONField {
 	return []JSONField{{"messages", a.Messages}, {"state", a.SetState}, {"tool results", a.SetToolResults}, {"metadata", a.Metadata}}
 }
 
-// CheckJSON returns ErrInvalidJSON naming the first field that does not
-// parse, or nil. A store calls it where the database does not parse the
-// JSON itself (SQLite), or where a refusal by the database would cost more
-// than the parse (the Postgres store inside a caller's transaction, which
-// a refused statement aborts).
+// CheckJSON is the rule for the JSON a store keeps: text that parses and
+// that Postgres jsonb holds as it is (see jsontext.JSONBRefusal: UTF-8
+// only, no unpaired surrogate escape, no \u0000, which the engine escapes,
+// numbers within numeric's range). It returns ErrInvalidJSON naming the
+// first field that breaks it, or nil. Postgres applies the rule itself
+// before it writes. The SQLite store calls CheckJSON on every JSON value
+// it is handed (writes, imports, the metadata filter), so both stores keep
+// the same values and an export of either imports into the other; the
+// Postgres store calls it inside a caller's transaction, which a refused
+// statement would abort.
 func CheckJSON(fields ...JSONField) error {
 	for _, f := range fields {
 		if !json.Valid(f.Text) {
 			return notJSON(f.Name)
 		}
+		if why := jsontext.JSONBRefusal(f.Text); why != "" {
+			return namedRefusal{fmt.Errorf("%s: %w: %s, which Postgres jsonb cannot hold", f.Name, ErrInvalidJSON, why)}
+		}
 	}
 	return nil
 }
+
+// namedRefusal is CheckJSON's error for JSON that parses and that jsonb
+// cannot hold: it names its field already, so NameRefusedJSON leaves it.
+type namedRefusal struct{ error }
+
+func (e namedRefusal) Unwrap() error { return e.error }
 
 // NameRefusedJSON names the field a store's ErrInvalidJSON is about. The
 // engine sends most JSON unparsed, and Postgres refuses what does not
@@ -601,10 +615,10 @@ func CheckJSON(fields ...JSONField) error {
 // a message that names neither the field nor the argument. The first of
 // fields that does not parse gives notJSON's error; the first that jsonb
 // cannot hold is named before err. A single field is named whatever the
-// reason. Other errors, and refusals this cannot place, come back as they
-// are.
+// reason. Other errors, refusals this cannot place and CheckJSON's
+// refusals, which name their field, come back as they are.
 func NameRefusedJSON(err error, fields ...JSONField) error {
-	if !errors.Is(err, ErrInvalidJSON) {
+	if !errors.Is(err, ErrInvalidJSON) || errors.As(err, new(namedRefusal)) {
 		return err
 	}
 	for _, f := range fields {

@@ -19,7 +19,11 @@ var (
 
 	// ErrInvalidJSON: a JSON argument does not parse, has the wrong shape
 	// (messages must be an array; state, tool results and metadata objects),
-	// or holds text Postgres rejects (an unpaired UTF-16 surrogate escape).
+	// or holds what Postgres jsonb cannot: bytes that are not UTF-8, an
+	// unpaired UTF-16 surrogate escape, a number beyond numeric's range
+	// (131,072 digits before the point, 16,383 after, an exponent under
+	// 2^30-1). Both stores refuse the same values, so an export of either
+	// imports into the other.
 	ErrInvalidJSON = fmt.Errorf("%w: invalid JSON", ErrInvalidInput)
 
 	// ErrSnapshotTooLarge: messages + state + tool results exceed

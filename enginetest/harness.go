@@ -50,6 +50,9 @@ var tests = []conformanceTest{
 	{name: "DeleteThreadsRemovesEverything", fn: testDeleteThread},
 	{name: "DeleteCheckpointsBeforeStepKeepsTheHead", fn: testBeforeStep},
 	{name: "NoSilentMisreadings", fn: testNoSilentMisreadings},
+	// values.go
+	{name: "ValuesPostgresRefusesAreRefusedEverywhere", fn: testRefusedValues},
+	{name: "BoundaryValuesAreKeptAndMove", fn: testBoundaryValues},
 	// timetravel.go
 	{name: "RewindMovesTheHeadAndDeletesNothing", fn: testRewind},
 	{name: "RewindAndTruncateDeletesOnlyTheOldLine", fn: testRewindAndTruncate},

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
@@ -24,5 +25,28 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(func() { checkDeltaBases(t, d.Pool) })
 			return d.URL
 		},
+	})
+}
+
+// TestConformanceBetweenStores holds each store to taking what the other
+// exports (see enginetest.RunBetween): values at the edge of what both
+// keep, written to SQLite, move to Postgres and back, and written to
+// Postgres, move to SQLite and back.
+func TestConformanceBetweenStores(t *testing.T) {
+	sqlite := enginetest.Harness{
+		Name:   "sqlite",
+		NewURL: func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "test.db") },
+	}
+	postgres := enginetest.Harness{
+		Name:   "postgres",
+		NewURL: func(t testing.TB) string { return pgtest.NewDB(t).URL },
+	}
+	t.Run("SQLiteToPostgres", func(t *testing.T) {
+		t.Parallel()
+		enginetest.RunBetween(t, sqlite, postgres)
+	})
+	t.Run("PostgresToSQLite", func(t *testing.T) {
+		t.Parallel()
+		enginetest.RunBetween(t, postgres, sqlite)
 	})
 }

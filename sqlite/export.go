@@ -165,6 +165,9 @@ func (w *importWriter) Thread(ctx context.Context, t engine.ExportThread) error 
 	if meta == "" {
 		meta = "{}"
 	}
+	if err := engine.CheckJSON(engine.JSONField{Name: "thread metadata", Text: json.RawMessage(meta)}); err != nil {
+		return err
+	}
 	err := w.q.ThreadInsert(ctx, sqlitedb.ThreadInsertParams{
 		ThreadID: t.ThreadID, Namespace: t.Namespace, RewoundTo: fromOptID(t.RewoundTo), Metadata: meta,
 		CreatedAt: t.CreatedAt.UnixMicro(), BranchName: fromOptString(t.BranchName), BranchedFrom: fromOptID(t.BranchedFrom),
@@ -183,6 +186,14 @@ func (w *importWriter) Checkpoint(ctx context.Context, c engine.ExportCheckpoint
 		return fmt.Errorf("%w: its id is in use", engine.ErrIDConflict)
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return dbError("look up the checkpoint id", err)
+	}
+	fields := []engine.JSONField{{Name: "metadata", Text: c.Metadata}, {Name: "messages", Text: c.Messages}, {Name: "state", Text: c.State},
+		{Name: "tool results", Text: c.ToolResults}, {Name: "state removed", Text: c.StateRemoved}, {Name: "tool results removed", Text: c.ToolResultsRemoved}}
+	for _, pw := range c.PendingWrites {
+		fields = append(fields, engine.JSONField{Name: fmt.Sprintf("pending write %d value", pw.Index), Text: pw.Value})
+	}
+	if err := engine.CheckJSON(fields...); err != nil {
+		return err
 	}
 	tags, err := storedTags(c.Tags)
 	if err != nil {

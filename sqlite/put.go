@@ -33,9 +33,9 @@ func (s *Store) Put(ctx context.Context, p engine.PutRequest) (engine.SnapshotRe
 	return res, err
 }
 
-// checkPut checks what the engine leaves to the store: that the JSON
-// parses (the engine does not parse it; on Postgres the server does), and
-// the digests' shape.
+// checkPut checks what the engine leaves to the store: the JSON (see
+// engine.CheckJSON; the engine does not parse it, on Postgres the server
+// does), and the digests' shape.
 func checkPut(p engine.PutRequest) error {
 	if p.DeltaRun < 1 {
 		return fmt.Errorf("%w: delta run %d; it must be 1 or more", engine.ErrInvalidInput, p.DeltaRun)

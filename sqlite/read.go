@@ -129,6 +129,9 @@ const listChunk = 256
 func (s *Store) ListCheckpoints(ctx context.Context, lq engine.ListQuery) ([]engine.CheckpointInfo, error) {
 	var pat any
 	if len(lq.Metadata) > 0 {
+		if err := engine.CheckJSON(engine.JSONField{Name: "metadata filter", Text: lq.Metadata}); err != nil {
+			return nil, err
+		}
 		var err error
 		if pat, err = jsontext.Decode(lq.Metadata); err != nil {
 			return nil, fmt.Errorf("%w: metadata filter: %v", engine.ErrInvalidJSON, err)
@@ -234,8 +237,14 @@ func (s *Store) ListThreads(ctx context.Context, after string, limit int) ([]eng
 
 // PutWrites records a task's writes after a checkpoint, in one write
 // transaction; positions already recorded keep their values. Errors:
-// engine.ErrNotFound for an unknown checkpoint.
+// engine.ErrNotFound for an unknown checkpoint; engine.ErrInvalidJSON for a
+// value that breaks engine.CheckJSON's rule, with nothing written.
 func (s *Store) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []engine.Write) (int64, error) {
+	for i, w := range writes {
+		if err := engine.CheckJSON(engine.JSONField{Name: fmt.Sprintf("write %d of task %q", i, taskID), Text: w.Value}); err != nil {
+			return 0, err
+		}
+	}
 	var n int64
 	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
 		l, err := q.CheckpointLinkByID(ctx, id)
