@@ -36,8 +36,9 @@
 //
 // Errors wrap the sentinels ErrNotFound, ErrInvalidInput (with
 // ErrInvalidJSON and ErrSnapshotTooLarge), ErrIDConflict and ErrPermission
-// (a database role that may not write); match them with errors.Is. A call
-// that fails with ErrInvalidInput or ErrPermission has written nothing.
+// (a database role, or a SQLite file, that may not be written); match them
+// with errors.Is. A call that fails with ErrInvalidInput or ErrPermission
+// has written nothing.
 //
 // Checkpoints of 8 KiB or more are stored as deltas when they extend their
 // parent (see Config.DeltaRun, Config.DeltaMinBytes and

@@ -52,9 +52,12 @@ var (
 	// ErrPermission: the database refused the call for want of a privilege
 	// (SQLSTATE 42501): a read-only role tried to write, or a role lacks a
 	// grant the call needs; or the session can only read (25006: a hot
-	// standby, default_transaction_read_only). Nothing was written. Use a
-	// role that may write, or grant this one what schema/roles/roles.sql
-	// grants the application role.
+	// standby, default_transaction_read_only); or, on SQLite, a write to a
+	// file this process may not write (the file, its directory or its
+	// filesystem is read-only; the store opened it for reading). Nothing
+	// was written. Use a role that may write, or grant this one what
+	// schema/roles/roles.sql grants the application role; for SQLite, a
+	// file and directory this process may write.
 	ErrPermission = errors.New("pgcheckpoint: permission denied")
 
 	// ErrStorageFull: the database could not write for want of space: the

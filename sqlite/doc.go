@@ -53,6 +53,18 @@
 // in place and new keys appended in the order written. Postgres jsonb gives
 // no more (it normalizes spacing and key order).
 //
+// The store keeps only what Postgres jsonb keeps: JSON with bytes that are
+// not UTF-8, an unpaired surrogate escape or a number beyond numeric's
+// range is refused with engine.ErrInvalidJSON on every path that takes
+// JSON (see checkJSON), so an export of either store imports into the
+// other.
+//
+// # Read-only files
+//
+// A file this process may not write (the file, its directory or its
+// filesystem read-only) opens for reading: Open writes nothing to it, and
+// every write fails with engine.ErrPermission.
+//
 // # Postgres differences
 //
 // The SQL functions of the Postgres schema (checkpoint_lineage, thread_tree,

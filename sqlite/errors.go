@@ -13,7 +13,8 @@ import (
 
 // Errors of Open, OpenDB and the migration helpers. Match them with
 // errors.Is. The errors of the Store's methods are the engine's sentinels
-// (engine.ErrNotFound, engine.ErrInvalidInput, engine.ErrIDConflict).
+// (engine.ErrNotFound, engine.ErrInvalidInput, engine.ErrIDConflict,
+// engine.ErrTransient, engine.ErrPermission).
 var (
 	// ErrNoDirectory: the directory the database file should be in does
 	// not exist. Nothing was created. It wraps engine.ErrInvalidInput.
@@ -49,16 +50,26 @@ func resultCode(err error) int {
 	return 0
 }
 
-// transient marks an error of a busy or locked database (another writer
-// held it past the busy timeout) as engine.ErrTransient: a retry may pass.
-func transient(err error) error {
+// storeError types the driver errors any call may meet, at the edge of
+// its transaction (see Store.write and Store.read): a busy or locked
+// database (another writer held it past the busy timeout) as
+// engine.ErrTransient, since a retry may pass; a read-only one as
+// engine.ErrPermission. SQLite rolls back the transaction of each, so
+// nothing was written.
+func storeError(err error) error {
+	var sentinel error
 	switch resultCode(err) {
 	case sqlite3lib.SQLITE_BUSY, sqlite3lib.SQLITE_LOCKED:
-		if !errors.Is(err, engine.ErrTransient) {
-			return fmt.Errorf("%w: %w", engine.ErrTransient, err)
-		}
+		sentinel = engine.ErrTransient
+	case sqlite3lib.SQLITE_READONLY:
+		sentinel = engine.ErrPermission
+	default:
+		return err
 	}
-	return err
+	if errors.Is(err, sentinel) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", sentinel, err)
 }
 
 // dbError maps a driver error to the engine's sentinels, keeping it in the

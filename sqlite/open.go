@@ -54,6 +54,10 @@ type Store struct {
 	wq, rq *sqlitedb.Queries
 
 	now func() time.Time
+	// readOnly, when set, says why this process may not write the file:
+	// Open opened it for reading, and every write fails with
+	// engine.ErrPermission before it begins.
+	readOnly string
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -61,9 +65,14 @@ var _ engine.Store = (*Store)(nil)
 // Open opens the SQLite database at path (a file path, or Memory) as a
 // Store. It sets WAL mode on the file, a busy timeout and foreign keys on
 // every connection. With opts.Migrate it creates and migrates the file;
-// else the file must exist and be migrated. Errors: ErrNoDirectory (and
-// nothing created), ErrNotDatabase, ErrNewerSchema, ErrDirtySchema,
-// ErrNotMigrated, engine.ErrInvalidInput for an empty path.
+// else the file must exist and be migrated. A file this process may not
+// write (the file, its directory or its filesystem is read-only) opens for
+// reading: Open writes nothing to it, reads work, and every write fails
+// with engine.ErrPermission. Errors: ErrNoDirectory (and nothing
+// created), ErrNotDatabase, ErrNewerSchema, ErrDirtySchema,
+// ErrNotMigrated, engine.ErrInvalidInput for an empty path,
+// engine.ErrPermission for a read-only file that Migrate would have to
+// migrate, or create.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = DefaultBusyTimeout
@@ -71,11 +80,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.MaxReaders <= 0 {
 		opts.MaxReaders = DefaultMaxReaders
 	}
-	w, err := OpenDB(ctx, path, opts)
+	w, acc, err := openDB(ctx, path, opts)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{w: w, r: w, now: time.Now}
+	s := &Store{w: w, r: w, now: time.Now, readOnly: acc.readOnly}
 	fail := func(err error) (*Store, error) {
 		_ = s.Close()
 		return nil, err
@@ -84,17 +93,26 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		if !opts.Migrate || errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrNotDatabase) {
 			return fail(fmt.Errorf("open %s: %w", path, err))
 		}
+		if acc.readOnly != "" {
+			return fail(fmt.Errorf("open %s: %w: %s, so it cannot be migrated (%w)", path, engine.ErrPermission, acc.readOnly, err))
+		}
 		if err := Migrate(ctx, w); err != nil {
 			return fail(fmt.Errorf("open %s: %w", path, err))
 		}
 	}
-	if err := setWAL(ctx, w, path); err != nil {
-		return fail(err)
+	if acc.readOnly == "" {
+		if err := setWAL(ctx, w, path); err != nil {
+			return fail(err)
+		}
 	}
 	if path != Memory {
 		// Readers get connections of their own: in WAL mode they read a
 		// snapshot and never wait for the writer.
-		s.r, err = sql.Open("sqlite", dsn(path, false, opts)+"&_pragma=query_only(1)")
+		r := acc
+		if r.readOnly == "" {
+			r.mode = "rw"
+		}
+		s.r, err = sql.Open("sqlite", dsn(path, r, opts)+"&_pragma=query_only(1)")
 		if err != nil {
 			return fail(fmt.Errorf("open %s: %w", path, err))
 		}
@@ -117,28 +135,79 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // uses it (WAL, busy timeout, foreign keys, BEGIN IMMEDIATE, one
 // connection), for the migration helpers (Migrate, MigrateDown, Version).
 // Without opts.Migrate the file must exist and is not written to; with it,
-// the file is created if need be and put in WAL mode. It does not check the
+// the file is created if need be and put in WAL mode. A file this process
+// may not write is opened read-only (see Open). It does not check the
 // schema version. Errors: ErrNoDirectory, ErrNotDatabase,
-// ErrNotMigrated (wrapping fs.ErrNotExist) for a missing file.
+// ErrNotMigrated (wrapping fs.ErrNotExist) for a missing file,
+// engine.ErrPermission for a missing file in a read-only directory with
+// opts.Migrate.
 func OpenDB(ctx context.Context, path string, opts Options) (*sql.DB, error) {
+	db, _, err := openDB(ctx, path, opts)
+	return db, err
+}
+
+// access is how a process may open a database file.
+type access struct {
+	mode string // SQLite's URI mode: rwc, rw or ro
+	// immutable reads the file alone, without locks or a -shm file (see
+	// accessOf).
+	immutable bool
+	readOnly  string // for mode ro: what is read-only, for messages
+}
+
+// accessOf returns how to open path (not Memory) in dir. A file this
+// process may not write, or one in a directory it may not write (where
+// SQLite can make neither a -wal nor a journal file, so it could not
+// write either), opens read-only, so that opening writes nothing. A WAL
+// file is read through its -shm file, which SQLite cannot make in a
+// read-only directory: when there is no -wal file either, which would
+// hold commits not yet in the file, the file is opened immutable, read
+// alone. That is exact while nobody writes it, and only a user who may
+// write the directory could. exists says whether the file exists.
+func accessOf(path, dir string, exists, create bool) access {
+	acc := access{mode: "rw"}
+	if create {
+		acc.mode = "rwc"
+	}
+	switch {
+	case notWritable(dir):
+		acc = access{mode: "ro", readOnly: fmt.Sprintf("its directory %s is read-only to this process", dir)}
+		if _, err := os.Stat(path + "-wal"); errors.Is(err, fs.ErrNotExist) {
+			acc.immutable = true
+		}
+	case exists && notWritable(path):
+		acc = access{mode: "ro", readOnly: fmt.Sprintf("the file %s is read-only to this process", path)}
+	}
+	return acc
+}
+
+// openDB is OpenDB, which also returns how it opened the file.
+func openDB(ctx context.Context, path string, opts Options) (*sql.DB, access, error) {
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = DefaultBusyTimeout
 	}
 	if path == "" {
-		return nil, fmt.Errorf("open: %w: empty database path; give a file path or %q", engine.ErrInvalidInput, Memory)
+		return nil, access{}, fmt.Errorf("open: %w: empty database path; give a file path or %q", engine.ErrInvalidInput, Memory)
 	}
+	acc := access{mode: "rw"}
 	if path != Memory {
 		dir := filepath.Dir(path)
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("open %s: %w: %s", path, ErrNoDirectory, dir)
+			return nil, access{}, fmt.Errorf("open %s: %w: %s", path, ErrNoDirectory, dir)
 		}
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) && !opts.Migrate {
-			return nil, fmt.Errorf("open %s: %w: %w", path, ErrNotMigrated, fs.ErrNotExist)
+		_, err := os.Stat(path)
+		missing := errors.Is(err, fs.ErrNotExist)
+		if missing && !opts.Migrate {
+			return nil, access{}, fmt.Errorf("open %s: %w: %w", path, ErrNotMigrated, fs.ErrNotExist)
+		}
+		acc = accessOf(path, dir, !missing, opts.Migrate)
+		if missing && acc.readOnly != "" {
+			return nil, access{}, fmt.Errorf("open %s: %w: the file cannot be created: %s", path, engine.ErrPermission, acc.readOnly)
 		}
 	}
-	db, err := sql.Open("sqlite", dsn(path, opts.Migrate, opts)+"&_txlock=immediate")
+	db, err := sql.Open("sqlite", dsn(path, acc, opts)+"&_txlock=immediate")
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, access{}, fmt.Errorf("open %s: %w", path, err)
 	}
 	// One connection: writers of this process queue here, in order, rather
 	// than in SQLite's busy handler, which polls. An in-memory database
@@ -152,15 +221,15 @@ func OpenDB(ctx context.Context, path string, opts Options) (*sql.DB, error) {
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master`).Scan(&n); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open %s: %w", path, openError(err))
+		return nil, access{}, fmt.Errorf("open %s: %w", path, openError(err))
 	}
-	if opts.Migrate {
+	if opts.Migrate && acc.readOnly == "" {
 		if err := setWAL(ctx, db, path); err != nil {
 			db.Close()
-			return nil, err
+			return nil, access{}, err
 		}
 	}
-	return db, nil
+	return db, acc, nil
 }
 
 // setWAL puts a database file in WAL mode, which lasts: readers then read
@@ -177,10 +246,11 @@ func setWAL(ctx context.Context, db *sql.DB, path string) error {
 	return nil
 }
 
-// dsn is the modernc.org/sqlite data source name of path. synchronous
-// FULL makes each commit durable (in WAL mode NORMAL could lose the last
-// commits on a power failure, though never consistency).
-func dsn(path string, create bool, opts Options) string {
+// dsn is the modernc.org/sqlite data source name of path, opened as acc
+// says. synchronous FULL makes each commit durable (in WAL mode NORMAL
+// could lose the last commits on a power failure, though never
+// consistency).
+func dsn(path string, acc access, opts Options) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
@@ -188,10 +258,9 @@ func dsn(path string, create bool, opts Options) string {
 	if path == Memory {
 		return "file::memory:?" + q.Encode()
 	}
-	if create {
-		q.Set("mode", "rwc")
-	} else {
-		q.Set("mode", "rw")
+	q.Set("mode", acc.mode)
+	if acc.immutable {
+		q.Set("immutable", "1")
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -228,18 +297,22 @@ func (s *Store) Close() error {
 
 // write runs fn in one write transaction (BEGIN IMMEDIATE: it holds the
 // database's write lock from its first statement, so what it reads stays
-// true until it commits).
+// true until it commits). On a file opened for reading it fails with
+// engine.ErrPermission and begins nothing.
 func (s *Store) write(ctx context.Context, fn func(q *sqlitedb.Queries, tx *sql.Tx) error) error {
+	if s.readOnly != "" {
+		return fmt.Errorf("%w: %s; the store was opened for reading", engine.ErrPermission, s.readOnly)
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return transient(fmt.Errorf("begin: %w", err))
+		return storeError(fmt.Errorf("begin: %w", err))
 	}
 	defer tx.Rollback()
 	if err := fn(s.wq.WithTx(tx), tx); err != nil {
-		return transient(err)
+		return storeError(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return transient(fmt.Errorf("commit: %w", err))
+		return storeError(fmt.Errorf("commit: %w", err))
 	}
 	return nil
 }
@@ -248,8 +321,8 @@ func (s *Store) write(ctx context.Context, fn func(q *sqlitedb.Queries, tx *sql.
 func (s *Store) read(ctx context.Context, fn func(q *sqlitedb.Queries) error) error {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return transient(fmt.Errorf("begin: %w", err))
+		return storeError(fmt.Errorf("begin: %w", err))
 	}
 	defer tx.Rollback()
-	return transient(fn(s.rq.WithTx(tx)))
+	return storeError(fn(s.rq.WithTx(tx)))
 }

@@ -23,7 +23,7 @@ import (
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, error) {
 	row, err := s.rq.CheckpointRead(ctx, id)
 	if err != nil {
-		return nil, transient(dbError(fmt.Sprintf("checkpoint %s", id), err))
+		return nil, storeError(dbError(fmt.Sprintf("checkpoint %s", id), err))
 	}
 	if row.Checkpoint.Format == "full" && !row.HasPendingWrites {
 		return wholeCheckpoint(ctx, nil, row)
