@@ -35,10 +35,11 @@
 // fail their caller, count it as a snapshot failure).
 //
 // Errors wrap the sentinels ErrNotFound, ErrInvalidInput (with
-// ErrInvalidJSON and ErrSnapshotTooLarge), ErrIDConflict and ErrPermission
-// (a database role, or a SQLite file, that may not be written); match them
-// with errors.Is. A call that fails with ErrInvalidInput or ErrPermission
-// has written nothing.
+// ErrInvalidJSON and ErrSnapshotTooLarge), ErrIDConflict, ErrPermission
+// (a database role, or a SQLite file, that may not be written) and
+// ErrStorageFull (a full disk); match them with errors.Is. A call that
+// fails with ErrInvalidInput, ErrPermission or ErrStorageFull has written
+// nothing.
 //
 // Checkpoints of 8 KiB or more are stored as deltas when they extend their
 // parent (see Config.DeltaRun, Config.DeltaMinBytes and

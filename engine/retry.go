@@ -20,7 +20,7 @@ const (
 // checkpoint id of the first attempt, so a write whose commit was done but
 // not acknowledged is found, not stored twice (SnapshotResult.Created is
 // then false). Never retried: bad input, ErrIDConflict, ErrNotFound,
-// ErrPermission, a cancelled or expired context.
+// ErrPermission, ErrStorageFull, a cancelled or expired context.
 type RetryPolicy struct {
 	// Attempts is how many times a write is tried in all, the first
 	// included; 0 or 1: once.

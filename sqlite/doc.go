@@ -59,11 +59,12 @@
 // JSON (see checkJSON), so an export of either store imports into the
 // other.
 //
-// # Read-only files
+// # Read-only files and full disks
 //
 // A file this process may not write (the file, its directory or its
 // filesystem read-only) opens for reading: Open writes nothing to it, and
-// every write fails with engine.ErrPermission.
+// every write fails with engine.ErrPermission. A write that finds the disk
+// full fails with engine.ErrStorageFull, with nothing written.
 //
 // # Postgres differences
 //

@@ -14,7 +14,7 @@ import (
 // Errors of Open, OpenDB and the migration helpers. Match them with
 // errors.Is. The errors of the Store's methods are the engine's sentinels
 // (engine.ErrNotFound, engine.ErrInvalidInput, engine.ErrIDConflict,
-// engine.ErrTransient, engine.ErrPermission).
+// engine.ErrTransient, engine.ErrPermission, engine.ErrStorageFull).
 var (
 	// ErrNoDirectory: the directory the database file should be in does
 	// not exist. Nothing was created. It wraps engine.ErrInvalidInput.
@@ -54,7 +54,8 @@ func resultCode(err error) int {
 // its transaction (see Store.write and Store.read): a busy or locked
 // database (another writer held it past the busy timeout) as
 // engine.ErrTransient, since a retry may pass; a read-only one as
-// engine.ErrPermission. SQLite rolls back the transaction of each, so
+// engine.ErrPermission; a full disk (or max_page_count reached) as
+// engine.ErrStorageFull. SQLite rolls back the transaction of each, so
 // nothing was written.
 func storeError(err error) error {
 	var sentinel error
@@ -63,6 +64,8 @@ func storeError(err error) error {
 		sentinel = engine.ErrTransient
 	case sqlite3lib.SQLITE_READONLY:
 		sentinel = engine.ErrPermission
+	case sqlite3lib.SQLITE_FULL:
+		sentinel = engine.ErrStorageFull
 	default:
 		return err
 	}
