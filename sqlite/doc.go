@@ -56,8 +56,8 @@
 // The store keeps only what Postgres jsonb keeps: JSON with bytes that are
 // not UTF-8, an unpaired surrogate escape or a number beyond numeric's
 // range is refused with engine.ErrInvalidJSON on every path that takes
-// JSON (see checkJSON), so an export of either store imports into the
-// other.
+// JSON (see engine.CheckJSON), so an export of either store imports into
+// the other.
 //
 // # Read-only files and full disks
 //

@@ -23,10 +23,10 @@ const (
 // Postgres's own limit, from its stack, is deeper at the default
 // max_stack_depth.) text must be valid JSON text.
 //
-// It is the rule of what a store may hold as JSON. Postgres applies it
-// itself before it writes, so the Postgres store does not call it; the
-// SQLite store calls it on every JSON value it is handed, so both stores
-// hold the same values and an export moves between them. The engine calls
+// It is the rule of what a store may hold as JSON, applied through
+// engine.CheckJSON. Postgres applies it itself before it writes; the
+// SQLite store checks every JSON value it is handed, so both stores hold
+// the same values and an export moves between them. The engine also calls
 // it after a refusal, to say which field the refused value was in.
 //
 // It reads text at about the speed of a byte search: in valid JSON a

@@ -23,7 +23,7 @@ func benchText() []byte {
 }
 
 // BenchmarkJSONBRefusal against BenchmarkValid: the SQLite store runs both
-// on every JSON value it is handed (see sqlite's checkJSON), so the rule
+// on every JSON value it is handed (see engine.CheckJSON), so the rule
 // costs what it adds to the parse.
 func BenchmarkJSONBRefusal(b *testing.B) {
 	text := benchText()
