@@ -426,6 +426,13 @@ func TestErrorsInsideTheCallersTransaction(t *testing.T) {
 	if _, err := whole.Append(ctx, engine.AppendInput{ThreadID: "t", SetState: []byte(`{"open":`)}); !errors.Is(err, engine.ErrInvalidJSON) {
 		t.Fatalf("bad JSON appended: %v, want ErrInvalidJSON", err)
 	}
+	// So is JSON that parses and that jsonb cannot hold (engine.CheckJSON).
+	if _, err := whole.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", State: []byte(`{"n":1e999999}`)}); !errors.Is(err, engine.ErrInvalidJSON) {
+		t.Fatalf("a number jsonb cannot hold: %v, want ErrInvalidJSON", err)
+	}
+	if _, err := whole.Append(ctx, engine.AppendInput{ThreadID: "t", SetState: []byte(`{"s":"\ud800"}`)}); !errors.Is(err, engine.ErrInvalidJSON) {
+		t.Fatalf("an unpaired surrogate appended: %v, want ErrInvalidJSON", err)
+	}
 	var buf bytes.Buffer
 	if _, err := e.Export(ctx, "t", &buf); err != nil {
 		t.Fatal(err)
