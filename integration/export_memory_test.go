@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -163,7 +166,8 @@ func writeLongExport(t *testing.T, path, thread string, n, deltaRun int) (_ engi
 	}
 	defer f.Close()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	enc := json.NewEncoder(bw)
+	sum := sha256.New() // for the trailer
+	enc := json.NewEncoder(io.MultiWriter(bw, sum))
 	enc.SetEscapeHTML(false)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	must := func(err error) {
@@ -243,6 +247,8 @@ func writeLongExport(t *testing.T, path, thread string, n, deltaRun int) (_ engi
 		prev = cur.id
 		st.Checkpoints++
 	}
+	st.Threads = 1
+	must(json.NewEncoder(bw).Encode(engine.ExportTrailer{Kind: "trailer", Counts: st, SHA256: hex.EncodeToString(sum.Sum(nil))}))
 	must(bw.Flush())
 	return st, whole, largest
 }
