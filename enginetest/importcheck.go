@@ -184,6 +184,8 @@ func testImportRefusesWhatNoWriteMakes(t *testing.T, e *env) {
 			engine.ErrInvalidInput, ls.rowRecord(t, branch, ""), "is branched from itself"},
 		{"a branch source in another thread than the row says", nil, ls.editRow(t, branch, "", func(r *engine.ExportThread) { r.BranchedFromThread = str("elsewhere") }),
 			engine.ErrInvalidInput, ls.rowRecord(t, branch, ""), fmt.Sprintf(`a checkpoint of thread "run-1" namespace "", not of thread "elsewhere"`)},
+		{"a branch source on two rows", nil, ls.editRow(t, branch, "sub", func(r *engine.ExportThread) { r.BranchedFrom, r.BranchedFromThread = &ids[1], str("run-1") }),
+			engine.ErrInvalidInput, ls.rowRecord(t, branch, "sub"), fmt.Sprintf("thread %q names a branch source on two rows", branch)},
 		{"a namespace without a thread row", nil, string(Reseal([]byte(slices.Delete(slices.Clone(ls), subRow, subRow+1).text()))),
 			engine.ErrInvalidInput, rec(sub) - 1, `checkpoint of thread "run-1" in namespace "sub", which has no thread row before it`},
 		{"a thread row twice", nil, string(Reseal([]byte(slices.Insert(slices.Clone(ls), subRow, ls[subRow]).text()))),
@@ -264,6 +266,26 @@ func testImportRefusesWhatNoWriteMakes(t *testing.T, e *env) {
 	}
 	if st, err := dst.eng.Import(e.ctx, bytes.NewReader(text), engine.ImportOptions{}); err != nil || st.Checkpoints != 8 {
 		t.Fatalf("the export unedited, after the refused ones: %+v %v", st, err)
+	}
+
+	// A branch imported after its source, which is in the database then:
+	// its row is held to the source there.
+	half := &env{t: t, h: e.h, url: e.h.NewURL(t), ctx: e.ctx}
+	half.eng = half.open(deltas)
+	source, _ := exportWith(t, e.ctx, e.eng, "run-1", engine.ExportOptions{})
+	if _, err := half.eng.Import(e.ctx, bytes.NewReader(source), engine.ImportOptions{}); err != nil {
+		t.Fatalf("the thread without its branch: %v", err)
+	}
+	alone, _ := exportWith(t, e.ctx, e.eng, branch, engine.ExportOptions{})
+	elsewhere := splitExport(alone).editRow(t, branch, "", func(r *engine.ExportThread) { r.BranchedFromThread = str("elsewhere") })
+	before = half.inventory(branch)
+	_, err := half.eng.Import(e.ctx, strings.NewReader(elsewhere), engine.ImportOptions{})
+	if want := fmt.Sprintf(`record 2: %v: thread %q namespace "" is branched from %s, a checkpoint of thread "run-1" namespace "", not of thread "elsewhere"`, engine.ErrInvalidInput, branch, ids[1]); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(fmt.Sprint(err), want) {
+		t.Errorf("a branch source in the database, in another thread than the row says: %v, want %q", err, want)
+	}
+	half.unchanged("a branch whose source is in the database", before, branch)
+	if _, err := half.eng.Import(e.ctx, bytes.NewReader(alone), engine.ImportOptions{}); err != nil {
+		t.Fatalf("the branch after its source: %v", err)
 	}
 
 	// The largest seq imports, and a write goes on from it.
