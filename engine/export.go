@@ -279,11 +279,11 @@ const (
 
 // importLineBytes is the longest line (its line feed included) an import
 // reads under Config.MaxSnapshotBytes limit: 4 times the limit, plus 64
-// KiB; no bound when the limit is off. A checkpoint's line holds what its
-// writes sent, which the limit caps, spelled as the store spells it (jsonb
-// puts a space after each comma and colon: up to half as long again), and
-// its pending writes; the 64 KiB are for the ids, times and keys around
-// them.
+// KiB; no bound when the limit is off. A checkpoint's line holds what the
+// write of its row sent, which the limit caps, and its pending writes, each
+// value under the limit too: the bound leaves room for the row and three
+// times as much of pending writes, and 64 KiB for the ids, times and keys
+// around them.
 func importLineBytes(limit int64) int64 {
 	const around = 64 << 10
 	if limit <= 0 || limit > (math.MaxInt64-around)/4 {
@@ -311,8 +311,8 @@ func importLineBytes(limit int64) int64 {
 // the same namespace; no cycle through parents and merge parents; a delta's
 // base earlier in the same thread and namespace; a rewind to a checkpoint
 // of the row's own thread and namespace; messages, state and tool results
-// (as the file spells them, without the spaces between tokens), each
-// pending write's value and size_bytes within Config.MaxSnapshotBytes.
+// (a delta's as stored), each pending write's value and size_bytes within
+// Config.MaxSnapshotBytes.
 //
 // Errors: ErrIDConflict for a checkpoint id in use; ErrInvalidInput for
 // anything else refused (ErrInvalidJSON for a line that is not JSON or
@@ -1203,10 +1203,10 @@ func checkImportCheckpoint(c *ExportCheckpoint, limit int64) error {
 // checkImportSize holds a checkpoint line to the size limit limit
 // (Config.MaxSnapshotBytes; negative: none), as a write is held: its
 // messages, state and tool results (a delta's, as stored), and each pending
-// write's value, measured as the file spells them without the spaces
-// between tokens (a store may spell JSON with more than the writer sent);
-// and size_bytes, the size a write recorded, which a write under this limit
-// keeps within it.
+// write's value, in bytes as the file spells them (as Export spells them,
+// compact: no longer than a writer sent them but for numbers that jsonb
+// spells out, such as 1e5); and size_bytes, the size a write recorded,
+// which a write under this limit keeps within it.
 func checkImportSize(c *ExportCheckpoint, limit int64) error {
 	if c.SizeBytes < 0 {
 		return fmt.Errorf("%w: size_bytes %d; a checkpoint's size is 0 or more", ErrInvalidInput, c.SizeBytes)
@@ -1218,42 +1218,17 @@ func checkImportSize(c *ExportCheckpoint, limit int64) error {
 		return fmt.Errorf("%w: size_bytes %d, over the limit of %d (Config.MaxSnapshotBytes) that a write keeps to; raise the limit to import it",
 			ErrSnapshotTooLarge, c.SizeBytes, limit)
 	}
-	if n := compactSize(c.Messages) + compactSize(c.State) + compactSize(c.ToolResults); n > limit {
+	if n := int64(len(c.Messages) + len(c.State) + len(c.ToolResults)); n > limit {
 		return fmt.Errorf("%w: %d bytes of messages, state and tool results, over the limit of %d (Config.MaxSnapshotBytes); raise the limit to import it",
 			ErrSnapshotTooLarge, n, limit)
 	}
 	for _, w := range c.PendingWrites {
-		if n := compactSize(w.Value); n > limit {
+		if n := int64(len(w.Value)); n > limit {
 			return fmt.Errorf("%w: a pending write value of %d bytes, over the limit of %d (Config.MaxSnapshotBytes); raise the limit to import it",
 				ErrSnapshotTooLarge, n, limit)
 		}
 	}
 	return nil
-}
-
-// compactSize is the length of JSON text b without the whitespace between
-// its tokens.
-func compactSize(b []byte) int64 {
-	var n int64
-	inString := false
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case inString:
-			n++
-			if c == '\\' && i+1 < len(b) {
-				i++
-				n++
-			} else if c == '"' {
-				inString = false
-			}
-		case c == '"':
-			inString = true
-			n++
-		case !jsontext.IsSpace(c):
-			n++
-		}
-	}
-	return n
 }
 
 // checkImportStorage checks how a checkpoint line says it is stored.

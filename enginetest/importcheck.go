@@ -365,14 +365,13 @@ func (r *endlessLine) Read(p []byte) (int, error) {
 
 // An import reads at most 4 * Config.MaxSnapshotBytes + 64 KiB of a line:
 // a longer one is ErrSnapshotTooLarge after reading no more than that and
-// a buffer, and nothing is written. A checkpoint as large as writes make
-// under the limit, with pending writes as large, imports under the same
-// limit.
+// a buffer, and nothing is written. A checkpoint as large as a write makes
+// under the limit, with three pending writes almost as large, imports
+// under the same limit.
 func testImportLongLine(t *testing.T, e *env) {
 	const limit = 16 << 10
 	cfg := engine.Config{MaxSnapshotBytes: limit, DeltaMinBytes: -1}
 	src := e.open(cfg)
-	// Many small keys and values: what jsonb spells longest.
 	var state strings.Builder
 	state.WriteString("{")
 	for i := 0; state.Len() < limit-200; i++ {
@@ -383,8 +382,8 @@ func testImportLongLine(t *testing.T, e *env) {
 	}
 	state.WriteString("}")
 	res := snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "big", State: json.RawMessage(state.String())})
-	value := "[" + strings.Repeat("0,", limit/4) + "0]"
-	for _, task := range []string{"a", "b"} {
+	value := "[" + strings.Repeat("0,", limit*9/20) + "0]"
+	for _, task := range []string{"a", "b", "c"} {
 		if _, err := src.PutWrites(e.ctx, res.ID, task, []engine.Write{{Channel: "c", Value: json.RawMessage(value)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -408,15 +407,15 @@ func testImportLongLine(t *testing.T, e *env) {
 	}
 	dst.unchanged("an endless line", before, "big")
 
-	if longest := slices.MaxFunc(ls, func(a, b string) int { return len(a) - len(b) }); len(longest) < 2*limit {
-		t.Fatalf("the largest line is %d bytes; the test wants one above twice the limit", len(longest))
+	if longest := slices.MaxFunc(ls, func(a, b string) int { return len(a) - len(b) }); len(longest) < 3*limit {
+		t.Fatalf("the largest line is %d bytes; the test wants one above 3 times the limit", len(longest))
 	}
 	if _, err := dst.eng.Import(e.ctx, bytes.NewReader(text), engine.ImportOptions{}); err != nil {
 		t.Fatalf("a checkpoint at the limit, with pending writes: %v", err)
 	}
 	got := dst.get(res.ID)
 	jsonEqual(t, "state", got.State, json.RawMessage(state.String()))
-	if len(got.PendingWrites) != 2 {
+	if len(got.PendingWrites) != 3 {
 		t.Fatalf("%d pending writes", len(got.PendingWrites))
 	}
 }
