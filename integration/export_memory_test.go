@@ -41,6 +41,9 @@ import (
 // imported thread must hold the same rows. PGCHECKPOINT_EXPORT_MEASURE_RUN
 // sets another run limit: with a long one (200) the thread's only whole
 // checkpoint is its first, so memory can be told from the largest row.
+// The import holds each checkpoint to the default MaxSnapshotBytes (10
+// MiB): past about 10,000 checkpoints this thread's are over it, and the
+// import refuses them.
 func TestExportMemory(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("PGCHECKPOINT_EXPORT_MEASURE"))
 	if n <= 0 {
