@@ -3,11 +3,15 @@ package engine
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,17 +20,19 @@ import (
 )
 
 // ExportFormat is the version of the export format that Export writes, in
-// its header line. Import reads it and every earlier version.
-const ExportFormat = 2
+// its header line. Import reads this version only.
+const ExportFormat = 3
 
-// An export is JSON lines: a header, then for each thread (the thread, and
-// with ExportOptions.Branches every thread forked from it, recursively) its
-// rows (one per namespace) and its checkpoints in write order, each with its
-// pending writes. Everything a reader sees is kept, so an import puts back
+// An export is JSON lines, each ended by a line feed: a header, then for
+// each thread (the thread, and with ExportOptions.Branches every thread
+// forked from it, recursively) its rows (one per namespace) and its
+// checkpoints in write order, each with its pending writes, then a trailer
+// (ExportTrailer) that counts what the export holds and gives the SHA-256
+// of its bytes. Everything a reader sees is kept, so an import puts back
 // exactly what was exported: ids, parents, merge parents, steps, seqs,
 // times, content (NUL characters included).
 //
-// Format 2 keeps how content is stored: a checkpoint stored whole
+// A checkpoint keeps how its content is stored: one stored whole
 // ("storage": "full") carries its whole content; a delta ("storage":
 // "delta") carries its delta as stored (the messages appended to its
 // base's, the state and tool result keys set, the keys removed), its base
@@ -37,14 +43,32 @@ const ExportFormat = 2
 // computes them from the content it stores, so a file cannot make a later
 // write store a wrong delta.
 //
-// Format 1 held every checkpoint whole, without a storage field; an import
-// stores such checkpoints whole.
+// History: format 1 held every checkpoint whole; format 2 added the
+// storage fields; format 3 added the trailer. Formats 1 and 2 came from
+// development versions, before any release, and had no trailer, so a file
+// cut short read as a shorter thread: Import refuses them (export the
+// threads again).
 
 // Storage formats of a checkpoint row (ExportCheckpoint.Storage).
 const (
 	StorageFull  = "full"
 	StorageDelta = "delta"
 )
+
+// The kinds of export lines (the "kind" field).
+const (
+	kindHeader     = "pgcheckpoint-export"
+	kindThread     = "thread"
+	kindCheckpoint = "checkpoint"
+	kindTrailer    = "trailer"
+)
+
+// MaxImportSeq is the largest seq or step an import takes: 2^53 - 1. A
+// write gives the next checkpoint seq + 1 and step + 1, so a file could
+// otherwise leave a thread whose next write overflows; and up to this value
+// every JSON reader (JavaScript's too) reads the number exactly. No thread
+// reaches it by writing.
+const MaxImportSeq = 1<<53 - 1
 
 // ExportHeader is the first line of an export.
 type ExportHeader struct {
@@ -53,6 +77,18 @@ type ExportHeader struct {
 	ThreadID string `json:"thread_id"`
 	// Branches: the export holds the threads forked from ThreadID too.
 	Branches bool `json:"branches,omitempty"`
+}
+
+// ExportTrailer is the last line of an export: by it an import tells a
+// whole export from one cut short (at a line end or inside a line) or
+// changed after it was written.
+type ExportTrailer struct {
+	Kind   string      `json:"kind"` // "trailer"
+	Counts ExportStats `json:"counts"`
+	// SHA256 is the SHA-256, in lower-case hex, of the export's bytes from
+	// the first byte of its header line to the line feed that ends the
+	// line before the trailer.
+	SHA256 string `json:"sha256"`
 }
 
 // ExportThread is a thread row of an export.
@@ -85,7 +121,7 @@ type ExportCheckpoint struct {
 	Trigger       Trigger    `json:"trigger"`
 	Tags          []string   `json:"tags"`
 	Summary       string     `json:"summary"`
-	// Storage is StorageFull or StorageDelta (absent in format 1: full).
+	// Storage is StorageFull or StorageDelta.
 	Storage string `json:"storage,omitempty"`
 	// BaseID, DeltaRun and DeltaDepth are a delta's base_checkpoint_id,
 	// delta_run and delta_depth (see the checkpoints table).
@@ -114,10 +150,10 @@ type ExportPendingWrite struct {
 
 // ExportStats counts what an export or import moved.
 type ExportStats struct {
-	Threads       int64 // thread rows (one per thread and namespace)
-	Checkpoints   int64
-	Deltas        int64 // of Checkpoints, those stored as deltas
-	PendingWrites int64
+	Threads       int64 `json:"threads"` // thread rows (one per thread and namespace)
+	Checkpoints   int64 `json:"checkpoints"`
+	Deltas        int64 `json:"deltas"` // of Checkpoints, those stored as deltas
+	PendingWrites int64 `json:"pending_writes"`
 }
 
 // ExportOptions tunes Export.
@@ -130,11 +166,12 @@ type ExportOptions struct {
 
 // Export writes thread threadID (every namespace; with opts.Branches, its
 // branches too, which are threads of their own) to w as JSON lines, read in
-// one consistent snapshot of the database. It streams: it holds a few rows
-// in memory at a time, however long the thread. opts is at most one
-// ExportOptions (none: the thread alone). Errors: ErrNotFound for an unknown
-// thread; ErrInvalidInput for a malformed thread id or more than one opts;
-// w's write errors.
+// one consistent snapshot of the database, and ends them with the trailer.
+// It streams: it holds a few rows in memory at a time, however long the
+// thread. opts is at most one ExportOptions (none: the thread alone).
+// Errors: ErrNotFound for an unknown thread; ErrInvalidInput for a
+// malformed thread id or more than one opts; w's write errors. After an
+// error, what was written to w has no trailer, and no import takes it.
 func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer, opts ...ExportOptions) (_ ExportStats, err error) {
 	ctx, done := e.tel.call(ctx, "Export", attrThread.String(threadID))
 	defer func() { done(err) }()
@@ -151,24 +188,25 @@ func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer, opts 
 		return st, fmt.Errorf("export: %w: %d ExportOptions; give at most one", ErrInvalidInput, len(opts))
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	enc := json.NewEncoder(bw)
+	sum := sha256.New()
+	enc := json.NewEncoder(io.MultiWriter(bw, sum))
 	enc.SetEscapeHTML(false)
 	err = e.store.Export(ctx, threadID, o, ExportSink{
 		Thread: func(t ExportThread) error {
 			if st.Threads == 0 {
-				h := ExportHeader{Kind: "pgcheckpoint-export", Format: ExportFormat, ThreadID: threadID, Branches: o.Branches}
+				h := ExportHeader{Kind: kindHeader, Format: ExportFormat, ThreadID: threadID, Branches: o.Branches}
 				if err := enc.Encode(h); err != nil {
 					return err
 				}
 			}
-			t.Kind = "thread"
+			t.Kind = kindThread
 			t.Metadata = unescapeNUL(t.Metadata)
 			t.CreatedAt = t.CreatedAt.UTC()
 			st.Threads++
 			return enc.Encode(t)
 		},
 		Checkpoint: func(c ExportCheckpoint) error {
-			c.Kind = "checkpoint"
+			c.Kind = kindCheckpoint
 			c.CreatedAt = c.CreatedAt.UTC()
 			c.Metadata = unescapeNUL(c.Metadata)
 			c.Messages, c.State, c.ToolResults = unescapeNUL(c.Messages), unescapeNUL(c.State), unescapeNUL(c.ToolResults)
@@ -190,6 +228,10 @@ func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer, opts 
 	})
 	if err != nil {
 		return st, fmt.Errorf("export thread %q: %w", threadID, err)
+	}
+	trailer := ExportTrailer{Kind: kindTrailer, Counts: st, SHA256: hex.EncodeToString(sum.Sum(nil))}
+	if err := json.NewEncoder(bw).Encode(trailer); err != nil {
+		return st, fmt.Errorf("export: %w", err)
 	}
 	if err := bw.Flush(); err != nil {
 		return st, fmt.Errorf("export: %w", err)
@@ -215,6 +257,9 @@ type exportLine struct {
 	BranchName         *string    `json:"branch_name"`
 	BranchedFrom       *uuid.UUID `json:"branched_from"`
 	BranchedFromThread *string    `json:"branched_from_thread"`
+	// A trailer's.
+	Counts *ExportStats `json:"counts"`
+	SHA256 string       `json:"sha256"`
 }
 
 // ImportOptions tunes Import.
@@ -232,135 +277,398 @@ const (
 	ImportBatchBytes = 4 << 20
 )
 
-// Import reads the JSON lines of one or more exports (of any format up to
-// ExportFormat) from r and writes them, in one transaction: all of it is
-// imported, or nothing. It streams: it reads line by line and writes in
-// batches, holding a few hundred rows and, per checkpoint, the little its
-// checks and digests need (id, step, delta depth, a list digest and the keys
-// its delta changed). Threads must not exist yet, and
-// checkpoint ids must not be in use (ids are global). A delta is written as
-// the same delta: its base must be a checkpoint of the same thread and
-// namespace, written before it and imported before it. Errors:
-// ErrInvalidInput (ErrInvalidJSON) for a line that is not a valid export
-// record, naming the line; ErrInvalidInput for a thread that exists
-// already, a delta whose base is missing or does not fit; ErrIDConflict for
-// a checkpoint id in use. An error about a checkpoint names its record and
-// id ("record 7: checkpoint <id>: ..."), also when the store refuses it in
-// a batch written later. On error nothing is written.
+// importLineBytes is the longest line (its line feed included) an import
+// reads under Config.MaxSnapshotBytes limit: 4 times the limit, plus 64
+// KiB; no bound when the limit is off. A checkpoint's line holds what the
+// write of its row sent, which the limit caps, and its pending writes, each
+// value under the limit too: the bound leaves room for the row and three
+// times as much of pending writes, and 64 KiB for the ids, times and keys
+// around them.
+func importLineBytes(limit int64) int64 {
+	const around = 64 << 10
+	if limit <= 0 || limit > (math.MaxInt64-around)/4 {
+		return -1
+	}
+	return 4*limit + around
+}
+
+// Import reads the JSON lines of one or more exports of format
+// ExportFormat from r and writes them, in one transaction: all of it is
+// imported, or nothing. It streams: it reads a line at a time, at most
+// 4 * Config.MaxSnapshotBytes + 64 KiB of one line (none with the limit
+// off), and writes in batches, holding a few hundred rows and, per
+// checkpoint, the little its checks and digests need (its id and links,
+// step, delta depth, a list digest and the keys its delta changed).
+//
+// It takes only what writes could have made: each export whole, as its
+// trailer counts and digests it; threads that do not exist yet, one row per
+// namespace, made before their checkpoints; checkpoint ids not in use (ids
+// are global); per thread and namespace, seqs rising in file order, from 1
+// to MaxImportSeq, and one first checkpoint (no parent, at step 1; for a
+// branch, the checkpoint it was forked from, which its thread row names);
+// every other parent a checkpoint of the same thread and namespace, written
+// before it, one step below; a merge parent the head of another thread in
+// the same namespace; no cycle through parents and merge parents; a delta's
+// base earlier in the same thread and namespace; a rewind to a checkpoint
+// of the row's own thread and namespace; messages, state and tool results
+// (a delta's as stored), each pending write's value and size_bytes within
+// Config.MaxSnapshotBytes.
+//
+// Errors: ErrIDConflict for a checkpoint id in use; ErrInvalidInput for
+// anything else refused (ErrInvalidJSON for a line that is not JSON or
+// content that is not valid JSON, ErrSnapshotTooLarge for a line or content
+// over the limits, both wrapping it), naming the record (the line, from 1),
+// what is wrong and what to do. An error about a checkpoint names its
+// record and id ("record 7: checkpoint <id>: ..."), also when the store
+// refuses it in a batch written later. On error nothing is written.
 func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_ ExportStats, err error) {
 	ctx, done := e.tel.call(ctx, "Import")
 	defer func() { done(err) }()
-	var st ExportStats
-	links := importLinks{ids: map[uuid.UUID]importedCheckpoint{}, branchedFrom: map[string]uuid.UUID{},
-		unresolved: map[uuid.UUID][]importedCheckpoint{}, keptDigests: map[uuid.UUID]*importedDigests{}}
-	err = e.store.Import(ctx, func(w ImportWriter) error {
-		dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
-		threads := map[string]bool{} // thread ids with a thread line
-		format := 0                  // of the last header; 0: none yet
-		for line := 1; ; line++ {
-			var l exportLine
-			if err := dec.Decode(&l); err == io.EOF {
-				return links.checkUnresolved()
-			} else if err != nil {
-				return fmt.Errorf("record %d: %w: %v", line, ErrInvalidJSON, err)
+	im := &importer{e: e, limit: e.cfg.MaxSnapshotBytes, progress: opts.Progress,
+		threads: map[string]bool{}, rows: map[threadNamespace]*importedRow{}, branchedFrom: map[string]uuid.UUID{},
+		ids: map[uuid.UUID]importedCheckpoint{}, unresolved: map[uuid.UUID][]importedCheckpoint{},
+		keptDigests: map[uuid.UUID]*importedDigests{}}
+	err = e.store.Import(ctx, func(w ImportWriter) error { return im.read(ctx, w, r) })
+	if err != nil {
+		// The store's last batch, written after the last record.
+		var row *ImportRowError
+		if errors.As(err, &row) {
+			err = im.recordError(err, 0, uuid.Nil)
+		}
+		return ExportStats{}, fmt.Errorf("import: %w", err)
+	}
+	if opts.Progress != nil {
+		opts.Progress(im.st)
+	}
+	return im.st, nil
+}
+
+// importer is what an import has read so far, to check each line against
+// the ones before it, and at the end against all of them.
+type importer struct {
+	e        *Engine
+	limit    int64 // Config.MaxSnapshotBytes; negative: none
+	progress func(ExportStats)
+	st       ExportStats
+
+	threads      map[string]bool // thread ids with a row
+	rows         map[threadNamespace]*importedRow
+	rowOrder     []*importedRow       // in record order
+	branchedFrom map[string]uuid.UUID // a branch thread's source checkpoint
+	ids          map[uuid.UUID]importedCheckpoint
+	unresolved   map[uuid.UUID][]importedCheckpoint // children by parent id, the parent not seen (yet)
+	mergeLater   []importedCheckpoint               // merge parent not seen (yet)
+	keptDigests  map[uuid.UUID]*importedDigests
+}
+
+type threadNamespace struct{ thread, namespace string }
+
+// importedRow is what an import keeps of a thread row, and of the
+// checkpoints of its thread and namespace read so far.
+type importedRow struct {
+	record             int
+	key                threadNamespace
+	rewoundTo          *uuid.UUID
+	branchedFrom       *uuid.UUID
+	branchedFromThread string
+	lastSeq            int64 // of the thread and namespace's last checkpoint so far
+	lastRecord         int   // its record; 0: none yet
+	firstRecord        int   // the record of its first checkpoint (see checkFirst); 0: none yet
+}
+
+// importedCheckpoint is what later lines of an import need of a checkpoint.
+type importedCheckpoint struct {
+	id                  uuid.UUID
+	record              int // its record (line) in the import
+	thread, namespace   string
+	step                int64
+	depth               int64     // 0: stored whole
+	parent, mergeParent uuid.UUID // uuid.Nil: none
+}
+
+// exportRead is the export an import is reading, from its header to its
+// trailer: what the trailer must count and digest.
+type exportRead struct {
+	record int // of its header
+	sum    hash.Hash
+	st     ExportStats
+}
+
+// lineReader reads an import's input a line at a time, holding at most max
+// bytes of a line (max < 0: no bound).
+type lineReader struct {
+	r    *bufio.Reader
+	max  int64
+	line []byte
+}
+
+var (
+	errLineTooLong = errors.New("line too long")
+	errNoLineEnd   = errors.New("no line end")
+)
+
+// next returns the next line, its line feed included: io.EOF at the end of
+// the input, errNoLineEnd (with the line) for a last line without a line
+// feed, errLineTooLong once the line is longer than max, read no further.
+// The line is valid until the next call.
+func (lr *lineReader) next() ([]byte, error) {
+	lr.line = lr.line[:0]
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		if lr.max >= 0 && int64(len(lr.line)+len(chunk)) > lr.max {
+			return nil, errLineTooLong
+		}
+		lr.line = append(lr.line, chunk...)
+		switch {
+		case err == nil:
+			return lr.line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+		case errors.Is(err, io.EOF):
+			if len(lr.line) == 0 {
+				return nil, io.EOF
 			}
-			switch l.Kind {
-			case "pgcheckpoint-export":
-				if l.Format < 1 || l.Format > ExportFormat {
-					return fmt.Errorf("record %d: %w: export format %d; this version reads formats 1 to %d", line, ErrInvalidInput, l.Format, ExportFormat)
-				}
-				format = l.Format
-			case "thread":
-				if format == 0 {
-					return fmt.Errorf("record %d: %w: no export header before it; is this a pgcheckpoint export?", line, ErrInvalidInput)
-				}
-				t, err := checkImportThread(l)
-				if err == nil {
-					err = NameRefusedJSON(w.Thread(ctx, t), JSONField{"thread metadata", t.Metadata})
-				}
-				if err != nil {
-					return fmt.Errorf("record %d: %w", line, err)
-				}
-				threads[t.ThreadID] = true
-				if t.BranchedFrom != nil {
-					links.branchedFrom[t.ThreadID] = *t.BranchedFrom
-				}
-				st.Threads++
-			case "checkpoint":
-				c := l.ExportCheckpoint
-				if !threads[c.ThreadID] {
-					return fmt.Errorf("record %d: %w: checkpoint of thread %q comes before that thread's record", line, ErrInvalidInput, c.ThreadID)
-				}
-				err := checkImportCheckpoint(&c, format)
-				if err == nil {
-					err = links.checkNew(c)
-				}
-				if err == nil {
-					err = links.checkBase(c)
-				}
-				if err == nil {
-					err = e.checkImportParent(ctx, links, c, line)
-				}
-				var d ImportDigests
-				if err == nil {
-					d, err = links.digests(c)
-				}
-				if err == nil {
-					err = w.Checkpoint(ctx, c, d)
-				}
-				if err != nil {
-					return links.recordError(err, line, c.ID)
-				}
-				links.add(c, line)
+			return lr.line, errNoLineEnd
+		default:
+			return nil, err
+		}
+	}
+}
+
+// read reads r to its end and writes what it holds with w, or returns the
+// first thing wrong.
+func (im *importer) read(ctx context.Context, w ImportWriter, r io.Reader) error {
+	lines := lineReader{r: bufio.NewReaderSize(r, 64<<10), max: importLineBytes(im.limit)}
+	var ex *exportRead    // nil between exports
+	record, ended := 0, 0 // ended: the record of the last trailer
+	for {
+		line, err := lines.next()
+		if err == io.EOF {
+			break
+		}
+		record++
+		if err != nil {
+			return im.lineError(record, err, lines.max)
+		}
+		var l exportLine
+		if err := json.Unmarshal(line, &l); err != nil {
+			return fmt.Errorf("record %d: %w: %v", record, ErrInvalidJSON, err)
+		}
+		switch {
+		case l.Kind == kindHeader:
+			if ex != nil {
+				return fmt.Errorf("record %d: %w: a header, but the export that begins at record %d has no trailer yet, so it is incomplete (cut short); export it again",
+					record, ErrInvalidInput, ex.record)
+			}
+			if err := checkImportFormat(l.Format); err != nil {
+				return fmt.Errorf("record %d: %w", record, err)
+			}
+			ex = &exportRead{record: record, sum: sha256.New()}
+		case ex == nil && ended > 0:
+			return fmt.Errorf("record %d: %w: after the trailer of record %d comes a record that is not an export header; an export ends at its trailer",
+				record, ErrInvalidInput, ended)
+		case ex == nil:
+			return fmt.Errorf("record %d: %w: no export header before it; is this a pgcheckpoint export?", record, ErrInvalidInput)
+		case l.Kind == kindTrailer:
+			if err := ex.check(l); err != nil {
+				return fmt.Errorf("record %d: %w", record, err)
+			}
+			ex, ended = nil, record
+			continue
+		}
+		ex.sum.Write(line)
+		switch l.Kind {
+		case kindHeader:
+		case kindThread:
+			if err := im.thread(ctx, w, l, record); err != nil {
+				return err
+			}
+			ex.st.Threads++
+			im.st.Threads++
+		case kindCheckpoint:
+			c, err := im.checkpoint(ctx, w, l, record)
+			if err != nil {
+				return err
+			}
+			for _, st := range []*ExportStats{&ex.st, &im.st} {
 				st.Checkpoints++
 				if c.Storage == StorageDelta {
 					st.Deltas++
 				}
 				st.PendingWrites += int64(len(c.PendingWrites))
-				if opts.Progress != nil && st.Checkpoints%ImportBatch == 0 {
-					opts.Progress(st)
-				}
-			default:
-				return fmt.Errorf("record %d: %w: unknown kind %q", line, ErrInvalidInput, l.Kind)
 			}
+			if im.progress != nil && im.st.Checkpoints%ImportBatch == 0 {
+				im.progress(im.st)
+			}
+		default:
+			return fmt.Errorf("record %d: %w: unknown kind %q", record, ErrInvalidInput, l.Kind)
 		}
-	})
+	}
+	if ex != nil {
+		return fmt.Errorf("%w: the input ends after record %d, before the trailer of the export that begins at record %d, so it is incomplete (cut short); export it again",
+			ErrInvalidInput, record, ex.record)
+	}
+	if record == 0 {
+		return fmt.Errorf("%w: the input is empty; want a pgcheckpoint export", ErrInvalidInput)
+	}
+	return im.finish(ctx)
+}
+
+// lineError is the error for a line the lineReader could not give.
+func (im *importer) lineError(record int, err error, max int64) error {
+	switch {
+	case errors.Is(err, errLineTooLong):
+		return fmt.Errorf("record %d: %w: the line is longer than %d bytes, the longest an import reads under Config.MaxSnapshotBytes %d (4 times it, plus 64 KiB), and was read no further; raise Config.MaxSnapshotBytes to import it",
+			record, ErrSnapshotTooLarge, max, im.limit)
+	case errors.Is(err, errNoLineEnd):
+		return fmt.Errorf("record %d: %w: the input ends inside this record, with no line end: it is incomplete (cut short); export it again", record, ErrInvalidInput)
+	}
+	return fmt.Errorf("record %d: read the input: %w", record, err)
+}
+
+// checkImportFormat refuses an export format other than ExportFormat.
+func checkImportFormat(format int) error {
+	switch {
+	case format == ExportFormat:
+		return nil
+	case format == 1 || format == 2:
+		return fmt.Errorf("%w: export format %d, from a development version: it has no trailer, so a file cut short cannot be told from a whole one; export the threads again with this version (format %d)",
+			ErrInvalidInput, format, ExportFormat)
+	}
+	return fmt.Errorf("%w: export format %d; this version reads format %d", ErrInvalidInput, format, ExportFormat)
+}
+
+// check compares a trailer with the export it ends.
+func (ex *exportRead) check(l exportLine) error {
+	if l.Counts == nil {
+		return fmt.Errorf("%w: the trailer has no counts; export it again", ErrInvalidInput)
+	}
+	if said := *l.Counts; said != ex.st {
+		return fmt.Errorf("%w: the trailer counts %s; the export that begins at record %d holds %s: records are missing or were added; export it again",
+			ErrInvalidInput, said.text(), ex.record, ex.st.text())
+	}
+	if sum := hex.EncodeToString(ex.sum.Sum(nil)); l.SHA256 != sum {
+		return fmt.Errorf("%w: the export that begins at record %d has SHA-256 %s, not the one its trailer gives: it was changed or damaged after it was written; export it again (after an edit made on purpose, put this digest in the trailer)",
+			ErrInvalidInput, ex.record, sum)
+	}
+	return nil
+}
+
+func (st ExportStats) text() string {
+	return fmt.Sprintf("%d thread rows, %d checkpoints (%d deltas), %d pending writes", st.Threads, st.Checkpoints, st.Deltas, st.PendingWrites)
+}
+
+// thread checks and writes a thread line.
+func (im *importer) thread(ctx context.Context, w ImportWriter, l exportLine, record int) error {
+	t, err := checkImportThread(l)
+	if err == nil {
+		err = im.checkRow(t)
+	}
+	if err == nil {
+		err = NameRefusedJSON(w.Thread(ctx, t), JSONField{"thread metadata", t.Metadata})
+	}
 	if err != nil {
-		// The store's last batch, written after the last record.
-		var row *ImportRowError
-		if errors.As(err, &row) {
-			err = links.recordError(err, 0, uuid.Nil)
+		return fmt.Errorf("record %d: %w", record, err)
+	}
+	row := &importedRow{record: record, key: threadNamespace{t.ThreadID, t.Namespace}, rewoundTo: t.RewoundTo, branchedFrom: t.BranchedFrom}
+	if t.BranchedFrom != nil {
+		row.branchedFromThread = *t.BranchedFromThread
+		im.branchedFrom[t.ThreadID] = *t.BranchedFrom
+	}
+	im.rows[row.key] = row
+	im.rowOrder = append(im.rowOrder, row)
+	im.threads[t.ThreadID] = true
+	return nil
+}
+
+// checkRow holds a thread row to what writes make: one row per thread and
+// namespace; a branch's source named with its thread, which is another
+// one, on one row of the branch.
+func (im *importer) checkRow(t ExportThread) error {
+	if first, ok := im.rows[threadNamespace{t.ThreadID, t.Namespace}]; ok {
+		return fmt.Errorf("%w: thread %q namespace %q has a row already (in record %d); a thread has one row per namespace",
+			ErrInvalidInput, t.ThreadID, t.Namespace, first.record)
+	}
+	if (t.BranchedFrom == nil) != (t.BranchedFromThread == nil) {
+		return fmt.Errorf("%w: thread %q: branched_from and branched_from_thread come together (a branch names the checkpoint it was forked from and that checkpoint's thread)",
+			ErrInvalidInput, t.ThreadID)
+	}
+	if t.BranchedFrom == nil {
+		return nil
+	}
+	if *t.BranchedFromThread == t.ThreadID {
+		return fmt.Errorf("%w: thread %q is branched from itself; a branch is a new thread forked from another", ErrInvalidInput, t.ThreadID)
+	}
+	if _, ok := im.branchedFrom[t.ThreadID]; ok {
+		return fmt.Errorf("%w: thread %q names a branch source on two rows; a branch names it on the row of the namespace it was forked in",
+			ErrInvalidInput, t.ThreadID)
+	}
+	return nil
+}
+
+// checkpoint checks and writes a checkpoint line.
+func (im *importer) checkpoint(ctx context.Context, w ImportWriter, l exportLine, record int) (ExportCheckpoint, error) {
+	c := l.ExportCheckpoint
+	row := im.rows[threadNamespace{c.ThreadID, c.Namespace}]
+	switch {
+	case !im.threads[c.ThreadID]:
+		return c, fmt.Errorf("record %d: %w: checkpoint of thread %q comes before that thread's record", record, ErrInvalidInput, c.ThreadID)
+	case row == nil:
+		return c, fmt.Errorf("record %d: %w: checkpoint of thread %q in namespace %q, which has no thread row before it; a write makes the row of its thread and namespace",
+			record, ErrInvalidInput, c.ThreadID, c.Namespace)
+	}
+	err := checkImportCheckpoint(&c, im.limit)
+	for _, check := range []func() error{
+		func() error { return im.checkNew(c) },
+		func() error { return im.checkSeq(c, row) },
+		func() error { return im.checkFirst(c, row) },
+		func() error { return im.checkBase(c) },
+		func() error { return im.checkParent(ctx, c, record) },
+		func() error { return im.checkMergeParent(ctx, c, record) },
+	} {
+		if err == nil {
+			err = check()
 		}
-		return ExportStats{}, fmt.Errorf("import: %w", err)
 	}
-	if opts.Progress != nil {
-		opts.Progress(st)
+	var d ImportDigests
+	if err == nil {
+		d, err = im.digests(c)
 	}
-	return st, nil
+	if err == nil {
+		err = w.Checkpoint(ctx, c, d)
+	}
+	if err != nil {
+		return c, im.recordError(err, record, c.ID)
+	}
+	im.ids[c.ID] = im.imported(c, record)
+	if row.firstRecord == 0 && im.isFirst(c) {
+		row.firstRecord = record
+	}
+	row.lastSeq, row.lastRecord = c.Seq, record
+	return c, nil
 }
 
-// importLinks is what an import has seen so far, to check each
-// checkpoint's parent and base: the checkpoints imported, each thread's
-// branch source, and the children whose parent was not seen (yet).
-type importLinks struct {
-	ids          map[uuid.UUID]importedCheckpoint
-	branchedFrom map[string]uuid.UUID
-	unresolved   map[uuid.UUID][]importedCheckpoint // by parent id
-	keptDigests  map[uuid.UUID]*importedDigests
+// imported is what the import keeps of checkpoint c of record record.
+func (im *importer) imported(c ExportCheckpoint, record int) importedCheckpoint {
+	ic := importedCheckpoint{id: c.ID, record: record, thread: c.ThreadID, namespace: c.Namespace, step: c.Step, depth: c.DeltaDepth}
+	if c.ParentID != nil {
+		ic.parent = *c.ParentID
+	}
+	if c.MergeParentID != nil {
+		ic.mergeParent = *c.MergeParentID
+	}
+	return ic
 }
 
-// importedCheckpoint is what later lines of an import need of a checkpoint.
-type importedCheckpoint struct {
-	id                uuid.UUID
-	record            int // its record (line) in the import
-	thread, namespace string
-	seq, step         int64
-	depth             int64 // 0: stored whole
+// isFromBranch reports whether p is the checkpoint thread was forked from.
+func (im *importer) isFromBranch(thread string, p uuid.UUID) bool {
+	source, ok := im.branchedFrom[thread]
+	return ok && source == p
 }
 
-func (links importLinks) add(c ExportCheckpoint, record int) {
-	links.ids[c.ID] = importedCheckpoint{id: c.ID, record: record, thread: c.ThreadID, namespace: c.Namespace,
-		seq: c.Seq, step: c.Step, depth: c.DeltaDepth}
+// isFirst reports whether c has no parent in its thread: none, or the
+// checkpoint its branch was forked from.
+func (im *importer) isFirst(c ExportCheckpoint) bool {
+	return c.ParentID == nil || im.isFromBranch(c.ThreadID, *c.ParentID)
 }
 
 // ImportRowError is a store's error about one checkpoint of an import,
@@ -382,10 +690,10 @@ func (e *ImportRowError) Unwrap() error { return e.Err }
 // (line) and id of the checkpoint the store refused (ImportRowError),
 // else those of the checkpoint id of record line, which the check or the
 // write of that record refused.
-func (links importLinks) recordError(err error, line int, id uuid.UUID) error {
+func (im *importer) recordError(err error, line int, id uuid.UUID) error {
 	var row *ImportRowError
 	if errors.As(err, &row) && row.ID != id {
-		refused, ok := links.ids[row.ID]
+		refused, ok := im.ids[row.ID]
 		if !ok {
 			return err // not one of the import's records: the error names its id
 		}
@@ -397,9 +705,35 @@ func (links importLinks) recordError(err error, line int, id uuid.UUID) error {
 }
 
 // checkNew refuses a checkpoint that the import holds twice.
-func (links importLinks) checkNew(c ExportCheckpoint) error {
-	if first, ok := links.ids[c.ID]; ok {
+func (im *importer) checkNew(c ExportCheckpoint) error {
+	if first, ok := im.ids[c.ID]; ok {
 		return fmt.Errorf("%w: it appears twice in the import (first in record %d)", ErrInvalidInput, first.record)
+	}
+	return nil
+}
+
+// checkSeq is the rule for seqs: a write gives a checkpoint the next seq
+// after the newest of its thread and namespace, and an export lists a
+// thread and namespace's checkpoints in seq order.
+func (im *importer) checkSeq(c ExportCheckpoint, row *importedRow) error {
+	if row.lastRecord > 0 && c.Seq <= row.lastSeq {
+		return fmt.Errorf("%w: seq %d comes after seq %d (record %d) of thread %q namespace %q; seqs rise in write order, and an export lists checkpoints in that order",
+			ErrInvalidInput, c.Seq, row.lastSeq, row.lastRecord, c.ThreadID, c.Namespace)
+	}
+	return nil
+}
+
+// checkFirst is the rule for a thread and namespace's first checkpoint: a
+// write makes one without a parent only where there is no checkpoint yet,
+// at step 1; a branch's first has the checkpoint it was forked from as
+// parent. Either way there is one (retention may have deleted it).
+func (im *importer) checkFirst(c ExportCheckpoint, row *importedRow) error {
+	if c.ParentID == nil && c.Step != 1 {
+		return fmt.Errorf("%w: step %d without a parent; a checkpoint without a parent is its thread's first, at step 1", ErrInvalidInput, c.Step)
+	}
+	if im.isFirst(c) && row.firstRecord > 0 {
+		return fmt.Errorf("%w: a second first checkpoint of thread %q namespace %q (the first is in record %d): only the first write in a thread and namespace has no parent there (a branch's, the checkpoint it was forked from)",
+			ErrInvalidInput, c.ThreadID, c.Namespace, row.firstRecord)
 	}
 	return nil
 }
@@ -407,54 +741,242 @@ func (links importLinks) checkNew(c ExportCheckpoint) error {
 // checkBase is the rule for a delta's base, which is what keeps a delta
 // readable and retention right after an import: the base is a checkpoint
 // imported before the delta (so it is in this import: the thread is new),
-// of the same thread and namespace, written before it (a lower seq: the
+// of the same thread and namespace (so, by checkSeq, written before it: the
 // stores' retention looks for the deltas on a checkpoint among later
 // rows), and the delta's depth bounds its chain (at least the base's plus
 // one; after a rebase by retention it may be more). Run and depth beyond
 // that are the writer's plan for later writes, not checked.
-func (links importLinks) checkBase(c ExportCheckpoint) error {
+func (im *importer) checkBase(c ExportCheckpoint) error {
 	if c.Storage != StorageDelta {
 		return nil
 	}
-	base, ok := links.ids[*c.BaseID]
+	base, ok := im.ids[*c.BaseID]
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: its base %s is not a checkpoint imported before it", ErrInvalidInput, *c.BaseID)
 	case base.thread != c.ThreadID || base.namespace != c.Namespace:
 		return fmt.Errorf("%w: its base %s belongs to thread %q namespace %q, not to this checkpoint's thread %q namespace %q",
 			ErrInvalidInput, base.id, base.thread, base.namespace, c.ThreadID, c.Namespace)
-	case base.seq >= c.Seq:
-		return fmt.Errorf("%w: its base %s (seq %d) was not written before it (seq %d)", ErrInvalidInput, base.id, base.seq, c.Seq)
 	case c.DeltaDepth <= base.depth:
 		return fmt.Errorf("%w: delta depth %d; its base %s has depth %d", ErrInvalidInput, c.DeltaDepth, base.id, base.depth)
 	}
 	return nil
 }
 
-// checkImportParent checks that a checkpoint's parent is one a write could
-// have given it (see parentFits). A parent found neither in the import so
-// far nor in the database is remembered: it may come later in the import
+// checkParent checks that a checkpoint's parent is one a write could have
+// given it (see parentFits). A parent found neither in the import so far
+// nor in the database is remembered: it may come later in the import
 // (checked by checkUnresolved at the end), or have been deleted by
-// retention, which leaves children pointing at it. Merge parents come from
-// other threads by design and are not checked.
-func (e *Engine) checkImportParent(ctx context.Context, links importLinks, c ExportCheckpoint, record int) error {
+// retention, which leaves children pointing at it.
+func (im *importer) checkParent(ctx context.Context, c ExportCheckpoint, record int) error {
 	if c.ParentID == nil {
 		return nil
 	}
 	p := *c.ParentID
-	child := importedCheckpoint{id: c.ID, record: record, thread: c.ThreadID, namespace: c.Namespace, seq: c.Seq, step: c.Step}
-	if parent, ok := links.ids[p]; ok {
-		return links.parentFits(child, p, parent)
+	child := im.imported(c, record)
+	if parent, ok := im.ids[p]; ok {
+		return im.parentFits(child, p, parent)
 	}
-	found, err := e.store.Lineage(ctx, p, 1)
+	found, err := im.e.store.Lineage(ctx, p, 1)
 	if err != nil {
 		return fmt.Errorf("look up parent %s: %w", p, err)
 	}
 	if len(found) == 0 {
-		links.unresolved[p] = append(links.unresolved[p], child)
+		im.unresolved[p] = append(im.unresolved[p], child)
 		return nil
 	}
-	return links.parentFits(child, p, importedCheckpoint{id: p, thread: found[0].ThreadID, namespace: found[0].Namespace, step: found[0].Step})
+	return im.parentFits(child, p, importedCheckpoint{id: p, thread: found[0].ThreadID, namespace: found[0].Namespace, step: found[0].Step})
+}
+
+// checkMergeParent checks a merge parent as a merge makes it: the head of
+// another thread (the branch merged in), in the same namespace. One found
+// neither in the import so far nor in the database is checked at the end
+// if it comes later in the import (else it was deleted before the export).
+func (im *importer) checkMergeParent(ctx context.Context, c ExportCheckpoint, record int) error {
+	if c.MergeParentID == nil {
+		return nil
+	}
+	m := *c.MergeParentID
+	if m == c.ID {
+		return fmt.Errorf("%w: its merge parent is itself; a merge brings in the head of another thread", ErrInvalidInput)
+	}
+	child := im.imported(c, record)
+	if mp, ok := im.ids[m]; ok {
+		return mergeFits(child, mp)
+	}
+	found, err := im.e.store.Lineage(ctx, m, 1)
+	if err != nil {
+		return fmt.Errorf("look up merge parent %s: %w", m, err)
+	}
+	if len(found) == 0 {
+		im.mergeLater = append(im.mergeLater, child)
+		return nil
+	}
+	return mergeFits(child, importedCheckpoint{id: m, thread: found[0].ThreadID, namespace: found[0].Namespace})
+}
+
+// mergeFits is the rule for a merge parent mp of checkpoint c.
+func mergeFits(c, mp importedCheckpoint) error {
+	if mp.thread == c.thread {
+		return fmt.Errorf("%w: its merge parent %s is a checkpoint of its own thread; a merge brings in the head of another thread", ErrInvalidInput, mp.id)
+	}
+	if mp.namespace != c.namespace {
+		return fmt.Errorf("%w: its merge parent %s is in namespace %q, not in this checkpoint's namespace %q; a merge brings in a branch's head in the namespace it writes",
+			ErrInvalidInput, mp.id, mp.namespace, c.namespace)
+	}
+	return nil
+}
+
+// finish checks, at the end of an import, what needed every record: the
+// parents and merge parents that came after their children, what thread
+// rows name, and that no checkpoint is its own ancestor.
+func (im *importer) finish(ctx context.Context) error {
+	if err := im.checkUnresolved(); err != nil {
+		return err
+	}
+	for _, c := range im.mergeLater {
+		if mp, ok := im.ids[c.mergeParent]; ok {
+			if err := mergeFits(c, mp); err != nil {
+				return fmt.Errorf("record %d: checkpoint %s: %w", c.record, c.id, err)
+			}
+		}
+	}
+	for _, row := range im.rowOrder {
+		if err := im.checkRowLinks(ctx, row); err != nil {
+			return fmt.Errorf("record %d: %w", row.record, err)
+		}
+	}
+	return im.checkCycles()
+}
+
+// checkUnresolved checks, at the end of an import, the children whose
+// parent came after them.
+func (im *importer) checkUnresolved() error {
+	for p, children := range im.unresolved {
+		parent, ok := im.ids[p]
+		if !ok {
+			continue // deleted before the export
+		}
+		for _, c := range children {
+			if err := im.parentFits(c, p, parent); err != nil {
+				return fmt.Errorf("record %d: checkpoint %s: %w", c.record, c.id, err)
+			}
+			// A branch may be imported before the thread it was forked
+			// from; within a thread, parents come first.
+			if !im.isFromBranch(c.thread, p) {
+				return fmt.Errorf("record %d: checkpoint %s: %w: its parent %s comes after it in the import (in record %d)",
+					c.record, c.id, ErrInvalidInput, p, parent.record)
+			}
+		}
+	}
+	return nil
+}
+
+// parentFits is the rule: the parent is a checkpoint of the same thread and
+// namespace (or, for a branch, the checkpoint it was forked from, in the
+// same namespace), one step before the child.
+func (im *importer) parentFits(c importedCheckpoint, p uuid.UUID, parent importedCheckpoint) error {
+	if parent.namespace != c.namespace || parent.thread != c.thread && !im.isFromBranch(c.thread, p) {
+		return fmt.Errorf("%w: parent %s belongs to thread %q namespace %q, not to this checkpoint's thread %q namespace %q",
+			ErrInvalidInput, p, parent.thread, parent.namespace, c.thread, c.namespace)
+	}
+	if c.step != parent.step+1 {
+		return fmt.Errorf("%w: step %d does not follow its parent %s at step %d", ErrInvalidInput, c.step, p, parent.step)
+	}
+	return nil
+}
+
+// checkRowLinks checks what a thread row names, once every checkpoint is
+// read: the checkpoint it is rewound to is one of its thread and
+// namespace's (a rewind names one, and a delete of it ends the rewind); its
+// branch source, where the import or the database has it, is in the thread
+// the row says and in the row's namespace.
+func (im *importer) checkRowLinks(ctx context.Context, row *importedRow) error {
+	if to := row.rewoundTo; to != nil {
+		c, ok := im.ids[*to]
+		if !ok {
+			return fmt.Errorf("%w: thread %q namespace %q is rewound to %s, which is not a checkpoint of the import; a rewind names a checkpoint of its own thread and namespace",
+				ErrInvalidInput, row.key.thread, row.key.namespace, *to)
+		}
+		if c.thread != row.key.thread || c.namespace != row.key.namespace {
+			return fmt.Errorf("%w: thread %q namespace %q is rewound to %s, a checkpoint of thread %q namespace %q; a rewind names a checkpoint of its own thread and namespace (else the thread could not be written again)",
+				ErrInvalidInput, row.key.thread, row.key.namespace, *to, c.thread, c.namespace)
+		}
+	}
+	if row.branchedFrom == nil {
+		return nil
+	}
+	source, ok := im.ids[*row.branchedFrom]
+	if !ok {
+		found, err := im.e.store.Lineage(ctx, *row.branchedFrom, 1)
+		if err != nil {
+			return fmt.Errorf("look up branch source %s: %w", *row.branchedFrom, err)
+		}
+		if len(found) == 0 {
+			return nil // deleted with its thread
+		}
+		source = importedCheckpoint{thread: found[0].ThreadID, namespace: found[0].Namespace}
+	}
+	if source.thread != row.branchedFromThread || source.namespace != row.key.namespace {
+		return fmt.Errorf("%w: thread %q namespace %q is branched from %s, a checkpoint of thread %q namespace %q, not of thread %q namespace %q as the row says",
+			ErrInvalidInput, row.key.thread, row.key.namespace, *row.branchedFrom, source.thread, source.namespace, row.branchedFromThread, row.key.namespace)
+	}
+	return nil
+}
+
+// checkCycles refuses checkpoints that are their own ancestors, through
+// parents and merge parents in the import: a write's parents exist before
+// it, so no write makes a cycle. (Steps rule out a cycle of parents alone;
+// merges are what can close one.)
+func (im *importer) checkCycles() error {
+	order := make([]importedCheckpoint, 0, len(im.ids))
+	for _, c := range im.ids {
+		order = append(order, c)
+	}
+	slices.SortFunc(order, func(a, b importedCheckpoint) int { return a.record - b.record })
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := make(map[uuid.UUID]uint8, len(im.ids))
+	type frame struct {
+		c    importedCheckpoint
+		edge int // the next of its two links to follow
+	}
+	for _, start := range order {
+		if state[start.id] != unseen {
+			continue
+		}
+		state[start.id] = onPath
+		path := []frame{{c: start}}
+		for len(path) > 0 {
+			f := &path[len(path)-1]
+			if f.edge == 2 {
+				state[f.c.id] = done
+				path = path[:len(path)-1]
+				continue
+			}
+			link, name := f.c.parent, "parent"
+			if f.edge == 1 {
+				link, name = f.c.mergeParent, "merge parent"
+			}
+			f.edge++
+			next, ok := im.ids[link]
+			if !ok {
+				continue
+			}
+			switch state[link] {
+			case onPath:
+				return fmt.Errorf("record %d: checkpoint %s: %w: its %s %s (record %d) has it as an ancestor: no write makes a cycle of parents and merge parents",
+					f.c.record, f.c.id, ErrInvalidInput, name, link, next.record)
+			case unseen:
+				state[link] = onPath
+				path = append(path, frame{c: next})
+			}
+		}
+	}
+	return nil
 }
 
 // ImportDigests are the digests an import stores with a checkpoint (see
@@ -489,11 +1011,11 @@ type keyDigestDelta struct {
 
 // digests computes the digests of a checked checkpoint line, whose base (if
 // it is a delta) was imported before it, and keeps what later deltas need.
-func (links importLinks) digests(c ExportCheckpoint) (ImportDigests, error) {
+func (im *importer) digests(c ExportCheckpoint) (ImportDigests, error) {
 	msgs := jsontext.MessageDigests(c.Messages)
 	rec := &importedDigests{count: int64(len(msgs) / jsontext.DigestSize), listDigest: jsontext.ListDigestAt(nil, 0)}
 	if c.Storage == StorageDelta {
-		base := links.keptDigests[*c.BaseID]
+		base := im.keptDigests[*c.BaseID]
 		rec.listDigest = base.listDigest
 		rec.count += base.count
 		rec.base = *c.BaseID
@@ -520,15 +1042,15 @@ func (links importLinks) digests(c ExportCheckpoint) (ImportDigests, error) {
 			return ImportDigests{}, fmt.Errorf("%w: %s removed: %v", ErrInvalidJSON, part.name, err)
 		}
 	}
-	links.keptDigests[c.ID] = rec
+	im.keptDigests[c.ID] = rec
 	if rec.base == uuid.Nil {
 		d.StateDigests, d.ToolResultsDigests = rec.state.set, rec.tools.set
 		return d, nil
 	}
-	if d.StateDigests, err = links.wholeKeyDigests(rec, func(r *importedDigests) keyDigestDelta { return r.state }); err != nil {
+	if d.StateDigests, err = im.wholeKeyDigests(rec, func(r *importedDigests) keyDigestDelta { return r.state }); err != nil {
 		return ImportDigests{}, err
 	}
-	if d.ToolResultsDigests, err = links.wholeKeyDigests(rec, func(r *importedDigests) keyDigestDelta { return r.tools }); err != nil {
+	if d.ToolResultsDigests, err = im.wholeKeyDigests(rec, func(r *importedDigests) keyDigestDelta { return r.tools }); err != nil {
 		return ImportDigests{}, err
 	}
 	return d, nil
@@ -537,9 +1059,9 @@ func (links importLinks) digests(c ExportCheckpoint) (ImportDigests, error) {
 // wholeKeyDigests rebuilds a delta's key digests from its chain, as
 // materializing rebuilds its object: the whole checkpoint's keys, then each
 // delta's, oldest first, without its removed keys and with its set ones.
-func (links importLinks) wholeKeyDigests(rec *importedDigests, part func(*importedDigests) keyDigestDelta) (json.RawMessage, error) {
+func (im *importer) wholeKeyDigests(rec *importedDigests, part func(*importedDigests) keyDigestDelta) (json.RawMessage, error) {
 	var chain []keyDigestDelta
-	for r := rec; ; r = links.keptDigests[r.base] {
+	for r := rec; ; r = im.keptDigests[r.base] {
 		chain = append(chain, part(r))
 		if r.base == uuid.Nil {
 			break
@@ -555,44 +1077,6 @@ func (links importLinks) wholeKeyDigests(rec *importedDigests, part func(*import
 		}
 	}
 	return json.Marshal(keys)
-}
-
-// checkUnresolved checks, at the end of an import, the children whose
-// parent came after them.
-func (links importLinks) checkUnresolved() error {
-	for p, children := range links.unresolved {
-		parent, ok := links.ids[p]
-		if !ok {
-			continue // deleted before the export
-		}
-		for _, c := range children {
-			if err := links.parentFits(c, p, parent); err != nil {
-				return fmt.Errorf("record %d: checkpoint %s: %w", c.record, c.id, err)
-			}
-			// A branch may be imported before the thread it was forked
-			// from; within a thread, parents come first.
-			if links.branchedFrom[c.thread] != p {
-				return fmt.Errorf("record %d: checkpoint %s: %w: its parent %s comes after it in the import (in record %d)",
-					c.record, c.id, ErrInvalidInput, p, parent.record)
-			}
-		}
-	}
-	return nil
-}
-
-// parentFits is the rule: the parent is a checkpoint of the same thread and
-// namespace (or, for a branch, the checkpoint it was forked from), one step
-// before the child.
-func (links importLinks) parentFits(c importedCheckpoint, p uuid.UUID, parent importedCheckpoint) error {
-	fromBranch := links.branchedFrom[c.thread] == p
-	if !fromBranch && (parent.thread != c.thread || parent.namespace != c.namespace) {
-		return fmt.Errorf("%w: parent %s belongs to thread %q namespace %q, not to this checkpoint's thread %q namespace %q",
-			ErrInvalidInput, p, parent.thread, parent.namespace, c.thread, c.namespace)
-	}
-	if c.step != parent.step+1 {
-		return fmt.Errorf("%w: step %d does not follow its parent %s at step %d", ErrInvalidInput, c.step, p, parent.step)
-	}
-	return nil
 }
 
 // checkImportThread validates a thread line and returns its row, JSON in
@@ -618,26 +1102,44 @@ func checkImportThread(l exportLine) (ExportThread, error) {
 			return ExportThread{}, err
 		}
 	}
+	if err := checkLinks(map[string]*uuid.UUID{"rewound_to": l.RewoundTo, "branched_from": l.BranchedFrom}); err != nil {
+		return ExportThread{}, err
+	}
 	if l.CreatedAt.IsZero() {
 		return ExportThread{}, fmt.Errorf("%w: thread %q has no created_at", ErrInvalidInput, l.ThreadID)
 	}
 	return ExportThread{
-		Kind: "thread", ThreadID: l.ThreadID, Namespace: l.Namespace, RewoundTo: l.RewoundTo, Metadata: meta,
+		Kind: kindThread, ThreadID: l.ThreadID, Namespace: l.Namespace, RewoundTo: l.RewoundTo, Metadata: meta,
 		CreatedAt: l.CreatedAt, BranchName: l.BranchName, BranchedFrom: l.BranchedFrom, BranchedFromThread: l.BranchedFromThread,
 	}, nil
 }
 
-// checkImportCheckpoint validates a checkpoint line of an export of the
-// given format, on its own, and puts it in stored form: JSON NUL-escaped,
-// Storage set, removed keys a JSON array of strings ("[]" for none). A delta
-// is held to every rule a whole one is, and to its own: a base, a depth of
-// at least 1, content that is a delta's (appended messages, set keys).
-func checkImportCheckpoint(c *ExportCheckpoint, format int) error {
+// checkLinks refuses a link to a checkpoint that is not a checkpoint id
+// (a UUIDv7).
+func checkLinks(links map[string]*uuid.UUID) error {
+	for _, name := range []string{"parent_id", "merge_parent_id", "base_id", "rewound_to", "branched_from"} {
+		if id := links[name]; id != nil && id.Version() != 7 {
+			return fmt.Errorf("%w: %s %s is not a UUIDv7, so not a checkpoint id", ErrInvalidInput, name, *id)
+		}
+	}
+	return nil
+}
+
+// checkImportCheckpoint validates a checkpoint line on its own, against
+// the size limit limit (Config.MaxSnapshotBytes; negative: none), and puts
+// it in stored form: JSON NUL-escaped, removed keys a JSON array of strings
+// ("[]" for none). A delta is held to every rule a whole one is, and to its
+// own: a base, a depth of at least 1, content that is a delta's (appended
+// messages, set keys).
+func checkImportCheckpoint(c *ExportCheckpoint, limit int64) error {
 	if c.ID.Version() != 7 {
 		return fmt.Errorf("%w: id %s is not a UUIDv7", ErrInvalidInput, c.ID)
 	}
-	if c.Seq < 1 || c.Step < 1 {
-		return fmt.Errorf("%w: seq %d, step %d; both start at 1", ErrInvalidInput, c.Seq, c.Step)
+	if c.Seq < 1 || c.Step < 1 || c.Seq > MaxImportSeq || c.Step > MaxImportSeq {
+		return fmt.Errorf("%w: seq %d, step %d; both start at 1 and go up to %d (MaxImportSeq)", ErrInvalidInput, c.Seq, c.Step, int64(MaxImportSeq))
+	}
+	if err := checkLinks(map[string]*uuid.UUID{"parent_id": c.ParentID, "merge_parent_id": c.MergeParentID, "base_id": c.BaseID}); err != nil {
+		return err
 	}
 	if err := checkID("namespace", c.Namespace, true); err != nil {
 		return err
@@ -648,7 +1150,10 @@ func checkImportCheckpoint(c *ExportCheckpoint, format int) error {
 	if c.CreatedAt.IsZero() {
 		return fmt.Errorf("%w: no created_at", ErrInvalidInput)
 	}
-	if err := checkImportStorage(c, format); err != nil {
+	if err := checkImportSize(c, limit); err != nil {
+		return err
+	}
+	if err := checkImportStorage(c); err != nil {
 		return err
 	}
 	var err error
@@ -695,16 +1200,39 @@ func checkImportCheckpoint(c *ExportCheckpoint, format int) error {
 	return nil
 }
 
-// checkImportStorage checks how a checkpoint line says it is stored.
-func checkImportStorage(c *ExportCheckpoint, format int) error {
-	if format == 1 {
-		// Format 1 held every checkpoint whole, and had no such fields.
-		if c.Storage != "" || c.BaseID != nil || c.DeltaRun != 0 || c.DeltaDepth != 0 || c.StateRemoved != nil || c.ToolResultsRemoved != nil {
-			return fmt.Errorf("%w: a format 1 export stores every checkpoint whole; this line has delta fields", ErrInvalidInput)
-		}
-		c.Storage = StorageFull
+// checkImportSize holds a checkpoint line to the size limit limit
+// (Config.MaxSnapshotBytes; negative: none), as a write is held: its
+// messages, state and tool results (a delta's, as stored), and each pending
+// write's value, in bytes as the file spells them (as Export spells them,
+// compact: no longer than a writer sent them but for numbers that jsonb
+// spells out, such as 1e5); and size_bytes, the size a write recorded,
+// which a write under this limit keeps within it.
+func checkImportSize(c *ExportCheckpoint, limit int64) error {
+	if c.SizeBytes < 0 {
+		return fmt.Errorf("%w: size_bytes %d; a checkpoint's size is 0 or more", ErrInvalidInput, c.SizeBytes)
+	}
+	if limit <= 0 {
 		return nil
 	}
+	if c.SizeBytes > limit {
+		return fmt.Errorf("%w: size_bytes %d, over the limit of %d (Config.MaxSnapshotBytes) that a write keeps to; raise the limit to import it",
+			ErrSnapshotTooLarge, c.SizeBytes, limit)
+	}
+	if n := int64(len(c.Messages) + len(c.State) + len(c.ToolResults)); n > limit {
+		return fmt.Errorf("%w: %d bytes of messages, state and tool results, over the limit of %d (Config.MaxSnapshotBytes); raise the limit to import it",
+			ErrSnapshotTooLarge, n, limit)
+	}
+	for _, w := range c.PendingWrites {
+		if n := int64(len(w.Value)); n > limit {
+			return fmt.Errorf("%w: a pending write value of %d bytes, over the limit of %d (Config.MaxSnapshotBytes); raise the limit to import it",
+				ErrSnapshotTooLarge, n, limit)
+		}
+	}
+	return nil
+}
+
+// checkImportStorage checks how a checkpoint line says it is stored.
+func checkImportStorage(c *ExportCheckpoint) error {
 	switch c.Storage {
 	case StorageFull:
 		if c.BaseID != nil || c.DeltaRun != 0 || c.DeltaDepth != 0 || len(removedKeys(c.StateRemoved)) > 0 || len(removedKeys(c.ToolResultsRemoved)) > 0 {

@@ -105,8 +105,12 @@ var tests = []conformanceTest{
 	{name: "ImportBadInputWritesNothing", fn: testImportBadInput},
 	{name: "ExportDeltasRoundTripAsDeltas", fn: testExportDeltaRoundTrip},
 	{name: "ExportBranchesKeepsMergeEdges", fn: testExportBranches},
-	{name: "ImportFormat1", fn: testImportFormat1},
+	{name: "ImportRefusesFormatsWithoutATrailer", fn: testImportOldFormats},
 	{name: "ImportBadDeltasWriteNothing", fn: testImportBadDeltas},
+	// importcheck.go
+	{name: "ImportRefusesWhatNoWriteMakes", fn: testImportRefusesWhatNoWriteMakes},
+	{name: "ImportRefusesAFileCutShort", fn: testImportIncomplete},
+	{name: "ImportReadsABoundedLine", fn: testImportLongLine},
 	// agent.go
 	{name: "IntervalSnapshotter", serial: true, fn: testInterval},
 	{name: "DisabledTriggerWritesNothing", fn: testDisabledTrigger},

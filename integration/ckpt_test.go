@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
@@ -296,7 +297,7 @@ func TestCkptExportImportRoundTrip(t *testing.T) {
 	exported := map[string]string{}
 	for _, thread := range []string{"run-1", branches[0].ThreadID} {
 		r := runCLI(t, bin, srcEnv, "export", thread)
-		if r.code != 0 || !strings.HasPrefix(r.stdout, `{"kind":"pgcheckpoint-export","format":2,`) || !strings.Contains(r.stderr, "exported thread") {
+		if r.code != 0 || !strings.HasPrefix(r.stdout, `{"kind":"pgcheckpoint-export","format":3,`) || !strings.Contains(r.stderr, "exported thread") {
 			t.Fatalf("export %s: %+v", thread, r)
 		}
 		exported[thread] = r.stdout
@@ -382,8 +383,8 @@ func TestCkptExportImportRoundTrip(t *testing.T) {
 		t.Fatalf("a refused import changed the rows: %v -> %v", before, got)
 	}
 	// Ids are global: the same checkpoints under a renamed thread conflict.
-	renamed := strings.ReplaceAll(exported["run-1"], `"thread_id":"run-1"`, `"thread_id":"run-1-renamed"`)
-	r = runCLIStdin(t, bin, dstEnv, []byte(renamed), "import")
+	renamed := enginetest.Reseal([]byte(strings.ReplaceAll(exported["run-1"], `"thread_id":"run-1"`, `"thread_id":"run-1-renamed"`)))
+	r = runCLIStdin(t, bin, dstEnv, renamed, "import")
 	if r.code != 1 || !strings.Contains(r.stderr, "already used") {
 		t.Fatalf("import with used ids: %+v", r)
 	}

@@ -14,6 +14,7 @@ import (
 
 	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
@@ -444,7 +445,7 @@ func TestErrorsInsideTheCallersTransaction(t *testing.T) {
 	}
 	// Thread u, written whole, then a broken line: u is rolled back.
 	u := strings.ReplaceAll(buf.String(), first.ID.String(), engine.NewCheckpointID().String())
-	u = strings.ReplaceAll(u, `"thread_id":"t"`, `"thread_id":"u"`)
+	u = string(enginetest.Reseal([]byte(strings.ReplaceAll(u, `"thread_id":"t"`, `"thread_id":"u"`))))
 	if _, err := e.Import(ctx, strings.NewReader(u+"{not json\n"), engine.ImportOptions{}); err == nil {
 		t.Fatal("an import with a broken last line succeeded")
 	}

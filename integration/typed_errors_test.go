@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
@@ -58,7 +59,7 @@ func TestInputPostgresRefusesIsTyped(t *testing.T) {
 			if text == export.String() {
 				t.Fatalf("the export has no empty %s: %s", field, export.String())
 			}
-			_, err := b.eng.Import(b.ctx, strings.NewReader(text), engine.ImportOptions{})
+			_, err := b.eng.Import(b.ctx, bytes.NewReader(enginetest.Reseal([]byte(text))), engine.ImportOptions{})
 			return err
 		}
 	}
@@ -147,7 +148,7 @@ func TestImportNamesTheRowPostgresRefuses(t *testing.T) {
 		if text == export.String() {
 			t.Fatalf("%s: the export has no %s", c.name, c.old)
 		}
-		_, err := b.eng.Import(b.ctx, strings.NewReader(text), engine.ImportOptions{})
+		_, err := b.eng.Import(b.ctx, bytes.NewReader(enginetest.Reseal([]byte(text))), engine.ImportOptions{})
 		if err == nil || !strings.HasPrefix(err.Error(), c.want) || strings.Count(err.Error(), "record ") != 1 ||
 			strings.Count(err.Error(), "checkpoint ") != 1 {
 			t.Errorf("%s: %.300v, want an error that begins %q and names one record and one checkpoint", c.name, err, c.want)

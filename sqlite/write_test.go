@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -226,12 +227,13 @@ func TestRetryRepeatsNextNodeAndMetadata(t *testing.T) {
 	}
 }
 
-// Writes after an import that gave a namespace no thread row, or a thread
-// row rewound to a checkpoint of another namespace (an export allows
-// both): Put and PutAppend find the parent by the same rule, as Postgres
-// does. A write in the namespace without a row makes its row; a write on
-// the stale rewind fails with ErrNotFound and writes nothing, though a
-// read of the head falls back on the newest checkpoint.
+// Writes on a file where a namespace has no thread row, or a thread row is
+// rewound to a checkpoint of another namespace (no write makes either, and
+// an import refuses both: the file is changed by hand here): Put and
+// PutAppend find the parent by the same rule, as Postgres does. A write in
+// the namespace without a row makes its row; a write on the stale rewind
+// fails with ErrNotFound and writes nothing, though a read of the head
+// falls back on the newest checkpoint.
 func TestWritesAfterAnImportAgreeOnTheParent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -256,23 +258,29 @@ func TestWritesAfterAnImportAgreeOnTheParent(t *testing.T) {
 	if len(ex.threads) != 2 || ex.threads[1].Namespace != "sub" {
 		t.Fatalf("thread rows %+v", ex.threads)
 	}
-	lines := strings.SplitAfter(ex.text, "\n")
-	subRow := func(line string) bool {
-		return strings.Contains(line, `"kind":"thread"`) && strings.Contains(line, `"namespace":"sub"`)
+	// The thread imported, then its file changed by the statement given.
+	changed := func(statement string, args ...any) bundle {
+		t.Helper()
+		b := setup(t, cfg)
+		if _, err := b.eng.Import(ctx, strings.NewReader(ex.text), engine.ImportOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		db, err := sql.Open("sqlite", b.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if res, err := db.ExecContext(ctx, statement, args...); err != nil {
+			t.Fatal(err)
+		} else if n, _ := res.RowsAffected(); n != 1 {
+			t.Fatalf("%s changed %d rows", statement, n)
+		}
+		return b
 	}
 
 	// No thread row for "sub": an append there (a delta on the head, the
 	// path that used to fail) makes it.
-	var noRow strings.Builder
-	for _, line := range lines {
-		if !subRow(line) {
-			noRow.WriteString(line)
-		}
-	}
-	b := setup(t, cfg)
-	if _, err := b.eng.Import(ctx, strings.NewReader(noRow.String()), engine.ImportOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	b := changed(`DELETE FROM threads WHERE thread_id = 't' AND namespace = 'sub'`)
 	if n := len(export(t, b.eng, "t").threads); n != 1 {
 		t.Fatalf("the import made %d thread rows, want 1", n)
 	}
@@ -289,17 +297,7 @@ func TestWritesAfterAnImportAgreeOnTheParent(t *testing.T) {
 	}
 
 	// The root namespace rewound to a checkpoint of "sub".
-	var stale strings.Builder
-	for _, line := range lines {
-		if strings.Contains(line, `"kind":"thread"`) && !subRow(line) {
-			line = strings.Replace(line, `"namespace":""`, `"namespace":"","rewound_to":"`+sub[0].String()+`"`, 1)
-		}
-		stale.WriteString(line)
-	}
-	c := setup(t, cfg)
-	if _, err := c.eng.Import(ctx, strings.NewReader(stale.String()), engine.ImportOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c := changed(`UPDATE threads SET rewound_to = ? WHERE thread_id = 't' AND namespace = ''`, sub[0].String())
 	if rw := export(t, c.eng, "t").threads[0].RewoundTo; rw == nil || *rw != sub[0] {
 		t.Fatalf("the import did not keep the rewind: %v", rw)
 	}
