@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -121,8 +122,9 @@ func TestOutputIsEscapedWithTheSameValues(t *testing.T) {
 	}
 }
 
-// An export to a file or a pipe is exact; to a terminal it is escaped,
-// and imports as the same content.
+// An export to a file or a pipe is exact and imports as the same content;
+// to a terminal it is escaped for reading, which its trailer's digest (taken
+// over the exact bytes) then refuses as an import.
 func TestExportToATerminalIsEscaped(t *testing.T) {
 	t.Parallel()
 	url, written := hostileDB(t)
@@ -137,8 +139,12 @@ func TestExportToATerminalIsEscaped(t *testing.T) {
 	if shown == exact {
 		t.Fatal("an export to a terminal is not escaped")
 	}
-	file := filepath.Join(t.TempDir(), "shown.jsonl")
-	if err := os.WriteFile(file, []byte(shown), 0o600); err != nil {
+	dir := t.TempDir()
+	shownFile, exactFile := filepath.Join(dir, "shown.jsonl"), filepath.Join(dir, "exact.jsonl")
+	if err := os.WriteFile(shownFile, []byte(shown), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exactFile, []byte(exact), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	dst := "sqlite:" + filepath.Join(t.TempDir(), "dst.db")
@@ -147,7 +153,12 @@ func TestExportToATerminalIsEscaped(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng.Close()
-	runCkpt(t, terminals{}, "--database", dst, "import", file)
+	var refusal bytes.Buffer
+	if err := run(context.Background(), []string{"--database", dst, "import", shownFile}, io.Discard, &refusal, terminals{}); err == nil ||
+		!strings.Contains(err.Error()+refusal.String(), "SHA-256") {
+		t.Errorf("the export escaped for a terminal imports: %v\n%s", err, refusal.String())
+	}
+	runCkpt(t, terminals{}, "--database", dst, "import", exactFile)
 	out, _ := runCkpt(t, terminals{}, "--database", dst, "--json", "show", written.ID.String())
 	var got engine.Checkpoint
 	var raw map[string]json.RawMessage
@@ -158,7 +169,7 @@ func TestExportToATerminalIsEscaped(t *testing.T) {
 	json.Unmarshal(raw["next_node"], &got.NextNode)
 	if got.Summary != hostileText || got.NextNode != hostileText || !sameJSON(raw["messages"], written.Messages) ||
 		!sameJSON(raw["state"], written.State) || !sameJSON(raw["metadata"], written.Metadata) || !sameJSON(raw["tool_results"], written.ToolResults) {
-		t.Errorf("the escaped export imports as other content:\n%s", out)
+		t.Errorf("the export imports as other content:\n%s", out)
 	}
 }
 
