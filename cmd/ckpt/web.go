@@ -44,7 +44,7 @@ const webCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // webTreePage is how many rows of a tree one thread page draws.
-const webTreePage = 500
+const webTreePage = 200
 
 // webHelp is what ckpt web --help says beyond the flags.
 const webHelp = `ckpt web serves a viewer on 127.0.0.1, on a free port, and prints its
