@@ -36,6 +36,7 @@ const webLineageShown = 60
 
 // webFuncs are the templates' helpers.
 var webFuncs = template.FuncMap{
+	"num": groupDigits,
 	// short is the end of a checkpoint id: the random part of a UUIDv7,
 	// where ids written close together differ (they begin with the time).
 	"short": func(id string) string {
@@ -60,6 +61,20 @@ var webFuncs = template.FuncMap{
 		}
 		return m, nil
 	},
+}
+
+// groupDigits writes n with a comma between groups of three digits.
+func groupDigits(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
 }
 
 // webTime shows a time in the server's zone, to the second.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -528,5 +529,65 @@ func TestWebRetentionPreview(t *testing.T) {
 	}
 	if v, _ := f.s.retention(f.ctx, "run", "keep-lots"); v.Err == "" || v.Ran {
 		t.Errorf("a bad policy: %+v", v)
+	}
+}
+
+// cancelOnURL cancels when ckpt web has printed its URL, and keeps what
+// was written.
+type cancelOnURL struct {
+	b      strings.Builder
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnURL) Write(p []byte) (int, error) {
+	c.b.Write(p)
+	if strings.Contains(c.b.String(), "Ctrl-C stops it.") {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// ckpt web binds 127.0.0.1 on a free port and prints a URL with a token;
+// --listen beyond loopback warns; Ctrl-C (the context) stops it.
+func TestWebCommand(t *testing.T) {
+	t.Parallel()
+	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "web.db")
+	eng, err := pgcheckpoint.Open(context.Background(), dbURL, pgcheckpoint.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Close()
+	for _, c := range []struct {
+		args []string
+		host string
+		warn bool
+	}{
+		{nil, "127.0.0.1", false},
+		{[]string{"--listen", "127.0.0.1:0", "--allow-writes"}, "127.0.0.1", false},
+		{[]string{"--listen", "0.0.0.0:0"}, "127.0.0.1", true},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		out := &cancelOnURL{cancel: cancel}
+		var errOut strings.Builder
+		err := run(ctx, append([]string{"--database", dbURL, "web"}, c.args...), out, &errOut, false)
+		cancel()
+		if err != nil {
+			t.Fatalf("ckpt web %v: %v\n%s", c.args, err, errOut.String())
+		}
+		var printed *url.URL
+		for _, line := range strings.Split(out.b.String(), "\n") {
+			if strings.HasPrefix(line, "http://") {
+				printed, _ = url.Parse(line)
+			}
+		}
+		if printed == nil || printed.Hostname() != c.host || printed.Port() == "0" || len(printed.Query().Get("token")) < 40 {
+			t.Errorf("ckpt web %v printed\n%s", c.args, out.b.String())
+		}
+		if got := strings.Contains(errOut.String(), "warning: listening on"); got != c.warn {
+			t.Errorf("ckpt web %v: warning %v; want %v\n%s", c.args, got, c.warn, errOut.String())
+		}
+	}
+	if err := run(context.Background(), []string{"--database", dbURL, "web", "--listen", "nowhere"}, io.Discard, io.Discard, false); !errors.As(err, new(usageError)) {
+		t.Errorf("--listen nowhere: %v; want a usage error", err)
 	}
 }
