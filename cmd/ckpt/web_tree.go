@@ -246,17 +246,16 @@ const (
 
 // svgRow is a row of a tree page as the template draws it.
 type svgRow struct {
-	ID, ThreadID        string
-	Step                int64
-	X, Y, TextX         int
-	Class               string
-	Label               string
-	Summary             string
-	Branch              bool
-	HeadOf              string
-	Row                 int // the row in the whole tree, from 1
-	Current             bool
-	ParentMissingInTree bool
+	ID, ThreadID string
+	Step         int64
+	X, Y, TextX  int
+	Class        string
+	Label        string
+	Summary      string
+	Branch       bool
+	HeadOf       string
+	Row          int // the row in the whole tree, from 1
+	Current      bool
 }
 
 // svgLine is a line of a tree page as the template draws it.
@@ -309,8 +308,11 @@ func (l *treeLayout) page(thread string, pageNo, size int, current uuid.UUID) tr
 		if n.IsHead {
 			sr.HeadOf = n.ThreadID
 		}
-		_, hasParent := l.row(n.ParentID)
-		sr.ParentMissingInTree = n.ParentID != uuid.Nil && !hasParent
+		if _, in := l.row(n.ParentID); n.ParentID != uuid.Nil && !in {
+			// As ckpt log --graph says it: pruned, or in a thread
+			// outside this tree (the source of the branch shown).
+			sr.Label += " · parent not in this tree"
+		}
 		p.Rows = append(p.Rows, sr)
 	}
 	for _, ln := range l.Lines {
