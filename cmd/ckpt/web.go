@@ -111,8 +111,12 @@ func runWeb(ctx context.Context, c *cli, _ []string) error {
 		return err
 	}
 	if !s.loopback {
-		fmt.Fprintf(c.stderr, "ckpt web: warning: listening on %s, beyond this machine's loopback: anyone who can reach that port and has the URL below can read every thread%s\n",
-			ln.Addr(), map[bool]string{true: " and change them", false: ""}[c.allowWrites])
+		can := "read every thread"
+		if c.allowWrites {
+			can = "read and change every thread"
+		}
+		fmt.Fprintf(c.stderr, "ckpt web: warning: listening on %s, beyond this machine's loopback: anyone who can reach that port and has the URL below can %s\n",
+			ln.Addr(), can)
 	}
 	shown := host
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
