@@ -69,6 +69,12 @@ var commands = map[string]*command{
 		flags: func(fs *flag.FlagSet, c *cli) {
 			fs.BoolVar(&c.container, "container", false, "with no database given, start a Postgres container (Docker)")
 		}},
+	"web": {args: "[--listen ADDR] [--allow-writes]", help: "browse threads, trees, checkpoints and diffs in a browser (local)", run: runWeb,
+		more: webHelp,
+		flags: func(fs *flag.FlagSet, c *cli) {
+			fs.StringVar(&c.listen, "listen", "", "address to serve on (default 127.0.0.1 on a free port); beyond loopback it warns")
+			fs.BoolVar(&c.allowWrites, "allow-writes", false, "allow rewind, branch, merge, delete and prune, each after a confirmation page")
+		}},
 	"gc": {args: "--policy P [--thread T] [--batch N] [--budget D] [--after T]", help: "apply a retention policy to one thread, or sweep all (with expiry)", run: runGC,
 		more: policyHelp,
 		flags: func(fs *flag.FlagSet, c *cli) {
@@ -81,7 +87,7 @@ var commands = map[string]*command{
 }
 
 // usageOrder is the order of the commands in the usage text.
-var usageOrder = []string{"demo", "threads", "log", "show", "diff", "rewind", "branch", "gc", "delete", "export", "import", "tree"}
+var usageOrder = []string{"demo", "threads", "log", "show", "diff", "rewind", "branch", "gc", "delete", "export", "import", "tree", "web"}
 
 func usage() string {
 	var b strings.Builder
@@ -135,6 +141,8 @@ type cli struct {
 	after          string
 	container      bool
 	branches       bool
+	listen         string // web: the address to serve on
+	allowWrites    bool   // web: writes allowed
 
 	eng *engine.Engine
 }
