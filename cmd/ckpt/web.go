@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/dburl"
 )
 
 // ckpt web serves a viewer of the database's threads to a browser on this
@@ -128,7 +129,7 @@ func runWeb(ctx context.Context, c *cli, _ []string) error {
 		mode = "writes allowed, each after a confirmation page"
 	}
 	fmt.Fprintf(c.stdout, "ckpt web: serving %s, %s\nopen this URL in a browser (its token is the key: do not share it):\n%s\nCtrl-C stops it.\n",
-		redact(c.dbURL), mode, u.String())
+		dburl.Redact(c.dbURL), mode, u.String())
 
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	served := make(chan error, 1)

@@ -569,7 +569,7 @@ func TestWebCommand(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		out := &cancelOnURL{cancel: cancel}
 		var errOut strings.Builder
-		err := run(ctx, append([]string{"--database", dbURL, "web"}, c.args...), out, &errOut, false)
+		err := run(ctx, append([]string{"--database", dbURL, "web"}, c.args...), out, &errOut, terminals{})
 		cancel()
 		if err != nil {
 			t.Fatalf("ckpt web %v: %v\n%s", c.args, err, errOut.String())
@@ -587,7 +587,7 @@ func TestWebCommand(t *testing.T) {
 			t.Errorf("ckpt web %v: warning %v; want %v\n%s", c.args, got, c.warn, errOut.String())
 		}
 	}
-	if err := run(context.Background(), []string{"--database", dbURL, "web", "--listen", "nowhere"}, io.Discard, io.Discard, false); !errors.As(err, new(usageError)) {
+	if err := run(context.Background(), []string{"--database", dbURL, "web", "--listen", "nowhere"}, io.Discard, io.Discard, terminals{}); !errors.As(err, new(usageError)) {
 		t.Errorf("--listen nowhere: %v; want a usage error", err)
 	}
 }
