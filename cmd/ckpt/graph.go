@@ -1,7 +1,6 @@
 package main
 
 import (
-	"container/heap"
 	"fmt"
 	"strings"
 	"time"
@@ -59,7 +58,9 @@ func drawGraph(t *engine.Tree, label func(n engine.TreeNode, parentMissing bool)
 			parent[e.To] = e.From
 		}
 	}
-	left := leftBehind(t, parent)
+	x := indexTree(t)
+	leftIx := x.leftBehind(t.Nodes)
+	left := func(id uuid.UUID) bool { return leftIx[x.index[id]] }
 
 	// lane is a line being drawn: the checkpoint it goes down to, and
 	// whether it comes from one a rewind left behind.
@@ -79,7 +80,11 @@ func drawGraph(t *engine.Tree, label func(n engine.TreeNode, parentMissing bool)
 			}
 		}
 	}
-	nodes := newestFirst(t)
+	order := x.newestFirst(t.Nodes)
+	nodes := make([]engine.TreeNode, len(order))
+	for i, ni := range order {
+		nodes[i] = t.Nodes[ni]
+	}
 	rows := make([][]byte, 0, len(nodes))
 	width := 0
 	for _, n := range nodes {
@@ -115,7 +120,7 @@ func drawGraph(t *engine.Tree, label func(n engine.TreeNode, parentMissing bool)
 			}
 		}
 		row[2*col] = glyphNode
-		if left[n.ID] {
+		if left(n.ID) {
 			row[2*col] = glyphLeft
 		}
 		end := max(col, fork)
@@ -135,11 +140,11 @@ func drawGraph(t *engine.Tree, label func(n engine.TreeNode, parentMissing bool)
 		}
 		lanes[col] = nil
 		if p, ok := parent[n.ID]; ok {
-			lanes[col] = &lane{to: p, left: left[n.ID]}
+			lanes[col] = &lane{to: p, left: left(n.ID)}
 		}
 		if merged {
 			row[2*fork] = glyphFork
-			lanes[fork] = &lane{to: m, left: left[n.ID]}
+			lanes[fork] = &lane{to: m, left: left(n.ID)}
 		}
 		for len(lanes) > 0 && lanes[len(lanes)-1] == nil {
 			lanes = lanes[:len(lanes)-1]
@@ -156,98 +161,6 @@ func drawGraph(t *engine.Tree, label func(n engine.TreeNode, parentMissing bool)
 		out[i] = string(rows[i]) + strings.Repeat(" ", width-len(rows[i])) + " " + text
 	}
 	return out
-}
-
-// leftBehind returns the checkpoints a rewind left behind: those of a
-// thread (and namespace) that are not on the line from its head back to
-// its first checkpoint. Where a gc cut that line, a checkpoint written
-// before the cut may have been on it, so only those written after the
-// cut's oldest survivor count.
-func leftBehind(t *engine.Tree, parent map[uuid.UUID]uuid.UUID) map[uuid.UUID]bool {
-	type line struct{ thread, namespace string }
-	byID := make(map[uuid.UUID]engine.TreeNode, len(t.Nodes))
-	for _, n := range t.Nodes {
-		byID[n.ID] = n
-	}
-	onLine := map[uuid.UUID]bool{}
-	oldest := map[line]int64{} // the seq of the oldest checkpoint on the head's line
-	for _, n := range t.Nodes {
-		if !n.IsHead {
-			continue
-		}
-		l := line{n.ThreadID, n.Namespace}
-		for {
-			onLine[n.ID] = true
-			p, ok := byID[parent[n.ID]]
-			if !ok || (line{p.ThreadID, p.Namespace}) != l {
-				break
-			}
-			n = p
-		}
-		oldest[l] = n.Seq
-	}
-	out := map[uuid.UUID]bool{}
-	for _, n := range t.Nodes {
-		if seq, ok := oldest[line{n.ThreadID, n.Namespace}]; ok && !onLine[n.ID] && n.Seq > seq {
-			out[n.ID] = true
-		}
-	}
-	return out
-}
-
-// newestFirst orders the nodes so every checkpoint comes before its parents,
-// and otherwise newest first.
-func newestFirst(t *engine.Tree) []engine.TreeNode {
-	children := map[uuid.UUID]int{}
-	parents := map[uuid.UUID][]uuid.UUID{}
-	for _, e := range t.Edges {
-		children[e.From]++
-		parents[e.To] = append(parents[e.To], e.From)
-	}
-	byID := map[uuid.UUID]engine.TreeNode{}
-	for _, n := range t.Nodes {
-		byID[n.ID] = n
-	}
-	ready := &nodeHeap{}
-	for _, n := range t.Nodes {
-		if children[n.ID] == 0 {
-			heap.Push(ready, n)
-		}
-	}
-	out := make([]engine.TreeNode, 0, len(t.Nodes))
-	for ready.Len() > 0 {
-		n := heap.Pop(ready).(engine.TreeNode)
-		out = append(out, n)
-		for _, p := range parents[n.ID] {
-			if children[p]--; children[p] == 0 {
-				heap.Push(ready, byID[p])
-			}
-		}
-	}
-	return out
-}
-
-// nodeHeap pops the newest node first.
-type nodeHeap []engine.TreeNode
-
-func (h nodeHeap) Len() int { return len(h) }
-func (h nodeHeap) Less(i, j int) bool {
-	a, b := h[i], h[j]
-	if !a.CreatedAt.Equal(b.CreatedAt) {
-		return a.CreatedAt.After(b.CreatedAt)
-	}
-	if a.ThreadID != b.ThreadID {
-		return a.ThreadID < b.ThreadID
-	}
-	return a.Seq > b.Seq
-}
-func (h nodeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *nodeHeap) Push(x any)   { *h = append(*h, x.(engine.TreeNode)) }
-func (h *nodeHeap) Pop() any {
-	old := *h
-	n := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return n
 }
 
 // threadsOf lists the threads of a tree, the asked-for one first.

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"container/heap"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -22,7 +20,7 @@ import (
 type treeRow struct {
 	Node *engine.TreeNode
 	Col  int
-	Left bool // a rewind left it behind (as leftBehind says)
+	Left bool // a rewind left it behind (see treeIndex.leftBehind)
 }
 
 // treeLine is one edge of a laid-out tree: from the child's row and column
@@ -53,47 +51,23 @@ func (l *treeLayout) row(id uuid.UUID) (int, bool) {
 	return int(l.rowOf[i]), true
 }
 
-// layoutTree lays t out (see above). It orders the rows as newestFirst
-// and marks what leftBehind marks, as ckpt log --graph does, over node
-// indices rather than maps of ids: a thread page lays out its whole tree
-// on every request, 50,000 checkpoints and more.
+// layoutTree lays t out (see above), in the rows ckpt log --graph draws
+// (treeIndex's order and marks).
 func layoutTree(t *engine.Tree) *treeLayout {
 	n := len(t.Nodes)
 	l := &treeLayout{Rows: make([]treeRow, n), Lines: make([]treeLine, len(t.Edges)),
-		index: make(map[uuid.UUID]int32, n), rowOf: make([]int32, n), threads: map[string]int{}}
-	for i := range t.Nodes {
-		l.index[t.Nodes[i].ID] = int32(i)
-	}
+		rowOf: make([]int32, n), threads: map[string]int{}}
 	for i, th := range threadsOf(t) {
 		l.threads[th] = i
 	}
-	// Each edge by index; out lists each child's edges (to its parents),
-	// from outStart[child] to outStart[child+1].
-	from, to := make([]int32, len(t.Edges)), make([]int32, len(t.Edges))
-	parent := make([]int32, n)
-	for i := range parent {
-		parent[i] = -1
-	}
-	outStart := make([]int32, n+1)
+	x := indexTree(t)
+	l.index = x.index
+	from, out, outStart := x.from, x.out, x.outStart
 	for i, e := range t.Edges {
-		from[i], to[i] = l.index[e.From], l.index[e.To]
-		outStart[to[i]+1]++
-		if !e.Merge {
-			parent[to[i]] = from[i]
-		}
 		l.Lines[i] = treeLine{Edge: e}
 	}
-	for i := 1; i <= n; i++ {
-		outStart[i] += outStart[i-1]
-	}
-	out := make([]int32, len(t.Edges))
-	next := slices.Clone(outStart[:n])
-	for i := range t.Edges {
-		out[next[to[i]]] = int32(i)
-		next[to[i]]++
-	}
-	left := leftBehindIndexed(t.Nodes, parent)
-	order := newestFirstIndexed(t.Nodes, from, out, outStart)
+	left := x.leftBehind(t.Nodes)
+	order := x.newestFirst(t.Nodes)
 
 	// lanes[c] is the index of the line going down column c, or -1.
 	// freed[c] is the row where column c's last line ended.
@@ -145,94 +119,6 @@ func layoutTree(t *engine.Tree) *treeLayout {
 		l.Columns = max(l.Columns, len(lanes))
 	}
 	return l
-}
-
-// newestFirstIndexed is newestFirst over indices: every node before its
-// parents, otherwise newest first (nodeHeap's order). from holds each
-// edge's parent; out[outStart[i]:outStart[i+1]] are node i's edges to its
-// parents.
-func newestFirstIndexed(nodes []engine.TreeNode, from, out, outStart []int32) []int32 {
-	children := make([]int32, len(nodes))
-	for _, f := range from {
-		children[f]++
-	}
-	ready := &indexHeap{nodes: nodes}
-	for i := range nodes {
-		if children[i] == 0 {
-			ready.ix = append(ready.ix, int32(i))
-		}
-	}
-	heap.Init(ready)
-	order := make([]int32, 0, len(nodes))
-	for ready.Len() > 0 {
-		i := heap.Pop(ready).(int32)
-		order = append(order, i)
-		for _, e := range out[outStart[i]:outStart[i+1]] {
-			p := from[e]
-			if children[p]--; children[p] == 0 {
-				heap.Push(ready, p)
-			}
-		}
-	}
-	return order
-}
-
-// indexHeap pops the newest node first, as nodeHeap does.
-type indexHeap struct {
-	ix    []int32
-	nodes []engine.TreeNode
-}
-
-func (h *indexHeap) Len() int { return len(h.ix) }
-func (h *indexHeap) Less(i, j int) bool {
-	a, b := &h.nodes[h.ix[i]], &h.nodes[h.ix[j]]
-	if !a.CreatedAt.Equal(b.CreatedAt) {
-		return a.CreatedAt.After(b.CreatedAt)
-	}
-	if a.ThreadID != b.ThreadID {
-		return a.ThreadID < b.ThreadID
-	}
-	return a.Seq > b.Seq
-}
-func (h *indexHeap) Swap(i, j int) { h.ix[i], h.ix[j] = h.ix[j], h.ix[i] }
-func (h *indexHeap) Push(x any)    { h.ix = append(h.ix, x.(int32)) }
-func (h *indexHeap) Pop() any {
-	n := h.ix[len(h.ix)-1]
-	h.ix = h.ix[:len(h.ix)-1]
-	return n
-}
-
-// leftBehindIndexed is leftBehind over indices: the nodes of a thread and
-// namespace off the line from its head back (parent[i] is node i's
-// parent, -1 for none), written after the line's oldest checkpoint.
-func leftBehindIndexed(nodes []engine.TreeNode, parent []int32) []bool {
-	type line struct{ thread, namespace string }
-	lineOf := func(i int32) line { return line{nodes[i].ThreadID, nodes[i].Namespace} }
-	onLine := make([]bool, len(nodes))
-	oldest := map[line]int64{}
-	for i := range nodes {
-		if !nodes[i].IsHead {
-			continue
-		}
-		j := int32(i)
-		l := lineOf(j)
-		for {
-			onLine[j] = true
-			p := parent[j]
-			if p < 0 || lineOf(p) != l {
-				break
-			}
-			j = p
-		}
-		oldest[l] = nodes[j].Seq
-	}
-	left := make([]bool, len(nodes))
-	for i := range nodes {
-		if seq, ok := oldest[lineOf(int32(i))]; ok && !onLine[i] && nodes[i].Seq > seq {
-			left[i] = true
-		}
-	}
-	return left
 }
 
 // Sizes of the picture, in pixels.
