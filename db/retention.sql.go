@@ -109,6 +109,29 @@ func (q *Queries) ThreadGcBatch(ctx context.Context, arg ThreadGcBatchParams) (T
 	return i, err
 }
 
+const ThreadGetExpiry = `-- name: ThreadGetExpiry :one
+SELECT t.expires_at, t.expire_action
+FROM pgcheckpoint.threads t
+WHERE t.thread_id = $1::text
+ORDER BY t.namespace
+LIMIT 1
+`
+
+type ThreadGetExpiryRow struct {
+	ExpiresAt    pgtype.Timestamptz
+	ExpireAction string
+}
+
+// When a thread expires and what its expiry keeps ('delete' or
+// 'keep_latest'), as ThreadSetExpiry set it on every namespace row; no row
+// for an unknown thread, a NULL time when it does not expire.
+func (q *Queries) ThreadGetExpiry(ctx context.Context, threadID string) (ThreadGetExpiryRow, error) {
+	row := q.db.QueryRow(ctx, ThreadGetExpiry, threadID)
+	var i ThreadGetExpiryRow
+	err := row.Scan(&i.ExpiresAt, &i.ExpireAction)
+	return i, err
+}
+
 const ThreadSetExpiry = `-- name: ThreadSetExpiry :execrows
 UPDATE pgcheckpoint.threads t
 SET expires_at = $1::timestamptz,

@@ -30,6 +30,7 @@ var publicQueries = []string{
 	"ThreadMerge",
 	"ThreadGc",
 	"ThreadGcBatch",
+	"ThreadGetExpiry",
 	"ThreadPruneMany",
 	"ThreadSetExpiry",
 	"ThreadTree",

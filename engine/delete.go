@@ -57,7 +57,7 @@ func sortDeleted(ds []Deleted) {
 func (e *Engine) DeleteThreads(ctx context.Context, threadIDs ...string) (_ DeleteResult, err error) {
 	ctx, done := e.tel.call(ctx, "DeleteThreads", threadsAttrs(threadIDs)...)
 	defer func() { done(err) }()
-	return e.prune(ctx, "delete threads", KeepNone(), threadIDs)
+	return e.prune(ctx, "delete threads", KeepNone(), threadIDs, e.store.PruneThreads)
 }
 
 // threadsAttrs names the thread of a call on threads when there is one.

@@ -168,11 +168,31 @@ func (e *Engine) PruneThreads(ctx context.Context, keep Policy, threadIDs ...str
 	if err := keep.checkFor(usePrune); err != nil {
 		return DeleteResult{}, fmt.Errorf("prune threads: %w", err)
 	}
-	return e.prune(ctx, "prune threads "+keep.String(), keep, threadIDs)
+	return e.prune(ctx, "prune threads "+keep.String(), keep, threadIDs, e.store.PruneThreads)
 }
 
-// prune is PruneThreads and DeleteThreads after their own checks.
-func (e *Engine) prune(ctx context.Context, what string, keep Policy, threadIDs []string) (DeleteResult, error) {
+// PreviewPrune returns what PruneThreads(ctx, keep, threadIDs...) would
+// delete now, and deletes nothing: the store applies the policy as
+// PruneThreads does, in a transaction it then rolls back, so the answer
+// comes from the one rule that deletes (on Postgres the SQL functions,
+// under the threads' locks for that long). Writers that commit after it
+// can change what a PruneThreads then deletes.
+//
+// Errors: as PruneThreads's; ErrPermission where the database may not be
+// written (the preview writes, then rolls back).
+func (e *Engine) PreviewPrune(ctx context.Context, keep Policy, threadIDs ...string) (_ DeleteResult, err error) {
+	ctx, done := e.tel.call(ctx, "PreviewPrune", threadsAttrs(threadIDs)...)
+	defer func() { done(err) }()
+	if err := keep.checkFor(usePrune); err != nil {
+		return DeleteResult{}, fmt.Errorf("preview prune: %w", err)
+	}
+	return e.prune(ctx, "preview prune "+keep.String(), keep, threadIDs, e.store.PreviewPrune)
+}
+
+// prune is PruneThreads, PreviewPrune and DeleteThreads after their own
+// checks; apply is the store's call.
+func (e *Engine) prune(ctx context.Context, what string, keep Policy, threadIDs []string,
+	apply func(context.Context, []string, Policy) (DeleteResult, error)) (DeleteResult, error) {
 	ids, err := checkThreadIDs(threadIDs)
 	if err != nil {
 		return DeleteResult{}, fmt.Errorf("%s: %w", what, err)
@@ -180,7 +200,7 @@ func (e *Engine) prune(ctx context.Context, what string, keep Policy, threadIDs 
 	if keep.keepsAll() || len(ids) == 0 {
 		return DeleteResult{}, nil
 	}
-	r, err := e.store.PruneThreads(ctx, ids, keep)
+	r, err := apply(ctx, ids, keep)
 	sortDeleted(r.IDs)
 	switch {
 	case err != nil && r.Deleted > 0:
@@ -340,6 +360,27 @@ func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.T
 		return fmt.Errorf("set thread expiry: thread %q: %w", threadID, ErrNotFound)
 	}
 	return nil
+}
+
+// ThreadExpiry returns when a thread expires (the zero time: it does not)
+// and what its expiry keeps: KeepNone or KeepLatest (see SetThreadExpiry).
+//
+// Errors: ErrInvalidInput for a bad thread id; ErrNotFound for an unknown
+// thread.
+func (e *Engine) ThreadExpiry(ctx context.Context, threadID string) (_ time.Time, _ Policy, err error) {
+	ctx, done := e.tel.call(ctx, "ThreadExpiry", attrThread.String(threadID))
+	defer func() { done(err) }()
+	if err := checkID("thread id", threadID, false); err != nil {
+		return time.Time{}, Policy{}, fmt.Errorf("thread expiry: %w", err)
+	}
+	at, keepLatest, err := e.store.Expiry(ctx, threadID)
+	if err != nil {
+		return time.Time{}, Policy{}, fmt.Errorf("the expiry of thread %q: %w", threadID, err)
+	}
+	if keepLatest {
+		return at, KeepLatest(), nil
+	}
+	return at, KeepNone(), nil
 }
 
 // ParsePolicy reads a policy as String spells it, "keep_last_n(10)", or in

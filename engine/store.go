@@ -81,6 +81,10 @@ type Store interface {
 	// Each thread is pruned in one transaction, several may share one; on
 	// an error the result counts what was deleted and committed before it.
 	PruneThreads(ctx context.Context, threadIDs []string, p Policy) (DeleteResult, error)
+	// PreviewPrune returns what PruneThreads would delete now, and
+	// deletes nothing: it applies p as PruneThreads does, in a
+	// transaction it rolls back.
+	PreviewPrune(ctx context.Context, threadIDs []string, p Policy) (DeleteResult, error)
 
 	// Rewind makes checkpoint id its thread's head; with truncate it also
 	// deletes the old head's line down to (not including) id. The result's
@@ -127,6 +131,10 @@ type Store interface {
 	// thread: what a sweep after at keeps of it, p (checked: KeepNone or
 	// KeepLatest). It returns how many thread rows it changed.
 	SetExpiry(ctx context.Context, threadID string, at time.Time, p Policy) (int64, error)
+	// Expiry returns when a thread expires (the zero time: it does not)
+	// and whether its expiry keeps the heads (KeepLatest) rather than
+	// nothing (KeepNone). ErrNotFound for an unknown thread.
+	Expiry(ctx context.Context, threadID string) (at time.Time, keepLatest bool, err error)
 
 	// Export reads a thread (every namespace) and, with opts.Branches, the
 	// threads forked from it recursively, oldest first, in one consistent

@@ -296,6 +296,16 @@ func (s tracedStore) PruneThreads(ctx context.Context, threadIDs []string, p Pol
 	return r, err
 }
 
+func (s tracedStore) PreviewPrune(ctx context.Context, threadIDs []string, p Policy) (DeleteResult, error) {
+	if !s.t.on(ctx) {
+		return s.Store.PreviewPrune(ctx, threadIDs, p)
+	}
+	ctx, end := s.t.span(ctx, "PreviewPrune", threadsAttrs(threadIDs)...)
+	r, err := s.Store.PreviewPrune(ctx, threadIDs, p)
+	end(err)
+	return r, err
+}
+
 func (s tracedStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error) {
 	if !s.t.on(ctx) {
 		return s.Store.Rewind(ctx, id, truncate)
@@ -388,6 +398,16 @@ func (s tracedStore) SweepBatch(ctx context.Context, p Policy, after string, siz
 	r, err := s.Store.SweepBatch(ctx, p, after, size)
 	end(err)
 	return r, err
+}
+
+func (s tracedStore) Expiry(ctx context.Context, threadID string) (time.Time, bool, error) {
+	if !s.t.on(ctx) {
+		return s.Store.Expiry(ctx, threadID)
+	}
+	ctx, end := s.t.span(ctx, "Expiry", attrThread.String(threadID))
+	at, keepLatest, err := s.Store.Expiry(ctx, threadID)
+	end(err)
+	return at, keepLatest, err
 }
 
 func (s tracedStore) SetExpiry(ctx context.Context, threadID string, at time.Time, p Policy) (int64, error) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -489,4 +490,82 @@ func testRetentionKeepLatestAfterEachWrite(t *testing.T, e *env) {
 		t.Fatalf("the branch's first checkpoint: parent %s", got.ParentID)
 	}
 	checkReadable(t, e.ctx, e.eng)
+}
+
+// A preview deletes nothing and says what PruneThreads then deletes,
+// which is what the model says.
+func testPreviewPrune(t *testing.T, e *env) {
+	deleteFixture(t, e)
+	for _, tc := range []struct {
+		keep    engine.Policy
+		threads []string
+		listed  bool
+	}{
+		{engine.KeepLastN(1), []string{"a"}, true},
+		{engine.KeepMilestones(1), []string{"b", "a"}, true},
+		{engine.KeepLatest(), []string{"b"}, false},
+		{engine.KeepNone(), []string{"c"}, false},
+	} {
+		what := fmt.Sprintf("%s of %v", tc.keep, tc.threads)
+		before := e.inventory()
+		want := modelPrune(before, tc.keep, tc.threads...)
+		if len(want) == 0 {
+			t.Fatalf("%s: the fixture gives the policy nothing to delete", what)
+		}
+		preview, err := e.eng.PreviewPrune(e.ctx, tc.keep, tc.threads...)
+		if err != nil {
+			t.Fatalf("preview %s: %v", what, err)
+		}
+		e.unchanged("a preview of "+what, before)
+		var gone []string
+		if tc.keep.Name() == "keep_none" {
+			gone = tc.threads
+		}
+		pruned, err := e.eng.PruneThreads(e.ctx, tc.keep, tc.threads...)
+		if err != nil {
+			t.Fatalf("prune %s: %v", what, err)
+		}
+		if !reflect.DeepEqual(preview, pruned) {
+			t.Fatalf("%s: the preview said %+v, the prune deleted %+v", what, preview, pruned)
+		}
+		e.checkDeleted("prune "+what, before, want, pruned, tc.listed, gone...)
+	}
+	before := e.inventory()
+	if _, err := e.eng.PreviewPrune(e.ctx, engine.KeepLastN(0), "a"); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("a preview of KeepLastN(0): %v, want ErrInvalidInput", err)
+	}
+	e.unchanged("a refused preview", before)
+}
+
+// ThreadExpiry reads what SetThreadExpiry set: the time (to the
+// microsecond) and the policy; the zero time once cleared; ErrNotFound for
+// an unknown thread.
+func testThreadExpiry(t *testing.T, e *env) {
+	e.snap(engine.SnapshotInput{ThreadID: "x"})
+	e.snap(engine.SnapshotInput{ThreadID: "x", Namespace: "sub"})
+	if at, _, err := e.eng.ThreadExpiry(e.ctx, "x"); err != nil || !at.IsZero() {
+		t.Fatalf("a thread without an expiry: %v %v", at, err)
+	}
+	at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	for _, keep := range []engine.Policy{engine.KeepLatest(), engine.KeepNone()} {
+		if err := e.eng.SetThreadExpiry(e.ctx, "x", at, keep); err != nil {
+			t.Fatal(err)
+		}
+		got, gotKeep, err := e.eng.ThreadExpiry(e.ctx, "x")
+		if err != nil || !got.Equal(at) || gotKeep.String() != keep.String() {
+			t.Fatalf("expiry set to %v, %s: read %v, %s, %v", at, keep, got, gotKeep, err)
+		}
+	}
+	if err := e.eng.SetThreadExpiry(e.ctx, "x", time.Time{}, engine.KeepNone()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := e.eng.ThreadExpiry(e.ctx, "x"); err != nil || !got.IsZero() {
+		t.Fatalf("a cleared expiry reads %v, %v", got, err)
+	}
+	if _, _, err := e.eng.ThreadExpiry(e.ctx, "nobody"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("the expiry of an unknown thread: %v, want ErrNotFound", err)
+	}
+	if _, _, err := e.eng.ThreadExpiry(e.ctx, ""); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("the expiry of an empty thread id: %v, want ErrInvalidInput", err)
+	}
 }

@@ -81,6 +81,8 @@ var tests = []conformanceTest{
 	{name: "PruneThreadsMatchesTheModel", fn: testPruneThreadsMatchesTheModel},
 	{name: "DeletesBadInputIsTypedAndDeletesNothing", fn: testDeletesBadInput},
 	{name: "ExpiryKeepsWhatItsPolicySays", fn: testExpiryPolicies},
+	{name: "PreviewPruneDeletesNothing", fn: testPreviewPrune},
+	{name: "ThreadExpiryReadsWhatWasSet", fn: testThreadExpiry},
 	{name: "RetentionKeepLatestAfterEachWrite", fn: testRetentionKeepLatestAfterEachWrite},
 	// delta.go
 	{name: "RandomHistoriesReadBackAsWritten", fn: testRandomHistories},

@@ -421,6 +421,8 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 		{"PruneThreads KeepLastN(2)", func() error { _, err := eng.PruneThreads(ctx, engine.KeepLastN(2), "app"); return err }},
 		{"PruneThreads", func() error { _, err := eng.PruneThreads(ctx, engine.KeepLastN(1), "app", "append"); return err }},
 		{"SetThreadExpiry KeepNone", func() error { return eng.SetThreadExpiry(ctx, "safe", time.Now().Add(-time.Hour), engine.KeepNone()) }},
+		{"ThreadExpiry", func() error { _, _, err := eng.ThreadExpiry(ctx, "safe"); return err }},
+		{"PreviewPrune", func() error { _, err := eng.PreviewPrune(ctx, engine.KeepLastN(1), "app"); return err }},
 		{"SetThreadExpiry", func() error { return eng.SetThreadExpiry(ctx, "safe", time.Now().Add(-time.Hour), engine.KeepLatest()) }},
 		{"Sweep", func() error {
 			r, err := eng.Sweep(ctx, engine.KeepLastN(5), engine.SweepOptions{})
@@ -575,6 +577,7 @@ func TestRolesReadOnlyInspectsAndCannotWrite(t *testing.T) {
 			return err
 		},
 		"PruneThreads KeepLastN": func() error { _, err := ro.PruneThreads(ctx, engine.KeepLastN(1), "run"); return err },
+		"PreviewPrune":           func() error { _, err := ro.PreviewPrune(ctx, engine.KeepLastN(1), "run"); return err },
 		"DeleteThreads":          func() error { _, err := ro.DeleteThreads(ctx, "run"); return err },
 		"DeleteCheckpoints":      func() error { _, err := ro.DeleteCheckpoints(ctx, engine.ForRuns("r1")); return err },
 		"PruneThreads":           func() error { _, err := ro.PruneThreads(ctx, engine.KeepLatest(), "run"); return err },

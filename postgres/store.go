@@ -373,6 +373,17 @@ func (s *Store) PruneThreads(ctx context.Context, threadIDs []string, p engine.P
 	return r, nil
 }
 
+// PreviewPrune implements engine.Store: PruneThreads in a transaction
+// (inside a caller's transaction, a savepoint) that it rolls back.
+func (s *Store) PreviewPrune(ctx context.Context, threadIDs []string, p engine.Policy) (engine.DeleteResult, error) {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return engine.DeleteResult{}, storeError(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	return NewStore(tx, Options{SingleStatement: s.singleStatement}).PruneThreads(ctx, threadIDs, p)
+}
+
 // Rewind implements engine.Store.
 func (s *Store) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*engine.RewindResult, error) {
 	r, err := s.q.CheckpointRewind(ctx, db.CheckpointRewindParams{CheckpointID: id, Truncate: truncate})
@@ -491,6 +502,15 @@ func (s *Store) SweepBatch(ctx context.Context, p engine.Policy, after string, s
 		LastThreadID: b.LastThreadID, Threads: int(b.Threads), Expired: int(b.Expired),
 		Failed: int(b.Failed), Deleted: b.Deleted,
 	}, nil
+}
+
+// Expiry implements engine.Store.
+func (s *Store) Expiry(ctx context.Context, threadID string) (time.Time, bool, error) {
+	r, err := s.q.ThreadGetExpiry(ctx, threadID)
+	if err != nil {
+		return time.Time{}, false, storeError(err)
+	}
+	return r.ExpiresAt.Time, r.ExpireAction == "keep_latest", nil
 }
 
 // SetExpiry implements engine.Store.

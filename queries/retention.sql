@@ -22,3 +22,13 @@ UPDATE pgcheckpoint.threads t
 SET expires_at = sqlc.narg(expires_at)::timestamptz,
     expire_action = CASE WHEN @keep_latest::boolean THEN 'keep_latest' ELSE 'delete' END
 WHERE t.thread_id = @thread_id::text;
+
+-- name: ThreadGetExpiry :one
+-- When a thread expires and what its expiry keeps ('delete' or
+-- 'keep_latest'), as ThreadSetExpiry set it on every namespace row; no row
+-- for an unknown thread, a NULL time when it does not expire.
+SELECT t.expires_at, t.expire_action
+FROM pgcheckpoint.threads t
+WHERE t.thread_id = @thread_id::text
+ORDER BY t.namespace
+LIMIT 1;

@@ -158,6 +158,20 @@ func sweepThread(ctx context.Context, q *sqlitedb.Queries, threadID string, p en
 	return true, r.Deleted, nil
 }
 
+// Expiry returns when a thread expires and whether its expiry keeps the
+// heads. Errors: engine.ErrNotFound for an unknown thread.
+func (s *Store) Expiry(ctx context.Context, threadID string) (time.Time, bool, error) {
+	r, err := s.rq.ThreadGetExpiry(ctx, threadID)
+	if err != nil {
+		return time.Time{}, false, storeError(dbError(fmt.Sprintf("thread %q", threadID), err))
+	}
+	var at time.Time
+	if r.ExpiresAt.Valid {
+		at = fromMicros(r.ExpiresAt.Int64)
+	}
+	return at, r.ExpireAction == "keep_latest", nil
+}
+
 // SetExpiry sets (zero at: clears) the expiry of every namespace row of a
 // thread, KeepNone or KeepLatest, and returns how many rows it changed.
 func (s *Store) SetExpiry(ctx context.Context, threadID string, at time.Time, p engine.Policy) (int64, error) {

@@ -67,7 +67,6 @@ Ctrl-C stops it.`
 // webServer is ckpt web's HTTP handler.
 type webServer struct {
 	eng         *engine.Engine
-	extras      storeExtras
 	allowWrites bool
 	token       string // the URL's token, and the cookie's value
 	csrf        string // the token of every write form
@@ -96,17 +95,12 @@ func runWeb(ctx context.Context, c *cli, _ []string) error {
 	if err != nil {
 		return usagef("web: --listen %q: want HOST:PORT, e.g. 127.0.0.1:8080 (port 0: any free port)", addr)
 	}
-	extras, err := newStoreExtras(ctx, c.dbURL, c.eng)
-	if err != nil {
-		return err
-	}
-	defer extras.close()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("web: %w", err)
 	}
 	tcp := ln.Addr().(*net.TCPAddr)
-	s, err := newWebServer(c.eng, extras, c.allowWrites, tcp)
+	s, err := newWebServer(c.eng, c.allowWrites, tcp)
 	if err != nil {
 		ln.Close()
 		return err
@@ -148,10 +142,10 @@ func runWeb(ctx context.Context, c *cli, _ []string) error {
 }
 
 // newWebServer makes the handler of a server listening on addr.
-func newWebServer(eng *engine.Engine, extras storeExtras, allowWrites bool, addr *net.TCPAddr) (*webServer, error) {
+func newWebServer(eng *engine.Engine, allowWrites bool, addr *net.TCPAddr) (*webServer, error) {
 	port := fmt.Sprint(addr.Port)
 	s := &webServer{
-		eng: eng, extras: extras, allowWrites: allowWrites,
+		eng: eng, allowWrites: allowWrites,
 		token: randomToken(), csrf: randomToken(), cookie: "ckpt_web_" + port, port: port,
 		loopback: addr.IP.IsLoopback(),
 	}

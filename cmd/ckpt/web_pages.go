@@ -330,13 +330,13 @@ func (s *webServer) threadPage(r *http.Request) (string, string, any, error) {
 		v.Branches = append(v.Branches, branchRow{ThreadID: b.ThreadID, Shown: safeLine(b.ThreadID), Name: safeLine(b.Name),
 			FromID: b.FromID.String(), Namespace: b.Namespace, Created: webTime(b.CreatedAt)})
 	}
-	at2, action, err := s.extras.expiry(ctx, thread)
+	at2, keep, err := s.eng.ThreadExpiry(ctx, thread)
 	switch {
 	case err != nil:
 		v.Expiry = "unknown: " + safeText(err.Error())
 	case at2.IsZero():
 		v.Expiry = "never"
-	case action == "keep_latest":
+	case keep.Name() == engine.KeepLatest().Name():
 		v.Expiry = webTime(at2) + " (then only its heads are kept)"
 	default:
 		v.Expiry = webTime(at2) + " (then it is deleted)"
@@ -665,7 +665,7 @@ func (s *webServer) retention(ctx context.Context, thread, policy string) (reten
 		return v, nil
 	}
 	v.Policy = cliPolicy(p)
-	res, err := s.extras.previewPrune(ctx, thread, p)
+	res, err := s.eng.PreviewPrune(ctx, p, thread)
 	if err != nil {
 		v.Err = "the preview failed: " + safeText(err.Error())
 		return v, nil

@@ -42,12 +42,7 @@ func newWebFixture(t *testing.T, allowWrites bool) *webFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	extras, err := newStoreExtras(ctx, dbURL, eng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { extras.close() })
-	s, err := newWebServer(eng, extras, allowWrites, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4711})
+	s, err := newWebServer(eng, allowWrites, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4711})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,3 +78,12 @@ UPDATE threads SET expires_at = NULL WHERE thread_id = @thread_id;
 
 -- name: ThreadSetSwept :exec
 UPDATE threads SET swept_at = @swept_at WHERE thread_id = @thread_id;
+
+-- name: ThreadGetExpiry :one
+-- When a thread expires and what its expiry keeps ('delete' or
+-- 'keep_latest'), as ThreadSetExpiry set it on every namespace row; no row
+-- for an unknown thread, a NULL time when it does not expire.
+SELECT expires_at, expire_action FROM threads
+WHERE thread_id = @thread_id
+ORDER BY namespace
+LIMIT 1;

@@ -111,6 +111,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.threadGetStmt, err = db.PrepareContext(ctx, ThreadGet); err != nil {
 		return nil, fmt.Errorf("error preparing query ThreadGet: %w", err)
 	}
+	if q.threadGetExpiryStmt, err = db.PrepareContext(ctx, ThreadGetExpiry); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadGetExpiry: %w", err)
+	}
 	if q.threadIDsAfterStmt, err = db.PrepareContext(ctx, ThreadIDsAfter); err != nil {
 		return nil, fmt.Errorf("error preparing query ThreadIDsAfter: %w", err)
 	}
@@ -288,6 +291,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing threadGetStmt: %w", cerr)
 		}
 	}
+	if q.threadGetExpiryStmt != nil {
+		if cerr := q.threadGetExpiryStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadGetExpiryStmt: %w", cerr)
+		}
+	}
 	if q.threadIDsAfterStmt != nil {
 		if cerr := q.threadIDsAfterStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing threadIDsAfterStmt: %w", cerr)
@@ -401,6 +409,7 @@ type Queries struct {
 	threadExpiryKeepsLatestStmt      *sql.Stmt
 	threadExportTreeStmt             *sql.Stmt
 	threadGetStmt                    *sql.Stmt
+	threadGetExpiryStmt              *sql.Stmt
 	threadIDsAfterStmt               *sql.Stmt
 	threadInsertStmt                 *sql.Stmt
 	threadListBranchesStmt           *sql.Stmt
@@ -445,6 +454,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		threadExpiryKeepsLatestStmt:      q.threadExpiryKeepsLatestStmt,
 		threadExportTreeStmt:             q.threadExportTreeStmt,
 		threadGetStmt:                    q.threadGetStmt,
+		threadGetExpiryStmt:              q.threadGetExpiryStmt,
 		threadIDsAfterStmt:               q.threadIDsAfterStmt,
 		threadInsertStmt:                 q.threadInsertStmt,
 		threadListBranchesStmt:           q.threadListBranchesStmt,

@@ -113,6 +113,28 @@ func (q *Queries) ThreadGet(ctx context.Context, arg ThreadGetParams) (Thread, e
 	return i, err
 }
 
+const ThreadGetExpiry = `-- name: ThreadGetExpiry :one
+SELECT expires_at, expire_action FROM threads
+WHERE thread_id = ?1
+ORDER BY namespace
+LIMIT 1
+`
+
+type ThreadGetExpiryRow struct {
+	ExpiresAt    sql.NullInt64
+	ExpireAction string
+}
+
+// When a thread expires and what its expiry keeps ('delete' or
+// 'keep_latest'), as ThreadSetExpiry set it on every namespace row; no row
+// for an unknown thread, a NULL time when it does not expire.
+func (q *Queries) ThreadGetExpiry(ctx context.Context, threadID string) (ThreadGetExpiryRow, error) {
+	row := q.queryRow(ctx, q.threadGetExpiryStmt, ThreadGetExpiry, threadID)
+	var i ThreadGetExpiryRow
+	err := row.Scan(&i.ExpiresAt, &i.ExpireAction)
+	return i, err
+}
+
 const ThreadIDsAfter = `-- name: ThreadIDsAfter :many
 SELECT DISTINCT thread_id FROM threads WHERE thread_id > ?1 ORDER BY thread_id LIMIT ?2
 `
