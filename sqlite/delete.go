@@ -211,6 +211,20 @@ func runCheckpoints(ctx context.Context, q *sqlitedb.Queries, runIDs []string) (
 // PruneThreads applies a policy to each of threadIDs, all in one
 // transaction.
 func (s *Store) PruneThreads(ctx context.Context, threadIDs []string, p engine.Policy) (engine.DeleteResult, error) {
+	return s.prune(ctx, threadIDs, p, false)
+}
+
+// PreviewPrune returns what PruneThreads would delete, deleting nothing:
+// the same deletes in a write transaction that is rolled back.
+func (s *Store) PreviewPrune(ctx context.Context, threadIDs []string, p engine.Policy) (engine.DeleteResult, error) {
+	return s.prune(ctx, threadIDs, p, true)
+}
+
+// errPreview rolls a preview's transaction back.
+var errPreview = errors.New("sqlite: a preview rolls back")
+
+// prune is PruneThreads, or with preview PreviewPrune.
+func (s *Store) prune(ctx context.Context, threadIDs []string, p engine.Policy, preview bool) (engine.DeleteResult, error) {
 	var r engine.DeleteResult
 	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
 		now := s.now()
@@ -222,9 +236,12 @@ func (s *Store) PruneThreads(ctx context.Context, threadIDs []string, p engine.P
 			r.Deleted += d.Deleted
 			r.IDs = append(r.IDs, d.IDs...)
 		}
+		if preview {
+			return errPreview
+		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !(preview && errors.Is(err, errPreview)) {
 		return engine.DeleteResult{}, err // rolled back: nothing was deleted
 	}
 	return r, nil
