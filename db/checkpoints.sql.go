@@ -39,7 +39,8 @@ FROM pgcheckpoint.checkpoint_append(
     $16::int,
     $17::bytea,
     $18::jsonb,
-    $19::jsonb
+    $19::jsonb,
+    $20::bigint
 ) AS r
 `
 
@@ -63,6 +64,7 @@ type CheckpointAppendParams struct {
 	MessageDigests        []byte
 	SetStateDigests       json.RawMessage
 	SetToolResultsDigests json.RawMessage
+	MaxSizeBytes          pgtype.Int8
 }
 
 type CheckpointAppendRow struct {
@@ -98,6 +100,7 @@ func (q *Queries) CheckpointAppend(ctx context.Context, arg CheckpointAppendPara
 		arg.MessageDigests,
 		arg.SetStateDigests,
 		arg.SetToolResultsDigests,
+		arg.MaxSizeBytes,
 	)
 	var i CheckpointAppendRow
 	err := row.Scan(

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"unicode/utf8"
@@ -55,12 +56,19 @@ type AppendInput struct {
 // With Config.FullSnapshots every append is stored whole. The default
 // summary needs the last message: an append without messages and without
 // Summary makes the store read the head's content. Config.MaxSnapshotBytes
-// caps the change as sent, and SizeBytes records it. Retries (Config.Retry),
+// bounds the checkpoint the append makes, as it bounds a Snapshot of the
+// same content: the head's content (its SizeBytes) plus the change plus
+// the new checkpoint's metadata, summary, next node and tags; when that
+// sum is over, the store measures the content the change makes (a key set
+// again counts once) and refuses the append only if that is over too.
+// SizeBytes records the head's plus the change's, or what was measured.
+// Retries (Config.Retry),
 // Triggers and Retention apply as to Snapshot; a retried Append with the
 // same ID returns the checkpoint it wrote.
 //
 // Errors: ErrInvalidInput (and ErrInvalidJSON, ErrSnapshotTooLarge) for bad
-// input, including a key both set and removed; ErrNotFound when the thread
+// input, including a key both set and removed, and a change that would
+// make the head's content too large; ErrNotFound when the thread
 // has no checkpoint in the namespace (write the first with Snapshot);
 // ErrHeadMoved when in.OnHead is set and is not the head; ErrIDConflict when
 // in.ID names another checkpoint; ErrTransient as for Snapshot. Nothing is
@@ -83,6 +91,9 @@ func (e *Engine) Append(ctx context.Context, in AppendInput) (_ SnapshotResult, 
 		res, err = e.store.PutAppend(ctx, a)
 		return err
 	})
+	if errors.Is(err, ErrSnapshotTooLarge) {
+		err = fmt.Errorf("%w (Config.MaxSnapshotBytes less the new checkpoint's metadata, summary, next node and tags)", err)
+	}
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("append: %w", NameRefusedJSON(err, a.JSONFields()...))
 	}
@@ -99,7 +110,7 @@ func (e *Engine) appendParams(in AppendInput) (AppendRequest, error) {
 		ThreadID: in.ThreadID, Namespace: in.Namespace, ID: in.ID, Trigger: in.Trigger, Tags: in.Tags,
 		Summary: in.Summary, Metadata: in.Metadata, Messages: in.Messages, State: in.SetState,
 		ToolResults: in.SetToolResults, NextNode: in.NextNode,
-	})
+	}, "the change's messages, state and tool results")
 	if err != nil {
 		return AppendRequest{}, err
 	}
@@ -107,7 +118,8 @@ func (e *Engine) appendParams(in AppendInput) (AppendRequest, error) {
 		ThreadID: p.ThreadID, Namespace: p.Namespace, ID: p.ID, OnHead: in.OnHead, Trigger: p.Trigger,
 		Tags: p.Tags, Summary: p.Summary, Metadata: p.Metadata, NextNode: p.NextNode,
 		Messages: p.Messages, SetState: p.State, SetToolResults: p.ToolResults,
-		SizeBytes: p.SizeBytes, DeltaRun: p.DeltaRun,
+		SizeBytes: p.SizeBytes, MaxSizeBytes: e.contentBudget(ownBytes(in.Metadata, in.Summary, in.NextNode, in.Tags)),
+		DeltaRun:       p.DeltaRun,
 		MessageDigests: jsontext.MessageDigests(p.Messages),
 	}
 	for _, part := range []struct {

@@ -37,9 +37,21 @@ const (
 
 // Config tunes an Engine. The zero value is ready to use.
 type Config struct {
-	// MaxSnapshotBytes caps messages + state + tool results of one
-	// snapshot, in bytes as sent. Zero means DefaultMaxSnapshotBytes; a
-	// negative value disables the check.
+	// MaxSnapshotBytes is the size limit, the one every write path
+	// applies, in bytes as sent: a checkpoint as a reader gets it
+	// (messages + state + tool results + metadata + summary + next node +
+	// tags) from Snapshot; from Append the head's content plus the change
+	// plus the new checkpoint's own fields (a key the change replaces
+	// counts once: the store measures the result when the sum is over);
+	// from PutWrites one call's channels and values, together; from Import
+	// each record as the write that made it (a checkpoint, each pending
+	// write, a thread's metadata). Over it a call returns
+	// ErrSnapshotTooLarge and writes nothing. Text fields have bounds of
+	// their own too: thread id, namespace, task id, channel, next node and
+	// each tag at most 255 characters; at most MaxTags tags; a summary at
+	// most MaxSummaryLength characters (ErrInvalidInput). Zero means
+	// DefaultMaxSnapshotBytes; a negative value disables the limit (the
+	// bounds stay).
 	MaxSnapshotBytes int64
 	// FullSnapshots turns delta storage off: every checkpoint is stored
 	// whole. By default a checkpoint whose messages extend its parent's is
@@ -161,9 +173,10 @@ func New(store Store, cfg Config) *Engine {
 // Each write takes its thread's lock, which is held until tx ends: other
 // writers of that thread (in or out of transactions) wait for the caller's
 // commit or rollback, so keep such transactions short. A call that fails in
-// the database (ErrNotFound or ErrIDConflict found by a SQL function, a
-// driver error) aborts tx, as any failed statement does; bad input found
-// before the database is reached (ErrInvalidInput) leaves tx usable.
+// the database (ErrNotFound or ErrIDConflict found by a SQL function, an
+// Append's head grown over Config.MaxSnapshotBytes, a driver error) aborts
+// tx, as any failed statement does; bad input found before the database is
+// reached (ErrInvalidInput) leaves tx usable.
 // Config.Retry does not apply inside tx: retry the whole transaction.
 //
 // Export and Import run in a savepoint of tx, not in a transaction of their
@@ -230,7 +243,7 @@ func NewCheckpointID() uuid.UUID {
 func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResult, err error) {
 	ctx, done := e.tel.call(ctx, "Snapshot", attrThread.String(in.ThreadID), attrNamespace.String(in.Namespace))
 	defer func() { done(err) }()
-	p, err := e.snapshotParams(in)
+	p, err := e.snapshotParams(in, "messages, state and tool results")
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", err)
 	}
@@ -257,7 +270,9 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResu
 	return res, nil
 }
 
-func (e *Engine) snapshotParams(in SnapshotInput) (PutRequest, error) {
+// snapshotParams checks a snapshot, or an append's change (what names its
+// content in an error), and returns it as a store takes it.
+func (e *Engine) snapshotParams(in SnapshotInput, what string) (PutRequest, error) {
 	if err := checkID("thread id", in.ThreadID, false); err != nil {
 		return PutRequest{}, err
 	}
@@ -275,21 +290,13 @@ func (e *Engine) snapshotParams(in SnapshotInput) (PutRequest, error) {
 	if !trigger.Valid() {
 		return PutRequest{}, fmt.Errorf("%w: unknown trigger %q", ErrInvalidInput, trigger)
 	}
-	tags, err := checkTexts("tag", in.Tags)
+	tags, err := checkCheckpointText(in.Tags, in.Summary, in.NextNode)
 	if err != nil {
 		return PutRequest{}, err
 	}
-	if err := checkText("summary", in.Summary); err != nil {
-		return PutRequest{}, err
-	}
-	if err := checkText("next node", in.NextNode); err != nil {
-		return PutRequest{}, err
-	}
-
 	size := int64(len(in.Messages) + len(in.State) + len(in.ToolResults))
-	if e.cfg.MaxSnapshotBytes > 0 && size > e.cfg.MaxSnapshotBytes {
-		return PutRequest{}, fmt.Errorf("%w: %d bytes of messages, state and tool results, over the limit of %d (Config.MaxSnapshotBytes)",
-			ErrSnapshotTooLarge, size, e.cfg.MaxSnapshotBytes)
+	if err := checkCheckpointSize(e.cfg.MaxSnapshotBytes, what, size, ownBytes(in.Metadata, in.Summary, in.NextNode, in.Tags)); err != nil {
+		return PutRequest{}, err
 	}
 	// The JSON is parsed once, by the store (Postgres rejects what does not
 	// parse before anything is written, see NameRefusedJSON; the SQLite
@@ -468,12 +475,17 @@ func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) (_ []T
 // statement, at positions 0..len(writes)-1. Get and Latest return them with
 // the checkpoint, so a resumed run can skip the task. A retried PutWrites of
 // the same task keeps the first values. It returns how many writes were new.
+// Config.MaxSnapshotBytes bounds one call: its channels and values
+// together, in bytes as sent.
 // Errors: ErrNotFound for an unknown checkpoint; ErrInvalidInput,
-// ErrInvalidJSON for bad input, with nothing written.
+// ErrInvalidJSON, ErrSnapshotTooLarge for bad input, with nothing written.
 func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (_ int64, err error) {
 	ctx, done := e.tel.callID(ctx, "PutWrites", id)
 	defer func() { done(err) }()
 	if err := checkID("task id", taskID, false); err != nil {
+		return 0, fmt.Errorf("put writes: %w", err)
+	}
+	if err := checkWritesSize(e.cfg.MaxSnapshotBytes, writes); err != nil {
 		return 0, fmt.Errorf("put writes: %w", err)
 	}
 	stored := make([]Write, len(writes))

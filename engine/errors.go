@@ -26,8 +26,10 @@ var (
 	// imports into the other.
 	ErrInvalidJSON = fmt.Errorf("%w: invalid JSON", ErrInvalidInput)
 
-	// ErrSnapshotTooLarge: messages + state + tool results exceed
-	// Config.MaxSnapshotBytes.
+	// ErrSnapshotTooLarge: a write is over Config.MaxSnapshotBytes: a
+	// checkpoint (content, metadata, summary, next node and tags; for an
+	// Append, the head's content with the change), one PutWrites call, or
+	// an import's record. Nothing was written.
 	ErrSnapshotTooLarge = fmt.Errorf("%w: snapshot too large", ErrInvalidInput)
 
 	// ErrIDConflict: a Snapshot reused an existing checkpoint id for other

@@ -310,9 +310,12 @@ func importLineBytes(limit int64) int64 {
 // before it, one step below; a merge parent the head of another thread in
 // the same namespace; no cycle through parents and merge parents; a delta's
 // base earlier in the same thread and namespace; a rewind to a checkpoint
-// of the row's own thread and namespace; messages, state and tool results
-// (a delta's as stored), each pending write's value and size_bytes within
-// Config.MaxSnapshotBytes.
+// of the row's own thread and namespace; within Config.MaxSnapshotBytes as
+// a write is: a checkpoint's messages, state and tool results (a delta's as
+// stored; size_bytes, its whole content's size as its writer recorded it)
+// with its metadata, summary, next node and tags, each pending write, a
+// thread row's metadata; tags, summary and next node within their own
+// bounds (see Config.MaxSnapshotBytes).
 //
 // Errors: ErrIDConflict for a checkpoint id in use; ErrInvalidInput for
 // anything else refused (ErrInvalidJSON for a line that is not JSON or
@@ -560,6 +563,9 @@ func (st ExportStats) text() string {
 // thread checks and writes a thread line.
 func (im *importer) thread(ctx context.Context, w ImportWriter, l exportLine, record int) error {
 	t, err := checkImportThread(l)
+	if err == nil {
+		err = checkImportThreadSize(im.limit, t)
+	}
 	if err == nil {
 		err = im.checkRow(t)
 	}
@@ -1157,13 +1163,8 @@ func checkImportCheckpoint(c *ExportCheckpoint, limit int64) error {
 		return err
 	}
 	var err error
-	if c.Tags, err = checkTexts("tag", c.Tags); err != nil {
+	if c.Tags, err = checkCheckpointText(c.Tags, c.Summary, c.NextNode); err != nil {
 		return err
-	}
-	for name, s := range map[string]string{"summary": c.Summary, "next node": c.NextNode} {
-		if err := checkText(name, s); err != nil {
-			return err
-		}
 	}
 	if c.Metadata, err = jsonArg("metadata", c.Metadata, '{'); err != nil {
 		return err
@@ -1201,12 +1202,14 @@ func checkImportCheckpoint(c *ExportCheckpoint, limit int64) error {
 }
 
 // checkImportSize holds a checkpoint line to the size limit limit
-// (Config.MaxSnapshotBytes; negative: none), as a write is held: its
-// messages, state and tool results (a delta's, as stored), and each pending
-// write's value, in bytes as the file spells them (as Export spells them,
-// compact: no longer than a writer sent them but for numbers that jsonb
-// spells out, such as 1e5); and size_bytes, the size a write recorded,
-// which a write under this limit keeps within it.
+// (Config.MaxSnapshotBytes; negative: none), as a write is held (see
+// engine/limit.go): its messages, state and tool results (a delta's, as
+// stored) with its metadata, summary, next node and tags, and each pending
+// write, in bytes as the file spells them (as Export spells them, compact:
+// no longer than a writer sent them but for numbers that jsonb spells out,
+// such as 1e5); and size_bytes, the size a write recorded of the whole
+// content (a delta's too), which a write under this limit keeps within it
+// with the same fields.
 func checkImportSize(c *ExportCheckpoint, limit int64) error {
 	if c.SizeBytes < 0 {
 		return fmt.Errorf("%w: size_bytes %d; a checkpoint's size is 0 or more", ErrInvalidInput, c.SizeBytes)
@@ -1218,14 +1221,13 @@ func checkImportSize(c *ExportCheckpoint, limit int64) error {
 		return fmt.Errorf("%w: size_bytes %d, over the limit of %d (Config.MaxSnapshotBytes) that a write keeps to; raise the limit to import it",
 			ErrSnapshotTooLarge, c.SizeBytes, limit)
 	}
-	if n := int64(len(c.Messages) + len(c.State) + len(c.ToolResults)); n > limit {
-		return fmt.Errorf("%w: %d bytes of messages, state and tool results, over the limit of %d (Config.MaxSnapshotBytes); raise the limit to import it",
-			ErrSnapshotTooLarge, n, limit)
+	content := max(int64(len(c.Messages)+len(c.State)+len(c.ToolResults)), c.SizeBytes)
+	if err := checkCheckpointSize(limit, "messages, state and tool results", content, ownBytes(c.Metadata, c.Summary, c.NextNode, c.Tags)); err != nil {
+		return fmt.Errorf("%w; raise the limit to import it", err)
 	}
 	for _, w := range c.PendingWrites {
-		if n := int64(len(w.Value)); n > limit {
-			return fmt.Errorf("%w: a pending write value of %d bytes, over the limit of %d (Config.MaxSnapshotBytes); raise the limit to import it",
-				ErrSnapshotTooLarge, n, limit)
+		if err := checkWriteSize(limit, fmt.Sprintf("pending write %d of task %q", w.Index, w.TaskID), writeBytes(w.Channel, w.Value)); err != nil {
+			return fmt.Errorf("%w; raise the limit to import it", err)
 		}
 	}
 	return nil

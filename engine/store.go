@@ -45,6 +45,7 @@ type Store interface {
 	// run may grow, else whole (the store then rebuilds the head's
 	// content). ErrNotFound when the thread has no checkpoint in the
 	// namespace; ErrHeadMoved when a.OnHead is set and is not the head.
+	// ErrSnapshotTooLarge when its content would be over a.MaxSizeBytes.
 	// A.ID that exists is a retry when it was written by the same append
 	// (same thread, namespace, metadata, next node, and content equal to
 	// its parent's with the change applied): that checkpoint is returned
@@ -209,7 +210,15 @@ type AppendRequest struct {
 	RemoveState       []string
 	RemoveToolResults []string
 	SizeBytes         int64 // messages + set state + set tool results as sent
-	DeltaRun          int   // Config.DeltaRun: 1 stores the checkpoint whole
+	// MaxSizeBytes is the most the new checkpoint's whole content may
+	// hold (Config.MaxSnapshotBytes less the bytes of its own metadata,
+	// summary, next node and tags); negative: no limit. The store records
+	// as the checkpoint's size the head's plus SizeBytes, a bound that
+	// counts a replaced key twice; where that bound is over MaxSizeBytes,
+	// it measures the content the append makes and records that, and
+	// refuses the append (ErrSnapshotTooLarge) when that is over too.
+	MaxSizeBytes int64
+	DeltaRun     int // Config.DeltaRun: 1 stores the checkpoint whole
 	// MessageDigests holds 16 bytes per appended message
 	// (jsontext.MessageDigests); SetStateDigests and SetToolResultsDigests
 	// jsontext.KeyDigests of the set objects. A store continues the head's

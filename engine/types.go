@@ -55,11 +55,13 @@ type SnapshotInput struct {
 	ParentID uuid.UUID
 	// Trigger defaults to TriggerManual.
 	Trigger Trigger
-	// Tags are free-form labels, usable as a ListCheckpoints filter.
+	// Tags are free-form labels, usable as a ListCheckpoints filter: at
+	// most MaxTags, each at most 255 characters.
 	Tags []string
 	// Summary defaults to "[role] first 100 characters" of the last message,
 	// else "State: N keys", with the text as written (a U+0000, which a
-	// summary cannot hold, shown as U+FFFD).
+	// summary cannot hold, shown as U+FFFD). At most MaxSummaryLength
+	// characters.
 	Summary string
 	// Metadata is a JSON object (default {}), usable as a containment filter.
 	Metadata json.RawMessage
@@ -69,7 +71,8 @@ type SnapshotInput struct {
 	State json.RawMessage
 	// ToolResults is a JSON object (default {}), stored whole.
 	ToolResults json.RawMessage
-	// NextNode is the node the agent runs next when resumed from here.
+	// NextNode is the node the agent runs next when resumed from here, at
+	// most 255 characters.
 	NextNode string
 }
 
@@ -109,7 +112,10 @@ type CheckpointInfo struct {
 	Summary       string
 	Metadata      json.RawMessage
 	NextNode      string
-	SizeBytes     int64 // size of messages + state + tool results as written
+	// SizeBytes is the size of messages + state + tool results in bytes
+	// as sent (by Snapshot; for Append, the head's plus the change's, or
+	// the content measured when that sum was over Config.MaxSnapshotBytes).
+	SizeBytes int64
 	// Format is how the content is stored: "full", or "delta" (only the
 	// changes since the parent; see Config.FullSnapshots). Reads return
 	// whole content either way.

@@ -89,6 +89,12 @@ var tests = []conformanceTest{
 	{name: "SizeLimitIsOnTheWholeSnapshot", fn: testSizeLimitOnWholeSnapshot},
 	{name: "DeltasStayExactAcrossTimeTravel", fn: testDeltasAcrossTimeTravel},
 	{name: "SmallSnapshotsAreStoredWhole", fn: testSmallSnapshotsWhole},
+	// limit.go
+	{name: "SizeLimitCoversEveryField", fn: testSizeLimitCoversEveryField},
+	{name: "SizeLimitOnAppendedHeads", fn: testSizeLimitOnAppendedHeads},
+	{name: "TextFieldBounds", fn: testTextFieldBounds},
+	{name: "SizeLimitOnPendingWrites", fn: testSizeLimitOnPendingWrites},
+	{name: "SizeLimitOnImport", fn: testSizeLimitOnImport},
 	// append.go
 	{name: "AppendHistoriesReadBackAsWrittenWhole", fn: testAppendHistories},
 	{name: "AppendGuardOnTheHead", fn: testAppendGuard},

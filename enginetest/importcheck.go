@@ -231,9 +231,9 @@ func testImportRefusesWhatNoWriteMakes(t *testing.T, e *env) {
 		{"a size over the limit", nil, one(ids[0], func(c *engine.ExportCheckpoint) { c.SizeBytes = engine.DefaultMaxSnapshotBytes + 1 }),
 			engine.ErrSnapshotTooLarge, rec(ids[0]), fmt.Sprintf("size_bytes %d, over the limit of %d", engine.DefaultMaxSnapshotBytes+1, engine.DefaultMaxSnapshotBytes)},
 		{"content over the limit", small, one(ids[0], func(c *engine.ExportCheckpoint) { c.State = big }),
-			engine.ErrSnapshotTooLarge, rec(ids[0]), "bytes of messages, state and tool results, over the limit of 4000"},
+			engine.ErrSnapshotTooLarge, rec(ids[0]), "metadata, summary, next node and tags 55), over the limit of 4000"},
 		{"a pending write over the limit", small, one(ids[2], func(c *engine.ExportCheckpoint) { c.PendingWrites[0].Value = big }),
-			engine.ErrSnapshotTooLarge, rec(ids[2]), "a pending write value of 5010 bytes, over the limit of 4000"},
+			engine.ErrSnapshotTooLarge, rec(ids[2]), `pending write 0 of task "task-a" is 5013 bytes (channel and value), over the limit of 4000`},
 		// The trailer.
 		{"a trailer that counts one checkpoint more", nil, withTrailer(func(tr *engine.ExportTrailer) { tr.Counts.Checkpoints++ }),
 			engine.ErrInvalidInput, trailerRec, "the trailer counts 4 thread rows, 9 checkpoints"},

@@ -51,6 +51,7 @@ const (
 	sqlstateInvalidInput = "PC003"
 	sqlstateDamaged      = "PC004"
 	sqlstateHeadMoved    = "PC005"
+	sqlstateTooLarge     = "PC006"
 )
 
 // storeError is dbError for the Postgres store, whose caller, the Engine,
@@ -81,6 +82,8 @@ func dbError(what string, err error) error {
 			return fmt.Errorf("%s%w: %s", what, engine.ErrIDConflict, pgErr.Message)
 		case sqlstateHeadMoved:
 			return fmt.Errorf("%s%w: %s", what, engine.ErrHeadMoved, pgErr.Message)
+		case sqlstateTooLarge:
+			return fmt.Errorf("%s%w: %s", what, engine.ErrSnapshotTooLarge, pgErr.Message)
 		case sqlstateDamaged:
 			return fmt.Errorf("%s%w: %w", what, engine.ErrDamaged, err)
 		case sqlstateInvalidInput, "23514": // check_violation

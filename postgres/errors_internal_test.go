@@ -110,6 +110,7 @@ func TestTransientClassification(t *testing.T) {
 		{"PC001 not found", pg(sqlstateNotFound), false},
 		{"PC002 id conflict", pg(sqlstateIDConflict), false},
 		{"PC003 invalid input", pg(sqlstateInvalidInput), false},
+		{"PC006 too large", pg(sqlstateTooLarge), false},
 		{"TLS refused", tlsRefused, false},
 		{"no rows", pgx.ErrNoRows, false},
 		{"context cancelled", fmt.Errorf("query: %w", context.Canceled), false},

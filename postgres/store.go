@@ -192,6 +192,7 @@ func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.S
 		MessageDigests:        a.MessageDigests,
 		SetStateDigests:       a.SetStateDigests,
 		SetToolResultsDigests: a.SetToolResultsDigests,
+		MaxSizeBytes:          pgtype.Int8{Int64: a.MaxSizeBytes, Valid: a.MaxSizeBytes >= 0},
 	})
 	if err != nil {
 		return engine.SnapshotResult{}, storeError(err)

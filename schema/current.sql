@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 16 has it:
+-- The pgcheckpoint schema as a database migrated to version 17 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/) make the schema and are its
@@ -68,7 +68,7 @@ COMMENT ON COLUMN pgcheckpoint.checkpoints.messages IS 'The conversation as a JS
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state IS 'The agent''s state as a JSON object (format ''delta'': only the top-level keys set or changed since the base), NUL-escaped like messages.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results IS 'Tool results as a JSON object, stored whole (format ''delta'': only the top-level keys set or changed since the base), NUL-escaped like messages.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.next_node IS 'The node the agent runs next when resumed from here.';
-COMMENT ON COLUMN pgcheckpoint.checkpoints.size_bytes IS 'Size of messages + state + tool_results as the client sent them, in bytes; checked against the engine''s limit.';
+COMMENT ON COLUMN pgcheckpoint.checkpoints.size_bytes IS 'Size of the whole content, messages + state + tool_results, in bytes as the client sent it; checked against the engine''s limit (Config.MaxSnapshotBytes). For an append (checkpoint_append): the head''s size_bytes plus the change''s, a bound that counts a key set again twice, or, when that bound was over the limit, the content measured as jsonb text.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.merge_parent_id IS 'For a merge: the head of the branch merged in, the second parent (parent_checkpoint_id is the first).';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.base_checkpoint_id IS 'Format ''delta'': the checkpoint this one is a delta against: the parent, or at the end of a run the anchor the run started from. NULL for a full snapshot.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.delta_run IS 'Format ''delta'': how many deltas on their parents lead back to the anchor (full snapshot or anchor) of this run; 0 for a full snapshot or an anchor.';
@@ -163,7 +163,7 @@ COMMENT ON VIEW pgcheckpoint.checkpoint_info IS 'Each checkpoint without its con
 
 -- Functions and procedures
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_append(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_on_head uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_set_state jsonb, p_set_tool_results jsonb, p_remove_state text[], p_remove_tool_results text[], p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_set_state_digests jsonb DEFAULT NULL::jsonb, p_set_tool_results_digests jsonb DEFAULT NULL::jsonb, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_append(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_on_head uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_set_state jsonb, p_set_tool_results jsonb, p_remove_state text[], p_remove_tool_results text[], p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_set_state_digests jsonb DEFAULT NULL::jsonb, p_set_tool_results_digests jsonb DEFAULT NULL::jsonb, p_max_size_bytes bigint DEFAULT NULL::bigint, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -196,6 +196,7 @@ DECLARE
     v_head_digest bytea;
     v_head_state  jsonb;
     v_head_tools  jsonb;
+    v_size        bigint; -- the new checkpoint's size_bytes
     v_put record;
 BEGIN
     IF p_thread_id IS NULL OR length(p_thread_id) NOT BETWEEN 1 AND 255 THEN
@@ -270,6 +271,28 @@ BEGIN
             USING ERRCODE = 'PC005';
     END IF;
 
+    -- The size limit. The head's size plus the change's bounds the new
+    -- content (a key the change sets again counts twice in it); over the
+    -- limit, the content the append makes is measured, and only that
+    -- refuses it.
+    SELECT c.size_bytes + coalesce(p_size_bytes, 0) INTO v_size
+    FROM pgcheckpoint.checkpoints c
+    WHERE c.checkpoint_id = v_head_id
+    LIMIT 1;
+    IF v_size > p_max_size_bytes THEN
+        SELECT octet_length((m.messages || v_messages)::text)
+               + octet_length(((m.state - v_rm_state) || v_set_state)::text)
+               + octet_length(((m.tool_results - v_rm_tools) || v_set_tools)::text)
+          INTO v_size
+        FROM pgcheckpoint.checkpoint_materialize(v_head_id) m;
+        IF v_size > p_max_size_bytes THEN
+            RAISE EXCEPTION 'the append makes % bytes of messages, state and tool results on thread % namespace %, over the limit of %',
+                v_size, p_thread_id, quote_literal(v_ns), p_max_size_bytes
+                USING ERRCODE = 'PC006',
+                      HINT = 'Write less, or start the content afresh with checkpoint_put (a snapshot of what the agent still needs).';
+        END IF;
+    END IF;
+
     IF NOT coalesce(pgcheckpoint.delta_run_continues(v_head_run, p_delta_run), false) OR v_head_count IS NULL
        OR octet_length(v_head_digest) IS DISTINCT FROM 32 OR v_head_state IS NULL OR v_head_tools IS NULL THEN
         -- Stored whole: the head's content with the change, written by
@@ -280,7 +303,7 @@ BEGIN
         CROSS JOIN LATERAL pgcheckpoint.checkpoint_put(
             p_thread_id, v_ns, p_checkpoint_id, v_head_id, p_trigger, p_tags, v_summary, v_metadata,
             m.messages || v_messages, (m.state - v_rm_state) || v_set_state,
-            (m.tool_results - v_rm_tools) || v_set_tools, p_next_node, p_size_bytes, p_delta_run) r;
+            (m.tool_results - v_rm_tools) || v_set_tools, p_next_node, v_size, p_delta_run) r;
         thread_id := v_put.thread_id;
         namespace := v_put.namespace;
         parent_checkpoint_id := v_put.parent_checkpoint_id;
@@ -315,7 +338,7 @@ BEGIN
            s.removed, t.removed, v_head_count + v_msg_count,
            CASE WHEN v_msg_count = 0 THEN v_head_digest
                 ELSE pgcheckpoint.message_chain_at(pgcheckpoint.message_chain(v_head_digest, v_msg_dig), v_msg_count) END,
-           v_state_dig, v_tools_dig, coalesce(p_next_node, ''), coalesce(p_size_bytes, 0)
+           v_state_dig, v_tools_dig, coalesce(p_next_node, ''), v_size
     FROM pgcheckpoint.delta_keys(v_set_state, v_state_dig, v_head_state) s,
          pgcheckpoint.delta_keys(v_set_tools, v_tools_dig, v_head_tools) t
     RETURNING c.parent_checkpoint_id, c.step, c.created_at
@@ -328,8 +351,8 @@ BEGIN
     inserted := true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. Stored as a delta on the head made of the change alone when the head has digests and its run may grow (digests continued from the head''s: message_digests holds 16 bytes per appended message, see message_digests), else whole through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread and id locks as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). Errors: PC001 thread without checkpoint, PC002 id reused, PC003 invalid argument, PC005 the head is not p_on_head.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. Stored as a delta on the head made of the change alone when the head has digests and its run may grow (digests continued from the head''s: message_digests holds 16 bytes per appended message, see message_digests), else whole through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread and id locks as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it; the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. Errors: PC001 thread without checkpoint, PC002 id reused, PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_default_summary(p_messages jsonb, p_state jsonb)
  RETURNS text

@@ -57,6 +57,9 @@ func (s *Store) putAppend(ctx context.Context, q *sqlitedb.Queries, a engine.App
 		return engine.SnapshotResult{}, fmt.Errorf("the head of thread %q namespace %q is %s, not %s: %w",
 			a.ThreadID, a.Namespace, head.CheckpointID, a.OnHead, engine.ErrHeadMoved)
 	}
+	if a.SizeBytes, err = appendSize(ctx, q, head, a); err != nil {
+		return engine.SnapshotResult{}, err
+	}
 	if !deltaRunContinues(head, a.DeltaRun) || !hasDigests(head) {
 		return s.appendWhole(ctx, q, pl, a)
 	}
@@ -105,6 +108,32 @@ func (s *Store) putAppend(ctx context.Context, q *sqlitedb.Queries, a engine.App
 	row.ToolResultsDigests = sql.NullString{String: string(toolsDigests), Valid: true}
 	setStored(&row, st)
 	return pl.insert(ctx, q, row)
+}
+
+// appendSize is the size an append records and the size limit on it, as
+// pgcheckpoint.checkpoint_append has them: the head's size plus the
+// change's, a bound (a key the change sets again counts twice); over
+// a.MaxSizeBytes, the size of the content the append makes, measured,
+// which must be within it.
+func appendSize(ctx context.Context, q *sqlitedb.Queries, head *link, a engine.AppendRequest) (int64, error) {
+	size := head.SizeBytes + a.SizeBytes
+	if a.MaxSizeBytes < 0 || size <= a.MaxSizeBytes {
+		return size, nil
+	}
+	row, err := q.CheckpointGetByID(ctx, head.CheckpointID)
+	if err != nil {
+		return 0, dbError("read the head", err)
+	}
+	c, err := appended(ctx, q, row, a)
+	if err != nil {
+		return 0, err
+	}
+	size = int64(len(c.messages) + len(c.state) + len(c.tools))
+	if size > a.MaxSizeBytes {
+		return 0, fmt.Errorf("%w: the append makes %d bytes of messages, state and tool results on thread %q namespace %q, over the limit of %d",
+			engine.ErrSnapshotTooLarge, size, a.ThreadID, a.Namespace, a.MaxSizeBytes)
+	}
+	return size, nil
 }
 
 // appendWhole writes an append at pl whole: the head's content rebuilt,

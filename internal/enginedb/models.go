@@ -46,7 +46,7 @@ type PgcheckpointCheckpoint struct {
 	ToolResults json.RawMessage
 	// The node the agent runs next when resumed from here.
 	NextNode string
-	// Size of messages + state + tool_results as the client sent them, in bytes; checked against the engine's limit.
+	// Size of the whole content, messages + state + tool_results, in bytes as the client sent it; checked against the engine's limit (Config.MaxSnapshotBytes). For an append (checkpoint_append): the head's size_bytes plus the change's, a bound that counts a key set again twice, or, when that bound was over the limit, the content measured as jsonb text.
 	SizeBytes int64
 	// For a merge: the head of the branch merged in, the second parent (parent_checkpoint_id is the first).
 	MergeParentID uuid.NullUUID

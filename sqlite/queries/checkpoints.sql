@@ -37,17 +37,17 @@ SELECT sqlc.embed(checkpoints),
 FROM checkpoints WHERE checkpoints.checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointLinkByID :one
--- What a write needs of its parent or base: place, step and delta columns,
--- without the content.
+-- What a write needs of its parent or base: place, step, delta columns and
+-- size, without the content.
 SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
-       messages_count, messages_digest, state_digests, tool_results_digests
+       messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
 FROM checkpoints WHERE checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointLinkHead :one
 -- CheckpointLinkByID for the head of a thread and namespace: the one query
 -- a read of the head goes through (the whole row is then read by id).
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.base_checkpoint_id, c.delta_run,
-       c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests
+       c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.size_bytes
 FROM checkpoints c
 WHERE c.thread_id = @thread_id AND c.namespace = @namespace
   AND c.seq = coalesce(
@@ -62,7 +62,7 @@ WHERE c.thread_id = @thread_id AND c.namespace = @namespace
 -- not rewound, and its seq the one the write's follows. No row when the
 -- thread has none there.
 SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
-       messages_count, messages_digest, state_digests, tool_results_digests
+       messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
 FROM checkpoints WHERE thread_id = @thread_id AND namespace = @namespace
 ORDER BY seq DESC
 LIMIT 1;

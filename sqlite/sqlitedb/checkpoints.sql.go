@@ -349,7 +349,7 @@ func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineagePa
 
 const CheckpointLinkByID = `-- name: CheckpointLinkByID :one
 SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
-       messages_count, messages_digest, state_digests, tool_results_digests
+       messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
 FROM checkpoints WHERE checkpoint_id = ?1
 `
 
@@ -367,10 +367,11 @@ type CheckpointLinkByIDRow struct {
 	MessagesDigest     []byte
 	StateDigests       sql.NullString
 	ToolResultsDigests sql.NullString
+	SizeBytes          int64
 }
 
-// What a write needs of its parent or base: place, step and delta columns,
-// without the content.
+// What a write needs of its parent or base: place, step, delta columns and
+// size, without the content.
 func (q *Queries) CheckpointLinkByID(ctx context.Context, checkpointID uuid.UUID) (CheckpointLinkByIDRow, error) {
 	row := q.queryRow(ctx, q.checkpointLinkByIDStmt, CheckpointLinkByID, checkpointID)
 	var i CheckpointLinkByIDRow
@@ -388,13 +389,14 @@ func (q *Queries) CheckpointLinkByID(ctx context.Context, checkpointID uuid.UUID
 		&i.MessagesDigest,
 		&i.StateDigests,
 		&i.ToolResultsDigests,
+		&i.SizeBytes,
 	)
 	return i, err
 }
 
 const CheckpointLinkHead = `-- name: CheckpointLinkHead :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.base_checkpoint_id, c.delta_run,
-       c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests
+       c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.size_bytes
 FROM checkpoints c
 WHERE c.thread_id = ?1 AND c.namespace = ?2
   AND c.seq = coalesce(
@@ -423,6 +425,7 @@ type CheckpointLinkHeadRow struct {
 	MessagesDigest     []byte
 	StateDigests       sql.NullString
 	ToolResultsDigests sql.NullString
+	SizeBytes          int64
 }
 
 // CheckpointLinkByID for the head of a thread and namespace: the one query
@@ -444,13 +447,14 @@ func (q *Queries) CheckpointLinkHead(ctx context.Context, arg CheckpointLinkHead
 		&i.MessagesDigest,
 		&i.StateDigests,
 		&i.ToolResultsDigests,
+		&i.SizeBytes,
 	)
 	return i, err
 }
 
 const CheckpointLinkNewest = `-- name: CheckpointLinkNewest :one
 SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
-       messages_count, messages_digest, state_digests, tool_results_digests
+       messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
 FROM checkpoints WHERE thread_id = ?1 AND namespace = ?2
 ORDER BY seq DESC
 LIMIT 1
@@ -475,6 +479,7 @@ type CheckpointLinkNewestRow struct {
 	MessagesDigest     []byte
 	StateDigests       sql.NullString
 	ToolResultsDigests sql.NullString
+	SizeBytes          int64
 }
 
 // CheckpointLinkByID for the newest checkpoint of a thread and namespace
@@ -498,6 +503,7 @@ func (q *Queries) CheckpointLinkNewest(ctx context.Context, arg CheckpointLinkNe
 		&i.MessagesDigest,
 		&i.StateDigests,
 		&i.ToolResultsDigests,
+		&i.SizeBytes,
 	)
 	return i, err
 }

@@ -1,0 +1,420 @@
+package enginetest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// The size limit, Config.MaxSnapshotBytes, counted here as its doc says,
+// independently of the engine's code: a checkpoint's messages, state, tool
+// results, metadata, summary, next node and tags, in bytes as sent.
+func checkpointBytes(in engine.SnapshotInput) int {
+	n := len(in.Messages) + len(in.State) + len(in.ToolResults) + len(in.Metadata) + len(in.Summary) + len(in.NextNode)
+	for _, t := range in.Tags {
+		n += len(t)
+	}
+	return n
+}
+
+// jsonArrayOf and jsonObjectOf are a JSON array and a JSON object (one
+// member, key k) of exactly n bytes; textOf is text of n bytes.
+func jsonArrayOf(n int) json.RawMessage {
+	return json.RawMessage(`["` + strings.Repeat("m", n-4) + `"]`)
+}
+
+func jsonObjectOf(k string, n int) json.RawMessage {
+	return json.RawMessage(`{"` + k + `":"` + strings.Repeat("v", n-7-len(k)) + `"}`)
+}
+
+func textOf(n int) string { return strings.Repeat("t", n) }
+
+// sizedField sets one field of a checkpoint to n bytes.
+type sizedField struct {
+	name string
+	set  func(in *engine.SnapshotInput, n int)
+}
+
+var sizedFields = []sizedField{
+	{"messages", func(in *engine.SnapshotInput, n int) { in.Messages = jsonArrayOf(n) }},
+	{"state", func(in *engine.SnapshotInput, n int) { in.State = jsonObjectOf("f", n) }},
+	{"tool results", func(in *engine.SnapshotInput, n int) { in.ToolResults = jsonObjectOf("f", n) }},
+	{"metadata", func(in *engine.SnapshotInput, n int) { in.Metadata = jsonObjectOf("f", n) }},
+	{"summary", func(in *engine.SnapshotInput, n int) { in.Summary = textOf(n) }},
+	{"next node", func(in *engine.SnapshotInput, n int) { in.NextNode = textOf(n) }},
+	{"tags", func(in *engine.SnapshotInput, n int) { in.Tags = []string{textOf(n / 2), textOf(n - n/2)} }},
+}
+
+// sizedInput is a checkpoint of thread th whose field f holds fieldBytes
+// bytes, padded (in messages when f is the state, else in the state) to
+// total bytes in all.
+func sizedInput(t *testing.T, th string, f sizedField, fieldBytes, total int) engine.SnapshotInput {
+	t.Helper()
+	in := engine.SnapshotInput{ThreadID: th}
+	f.set(&in, fieldBytes)
+	pad := total - checkpointBytes(in)
+	if f.name == "state" {
+		in.Messages = jsonArrayOf(pad)
+	} else {
+		in.State = jsonObjectOf("p", pad)
+	}
+	if got := checkpointBytes(in); got != total {
+		t.Fatalf("%s: made %d bytes, want %d", f.name, got, total)
+	}
+	return in
+}
+
+// appendOf is the append that sends in's fields as its change.
+func appendOf(in engine.SnapshotInput) engine.AppendInput {
+	return engine.AppendInput{ThreadID: in.ThreadID, Namespace: in.Namespace, Trigger: in.Trigger, Tags: in.Tags,
+		Summary: in.Summary, Metadata: in.Metadata, NextNode: in.NextNode, Messages: in.Messages,
+		SetState: in.State, SetToolResults: in.ToolResults}
+}
+
+// Every field of a checkpoint counts toward the limit, on Snapshot and on
+// Append: one byte over is refused with ErrSnapshotTooLarge and writes
+// nothing; exactly the limit is accepted. An append counts the head's
+// content too, so the refusal of an append within the limit on its own
+// comes from the store.
+func testSizeLimitCoversEveryField(t *testing.T, e *env) {
+	const limit, field, head = 2000, 250, 400
+	eng := e.open(engine.Config{MaxSnapshotBytes: limit, DeltaMinBytes: -1})
+	for _, f := range sizedFields {
+		th := "snap " + f.name
+		before := e.inventory(th)
+		_, err := eng.Snapshot(e.ctx, sizedInput(t, th, f, field, limit+1))
+		if !errors.Is(err, engine.ErrSnapshotTooLarge) {
+			t.Errorf("snapshot with %s, one byte over: %v, want ErrSnapshotTooLarge", f.name, err)
+		}
+		e.unchanged("a snapshot over the limit by its "+f.name, before, th)
+		in := sizedInput(t, th, f, field, limit)
+		res, err := eng.Snapshot(e.ctx, in)
+		if err != nil {
+			t.Fatalf("snapshot with %s, exactly the limit: %v", f.name, err)
+		}
+		if got, want := e.get(res.ID).SizeBytes, int64(len(in.Messages)+len(in.State)+len(in.ToolResults)); got != want {
+			t.Errorf("snapshot with %s: SizeBytes %d, want %d", f.name, got, want)
+		}
+
+		th = "append " + f.name
+		snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: th, State: jsonObjectOf("h", head)})
+		before = e.inventory(th)
+		// The change alone is within the limit; with the head it is over,
+		// by a margin that a store's measure of the content it would make
+		// (its own spelling of the JSON) cannot take back.
+		over := appendOf(sizedInput(t, th, f, field, limit-head+200))
+		if _, err := eng.Append(e.ctx, over); !errors.Is(err, engine.ErrSnapshotTooLarge) {
+			t.Errorf("append with %s, over the limit with the head's content: %v, want ErrSnapshotTooLarge", f.name, err)
+		}
+		alone := appendOf(sizedInput(t, th, f, field, limit+1))
+		if _, err := eng.Append(e.ctx, alone); !errors.Is(err, engine.ErrSnapshotTooLarge) {
+			t.Errorf("append with %s, one byte over on its own: %v, want ErrSnapshotTooLarge", f.name, err)
+		}
+		e.unchanged("appends over the limit by their "+f.name, before, th)
+		exact := sizedInput(t, th, f, field, limit-head)
+		res, err = eng.Append(e.ctx, appendOf(exact))
+		if err != nil {
+			t.Fatalf("append with %s, exactly the limit with the head: %v", f.name, err)
+		}
+		if got, want := e.get(res.ID).SizeBytes, int64(head+len(exact.Messages)+len(exact.State)+len(exact.ToolResults)); got != want {
+			t.Errorf("append with %s: SizeBytes %d, want the head's and the change's, %d", f.name, got, want)
+		}
+	}
+	e.checkTree()
+}
+
+// Appends that are each within the limit are refused once the head's
+// content with them is over it (three appends of 40%: the third), stored
+// as deltas or whole; the default limit is 10 MiB. A key that an append
+// sets again counts once: the store measures what the append makes before
+// it refuses.
+func testSizeLimitOnAppendedHeads(t *testing.T, e *env) {
+	const limit = 3000
+	msg := func(i, n int) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`[{"role":"user","content":"%d %s"}]`, i, strings.Repeat("c", n)))
+	}
+	for name, cfg := range map[string]engine.Config{
+		"deltas": {MaxSnapshotBytes: limit, DeltaMinBytes: -1},
+		"whole":  {MaxSnapshotBytes: limit, FullSnapshots: true},
+	} {
+		eng := e.open(cfg)
+		th := "grows " + name
+		snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: th, State: json.RawMessage(`{}`)})
+		for i := range 2 {
+			if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: th, Messages: msg(i, 1200)}); err != nil {
+				t.Fatalf("%s: append %d: %v", name, i, err)
+			}
+		}
+		before := e.inventory(th)
+		_, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: th, Messages: msg(2, 1200)})
+		if !errors.Is(err, engine.ErrSnapshotTooLarge) || !errors.Is(err, engine.ErrInvalidInput) {
+			t.Fatalf("%s: the third append of 1.2 KB under a limit of %d: %v, want ErrSnapshotTooLarge", name, limit, err)
+		}
+		t.Logf("%s: %v", name, err)
+		e.unchanged(name+": an append that makes the head too large", before, th)
+
+		// A key set again: the sum of the head's size and the change's is
+		// over the limit, the content the append makes is not.
+		th = "replaces " + name
+		snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: th, State: jsonObjectOf("a", 1800)})
+		for i := range 3 {
+			set := json.RawMessage(fmt.Sprintf(`{"a":"%d%s"}`, i, strings.Repeat("r", 1792)))
+			res, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: th, SetState: set})
+			if err != nil {
+				t.Fatalf("%s: append %d that sets the state's one key again: %v", name, i, err)
+			}
+			got := e.get(res.ID)
+			jsonEqual(t, name+": the state set again", got.State, set)
+			if got.SizeBytes < int64(len(set)) || got.SizeBytes > limit {
+				t.Errorf("%s: append %d records SizeBytes %d, want the content measured (%d bytes and a little)", name, i, got.SizeBytes, len(set))
+			}
+		}
+	}
+
+	// The case reported: at the default limit, appends of 4 MiB each.
+	th := "default"
+	big := func(i int) json.RawMessage { return msg(i, 4<<20) }
+	snapWith(t, e.ctx, e.eng, engine.SnapshotInput{ThreadID: th, Messages: big(0)})
+	if _, err := e.eng.Append(e.ctx, engine.AppendInput{ThreadID: th, Messages: big(1)}); err != nil {
+		t.Fatalf("8 MiB in all: %v", err)
+	}
+	before := e.inventory(th)
+	if _, err := e.eng.Append(e.ctx, engine.AppendInput{ThreadID: th, Messages: big(2)}); !errors.Is(err, engine.ErrSnapshotTooLarge) {
+		t.Fatalf("12 MiB in all under the default limit: %v, want ErrSnapshotTooLarge", err)
+	}
+	e.unchanged("an append to 12 MiB", before, th)
+	before = e.inventory(th)
+	if _, err := e.eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: th, Metadata: jsonObjectOf("m", engine.DefaultMaxSnapshotBytes+1)}); !errors.Is(err, engine.ErrSnapshotTooLarge) {
+		t.Fatalf("metadata over 10 MiB: %v, want ErrSnapshotTooLarge", err)
+	}
+	e.unchanged("metadata over 10 MiB", before, th)
+}
+
+// The text fields that have natural bounds keep them on Snapshot, Append
+// and Import, whatever the size limit: ErrInvalidInput one over, nothing
+// written; the bound itself is accepted (counted in characters).
+func testTextFieldBounds(t *testing.T, e *env) {
+	eng := e.open(engine.Config{MaxSnapshotBytes: -1})
+	e.snap(engine.SnapshotInput{ThreadID: "bounds"})
+	many := func(n int) []string {
+		tags := make([]string, n)
+		for i := range tags {
+			tags[i] = fmt.Sprint("tag", i)
+		}
+		return tags
+	}
+	for _, c := range []struct {
+		name      string
+		set       func(*engine.SnapshotInput, int)
+		at, wantN int // the bound, and one over
+	}{
+		{"next node", func(in *engine.SnapshotInput, n int) { in.NextNode = strings.Repeat("é", n) }, 255, 256},
+		{"tag", func(in *engine.SnapshotInput, n int) { in.Tags = []string{"ok", strings.Repeat("é", n)} }, 255, 256},
+		{"tags", func(in *engine.SnapshotInput, n int) { in.Tags = many(n) }, engine.MaxTags, engine.MaxTags + 1},
+		{"summary", func(in *engine.SnapshotInput, n int) { in.Summary = strings.Repeat("é", n) }, engine.MaxSummaryLength, engine.MaxSummaryLength + 1},
+	} {
+		over := engine.SnapshotInput{ThreadID: "bounds"}
+		c.set(&over, c.wantN)
+		before := e.inventory("bounds")
+		if _, err := eng.Snapshot(e.ctx, over); !errors.Is(err, engine.ErrInvalidInput) || errors.Is(err, engine.ErrSnapshotTooLarge) {
+			t.Errorf("snapshot, %s over its bound: %v, want ErrInvalidInput", c.name, err)
+		}
+		if _, err := eng.Append(e.ctx, appendOf(over)); !errors.Is(err, engine.ErrInvalidInput) || errors.Is(err, engine.ErrSnapshotTooLarge) {
+			t.Errorf("append, %s over its bound: %v, want ErrInvalidInput", c.name, err)
+		}
+		e.unchanged(c.name+" over its bound", before, "bounds")
+		at := engine.SnapshotInput{ThreadID: "bounds"}
+		c.set(&at, c.at)
+		res, err := eng.Snapshot(e.ctx, at)
+		if err != nil {
+			t.Fatalf("snapshot, %s at its bound: %v", c.name, err)
+		}
+		if _, err := eng.Append(e.ctx, appendOf(at)); err != nil {
+			t.Fatalf("append, %s at its bound: %v", c.name, err)
+		}
+
+		// An import of that checkpoint with the field one over.
+		var buf bytes.Buffer
+		if _, err := eng.Export(e.ctx, "bounds", &buf); err != nil {
+			t.Fatal(err)
+		}
+		exported := buf.String()
+		rec := exportRecord(t, exported, res.ID.String())
+		bad, err := json.Marshal(map[string]any{"next_node": over.NextNode, "tags": over.Tags, "summary": over.Summary}[fieldKey(c.name)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		edited := setRecordField(t, rec, fieldKey(c.name), bad)
+		other := e.empty()
+		_, err = other.eng.Import(e.ctx, bytes.NewReader(Reseal([]byte(strings.Replace(exported, rec, edited, 1)))), engine.ImportOptions{})
+		if !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(fmt.Sprint(err), res.ID.String()) {
+			t.Errorf("import, %s over its bound: %v, want ErrInvalidInput naming checkpoint %s", c.name, err, res.ID)
+		}
+		if got := other.inventory("bounds").counts(); got != [3]int{} {
+			t.Errorf("import, %s over its bound, wrote %v", c.name, got)
+		}
+		if _, err := other.eng.Import(e.ctx, strings.NewReader(exported), engine.ImportOptions{}); err != nil {
+			t.Errorf("import, %s at its bound: %v", c.name, err)
+		}
+	}
+}
+
+// fieldKey is the export's name of a bounded field.
+func fieldKey(name string) string {
+	switch name {
+	case "next node":
+		return "next_node"
+	case "tag":
+		return "tags"
+	}
+	return name
+}
+
+// PutWrites takes at most the limit in one call, channels and values
+// together: one value over, or many that add up to more, is refused with
+// ErrSnapshotTooLarge and writes nothing; exactly the limit is accepted.
+func testSizeLimitOnPendingWrites(t *testing.T, e *env) {
+	const limit = 1000
+	eng := e.open(engine.Config{MaxSnapshotBytes: limit})
+	cp := e.snap(engine.SnapshotInput{ThreadID: "w"})
+	value := func(n int) json.RawMessage { return json.RawMessage(`"` + strings.Repeat("w", n-2) + `"`) }
+	before := e.inventory("w")
+	for _, c := range []struct {
+		name   string
+		writes []engine.Write
+	}{
+		{"one value one byte over", []engine.Write{{Channel: "c", Value: value(limit)}}},
+		{"one value over among small ones", []engine.Write{{Channel: "a", Value: value(10)}, {Channel: "c", Value: value(limit * 2)}}},
+		{"values that add up to one byte over", []engine.Write{{Channel: "a", Value: value(249)}, {Channel: "b", Value: value(249)},
+			{Channel: "c", Value: value(249)}, {Channel: "d", Value: value(250)}}},
+	} {
+		if _, err := eng.PutWrites(e.ctx, cp.ID, "task", c.writes); !errors.Is(err, engine.ErrSnapshotTooLarge) {
+			t.Errorf("%s: %v, want ErrSnapshotTooLarge", c.name, err)
+		}
+	}
+	// The reported case, at the default limit: 11 values of 1 MiB.
+	huge := make([]engine.Write, 11)
+	for i := range huge {
+		huge[i] = engine.Write{Channel: fmt.Sprint("c", i), Value: value(1 << 20)}
+	}
+	if _, err := e.eng.PutWrites(e.ctx, cp.ID, "task", huge); !errors.Is(err, engine.ErrSnapshotTooLarge) {
+		t.Errorf("11 MiB of writes at the default limit: %v, want ErrSnapshotTooLarge", err)
+	}
+	e.unchanged("writes over the limit", before, "w")
+	exact := []engine.Write{{Channel: "a", Value: value(249)}, {Channel: "b", Value: value(249)},
+		{Channel: "c", Value: value(249)}, {Channel: "d", Value: value(249)}}
+	if n, err := eng.PutWrites(e.ctx, cp.ID, "task", exact); err != nil || n != 4 {
+		t.Fatalf("writes of exactly the limit: %d, %v", n, err)
+	}
+	if got := e.get(cp.ID).PendingWrites; len(got) != 4 {
+		t.Fatalf("pending writes %d, want 4", len(got))
+	}
+}
+
+// An import applies the limit to each record as the write that made it:
+// a checkpoint (its content, or for a delta the size its writer recorded,
+// with its own fields), each pending write, a thread's metadata. Over it:
+// ErrSnapshotTooLarge naming the record, nothing imported. A record of
+// exactly the limit imports.
+func testSizeLimitOnImport(t *testing.T, e *env) {
+	const limit = 2000
+	src := e.open(engine.Config{MaxSnapshotBytes: -1, DeltaMinBytes: -1})
+	export := func(th string) string {
+		t.Helper()
+		var buf bytes.Buffer
+		if _, err := src.Export(e.ctx, th, &buf); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "content", Messages: jsonArrayOf(limit + 1)})
+	snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "metadata", Metadata: jsonObjectOf("m", limit-10), State: jsonObjectOf("s", 11)})
+	w := snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "write"})
+	if _, err := src.PutWrites(e.ctx, w.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`"` + strings.Repeat("w", limit) + `"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	// A delta whose row is small and whose whole content is over.
+	snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "delta", Messages: jsonArrayOf(limit * 3 / 5)})
+	if _, err := src.Append(e.ctx, engine.AppendInput{ThreadID: "delta", Messages: jsonArrayOf(limit * 3 / 5)}); err != nil {
+		t.Fatal(err)
+	}
+	delta := export("delta")
+	if !strings.Contains(delta, `"storage":"delta"`) {
+		t.Fatalf("the test needs a delta:\n%s", clip([]byte(delta)))
+	}
+	// Its content is spelled as an export spells it ("{}", not nothing),
+	// so that the record holds what the write sent.
+	exact := snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "exact", Messages: jsonArrayOf(limit - 104),
+		State: json.RawMessage(`{}`), ToolResults: json.RawMessage(`{}`),
+		Metadata: jsonObjectOf("m", 40), Summary: textOf(20), NextNode: textOf(20), Tags: []string{textOf(10), textOf(10)}})
+	thread := export("exact")
+	thread = strings.Replace(thread, `"kind":"thread","thread_id":"exact","namespace":"","metadata":{}`,
+		`"kind":"thread","thread_id":"exact","namespace":"","metadata":`+string(jsonObjectOf("t", limit+1)), 1)
+	if thread == export("exact") {
+		t.Fatalf("the thread record is not as the test expects:\n%s", clip([]byte(thread)))
+	}
+	thread = string(Reseal([]byte(thread)))
+
+	dst := e.empty()
+	imp := dst.open(engine.Config{MaxSnapshotBytes: limit})
+	for _, c := range []struct{ name, input, names string }{
+		{"a checkpoint's content", export("content"), "record 3: checkpoint"},
+		{"a checkpoint's metadata", export("metadata"), "record 3: checkpoint"},
+		{"a pending write", export("write"), "pending write 0 of task \"task\""},
+		{"a delta's whole content", delta, "record 4: checkpoint"},
+		{"a thread's metadata", thread, "record 2"},
+	} {
+		_, err := imp.Import(e.ctx, strings.NewReader(c.input), engine.ImportOptions{})
+		if !errors.Is(err, engine.ErrSnapshotTooLarge) || !strings.Contains(fmt.Sprint(err), c.names) {
+			t.Errorf("import of %s over the limit: %v, want ErrSnapshotTooLarge naming %q", c.name, err, c.names)
+		}
+		if got := dst.inventory().counts(); got != [3]int{} {
+			t.Fatalf("import of %s over the limit wrote %v", c.name, got)
+		}
+	}
+	if _, err := imp.Import(e.ctx, strings.NewReader(export("exact")), engine.ImportOptions{}); err != nil {
+		t.Fatalf("import of a checkpoint of exactly the limit: %v", err)
+	}
+	if got := dst.get(exact.ID); got.SizeBytes != limit-100 {
+		t.Fatalf("imported SizeBytes %d", got.SizeBytes)
+	}
+}
+
+// empty returns an env over a new database of the same store.
+func (e *env) empty() *env {
+	other := &env{t: e.t, h: e.h, url: e.h.NewURL(e.t), ctx: e.ctx}
+	other.eng = other.open(deltas)
+	return other
+}
+
+// exportRecord is the line of an export that holds checkpoint id.
+func exportRecord(t *testing.T, export, id string) string {
+	t.Helper()
+	for _, line := range strings.Split(export, "\n") {
+		if strings.Contains(line, `"kind":"checkpoint"`) && strings.Contains(line, `"id":"`+id+`"`) {
+			return line
+		}
+	}
+	t.Fatalf("no record of checkpoint %s in the export", id)
+	return ""
+}
+
+// setRecordField returns an export line with one field set to v.
+func setRecordField(t *testing.T, line, key string, v json.RawMessage) string {
+	t.Helper()
+	var rec map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(line), &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec[key] = v
+	out, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
