@@ -105,8 +105,9 @@ func jsonFieldsOf(v string) []struct {
 func testRefusedValues(t *testing.T, e *env) {
 	whole := e.open(engine.Config{})
 	base := e.snap(engine.SnapshotInput{ThreadID: "base", Messages: json.RawMessage(`[{"role":"user"}]`), State: json.RawMessage(`{"a":1}`)})
-	// An export to import with a value in one field; the thread is
-	// deleted, so that the export itself imports.
+	// An export to import with a value in one field (resealed: its
+	// trailer's digest follows the edit); the thread is deleted, so that
+	// the export itself imports.
 	tmpl := e.snap(engine.SnapshotInput{ThreadID: "template", Messages: json.RawMessage(`["@messages"]`),
 		State: json.RawMessage(`{"k":"@state"}`), ToolResults: json.RawMessage(`{"k":"@tools"}`), Metadata: json.RawMessage(`{"k":"@meta"}`)})
 	if _, err := e.eng.PutWrites(e.ctx, tmpl.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`"@write"`)}}); err != nil {
@@ -125,7 +126,7 @@ func testRefusedValues(t *testing.T, e *env) {
 			if text == export.String() {
 				t.Fatalf("the export has no %s: %s", old, export.String())
 			}
-			_, err := e.eng.Import(e.ctx, strings.NewReader(text), engine.ImportOptions{})
+			_, err := e.eng.Import(e.ctx, bytes.NewReader(Reseal([]byte(text))), engine.ImportOptions{})
 			return err
 		}
 	}

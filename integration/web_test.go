@@ -3,6 +3,8 @@ package integration
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -697,7 +699,9 @@ func importLinear(t *testing.T, eng *engine.Engine, thread string, n int) {
 	t.Helper()
 	pr, pw := io.Pipe()
 	go func() {
-		enc := json.NewEncoder(pw)
+		// Every line goes through the digest the trailer gives.
+		sum := sha256.New()
+		enc := json.NewEncoder(io.MultiWriter(pw, sum))
 		start := time.Now().Add(-time.Duration(n) * time.Second).UTC()
 		err := enc.Encode(engine.ExportHeader{Kind: "pgcheckpoint-export", Format: engine.ExportFormat, ThreadID: thread})
 		if err == nil {
@@ -712,6 +716,10 @@ func importLinear(t *testing.T, eng *engine.Engine, thread string, n int) {
 				Messages: json.RawMessage(`[]`), State: json.RawMessage(fmt.Sprintf(`{"i": %d}`, i)), ToolResults: json.RawMessage(`{}`),
 				SizeBytes: 12, PendingWrites: []engine.ExportPendingWrite{}})
 			parent = &id
+		}
+		if err == nil {
+			err = json.NewEncoder(pw).Encode(engine.ExportTrailer{Kind: "trailer", SHA256: hex.EncodeToString(sum.Sum(nil)),
+				Counts: engine.ExportStats{Threads: 1, Checkpoints: int64(n)}})
 		}
 		pw.CloseWithError(err)
 	}()
