@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,16 +11,6 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/internal/benchratio"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
-
-// benchState is a ~4 KB agent state.
-func benchState() json.RawMessage {
-	m := map[string]any{"plan": []string{"search", "book", "confirm"}, "cursor": 7}
-	for i := range 30 {
-		m[fmt.Sprintf("k%02d", i)] = strings.Repeat(string(rune('a'+i%26)), 120)
-	}
-	b, _ := json.Marshal(m)
-	return b
-}
 
 // benchSetup returns an engine and a bare insert of the same bytes into a
 // plain table: the baseline every Snapshot figure is measured against.
@@ -67,7 +55,7 @@ func BenchmarkSnapshotLatency(b *testing.B) {
 func benchLatency(b *testing.B, cfg engine.Config) {
 	eng, insert := benchSetup(b, cfg)
 	ctx := context.Background()
-	state := benchState()
+	state := benchratio.State()
 	var bare, snap []time.Duration
 	for range warmup {
 		if err := insert(ctx, "bench", state); err != nil {
@@ -113,7 +101,7 @@ const rounds = 10
 func benchThroughput8(b *testing.B, cfg engine.Config) {
 	eng, insert := benchSetup(b, cfg)
 	ctx := context.Background()
-	state := benchState()
+	state := benchratio.State()
 	bare := func(thread string) error { return insert(ctx, thread, state) }
 	snapshot := func(thread string) error {
 		_, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread, State: state})

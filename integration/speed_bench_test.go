@@ -74,7 +74,7 @@ func benchGet(b *testing.B) {
 		b.Fatal(err)
 	}
 	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
-	state := benchState()
+	state := benchratio.State()
 	bareID := engine.NewCheckpointID()
 	if _, err := d.Pool.Exec(ctx, `INSERT INTO bench_plain VALUES ($1, 'bench', $2)`, bareID, state); err != nil {
 		b.Fatal(err)
@@ -167,7 +167,7 @@ func benchList1000(b *testing.B) {
 	d := pgtest.NewDB(b)
 	ctx := context.Background()
 	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
-	state := benchState()
+	state := benchratio.State()
 	for i := range 1000 {
 		md := json.RawMessage(fmt.Sprintf(`{"run_id":"run-%d","user":"u-7"}`, i/100))
 		if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "listed", State: state, Metadata: md, Tags: []string{"bench"}}); err != nil {

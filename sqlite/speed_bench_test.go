@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
@@ -40,16 +38,6 @@ func BenchmarkSpeed(b *testing.B) {
 	b.Run("snapshot", speedSnapshot)
 	b.Run("writers-8", speedWriters)
 	b.Run("latest-long", speedLatestLong)
-}
-
-// speedState is the 3.8 KB state of the Postgres speed table.
-func speedState() json.RawMessage {
-	m := map[string]any{"plan": []string{"search", "book", "confirm"}, "cursor": 7}
-	for i := range 30 {
-		m[fmt.Sprintf("k%02d", i)] = strings.Repeat(string(rune('a'+i%26)), 120)
-	}
-	state, _ := json.Marshal(m)
-	return state
 }
 
 // bareTable is a table of the same bytes in a file of its own, with the
@@ -99,7 +87,7 @@ func speedSetup(b *testing.B) (*engine.Engine, *bareTable) {
 func speedGet(b *testing.B) {
 	eng, bare := speedSetup(b)
 	ctx := context.Background()
-	state := speedState()
+	state := benchratio.State()
 	bareID, err := bare.write(ctx, "bench", json.RawMessage(`[]`), state)
 	if err != nil {
 		b.Fatal(err)
@@ -135,7 +123,7 @@ func (t *bareTable) write(ctx context.Context, thread string, messages, state js
 func speedSnapshot(b *testing.B) {
 	eng, bare := speedSetup(b)
 	ctx := context.Background()
-	state := speedState()
+	state := benchratio.State()
 	b.ReportMetric(benchratio.Alternate(b, speedWarmup, func() error {
 		_, err := bare.write(ctx, "bench", json.RawMessage(`[]`), state)
 		return err
@@ -148,7 +136,7 @@ func speedSnapshot(b *testing.B) {
 func speedWriters(b *testing.B) {
 	eng, bare := speedSetup(b)
 	ctx := context.Background()
-	state := speedState()
+	state := benchratio.State()
 	b.ReportMetric(benchratio.Throughput(b, 8, speedWarmup, 10, func(thread string) error {
 		_, err := bare.write(ctx, thread, json.RawMessage(`[]`), state)
 		return err

@@ -5,8 +5,10 @@
 package benchratio
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,4 +101,15 @@ func Throughput(b *testing.B, writers, warmup, rounds int, bare, ours func(threa
 	b.ReportMetric(bareRate, "bare-writes/s")
 	b.ReportMetric(ourRate, "writes/s")
 	return ourRate / bareRate
+}
+
+// State is the ~3.8 KB agent state (32 keys) of the speed tables, the
+// same on both stores.
+func State() json.RawMessage {
+	m := map[string]any{"plan": []string{"search", "book", "confirm"}, "cursor": 7}
+	for i := range 30 {
+		m[fmt.Sprintf("k%02d", i)] = strings.Repeat(string(rune('a'+i%26)), 120)
+	}
+	b, _ := json.Marshal(m)
+	return b
 }
