@@ -180,6 +180,10 @@ func NewWithStore(store Store, cfg Config) *Engine {
 // driver error) aborts tx, as any failed statement does; bad input found
 // before the database is reached (ErrInvalidInput) leaves tx usable.
 // Config.Retry does not apply inside tx: retry the whole transaction.
+// So when tx is RepeatableRead or Serializable and a write's thread
+// changed after tx's snapshot was taken (by its first statement): the
+// write fails with ErrTransient (SQLSTATE 40001) rather than act on what
+// the snapshot shows.
 //
 // Export and Import run in a savepoint of tx, not in a transaction of their
 // own. An Export or Import that fails rolls back to its savepoint, and tx
