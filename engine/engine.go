@@ -220,6 +220,13 @@ func NewCheckpointID() uuid.UUID {
 	return uuid.Must(uuid.NewV7())
 }
 
+// isUUIDv7 reports whether id is a UUIDv7: version 7 and the variant of
+// RFC 9562 (RFC 4122's), as NewCheckpointID makes them and as the
+// database's constraint checkpoints_checkpoint_id_v7 requires.
+func isUUIDv7(id uuid.UUID) bool {
+	return id.Version() == 7 && id.Variant() == uuid.RFC4122
+}
+
 // Snapshot writes one checkpoint on in.ThreadID and makes it the thread's
 // head, in one transaction. It takes one round trip (see
 // Config.SingleStatement); two for a thread's first checkpoint, the first
@@ -281,9 +288,9 @@ func (e *Engine) snapshotParams(in SnapshotInput) (PutRequest, error) {
 	id := in.ID
 	if id == uuid.Nil {
 		id = NewCheckpointID()
-	} else if id.Version() != 7 {
-		return PutRequest{}, fmt.Errorf("%w: checkpoint id %s is a version %d UUID; ids must be UUIDv7 (time-ordered): use NewCheckpointID",
-			ErrInvalidInput, id, id.Version())
+	} else if !isUUIDv7(id) {
+		return PutRequest{}, fmt.Errorf("%w: checkpoint id %s is not a UUIDv7 (version %d, variant %s); ids must be UUIDv7 (time-ordered): use NewCheckpointID",
+			ErrInvalidInput, id, id.Version(), id.Variant())
 	}
 	trigger := in.Trigger.orDefault()
 	if !trigger.Valid() {

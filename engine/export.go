@@ -628,8 +628,8 @@ func checkImportThread(l exportLine) (ExportThread, error) {
 // is held to every rule a whole one is, and to its own: a base, a depth of
 // at least 1, content that is a delta's (appended messages, set keys).
 func checkImportCheckpoint(c *ExportCheckpoint, format int) error {
-	if c.ID.Version() != 7 {
-		return fmt.Errorf("%w: id %s is not a UUIDv7", ErrInvalidInput, c.ID)
+	if !isUUIDv7(c.ID) {
+		return fmt.Errorf("%w: its id is not a UUIDv7 (version %d, variant %s)", ErrInvalidInput, c.ID.Version(), c.ID.Variant())
 	}
 	if c.Seq < 1 || c.Step < 1 {
 		return fmt.Errorf("%w: seq %d, step %d; both start at 1", ErrInvalidInput, c.Seq, c.Step)

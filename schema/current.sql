@@ -48,7 +48,9 @@ CREATE TABLE pgcheckpoint.checkpoints (
     state_digests jsonb,
     tool_results_digests jsonb,
     CONSTRAINT checkpoints_pkey PRIMARY KEY (thread_id, namespace, seq),
-    CONSTRAINT checkpoints_checkpoint_id_key UNIQUE (checkpoint_id)
+    CONSTRAINT checkpoints_checkpoint_id_key UNIQUE (checkpoint_id),
+    CONSTRAINT checkpoints_checkpoint_id_v7 CHECK (((substr((checkpoint_id)::text, 15, 1) = '7'::text) AND (substr((checkpoint_id)::text, 20, 1) = ANY (ARRAY['8'::text, '9'::text, 'a'::text, 'b'::text])))),
+    CONSTRAINT checkpoints_trigger_known CHECK ((trigger = ANY (ARRAY['tool_call'::text, 'llm_call'::text, 'state_change'::text, 'task_boundary'::text, 'manual'::text, 'interval'::text])))
 );
 CREATE INDEX checkpoints_metadata_idx ON pgcheckpoint.checkpoints USING gin (metadata jsonb_path_ops);
 COMMENT ON TABLE pgcheckpoint.checkpoints IS 'One row per checkpoint: the messages, agent state, tool results and next node of a thread at one step. Write through pgcheckpoint.checkpoint_put(). There is no foreign key to threads: checkpoint_put creates the thread row, and the key check would cost every write.';
@@ -80,6 +82,8 @@ COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_digest IS 'The list digest o
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state_digests IS 'Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of its text: as the engine sent it, or as jsonb spells it for writes from SQL), for the whole state: what a descendant compares to find changed keys. NULL: unknown.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results_digests IS 'Like state_digests, for tool_results.';
 COMMENT ON CONSTRAINT checkpoints_checkpoint_id_key ON pgcheckpoint.checkpoints IS 'A checkpoint id names one checkpoint in the whole table, whatever the thread, the client or the isolation level.';
+COMMENT ON CONSTRAINT checkpoints_checkpoint_id_v7 ON pgcheckpoint.checkpoints IS 'A checkpoint id is a UUIDv7: version 7 (the 13th hex digit) and the variant of RFC 9562 (the 17th is 8, 9, a or b), as pgcheckpoint.uuid_v7() and the engine make them.';
+COMMENT ON CONSTRAINT checkpoints_trigger_known ON pgcheckpoint.checkpoints IS 'The triggers the engine knows (engine.Trigger).';
 
 CREATE TABLE pgcheckpoint.pending_writes (
     thread_id text NOT NULL,
@@ -221,6 +225,14 @@ BEGIN
     END IF;
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
+    END IF;
+    IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
+        RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
+            USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
+    END IF;
+    IF coalesce(p_trigger, 'manual') NOT IN ('tool_call', 'llm_call', 'state_change', 'task_boundary', 'manual', 'interval') THEN
+        RAISE EXCEPTION 'unknown trigger %', quote_literal(p_trigger)
+            USING ERRCODE = 'PC003', HINT = 'A trigger is one of tool_call, llm_call, state_change, task_boundary, manual, interval.';
     END IF;
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
@@ -684,6 +696,14 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
+    IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
+        RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
+            USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
+    END IF;
+    IF coalesce(p_trigger, 'manual') NOT IN ('tool_call', 'llm_call', 'state_change', 'task_boundary', 'manual', 'interval') THEN
+        RAISE EXCEPTION 'unknown trigger %', quote_literal(p_trigger)
+            USING ERRCODE = 'PC003', HINT = 'A trigger is one of tool_call, llm_call, state_change, task_boundary, manual, interval.';
+    END IF;
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
     END IF;
@@ -779,7 +799,7 @@ BEGIN
     inserted := true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id, which is unique in the table (constraint checkpoints_checkpoint_id_key: a write of an id that a write on another thread stored meanwhile fails with SQLSTATE 23505 on it). Under REPEATABLE READ or SERIALIZABLE, a write whose snapshot is older than what the thread lock''s previous holder committed fails with SQLSTATE 40001: retry it. Errors: PC001 parent not found, PC002 id reused for other content (or 23505 as above), PC003 invalid argument, 40001 serialization failure.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id, which is unique in the table (constraint checkpoints_checkpoint_id_key: a write of an id that a write on another thread stored meanwhile fails with SQLSTATE 23505 on it). Under REPEATABLE READ or SERIALIZABLE, a write whose snapshot is older than what the thread lock''s previous holder committed fails with SQLSTATE 40001: retry it. Errors: PC001 parent not found, PC002 id reused for other content (or 23505 as above), PC003 invalid argument (an id that is not a UUIDv7, an unknown trigger, ...), 40001 serialization failure.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id uuid)
@@ -1293,6 +1313,13 @@ BEGIN
     IF p_new_thread_id IS NULL OR length(p_new_thread_id) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
     END IF;
+    IF p_checkpoint_id IS NULL THEN
+        RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
+    END IF;
+    IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
+        RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
+            USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
+    END IF;
     PERFORM pgcheckpoint.thread_lock(p_new_thread_id);
     SELECT * INTO v_src FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
     IF NOT FOUND THEN
@@ -1325,7 +1352,7 @@ BEGIN
     RETURN QUERY SELECT p_new_thread_id, p_checkpoint_id, v_src.step + 1;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Errors: PC001 unknown source, PC002 the id is in use (23505 and 40001 as checkpoint_put), PC003 bad or existing thread id.';
+COMMENT ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Errors: PC001 unknown source, PC002 the id is in use (23505 and 40001 as checkpoint_put), PC003 bad or existing thread id, an id that is not a UUIDv7.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_copy(p_source_thread_id text, p_target_thread_id text)

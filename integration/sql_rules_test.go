@@ -1,0 +1,97 @@
+package integration
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// The SQL API refuses what the engine refuses: a checkpoint id that is not
+// a UUIDv7 (another version, or version 7 with another variant than RFC
+// 9562's) and an unknown trigger, with PC003 from every writing function
+// and 23514 (the table's CHECK constraints) from a bare INSERT, so that no
+// client stores what an export of the thread could not import.
+func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	src := b.snap(t, engine.SnapshotInput{ThreadID: "main"})
+	if _, err := b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_branch($1, 'side', 'side', $2)`, src.ID, engine.NewCheckpointID()); err != nil {
+		t.Fatal(err)
+	}
+	otherVariant := engine.NewCheckpointID()
+	otherVariant[8] = otherVariant[8]&0x1f | 0xc0
+	badIDs := map[string]uuid.UUID{"version 4": uuid.New(), "version 1": uuid.Must(uuid.NewUUID()), "version 7, another variant": otherVariant}
+	put := `SELECT * FROM pgcheckpoint.checkpoint_put($1, '', $2, NULL, $3, '{}', '', '{}', '[]', '{}', '{}', '', 0)`
+	appendSQL := `SELECT * FROM pgcheckpoint.checkpoint_append('main', '', $1, NULL, $2, '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0)`
+	insert := `INSERT INTO pgcheckpoint.checkpoints (thread_id, seq, checkpoint_id, step, trigger) VALUES ('bare', 1, $1, 1, $2)`
+	refused := func(what, want string, err error) {
+		t.Helper()
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != want {
+			t.Errorf("%s: %v, want SQLSTATE %s", what, err, want)
+		}
+	}
+	for name, id := range badIDs {
+		_, err := b.db.Pool.Exec(b.ctx, put, "new", id, "manual")
+		refused("checkpoint_put, "+name, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, put, "main", id, "manual")
+		refused("checkpoint_put on a written thread, "+name, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, appendSQL, id, "manual")
+		refused("checkpoint_append, "+name, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_branch($1, 'side-2', 'side-2', $2)`, src.ID, id)
+		refused("thread_branch, "+name, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_merge('side', 'main', $1)`, id)
+		refused("thread_merge, "+name, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, insert, id, "manual")
+		refused("a bare INSERT, "+name, "23514", err)
+	}
+	for _, trigger := range []string{"bogus", "", "Manual", "tool-call"} {
+		_, err := b.db.Pool.Exec(b.ctx, put, "new", engine.NewCheckpointID(), trigger)
+		refused("checkpoint_put, trigger "+trigger, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, appendSQL, engine.NewCheckpointID(), trigger)
+		refused("checkpoint_append, trigger "+trigger, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, insert, engine.NewCheckpointID(), trigger)
+		refused("a bare INSERT, trigger "+trigger, "23514", err)
+	}
+	var n int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d checkpoints after the refused writes (%v), want 2", n, err)
+	}
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.threads WHERE thread_id IN ('new', 'bare', 'side-2')`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d thread rows made by the refused writes (%v), want 0", n, err)
+	}
+
+	// Every trigger the engine knows, and a NULL (the default, manual), is
+	// one the SQL API takes, and the constraint names no other.
+	triggers := []engine.Trigger{engine.TriggerToolCall, engine.TriggerLLMCall, engine.TriggerStateChange,
+		engine.TriggerTaskBoundary, engine.TriggerManual, engine.TriggerInterval}
+	for _, tr := range triggers {
+		if !tr.Valid() {
+			t.Fatalf("engine.Trigger %q is not valid", tr)
+		}
+		if _, err := b.db.Pool.Exec(b.ctx, put, "triggers", engine.NewCheckpointID(), string(tr)); err != nil {
+			t.Errorf("checkpoint_put, trigger %s: %v", tr, err)
+		}
+	}
+	if _, err := b.db.Pool.Exec(b.ctx, put, "triggers", engine.NewCheckpointID(), nil); err != nil {
+		t.Errorf("checkpoint_put, no trigger: %v", err)
+	}
+	var def string
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint
+		WHERE conname = 'checkpoints_trigger_known' AND conrelid = 'pgcheckpoint.checkpoints'::regclass`).Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(def, "'") != 2*len(triggers) {
+		t.Errorf("the trigger constraint names %d values, the engine %d: %s", strings.Count(def, "'")/2, len(triggers), def)
+	}
+	for _, tr := range triggers {
+		if !strings.Contains(def, "'"+string(tr)+"'") {
+			t.Errorf("the trigger constraint lacks %q: %s", tr, def)
+		}
+	}
+}
