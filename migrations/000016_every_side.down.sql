@@ -402,7 +402,67 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Errors: PC001 unknown source, PC003 bad or existing thread id.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) FROM PUBLIC;
 
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_id_lock(p_checkpoint_id uuid)
+ RETURNS void
+ LANGUAGE sql
+AS $function$ SELECT pg_catalog.pg_advisory_xact_lock(1885563753, pg_catalog.uuid_hash(p_checkpoint_id)) $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) IS 'Takes the lock of a checkpoint id until the end of the transaction: advisory lock (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Every write of a checkpoint with a given id takes it after its thread''s lock and before it looks whether the id exists, so an id is unique in the whole table. An import, which writes too many ids to lock each, instead takes the table in SHARE ROW EXCLUSIVE mode before its commit and looks again; so every write also holds the table''s ROW EXCLUSIVE lock when it looks (an INSERT ... SELECT that looks holds it already; a function that looks in a statement of its own takes it first).';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) FROM PUBLIC;
+
+CREATE OR REPLACE PROCEDURE pgcheckpoint.thread_gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval)
+ LANGUAGE plpgsql
+AS $procedure$
+DECLARE
+    v_start timestamptz := pg_catalog.now();
+    v_ids   text[];
+BEGIN
+    PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
+    IF p_batch_size IS NULL OR p_batch_size < 1 THEN
+        RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
+    END IF;
+    LOOP
+        v_ids := ARRAY(
+            SELECT t.thread_id FROM pgcheckpoint.threads t
+            WHERE t.swept_at IS NULL OR t.swept_at < v_start
+            ORDER BY t.swept_at NULLS FIRST, t.thread_id
+            LIMIT p_batch_size);
+        EXIT WHEN pg_catalog.cardinality(v_ids) = 0;
+        PERFORM pgcheckpoint.thread_gc_many(v_ids, p_policy, p_n, p_age);
+        COMMIT;
+        EXIT WHEN pg_catalog.clock_timestamp() - v_start >= p_time_budget;
+        IF p_pause > interval '0' THEN
+            -- Leave the CPU to the application's writes for a while.
+            PERFORM pg_catalog.pg_sleep(pg_catalog.date_part('epoch', p_pause));
+        END IF;
+    END LOOP;
+END;
+$procedure$;
+COMMENT ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval) IS 'Sweeps all threads, least recently swept first: expiry, then the policy, in batches of p_batch_size threads, committing after each and sleeping p_pause between, until every thread is done or p_time_budget is spent; the next call takes up the rest. Usage: CALL pgcheckpoint.thread_gc_sweep(''keep_last_n'', 10).';
+REVOKE EXECUTE ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.json_text(p_value jsonb)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    -- jsonb prints every control character as an escape (U+0001 as \u0001),
+    -- so U+0001 to U+0003 never appear raw in its text: there they stand
+    -- for the escaped U+0001, an escaped backslash and the NUL while the
+    -- storage escape is reversed.
+    SELECT CASE pg_catalog.jsonb_typeof(p_value)
+               WHEN 'null' THEN NULL
+               WHEN 'string' THEN pgcheckpoint.unescaped_text(p_value OPERATOR(pg_catalog.#>>) '{}')
+               ELSE pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
+                        pgcheckpoint.unescaped_text(
+                            pg_catalog.replace(pg_catalog.replace(p_value::pg_catalog.text, '\\', E'\x02'), '\u0001', E'\x01'),
+                            E'\x03'),
+                        E'\x01', '\u0001'), E'\x03', '\u0000'), E'\x02', '\\')
+           END
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.json_text(jsonb) IS E'What ->> gives for a JSON value read from a stored column, as it was written (see unescaped_text): a string''s text (U+0000 shown as U+FFFD), NULL for null, anything else as JSON text (U+0000 spelled \\u0000).';
+
+DROP FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone);
 
 DROP TABLE pgcheckpoint.thread_locks;
 

@@ -519,3 +519,93 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Errors: PC001 unknown source, PC002 the id is in use (23505 and 40001 as checkpoint_put), PC003 bad or existing thread id, an id that is not a UUIDv7.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) FROM PUBLIC;
+
+-- Every routine runs with a search_path of its own, so that a caller's
+-- (a superuser's whose path names a schema others may create in) cannot
+-- put an operator or function of its own in one. Two kinds cannot take a
+-- SET clause and name everything schema-qualified instead: the SQL
+-- functions the write statements inline (a SET clause stops inlining:
+-- measured, it costs a delta write about 50 times its server time), and
+-- thread_gc_sweep, a procedure that commits (which Postgres forbids one
+-- with a SET clause); its work per batch is a function with one,
+-- thread_gc_batch_oldest.
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.json_text(p_value jsonb)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    -- jsonb prints every control character as an escape (U+0001 as \u0001),
+    -- so U+0001 to U+0003 never appear raw in its text: there they stand
+    -- for the escaped U+0001, an escaped backslash and the NUL while the
+    -- storage escape is reversed. Inlined (no SET clause): names
+    -- schema-qualified, and CASE WHEN with OPERATOR(pg_catalog.=) (a
+    -- CASE x WHEN compares with whatever = the caller's search_path finds).
+    SELECT CASE WHEN pg_catalog.jsonb_typeof(p_value) OPERATOR(pg_catalog.=) 'null' THEN NULL
+               WHEN pg_catalog.jsonb_typeof(p_value) OPERATOR(pg_catalog.=) 'string'
+               THEN pgcheckpoint.unescaped_text(p_value OPERATOR(pg_catalog.#>>) '{}')
+               ELSE pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
+                        pgcheckpoint.unescaped_text(
+                            pg_catalog.replace(pg_catalog.replace(p_value::pg_catalog.text, '\\', E'\x02'), '\u0001', E'\x01'),
+                            E'\x03'),
+                        E'\x01', '\u0001'), E'\x03', '\u0000'), E'\x02', '\\')
+           END
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.json_text(jsonb) IS E'What ->> gives for a JSON value read from a stored column, as it was written (see unescaped_text): a string''s text (U+0000 shown as U+FFFD), NULL for null, anything else as JSON text (U+0000 spelled \\u0000).';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_id_lock(p_checkpoint_id uuid)
+ RETURNS void
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$ SELECT pg_catalog.pg_advisory_xact_lock(1885563753, pg_catalog.uuid_hash(p_checkpoint_id)) $function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) IS 'Takes an advisory lock on a checkpoint id until the end of the transaction: (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Writes no longer take it (version 16): the unique constraint checkpoints_checkpoint_id_key holds ids unique. Kept for scripts that call it.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) FROM PUBLIC;
+
+CREATE FUNCTION pgcheckpoint.thread_gc_batch_oldest(p_policy text, p_n integer, p_age interval, p_batch_size integer, p_swept_before timestamp with time zone)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_ids text[];
+BEGIN
+    v_ids := ARRAY(
+        SELECT t.thread_id FROM pgcheckpoint.threads t
+        WHERE t.swept_at IS NULL OR t.swept_at < p_swept_before
+        ORDER BY t.swept_at NULLS FIRST, t.thread_id
+        LIMIT p_batch_size);
+    IF cardinality(v_ids) = 0 THEN
+        RETURN 0;
+    END IF;
+    PERFORM pgcheckpoint.thread_gc_many(v_ids, p_policy, p_n, p_age);
+    RETURN cardinality(v_ids);
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone) IS 'One batch of thread_gc_sweep: thread_gc_many for up to p_batch_size threads not swept since p_swept_before, least recently swept first. Returns how many threads it took (0: none was left).';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone) FROM PUBLIC;
+
+CREATE OR REPLACE PROCEDURE pgcheckpoint.thread_gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval)
+ LANGUAGE plpgsql
+AS $procedure$
+-- It commits, so it can have no SET clause: every name and operator is
+-- schema-qualified, and a batch's work is thread_gc_batch_oldest's.
+DECLARE
+    v_start pg_catalog.timestamptz := pg_catalog.now();
+BEGIN
+    PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
+    IF p_batch_size IS NULL OR p_batch_size OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
+    END IF;
+    LOOP
+        EXIT WHEN pgcheckpoint.thread_gc_batch_oldest(p_policy, p_n, p_age, p_batch_size, v_start) OPERATOR(pg_catalog.=) 0;
+        COMMIT;
+        EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_start OPERATOR(pg_catalog.>=) p_time_budget;
+        IF p_pause OPERATOR(pg_catalog.>) '0'::pg_catalog.interval THEN
+            -- Leave the CPU to the application's writes for a while.
+            PERFORM pg_catalog.pg_sleep(pg_catalog.date_part('epoch', p_pause));
+        END IF;
+    END LOOP;
+END;
+$procedure$;
+COMMENT ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval) IS 'Sweeps all threads, least recently swept first: expiry, then the policy, in batches of p_batch_size threads (thread_gc_batch_oldest), committing after each and sleeping p_pause between, until every thread is done or p_time_budget is spent; the next call takes up the rest. Usage: CALL pgcheckpoint.thread_gc_sweep(''keep_last_n'', 10).';
+REVOKE EXECUTE ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval) FROM PUBLIC;
