@@ -221,8 +221,8 @@ func NewCheckpointID() uuid.UUID {
 }
 
 // isUUIDv7 reports whether id is a UUIDv7: version 7 and the variant of
-// RFC 9562 (RFC 4122's), as NewCheckpointID makes them and as the
-// database's constraint checkpoints_checkpoint_id_v7 requires.
+// RFC 9562 (RFC 4122's), as NewCheckpointID makes them and as the SQL
+// functions that write a checkpoint require (PC003).
 func isUUIDv7(id uuid.UUID) bool {
 	return id.Version() == 7 && id.Variant() == uuid.RFC4122
 }

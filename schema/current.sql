@@ -48,9 +48,7 @@ CREATE TABLE pgcheckpoint.checkpoints (
     state_digests jsonb,
     tool_results_digests jsonb,
     CONSTRAINT checkpoints_pkey PRIMARY KEY (thread_id, namespace, seq),
-    CONSTRAINT checkpoints_checkpoint_id_key UNIQUE (checkpoint_id),
-    CONSTRAINT checkpoints_checkpoint_id_v7 CHECK (((substr((checkpoint_id)::text, 15, 1) = '7'::text) AND (substr((checkpoint_id)::text, 20, 1) = ANY (ARRAY['8'::text, '9'::text, 'a'::text, 'b'::text])))),
-    CONSTRAINT checkpoints_trigger_known CHECK ((trigger = ANY (ARRAY['tool_call'::text, 'llm_call'::text, 'state_change'::text, 'task_boundary'::text, 'manual'::text, 'interval'::text])))
+    CONSTRAINT checkpoints_checkpoint_id_key UNIQUE (checkpoint_id)
 );
 CREATE INDEX checkpoints_metadata_idx ON pgcheckpoint.checkpoints USING gin (metadata jsonb_path_ops);
 COMMENT ON TABLE pgcheckpoint.checkpoints IS 'One row per checkpoint: the messages, agent state, tool results and next node of a thread at one step. Write through pgcheckpoint.checkpoint_put(). There is no foreign key to threads: checkpoint_put creates the thread row, and the key check would cost every write.';
@@ -82,8 +80,6 @@ COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_digest IS 'The list digest o
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state_digests IS 'Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of its text: as the engine sent it, or as jsonb spells it for writes from SQL), for the whole state: what a descendant compares to find changed keys. NULL: unknown.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results_digests IS 'Like state_digests, for tool_results.';
 COMMENT ON CONSTRAINT checkpoints_checkpoint_id_key ON pgcheckpoint.checkpoints IS 'A checkpoint id names one checkpoint in the whole table, whatever the thread, the client or the isolation level.';
-COMMENT ON CONSTRAINT checkpoints_checkpoint_id_v7 ON pgcheckpoint.checkpoints IS 'A checkpoint id is a UUIDv7: version 7 (the 13th hex digit) and the variant of RFC 9562 (the 17th is 8, 9, a or b), as pgcheckpoint.uuid_v7() and the engine make them.';
-COMMENT ON CONSTRAINT checkpoints_trigger_known ON pgcheckpoint.checkpoints IS 'The triggers the engine knows (engine.Trigger).';
 
 CREATE TABLE pgcheckpoint.pending_writes (
     thread_id text NOT NULL,
