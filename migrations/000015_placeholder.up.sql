@@ -1,2 +1,0 @@
--- A placeholder for version 15, which another branch writes: it only
--- keeps the numbering whole until that branch is merged.
