@@ -178,6 +178,10 @@ func New(store Store, cfg Config) *Engine {
 // tx, as any failed statement does; bad input found before the database is
 // reached (ErrInvalidInput) leaves tx usable.
 // Config.Retry does not apply inside tx: retry the whole transaction.
+// So when tx is RepeatableRead or Serializable and a write's thread
+// changed after tx's snapshot was taken (by its first statement): the
+// write fails with ErrTransient (SQLSTATE 40001) rather than act on what
+// the snapshot shows.
 //
 // Export and Import run in a savepoint of tx, not in a transaction of their
 // own. An Export or Import that fails rolls back to its savepoint, and tx
@@ -217,6 +221,13 @@ func (e *Engine) Close() error {
 // Snapshot is a no-op.
 func NewCheckpointID() uuid.UUID {
 	return uuid.Must(uuid.NewV7())
+}
+
+// isUUIDv7 reports whether id is a UUIDv7: version 7 and the variant of
+// RFC 9562 (RFC 4122's), as NewCheckpointID makes them and as the SQL
+// functions that write a checkpoint require (PC003).
+func isUUIDv7(id uuid.UUID) bool {
+	return id.Version() == 7 && id.Variant() == uuid.RFC4122
 }
 
 // Snapshot writes one checkpoint on in.ThreadID and makes it the thread's
@@ -282,9 +293,9 @@ func (e *Engine) snapshotParams(in SnapshotInput, what string) (PutRequest, erro
 	id := in.ID
 	if id == uuid.Nil {
 		id = NewCheckpointID()
-	} else if id.Version() != 7 {
-		return PutRequest{}, fmt.Errorf("%w: checkpoint id %s is a version %d UUID; ids must be UUIDv7 (time-ordered): use NewCheckpointID",
-			ErrInvalidInput, id, id.Version())
+	} else if !isUUIDv7(id) {
+		return PutRequest{}, fmt.Errorf("%w: checkpoint id %s is not a UUIDv7 (version %d, variant %s); ids must be UUIDv7 (time-ordered): use NewCheckpointID",
+			ErrInvalidInput, id, id.Version(), id.Variant())
 	}
 	trigger := in.Trigger.orDefault()
 	if !trigger.Valid() {

@@ -1124,7 +1124,7 @@ func checkImportThread(l exportLine) (ExportThread, error) {
 // (a UUIDv7).
 func checkLinks(links map[string]*uuid.UUID) error {
 	for _, name := range []string{"parent_id", "merge_parent_id", "base_id", "rewound_to", "branched_from"} {
-		if id := links[name]; id != nil && id.Version() != 7 {
+		if id := links[name]; id != nil && !isUUIDv7(*id) {
 			return fmt.Errorf("%w: %s %s is not a UUIDv7, so not a checkpoint id", ErrInvalidInput, name, *id)
 		}
 	}
@@ -1138,8 +1138,8 @@ func checkLinks(links map[string]*uuid.UUID) error {
 // own: a base, a depth of at least 1, content that is a delta's (appended
 // messages, set keys).
 func checkImportCheckpoint(c *ExportCheckpoint, limit int64) error {
-	if c.ID.Version() != 7 {
-		return fmt.Errorf("%w: id %s is not a UUIDv7", ErrInvalidInput, c.ID)
+	if !isUUIDv7(c.ID) {
+		return fmt.Errorf("%w: its id is not a UUIDv7 (version %d, variant %s)", ErrInvalidInput, c.ID.Version(), c.ID.Variant())
 	}
 	if c.Seq < 1 || c.Step < 1 || c.Seq > MaxImportSeq || c.Step > MaxImportSeq {
 		return fmt.Errorf("%w: seq %d, step %d; both start at 1 and go up to %d (MaxImportSeq)", ErrInvalidInput, c.Seq, c.Step, int64(MaxImportSeq))

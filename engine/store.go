@@ -14,7 +14,7 @@ import (
 // of package schema) and SQLite (package sqlite, for local development and
 // tests). Every behaviour
 // of the Engine's API is the same on both; what only Postgres offers (SQL
-// functions for psql, pg_cron sweeps, advisory locks in pg_locks) is outside
+// functions for psql, pg_cron sweeps, the thread locks' table) is outside
 // this interface.
 //
 // The division of work: the Engine validates every argument, fills in

@@ -433,6 +433,7 @@ func testAppendRetryAndBadInput(t *testing.T, e *env) {
 		{"bad remove key", engine.AppendInput{ThreadID: "retry", RemoveToolResults: []string{"\xff"}}, engine.ErrInvalidInput},
 		{"empty thread", engine.AppendInput{}, engine.ErrInvalidInput},
 		{"not a UUIDv7", engine.AppendInput{ThreadID: "retry", ID: uuid.New()}, engine.ErrInvalidInput},
+		{"version 7 of another variant", engine.AppendInput{ThreadID: "retry", ID: otherVariant(engine.NewCheckpointID())}, engine.ErrInvalidInput},
 	} {
 		if _, err := e.eng.Append(e.ctx, c.in); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)

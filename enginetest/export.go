@@ -233,6 +233,8 @@ func testImportBadInput(t *testing.T, e *env) {
 		{"not JSON", "hello\n", engine.ErrInvalidJSON, "record 1"},
 		{"a bad line in the middle", strings.Replace(export, "\n", "\n]\n", 1), engine.ErrInvalidJSON, "record 2"},
 		{"step 0", strings.Replace(export, `"step":2,`, `"step":0,`, 1), engine.ErrInvalidInput, "step 0"},
+		{"an id of version 4", strings.ReplaceAll(export, firstID, uuid.New().String()), engine.ErrInvalidInput, "not a UUIDv7"},
+		{"an id of version 7 and another variant", strings.ReplaceAll(export, firstID, otherVariant(uuid.MustParse(firstID)).String()), engine.ErrInvalidInput, "not a UUIDv7"},
 		{"no header", export[len(header):], engine.ErrInvalidInput, "record 1"},
 		{"another format", strings.Replace(export, `"format":3`, `"format":99`, 1), engine.ErrInvalidInput, "format 99"},
 		{"unknown kind", body + `{"kind":"mystery"}` + "\n" + trailer, engine.ErrInvalidInput, fmt.Sprintf("record %d: %v: unknown kind", lines, engine.ErrInvalidInput)},

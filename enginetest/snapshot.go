@@ -432,6 +432,7 @@ func testBadInput(t *testing.T, e *env) {
 		{"unknown trigger", e.eng, engine.SnapshotInput{ThreadID: "t", Trigger: "sometimes"}, engine.ErrInvalidInput},
 		{"checkpoint id not v7", e.eng, engine.SnapshotInput{ThreadID: "t", ID: uuid.New()}, engine.ErrInvalidInput},
 		{"checkpoint id v1", e.eng, engine.SnapshotInput{ThreadID: "t", ID: uuid.Must(uuid.NewUUID())}, engine.ErrInvalidInput},
+		{"checkpoint id v7 of another variant", e.eng, engine.SnapshotInput{ThreadID: "t", ID: otherVariant(engine.NewCheckpointID())}, engine.ErrInvalidInput},
 		{"over the size limit", small, engine.SnapshotInput{ThreadID: "t", State: big}, engine.ErrSnapshotTooLarge},
 		{"over the size limit, summed", small, engine.SnapshotInput{ThreadID: "t", State: big[:600], ToolResults: big[:500]}, engine.ErrSnapshotTooLarge},
 		{"over the size limit on an existing thread", small, engine.SnapshotInput{ThreadID: "existing", Messages: json.RawMessage(`[` + string(big) + `]`)}, engine.ErrSnapshotTooLarge},
@@ -999,4 +1000,11 @@ func testBeforeStep(t *testing.T, e *env) {
 		t.Fatalf("unknown thread: %d %v", r.Deleted, err)
 	}
 	e.unchanged("refused deletes", before)
+}
+
+// otherVariant is id with the variant bits of Microsoft's GUIDs (110)
+// instead of RFC 9562's (10): still version 7, but not a UUIDv7.
+func otherVariant(id uuid.UUID) uuid.UUID {
+	id[8] = id[8]&0x1f | 0xc0
+	return id
 }

@@ -136,7 +136,7 @@ func TestWriterKilledWhileWaitingForTheThreadLock(t *testing.T) {
 	var pid int32
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		err := b.db.Pool.QueryRow(b.ctx, `SELECT pid FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&pid)
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&pid)
 		if err == nil {
 			break
 		}

@@ -9,13 +9,13 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
-// The SQL functions that write a checkpoint with the caller's id take the
-// id's lock (pgcheckpoint.checkpoint_id_lock): while a transaction that
-// branched or merged with an id is open, a Snapshot of that id on another
-// thread waits for it, then gets ErrIDConflict; one checkpoint holds the
-// id. (Snapshot itself is raced in the conformance suite,
-// OneIDOneCheckpointAcrossThreads.)
-func TestIDLockCoversBranchAndMerge(t *testing.T) {
+// An id is unique in the whole table (the constraint
+// checkpoints_checkpoint_id_key): while a transaction that branched or
+// merged with an id is open, a Snapshot of that id on another thread waits
+// for it, then gets ErrIDConflict; one checkpoint holds the id. (Snapshot
+// itself is raced in the conformance suite, OneIDOneCheckpointAcrossThreads,
+// and at every isolation level in TestIsolationOneIDOneCheckpoint.)
+func TestIDOfAnOpenBranchOrMergeIsTaken(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	src := b.snap(t, engine.SnapshotInput{ThreadID: "main", Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`)})
@@ -41,7 +41,7 @@ func TestIDLockCoversBranchAndMerge(t *testing.T) {
 			_, err := b.eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "other", ID: id})
 			done <- err
 		}()
-		waitForAdvisoryWaiter(t, b, c.name)
+		waitForLockWaiter(t, b, c.name)
 		if err := holder.Commit(b.ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -55,14 +55,14 @@ func TestIDLockCoversBranchAndMerge(t *testing.T) {
 	}
 }
 
-// waitForAdvisoryWaiter waits until a session of the test's database waits
-// on an advisory lock.
-func waitForAdvisoryWaiter(t *testing.T, b *bundle, what string) {
+// waitForLockWaiter waits until a session of the test's database waits
+// for a lock.
+func waitForLockWaiter(t *testing.T, b *bundle, what string) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		var waiting bool
 		err := b.db.Pool.QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory')`).Scan(&waiting)
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -151,12 +151,12 @@ func TestCallersTransactionsSerializeOnAThread(t *testing.T) {
 		}
 		done <- r2
 	}()
-	// The second waits on the thread's advisory lock, which the first holds
-	// until it commits.
+	// The second waits on the thread's lock (its row in thread_locks), which
+	// the first holds until it commits.
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		var waiting int
 		if err := b.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&waiting); err != nil {
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting == 1 {
@@ -168,7 +168,7 @@ func TestCallersTransactionsSerializeOnAThread(t *testing.T) {
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions wait on an advisory lock, want the second transaction's", waiting)
+			t.Fatalf("%d sessions wait on a lock, want the second transaction's", waiting)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -162,11 +162,10 @@ func TestWriteStatementsInlineTheRules(t *testing.T) {
 	if _, err := conn.Exec(b.ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
 		t.Fatal(err)
 	}
-	inlined := []string{"thread_lock", "checkpoint_id_lock", "thread_head_for_write", "checkpoint_delta", "delta_keys",
+	inlined := []string{"thread_head_for_write", "checkpoint_delta", "delta_keys",
 		"delta_run_continues", "message_chain_at", "checkpoint_default_summary", "json_text"}
 	for name, sql := range map[string]string{
-		"CheckpointWriteLock": enginedb.CheckpointWriteLock, "CheckpointPutWhole": enginedb.CheckpointPutWhole,
-		"CheckpointPutFast": enginedb.CheckpointPutFast,
+		"CheckpointPutWhole": enginedb.CheckpointPutWhole, "CheckpointPutFast": enginedb.CheckpointPutFast,
 	} {
 		n := 0
 		for _, m := range regexp.MustCompile(`\$(\d+)`).FindAllStringSubmatch(sql, -1) {
@@ -192,7 +191,7 @@ func TestWriteStatementsInlineTheRules(t *testing.T) {
 				t.Errorf("%s calls pgcheckpoint.%s instead of inlining it:\n%s", name, f, plan)
 			}
 		}
-		if name != "CheckpointWriteLock" && !strings.Contains(plan, "Index Scan Backward using checkpoints_pkey") {
+		if !strings.Contains(plan, "Index Scan Backward using checkpoints_pkey") {
 			t.Errorf("%s: the plan does not read the newest checkpoint by key:\n%s", name, plan)
 		}
 	}

@@ -54,6 +54,9 @@ const (
 	sqlstateTooLarge     = "PC006"
 )
 
+// constraintCheckpointID is the unique constraint on checkpoint ids.
+const constraintCheckpointID = "checkpoints_checkpoint_id_key"
+
 // storeError is dbError for the Postgres store, whose caller, the Engine,
 // says what failed.
 func storeError(err error) error {
@@ -80,6 +83,11 @@ func dbError(what string, err error) error {
 			return fmt.Errorf("%s%w: %s", what, engine.ErrNotFound, pgErr.Message)
 		case sqlstateIDConflict:
 			return fmt.Errorf("%s%w: %s", what, engine.ErrIDConflict, pgErr.Message)
+		case "23505": // unique_violation
+			if pgErr.ConstraintName == constraintCheckpointID {
+				// A write on another thread stored the id meanwhile.
+				return fmt.Errorf("%s%w: %s", what, engine.ErrIDConflict, pgErr.Message)
+			}
 		case sqlstateHeadMoved:
 			return fmt.Errorf("%s%w: %s", what, engine.ErrHeadMoved, pgErr.Message)
 		case sqlstateTooLarge:

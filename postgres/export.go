@@ -128,31 +128,7 @@ func (s *Store) Import(ctx context.Context, fn func(engine.ImportWriter) error) 
 	if err := w.flush(ctx); err != nil {
 		return err
 	}
-	if err := w.settle(ctx); err != nil {
-		return err
-	}
 	return dbError("commit", tx.Commit(ctx))
-}
-
-// settle looks, just before the commit and with writes held off, whether a
-// write that ran beside the import stored one of its ids on another thread
-// (see pgcheckpoint.checkpoint_id_lock): the flushes' checks ran before
-// that write had committed.
-func (w *pgImport) settle(ctx context.Context) error {
-	if len(w.ids) == 0 {
-		return nil
-	}
-	if err := w.q.CheckpointImportSettleLock(ctx); err != nil {
-		return dbError("lock the checkpoints table", err)
-	}
-	twice, err := w.q.CheckpointImportIDsTwice(ctx, w.ids)
-	if err != nil {
-		return dbError("look up checkpoint ids", err)
-	}
-	if len(twice) > 0 {
-		return &engine.ImportRowError{ID: twice[0], Err: fmt.Errorf("%w: its id was written meanwhile", engine.ErrIDConflict)}
-	}
-	return nil
 }
 
 // pgImport writes an import's rows: thread rows at once, checkpoints and
@@ -163,7 +139,6 @@ type pgImport struct {
 	tx      pgx.Tx // the import's transaction
 	q       *enginedb.Queries
 	threads map[string]bool // threads created by this import
-	ids     []string        // every checkpoint id imported, for settle
 	rows    []enginedb.CheckpointImportParams
 	writes  []enginedb.PendingWriteImportParams
 	bytes   int
@@ -237,7 +212,6 @@ func (w *pgImport) flush(ctx context.Context) error {
 	for i, r := range w.rows {
 		ids[i] = r.CheckpointID.String()
 	}
-	w.ids = append(w.ids, ids...)
 	used, err := w.q.CheckpointImportIDsInUse(ctx, ids)
 	if err != nil {
 		return dbError("look up checkpoint ids", err)
@@ -326,11 +300,16 @@ func (w *pgImport) refusedRow(ctx context.Context, sp pgx.Tx, err error, before 
 	return -1, err
 }
 
-// pgImportError maps a failed insert: a duplicate key means the export
-// holds the same row twice.
+// pgImportError maps a failed insert: a checkpoint id that the table holds
+// (stored by a write that committed after CheckpointImportIDsInUse looked:
+// the engine refuses an import that holds one twice) is ErrIDConflict; any
+// other duplicate key means the export holds the same row twice.
 func pgImportError(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		if pgErr.ConstraintName == constraintCheckpointID {
+			return fmt.Errorf("%w: its id is in use", engine.ErrIDConflict)
+		}
 		return fmt.Errorf("%w: a row appears twice (%s)", engine.ErrInvalidInput, pgErr.Detail)
 	}
 	return storeError(err)

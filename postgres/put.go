@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgcheckpoint/pgcheckpoint/db"
@@ -13,8 +12,8 @@ import (
 
 // put writes one checkpoint. The common case (a thread with checkpoints, no
 // rewind pending, a new id, a parent in the thread) is one pipelined round
-// trip: the thread's and the id's locks, then one INSERT ... SELECT, in one
-// implicit transaction, with no PL/pgSQL in the way:
+// trip: the thread's lock, then one INSERT ... SELECT, in one implicit
+// transaction, with no PL/pgSQL in the way:
 // enginedb.CheckpointPutWhole for a snapshot stored whole (p.DeltaRun 1),
 // enginedb.CheckpointPutFast, which decides on a delta, for the rest. Both apply the rules of
 // pgcheckpoint.checkpoint_put through the same SQL functions. Every other
@@ -27,7 +26,7 @@ func (s *Store) put(ctx context.Context, p db.CheckpointPutParams) (db.Checkpoin
 			ok  bool
 			err error
 		)
-		q := enginedb.New(lockFirst{DBTX: binaryUUIDs{s.db}, threadID: p.ThreadID, checkpointID: p.CheckpointID})
+		q := enginedb.New(lockFirst{DBTX: binaryUUIDs{s.db}, threadID: p.ThreadID})
 		if p.DeltaRun == 1 {
 			var whole enginedb.CheckpointPutWholeRow
 			whole, ok, err = oneRow(q.CheckpointPutWhole(ctx, []enginedb.CheckpointPutWholeParams{wholeParams(p)}))
@@ -115,20 +114,19 @@ func oneRow[R any](res batchOne[R]) (row R, ok bool, err error) {
 	return row, err == nil, err
 }
 
-// lockFirst is an enginedb.DBTX whose batches run under the locks of a
-// write (its thread's and its checkpoint id's): it queues
-// enginedb.CheckpointWriteLock ahead of them, so the locks are taken in the
-// batch's implicit transaction before any of the batch's statements takes
-// its snapshot.
+// lockFirst is an enginedb.DBTX whose batches run under the lock of a
+// write's thread: it queues enginedb.CheckpointWriteLock ahead of them, so
+// the lock is taken in the batch's implicit transaction before any of the
+// batch's statements takes its snapshot (at READ COMMITTED; see
+// CheckpointWriteLock for the other levels).
 type lockFirst struct {
 	enginedb.DBTX
-	threadID     string
-	checkpointID uuid.UUID
+	threadID string
 }
 
 func (l lockFirst) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	locked := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
-	locked.Queue(enginedb.CheckpointWriteLock, l.threadID, l.checkpointID)
+	locked.Queue(enginedb.CheckpointWriteLock, l.threadID)
 	locked.QueuedQueries = append(locked.QueuedQueries, b.QueuedQueries...)
 	br := l.DBTX.SendBatch(ctx, locked)
 	// A lock that fails leaves its error in br, which the batch's own

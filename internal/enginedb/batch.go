@@ -81,12 +81,14 @@ type CheckpointPutFastRow struct {
 }
 
 // The common case of checkpoint_put as one statement, for a caller that
-// holds the locks (CheckpointWriteLock): a thread with checkpoints, no
+// holds the lock (CheckpointWriteLock): a thread with checkpoints, no
 // rewind pending, a new id and a parent in the thread (given, else the
 // newest). The rules are checkpoint_put's own functions (thread_head_for_write,
 // checkpoint_delta, checkpoint_default_summary), inlined. No row back
 // means the case is not the common one: nothing was written, and the
-// caller calls checkpoint_put, which handles every case. Arguments are
+// caller calls checkpoint_put, which handles every case. An id stored
+// meanwhile by a write on another thread is a unique violation of
+// checkpoints_checkpoint_id_key. Arguments are
 // taken as checked (the engine validates them as checkpoint_put does);
 // message_digests is the message chain (32 bytes per message, see
 // pgcheckpoint.message_chain).
@@ -241,7 +243,13 @@ func (b *CheckpointPutWholeBatchResults) Close() error {
 }
 
 const CheckpointWriteLock = `-- name: CheckpointWriteLock :batchexec
-SELECT pgcheckpoint.thread_lock($1::text), pgcheckpoint.checkpoint_id_lock($2::uuid)
+WITH taken AS (
+    UPDATE pgcheckpoint.thread_locks l SET taken = l.taken + 1
+    WHERE l.thread_id = $1::text
+    RETURNING 1
+)
+SELECT pgcheckpoint.thread_lock($1::text)
+WHERE NOT EXISTS (SELECT FROM taken)
 `
 
 type CheckpointWriteLockBatchResults struct {
@@ -250,28 +258,26 @@ type CheckpointWriteLockBatchResults struct {
 	closed bool
 }
 
-type CheckpointWriteLockParams struct {
-	ThreadID     string
-	CheckpointID uuid.UUID
-}
-
-// The locks of a write, in checkpoint_put's order: the thread's, then the
-// new checkpoint id's (both functions are inlined: the statement is the
-// two advisory locks). The engine queues this ahead of CheckpointPutFast
-// or CheckpointPutWhole in one pipeline, so both run in one implicit
-// transaction and the insert's snapshot is taken under the locks: it sees
-// every other write of the thread and of the id.
-func (q *Queries) CheckpointWriteLock(ctx context.Context, arg []CheckpointWriteLockParams) *CheckpointWriteLockBatchResults {
+// The lock of a write: its thread's (see pgcheckpoint.thread_lock), whose
+// common case, an existing row, is inlined here (an UPDATE costs a write
+// less than a call of the PL/pgSQL function that makes it); a thread
+// without a row calls thread_lock. The engine queues this ahead of
+// CheckpointPutFast or CheckpointPutWhole in one pipeline, so both run in
+// one implicit transaction and, at READ COMMITTED, the insert's snapshot
+// is taken under the lock: it sees every other write of the thread. (At
+// REPEATABLE READ and SERIALIZABLE the snapshot is this statement's, taken
+// before the lock is granted: the update then fails with 40001 if the
+// previous holder committed after it.)
+func (q *Queries) CheckpointWriteLock(ctx context.Context, threadID []string) *CheckpointWriteLockBatchResults {
 	batch := &pgx.Batch{}
-	for _, a := range arg {
+	for _, a := range threadID {
 		vals := []interface{}{
-			a.ThreadID,
-			a.CheckpointID,
+			a,
 		}
 		batch.Queue(CheckpointWriteLock, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &CheckpointWriteLockBatchResults{br, len(arg), false}
+	return &CheckpointWriteLockBatchResults{br, len(threadID), false}
 }
 
 func (b *CheckpointWriteLockBatchResults) Exec(f func(int, error)) {

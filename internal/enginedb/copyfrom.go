@@ -66,8 +66,9 @@ func (r iteratorForCheckpointImport) Err() error {
 // The rows of an import, in one COPY per batch: every column as the export
 // gave it and the engine checked it (a delta keeps its base, run and
 // depth). COPY checks each row as an INSERT would (constraints, keys,
-// jsonb); ids in use are looked up before (CheckpointImportIDsInUse) and
-// again before the commit (CheckpointImportIDsTwice).
+// jsonb); ids in use are looked up before (CheckpointImportIDsInUse), and
+// one stored meanwhile by another write is a unique violation of
+// checkpoints_checkpoint_id_key.
 func (q *Queries) CheckpointImport(ctx context.Context, arg []CheckpointImportParams) (int64, error) {
 	return q.db.CopyFrom(ctx, []string{"pgcheckpoint", "checkpoints"}, []string{"thread_id", "namespace", "seq", "checkpoint_id", "parent_checkpoint_id", "merge_parent_id", "step", "created_at", "trigger", "tags", "summary", "metadata", "format", "base_checkpoint_id", "delta_run", "delta_depth", "messages", "state", "tool_results", "state_removed", "tool_results_removed", "messages_count", "messages_digest", "state_digests", "tool_results_digests", "next_node", "size_bytes"}, &iteratorForCheckpointImport{rows: arg})
 }

@@ -186,48 +186,6 @@ func (q *Queries) CheckpointImportIDsInUse(ctx context.Context, ids []string) ([
 	return items, nil
 }
 
-const CheckpointImportIDsTwice = `-- name: CheckpointImportIDsTwice :many
-SELECT c.checkpoint_id FROM pgcheckpoint.checkpoints c
-WHERE c.checkpoint_id = ANY (CAST($1::text[] AS uuid[]))
-GROUP BY c.checkpoint_id
-HAVING count(*) > 1
-`
-
-// Which of the import's ids another write has also stored (ids are unique
-// in the whole table). The ids come as text, as in CheckpointImportIDsInUse.
-func (q *Queries) CheckpointImportIDsTwice(ctx context.Context, ids []string) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, CheckpointImportIDsTwice, ids)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []uuid.UUID{}
-	for rows.Next() {
-		var checkpoint_id uuid.UUID
-		if err := rows.Scan(&checkpoint_id); err != nil {
-			return nil, err
-		}
-		items = append(items, checkpoint_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const CheckpointImportSettleLock = `-- name: CheckpointImportSettleLock :exec
-LOCK TABLE pgcheckpoint.checkpoints IN SHARE ROW EXCLUSIVE MODE
-`
-
-// Before an import commits: waits for the writes in flight and holds off
-// new ones (every write holds ROW EXCLUSIVE when it looks for its id, see
-// pgcheckpoint.checkpoint_id_lock), so that CheckpointImportIDsTwice sees
-// every other write of the import's ids. Readers are not held.
-func (q *Queries) CheckpointImportSettleLock(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, CheckpointImportSettleLock)
-	return err
-}
-
 type PendingWriteImportParams struct {
 	ThreadID      string
 	Namespace     string

@@ -83,8 +83,9 @@ WHERE c.checkpoint_id = ANY (CAST(@ids::text[] AS uuid[]));
 -- The rows of an import, in one COPY per batch: every column as the export
 -- gave it and the engine checked it (a delta keeps its base, run and
 -- depth). COPY checks each row as an INSERT would (constraints, keys,
--- jsonb); ids in use are looked up before (CheckpointImportIDsInUse) and
--- again before the commit (CheckpointImportIDsTwice).
+-- jsonb); ids in use are looked up before (CheckpointImportIDsInUse), and
+-- one stored meanwhile by another write is a unique violation of
+-- checkpoints_checkpoint_id_key.
 INSERT INTO pgcheckpoint.checkpoints (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
@@ -102,18 +103,3 @@ VALUES (
 INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
                                          task_id, idx, channel, value, created_at)
 VALUES (@thread_id, @namespace, @checkpoint_seq, @checkpoint_id, @task_id, @idx, @channel, @value, @created_at);
-
--- name: CheckpointImportSettleLock :exec
--- Before an import commits: waits for the writes in flight and holds off
--- new ones (every write holds ROW EXCLUSIVE when it looks for its id, see
--- pgcheckpoint.checkpoint_id_lock), so that CheckpointImportIDsTwice sees
--- every other write of the import's ids. Readers are not held.
-LOCK TABLE pgcheckpoint.checkpoints IN SHARE ROW EXCLUSIVE MODE;
-
--- name: CheckpointImportIDsTwice :many
--- Which of the import's ids another write has also stored (ids are unique
--- in the whole table). The ids come as text, as in CheckpointImportIDsInUse.
-SELECT c.checkpoint_id FROM pgcheckpoint.checkpoints c
-WHERE c.checkpoint_id = ANY (CAST(@ids::text[] AS uuid[]))
-GROUP BY c.checkpoint_id
-HAVING count(*) > 1;

@@ -1,0 +1,673 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
+)
+
+// The promises of the write paths hold at every isolation level a database
+// or a caller may choose. Under REPEATABLE READ and SERIALIZABLE a
+// transaction's snapshot is taken by its first statement, before the
+// thread's lock is granted: what the lock's holder wrote is then invisible
+// to the write that waited for it. Such a write must not go on as if
+// nothing happened; it fails with ErrTransient (SQLSTATE 40001), which
+// Config.Retry retries, and the retry sees everything.
+
+// isolation is how a test's writes get their isolation level: the
+// database's default_transaction_isolation, or the caller's transaction
+// (Engine.WithTx on a pgx.RepeatableRead transaction, retried whole by the
+// test on ErrTransient as a caller would).
+type isolation struct {
+	name     string
+	database string // default_transaction_isolation; "" keeps read committed
+	withTx   bool
+}
+
+var isolations = []isolation{
+	{name: "database-repeatable-read", database: "repeatable read"},
+	{name: "database-serializable", database: "serializable"},
+	{name: "withtx-repeatable-read", withTx: true},
+}
+
+// retryHard is a retry policy that rides out the serialization failures
+// of many writers on one thread under REPEATABLE READ.
+var retryHard = engine.RetryPolicy{Attempts: 60, Backoff: 2 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}
+
+// isoEnv is one test's database under one isolation.
+type isoEnv struct {
+	iso  isolation
+	db   *pgtest.DB
+	pool *pgxpool.Pool // connections at iso.database's level
+	ctx  context.Context
+}
+
+func newIsoEnv(t *testing.T, iso isolation) *isoEnv {
+	t.Helper()
+	d := pgtest.NewDB(t)
+	ctx := context.Background()
+	pool := d.Pool
+	if iso.database != "" {
+		if _, err := d.Pool.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s SET default_transaction_isolation = '%s'`,
+			pgx.Identifier{d.Name}.Sanitize(), iso.database)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := pgxpool.ParseConfig(d.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MaxConns = 24
+		if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		var level string
+		if err := pool.QueryRow(ctx, `SHOW transaction_isolation`).Scan(&level); err != nil || level != iso.database {
+			t.Fatalf("new sessions run at %q (%v), want %q", level, err, iso.database)
+		}
+	}
+	return &isoEnv{iso: iso, db: d, pool: pool, ctx: ctx}
+}
+
+// engine returns an engine over the test's pool with cfg.
+func (e *isoEnv) engine(cfg engine.Config) *engine.Engine {
+	return engine.New(postgres.NewStore(e.pool, postgres.Options{}), cfg)
+}
+
+// singleEngine returns an engine over the test's pool with cfg whose
+// writes are single calls of checkpoint_put (postgres.Options.SingleStatement).
+func (e *isoEnv) singleEngine(cfg engine.Config) *engine.Engine {
+	return engine.New(postgres.NewStore(e.pool, postgres.Options{SingleStatement: true}), cfg)
+}
+
+// querier runs SQL: the test's pool, or the caller's transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// writeFunc is one write, through eng or through SQL on q.
+type writeFunc func(eng *engine.Engine, q querier) error
+
+// write runs one write through eng: directly, or with iso.withTx inside a
+// repeatable read transaction that has read something first (so its
+// snapshot is older than the write), committed after. A write that fails
+// with ErrTransient is run again (the whole transaction, rolled back), up
+// to the policy's attempts (none: once), as a caller would; the engine's
+// own Config.Retry retries its calls before that.
+func (e *isoEnv) write(eng *engine.Engine, retry engine.RetryPolicy, fn writeFunc) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		if e.iso.withTx {
+			err = e.writeInTx(eng, fn)
+		} else {
+			err = fn(eng, e.pool)
+		}
+		if !errors.Is(err, engine.ErrTransient) || attempt >= max(retry.Attempts, 1) {
+			return err
+		}
+		time.Sleep(time.Duration(attempt%20) * time.Millisecond)
+	}
+}
+
+func (e *isoEnv) writeInTx(eng *engine.Engine, fn writeFunc) error {
+	tx, err := e.pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(e.ctx))
+	if _, err := tx.Exec(e.ctx, `SELECT count(*) FROM pgcheckpoint.threads`); err != nil {
+		return err
+	}
+	inTx, err := eng.WithTx(tx)
+	if err != nil {
+		return err
+	}
+	if err := fn(inTx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(e.ctx); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "40001" {
+			return fmt.Errorf("%w: %w", engine.ErrTransient, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// countID is how many checkpoints hold id.
+func (e *isoEnv) countID(t *testing.T, id uuid.UUID) int {
+	t.Helper()
+	var n int
+	if err := e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// One client-made id written to two threads at once, round after round,
+// through every write path (pipelined whole and delta, checkpoint_put,
+// checkpoint_append), on new and on written threads: one checkpoint holds
+// it, and the other writer gets ErrIDConflict (after Config.Retry's retry
+// of a serialization failure).
+func TestIsolationOneIDOneCheckpoint(t *testing.T) {
+	t.Parallel()
+	for _, iso := range isolations {
+		t.Run(iso.name, func(t *testing.T) {
+			t.Parallel()
+			e := newIsoEnv(t, iso)
+			engines := []*engine.Engine{
+				e.engine(engine.Config{Retry: retryHard}),                          // CheckpointPutWhole
+				e.engine(engine.Config{DeltaMinBytes: -1, Retry: retryHard}),       // CheckpointPutFast
+				e.singleEngine(engine.Config{Retry: retryHard}),                    // checkpoint_put
+				e.singleEngine(engine.Config{DeltaMinBytes: -1, Retry: retryHard}), // checkpoint_put, deltas
+			}
+			const rounds = 40
+			for r := range rounds {
+				id := engine.NewCheckpointID()
+				seeded := r%2 == 0
+				threads := [2]string{fmt.Sprintf("r%02d-a", r), fmt.Sprintf("r%02d-b", r)}
+				if seeded {
+					for _, th := range threads {
+						if _, err := engines[0].Snapshot(e.ctx, engine.SnapshotInput{ThreadID: th, Messages: json.RawMessage(`[{"role":"user","content":"seed"}]`)}); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				var (
+					wg      sync.WaitGroup
+					start   = make(chan struct{})
+					errs    [2]error
+					created [2]bool
+				)
+				for w := range threads {
+					eng := engines[(r+w)%len(engines)]
+					byAppend := seeded && (r/2+w)%3 == 0
+					wg.Go(func() {
+						<-start
+						errs[w] = e.write(eng, retryHard, func(eng *engine.Engine, _ querier) error {
+							var res engine.SnapshotResult
+							var err error
+							if byAppend {
+								res, err = eng.Append(e.ctx, engine.AppendInput{ThreadID: threads[w], ID: id,
+									Messages: json.RawMessage(fmt.Sprintf(`[{"role":"assistant","content":"writer %d"}]`, w))})
+							} else {
+								res, err = eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: threads[w], ID: id,
+									Messages: json.RawMessage(fmt.Sprintf(`[{"role":"user","content":"seed"},{"role":"assistant","content":"writer %d"}]`, w))})
+							}
+							created[w] = res.Created
+							return err
+						})
+					})
+				}
+				close(start)
+				wg.Wait()
+				won := 0
+				for w := range threads {
+					switch {
+					case errs[w] == nil && created[w]:
+						won++
+					case !errors.Is(errs[w], engine.ErrIDConflict):
+						t.Errorf("round %d: writer %d: %v, want success or ErrIDConflict", r, w, errs[w])
+					}
+				}
+				if n := e.countID(t, id); n != 1 || won != 1 {
+					t.Fatalf("round %d: %d checkpoints hold id %s and %d writers created it, want 1 and 1 (errors %v)", r, n, id, won, errs)
+				}
+			}
+		})
+	}
+}
+
+// Eight writers on one thread, every write path among them, with
+// Config.Retry set: no error but ErrTransient (when the retries run out),
+// and the thread is one chain of distinct steps holding every write that
+// succeeded.
+func TestIsolationManyWritersOneChain(t *testing.T) {
+	t.Parallel()
+	for _, iso := range isolations {
+		t.Run(iso.name, func(t *testing.T) {
+			t.Parallel()
+			e := newIsoEnv(t, iso)
+			engines := []*engine.Engine{
+				e.engine(engine.Config{Retry: retryHard}),
+				e.engine(engine.Config{DeltaMinBytes: -1, Retry: retryHard}),
+				e.singleEngine(engine.Config{Retry: retryHard}),
+				e.engine(engine.Config{DeltaMinBytes: -1, DeltaRun: 3, Retry: retryHard}),
+			}
+			const thread, writers, each = "shared", 8, 20
+			if _, err := engines[0].Snapshot(e.ctx, engine.SnapshotInput{ThreadID: thread,
+				Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`)}); err != nil {
+				t.Fatal(err)
+			}
+			var (
+				wg        sync.WaitGroup
+				mu        sync.Mutex
+				ok        = 1
+				transient int
+			)
+			for w := range writers {
+				eng := engines[w%len(engines)]
+				wg.Go(func() {
+					for i := range each {
+						err := e.write(eng, retryHard, func(eng *engine.Engine, _ querier) error {
+							msg := json.RawMessage(fmt.Sprintf(`[{"role":"assistant","content":"w%d-%d"}]`, w, i))
+							if (w+i)%2 == 0 {
+								_, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: thread, Messages: msg})
+								return err
+							}
+							_, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: thread, Messages: msg})
+							return err
+						})
+						mu.Lock()
+						switch {
+						case err == nil:
+							ok++
+						case errors.Is(err, engine.ErrTransient):
+							transient++
+						default:
+							t.Errorf("writer %d, write %d: %v", w, i, err)
+						}
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			if transient > 0 {
+				t.Logf("%d of %d writes failed with ErrTransient after the retries", transient, writers*each)
+			}
+			if ok < writers*each/2 {
+				t.Errorf("only %d of %d writes succeeded", ok-1, writers*each)
+			}
+			checkLinearThread(t, e.db.Pool, thread, ok)
+			checkThreadReads(t, e, thread)
+		})
+	}
+}
+
+// checkThreadReads reads every checkpoint of a thread whole: none is
+// damaged (a delta whose base is gone).
+func checkThreadReads(t *testing.T, e *isoEnv, thread string) {
+	t.Helper()
+	rows, err := e.db.Pool.Query(e.ctx, `SELECT checkpoint_id FROM pgcheckpoint.checkpoints WHERE thread_id = $1`, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(postgres.NewStore(e.db.Pool, postgres.Options{}), engine.Config{})
+	for _, id := range ids {
+		if _, err := eng.Get(e.ctx, id); err != nil {
+			t.Errorf("checkpoint %s of %q: %v", id, thread, err)
+		}
+	}
+}
+
+// staleCase is a change made by a transaction holding a thread's lock and
+// a write that waited for it, its snapshot taken before the change
+// committed.
+type staleCase struct {
+	name string
+	// prepare writes what the case needs, returning values for the rest.
+	prepare func(t *testing.T, e *isoEnv, eng *engine.Engine) staleState
+	// hold makes the change inside the holder's transaction.
+	hold func(t *testing.T, e *isoEnv, s *staleState, inTx *engine.Engine)
+	// wait is the write that waits; check checks its outcome when it
+	// succeeded.
+	wait  func(e *isoEnv, s *staleState, eng *engine.Engine, q querier) error
+	check func(t *testing.T, e *isoEnv, s *staleState)
+}
+
+type staleState struct {
+	thread, other string
+	id, target    uuid.UUID
+	held          engine.SnapshotResult
+	waited        engine.SnapshotResult
+	file          []byte
+	deleted       int64
+}
+
+// seedThread writes n checkpoints on thread, a conversation that grows by
+// one message a step (so that deltas can be made of it).
+func seedThread(t *testing.T, e *isoEnv, eng *engine.Engine, thread string, n int) []engine.SnapshotResult {
+	t.Helper()
+	var out []engine.SnapshotResult
+	for i := range n {
+		res, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: thread,
+			Messages: growingMessages(i + 1), State: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i+1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// growingMessages is the messages of step n of seedThread.
+func growingMessages(n int) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"role":"user","content":"step %d"}`, i+1)
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
+var staleCases = []staleCase{
+	{
+		name: "snapshot-after-a-write",
+		prepare: func(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
+			seedThread(t, e, eng, "t", 2)
+			return staleState{thread: "t"}
+		},
+		hold: func(t *testing.T, e *isoEnv, s *staleState, inTx *engine.Engine) {
+			var err error
+			if s.held, err = inTx.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: s.thread}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) (err error) {
+			s.waited, err = eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: s.thread})
+			return err
+		},
+		check: func(t *testing.T, e *isoEnv, s *staleState) {
+			if s.waited.ParentID != s.held.ID || s.waited.Step != s.held.Step+1 {
+				t.Errorf("the waiting write has parent %s step %d, want %s step %d", s.waited.ParentID, s.waited.Step, s.held.ID, s.held.Step+1)
+			}
+			checkLinearThread(t, e.db.Pool, s.thread, 4)
+		},
+	},
+	{
+		name: "append-after-a-write",
+		prepare: func(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
+			seedThread(t, e, eng, "t", 2)
+			return staleState{thread: "t"}
+		},
+		hold: func(t *testing.T, e *isoEnv, s *staleState, inTx *engine.Engine) {
+			var err error
+			if s.held, err = inTx.Append(e.ctx, engine.AppendInput{ThreadID: s.thread, SetState: json.RawMessage(`{"held":true}`)}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) (err error) {
+			s.waited, err = eng.Append(e.ctx, engine.AppendInput{ThreadID: s.thread, SetState: json.RawMessage(`{"waited":true}`)})
+			return err
+		},
+		check: func(t *testing.T, e *isoEnv, s *staleState) {
+			if s.waited.ParentID != s.held.ID {
+				t.Errorf("the waiting append has parent %s, want %s", s.waited.ParentID, s.held.ID)
+			}
+			checkLinearThread(t, e.db.Pool, s.thread, 4)
+			cp, err := engine.New(postgres.NewStore(e.db.Pool, postgres.Options{}), engine.Config{}).Get(e.ctx, s.waited.ID)
+			if err != nil || !bytes.Contains(cp.State, []byte(`"held"`)) {
+				t.Errorf("the waiting append's state lacks the held one's key: %s (%v)", cp.State, err)
+			}
+		},
+	},
+	{
+		name: "snapshot-after-a-rewind",
+		prepare: func(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
+			seeded := seedThread(t, e, eng, "t", 3)
+			return staleState{thread: "t", target: seeded[0].ID}
+		},
+		hold: func(t *testing.T, e *isoEnv, s *staleState, inTx *engine.Engine) {
+			if _, err := inTx.Rewind(e.ctx, s.target); err != nil {
+				t.Fatal(err)
+			}
+		},
+		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) (err error) {
+			s.waited, err = eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: s.thread})
+			return err
+		},
+		check: func(t *testing.T, e *isoEnv, s *staleState) {
+			if s.waited.ParentID != s.target || s.waited.Step != 2 {
+				t.Errorf("the write after the rewind has parent %s step %d, want the rewound-to %s, step 2", s.waited.ParentID, s.waited.Step, s.target)
+			}
+		},
+	},
+	{
+		name: "delete-after-a-delta",
+		// DeltaRun 2: the third checkpoint is a delta on the first (the
+		// anchor), which a delete of the steps below 3 removes: it must
+		// rewrite the third whole first, so it must see it.
+		prepare: func(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
+			// The layout, seen on a thread written the same way.
+			probe := seedThread(t, e, eng, "probe", 3)
+			var format string
+			var base uuid.UUID
+			if err := e.db.Pool.QueryRow(e.ctx, `SELECT format, base_checkpoint_id FROM pgcheckpoint.checkpoints
+				WHERE checkpoint_id = $1`, probe[2].ID).Scan(&format, &base); err != nil || format != "delta" || base != probe[0].ID {
+				t.Fatalf("the third checkpoint is %s on %s (%v), want a delta on the first", format, base, err)
+			}
+			seedThread(t, e, eng, "t", 2)
+			return staleState{thread: "t"}
+		},
+		hold: func(t *testing.T, e *isoEnv, s *staleState, inTx *engine.Engine) {
+			var err error
+			if s.held, err = inTx.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: s.thread,
+				Messages: growingMessages(3), State: json.RawMessage(`{"n":3}`)}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) error {
+			res, err := eng.DeleteCheckpoints(e.ctx, engine.BeforeStep(s.thread, 3))
+			s.deleted = res.Deleted
+			return err
+		},
+		check: func(t *testing.T, e *isoEnv, s *staleState) {
+			checkThreadReads(t, e, s.thread)
+		},
+	},
+	{
+		name: "same-id-on-another-thread",
+		prepare: func(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
+			seedThread(t, e, eng, "t", 1)
+			seedThread(t, e, eng, "u", 1)
+			return staleState{thread: "t", other: "u", id: engine.NewCheckpointID()}
+		},
+		hold: func(t *testing.T, e *isoEnv, s *staleState, inTx *engine.Engine) {
+			var err error
+			if s.held, err = inTx.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: s.thread, ID: s.id}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) (err error) {
+			s.waited, err = eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: s.other, ID: s.id})
+			return err
+		},
+	},
+	{
+		name: "same-id-by-branch",
+		prepare: func(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
+			seeded := seedThread(t, e, eng, "t", 1)
+			return staleState{thread: "t", target: seeded[0].ID, id: engine.NewCheckpointID()}
+		},
+		hold: func(t *testing.T, e *isoEnv, s *staleState, inTx *engine.Engine) {
+			var err error
+			if s.held, err = inTx.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: s.thread, ID: s.id}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		wait: func(e *isoEnv, s *staleState, _ *engine.Engine, q querier) error {
+			return sqlWrite(e, q, `SELECT * FROM pgcheckpoint.thread_branch($1, 'side', 'side', $2)`, s.target, s.id)
+		},
+	},
+	{
+		name: "same-id-by-merge",
+		prepare: func(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
+			seeded := seedThread(t, e, eng, "t", 1)
+			if _, err := e.db.Pool.Exec(e.ctx, `SELECT * FROM pgcheckpoint.thread_branch($1, 'side', 'side', $2)`, seeded[0].ID, engine.NewCheckpointID()); err != nil {
+				t.Fatal(err)
+			}
+			seedThread(t, e, eng, "u", 1)
+			return staleState{thread: "t", other: "u", id: engine.NewCheckpointID()}
+		},
+		hold: func(t *testing.T, e *isoEnv, s *staleState, inTx *engine.Engine) {
+			var err error
+			if s.held, err = inTx.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: s.thread, ID: s.id}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		wait: func(e *isoEnv, s *staleState, _ *engine.Engine, q querier) error {
+			return sqlWrite(e, q, `SELECT * FROM pgcheckpoint.thread_merge('side', $1, $2)`, s.other, s.id)
+		},
+	},
+	{
+		name: "same-id-by-import",
+		prepare: func(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
+			seedThread(t, e, eng, "t", 1)
+			src := seedThread(t, e, eng, "exported", 1)
+			var file bytes.Buffer
+			if _, err := eng.Export(e.ctx, "exported", &file); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := eng.DeleteThreads(e.ctx, "exported"); err != nil {
+				t.Fatal(err)
+			}
+			return staleState{thread: "t", id: src[0].ID, file: file.Bytes()}
+		},
+		hold: func(t *testing.T, e *isoEnv, s *staleState, inTx *engine.Engine) {
+			var err error
+			if s.held, err = inTx.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: s.thread, ID: s.id}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) error {
+			_, err := eng.Import(e.ctx, bytes.NewReader(s.file), engine.ImportOptions{})
+			return err
+		},
+	},
+}
+
+// sqlWrite runs a writing SQL function through the engine's connection
+// (the caller's transaction with withTx), mapping a serialization failure
+// to ErrTransient and the functions' own codes as the engine does.
+func sqlWrite(e *isoEnv, q querier, sql string, args ...any) error {
+	_, err := q.Exec(e.ctx, sql, args...)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001":
+			return fmt.Errorf("%w: %w", engine.ErrTransient, err)
+		case "PC002":
+			return fmt.Errorf("%w: %w", engine.ErrIDConflict, err)
+		case "23505":
+			if pgErr.ConstraintName == "checkpoints_checkpoint_id_key" {
+				return fmt.Errorf("%w: %w", engine.ErrIDConflict, err)
+			}
+		}
+	}
+	return err
+}
+
+// A write whose snapshot was taken before the thread's lock holder
+// committed (the holder wrote, appended, rewound; the same id by every
+// path that takes one) never acts on what it saw: it fails with
+// ErrTransient, or, retried, sees the holder's change. Each case is made
+// to happen: the holder's transaction stays open until the waiting write
+// is blocked.
+func TestIsolationStaleSnapshotAfterTheLock(t *testing.T) {
+	t.Parallel()
+	for _, iso := range isolations {
+		for _, c := range staleCases {
+			for _, retry := range []bool{false, true} {
+				name := iso.name + "/" + c.name + map[bool]string{false: "/no-retry", true: "/retry"}[retry]
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					e := newIsoEnv(t, iso)
+					policy := engine.RetryPolicy{}
+					if retry {
+						policy = retryHard
+					}
+					cfg := engine.Config{DeltaMinBytes: -1, DeltaRun: 2}
+					eng := engine.New(postgres.NewStore(e.db.Pool, postgres.Options{}), cfg)
+					s := c.prepare(t, e, eng)
+
+					holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer holderTx.Rollback(context.WithoutCancel(e.ctx))
+					holder, err := eng.WithTx(holderTx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c.hold(t, e, &s, holder)
+
+					cfg.Retry = policy
+					waiter := e.engine(cfg)
+					done := make(chan error, 1)
+					go func() {
+						done <- e.write(waiter, policy, func(eng *engine.Engine, q querier) error { return c.wait(e, &s, eng, q) })
+					}()
+					waitForIsoLockWaiter(t, e, done)
+					if err := holderTx.Commit(e.ctx); err != nil {
+						t.Fatal(err)
+					}
+					err = <-done
+					switch {
+					case err == nil:
+						if c.check == nil {
+							t.Fatalf("the waiting write of id %s succeeded, want ErrIDConflict or ErrTransient", s.id)
+						}
+						c.check(t, e, &s)
+					case errors.Is(err, engine.ErrTransient) && !retry:
+					case errors.Is(err, engine.ErrIDConflict) && c.check == nil:
+					default:
+						t.Fatalf("the waiting write: %v", err)
+					}
+					if s.id != uuid.Nil {
+						if n := e.countID(t, s.id); n != 1 {
+							t.Fatalf("%d checkpoints hold id %s, want 1", n, s.id)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// waitForIsoLockWaiter waits until a session of the test's database waits
+// for a lock (the thread's, or a row or transaction another holds).
+func waitForIsoLockWaiter(t *testing.T, e *isoEnv, done <-chan error) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var waiting bool
+		if err := e.db.Pool.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the write finished while the holder's transaction was open: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the write never waited for the holder's transaction")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

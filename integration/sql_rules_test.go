@@ -1,0 +1,106 @@
+package integration
+
+import (
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// The SQL API refuses what the engine refuses: a checkpoint id that is not
+// a UUIDv7 (another version, or version 7 with another variant than RFC
+// 9562's) and an unknown trigger, with PC003 from every writing function,
+// so that no client of the API stores what an export of the thread could
+// not import. (A bare INSERT into the table is not held to it: see
+// migration 16 for what CHECK constraints would cost.)
+func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	src := b.snap(t, engine.SnapshotInput{ThreadID: "main"})
+	if _, err := b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_branch($1, 'side', 'side', $2)`, src.ID, engine.NewCheckpointID()); err != nil {
+		t.Fatal(err)
+	}
+	otherVariant := engine.NewCheckpointID()
+	otherVariant[8] = otherVariant[8]&0x1f | 0xc0
+	badIDs := map[string]uuid.UUID{"version 4": uuid.New(), "version 1": uuid.Must(uuid.NewUUID()), "version 7, another variant": otherVariant}
+	put := `SELECT * FROM pgcheckpoint.checkpoint_put($1, '', $2, NULL, $3, '{}', '', '{}', '[]', '{}', '{}', '', 0)`
+	appendSQL := `SELECT * FROM pgcheckpoint.checkpoint_append('main', '', $1, NULL, $2, '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0)`
+	refused := func(what, want string, err error) {
+		t.Helper()
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != want {
+			t.Errorf("%s: %v, want SQLSTATE %s", what, err, want)
+		}
+	}
+	for name, id := range badIDs {
+		_, err := b.db.Pool.Exec(b.ctx, put, "new", id, "manual")
+		refused("checkpoint_put, "+name, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, put, "main", id, "manual")
+		refused("checkpoint_put on a written thread, "+name, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, appendSQL, id, "manual")
+		refused("checkpoint_append, "+name, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_branch($1, 'side-2', 'side-2', $2)`, src.ID, id)
+		refused("thread_branch, "+name, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_merge('side', 'main', $1)`, id)
+		refused("thread_merge, "+name, "PC003", err)
+	}
+	for _, trigger := range []string{"bogus", "", "Manual", "tool-call"} {
+		_, err := b.db.Pool.Exec(b.ctx, put, "new", engine.NewCheckpointID(), trigger)
+		refused("checkpoint_put, trigger "+trigger, "PC003", err)
+		_, err = b.db.Pool.Exec(b.ctx, appendSQL, engine.NewCheckpointID(), trigger)
+		refused("checkpoint_append, trigger "+trigger, "PC003", err)
+	}
+	var n int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d checkpoints after the refused writes (%v), want 2", n, err)
+	}
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.threads WHERE thread_id IN ('new', 'side-2')`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d thread rows made by the refused writes (%v), want 0", n, err)
+	}
+
+	// Every trigger the engine knows, and a NULL (the default, manual), is
+	// one the SQL API takes, and the functions' lists name no other.
+	triggers := []engine.Trigger{engine.TriggerToolCall, engine.TriggerLLMCall, engine.TriggerStateChange,
+		engine.TriggerTaskBoundary, engine.TriggerManual, engine.TriggerInterval}
+	for _, tr := range triggers {
+		if !tr.Valid() {
+			t.Fatalf("engine.Trigger %q is not valid", tr)
+		}
+		if _, err := b.db.Pool.Exec(b.ctx, put, "triggers", engine.NewCheckpointID(), string(tr)); err != nil {
+			t.Errorf("checkpoint_put, trigger %s: %v", tr, err)
+		}
+	}
+	if _, err := b.db.Pool.Exec(b.ctx, put, "triggers", engine.NewCheckpointID(), nil); err != nil {
+		t.Errorf("checkpoint_put, no trigger: %v", err)
+	}
+	list := regexp.MustCompile(`NOT IN \(([^)]*)\) THEN\s+RAISE EXCEPTION 'unknown trigger`)
+	for _, fn := range []string{"checkpoint_put", "checkpoint_append"} {
+		var def string
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT prosrc FROM pg_proc WHERE proname = $1 AND pronamespace = 'pgcheckpoint'::regnamespace`, fn).Scan(&def); err != nil {
+			t.Fatal(err)
+		}
+		m := list.FindStringSubmatch(def)
+		if m == nil {
+			t.Fatalf("%s: no list of triggers found", fn)
+		}
+		var got []string
+		for _, v := range strings.Split(m[1], ",") {
+			got = append(got, strings.Trim(strings.TrimSpace(v), "'"))
+		}
+		var want []string
+		for _, tr := range triggers {
+			want = append(want, string(tr))
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s takes the triggers %v, the engine %v", fn, got, want)
+		}
+	}
+}
