@@ -16,7 +16,7 @@ import (
 // serializes a thread's writers: the thread lock is a row it may not lock
 // (FOR UPDATE and its kin need UPDATE; LOCK TABLE beyond ACCESS SHARE too),
 // and thread_lock is not its to execute. What it can hold (the advisory
-// keys the thread and id locks had up to version 15, ACCESS SHARE on the
+// keys the thread and id locks had up to version 17, ACCESS SHARE on the
 // tables, which only DDL waits for, an open snapshot) does not stall a
 // writer: every write path goes through while it holds them.
 func TestRolesReadOnlyCannotStallAWriter(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 // 9562's) and an unknown trigger, with PC003 from every writing function,
 // so that no client of the API stores what an export of the thread could
 // not import. (A bare INSERT into the table is not held to it: see
-// migration 16 for what CHECK constraints would cost.)
+// migration 18 for what CHECK constraints would cost.)
 func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

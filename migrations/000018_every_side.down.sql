@@ -1,4 +1,4 @@
--- Back to version 15: the advisory thread lock, the id's advisory lock
+-- Back to version 17: the advisory thread lock, the id's advisory lock
 -- taken by every write, no unique constraint on checkpoint_id.
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_lock(p_thread_id text)
