@@ -80,12 +80,22 @@ func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 		t.Errorf("checkpoint_put, no trigger: %v", err)
 	}
 	list := regexp.MustCompile(`NOT IN \(([^)]*)\) THEN\s+RAISE EXCEPTION 'unknown trigger`)
-	for _, fn := range []string{"checkpoint_put", "checkpoint_append"} {
+	// The list is written once, in checkpoint_check, which every function
+	// that takes a trigger calls.
+	source := func(fn string) string {
 		var def string
 		if err := b.db.Pool.QueryRow(b.ctx, `SELECT prosrc FROM pg_proc WHERE proname = $1 AND pronamespace = 'pgcheckpoint'::regnamespace`, fn).Scan(&def); err != nil {
 			t.Fatal(err)
 		}
-		m := list.FindStringSubmatch(def)
+		return def
+	}
+	for _, fn := range []string{"checkpoint_put", "checkpoint_append"} {
+		if !strings.Contains(source(fn), "pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger)") {
+			t.Errorf("%s does not check its id and trigger with pgcheckpoint.checkpoint_check", fn)
+		}
+	}
+	for _, fn := range []string{"checkpoint_check"} {
+		m := list.FindStringSubmatch(source(fn))
 		if m == nil {
 			t.Fatalf("%s: no list of triggers found", fn)
 		}

@@ -57,6 +57,27 @@ COMMENT ON TABLE pgcheckpoint.thread_locks IS 'One row per thread that has been 
 COMMENT ON COLUMN pgcheckpoint.thread_locks.thread_id IS 'The thread.';
 COMMENT ON COLUMN pgcheckpoint.thread_locks.taken IS 'How many times the lock was taken since the row was made (every take updates the row).';
 
+-- The id and trigger rules of a checkpoint a function writes, in one
+-- place: what the engine refuses, the SQL API refuses (see above).
+CREATE FUNCTION pgcheckpoint.checkpoint_check(p_checkpoint_id uuid, p_trigger text)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
+        RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
+            USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
+    END IF;
+    IF coalesce(p_trigger, 'manual') NOT IN ('tool_call', 'llm_call', 'state_change', 'task_boundary', 'manual', 'interval') THEN
+        RAISE EXCEPTION 'unknown trigger %', quote_literal(p_trigger)
+            USING ERRCODE = 'PC003', HINT = 'A trigger is one of tool_call, llm_call, state_change, task_boundary, manual, interval.';
+    END IF;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(uuid,text) IS 'Raises PC003 unless the id is a UUIDv7 (version 7, the variant of RFC 9562) and the trigger (NULL: manual) one of tool_call, llm_call, state_change, task_boundary, manual, interval: the rules every function that writes a checkpoint applies, as the engine does.';
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_lock(p_thread_id text)
  RETURNS void
  LANGUAGE plpgsql
@@ -159,14 +180,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
-        RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
-            USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
-    END IF;
-    IF coalesce(p_trigger, 'manual') NOT IN ('tool_call', 'llm_call', 'state_change', 'task_boundary', 'manual', 'interval') THEN
-        RAISE EXCEPTION 'unknown trigger %', quote_literal(p_trigger)
-            USING ERRCODE = 'PC003', HINT = 'A trigger is one of tool_call, llm_call, state_change, task_boundary, manual, interval.';
-    END IF;
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger);
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
     END IF;
@@ -307,14 +321,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
-        RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
-            USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
-    END IF;
-    IF coalesce(p_trigger, 'manual') NOT IN ('tool_call', 'llm_call', 'state_change', 'task_boundary', 'manual', 'interval') THEN
-        RAISE EXCEPTION 'unknown trigger %', quote_literal(p_trigger)
-            USING ERRCODE = 'PC003', HINT = 'A trigger is one of tool_call, llm_call, state_change, task_boundary, manual, interval.';
-    END IF;
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger);
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
     END IF;
@@ -477,10 +484,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
-        RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
-            USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
-    END IF;
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, NULL);
     PERFORM pgcheckpoint.thread_lock(p_new_thread_id);
     SELECT * INTO v_src FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
     IF NOT FOUND THEN

@@ -215,14 +215,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
-        RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
-            USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
-    END IF;
-    IF coalesce(p_trigger, 'manual') NOT IN ('tool_call', 'llm_call', 'state_change', 'task_boundary', 'manual', 'interval') THEN
-        RAISE EXCEPTION 'unknown trigger %', quote_literal(p_trigger)
-            USING ERRCODE = 'PC003', HINT = 'A trigger is one of tool_call, llm_call, state_change, task_boundary, manual, interval.';
-    END IF;
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger);
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
     END IF;
@@ -369,6 +362,25 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. Stored as a delta on the head made of the change alone when the head has digests and its run may grow (digests continued from the head''s: message_digests holds 16 bytes per appended message, see message_digests), else whole through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it; the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_checkpoint_id uuid, p_trigger text)
+ RETURNS void
+ LANGUAGE plpgsql
+ IMMUTABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
+        RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
+            USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
+    END IF;
+    IF coalesce(p_trigger, 'manual') NOT IN ('tool_call', 'llm_call', 'state_change', 'task_boundary', 'manual', 'interval') THEN
+        RAISE EXCEPTION 'unknown trigger %', quote_literal(p_trigger)
+            USING ERRCODE = 'PC003', HINT = 'A trigger is one of tool_call, llm_call, state_change, task_boundary, manual, interval.';
+    END IF;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(uuid,text) IS 'Raises PC003 unless the id is a UUIDv7 (version 7, the variant of RFC 9562) and the trigger (NULL: manual) one of tool_call, llm_call, state_change, task_boundary, manual, interval: the rules every function that writes a checkpoint applies, as the engine does.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_default_summary(p_messages jsonb, p_state jsonb)
  RETURNS text
@@ -708,14 +720,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
-        RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
-            USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
-    END IF;
-    IF coalesce(p_trigger, 'manual') NOT IN ('tool_call', 'llm_call', 'state_change', 'task_boundary', 'manual', 'interval') THEN
-        RAISE EXCEPTION 'unknown trigger %', quote_literal(p_trigger)
-            USING ERRCODE = 'PC003', HINT = 'A trigger is one of tool_call, llm_call, state_change, task_boundary, manual, interval.';
-    END IF;
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger);
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
     END IF;
@@ -1196,10 +1201,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
-        RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
-            USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
-    END IF;
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, NULL);
     PERFORM pgcheckpoint.thread_lock(p_new_thread_id);
     SELECT * INTO v_src FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
     IF NOT FOUND THEN
