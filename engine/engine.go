@@ -198,11 +198,16 @@ func (e *Engine) WithTx(tx pgx.Tx) (*Engine, error) {
 	if !ok {
 		return nil, fmt.Errorf("with tx: %w: the caller's transaction is a Postgres feature; this engine's store is %T", ErrInvalidInput, e.base)
 	}
-	cfg := e.cfg
-	cfg.Retry = RetryPolicy{}
-	inTx := ts.WithTx(tx)
-	return &Engine{store: tracedStore{inTx, e.tel}, base: inTx, tel: e.tel, cfg: cfg, enabled: e.enabled,
-		retentionErr: e.retentionErr, failures: e.failures}, nil
+	out := e.withStore(ts.WithTx(tx))
+	out.cfg.Retry = RetryPolicy{}
+	return out, nil
+}
+
+// withStore returns an Engine like e over store (a form of e's store: bound
+// to a transaction or a tenant).
+func (e *Engine) withStore(store Store) *Engine {
+	return &Engine{store: tracedStore{store, e.tel}, base: store, tel: e.tel, cfg: e.cfg, enabled: e.enabled,
+		retentionErr: e.retentionErr, failures: e.failures}
 }
 
 // Store returns the store the Engine was made over, for what only that
