@@ -30,6 +30,7 @@ import (
 	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/cliflags"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/version"
 )
 
 // command is one subcommand. Adding one is adding an entry to commands.
@@ -91,7 +92,7 @@ var usageOrder = []string{"demo", "threads", "log", "show", "diff", "rewind", "b
 
 func usage() string {
 	var b strings.Builder
-	b.WriteString("usage: ckpt [--database URL] [--json] COMMAND [ARGS]\n\nCommands:\n")
+	b.WriteString("usage: ckpt [--database URL] [--json] COMMAND [ARGS]\n       ckpt --version\n\nCommands:\n")
 	for _, name := range usageOrder {
 		cmd := commands[name]
 		left := name
@@ -111,6 +112,8 @@ Flags, before or after the command:
                    $DATABASE_URL). demo without one uses a throwaway Postgres
                    from local server binaries, else a temporary SQLite file.
   --json           output JSON for scripts instead of tables
+  --version        print ckpt's version, revision and schema versions
+                   (before the command)
 
 IDs are checkpoint ids as ckpt log prints them. Exit status: 0 success,
 1 failure (not found, database error), 2 bad usage.
@@ -202,12 +205,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty termi
 	global := flag.NewFlagSet("ckpt", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	commonFlags(global, c)
+	showVersion := global.Bool("version", false, "print the version and exit")
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage())
 			return nil
 		}
 		return usageError{err.Error()}
+	}
+	if *showVersion {
+		fmt.Fprint(stdout, version.String("ckpt"))
+		return nil
 	}
 	if global.NArg() == 0 {
 		return usageError{"no command given"}

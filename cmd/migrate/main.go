@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"strconv"
@@ -26,10 +27,13 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/internal/cliflags"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/dburl"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/version"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
 )
 
 const usage = `usage: migrate [-database URL] COMMAND [ARGS]
+       migrate --version
 
 The URL is postgres://..., postgresql://... or a keyword/value string
 ("host=/tmp dbname=app user=me") for Postgres, or sqlite:FILE for a SQLite
@@ -46,12 +50,16 @@ Commands:
                  migrations are pending (or it is dirty); changes nothing
   force V        record version V as applied and clear the dirty flag, running
                  no SQL (after repairing a failed migration by hand; -1: none)
-  list           list the embedded Postgres migrations
+  list           list the embedded migrations of the store the URL names
+                 (Postgres's when no URL is given)
   sql V [up|down]
-                 print the SQL of Postgres migration V (default up), for
-                 other tools
+                 print the SQL of that store's migration V (default up),
+                 for other tools
 
   help           this text
+
+-version (or --version) prints this program's version, its VCS revision and
+the schema versions it migrates to, and exits.
 
 The database URL comes from -database (or --database, before or after the
 command) or the DATABASE_URL environment variable. Exit status: 0 success,
@@ -84,6 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(io.Discard)
 	dbURL := fs.String("database", "", "postgres://..., host=... dbname=... or sqlite:FILE (default $DATABASE_URL)")
 	all := fs.Bool("all", false, "with down: revert every migration")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	args, err := cliflags.Parse(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -91,6 +100,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return nil
 		}
 		return usageError{err.Error()}
+	}
+	if *showVersion {
+		fmt.Fprint(stdout, version.String("migrate"))
+		return nil
 	}
 	if len(args) == 0 {
 		return usageError{"no command given"}
@@ -104,17 +117,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 
-	// Commands that need no database.
+	url := *dbURL
+	if url == "" {
+		url = os.Getenv("DATABASE_URL")
+	}
+
+	// Commands that read no database: the migrations of the store the URL
+	// names, Postgres's when there is none.
 	switch cmd {
-	case "list":
-		if len(rest) != 0 {
-			return usageError{"list takes no arguments"}
+	case "list", "sql":
+		fsys, err := migrationsFor(url)
+		if err != nil {
+			return err
 		}
-		for _, m := range schema.Migrations() {
-			fmt.Fprintf(stdout, "%06d %s\n", m.Version, m.Name)
+		if cmd == "list" {
+			if len(rest) != 0 {
+				return usageError{"list takes no arguments"}
+			}
+			for _, m := range schema.MigrationsIn(fsys) {
+				fmt.Fprintf(stdout, "%06d %s\n", m.Version, m.Name)
+			}
+			return nil
 		}
-		return nil
-	case "sql":
 		if len(rest) < 1 || len(rest) > 2 {
 			return usageError{"sql takes a version and optionally up or down"}
 		}
@@ -132,7 +156,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return usageError{fmt.Sprintf("sql: direction %q is neither up nor down", rest[1])}
 			}
 		}
-		text, err := schema.SQL(uint(v), up)
+		text, err := schema.SQLIn(fsys, uint(v), up)
 		if err != nil {
 			return err
 		}
@@ -140,10 +164,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 
-	url := *dbURL
-	if url == "" {
-		url = os.Getenv("DATABASE_URL")
-	}
 	if url == "" {
 		return usageError{"no database: pass -database URL or set DATABASE_URL"}
 	}
@@ -225,6 +245,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Sprintf("unknown command %q", cmd)}
 	}
 	return printVersion(ctx, m, stdout)
+}
+
+// migrationsFor returns the migrations of the store url names: the
+// Postgres schema's (package schema) for a Postgres URL or none, the
+// SQLite store's for a sqlite: URL.
+func migrationsFor(url string) (fs.FS, error) {
+	if url == "" {
+		return schema.FS, nil
+	}
+	kind, _, err := dburl.Parse(url)
+	if err != nil {
+		return nil, usageError{err.Error()}
+	}
+	if kind == dburl.KindSQLite {
+		return fs.Sub(sqlite.Migrations, "migrations")
+	}
+	return schema.FS, nil
 }
 
 func printVersion(ctx context.Context, m migrator, w io.Writer) error {
