@@ -76,8 +76,14 @@ type Migration struct {
 var fileRE = regexp.MustCompile(`^(\d+)_(.+)\.(up|down)\.sql$`)
 
 // Migrations lists the embedded migrations in version order.
-func Migrations() []Migration {
-	entries, _ := fs.ReadDir(FS, ".")
+func Migrations() []Migration { return MigrationsIn(FS) }
+
+// MigrationsIn lists the golang-migrate migrations at the root of fsys
+// (NNNNNN_name.up.sql and NNNNNN_name.down.sql) in version order: FS's for
+// Migrations, and the same way any store's, such as the SQLite store's
+// (sqlite.Migrations, folder migrations), for cmd/migrate.
+func MigrationsIn(fsys fs.FS) []Migration {
+	entries, _ := fs.ReadDir(fsys, ".")
 	seen := map[uint]Migration{}
 	for _, e := range entries {
 		m := fileRE.FindStringSubmatch(e.Name())
@@ -104,21 +110,29 @@ func Latest() uint {
 // SQL returns the text of one migration, up or down, for teams that apply
 // migrations with another tool. It returns ErrUnknownVersion when no such
 // migration exists.
-func SQL(version uint, up bool) (string, error) {
+func SQL(version uint, up bool) (string, error) { return SQLIn(FS, version, up) }
+
+// SQLIn is SQL for the migrations at the root of fsys (see MigrationsIn).
+// It returns ErrUnknownVersion when fsys holds no such migration.
+func SQLIn(fsys fs.FS, version uint, up bool) (string, error) {
 	dir := "down"
 	if up {
 		dir = "up"
 	}
-	for _, m := range Migrations() {
+	ms := MigrationsIn(fsys)
+	for _, m := range ms {
 		if m.Version == version {
-			b, err := fs.ReadFile(FS, fmt.Sprintf("%06d_%s.%s.sql", m.Version, m.Name, dir))
+			b, err := fs.ReadFile(fsys, fmt.Sprintf("%06d_%s.%s.sql", m.Version, m.Name, dir))
 			if err != nil {
 				return "", err
 			}
 			return string(b), nil
 		}
 	}
-	return "", fmt.Errorf("%w: %d (latest is %d)", ErrUnknownVersion, version, Latest())
+	if len(ms) == 0 {
+		return "", fmt.Errorf("%w: %d (there are none)", ErrUnknownVersion, version)
+	}
+	return "", fmt.Errorf("%w: %d (latest is %d)", ErrUnknownVersion, version, ms[len(ms)-1].Version)
 }
 
 // Migrator applies the embedded migrations to one database.
