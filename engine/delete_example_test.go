@@ -26,7 +26,7 @@ func ExampleEngine_PruneThreads() {
 	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 
 	snapshots(ctx, eng, "trip-prune", "a", "b", "c", "d", "e")
-	policy, err := engine.ParsePolicy("keep-last-n:2")
+	policy, err := engine.ParsePolicy("keep_last_n:2")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -57,16 +57,19 @@ func KeepLatest() Policy { return Policy{name: "keep_latest"} }
 // DeleteThreads does.
 func KeepNone() Policy { return Policy{name: "keep_none"} }
 
-// String spells the policy as the SQL functions name it, e.g.
-// "keep_last_n(10)"; ParsePolicy reads it back.
+// String writes the policy as every surface spells it: its name as the
+// SQL functions take it (see Name), then a colon and its argument, e.g.
+// "keep_last_n:10", "keep_age:72h0m0s", "keep_all". Errors, ckpt (its
+// --policy flag, output and help) and ckpt web write policies so, and
+// ParsePolicy reads it back.
 func (p Policy) String() string {
 	switch p.Name() {
 	case "keep_all", "keep_latest", "keep_none":
 		return p.Name()
 	case "keep_age":
-		return fmt.Sprintf("keep_age(%s)", p.age)
+		return fmt.Sprintf("keep_age:%s", p.age)
 	}
-	return fmt.Sprintf("%s(%d)", p.name, p.n)
+	return fmt.Sprintf("%s:%d", p.name, p.n)
 }
 
 func (p Policy) keepsAll() bool { return p.Name() == "keep_all" }
@@ -97,15 +100,15 @@ func (p Policy) check() error {
 	case "keep_all", "keep_latest", "keep_none":
 	case "keep_last_n":
 		if p.n < 1 {
-			return fmt.Errorf("%w: KeepLastN(%d); n must be 1 or more", ErrInvalidInput, p.n)
+			return fmt.Errorf("%w: %s: n must be 1 or more", ErrInvalidInput, p)
 		}
 	case "keep_milestones":
 		if p.n < 0 {
-			return fmt.Errorf("%w: KeepMilestones(%d); n must be 0 or more", ErrInvalidInput, p.n)
+			return fmt.Errorf("%w: %s: n must be 0 or more", ErrInvalidInput, p)
 		}
 	case "keep_age":
 		if p.age < time.Microsecond {
-			return fmt.Errorf("%w: KeepAge(%s); the age must be at least 1µs", ErrInvalidInput, p.age)
+			return fmt.Errorf("%w: %s: the age must be at least 1µs", ErrInvalidInput, p)
 		}
 	default:
 		return fmt.Errorf("%w: unknown policy %q", ErrInvalidInput, p.name)
@@ -142,7 +145,7 @@ func (p Policy) checkFor(use policyUse) error {
 		}
 	case useExpiry:
 		if name != "keep_none" && name != "keep_latest" {
-			return fmt.Errorf("%w: %s: an expiry keeps nothing (KeepNone) or the heads (KeepLatest)", ErrInvalidInput, p)
+			return fmt.Errorf("%w: %s: an expiry keeps nothing (keep_none) or the heads (keep_latest)", ErrInvalidInput, p)
 		}
 	}
 	return nil
@@ -383,12 +386,18 @@ func (e *Engine) ThreadExpiry(ctx context.Context, threadID string) (_ time.Time
 	return at, KeepNone(), nil
 }
 
-// ParsePolicy reads a policy as String spells it, "keep_last_n(10)", or in
-// the shell-friendly form "keep-last-n:10"; likewise "keep_age(24h)" (a Go
-// duration), "keep_milestones(5)", "keep_all", "keep_latest" and
-// "keep_none". Errors: ErrInvalidInput.
+// PolicySyntax lists the policies as ParsePolicy reads them, for help
+// texts and errors.
+const PolicySyntax = "keep_all, keep_last_n:N, keep_age:DURATION, keep_milestones:N, keep_latest or keep_none"
+
+// ParsePolicy reads a policy as String writes it: "keep_last_n:10",
+// "keep_age:24h" (a Go duration), "keep_milestones:5", "keep_all",
+// "keep_latest" or "keep_none"; the argument may also come in parentheses,
+// "keep_last_n(10)", as in a SQL call. A name has one spelling, the SQL
+// functions' (underscores): "keep-last-n:10" is not a policy. Errors:
+// ErrInvalidInput, with a message that lists the policies.
 func ParsePolicy(s string) (Policy, error) {
-	name, arg := strings.ReplaceAll(strings.TrimSpace(s), "-", "_"), ""
+	name, arg := strings.TrimSpace(s), ""
 	if open := strings.IndexByte(name, '('); open >= 0 {
 		if !strings.HasSuffix(name, ")") {
 			return Policy{}, fmt.Errorf("%w: policy %q: no closing parenthesis", ErrInvalidInput, s)
@@ -407,18 +416,17 @@ func ParsePolicy(s string) (Policy, error) {
 	case "keep_last_n", "keep_milestones":
 		n, err := strconv.Atoi(arg)
 		if err != nil {
-			return Policy{}, fmt.Errorf("%w: policy %q: want a whole number, e.g. %s(10)", ErrInvalidInput, s, name)
+			return Policy{}, fmt.Errorf("%w: policy %q: want a whole number, e.g. %s:10", ErrInvalidInput, s, name)
 		}
 		p = Policy{name: name, n: n}
 	case "keep_age":
 		d, err := time.ParseDuration(arg)
 		if err != nil {
-			return Policy{}, fmt.Errorf("%w: policy %q: want a duration, e.g. keep_age(72h)", ErrInvalidInput, s)
+			return Policy{}, fmt.Errorf("%w: policy %q: want a duration, e.g. keep_age:72h", ErrInvalidInput, s)
 		}
 		p = KeepAge(d)
 	default:
-		return Policy{}, fmt.Errorf("%w: unknown policy %q; use keep_all, keep_last_n(N), keep_age(DURATION), keep_milestones(N), keep_latest or keep_none",
-			ErrInvalidInput, s)
+		return Policy{}, fmt.Errorf("%w: unknown policy %q; use %s", ErrInvalidInput, s, PolicySyntax)
 	}
 	if err := p.check(); err != nil {
 		return Policy{}, err

@@ -402,7 +402,7 @@ func testDeletesBadInput(t *testing.T, e *env) {
 			return err
 		},
 		"ParsePolicy keep_latest(2)": func() error { _, err := engine.ParsePolicy("keep_latest(2)"); return err },
-		"ParsePolicy keep-none:1":    func() error { _, err := engine.ParsePolicy("keep-none:1"); return err },
+		"ParsePolicy keep_none:1":    func() error { _, err := engine.ParsePolicy("keep_none:1"); return err },
 	} {
 		if err := call(); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Errorf("%s: %v, want ErrInvalidInput", name, err)

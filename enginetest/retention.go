@@ -268,7 +268,7 @@ func testRetentionBadInput(t *testing.T, e *env) {
 		t.Fatalf("unknown thread: %v %v", d, err)
 	}
 	e.unchanged("refused retention", before)
-	for _, s := range []string{"keep_last_n(0)", "keep-last-n:x", "keep_forever", "keep_age(-1h)", "keep_all(3)"} {
+	for _, s := range []string{"keep_last_n(0)", "keep_last_n:x", "keep_forever", "keep_age(-1h)", "keep_all(3)"} {
 		if _, err := engine.ParsePolicy(s); !errors.Is(err, engine.ErrInvalidInput) {
 			t.Fatalf("parse %q: %v", s, err)
 		}
