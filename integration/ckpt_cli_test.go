@@ -41,7 +41,7 @@ func TestCkptRoughEdges(t *testing.T) {
 
 	// Per-command help shows that command's flags; gc's shows the policies.
 	r := ckpt("gc", "--help")
-	for _, want := range []string{"usage: ckpt", "gc --policy P", "-thread", "-batch", "keep-last-n:N", "keep-age:DURATION"} {
+	for _, want := range []string{"usage: ckpt", "gc --policy P", "-thread", "-batch", "keep_last_n:N", "keep_age:DURATION"} {
 		if r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Errorf("gc --help: exit %d, no %q in\n%s", r.code, want, r.stdout)
 		}
@@ -52,12 +52,12 @@ func TestCkptRoughEdges(t *testing.T) {
 
 	// Errors in the CLI's spelling.
 	r = ckpt("gc", "--policy", "keep-lots")
-	if r.code != 2 || !strings.Contains(r.stderr, "keep-last-n:N") || strings.Contains(r.stderr, "keep_last_n(N)") {
+	if r.code != 2 || !strings.Contains(r.stderr, "keep_last_n:N") || strings.Contains(r.stderr, "keep_last_n(N)") {
 		t.Errorf("gc --policy keep-lots: exit %d\n%s", r.code, r.stderr)
 	}
 
 	// Exit codes: unknown thread is a failure (1), an empty name bad usage (2).
-	if r := ckpt("gc", "--policy", "keep-last-n:1", "--thread", "unknown"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+	if r := ckpt("gc", "--policy", "keep_last_n:1", "--thread", "unknown"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
 		t.Errorf("gc of an unknown thread: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := ckpt("branch", ids[1], ""); r.code != 2 || !strings.Contains(r.stderr, "NAME is empty") {

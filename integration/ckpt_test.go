@@ -505,8 +505,8 @@ func TestCkptGC(t *testing.T) {
 	three := b.line(t, "three", 6)
 
 	for _, args := range [][]string{
-		{"gc"}, {"gc", "--policy", "keep-last-n:0"}, {"gc", "--policy", "shred"}, {"gc", "--policy", "keep-all", "--batch", "-1"},
-		{"gc", "--policy", "keep-latest"}, {"gc", "--policy", "keep-none"}, // a sweep takes neither
+		{"gc"}, {"gc", "--policy", "keep_last_n:0"}, {"gc", "--policy", "shred"}, {"gc", "--policy", "keep_all", "--batch", "-1"},
+		{"gc", "--policy", "keep_latest"}, {"gc", "--policy", "keep_none"}, // a sweep takes neither
 	} {
 		if r := runCLI(t, bin, env, args...); r.code != 2 || !strings.Contains(r.stderr, "gc") {
 			t.Fatalf("%v: %+v, want exit 2", args, r)
@@ -514,15 +514,15 @@ func TestCkptGC(t *testing.T) {
 	}
 	b.checkLine(t, "one", one, span(0, 6))
 
-	r := runCLI(t, bin, env, "gc", "--policy", "keep-last-n:4", "--thread", "one")
-	if r.code != 0 || r.stdout != "gc keep-last-n:4 on thread one: 2 checkpoint(s) deleted\n" {
+	r := runCLI(t, bin, env, "gc", "--policy", "keep_last_n:4", "--thread", "one")
+	if r.code != 0 || r.stdout != "gc keep_last_n:4 on thread one: 2 checkpoint(s) deleted\n" {
 		t.Fatalf("gc one thread: %+v", r)
 	}
 	b.checkLine(t, "one", one, span(2, 6))
 	b.checkLine(t, "two", two, span(0, 6))
 
 	// One thread, as JSON: the count and, for a policy that picks, which.
-	r = runCLI(t, bin, env, "--json", "gc", "--policy", "keep-last-n:3", "--thread", "one")
+	r = runCLI(t, bin, env, "--json", "gc", "--policy", "keep_last_n:3", "--thread", "one")
 	var picked struct {
 		Policy      string `json:"policy"`
 		Deleted     int64  `json:"deleted"`
@@ -531,14 +531,14 @@ func TestCkptGC(t *testing.T) {
 			Step int64     `json:"step"`
 		} `json:"checkpoints"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &picked); r.code != 0 || err != nil || picked.Policy != "keep-last-n:3" ||
+	if err := json.Unmarshal([]byte(r.stdout), &picked); r.code != 0 || err != nil || picked.Policy != "keep_last_n:3" ||
 		picked.Deleted != 1 || len(picked.Checkpoints) != 1 || picked.Checkpoints[0].ID != one[2] || picked.Checkpoints[0].Step != 3 {
 		t.Fatalf("gc --json one thread: %+v %v", r, err)
 	}
 	b.checkLine(t, "one", one, span(3, 6))
-	r = runCLI(t, bin, env, "--json", "gc", "--policy", "keep-latest", "--thread", "one")
+	r = runCLI(t, bin, env, "--json", "gc", "--policy", "keep_latest", "--thread", "one")
 	if r.code != 0 || !strings.Contains(r.stdout, `"deleted": 2`) || !strings.Contains(r.stdout, `"checkpoints": null`) {
-		t.Fatalf("gc --json keep-latest: %+v", r)
+		t.Fatalf("gc --json keep_latest: %+v", r)
 	}
 	b.checkLine(t, "one", one, span(5, 6))
 
@@ -551,7 +551,7 @@ func TestCkptGC(t *testing.T) {
 	b.checkLine(t, "three", three, span(4, 6))
 
 	unreachable := []string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=2"}
-	if r := runCLI(t, bin, unreachable, "gc", "--policy", "keep-all"); r.code != 1 || strings.Contains(r.stderr, "goroutine") {
+	if r := runCLI(t, bin, unreachable, "gc", "--policy", "keep_all"); r.code != 1 || strings.Contains(r.stderr, "goroutine") {
 		t.Fatalf("unreachable database: %+v", r)
 	}
 }

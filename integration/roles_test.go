@@ -522,7 +522,7 @@ func TestRolesReadOnlyInspectsAndCannotWrite(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"rewind", ids[0].String()}, {"branch", ids[0].String(), "b2"}, {"delete", "run"}, {"import", importFile},
-		{"gc", "--policy", "keep-last-n:1", "--thread", "run"}, {"gc", "--policy", "keep-last-n:1"},
+		{"gc", "--policy", "keep_last_n:1", "--thread", "run"}, {"gc", "--policy", "keep_last_n:1"},
 	} {
 		r := runCLI(t, bin, env, args...)
 		if r.code != 1 || !strings.Contains(r.stderr, engine.ErrPermission.Error()) || !strings.Contains(r.stderr, "read-only role runs threads, log") {

@@ -535,10 +535,10 @@ func testWeb(t *testing.T, store, dbURL string) {
 	}
 
 	// The retention preview deletes nothing.
-	visit(t, tab, w, ro.base+"/retention?thread=demo-trip&policy=keep-last-n:2", name("retention"), true)
+	visit(t, tab, w, ro.base+"/retention?thread=demo-trip&policy=keep_last_n:2", name("retention"), true)
 	n := eval[string](t, tab, `document.getElementById("would-delete").textContent`)
 	if after, err := eng.Tree(ctx, "demo-trip"); err != nil || len(after.Nodes) != len(tree.Nodes) || n == "0" {
-		t.Errorf("preview of keep-last-n:2: would delete %s; the tree had %d checkpoints, now %d (%v)", n, len(tree.Nodes), len(after.Nodes), err)
+		t.Errorf("preview of keep_last_n:2: would delete %s; the tree had %d checkpoints, now %d (%v)", n, len(tree.Nodes), len(after.Nodes), err)
 	}
 
 	// The xss thread: every page that shows its text runs none of it,
@@ -548,7 +548,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 		{"xss-thread", "/thread?id=" + q(xss.thread)},
 		{"xss-checkpoint", "/checkpoint?id=" + xssSecond.String()},
 		{"xss-diff", "/diff?a=" + xssFirst.String() + "&b=" + xssSecond.String()},
-		{"xss-retention", "/retention?thread=" + q(xss.thread) + "&policy=keep-last-n:1"},
+		{"xss-retention", "/retention?thread=" + q(xss.thread) + "&policy=keep_last_n:1"},
 		{"xss-branch", "/thread?id=" + q(xssBranch)},
 	} {
 		visit(t, tab, w, ro.base+p.path, name(p.name), true)
@@ -633,7 +633,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 	}
 
 	// A policy applied from its preview deletes what the preview showed.
-	visit(t, tab, w, rw.base+"/retention?thread=demo-trip&policy=keep-last-n:2", name("rw-retention"), true)
+	visit(t, tab, w, rw.base+"/retention?thread=demo-trip&policy=keep_last_n:2", name("rw-retention"), true)
 	previewed := eval[[]string](t, tab, `[...document.querySelectorAll("#doomed a.id")].map(a => a.textContent)`)
 	do(t, tab, "click Apply it", chromedp.Click(chromedp.CSS(`a.button[href^="/confirm?action=prune"]`)), chromedp.WaitVisible(chromedp.ID("confirm-button")))
 	do(t, tab, "confirm the policy", chromedp.Click(chromedp.ID("confirm-button")), chromedp.WaitVisible(chromedp.CSS("p.done")))
@@ -655,7 +655,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 	slices.Sort(gone)
 	slices.Sort(previewed)
 	if len(previewed) == 0 || !slices.Equal(gone, previewed) {
-		t.Errorf("keep-last-n:2 deleted %q; the preview showed %q", gone, previewed)
+		t.Errorf("keep_last_n:2 deleted %q; the preview showed %q", gone, previewed)
 	}
 
 	// A thread of 50,000 checkpoints: its page renders in the browser in

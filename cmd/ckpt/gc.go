@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,11 +15,11 @@ import (
 // thread in a sweep that also applies thread expiry.
 func runGC(ctx context.Context, c *cli, _ []string) error {
 	if c.policy == "" {
-		return usagef("gc: --policy is required, e.g. --policy keep-last-n:10")
+		return usagef("gc: --policy is required, e.g. --policy keep_last_n:10")
 	}
 	p, err := engine.ParsePolicy(c.policy)
 	if err != nil {
-		return usagef("gc: --policy %q is not a policy; %s", c.policy, policyHelp)
+		return usagef("gc: --policy: %v\n%s", err, policyHelp)
 	}
 	if c.batch < 0 || c.budget < 0 {
 		return usagef("gc: --batch and --budget must not be negative")
@@ -52,9 +51,9 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 				ThreadID    string `json:"thread_id"`
 				Deleted     int64  `json:"deleted"`
 				Checkpoints []row  `json:"checkpoints"`
-			}{cliPolicy(p), c.thread, res.Deleted, rows})
+			}{p.String(), c.thread, res.Deleted, rows})
 		}
-		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", cliPolicy(p), safeLine(c.thread), res.Deleted)
+		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", p.String(), safeLine(c.thread), res.Deleted)
 		return nil
 	}
 
@@ -86,33 +85,24 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 			LongestBatchMS float64 `json:"longest_batch_ms"`
 			Done           bool    `json:"done"`
 			Next           string  `json:"next,omitempty"`
-		}{cliPolicy(p), res.Threads, res.Expired, res.Failed, res.Deleted, res.Batches, float64(res.LongestBatch.Microseconds()) / 1000, res.Done, res.Next})
+		}{p.String(), res.Threads, res.Expired, res.Failed, res.Deleted, res.Batches, float64(res.LongestBatch.Microseconds()) / 1000, res.Done, res.Next})
 	}
 	fmt.Fprintf(c.stdout, "gc %s: %d checkpoint(s) deleted in %d thread(s), %d expired; %d batch(es), longest %s\n",
-		cliPolicy(p), res.Deleted, res.Threads, res.Expired, res.Batches, res.LongestBatch.Round(time.Microsecond))
+		p.String(), res.Deleted, res.Threads, res.Expired, res.Batches, res.LongestBatch.Round(time.Microsecond))
 	if res.Failed > 0 {
 		fmt.Fprintf(c.stdout, "%d thread(s) could not be cleaned and were left as they were; the server log says why\n", res.Failed)
 	}
 	if !res.Done {
-		fmt.Fprintf(c.stdout, "stopped by --budget; to go on: ckpt gc --policy %s --after %s\n", safeLine(c.policy), safeLine(res.Next))
+		fmt.Fprintf(c.stdout, "stopped by --budget; to go on: ckpt gc --policy %s --after %s\n", p, safeLine(res.Next))
 	}
 	return nil
 }
 
-// policyHelp is the policy syntax, as ckpt spells it.
-const policyHelp = `use keep-all, keep-last-n:N (the N newest), keep-age:DURATION
-(written within it, e.g. 72h), or keep-milestones:N (the first, the newest
+// policyHelp is the policy syntax: engine.Policy's String, one spelling
+// on every surface (the SQL functions' names).
+const policyHelp = `use keep_all, keep_last_n:N (the N newest), keep_age:DURATION
+(written within it, e.g. 72h), or keep_milestones:N (the first, the newest
 and N evenly spaced between): whatever the policy, a thread's head and a
 checkpoint a branch was forked from are kept. With --thread, also
-keep-latest (the heads alone, branch sources too go) or keep-none (the
+keep_latest (the heads alone, branch sources too go) or keep_none (the
 whole thread goes, as delete does).`
-
-// cliPolicy spells a policy as ckpt takes it, e.g. keep-last-n:10 for
-// keep_last_n(10).
-func cliPolicy(p engine.Policy) string {
-	s := strings.ReplaceAll(p.String(), "_", "-")
-	if name, arg, ok := strings.Cut(s, "("); ok {
-		return name + ":" + strings.TrimSuffix(arg, ")")
-	}
-	return s
-}

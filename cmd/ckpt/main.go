@@ -79,7 +79,7 @@ var commands = map[string]*command{
 	"gc": {args: "--policy P [--thread T] [--batch N] [--budget D] [--after T]", help: "apply a retention policy to one thread, or sweep all (with expiry)", run: runGC,
 		more: policyHelp,
 		flags: func(fs *flag.FlagSet, c *cli) {
-			fs.StringVar(&c.policy, "policy", "", "keep-last-n:N, keep-age:DURATION, keep-milestones:N or keep-all; with --thread also keep-latest or keep-none")
+			fs.StringVar(&c.policy, "policy", "", "keep_last_n:N, keep_age:DURATION, keep_milestones:N or keep_all; with --thread also keep_latest or keep_none")
 			fs.StringVar(&c.thread, "thread", "", "only this thread (default: sweep every thread)")
 			fs.IntVar(&c.batch, "batch", 0, "threads per transaction in a sweep (default 5)")
 			fs.DurationVar(&c.budget, "budget", 0, "stop a sweep after this long (default: no limit)")

@@ -285,7 +285,7 @@ func (s *webServer) threadPage(r *http.Request) (string, string, any, error) {
 	}
 	layout := layoutTree(tree)
 	v := threadView{ThreadID: thread, Shown: safeLine(thread), TreeCount: len(tree.Nodes),
-		Meta: q.Get("meta"), Tags: q.Get("tags"), NS: q.Get("ns"), Policy: "keep-last-n:10"}
+		Meta: q.Get("meta"), Tags: q.Get("tags"), NS: q.Get("ns"), Policy: "keep_last_n:10"}
 	var at uuid.UUID
 	page := atoiOr(q.Get("page"), 1)
 	if id, err := uuid.Parse(q.Get("at")); err == nil {
@@ -644,7 +644,7 @@ func (s *webServer) retentionPage(r *http.Request) (string, string, any, error) 
 
 func (s *webServer) retention(ctx context.Context, thread, policy string) (retentionView, error) {
 	if thread == "" {
-		return retentionView{}, badRequest("no thread: /retention?thread=THREAD&policy=keep-last-n:10")
+		return retentionView{}, badRequest("no thread: /retention?thread=THREAD&policy=keep_last_n:10")
 	}
 	v := retentionView{ThreadID: thread, Shown: safeLine(thread), Policy: policy}
 	tree, err := s.eng.Tree(ctx, thread)
@@ -664,7 +664,7 @@ func (s *webServer) retention(ctx context.Context, thread, policy string) (reten
 		v.Err = safeText(err.Error()) + "; " + policyHelp
 		return v, nil
 	}
-	v.Policy = cliPolicy(p)
+	v.Policy = p.String()
 	res, err := s.eng.PreviewPrune(ctx, p, thread)
 	if err != nil {
 		v.Err = "the preview failed: " + safeText(err.Error())

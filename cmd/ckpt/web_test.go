@@ -211,10 +211,10 @@ func TestWebWrites(t *testing.T) {
 	for range 3 {
 		f.snap(engine.SnapshotInput{ThreadID: "run"})
 	}
-	preview := f.get("/retention?thread=run&policy=keep-last-n:2")
-	w = f.post("prune", url.Values{"thread": {"run"}, "policy": {"keep-last-n:2"}, "confirm": {"yes"}, "csrf": {f.s.csrf}}, nil)
+	preview := f.get("/retention?thread=run&policy=keep_last_n:2")
+	w = f.post("prune", url.Values{"thread": {"run"}, "policy": {"keep_last_n:2"}, "confirm": {"yes"}, "csrf": {f.s.csrf}}, nil)
 	if w.Code != http.StatusOK || !strings.Contains(preview.Body.String(), `<strong id="would-delete">3</strong>`) || !strings.Contains(w.Body.String(), "3 checkpoint(s) deleted") {
-		t.Fatalf("prune keep-last-n:2 of 6 (the branch source kept): preview\n%s\napplied: %d\n%s", preview.Body, w.Code, w.Body)
+		t.Fatalf("prune keep_last_n:2 of 6 (the branch source kept): preview\n%s\napplied: %d\n%s", preview.Body, w.Code, w.Body)
 	}
 	w = f.post("delete", url.Values{"thread": {"run"}, "confirm": {"yes"}, "csrf": {f.s.csrf}}, nil)
 	if _, err := f.eng.Latest(f.ctx, "run"); w.Code != http.StatusOK || err == nil {
@@ -272,7 +272,7 @@ func TestWebEscapesAgentText(t *testing.T) {
 		"/thread?id=" + q(br.ThreadID),
 		"/checkpoint?id=" + first.ID.String(), "/checkpoint?id=" + second.ID.String(),
 		"/diff?a=" + first.ID.String() + "&b=" + second.ID.String(), "/diff?a=" + second.ID.String() + "&b=" + first.ID.String(),
-		"/retention?thread=" + q(thread) + "&policy=keep-last-n:1",
+		"/retention?thread=" + q(thread) + "&policy=keep_last_n:1",
 		"/retention?thread=" + q(thread) + "&policy=" + q(all),
 		"/confirm?action=delete&thread=" + q(thread), "/confirm?action=merge&branch=" + q(br.ThreadID) + "&into=" + q(thread) + "&ns=" + q(all),
 		"/thread?id=" + q(all), // not found: the error page names it
@@ -495,7 +495,7 @@ func TestWebRetentionPreview(t *testing.T) {
 	if _, err := f.eng.Branch(f.ctx, ids[1], "alt"); err != nil {
 		t.Fatal(err)
 	}
-	v, err := f.s.retention(f.ctx, "run", "keep-last-n:3")
+	v, err := f.s.retention(f.ctx, "run", "keep_last_n:3")
 	if err != nil || v.Err != "" || !v.Ran || v.Count != 8 {
 		t.Fatalf("preview: %+v %v", v, err)
 	}

@@ -128,7 +128,7 @@ var webActions = map[string]webAction{
 			if err != nil {
 				return "", "", err
 			}
-			return fmt.Sprintf("%s applied to thread %s: %d checkpoint(s) deleted.", cliPolicy(p), safeLine(q.Get("thread")), res.Deleted),
+			return fmt.Sprintf("%s applied to thread %s: %d checkpoint(s) deleted.", p.String(), safeLine(q.Get("thread")), res.Deleted),
 				threadHref(q.Get("thread"), uuid.Nil), nil
 		},
 	},
