@@ -287,25 +287,47 @@ type SweepResult struct {
 func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (_ SweepResult, err error) {
 	ctx, done := e.tel.call(ctx, "Sweep")
 	defer func() { done(err) }()
+	return e.sweep(ctx, "sweep", p, opts, e.store.SweepBatch)
+}
+
+// PreviewSweep returns what Sweep(ctx, p, opts) would do now, and deletes
+// nothing: the store runs each batch as Sweep does (expiry, then p, the
+// same rule) in a transaction it then rolls back, and the next batch goes
+// on after it. The counts are Sweep's: threads seen, expired, failed,
+// checkpoints deleted; a sweep lists no checkpoint ids. Writers that
+// commit in between can change what a Sweep then does, and a preview holds
+// each batch's thread locks as long as Sweep would.
+//
+// Errors: as Sweep's; ErrPermission where the database may not be written
+// (the preview writes, then rolls back).
+func (e *Engine) PreviewSweep(ctx context.Context, p Policy, opts SweepOptions) (_ SweepResult, err error) {
+	ctx, done := e.tel.call(ctx, "PreviewSweep")
+	defer func() { done(err) }()
+	return e.sweep(ctx, "preview sweep", p, opts, e.store.PreviewSweepBatch)
+}
+
+// sweep is Sweep and PreviewSweep; batch is the store's call.
+func (e *Engine) sweep(ctx context.Context, what string, p Policy, opts SweepOptions,
+	batch func(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error)) (SweepResult, error) {
 	if err := p.checkFor(useSweep); err != nil {
-		return SweepResult{}, fmt.Errorf("sweep: %w", err)
+		return SweepResult{}, fmt.Errorf("%s: %w", what, err)
 	}
 	if opts.BatchSize == 0 {
 		opts.BatchSize = DefaultSweepBatch
 	}
 	if opts.BatchSize < 0 || opts.TimeBudget < 0 || opts.Pause < 0 {
-		return SweepResult{}, fmt.Errorf("sweep: %w: batch size %d, time budget %s and pause %s must not be negative",
-			ErrInvalidInput, opts.BatchSize, opts.TimeBudget, opts.Pause)
+		return SweepResult{}, fmt.Errorf("%s: %w: batch size %d, time budget %s and pause %s must not be negative",
+			what, ErrInvalidInput, opts.BatchSize, opts.TimeBudget, opts.Pause)
 	}
 	var res SweepResult
 	start := time.Now()
 	after := opts.After
 	for {
 		t0 := time.Now()
-		b, err := e.store.SweepBatch(ctx, p, after, opts.BatchSize)
+		b, err := batch(ctx, p, after, opts.BatchSize)
 		if err != nil {
 			res.Next = after
-			return res, fmt.Errorf("sweep %s after thread %q: %w", p, after, err)
+			return res, fmt.Errorf("%s %s after thread %q: %w", what, p, after, err)
 		}
 		res.LongestBatch = max(res.LongestBatch, time.Since(t0))
 		res.Batches++

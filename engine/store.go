@@ -128,6 +128,9 @@ type Store interface {
 	// threads whose id sorts after after, in thread id order, in one
 	// transaction. A thread that fails is counted and left as it was.
 	SweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error)
+	// PreviewSweepBatch returns what SweepBatch would do now, and changes
+	// nothing: it runs SweepBatch's rule in a transaction it rolls back.
+	PreviewSweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error)
 	// SetExpiry sets (zero at: clears) the expiry of every namespace of a
 	// thread: what a sweep after at keeps of it, p (checked: KeepNone or
 	// KeepLatest). It returns how many thread rows it changed.

@@ -400,6 +400,16 @@ func (s tracedStore) SweepBatch(ctx context.Context, p Policy, after string, siz
 	return r, err
 }
 
+func (s tracedStore) PreviewSweepBatch(ctx context.Context, p Policy, after string, size int) (SweepBatchResult, error) {
+	if !s.t.on(ctx) {
+		return s.Store.PreviewSweepBatch(ctx, p, after, size)
+	}
+	ctx, end := s.t.span(ctx, "PreviewSweepBatch")
+	r, err := s.Store.PreviewSweepBatch(ctx, p, after, size)
+	end(err)
+	return r, err
+}
+
 func (s tracedStore) Expiry(ctx context.Context, threadID string) (time.Time, bool, error) {
 	if !s.t.on(ctx) {
 		return s.Store.Expiry(ctx, threadID)
