@@ -537,6 +537,46 @@ func testPreviewPrune(t *testing.T, e *env) {
 	e.unchanged("a refused preview", before)
 }
 
+// A sweep's preview deletes nothing, clears no expiry, and says what the
+// sweep then does, batch by batch: expiries applied, the policy on the
+// rest, the same counts.
+func testPreviewSweep(t *testing.T, e *env) {
+	deleteFixture(t, e)
+	past := time.Now().Add(-time.Minute)
+	if err := e.eng.SetThreadExpiry(e.ctx, "a", past, engine.KeepLatest()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.eng.SetThreadExpiry(e.ctx, "c", past, engine.KeepNone()); err != nil {
+		t.Fatal(err)
+	}
+	opts := engine.SweepOptions{BatchSize: 2}
+	before := e.inventory()
+	preview, err := e.eng.PreviewSweep(e.ctx, engine.KeepLastN(2), opts)
+	if err != nil {
+		t.Fatalf("preview sweep: %v", err)
+	}
+	e.unchanged("a preview of a sweep", before)
+	if preview.Expired != 2 || preview.Deleted == 0 || preview.Batches < 2 || !preview.Done {
+		t.Fatalf("preview sweep: %+v; want 2 expired, checkpoints deleted, in batches of 2", preview)
+	}
+	swept, err := e.eng.Sweep(e.ctx, engine.KeepLastN(2), opts)
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	preview.LongestBatch, swept.LongestBatch = 0, 0
+	if preview != swept {
+		t.Fatalf("the preview said %+v, the sweep did %+v", preview, swept)
+	}
+	if after := e.inventory(); reflect.DeepEqual(after, before) {
+		t.Fatal("the sweep after the preview deleted nothing")
+	}
+	before = e.inventory()
+	if _, err := e.eng.PreviewSweep(e.ctx, engine.KeepLatest(), opts); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("a preview sweep of KeepLatest: %v, want ErrInvalidInput", err)
+	}
+	e.unchanged("a refused preview sweep", before)
+}
+
 // ThreadExpiry reads what SetThreadExpiry set: the time (to the
 // microsecond) and the policy; the zero time once cleared; ErrNotFound for
 // an unknown thread.

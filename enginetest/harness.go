@@ -82,6 +82,7 @@ var tests = []conformanceTest{
 	{name: "DeletesBadInputIsTypedAndDeletesNothing", fn: testDeletesBadInput},
 	{name: "ExpiryKeepsWhatItsPolicySays", fn: testExpiryPolicies},
 	{name: "PreviewPruneDeletesNothing", fn: testPreviewPrune},
+	{name: "PreviewSweepDeletesNothing", fn: testPreviewSweep},
 	{name: "ThreadExpiryReadsWhatWasSet", fn: testThreadExpiry},
 	{name: "RetentionKeepLatestAfterEachWrite", fn: testRetentionKeepLatestAfterEachWrite},
 	// delta.go

@@ -505,6 +505,17 @@ func (s *Store) SweepBatch(ctx context.Context, p engine.Policy, after string, s
 	}, nil
 }
 
+// PreviewSweepBatch implements engine.Store: SweepBatch in a transaction
+// (a savepoint in a caller's) that it rolls back.
+func (s *Store) PreviewSweepBatch(ctx context.Context, p engine.Policy, after string, size int) (engine.SweepBatchResult, error) {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return engine.SweepBatchResult{}, storeError(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	return NewStore(tx, Options{SingleStatement: s.singleStatement}).SweepBatch(ctx, p, after, size)
+}
+
 // Expiry implements engine.Store.
 func (s *Store) Expiry(ctx context.Context, threadID string) (time.Time, bool, error) {
 	r, err := s.q.ThreadGetExpiry(ctx, threadID)

@@ -94,6 +94,17 @@ func roundDiv(x, d int64) int64 {
 // in thread id order, in one transaction. A thread that fails is rolled
 // back to where it was (a savepoint), counted, and skipped.
 func (s *Store) SweepBatch(ctx context.Context, p engine.Policy, after string, size int) (engine.SweepBatchResult, error) {
+	return s.sweepBatch(ctx, p, after, size, false)
+}
+
+// PreviewSweepBatch implements engine.Store: SweepBatch in a write
+// transaction it rolls back.
+func (s *Store) PreviewSweepBatch(ctx context.Context, p engine.Policy, after string, size int) (engine.SweepBatchResult, error) {
+	return s.sweepBatch(ctx, p, after, size, true)
+}
+
+// sweepBatch is SweepBatch, or with preview PreviewSweepBatch.
+func (s *Store) sweepBatch(ctx context.Context, p engine.Policy, after string, size int, preview bool) (engine.SweepBatchResult, error) {
 	var res engine.SweepBatchResult
 	err := s.write(ctx, func(q *sqlitedb.Queries, tx *sql.Tx) error {
 		now := s.now()
@@ -128,8 +139,14 @@ func (s *Store) SweepBatch(ctx context.Context, p engine.Policy, after string, s
 			res.Threads++
 			res.LastThreadID = t
 		}
+		if preview {
+			return errPreview
+		}
 		return nil
 	})
+	if preview && errors.Is(err, errPreview) {
+		err = nil // rolled back, as a preview is
+	}
 	return res, err
 }
 
