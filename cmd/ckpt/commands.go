@@ -455,20 +455,40 @@ func runTree(ctx context.Context, c *cli, args []string) error {
 }
 
 func runDelete(ctx context.Context, c *cli, args []string) error {
-	r, err := c.eng.DeleteThreads(ctx, args[0])
-	if err != nil {
-		return err
+	thread := args[0]
+	var r engine.DeleteResult
+	var err error
+	if c.dryRun || c.asks() {
+		// What goes: the store's delete, rolled back.
+		if r, err = c.eng.PreviewPrune(ctx, engine.KeepNone(), thread); err != nil {
+			return err
+		}
+		if r.Deleted == 0 {
+			return fmt.Errorf("thread %q: %w", thread, engine.ErrNotFound)
+		}
 	}
-	n := r.Deleted
-	if n == 0 {
-		return fmt.Errorf("thread %q: %w", args[0], engine.ErrNotFound)
+	if !c.dryRun {
+		if err := c.confirm(fmt.Sprintf("delete thread %s: %d checkpoint(s), with their pending writes?", safeLine(thread), r.Deleted)); err != nil {
+			return err
+		}
+		if r, err = c.eng.DeleteThreads(ctx, thread); err != nil {
+			return err
+		}
+		if r.Deleted == 0 {
+			return fmt.Errorf("thread %q: %w", thread, engine.ErrNotFound)
+		}
 	}
 	if c.json {
 		return c.printJSON(struct {
 			ThreadID string `json:"thread_id"`
 			Deleted  int64  `json:"deleted"`
-		}{args[0], n})
+			DryRun   bool   `json:"dry_run,omitempty"`
+		}{thread, r.Deleted, c.dryRun})
 	}
-	fmt.Fprintf(c.stdout, "thread %s deleted: %d checkpoint(s), with its pending writes\n", safeLine(args[0]), n)
+	if c.dryRun {
+		fmt.Fprintf(c.stdout, "thread %s would be deleted: %d checkpoint(s), with their pending writes (dry run: nothing was deleted)\n", safeLine(thread), r.Deleted)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "thread %s deleted: %d checkpoint(s), with their pending writes\n", safeLine(thread), r.Deleted)
 	return nil
 }

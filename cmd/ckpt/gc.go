@@ -25,36 +25,7 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 		return usagef("gc: --batch and --budget must not be negative")
 	}
 	if c.thread != "" {
-		if _, err := c.eng.Latest(ctx, c.thread); err != nil {
-			return err // not found: say so, as log does
-		}
-		res, err := c.eng.PruneThreads(ctx, p, c.thread)
-		if err != nil {
-			return err
-		}
-		if c.json {
-			type row struct {
-				ThreadID  string    `json:"thread_id"`
-				Namespace string    `json:"namespace"`
-				ID        uuid.UUID `json:"checkpoint_id"`
-				Step      int64     `json:"step"`
-			}
-			var rows []row // null when the policy does not list them (see engine.DeleteResult)
-			if res.IDs != nil {
-				rows = make([]row, len(res.IDs))
-			}
-			for i, d := range res.IDs {
-				rows[i] = row{d.ThreadID, d.Namespace, d.ID, d.Step}
-			}
-			return c.printJSON(struct {
-				Policy      string `json:"policy"`
-				ThreadID    string `json:"thread_id"`
-				Deleted     int64  `json:"deleted"`
-				Checkpoints []row  `json:"checkpoints"`
-			}{p.String(), c.thread, res.Deleted, rows})
-		}
-		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", p.String(), safeLine(c.thread), res.Deleted)
-		return nil
+		return gcThread(ctx, c, p)
 	}
 
 	opts := engine.SweepOptions{BatchSize: c.batch, TimeBudget: c.budget, After: c.after}
@@ -64,7 +35,16 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 			fmt.Fprintf(c.rawErr, "\rsweeping: %d thread(s), %d checkpoint(s) deleted", r.Threads, r.Deleted)
 		}
 	}
-	res, err := c.eng.Sweep(ctx, p, opts)
+	if !c.dryRun {
+		if err := c.confirm(fmt.Sprintf("gc %s: sweep every thread, applying the expiries that are due (--dry-run shows what would go)?", p)); err != nil {
+			return err
+		}
+	}
+	sweep := c.eng.Sweep
+	if c.dryRun {
+		sweep = c.eng.PreviewSweep
+	}
+	res, err := sweep(ctx, p, opts)
 	if progress {
 		fmt.Fprint(c.rawErr, "\r\033[K")
 	}
@@ -85,15 +65,80 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 			LongestBatchMS float64 `json:"longest_batch_ms"`
 			Done           bool    `json:"done"`
 			Next           string  `json:"next,omitempty"`
-		}{p.String(), res.Threads, res.Expired, res.Failed, res.Deleted, res.Batches, float64(res.LongestBatch.Microseconds()) / 1000, res.Done, res.Next})
+			DryRun         bool    `json:"dry_run,omitempty"`
+		}{p.String(), res.Threads, res.Expired, res.Failed, res.Deleted, res.Batches, float64(res.LongestBatch.Microseconds()) / 1000, res.Done, res.Next, c.dryRun})
 	}
-	fmt.Fprintf(c.stdout, "gc %s: %d checkpoint(s) deleted in %d thread(s), %d expired; %d batch(es), longest %s\n",
-		p.String(), res.Deleted, res.Threads, res.Expired, res.Batches, res.LongestBatch.Round(time.Microsecond))
+	if c.dryRun {
+		fmt.Fprintf(c.stdout, "gc %s would delete %d checkpoint(s) in %d thread(s), %d expired; %d batch(es) (dry run: nothing was deleted)\n",
+			p, res.Deleted, res.Threads, res.Expired, res.Batches)
+	} else {
+		fmt.Fprintf(c.stdout, "gc %s: %d checkpoint(s) deleted in %d thread(s), %d expired; %d batch(es), longest %s\n",
+			p, res.Deleted, res.Threads, res.Expired, res.Batches, res.LongestBatch.Round(time.Microsecond))
+	}
 	if res.Failed > 0 {
 		fmt.Fprintf(c.stdout, "%d thread(s) could not be cleaned and were left as they were; the server log says why\n", res.Failed)
 	}
 	if !res.Done {
 		fmt.Fprintf(c.stdout, "stopped by --budget; to go on: ckpt gc --policy %s --after %s\n", p, safeLine(res.Next))
+	}
+	return nil
+}
+
+// gcThread applies p to one thread (gc --thread).
+func gcThread(ctx context.Context, c *cli, p engine.Policy) error {
+	if _, err := c.eng.Latest(ctx, c.thread); err != nil {
+		return err // not found: say so, as log does
+	}
+	var res engine.DeleteResult
+	var err error
+	if c.dryRun || c.asks() {
+		// What goes: the store's prune, rolled back.
+		if res, err = c.eng.PreviewPrune(ctx, p, c.thread); err != nil {
+			return err
+		}
+	}
+	// Asked, with nothing to delete: no question, and nothing to do.
+	if !c.dryRun && (res.Deleted > 0 || !c.asks()) {
+		if err := c.confirm(fmt.Sprintf("gc %s on thread %s: delete %d checkpoint(s)?", p, safeLine(c.thread), res.Deleted)); err != nil {
+			return err
+		}
+		if res, err = c.eng.PruneThreads(ctx, p, c.thread); err != nil {
+			return err
+		}
+	}
+	if c.json {
+		type row struct {
+			ThreadID  string    `json:"thread_id"`
+			Namespace string    `json:"namespace"`
+			ID        uuid.UUID `json:"checkpoint_id"`
+			Step      int64     `json:"step"`
+		}
+		var rows []row // null when the policy does not list them (see engine.DeleteResult)
+		if res.IDs != nil {
+			rows = make([]row, len(res.IDs))
+		}
+		for i, d := range res.IDs {
+			rows[i] = row{d.ThreadID, d.Namespace, d.ID, d.Step}
+		}
+		return c.printJSON(struct {
+			Policy      string `json:"policy"`
+			ThreadID    string `json:"thread_id"`
+			Deleted     int64  `json:"deleted"`
+			Checkpoints []row  `json:"checkpoints"`
+			DryRun      bool   `json:"dry_run,omitempty"`
+		}{p.String(), c.thread, res.Deleted, rows, c.dryRun})
+	}
+	if !c.dryRun {
+		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", p, safeLine(c.thread), res.Deleted)
+		return nil
+	}
+	fmt.Fprintf(c.stdout, "gc %s on thread %s would delete %d checkpoint(s) (dry run: nothing was deleted)\n", p, safeLine(c.thread), res.Deleted)
+	for _, d := range res.IDs {
+		ns := ""
+		if d.Namespace != "" {
+			ns = "  namespace " + safeLine(d.Namespace)
+		}
+		fmt.Fprintf(c.stdout, "  step %-4d %s%s\n", d.Step, d.ID, ns)
 	}
 	return nil
 }

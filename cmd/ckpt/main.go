@@ -31,6 +31,7 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/cliflags"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/version"
+	"golang.org/x/term"
 )
 
 // command is one subcommand. Adding one is adding an entry to commands.
@@ -62,7 +63,8 @@ var commands = map[string]*command{
 		flags: func(fs *flag.FlagSet, c *cli) {
 			fs.BoolVar(&c.branches, "branches", false, "include the threads forked from THREAD, recursively (merge edges survive an import)")
 		}},
-	"delete": {args: "THREAD", nargs: [2]int{1, 1}, help: "delete a thread: every checkpoint, namespace and pending write", run: runDelete},
+	"delete": {args: "THREAD [--dry-run] [--yes]", nargs: [2]int{1, 1}, help: "delete a thread: every checkpoint, namespace and pending write", run: runDelete,
+		more: confirmHelp, flags: destructiveFlags},
 	"import": {args: "[FILE]", nargs: [2]int{0, 1}, help: "read an export (FILE or stdin); all or nothing", run: runImport},
 	"tree": {args: "THREAD [--format dot|mermaid]", nargs: [2]int{1, 1}, help: "a thread and its branches for Graphviz or Mermaid", run: runTree,
 		flags: func(fs *flag.FlagSet, c *cli) { fs.StringVar(&c.format, "format", "dot", "dot or mermaid") }},
@@ -76,9 +78,10 @@ var commands = map[string]*command{
 			fs.StringVar(&c.listen, "listen", "", "address to serve on (default 127.0.0.1 on a free port); beyond loopback it warns")
 			fs.BoolVar(&c.allowWrites, "allow-writes", false, "allow rewind, branch, merge, delete and prune, each after a confirmation page")
 		}},
-	"gc": {args: "--policy P [--thread T] [--batch N] [--budget D] [--after T]", help: "apply a retention policy to one thread, or sweep all (with expiry)", run: runGC,
-		more: policyHelp,
+	"gc": {args: "--policy P [--thread T] [--batch N] [--budget D] [--after T] [--dry-run] [--yes]", help: "apply a retention policy to one thread, or sweep all (with expiry)", run: runGC,
+		more: policyHelp + "\n\n" + confirmHelp,
 		flags: func(fs *flag.FlagSet, c *cli) {
+			destructiveFlags(fs, c)
 			fs.StringVar(&c.policy, "policy", "", "keep_last_n:N, keep_age:DURATION, keep_milestones:N or keep_all; with --thread also keep_latest or keep_none")
 			fs.StringVar(&c.thread, "thread", "", "only this thread (default: sweep every thread)")
 			fs.IntVar(&c.batch, "batch", 0, "threads per transaction in a sweep (default 5)")
@@ -131,6 +134,7 @@ type cli struct {
 	raw            io.Writer
 	rawErr         io.Writer
 	tty            terminals
+	stdin          io.Reader // where confirm reads an answer (when tty.stdin)
 	dbURL          string
 	json           bool
 	graph          bool
@@ -146,6 +150,8 @@ type cli struct {
 	branches       bool
 	listen         string // web: the address to serve on
 	allowWrites    bool   // web: writes allowed
+	dryRun         bool   // delete, gc: say what would go, delete nothing
+	yes            bool   // delete, gc: no question asked
 
 	eng *engine.Engine
 }
@@ -159,7 +165,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, terminals{stdout: isTerminal(os.Stdout), stderr: isTerminal(os.Stderr)})
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, terminals{stdin: isTerminal(os.Stdin), stdout: isTerminal(os.Stdout), stderr: isTerminal(os.Stderr)})
 	var ue usageError
 	switch {
 	case err == nil:
@@ -172,15 +178,15 @@ func main() {
 	}
 }
 
-// terminals says which of stdout and stderr are terminals: progress lines
-// go to stderr when it is one, and an export to stdout is escaped when it
-// is one.
-type terminals struct{ stdout, stderr bool }
+// terminals says which of stdin, stdout and stderr are terminals: a
+// destructive command asks for a confirmation when stdin is one (see
+// confirm), progress lines go to stderr when it is one, and an export to
+// stdout is escaped when it is one.
+type terminals struct{ stdin, stdout, stderr bool }
 
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is a terminal (not merely a character
+// device: /dev/null is none).
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // hint adds advice to errors whose fix is not in their text.
 func hint(err error) string {
@@ -201,7 +207,7 @@ func hint(err error) string {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty terminals) error {
-	c := &cli{stdout: safeWriter{stdout}, stderr: safeWriter{stderr}, raw: stdout, rawErr: stderr, tty: tty}
+	c := &cli{stdout: safeWriter{stdout}, stderr: safeWriter{stderr}, raw: stdout, rawErr: stderr, tty: tty, stdin: os.Stdin}
 	global := flag.NewFlagSet("ckpt", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	commonFlags(global, c)
@@ -270,6 +276,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty termi
 	}
 	return cmd.run(ctx, c, pos)
 }
+
+// destructiveFlags are the flags of the commands that delete.
+func destructiveFlags(fs *flag.FlagSet, c *cli) {
+	fs.BoolVar(&c.dryRun, "dry-run", false, "print what would be deleted, and delete nothing")
+	fs.BoolVar(&c.yes, "yes", false, "ask no confirmation (one is asked only when the input is a terminal)")
+}
+
+// confirmHelp says when a command that deletes asks first.
+const confirmHelp = `--dry-run prints what would be deleted (the store's own rule, run in a
+transaction that is rolled back) and deletes nothing. Run with a terminal
+as input, the command asks before it deletes; --yes skips the question.
+Without a terminal (a script, a pipe, cron) it never asks and goes on.`
 
 // commandUsage is the help of one command: what it does, its arguments
 // and every flag it takes.
