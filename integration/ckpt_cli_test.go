@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -50,10 +52,32 @@ func TestCkptRoughEdges(t *testing.T) {
 		t.Errorf("log -h: exit %d\n%s", r.code, r.stdout)
 	}
 
-	// Errors in the CLI's spelling.
-	r = ckpt("gc", "--policy", "keep-lots")
-	if r.code != 2 || !strings.Contains(r.stderr, "keep_last_n:N") || strings.Contains(r.stderr, "keep_last_n(N)") {
-		t.Errorf("gc --policy keep-lots: exit %d\n%s", r.code, r.stderr)
+	// One spelling of a policy everywhere, the SQL functions' names with
+	// the argument after a colon: in help, errors (ckpt's and the
+	// engine's) and output; the hyphenated one is refused.
+	hyphenated := regexp.MustCompile(`keep-(all|last|age|milestones|latest|none)|keep_[a-z_]+\(`)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"gc", "--help"}, 0, "keep_last_n:N"},
+		{[]string{"gc", "--policy", "keep-lots"}, 2, "keep_last_n:N"},
+		{[]string{"gc", "--policy", "keep-last-n:2"}, 2, `unknown policy "keep-last-n:2"; use keep_all, keep_last_n:N`},
+		{[]string{"gc", "--policy", "keep_last_n:0"}, 2, "keep_last_n:0: n must be 1 or more"},
+		{[]string{"gc", "--policy", "keep_latest"}, 2, "keep_latest: a sweep applies keep_all, keep_last_n, keep_age or keep_milestones"},
+		{[]string{"gc", "--policy", "keep_milestones(1)", "--thread", "run", "--dry-run"}, 0, "gc keep_milestones:1 on thread run would delete"},
+		{[]string{"--json", "gc", "--policy", "keep_age:1h", "--dry-run"}, 0, `"policy": "keep_age:1h0m0s"`},
+	} {
+		r := ckpt(c.args...)
+		out := r.stdout + r.stderr
+		said := out // what ckpt says, less the input it quotes
+		for _, a := range c.args {
+			said = strings.ReplaceAll(said, strconv.Quote(a), "")
+		}
+		if r.code != c.code || !strings.Contains(out, c.want) || hyphenated.MatchString(said) {
+			t.Errorf("%v: exit %d (want %d), want %q and no other spelling in\n%s", c.args, r.code, c.code, c.want, out)
+		}
 	}
 
 	// Exit codes: unknown thread is a failure (1), an empty name bad usage (2).

@@ -3,11 +3,13 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pgcheckpoint/pgcheckpoint/schema"
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
 )
 
@@ -140,5 +142,50 @@ func TestMigrateSQLiteFile(t *testing.T) {
 	want([]string{"goto", "1"}, "version 1 of 1")
 	if r := runCLI(t, bin, env, "-database", url, "force", "1"); r.code != 1 || !strings.Contains(r.stderr, "not for SQLite") {
 		t.Fatalf("force on SQLite: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// list and sql answer for the store the URL names: SQLite's
+	// migrations for a sqlite: URL (-database or DATABASE_URL), Postgres's
+	// for a Postgres URL or none.
+	sqliteUp, err := sqlite.Migrations.ReadFile("migrations/000001_init.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqliteDown, err := sqlite.Migrations.ReadFile("migrations/000001_init.down.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgFirst, err := schema.SQL(1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgList := ""
+	for _, m := range schema.Migrations() {
+		pgList += fmt.Sprintf("%06d %s\n", m.Version, m.Name)
+	}
+	missing := "sqlite:" + filepath.Join(t.TempDir(), "never-created.db")
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{env, []string{"-database", missing, "list"}, "000001 init\n"},
+		{append(env, "DATABASE_URL="+missing), []string{"list"}, "000001 init\n"},
+		{env, []string{"list", "--database", missing}, "000001 init\n"},
+		{env, []string{"-database", missing, "sql", "1"}, string(sqliteUp)},
+		{append(env, "DATABASE_URL="+missing), []string{"sql", "1", "down"}, string(sqliteDown)},
+		{env, []string{"list"}, pgList},
+		{env, []string{"-database", "postgres://nobody@127.0.0.1:1/none", "list"}, pgList},
+		{env, []string{"sql", "1"}, pgFirst},
+	} {
+		r := runCLI(t, bin, c.env, c.args...)
+		if r.code != 0 || r.stdout != c.want {
+			t.Errorf("migrate %v: exit %d\n%.300s\n%s", c.args, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := runCLI(t, bin, env, "-database", missing, "sql", "2"); r.code != 1 || !strings.Contains(r.stderr, "no such migration version: 2 (latest is 1)") {
+		t.Errorf("migrate sql 2 on SQLite: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(strings.TrimPrefix(missing, "sqlite:")); !os.IsNotExist(err) {
+		t.Errorf("list or sql created the file: %v", err)
 	}
 }
