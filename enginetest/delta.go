@@ -286,7 +286,7 @@ func testRandomHistories(t *testing.T, e *env) {
 	var formats [4]struct{ full, delta atomic.Int64 }
 	var left atomic.Int64
 	t.Run("seeds", func(t *testing.T) {
-		for seed := range uint64(6) {
+		for seed := range uint64(Rounds(6, 2)) {
 			t.Run(fmt.Sprint(seed), func(t *testing.T) {
 				t.Parallel()
 				e := newEnv(t, e.h)

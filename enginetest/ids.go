@@ -22,7 +22,8 @@ import (
 // not created). A retry of the winner's write, on its thread, changes
 // nothing and says Created false.
 func testOneIDOneCheckpoint(t *testing.T, e *env) {
-	const rounds, writers = 40, 9
+	const writers = 9
+	rounds := Rounds(40, 10)
 	engines := []*engine.Engine{e.eng, e.open(engine.Config{FullSnapshots: true}), e.open(engine.Config{})}
 	for r := range rounds {
 		id := engine.NewCheckpointID()
@@ -122,7 +123,8 @@ func testOneIDOneCheckpoint(t *testing.T, e *env) {
 // commits, with writes held off, so a writer that committed between the
 // two is seen; the loser gets ErrIDConflict and leaves nothing.
 func testImportAndWritersShareOneID(t *testing.T, e *env) {
-	const rounds, writers = 30, 4
+	const writers = 4
+	rounds := Rounds(30, 8)
 	imported, written := 0, 0
 	for r := range rounds {
 		// The file: a thread with one checkpoint, exported and deleted, so

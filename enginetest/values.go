@@ -350,6 +350,7 @@ func sameCheckpoints(t *testing.T, a, b *env, names map[uuid.UUID]string) {
 // database of from's store, the same again. Run it both ways to hold each
 // store to taking what the other exports.
 func RunBetween(t *testing.T, from, to Harness) {
+	SkipLong(t, "every boundary value moved between two stores and back")
 	if from.NewURL == nil || to.NewURL == nil {
 		t.Fatal("enginetest: Harness.NewURL is nil")
 	}

@@ -42,7 +42,7 @@ func TestWritePathsStoreRandomHistoriesAlike(t *testing.T) {
 		{"k4-1st", engine.Config{DeltaRun: 4, DeltaMinBytes: -1}, true},
 		{"full-1st", engine.Config{FullSnapshots: true}, true},
 	}
-	for seed := range uint64(8) {
+	for seed := range uint64(enginetest.Rounds(8, 2)) {
 		var writers []enginetest.HistoryWriter
 		for _, m := range modes {
 			writers = append(writers, enginetest.HistoryWriter{Engine: engine.New(postgres.NewStore(b.db.Pool, postgres.Options{SingleStatement: m.single}), m.cfg), Thread: fmt.Sprintf("prop-%d-%s", seed, m.name)})

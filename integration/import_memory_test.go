@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 )
 
@@ -25,6 +26,7 @@ import (
 // and writes nothing.
 func TestImportHugeLineMemory(t *testing.T) {
 	t.Parallel()
+	enginetest.SkipLong(t, "a 2 GiB line's peak memory")
 	const timeBin = "/usr/bin/time"
 	if _, err := os.Stat(timeBin); err != nil {
 		t.Skipf("%s is needed to measure peak RSS: %v", timeBin, err)

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
@@ -29,6 +30,7 @@ import (
 // crash did hit the writers.
 func TestRetryRidesThroughAServerRestart(t *testing.T) {
 	t.Parallel()
+	enginetest.SkipLong(t, "writers through a server crash and restart")
 	ctx := context.Background()
 	// Commits acknowledged only once their WAL is written: an immediate stop
 	// must not lose what the server acknowledged.

@@ -424,6 +424,13 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 		{"ThreadExpiry", func() error { _, _, err := eng.ThreadExpiry(ctx, "safe"); return err }},
 		{"PreviewPrune", func() error { _, err := eng.PreviewPrune(ctx, engine.KeepLastN(1), "app"); return err }},
 		{"SetThreadExpiry", func() error { return eng.SetThreadExpiry(ctx, "safe", time.Now().Add(-time.Hour), engine.KeepLatest()) }},
+		{"PreviewSweep", func() error {
+			r, err := eng.PreviewSweep(ctx, engine.KeepLastN(5), engine.SweepOptions{})
+			if err == nil && r.Failed > 0 {
+				err = fmt.Errorf("%d threads failed", r.Failed)
+			}
+			return err
+		}},
 		{"Sweep", func() error {
 			r, err := eng.Sweep(ctx, engine.KeepLastN(5), engine.SweepOptions{})
 			if err == nil && r.Failed > 0 {
@@ -583,6 +590,7 @@ func TestRolesReadOnlyInspectsAndCannotWrite(t *testing.T) {
 		"PruneThreads":           func() error { _, err := ro.PruneThreads(ctx, engine.KeepLatest(), "run"); return err },
 		"SetThreadExpiry":        func() error { return ro.SetThreadExpiry(ctx, "run", time.Now(), engine.KeepNone()) },
 		"Sweep":                  func() error { _, err := ro.Sweep(ctx, engine.KeepLastN(1), engine.SweepOptions{}); return err },
+		"PreviewSweep":           func() error { _, err := ro.PreviewSweep(ctx, engine.KeepLastN(1), engine.SweepOptions{}); return err },
 		"Import": func() error {
 			f, err := os.Open(importFile)
 			if err != nil {

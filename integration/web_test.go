@@ -660,6 +660,10 @@ func testWeb(t *testing.T, store, dbURL string) {
 
 	// A thread of 50,000 checkpoints: its page renders in the browser in
 	// under webBigLimit, navigation to load event.
+	if testing.Short() {
+		t.Logf("the %d-checkpoint page: a long run, left out by -short", webBigThread)
+		return
+	}
 	big := "big-" + store
 	importLinear(t, eng, big, webBigThread)
 	// Each page is opened three times and the fastest counts: the
