@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/cloudwego/eino v0.7.36
-	github.com/pgcheckpoint/pgcheckpoint v0.0.0
+	github.com/pgcheckpoint/pgcheckpoint v0.1.0
 )
 
 require (
@@ -99,6 +99,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-// The adapter is developed and tested against the pgcheckpoint beside it.
-replace github.com/pgcheckpoint/pgcheckpoint => ../..
