@@ -140,7 +140,7 @@ func randomChange(r *rand.Rand, m appendModel) (msgs []string, setS, setT []appe
 func testAppendHistories(t *testing.T, e *env) {
 	for _, run := range []int{engine.DefaultDeltaRun, 3} {
 		eng := e.open(engine.Config{DeltaMinBytes: -1, DeltaRun: run})
-		for seed := uint64(1); seed <= 3; seed++ {
+		for seed := uint64(1); seed <= uint64(Rounds(3, 1)); seed++ {
 			t.Run(fmt.Sprintf("run%d/seed%d", run, seed), func(t *testing.T) {
 				appendHistory(t, e.ctx, eng, seed, run)
 			})
