@@ -130,3 +130,33 @@ func ExampleEngine_SetThreadExpiry() {
 	// expired 1 deleted 2
 	// deleted 2
 }
+
+// PreviewSweep says what a Sweep would do now, expiries included, and
+// deletes nothing: ckpt gc --dry-run prints it.
+func ExampleEngine_PreviewSweep() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
+
+	snapshots(ctx, eng, "trip-stale", "a", "b", "c")
+	if err := eng.SetThreadExpiry(ctx, "trip-stale", time.Now().Add(-time.Minute), engine.KeepNone()); err != nil {
+		log.Fatal(err)
+	}
+	preview, err := eng.PreviewSweep(ctx, engine.KeepAll(), engine.SweepOptions{}) // expiry alone
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("would expire", preview.Expired, "and delete", preview.Deleted)
+	sweep, err := eng.Sweep(ctx, engine.KeepAll(), engine.SweepOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("expired", sweep.Expired, "deleted", sweep.Deleted)
+	// Output:
+	// would expire 1 and delete 3
+	// expired 1 deleted 3
+}
