@@ -44,6 +44,22 @@ var isolations = []isolation{
 	{name: "withtx-repeatable-read", withTx: true},
 }
 
+// testedIsolations is isolations, less serializable under -short: a long
+// run (see enginetest.SkipLong); REPEATABLE READ meets the same stale
+// snapshots, serializable adds failures the retries ride out.
+func testedIsolations() []isolation {
+	if !testing.Short() {
+		return isolations
+	}
+	var out []isolation
+	for _, iso := range isolations {
+		if iso.database != "serializable" {
+			out = append(out, iso)
+		}
+	}
+	return out
+}
+
 // retryHard is a retry policy that rides out the serialization failures
 // of many writers on one thread under REPEATABLE READ.
 var retryHard = engine.RetryPolicy{Attempts: 60, Backoff: 2 * time.Millisecond, MaxBackoff: 40 * time.Millisecond}
@@ -166,7 +182,7 @@ func (e *isoEnv) countID(t *testing.T, id uuid.UUID) int {
 // of a serialization failure).
 func TestIsolationOneIDOneCheckpoint(t *testing.T) {
 	t.Parallel()
-	for _, iso := range isolations {
+	for _, iso := range testedIsolations() {
 		t.Run(iso.name, func(t *testing.T) {
 			t.Parallel()
 			e := newIsoEnv(t, iso)
@@ -239,7 +255,7 @@ func TestIsolationOneIDOneCheckpoint(t *testing.T) {
 // succeeded.
 func TestIsolationManyWritersOneChain(t *testing.T) {
 	t.Parallel()
-	for _, iso := range isolations {
+	for _, iso := range testedIsolations() {
 		t.Run(iso.name, func(t *testing.T) {
 			t.Parallel()
 			e := newIsoEnv(t, iso)
@@ -588,7 +604,7 @@ func sqlWrite(e *isoEnv, q querier, sql string, args ...any) error {
 // is blocked.
 func TestIsolationStaleSnapshotAfterTheLock(t *testing.T) {
 	t.Parallel()
-	for _, iso := range isolations {
+	for _, iso := range testedIsolations() {
 		for _, c := range staleCases {
 			for _, retry := range []bool{false, true} {
 				name := iso.name + "/" + c.name + map[bool]string{false: "/no-retry", true: "/retry"}[retry]
