@@ -41,6 +41,7 @@ const rolesScript = "../schema/roles/roles.sql"
 type roleSet struct {
 	db                        *pgtest.DB
 	owner, app, readonly      string // role names
+	operator                  string // the operator's, who reads every tenant
 	ownerURL, appURL, readURL string
 	password                  string // of each role, for servers that ask for one
 }
@@ -70,7 +71,7 @@ func fileExists(p string) bool {
 func (rs *roleSet) runRolesScript(t *testing.T) {
 	t.Helper()
 	cmd := exec.Command(psqlPath(t), "-X", "-q", "-v", "owner="+rs.owner, "-v", "app="+rs.app, "-v", "readonly="+rs.readonly,
-		"-f", rolesScript, rs.db.URL)
+		"-v", "operator="+rs.operator, "-f", rolesScript, rs.db.URL)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("psql -f %s: %v\n%s", rolesScript, err, out)
 	}
@@ -93,11 +94,12 @@ func setupRoles(t *testing.T) *roleSet {
 	var b [4]byte
 	rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])
-	rs := &roleSet{db: pgtest.EmptyDB(t), owner: "ckpt_owner_" + suffix, app: "ckpt_app_" + suffix, readonly: "ckpt_ro_" + suffix}
+	rs := &roleSet{db: pgtest.EmptyDB(t), owner: "ckpt_owner_" + suffix, app: "ckpt_app_" + suffix, readonly: "ckpt_ro_" + suffix,
+		operator: "ckpt_op_" + suffix}
 	// Roles belong to the server: drop them and what they hold here
 	// before the database goes (cleanups run last registered first).
 	t.Cleanup(func() {
-		for _, r := range []string{rs.owner, rs.app, rs.readonly} {
+		for _, r := range []string{rs.owner, rs.app, rs.readonly, rs.operator} {
 			rs.db.Pool.Exec(ctx, "DROP OWNED BY "+pgx.Identifier{r}.Sanitize())
 			if _, err := rs.db.Pool.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{r}.Sanitize()); err != nil {
 				t.Errorf("drop role %s: %v", r, err)
