@@ -263,6 +263,11 @@ func runProbe(t *testing.T, ctx context.Context, pool *pgxpool.Pool, tenant stri
 			if err != nil {
 				return err
 			}
+			for i, x := range v {
+				if id, ok := x.([16]byte); ok {
+					v[i] = uuid.UUID(id).String()
+				}
+			}
 			out = append(out, fmt.Sprint(v))
 		}
 		return rows.Err()
