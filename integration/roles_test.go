@@ -47,7 +47,7 @@ type roleSet struct {
 }
 
 // psqlPath finds psql: on PATH, else beside the server binaries.
-func psqlPath(t *testing.T) string {
+func psqlPath(t testing.TB) string {
 	t.Helper()
 	if p, err := exec.LookPath("psql"); err == nil {
 		return p
@@ -68,7 +68,7 @@ func fileExists(p string) bool {
 
 // runRolesScript runs the shipped script with psql as the test database's
 // superuser.
-func (rs *roleSet) runRolesScript(t *testing.T) {
+func (rs *roleSet) runRolesScript(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command(psqlPath(t), "-X", "-q", "-v", "owner="+rs.owner, "-v", "app="+rs.app, "-v", "readonly="+rs.readonly,
 		"-v", "operator="+rs.operator, "-f", rolesScript, rs.db.URL)
@@ -78,7 +78,7 @@ func (rs *roleSet) runRolesScript(t *testing.T) {
 }
 
 // roleURL is the database's URL for another role.
-func roleURL(t *testing.T, base, role, password string) string {
+func roleURL(t testing.TB, base, role, password string) string {
 	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil {

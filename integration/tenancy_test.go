@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ type tenantSet struct {
 // setupTenants makes a tenantSet: a clone of the migrated template (the
 // migrations ran as the superuser), then the shipped roles script, with
 // names of this test's own (roles belong to the server).
-func setupTenants(t *testing.T) *tenantSet {
+func setupTenants(t testing.TB) *tenantSet {
 	t.Helper()
 	ctx := context.Background()
 	var b [4]byte
@@ -546,4 +547,99 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Through PgBouncer in transaction mode with one server connection, which
+// tenant A's and tenant B's sessions and a session with no tenant share:
+// each writes and reads its own thread of the same id, never the other's,
+// and the tenant of one transaction never reaches the next (the setting is
+// transaction-local), in every write path.
+func TestTenantsBehindPgBouncer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts := setupTenants(t)
+	via := startPgBouncerPool(t, ts.appURL, 1)
+	cfg, err := pgxpool.ParseConfig(via + "&default_query_exec_mode=exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	const n = 30
+	var wg sync.WaitGroup
+	ids := map[string][]uuid.UUID{}
+	var mu sync.Mutex
+	for _, tenant := range []string{"tenant-a", "tenant-b"} {
+		for _, single := range []bool{false, true} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e := tenantEngine(t, pool, postgres.Options{SingleStatement: single}, tenant)
+				thread := fmt.Sprintf("shared-%v", single)
+				for i := range n {
+					r, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread,
+						Messages: json.RawMessage(fmt.Sprintf(`[{"role":"user","content":"%s %d"}]`, tenant, i))})
+					if err != nil {
+						t.Errorf("%s: %v", tenant, err)
+						return
+					}
+					mu.Lock()
+					ids[tenant] = append(ids[tenant], r.ID)
+					mu.Unlock()
+					c, err := e.Latest(ctx, thread)
+					if err != nil || !strings.Contains(string(c.Messages), tenant) || c.Step != int64(i+1) {
+						t.Errorf("%s: latest of %s: step %d, %s (%v)", tenant, thread, c.Step, c.Messages, err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	// Meanwhile, sessions with no tenant on the same server connection.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 3 * n {
+			var setting *string
+			var seen int
+			if err := pool.QueryRow(ctx, `SELECT current_setting('pgcheckpoint.tenant', true),
+				(SELECT count(*) FROM pgcheckpoint.checkpoints) + (SELECT count(*) FROM pgcheckpoint.threads)`).Scan(&setting, &seen); err != nil {
+				t.Error(err)
+				return
+			}
+			if (setting != nil && *setting != "") || seen != 0 {
+				t.Errorf("a session with no tenant reads tenant %v and %d rows", *setting, seen)
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	a := tenantEngine(t, pool, postgres.Options{}, "tenant-a")
+	b := tenantEngine(t, pool, postgres.Options{}, "tenant-b")
+	for _, id := range ids["tenant-a"] {
+		if _, err := b.Get(ctx, id); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("B gets A's checkpoint: %v", err)
+		}
+		if _, err := a.Get(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range []*engine.Engine{a, b} {
+		threads, err := e.ListThreads(ctx, engine.ThreadListOptions{})
+		if err != nil || len(threads) != 2 {
+			t.Fatalf("%s lists %d threads (%v), want 2", e.Tenant(), len(threads), err)
+		}
+		for _, th := range threads {
+			if th.HeadStep != n {
+				t.Errorf("%s: thread %s at step %d, want %d", e.Tenant(), th.ThreadID, th.HeadStep, n)
+			}
+		}
+	}
 }
