@@ -68,7 +68,12 @@ func setupTenants(t testing.TB) *tenantSet {
 // tenantEngine is an Engine over pool bound to tenant.
 func tenantEngine(t *testing.T, pool *pgxpool.Pool, opts postgres.Options, tenant string) *engine.Engine {
 	t.Helper()
-	e, err := engine.New(postgres.NewStore(pool, opts), engine.Config{DeltaMinBytes: -1}).ForTenant(tenant)
+	return tenantEngineWith(t, pool, opts, engine.Config{DeltaMinBytes: -1}, tenant)
+}
+
+func tenantEngineWith(t *testing.T, pool *pgxpool.Pool, opts postgres.Options, cfg engine.Config, tenant string) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(postgres.NewStore(pool, opts), cfg).ForTenant(tenant)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,5 +646,93 @@ func TestTenantsBehindPgBouncer(t *testing.T) {
 				t.Errorf("%s: thread %s at step %d, want %d", e.Tenant(), th.ThreadID, th.HeadStep, n)
 			}
 		}
+	}
+}
+
+// The tenant holds at every isolation level a database may default to:
+// tenants A and B write the same thread id at once through both write
+// paths (40001 retried by the engine: under SERIALIZABLE, predicate locks
+// on shared index pages make one tenant's writes fail another's now and
+// then, which a retry clears), each reads its own line alone; in
+// a caller's transaction (WithTx) the tenant is set for the transaction,
+// and gone after it.
+func TestTenantsAtEveryIsolationLevel(t *testing.T) {
+	t.Parallel()
+	for _, level := range []string{"read committed", "repeatable read", "serializable"} {
+		t.Run(level, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			ts := setupTenants(t)
+			if _, err := ts.db.Pool.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s SET default_transaction_isolation = '%s'`,
+				pgx.Identifier{ts.db.Name}.Sanitize(), level)); err != nil {
+				t.Fatal(err)
+			}
+			pool := rolePool(t, ts.appURL)
+			var got string
+			if err := pool.QueryRow(ctx, "SHOW transaction_isolation").Scan(&got); err != nil || got != level {
+				t.Fatalf("isolation %q (%v), want %q", got, err, level)
+			}
+			const n = 15
+			var wg sync.WaitGroup
+			for _, tenant := range []string{"tenant-a", "tenant-b"} {
+				for _, single := range []bool{false, true} {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						e := tenantEngineWith(t, pool, postgres.Options{SingleStatement: single}, engine.Config{DeltaMinBytes: -1, Retry: retryHard}, tenant)
+						for i := range n {
+							if _, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: "shared",
+								Messages: json.RawMessage(fmt.Sprintf(`[{"role":"user","content":"%s %d"}]`, tenant, i))}); err != nil {
+								t.Errorf("%s: %v", tenant, err)
+								return
+							}
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			for _, tenant := range []string{"tenant-a", "tenant-b"} {
+				e := tenantEngine(t, pool, postgres.Options{}, tenant)
+				list, err := e.ListCheckpoints(ctx, "shared", engine.ListOptions{Limit: 100})
+				if err != nil || len(list) != 2*n || list[0].Step != 2*n {
+					t.Fatalf("%s: %d checkpoints (%v), want %d, the newest at step %d", tenant, len(list), err, 2*n, 2*n)
+				}
+				for _, c := range list {
+					full, err := e.Get(ctx, c.ID)
+					if err != nil || !strings.Contains(string(full.Messages), tenant) {
+						t.Fatalf("%s reads %s: %s (%v)", tenant, c.ID, full.Messages, err)
+					}
+				}
+			}
+
+			// WithTx: the caller's transaction runs in the engine's tenant.
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			inTx, err := tenantEngine(t, pool, postgres.Options{}, "tenant-b").WithTx(tx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := inTx.Snapshot(ctx, engine.SnapshotInput{ThreadID: "in-tx"}); err != nil {
+				t.Fatal(err)
+			}
+			var tenant string
+			var threads int
+			if err := tx.QueryRow(ctx, `SELECT current_setting('pgcheckpoint.tenant'), (SELECT count(DISTINCT thread_id) FROM pgcheckpoint.threads)`).Scan(&tenant, &threads); err != nil {
+				t.Fatal(err)
+			}
+			if tenant != "tenant-b" || threads != 2 {
+				t.Fatalf("in the caller's transaction: tenant %q, %d threads; want tenant-b, 2", tenant, threads)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var after *string
+			if err := pool.QueryRow(ctx, `SELECT nullif(current_setting('pgcheckpoint.tenant', true), '')`).Scan(&after); err != nil || after != nil {
+				t.Fatalf("after the transaction: tenant %v (%v), want none", after, err)
+			}
+		})
 	}
 }
