@@ -736,3 +736,63 @@ func TestTenantsAtEveryIsolationLevel(t *testing.T) {
 		})
 	}
 }
+
+// A sweep (thread_gc_sweep, as a pg_cron job calls it) runs in one
+// tenant: p_tenant's, set again in each batch's transaction, else the
+// session's; with neither it refuses (PC003) and changes nothing.
+func TestTenantsSweepOneTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts := setupTenants(t)
+	app := rolePool(t, ts.appURL)
+	operator := rolePool(t, ts.operatorURL)
+	for _, tenant := range []string{"tenant-a", "tenant-b"} {
+		e := tenantEngine(t, app, postgres.Options{}, tenant)
+		for i := range 4 {
+			for _, thread := range []string{"t1", "t2", "t3"} {
+				if _, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread, State: json.RawMessage(fmt.Sprintf(`{"i": %d}`, i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	counts := func() (a, b int) {
+		t.Helper()
+		if err := operator.QueryRow(ctx, `SELECT count(*) FILTER (WHERE tenant_id = 'tenant-a'), count(*) FILTER (WHERE tenant_id = 'tenant-b')
+			FROM pgcheckpoint.checkpoints`).Scan(&a, &b); err != nil {
+			t.Fatal(err)
+		}
+		return a, b
+	}
+	if _, err := app.Exec(ctx, `CALL pgcheckpoint.thread_gc_sweep('keep_last_n', 1)`); sqlState(err) != "PC003" {
+		t.Fatalf("a sweep with no tenant: %v, want PC003", err)
+	}
+	if a, b := counts(); a != 12 || b != 12 {
+		t.Fatalf("after a sweep with no tenant: %d and %d checkpoints, want 12 and 12", a, b)
+	}
+	// Batches of one thread: three transactions, each with the tenant set
+	// again.
+	if _, err := app.Exec(ctx, `CALL pgcheckpoint.thread_gc_sweep('keep_last_n', 1, p_batch_size => 1, p_tenant => 'tenant-a')`); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := counts(); a != 3 || b != 12 {
+		t.Fatalf("after tenant A's sweep: %d and %d checkpoints, want 3 and 12", a, b)
+	}
+	conn, err := app.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET pgcheckpoint.tenant = 'tenant-b'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CALL pgcheckpoint.thread_gc_sweep('keep_last_n', 2, p_batch_size => 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `RESET pgcheckpoint.tenant`); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := counts(); a != 3 || b != 6 {
+		t.Fatalf("after tenant B's sweep (session setting): %d and %d checkpoints, want 3 and 6", a, b)
+	}
+}
