@@ -108,6 +108,9 @@ func NewStore(conn DB, opts Options) *Store {
 func (s *Store) over(conn DB, tenant string) *Store {
 	_, inTx := conn.(pgx.Tx)
 	t := tenantDB{DB: conn, tenant: tenant}
+	if err := engine.CheckTenant(tenant); err != nil {
+		t.err = fmt.Errorf("postgres store: %w", err)
+	}
 	u := binaryUUIDs{t}
 	return &Store{conn: conn, tenant: tenant, db: t, q: db.New(u), eq: enginedb.New(u),
 		singleStatement: s.singleStatement, inTx: inTx, close: func() {}}

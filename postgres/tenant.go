@@ -17,8 +17,9 @@ const setTenant = "SELECT pg_catalog.set_config('pgcheckpoint.tenant', $1, true)
 
 // ForTenant implements engine.TenantStore: a copy of s, over the same
 // connection and with the same options, whose every statement runs in
-// tenant (which engine.CheckTenant has accepted; Engine.ForTenant checks
-// it).
+// tenant. A name engine.CheckTenant refuses makes a store whose every call
+// fails with engine.ErrInvalidInput, sending nothing (Engine.ForTenant
+// refuses it before).
 func (s *Store) ForTenant(tenant string) engine.Store {
 	return s.over(s.conn, tenant)
 }
@@ -41,9 +42,13 @@ func (s *Store) Tenant() string { return s.tenant }
 type tenantDB struct {
 	DB
 	tenant string
+	err    error // the tenant's name is refused: every call fails with it
 }
 
 func (t tenantDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.err != nil {
+		return pgconn.CommandTag{}, t.err
+	}
 	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 2)}
 	b.Queue(setTenant, t.tenant)
 	b.Queue(sql, args...)
@@ -54,6 +59,9 @@ func (t tenantDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 }
 
 func (t tenantDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
 	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 2)}
 	b.Queue(setTenant, t.tenant)
 	b.Queue(sql, args...)
@@ -75,6 +83,9 @@ func (t tenantDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 func (t tenantDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if t.err != nil {
+		return failedBatch{t.err}
+	}
 	set := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
 	set.Queue(setTenant, t.tenant)
 	set.QueuedQueries = append(set.QueuedQueries, b.QueuedQueries...)
@@ -89,6 +100,9 @@ func (t tenantDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 // sets the tenant first. (COPY FROM refuses a table under row-level
 // security: the store's import inserts instead.)
 func (t tenantDB) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
 	tx, err := t.Begin(ctx)
 	if err != nil {
 		return 0, err
@@ -103,6 +117,9 @@ func (t tenantDB) CopyFrom(ctx context.Context, table pgx.Identifier, columns []
 
 // Begin begins a transaction (a savepoint in a transaction) in the tenant.
 func (t tenantDB) Begin(ctx context.Context) (pgx.Tx, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
 	tx, err := t.DB.Begin(ctx)
 	return t.inTenant(ctx, tx, err)
 }
@@ -110,6 +127,9 @@ func (t tenantDB) Begin(ctx context.Context) (pgx.Tx, error) {
 // BeginTx is Begin with options, for a DB that has it (a pool or a
 // connection).
 func (t tenantDB) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
 	b, ok := t.DB.(interface {
 		BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
 	})
@@ -187,6 +207,15 @@ func (r batchRow) Scan(dest ...any) error {
 	r.rows.Close()
 	return r.rows.Err()
 }
+
+// failedBatch is the results of a batch that was not sent.
+type failedBatch struct{ err error }
+
+func (b failedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b failedBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b failedBatch) QueryRow() pgx.Row                { return batchRow{err: b.err} }
+func (b failedBatch) Close() error                     { return b.err }
+func (b failedBatch) Tx() pgx.Tx                       { return nil }
 
 // firstError returns the first error that is not nil.
 func firstError(errs ...error) error {

@@ -23,18 +23,8 @@ type serializationFailure struct {
 
 func (f *serializationFailure) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults {
 	f.statements.Add(1)
-	return failedBatch{err: &pgconn.PgError{Code: "40001", Message: "could not serialize access"}}
+	return failedBatch{&pgconn.PgError{Code: "40001", Message: "could not serialize access"}}
 }
-
-type failedBatch struct {
-	pgx.BatchResults
-	err error
-}
-
-func (b failedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
-func (b failedBatch) Query() (pgx.Rows, error)         { return nil, b.err }
-func (b failedBatch) QueryRow() pgx.Row                { return failedRow{b.err} }
-func (b failedBatch) Close() error                     { return b.err }
 
 // pool is a DB that is not a transaction; it is never called.
 type pool struct{ DB }
