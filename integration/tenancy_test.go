@@ -42,6 +42,7 @@ func setupTenants(t testing.TB) *tenantSet {
 	rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])
 	d := pgtest.NewDB(t)
+	d.NoTenant(t)
 	rs := &roleSet{db: d, owner: "ckpt_owner_" + suffix, app: "ckpt_app_" + suffix, readonly: "ckpt_ro_" + suffix,
 		operator: "ckpt_op_" + suffix}
 	operator := rs.operator
@@ -173,7 +174,10 @@ type sqlProbe struct {
 	// named: the call names one of A's objects; the answer is PC001 or
 	// nothing (no row, NULL).
 	named bool
-	note  string
+	// echoes: a column of the answer is an id the call passed (not read
+	// from a table), which is not looked for in the answer.
+	echoes bool
+	note   string
 }
 
 // sqlProbes holds every function and procedure of schema pgcheckpoint:
@@ -227,7 +231,7 @@ var sqlProbes = map[string]sqlProbe{
 		sql: `CALL pgcheckpoint.thread_gc_sweep('keep_last_n', 1)`, note: "a procedure: it commits, so it runs outside a transaction, in the session's tenant"},
 	"thread_head(text,text)": {sql: `SELECT pgcheckpoint.thread_head('{thread}', '')`, named: true},
 	"thread_head_for_write(text,text,uuid,uuid)": {
-		sql: `SELECT * FROM pgcheckpoint.thread_head_for_write('{thread}', '', '{new}', '{id3}')`},
+		sql: `SELECT * FROM pgcheckpoint.thread_head_for_write('{thread}', '', '{new}', '{id3}')`, echoes: true, note: "wanted_parent is p_parent_checkpoint_id"},
 	"thread_head_seq(text,text)":        {sql: `SELECT pgcheckpoint.thread_head_seq('{thread}', '')`, named: true},
 	"thread_lock(text)":                 {sql: `SELECT pgcheckpoint.thread_lock('{thread}')`, note: "makes the caller's own lock row"},
 	"thread_lock_many(text[])":          {sql: `SELECT pgcheckpoint.thread_lock_many(ARRAY['{thread}', '{branch}'])`, note: "makes the caller's own lock rows"},
@@ -358,6 +362,9 @@ func TestTenantsSQLFunctionsKeptApart(t *testing.T) {
 			newID := uuid.Must(uuid.NewV7())
 			norm, raw, state := runProbe(t, ctx, app, tenant, p, x, newID)
 			for _, id := range aIDs {
+				if p.echoes && strings.Contains(p.sql, "{id3}") && id == x.ids[3] {
+					continue
+				}
 				if strings.Contains(raw, id.String()) {
 					t.Errorf("%s, %s: the result holds A's checkpoint %s:\n%s", who, f, id, raw)
 				}

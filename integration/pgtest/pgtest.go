@@ -48,6 +48,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
@@ -152,7 +153,8 @@ func finish() {
 }
 
 // NewDB returns a new database, migrated to the latest version, that only
-// this test uses. It is dropped when the test ends.
+// this test uses, whose sessions start in tenant engine.DefaultTenant (see
+// DB.NoTenant). It is dropped when the test ends.
 func NewDB(tb testing.TB) *DB {
 	tb.Helper()
 	return newDB(tb, true)
@@ -223,6 +225,17 @@ func (srv *server) createDB(migrated bool) (*DB, error) {
 	if _, err := srv.admin.Exec(ctx, stmt); err != nil {
 		return nil, fmt.Errorf("pgtest: create database %s on %s: %w", name, srv.how, err)
 	}
+	// Every session on the database, whatever its role and client (psql,
+	// the CLIs, a pooler), is in the tenant of an Engine that names none,
+	// as in an installation without tenants whose DBA set it so: the SQL a
+	// test runs reads and writes what its Engine does. (The superuser the
+	// tests connect as is not held by row-level security, but its new rows
+	// take the session's tenant.) Tests of tenants RESET it (NoTenant).
+	if _, err := srv.admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" SET pgcheckpoint.tenant = "+
+		"'"+engine.DefaultTenant+"'"); err != nil {
+		_ = srv.dropDB(&DB{Name: name})
+		return nil, fmt.Errorf("pgtest: set the tenant of database %s: %w", name, err)
+	}
 	url, err := databaseURL(srv.adminURL, name)
 	if err == nil {
 		var pool *pgxpool.Pool
@@ -233,6 +246,16 @@ func (srv *server) createDB(migrated bool) (*DB, error) {
 	}
 	_ = srv.dropDB(&DB{Name: name})
 	return nil, err
+}
+
+// NoTenant takes away the tenant every session on d starts in (see
+// NewDB): its new sessions have none, as in an installation with tenants.
+// The pool's open connections keep it; tests of tenants connect anew.
+func (d *DB) NoTenant(tb testing.TB) {
+	tb.Helper()
+	if _, err := d.Pool.Exec(context.Background(), "ALTER DATABASE "+pgx.Identifier{d.Name}.Sanitize()+" RESET pgcheckpoint.tenant"); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // dropDB closes d's pool and drops it, whoever is still connected.
