@@ -57,6 +57,15 @@ import (
 const (
 	EnvDatabaseURL = "PGCHECKPOINT_TEST_DATABASE_URL"
 	EnvImage       = "PGCHECKPOINT_TEST_IMAGE"
+	// EnvHeldRole, set to 1, makes every session of a migrated test
+	// database's pool SET ROLE to a role that row-level security holds
+	// (HeldRole: no superuser, no BYPASSRLS, all privileges on the
+	// database's schemas), in the default tenant: the application's path,
+	// where the tenant's qualifier reaches the plans. For benchmarks; the
+	// tests run as the superuser.
+	EnvHeldRole = "PGCHECKPOINT_TEST_HELD_ROLE"
+	// HeldRole is the role EnvHeldRole sets.
+	HeldRole = "pgct_held"
 )
 
 // DefaultImage is the container image used when PGCHECKPOINT_TEST_IMAGE is
@@ -236,16 +245,46 @@ func (srv *server) createDB(migrated bool) (*DB, error) {
 		_ = srv.dropDB(&DB{Name: name})
 		return nil, fmt.Errorf("pgtest: set the tenant of database %s: %w", name, err)
 	}
+	held := migrated && os.Getenv(EnvHeldRole) == "1"
+	if held {
+		if err := holdRole(ctx, srv, name); err != nil {
+			_ = srv.dropDB(&DB{Name: name})
+			return nil, err
+		}
+	}
 	url, err := databaseURL(srv.adminURL, name)
 	if err == nil {
 		var pool *pgxpool.Pool
-		if pool, err = connectPool(ctx, url); err == nil {
+		if pool, err = connectPool(ctx, url, held); err == nil {
 			return &DB{URL: url, Pool: pool, Name: name}, nil
 		}
 		err = fmt.Errorf("pgtest: connect to %s on %s: %w", name, srv.how, err)
 	}
 	_ = srv.dropDB(&DB{Name: name})
 	return nil, err
+}
+
+// holdRole makes HeldRole (once per server) and gives it the database's
+// schemas (see EnvHeldRole).
+func holdRole(ctx context.Context, srv *server, name string) error {
+	if _, err := srv.admin.Exec(ctx, `DO $$BEGIN
+		CREATE ROLE `+HeldRole+` NOLOGIN NOSUPERUSER NOBYPASSRLS;
+	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END$$`); err != nil {
+		return fmt.Errorf("pgtest: create role %s: %w", HeldRole, err)
+	}
+	url, err := databaseURL(srv.adminURL, name)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `GRANT ALL ON SCHEMA pgcheckpoint, public TO `+HeldRole+`;
+		GRANT ALL ON ALL TABLES IN SCHEMA pgcheckpoint TO `+HeldRole+`;
+		GRANT EXECUTE ON ALL ROUTINES IN SCHEMA pgcheckpoint TO `+HeldRole, pgx.QueryExecModeSimpleProtocol)
+	return err
 }
 
 // NoTenant takes away the tenant every session on d starts in (see
@@ -328,7 +367,7 @@ func startServer(ctx context.Context, url, image string) (*server, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	admin, err := connectPool(cctx, srv.adminURL)
+	admin, err := connectPool(cctx, srv.adminURL, false)
 	if err != nil {
 		if srv.stop != nil {
 			_ = srv.stop(ctx)
@@ -443,10 +482,16 @@ func migrationsHash() string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-func connectPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+func connectPool(ctx context.Context, url string, held bool) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
+	}
+	if held {
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SET ROLE "+HeldRole)
+			return err
+		}
 	}
 	cfg.ConnConfig.ConnectTimeout = connectTimeout
 	cfg.MaxConns = 20
