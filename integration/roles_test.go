@@ -311,6 +311,27 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 		fn   func() error
 	}
 	calls := []call{
+		{"Tenant", func() error {
+			if got := eng.Tenant(); got != engine.DefaultTenant {
+				return fmt.Errorf("tenant %q, want %q", got, engine.DefaultTenant)
+			}
+			return nil
+		}},
+		{"ForTenant", func() error {
+			acme, err := eng.ForTenant("acme")
+			if err != nil {
+				return err
+			}
+			r, err := acme.Snapshot(ctx, engine.SnapshotInput{ThreadID: "app", State: json.RawMessage(`{}`)})
+			if err != nil {
+				return err
+			}
+			if _, err := eng.Get(ctx, r.ID); !errors.Is(err, engine.ErrNotFound) {
+				return fmt.Errorf("the default tenant reads acme's checkpoint: %v", err)
+			}
+			_, err = acme.DeleteThreads(ctx, "app")
+			return err
+		}},
 		{"Enabled", func() error {
 			if !eng.Enabled(engine.TriggerManual) {
 				return errors.New("manual trigger disabled")
