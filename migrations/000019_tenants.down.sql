@@ -120,4 +120,44 @@ REVOKE EXECUTE ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,i
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) IS 'Takes an advisory lock on a checkpoint id until the end of the transaction: (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Writes no longer take it (version 16): the unique constraint checkpoints_checkpoint_id_key holds ids unique. Kept for scripts that call it.';
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id, which is unique in the table (constraint checkpoints_checkpoint_id_key: a write of an id that a write on another thread stored meanwhile fails with SQLSTATE 23505 on it). Under REPEATABLE READ or SERIALIZABLE, a write whose snapshot is older than what the thread lock''s previous holder committed fails with SQLSTATE 40001: retry it. Errors: PC001 parent not found, PC002 id reused for other content (or 23505 as above), PC003 invalid argument (an id that is not a UUIDv7, an unknown trigger, ...), 40001 serialization failure.';
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head_for_write(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid)
+ RETURNS TABLE(thread_seen boolean, rewound_to uuid, wanted_parent uuid, next_seq bigint, parent_checkpoint_id uuid, next_step bigint, parent_delta_run integer, parent_delta_depth integer, parent_messages_count integer, parent_messages_digest bytea, parent_state_digests jsonb, parent_tool_results_digests jsonb)
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT t.thread_id IS NOT NULL,
+           t.rewound_to,
+           coalesce(p_parent_checkpoint_id, t.rewound_to),
+           coalesce(l.seq, 0) OPERATOR(pg_catalog.+) 1,
+           p.checkpoint_id,
+           coalesce(p.step, 0) OPERATOR(pg_catalog.+) 1,
+           p.delta_run, p.delta_depth, p.messages_count, p.messages_digest, p.state_digests, p.tool_results_digests
+    FROM (SELECT 1) AS one
+    LEFT JOIN pgcheckpoint.threads t
+           ON t.thread_id OPERATOR(pg_catalog.=) p_thread_id AND t.namespace OPERATOR(pg_catalog.=) p_namespace
+    -- The newest checkpoint: the next seq, and the parent unless another
+    -- is wanted.
+    LEFT JOIN LATERAL (
+        SELECT c.checkpoint_id, c.seq
+        FROM pgcheckpoint.checkpoints c
+        WHERE c.thread_id OPERATOR(pg_catalog.=) p_thread_id AND c.namespace OPERATOR(pg_catalog.=) p_namespace
+        ORDER BY c.seq DESC
+        LIMIT 1) l ON true
+    -- The parent: the wanted one (given, else the rewound-to checkpoint),
+    -- else the newest. By id alone, then thread and namespace checked on
+    -- the row: given the thread too, a plan made before the table has
+    -- statistics may walk the thread's primary key instead, reading every
+    -- checkpoint. (Looking the newest up again by id costs a write less
+    -- than choosing between two lookups column by column.)
+    LEFT JOIN LATERAL (
+        SELECT c.*
+        FROM (SELECT c.checkpoint_id, c.step, c.delta_run, c.delta_depth, c.messages_count, c.messages_digest,
+                     c.state_digests, c.tool_results_digests, c.thread_id, c.namespace
+              FROM pgcheckpoint.checkpoints c
+              WHERE c.checkpoint_id OPERATOR(pg_catalog.=) coalesce(p_parent_checkpoint_id, t.rewound_to, l.checkpoint_id)
+              LIMIT 1) c
+        WHERE c.thread_id OPERATOR(pg_catalog.=) p_thread_id AND c.namespace OPERATOR(pg_catalog.=) p_namespace) p ON true
+    WHERE NOT EXISTS (SELECT FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id)
+$function$;
+
 DROP FUNCTION pgcheckpoint.current_tenant();

@@ -69,7 +69,12 @@ DROP INDEX pgcheckpoint.threads_expires_at_idx;
 DROP INDEX pgcheckpoint.threads_swept_at_idx;
 CREATE INDEX threads_branched_from_thread_idx ON pgcheckpoint.threads (tenant_id, branched_from_thread) WHERE branched_from_thread IS NOT NULL;
 CREATE INDEX threads_expires_at_idx ON pgcheckpoint.threads (tenant_id, expires_at) WHERE expires_at IS NOT NULL;
-CREATE INDEX threads_swept_at_idx ON pgcheckpoint.threads (tenant_id, swept_at NULLS FIRST, thread_id);
+-- The one index that does not begin with the tenant: begun with
+-- (tenant_id, ...), a plan made before the table has statistics took it
+-- for a lookup of a thread (its tenant_id matches), reading every entry
+-- of the tenant. A sweep reads it in swept_at order, the tenant compared
+-- in the index; thread_id orders the ties.
+CREATE INDEX threads_swept_at_idx ON pgcheckpoint.threads (swept_at NULLS FIRST, tenant_id, thread_id);
 
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tenant_id IS 'The tenant the checkpoint belongs to: the first column of every key. Row-level security shows a session only its tenant''s rows (pgcheckpoint.current_tenant()); a new row takes that tenant.';
 COMMENT ON COLUMN pgcheckpoint.pending_writes.tenant_id IS 'The tenant of the checkpoint (see checkpoints.tenant_id).';
@@ -145,6 +150,53 @@ BEGIN
 END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_lock(text) IS 'Takes the thread''s lock until the end of the transaction: updates (or creates) its row in thread_locks, in the session''s tenant. Every routine that changes a thread takes it first (several threads: thread_lock_many), so the thread''s writers queue and each sees what the one before wrote; under REPEATABLE READ or SERIALIZABLE, a transaction whose snapshot is older than the previous holder''s commit fails with SQLSTATE 40001 (retry it). Needs UPDATE on thread_locks, so a role that may only read cannot take or hold it. A NULL thread id takes nothing. Error 42501: no tenant is set (pgcheckpoint.current_tenant()).';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head_for_write(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid)
+ RETURNS TABLE(thread_seen boolean, rewound_to uuid, wanted_parent uuid, next_seq bigint, parent_checkpoint_id uuid, next_step bigint, parent_delta_run integer, parent_delta_depth integer, parent_messages_count integer, parent_messages_digest bytea, parent_state_digests jsonb, parent_tool_results_digests jsonb)
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT t.thread_id IS NOT NULL,
+           t.rewound_to,
+           coalesce(p_parent_checkpoint_id, t.rewound_to),
+           coalesce(l.seq, 0) OPERATOR(pg_catalog.+) 1,
+           p.checkpoint_id,
+           coalesce(p.step, 0) OPERATOR(pg_catalog.+) 1,
+           p.delta_run, p.delta_depth, p.messages_count, p.messages_digest, p.state_digests, p.tool_results_digests
+    FROM (SELECT 1) AS one
+    LEFT JOIN pgcheckpoint.threads t
+           ON t.thread_id OPERATOR(pg_catalog.=) p_thread_id AND t.namespace OPERATOR(pg_catalog.=) p_namespace
+    -- The newest checkpoint: the next seq, and the parent unless another
+    -- is wanted.
+    LEFT JOIN LATERAL (
+        SELECT c.checkpoint_id, c.seq
+        FROM pgcheckpoint.checkpoints c
+        WHERE c.thread_id OPERATOR(pg_catalog.=) p_thread_id AND c.namespace OPERATOR(pg_catalog.=) p_namespace
+        ORDER BY c.seq DESC
+        LIMIT 1) l ON true
+    -- The parent: the wanted one (given, else the rewound-to checkpoint),
+    -- else the newest. By id alone, then thread and namespace checked on
+    -- the row: given the thread too, a plan made before the table has
+    -- statistics may walk the thread's primary key instead, reading every
+    -- checkpoint. (Looking the newest up again by id costs a write less
+    -- than choosing between two lookups column by column.)
+    -- The id is computed in a subquery of its own (OFFSET 0 keeps it
+    -- one): the lookup then compares the id with a plain value, which
+    -- row-level security lets into the index condition beside the
+    -- tenant's; compared with the coalesce expression itself, it would
+    -- be a filter on every checkpoint of the tenant.
+    LEFT JOIN LATERAL (
+        SELECT coalesce(p_parent_checkpoint_id, t.rewound_to, l.checkpoint_id) AS id OFFSET 0) want ON true
+    LEFT JOIN LATERAL (
+        SELECT c.*
+        FROM (SELECT c.checkpoint_id, c.step, c.delta_run, c.delta_depth, c.messages_count, c.messages_digest,
+                     c.state_digests, c.tool_results_digests, c.thread_id, c.namespace
+              FROM pgcheckpoint.checkpoints c
+              WHERE c.checkpoint_id OPERATOR(pg_catalog.=) want.id
+              LIMIT 1) c
+        WHERE c.thread_id OPERATOR(pg_catalog.=) p_thread_id AND c.namespace OPERATOR(pg_catalog.=) p_namespace) p ON true
+    WHERE NOT EXISTS (SELECT FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id)
+$function$;
 
 DROP PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval);
 CREATE PROCEDURE pgcheckpoint.thread_gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval, IN p_tenant text DEFAULT NULL::text)

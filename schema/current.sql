@@ -143,7 +143,7 @@ CREATE TABLE pgcheckpoint.threads (
 );
 CREATE INDEX threads_branched_from_thread_idx ON pgcheckpoint.threads USING btree (tenant_id, branched_from_thread) WHERE (branched_from_thread IS NOT NULL);
 CREATE INDEX threads_expires_at_idx ON pgcheckpoint.threads USING btree (tenant_id, expires_at) WHERE (expires_at IS NOT NULL);
-CREATE INDEX threads_swept_at_idx ON pgcheckpoint.threads USING btree (tenant_id, swept_at NULLS FIRST, thread_id);
+CREATE INDEX threads_swept_at_idx ON pgcheckpoint.threads USING btree (swept_at NULLS FIRST, tenant_id, thread_id);
 COMMENT ON TABLE pgcheckpoint.threads IS 'One row per agent run (thread) and namespace, created by its first checkpoint. The head (the checkpoint the next write builds on) is rewound_to when set, else the newest checkpoint: see pgcheckpoint.thread_head().';
 COMMENT ON COLUMN pgcheckpoint.threads.thread_id IS 'The agent run''s identifier, chosen by the client (1 to 255 characters).';
 COMMENT ON COLUMN pgcheckpoint.threads.namespace IS 'Sub-graph namespace; '''' is the root graph. Each namespace is its own line of checkpoints with its own head.';
@@ -1598,12 +1598,19 @@ AS $function$
     -- statistics may walk the thread's primary key instead, reading every
     -- checkpoint. (Looking the newest up again by id costs a write less
     -- than choosing between two lookups column by column.)
+    -- The id is computed in a subquery of its own (OFFSET 0 keeps it
+    -- one): the lookup then compares the id with a plain value, which
+    -- row-level security lets into the index condition beside the
+    -- tenant's; compared with the coalesce expression itself, it would
+    -- be a filter on every checkpoint of the tenant.
+    LEFT JOIN LATERAL (
+        SELECT coalesce(p_parent_checkpoint_id, t.rewound_to, l.checkpoint_id) AS id OFFSET 0) want ON true
     LEFT JOIN LATERAL (
         SELECT c.*
         FROM (SELECT c.checkpoint_id, c.step, c.delta_run, c.delta_depth, c.messages_count, c.messages_digest,
                      c.state_digests, c.tool_results_digests, c.thread_id, c.namespace
               FROM pgcheckpoint.checkpoints c
-              WHERE c.checkpoint_id OPERATOR(pg_catalog.=) coalesce(p_parent_checkpoint_id, t.rewound_to, l.checkpoint_id)
+              WHERE c.checkpoint_id OPERATOR(pg_catalog.=) want.id
               LIMIT 1) c
         WHERE c.thread_id OPERATOR(pg_catalog.=) p_thread_id AND c.namespace OPERATOR(pg_catalog.=) p_namespace) p ON true
     WHERE NOT EXISTS (SELECT FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id)

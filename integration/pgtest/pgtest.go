@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
@@ -267,11 +268,6 @@ func (srv *server) createDB(migrated bool) (*DB, error) {
 // holdRole makes HeldRole (once per server) and gives it the database's
 // schemas (see EnvHeldRole).
 func holdRole(ctx context.Context, srv *server, name string) error {
-	if _, err := srv.admin.Exec(ctx, `DO $$BEGIN
-		CREATE ROLE `+HeldRole+` NOLOGIN NOSUPERUSER NOBYPASSRLS;
-	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END$$`); err != nil {
-		return fmt.Errorf("pgtest: create role %s: %w", HeldRole, err)
-	}
 	url, err := databaseURL(srv.adminURL, name)
 	if err != nil {
 		return err
@@ -281,10 +277,33 @@ func holdRole(ctx context.Context, srv *server, name string) error {
 		return err
 	}
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `GRANT ALL ON SCHEMA pgcheckpoint, public TO `+HeldRole+`;
+	return grantHeldRole(ctx, conn)
+}
+
+// grantHeldRole makes HeldRole if need be and gives it the schemas of the
+// database db is connected to.
+func grantHeldRole(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}) error {
+	if _, err := db.Exec(ctx, `DO $$BEGIN
+		CREATE ROLE `+HeldRole+` NOLOGIN NOSUPERUSER NOBYPASSRLS;
+	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END$$`); err != nil {
+		return fmt.Errorf("pgtest: create role %s: %w", HeldRole, err)
+	}
+	_, err := db.Exec(ctx, `GRANT ALL ON SCHEMA pgcheckpoint, public TO `+HeldRole+`;
 		GRANT ALL ON ALL TABLES IN SCHEMA pgcheckpoint TO `+HeldRole+`;
 		GRANT EXECUTE ON ALL ROUTINES IN SCHEMA pgcheckpoint TO `+HeldRole, pgx.QueryExecModeSimpleProtocol)
 	return err
+}
+
+// HoldRole gives HeldRole, a role that row-level security holds, the
+// database's schemas: a test that SETs ROLE to it runs the statements as
+// the application would, with the tenant's qualifier in their plans.
+func (d *DB) HoldRole(tb testing.TB) {
+	tb.Helper()
+	if err := grantHeldRole(context.Background(), d.Pool); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // NoTenant takes away the tenant every session on d starts in (see
