@@ -25,6 +25,10 @@ func TestConformance(t *testing.T) {
 			t.Cleanup(func() { checkDeltaBases(t, d.Pool) })
 			return d.URL
 		},
+		// The tenant tests run as the application role of the shipped
+		// roles script, which row-level security holds (a superuser, the
+		// test database's own, would see every tenant).
+		TenantURL: func(t testing.TB) string { return setupTenants(t).appURL },
 	})
 }
 

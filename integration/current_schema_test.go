@@ -133,6 +133,11 @@ GRANT SELECT ON pgcheckpoint.v TO pg_monitor WITH GRANT OPTION;
 REVOKE ALL ON SCHEMA pgcheckpoint FROM CURRENT_USER;
 GRANT USAGE ON SCHEMA pgcheckpoint TO CURRENT_USER, PUBLIC;
 CREATE PROCEDURE pgcheckpoint.p(n int DEFAULT 1) LANGUAGE sql AS $$SELECT n$$;
+ALTER TABLE pgcheckpoint.b ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgcheckpoint.b FORCE ROW LEVEL SECURITY;
+CREATE POLICY b_some ON pgcheckpoint.b USING (id > 0) WITH CHECK (id > 1);
+COMMENT ON POLICY b_some ON pgcheckpoint.b IS 'some rows';
+CREATE POLICY b_reads ON pgcheckpoint.b FOR SELECT USING (word <> '');
 COMMENT ON PROCEDURE pgcheckpoint.p(int) IS 'p';
 `
 	if _, err := d.Pool.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
@@ -186,7 +191,7 @@ COMMENT ON PROCEDURE pgcheckpoint.p(int) IS 'p';
 	for _, unknown := range []string{
 		"CREATE SEQUENCE pgcheckpoint.s",
 		"CREATE TYPE pgcheckpoint.mood AS ENUM ('ok')",
-		"ALTER TABLE pgcheckpoint.b ENABLE ROW LEVEL SECURITY",
+		"CREATE POLICY only_monitor ON pgcheckpoint.c TO pg_monitor USING (true)",
 		"CREATE STATISTICS pgcheckpoint.st ON id, word FROM pgcheckpoint.b",
 		"CREATE MATERIALIZED VIEW pgcheckpoint.m AS SELECT 1",
 	} {

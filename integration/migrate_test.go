@@ -280,16 +280,17 @@ func previousVersion() uint {
 	return ms[len(ms)-2].Version
 }
 
-// DESIGN invariant 5: every table's key starts with thread_id (the version
-// table of the migration tool aside).
-func TestEveryKeyStartsWithThreadID(t *testing.T) {
+// DESIGN invariant 5: every table's key starts with thread_id, after the
+// tenant (migration 19; the version table of the migration tool aside).
+func TestEveryKeyStartsWithTenantAndThread(t *testing.T) {
 	t.Parallel()
 	d := pgtest.NewDB(t)
 	rows, err := d.Pool.Query(context.Background(), `
-		SELECT c.relname, a.attname
+		SELECT c.relname, a.attname || ', ' || a2.attname
 		FROM pg_index i
 		JOIN pg_class c ON c.oid = i.indrelid
 		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+		JOIN pg_attribute a2 ON a2.attrelid = i.indrelid AND a2.attnum = i.indkey[1]
 		WHERE i.indisprimary AND c.relnamespace = 'pgcheckpoint'::regnamespace
 		  AND c.relname <> 'schema_migrations'`)
 	if err != nil {
@@ -301,8 +302,8 @@ func TestEveryKeyStartsWithThreadID(t *testing.T) {
 		if err := rows.Scan(&table, &first); err != nil {
 			t.Fatal(err)
 		}
-		if first != "thread_id" {
-			t.Errorf("the key of %s starts with %s, not thread_id", table, first)
+		if first != "tenant_id, thread_id" {
+			t.Errorf("the key of %s starts with %s, not tenant_id, thread_id", table, first)
 		}
 		tables++
 	}

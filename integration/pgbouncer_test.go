@@ -27,6 +27,13 @@ import (
 // the URL to reach that database through it. It stops with the test.
 func startPgBouncer(t *testing.T, dbURL string) string {
 	t.Helper()
+	return startPgBouncerPool(t, dbURL, 10)
+}
+
+// startPgBouncerPool is startPgBouncer with poolSize server connections
+// per database and user.
+func startPgBouncerPool(t *testing.T, dbURL string, poolSize int) string {
+	t.Helper()
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
 		if _, serr := os.Stat("/usr/sbin/pgbouncer"); serr != nil {
@@ -65,10 +72,10 @@ unix_socket_dir =
 auth_type = any
 pool_mode = transaction
 max_client_conn = 200
-default_pool_size = 10
+default_pool_size = %d
 logfile = %s
 pidfile = %s
-`, db, port, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
+`, db, port, poolSize, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
 	conf := filepath.Join(dir, "pgbouncer.ini")
 	if err := os.WriteFile(conf, []byte(ini), 0o644); err != nil {
 		t.Fatal(err)

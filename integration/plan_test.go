@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 )
 
 // Plans cached while the tables were empty (a new database, no ANALYZE yet)
@@ -24,6 +25,12 @@ func TestCachedPlansStayIndexLookupsOnLongThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	// As the application runs: a role that row-level security holds, whose
+	// plans have the tenant's qualifier (a superuser's have none).
+	b.db.HoldRole(t)
+	if _, err := conn.Exec(ctx, "SET ROLE "+pgtest.HeldRole); err != nil {
+		t.Fatal(err)
+	}
 	put := func(tx pgx.Tx, parent any) {
 		t.Helper()
 		if _, err := tx.Exec(ctx, `SELECT * FROM pgcheckpoint.checkpoint_put('long', '', $1, $2, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`,

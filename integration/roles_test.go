@@ -41,12 +41,13 @@ const rolesScript = "../schema/roles/roles.sql"
 type roleSet struct {
 	db                        *pgtest.DB
 	owner, app, readonly      string // role names
+	operator                  string // the operator's, who reads every tenant
 	ownerURL, appURL, readURL string
 	password                  string // of each role, for servers that ask for one
 }
 
 // psqlPath finds psql: on PATH, else beside the server binaries.
-func psqlPath(t *testing.T) string {
+func psqlPath(t testing.TB) string {
 	t.Helper()
 	if p, err := exec.LookPath("psql"); err == nil {
 		return p
@@ -67,17 +68,17 @@ func fileExists(p string) bool {
 
 // runRolesScript runs the shipped script with psql as the test database's
 // superuser.
-func (rs *roleSet) runRolesScript(t *testing.T) {
+func (rs *roleSet) runRolesScript(t testing.TB) {
 	t.Helper()
 	cmd := exec.Command(psqlPath(t), "-X", "-q", "-v", "owner="+rs.owner, "-v", "app="+rs.app, "-v", "readonly="+rs.readonly,
-		"-f", rolesScript, rs.db.URL)
+		"-v", "operator="+rs.operator, "-f", rolesScript, rs.db.URL)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("psql -f %s: %v\n%s", rolesScript, err, out)
 	}
 }
 
 // roleURL is the database's URL for another role.
-func roleURL(t *testing.T, base, role, password string) string {
+func roleURL(t testing.TB, base, role, password string) string {
 	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil {
@@ -93,11 +94,12 @@ func setupRoles(t *testing.T) *roleSet {
 	var b [4]byte
 	rand.Read(b[:])
 	suffix := hex.EncodeToString(b[:])
-	rs := &roleSet{db: pgtest.EmptyDB(t), owner: "ckpt_owner_" + suffix, app: "ckpt_app_" + suffix, readonly: "ckpt_ro_" + suffix}
+	rs := &roleSet{db: pgtest.EmptyDB(t), owner: "ckpt_owner_" + suffix, app: "ckpt_app_" + suffix, readonly: "ckpt_ro_" + suffix,
+		operator: "ckpt_op_" + suffix}
 	// Roles belong to the server: drop them and what they hold here
 	// before the database goes (cleanups run last registered first).
 	t.Cleanup(func() {
-		for _, r := range []string{rs.owner, rs.app, rs.readonly} {
+		for _, r := range []string{rs.owner, rs.app, rs.readonly, rs.operator} {
 			rs.db.Pool.Exec(ctx, "DROP OWNED BY "+pgx.Identifier{r}.Sanitize())
 			if _, err := rs.db.Pool.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{r}.Sanitize()); err != nil {
 				t.Errorf("drop role %s: %v", r, err)
@@ -309,6 +311,27 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 		fn   func() error
 	}
 	calls := []call{
+		{"Tenant", func() error {
+			if got := eng.Tenant(); got != engine.DefaultTenant {
+				return fmt.Errorf("tenant %q, want %q", got, engine.DefaultTenant)
+			}
+			return nil
+		}},
+		{"ForTenant", func() error {
+			acme, err := eng.ForTenant("acme")
+			if err != nil {
+				return err
+			}
+			r, err := acme.Snapshot(ctx, engine.SnapshotInput{ThreadID: "app", State: json.RawMessage(`{}`)})
+			if err != nil {
+				return err
+			}
+			if _, err := eng.Get(ctx, r.ID); !errors.Is(err, engine.ErrNotFound) {
+				return fmt.Errorf("the default tenant reads acme's checkpoint: %v", err)
+			}
+			_, err = acme.DeleteThreads(ctx, "app")
+			return err
+		}},
 		{"Enabled", func() error {
 			if !eng.Enabled(engine.TriggerManual) {
 				return errors.New("manual trigger disabled")

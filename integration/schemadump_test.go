@@ -66,6 +66,10 @@ type dumper struct {
 	comments   map[objectKey]string
 	privileges map[objectKey][]string
 	triggers   []trigger // of every table and view, written last
+	// security holds what is written after the functions, which it
+	// calls: column defaults that call a function of the schema, and
+	// each table's row-level security and policies.
+	security []string
 }
 
 type trigger struct {
@@ -138,6 +142,7 @@ func (d *dumper) dump() error {
 	if err := d.aggregates(); err != nil {
 		return err
 	}
+	d.writeSecurity()
 	d.writeTriggers()
 	var left []string
 	for _, c := range d.comments {
@@ -179,9 +184,6 @@ SELECT what FROM (
     UNION ALL
     SELECT 'inheriting table ' || inhrelid::regclass FROM pg_inherits WHERE inhrelid IN (TABLE rels)
     UNION ALL
-    SELECT 'row level security on ' || oid::regclass FROM pg_class
-    WHERE relnamespace = $1 AND (relrowsecurity OR relforcerowsecurity)
-    UNION ALL
     SELECT 'table access method ' || a.amname || ' of ' || c.oid::regclass
     FROM pg_class c JOIN pg_am a ON a.oid = c.relam
     WHERE c.relnamespace = $1 AND c.relkind = 'r' AND a.amname <> 'heap'
@@ -219,7 +221,8 @@ SELECT what FROM (
     UNION ALL SELECT 'text search parser ' || prsname FROM pg_ts_parser WHERE prsnamespace = $1
     UNION ALL SELECT 'text search template ' || tmplname FROM pg_ts_template WHERE tmplnamespace = $1
     UNION ALL SELECT 'extension ' || extname FROM pg_extension WHERE extnamespace = $1
-    UNION ALL SELECT 'policy ' || polname FROM pg_policy WHERE polrelid IN (TABLE rels)
+    UNION ALL SELECT 'policy with roles, or not permissive, ' || polname FROM pg_policy
+    WHERE polrelid IN (TABLE rels) AND (polroles <> '{0}' OR NOT polpermissive)
     UNION ALL SELECT 'rule ' || rulename FROM pg_rewrite WHERE ev_class IN (TABLE rels) AND rulename <> '_RETURN'
     UNION ALL SELECT 'default privileges' FROM pg_default_acl WHERE defaclnamespace = $1
 ) unknown ORDER BY what COLLATE "C"`, d.ns)
@@ -255,6 +258,8 @@ SELECT d.classoid::regclass::text, d.objoid, d.objsubid,
                                                FROM pg_constraint WHERE oid = d.objoid)
                   WHEN 'trigger' THEN (SELECT 'TRIGGER ' || quote_ident(tgname) || ' ON ' || tgrelid::regclass
                                       FROM pg_trigger WHERE oid = d.objoid)
+                  WHEN 'policy' THEN (SELECT 'POLICY ' || quote_ident(polname) || ' ON ' || polrelid::regclass
+                                     FROM pg_policy WHERE oid = d.objoid)
                   ELSE upper(o.type) || ' ' || o.identity
               END,
               d.description)
@@ -267,7 +272,11 @@ WHERE d.objoid >= 16384 -- FirstNormalObjectId: not one of Postgres's own
        -- A trigger has no schema of its own: it is in its table's.
        OR (d.classoid = 'pg_trigger'::regclass
            AND EXISTS (SELECT FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-                       WHERE t.oid = d.objoid AND c.relnamespace = $2)))`, schema.Name, d.ns)
+                       WHERE t.oid = d.objoid AND c.relnamespace = $2))
+       -- Nor has a policy.
+       OR (d.classoid = 'pg_policy'::regclass
+           AND EXISTS (SELECT FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
+                       WHERE p.oid = d.objoid AND c.relnamespace = $2)))`, schema.Name, d.ns)
 	if err != nil {
 		return nil, err
 	}
@@ -452,6 +461,9 @@ func (d *dumper) tables() error {
 			switch {
 			case c.generated:
 				line += " GENERATED ALWAYS AS (" + c.def + ") STORED"
+			case strings.Contains(c.def, schema.Name+"."):
+				// It calls a function of the schema, written later.
+				d.security = append(d.security, "ALTER TABLE ONLY "+t.name+" ALTER COLUMN "+c.name+" SET DEFAULT "+c.def+";")
 			case c.def != "":
 				line += " DEFAULT " + c.def
 			}
@@ -548,6 +560,9 @@ ORDER BY ic.relname COLLATE "C"`, t.oid)
 		if err := d.readTriggers(t); err != nil {
 			return err
 		}
+		if err := d.readSecurity(t); err != nil {
+			return err
+		}
 
 		d.writeExtras(objectKey{"pg_class", t.oid, 0})
 		for _, c := range t.columns {
@@ -561,6 +576,54 @@ ORDER BY ic.relname COLLATE "C"`, t.oid)
 		d.out.WriteString("\n" + strings.Join(later, "\n") + "\n")
 	}
 	return nil
+}
+
+// readSecurity reads a table's row-level security and its policies (with
+// their comments) into d.security.
+func (d *dumper) readSecurity(t relation) error {
+	var enabled, forced bool
+	if err := d.tx.QueryRow(d.ctx, `SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = $1`, t.oid).Scan(&enabled, &forced); err != nil {
+		return err
+	}
+	if enabled {
+		d.security = append(d.security, "ALTER TABLE "+t.name+" ENABLE ROW LEVEL SECURITY;")
+	}
+	if forced {
+		d.security = append(d.security, "ALTER TABLE "+t.name+" FORCE ROW LEVEL SECURITY;")
+	}
+	rows, err := d.tx.Query(d.ctx, `
+SELECT p.oid, format('CREATE POLICY %I ON %s%s%s%s;', p.polname, p.polrelid::regclass,
+       CASE p.polcmd WHEN '*' THEN '' WHEN 'r' THEN ' FOR SELECT' WHEN 'a' THEN ' FOR INSERT'
+                     WHEN 'w' THEN ' FOR UPDATE' ELSE ' FOR DELETE' END,
+       coalesce(' USING (' || pg_get_expr(p.polqual, p.polrelid) || ')', ''),
+       coalesce(' WITH CHECK (' || pg_get_expr(p.polwithcheck, p.polrelid) || ')', ''))
+FROM pg_policy p WHERE p.polrelid = $1 ORDER BY p.polname COLLATE "C"`, t.oid)
+	if err != nil {
+		return err
+	}
+	var oid uint32
+	var def string
+	_, err = pgx.ForEachRow(rows, []any{&oid, &def}, func() error {
+		d.security = append(d.security, def)
+		k := objectKey{"pg_policy", oid, 0}
+		if c, ok := d.comments[k]; ok {
+			d.security = append(d.security, c)
+			delete(d.comments, k)
+		}
+		return nil
+	})
+	return err
+}
+
+// writeSecurity writes what readSecurity and tables held for after the
+// functions.
+func (d *dumper) writeSecurity() {
+	if len(d.security) > 0 {
+		d.out.WriteString("\n-- Row-level security, and defaults that call the functions\n\n")
+	}
+	for _, s := range d.security {
+		d.out.WriteString(s + "\n")
+	}
 }
 
 // triggers reads a table's or view's triggers into d.triggers.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/enginedb"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
@@ -159,9 +160,13 @@ func TestWriteStatementsInlineTheRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(b.ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+	// As the application runs: a role that row-level security holds, whose
+	// plans have the tenant's qualifier (a superuser's have none).
+	b.db.HoldRole(t)
+	if _, err := conn.Exec(b.ctx, `SET plan_cache_mode = force_generic_plan; SET ROLE `+pgtest.HeldRole, pgx.QueryExecModeSimpleProtocol); err != nil {
 		t.Fatal(err)
 	}
+	defer conn.Exec(b.ctx, `RESET ROLE`)
 	inlined := []string{"thread_head_for_write", "checkpoint_delta", "delta_keys",
 		"delta_run_continues", "message_chain_at", "checkpoint_default_summary", "json_text"}
 	for name, sql := range map[string]string{

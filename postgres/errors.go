@@ -54,8 +54,9 @@ const (
 	sqlstateTooLarge     = "PC006"
 )
 
-// constraintCheckpointID is the unique constraint on checkpoint ids.
-const constraintCheckpointID = "checkpoints_checkpoint_id_key"
+// constraintCheckpointID is the unique constraint on checkpoint ids (in a
+// tenant).
+const constraintCheckpointID = "checkpoints_tenant_id_checkpoint_id_key"
 
 // storeError is dbError for the Postgres store, whose caller, the Engine,
 // says what failed.

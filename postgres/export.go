@@ -132,7 +132,7 @@ func (s *Store) Import(ctx context.Context, fn func(engine.ImportWriter) error) 
 }
 
 // pgImport writes an import's rows: thread rows at once, checkpoints and
-// pending writes by COPY in batches of engine.ImportBatch rows (or
+// pending writes by pipelined INSERTs in batches of engine.ImportBatch rows (or
 // engine.ImportBatchBytes of content), so that its memory does not grow with the
 // import.
 type pgImport struct {
@@ -199,11 +199,9 @@ func (w *pgImport) Checkpoint(ctx context.Context, c engine.ExportCheckpoint, d 
 }
 
 // flush writes the rows held: after a check that none of their ids is in
-// use, the checkpoints by one COPY, then their pending writes by another,
-// in a savepoint. A COPY that fails names the line it refused only in
-// translated text (its CONTEXT): to name the row, the savepoint is rolled
-// back and the rows are copied again one at a time up to the one refused
-// (see refusedRow). Only a failing flush pays for it, and it fails anyway.
+// use, the checkpoints, then their pending writes, each an INSERT per row
+// in one pipeline (COPY FROM refuses a table under row-level security), in
+// a savepoint. The first row refused is the import's error, named.
 func (w *pgImport) flush(ctx context.Context) error {
 	if len(w.rows) == 0 {
 		return nil
@@ -225,11 +223,7 @@ func (w *pgImport) flush(ctx context.Context) error {
 	}
 	defer sp.Rollback(context.WithoutCancel(ctx))
 	q := w.q.WithTx(sp)
-	if _, err := q.CheckpointImport(ctx, w.rows); err != nil {
-		i, err := w.refusedRow(ctx, sp, err, nil, len(w.rows), func(q *enginedb.Queries, i int) error {
-			_, err := q.CheckpointImport(ctx, w.rows[i:i+1])
-			return err
-		})
+	if i, err := refusedRow(q.CheckpointImport(ctx, w.rows)); err != nil {
 		if i < 0 {
 			return pgImportError(err)
 		}
@@ -238,15 +232,7 @@ func (w *pgImport) flush(ctx context.Context) error {
 			engine.JSONField{Name: "metadata", Text: r.Metadata}, engine.JSONField{Name: "messages", Text: r.Messages}, engine.JSONField{Name: "state", Text: r.State}, engine.JSONField{Name: "tool results", Text: r.ToolResults})}
 	}
 	if len(w.writes) > 0 {
-		if _, err := q.PendingWriteImport(ctx, w.writes); err != nil {
-			checkpoints := func(q *enginedb.Queries) error {
-				_, err := q.CheckpointImport(ctx, w.rows)
-				return err
-			}
-			i, err := w.refusedRow(ctx, sp, err, checkpoints, len(w.writes), func(q *enginedb.Queries, i int) error {
-				_, err := q.PendingWriteImport(ctx, w.writes[i:i+1])
-				return err
-			})
+		if i, err := refusedRow(q.PendingWriteImport(ctx, w.writes)); err != nil {
 			if i < 0 {
 				return pgImportError(err)
 			}
@@ -262,42 +248,28 @@ func (w *pgImport) flush(ctx context.Context) error {
 	return nil
 }
 
-// refusedRow finds which of n rows a failed COPY (err) refused: it rolls
-// back the savepoint sp and, in a new one, runs before (what preceded that
-// COPY in sp), then copies the rows again one at a time, and returns the
-// first one refused with the same SQLSTATE, and that error. It returns -1
-// and err when it cannot tell (the context ended, or the failure was not
-// the row's: a lost connection, a lock timeout).
-func (w *pgImport) refusedRow(ctx context.Context, sp pgx.Tx, err error, before func(*enginedb.Queries) error, n int, copyRow func(q *enginedb.Queries, i int) error) (int, error) {
-	var pgErr *pgconn.PgError
-	if ctx.Err() != nil || !errors.As(err, &pgErr) {
-		return -1, err
-	}
-	if sp.Rollback(ctx) != nil {
-		return -1, err
-	}
-	again, rerr := w.tx.Begin(ctx)
-	if rerr != nil {
-		return -1, err
-	}
-	defer again.Rollback(context.WithoutCancel(ctx))
-	q := w.q.WithTx(again)
-	if before != nil && before(q) != nil {
-		return -1, err
-	}
-	for i := range n {
-		rerr := copyRow(q, i)
-		var same *pgconn.PgError
-		switch {
-		case rerr == nil:
-			continue
-		case errors.As(rerr, &same) && same.Code == pgErr.Code:
-			return i, rerr
-		default:
-			return -1, err
+// refusedRow runs a batch of one INSERT per row and returns the first row
+// the server refused, with its error; -1 and the error when the failure was
+// not a row's (a lost connection, a context that ended), -1 and nil when
+// none failed. In a transaction, the rows after a refused one are not run.
+func refusedRow(b interface {
+	Exec(func(int, error))
+	Close() error
+}) (int, error) {
+	refused, first := -1, error(nil)
+	b.Exec(func(i int, err error) {
+		if err != nil && first == nil {
+			first = err
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) {
+				refused = i
+			}
 		}
+	})
+	if err := b.Close(); first == nil {
+		first = err
 	}
-	return -1, err
+	return refused, first
 }
 
 // pgImportError maps a failed insert: a checkpoint id that the table holds

@@ -57,7 +57,9 @@ type DB interface {
 //
 //	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
 type Store struct {
-	db              DB
+	conn            DB                // what the store was made over (see DB)
+	tenant          string            // see ForTenant
+	db              DB                // conn, in the tenant (tenantDB)
 	q               *db.Queries       // the SQL API's typed form
 	eq              *enginedb.Queries // the engine's internal queries
 	singleStatement bool              // see Options.SingleStatement
@@ -90,14 +92,28 @@ type Options struct {
 // pgx.Tx, which is what Engine.WithTx does (see there). The database must
 // be migrated (see package schema). Close leaves conn open unless
 // opts.ClosePool says otherwise.
+//
+// The store reads and writes the rows of tenant engine.DefaultTenant, as
+// an installation without tenants does; ForTenant binds a copy to another.
 func NewStore(conn DB, opts Options) *Store {
-	_, inTx := conn.(pgx.Tx)
-	u := binaryUUIDs{conn}
-	s := &Store{db: conn, q: db.New(u), eq: enginedb.New(u), singleStatement: opts.SingleStatement, inTx: inTx, close: func() {}}
+	s := (&Store{singleStatement: opts.SingleStatement}).over(conn, engine.DefaultTenant)
 	if pool, ok := conn.(*pgxpool.Pool); ok && opts.ClosePool {
 		s.close = pool.Close
 	}
 	return s
+}
+
+// over returns a store with s's options over conn, in tenant. Its Close
+// does nothing: the pool is the store's that NewStore made.
+func (s *Store) over(conn DB, tenant string) *Store {
+	_, inTx := conn.(pgx.Tx)
+	t := tenantDB{DB: conn, tenant: tenant}
+	if err := engine.CheckTenant(tenant); err != nil {
+		t.err = fmt.Errorf("postgres store: %w", err)
+	}
+	u := binaryUUIDs{t}
+	return &Store{conn: conn, tenant: tenant, db: t, q: db.New(u), eq: enginedb.New(u),
+		singleStatement: s.singleStatement, inTx: inTx, close: func() {}}
 }
 
 // DB returns what the store runs its statements on: the pool, connection
@@ -105,12 +121,14 @@ func NewStore(conn DB, opts Options) *Store {
 // Engine that pgcheckpoint.Open made with
 // eng.Store().(*postgres.Store).DB().(*pgxpool.Pool), to begin the
 // transactions it hands to Engine.WithTx.
-func (s *Store) DB() DB { return s.db }
+func (s *Store) DB() DB { return s.conn }
 
 // WithTx returns the store bound to the caller's transaction tx, with s's
-// options (see engine.Engine.WithTx).
+// options and tenant (see engine.Engine.WithTx). Its statements set the
+// tenant in tx (pgcheckpoint.tenant, transaction-local), where it stays
+// set until tx ends: the caller's own statements after them run in it too.
 func (s *Store) WithTx(tx pgx.Tx) engine.Store {
-	return NewStore(tx, Options{SingleStatement: s.singleStatement})
+	return s.over(tx, s.tenant)
 }
 
 // InTx reports whether the store runs in a caller's transaction.
@@ -382,7 +400,7 @@ func (s *Store) PreviewPrune(ctx context.Context, threadIDs []string, p engine.P
 		return engine.DeleteResult{}, storeError(err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	return NewStore(tx, Options{SingleStatement: s.singleStatement}).PruneThreads(ctx, threadIDs, p)
+	return s.over(tx, s.tenant).PruneThreads(ctx, threadIDs, p)
 }
 
 // Rewind implements engine.Store.

@@ -14,15 +14,16 @@ import (
 
 // serializationFailure is a pgx.Tx whose every statement fails with a
 // serialization failure, a transient error outside a transaction; only
-// QueryRow (the single-statement write) is implemented.
+// SendBatch (what the store sends a statement in, after the tenant's
+// setting) is implemented.
 type serializationFailure struct {
 	pgx.Tx
 	statements atomic.Int64
 }
 
-func (f *serializationFailure) QueryRow(context.Context, string, ...any) pgx.Row {
+func (f *serializationFailure) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults {
 	f.statements.Add(1)
-	return failedRow{&pgconn.PgError{Code: "40001", Message: "could not serialize access"}}
+	return failedBatch{&pgconn.PgError{Code: "40001", Message: "could not serialize access"}}
 }
 
 // pool is a DB that is not a transaction; it is never called.

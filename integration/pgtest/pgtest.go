@@ -45,9 +45,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/localpg"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
@@ -56,6 +58,15 @@ import (
 const (
 	EnvDatabaseURL = "PGCHECKPOINT_TEST_DATABASE_URL"
 	EnvImage       = "PGCHECKPOINT_TEST_IMAGE"
+	// EnvHeldRole, set to 1, makes every session of a migrated test
+	// database's pool SET ROLE to a role that row-level security holds
+	// (HeldRole: no superuser, no BYPASSRLS, all privileges on the
+	// database's schemas), in the default tenant: the application's path,
+	// where the tenant's qualifier reaches the plans. For benchmarks; the
+	// tests run as the superuser.
+	EnvHeldRole = "PGCHECKPOINT_TEST_HELD_ROLE"
+	// HeldRole is the role EnvHeldRole sets.
+	HeldRole = "pgct_held"
 )
 
 // DefaultImage is the container image used when PGCHECKPOINT_TEST_IMAGE is
@@ -152,7 +163,8 @@ func finish() {
 }
 
 // NewDB returns a new database, migrated to the latest version, that only
-// this test uses. It is dropped when the test ends.
+// this test uses, whose sessions start in tenant engine.DefaultTenant (see
+// DB.NoTenant). It is dropped when the test ends.
 func NewDB(tb testing.TB) *DB {
 	tb.Helper()
 	return newDB(tb, true)
@@ -223,16 +235,85 @@ func (srv *server) createDB(migrated bool) (*DB, error) {
 	if _, err := srv.admin.Exec(ctx, stmt); err != nil {
 		return nil, fmt.Errorf("pgtest: create database %s on %s: %w", name, srv.how, err)
 	}
+	// Every session on the database, whatever its role and client (psql,
+	// the CLIs, a pooler), is in the tenant of an Engine that names none,
+	// as in an installation without tenants whose DBA set it so: the SQL a
+	// test runs reads and writes what its Engine does. (The superuser the
+	// tests connect as is not held by row-level security, but its new rows
+	// take the session's tenant.) Tests of tenants RESET it (NoTenant).
+	if _, err := srv.admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" SET pgcheckpoint.tenant = "+
+		"'"+engine.DefaultTenant+"'"); err != nil {
+		_ = srv.dropDB(&DB{Name: name})
+		return nil, fmt.Errorf("pgtest: set the tenant of database %s: %w", name, err)
+	}
+	held := migrated && os.Getenv(EnvHeldRole) == "1"
+	if held {
+		if err := holdRole(ctx, srv, name); err != nil {
+			_ = srv.dropDB(&DB{Name: name})
+			return nil, err
+		}
+	}
 	url, err := databaseURL(srv.adminURL, name)
 	if err == nil {
 		var pool *pgxpool.Pool
-		if pool, err = connectPool(ctx, url); err == nil {
+		if pool, err = connectPool(ctx, url, held); err == nil {
 			return &DB{URL: url, Pool: pool, Name: name}, nil
 		}
 		err = fmt.Errorf("pgtest: connect to %s on %s: %w", name, srv.how, err)
 	}
 	_ = srv.dropDB(&DB{Name: name})
 	return nil, err
+}
+
+// holdRole makes HeldRole (once per server) and gives it the database's
+// schemas (see EnvHeldRole).
+func holdRole(ctx context.Context, srv *server, name string) error {
+	url, err := databaseURL(srv.adminURL, name)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return grantHeldRole(ctx, conn)
+}
+
+// grantHeldRole makes HeldRole if need be and gives it the schemas of the
+// database db is connected to.
+func grantHeldRole(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}) error {
+	if _, err := db.Exec(ctx, `DO $$BEGIN
+		CREATE ROLE `+HeldRole+` NOLOGIN NOSUPERUSER NOBYPASSRLS;
+	EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END$$`); err != nil {
+		return fmt.Errorf("pgtest: create role %s: %w", HeldRole, err)
+	}
+	_, err := db.Exec(ctx, `GRANT ALL ON SCHEMA pgcheckpoint, public TO `+HeldRole+`;
+		GRANT ALL ON ALL TABLES IN SCHEMA pgcheckpoint TO `+HeldRole+`;
+		GRANT EXECUTE ON ALL ROUTINES IN SCHEMA pgcheckpoint TO `+HeldRole, pgx.QueryExecModeSimpleProtocol)
+	return err
+}
+
+// HoldRole gives HeldRole, a role that row-level security holds, the
+// database's schemas: a test that SETs ROLE to it runs the statements as
+// the application would, with the tenant's qualifier in their plans.
+func (d *DB) HoldRole(tb testing.TB) {
+	tb.Helper()
+	if err := grantHeldRole(context.Background(), d.Pool); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// NoTenant takes away the tenant every session on d starts in (see
+// NewDB): its new sessions have none, as in an installation with tenants.
+// The pool's open connections keep it; tests of tenants connect anew.
+func (d *DB) NoTenant(tb testing.TB) {
+	tb.Helper()
+	if _, err := d.Pool.Exec(context.Background(), "ALTER DATABASE "+pgx.Identifier{d.Name}.Sanitize()+" RESET pgcheckpoint.tenant"); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // dropDB closes d's pool and drops it, whoever is still connected.
@@ -305,7 +386,7 @@ func startServer(ctx context.Context, url, image string) (*server, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	admin, err := connectPool(cctx, srv.adminURL)
+	admin, err := connectPool(cctx, srv.adminURL, false)
 	if err != nil {
 		if srv.stop != nil {
 			_ = srv.stop(ctx)
@@ -420,10 +501,16 @@ func migrationsHash() string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-func connectPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+func connectPool(ctx context.Context, url string, held bool) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
+	}
+	if held {
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, "SET ROLE "+HeldRole)
+			return err
+		}
 	}
 	cfg.ConnConfig.ConnectTimeout = connectTimeout
 	cfg.MaxConns = 20

@@ -13,11 +13,126 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 var (
 	ErrBatchAlreadyClosed = errors.New("batch already closed")
 )
+
+const CheckpointImport = `-- name: CheckpointImport :batchexec
+INSERT INTO pgcheckpoint.checkpoints (
+    thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
+    trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
+    messages, state, tool_results, state_removed, tool_results_removed, messages_count,
+    messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
+VALUES (
+    $1, $2, $3, $4, $5, $6, $7, $8,
+    $9, $10, $11, $12, $13, $14, $15, $16,
+    $17, $18, $19, $20, $21, $22,
+    $23, $24, $25, $26, $27)
+`
+
+type CheckpointImportBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type CheckpointImportParams struct {
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.NullUUID
+	MergeParentID      uuid.NullUUID
+	Step               int64
+	CreatedAt          time.Time
+	Trigger            string
+	Tags               []string
+	Summary            string
+	Metadata           json.RawMessage
+	Format             string
+	BaseCheckpointID   uuid.NullUUID
+	DeltaRun           int32
+	DeltaDepth         int32
+	Messages           json.RawMessage
+	State              json.RawMessage
+	ToolResults        json.RawMessage
+	StateRemoved       []string
+	ToolResultsRemoved []string
+	MessagesCount      pgtype.Int4
+	MessagesDigest     []byte
+	StateDigests       json.RawMessage
+	ToolResultsDigests json.RawMessage
+	NextNode           string
+	SizeBytes          int64
+}
+
+// The rows of an import, one INSERT per row in one pipeline per batch
+// (COPY FROM refuses a table under row-level security): every column as
+// the export gave it and the engine checked it (a delta keeps its base,
+// run and depth), in the session's tenant. Ids in use are looked up before
+// (CheckpointImportIDsInUse), and one stored meanwhile by another write is
+// a unique violation of checkpoints_tenant_id_checkpoint_id_key.
+func (q *Queries) CheckpointImport(ctx context.Context, arg []CheckpointImportParams) *CheckpointImportBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.ThreadID,
+			a.Namespace,
+			a.Seq,
+			a.CheckpointID,
+			a.ParentCheckpointID,
+			a.MergeParentID,
+			a.Step,
+			a.CreatedAt,
+			a.Trigger,
+			a.Tags,
+			a.Summary,
+			a.Metadata,
+			a.Format,
+			a.BaseCheckpointID,
+			a.DeltaRun,
+			a.DeltaDepth,
+			a.Messages,
+			a.State,
+			a.ToolResults,
+			a.StateRemoved,
+			a.ToolResultsRemoved,
+			a.MessagesCount,
+			a.MessagesDigest,
+			a.StateDigests,
+			a.ToolResultsDigests,
+			a.NextNode,
+			a.SizeBytes,
+		}
+		batch.Queue(CheckpointImport, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &CheckpointImportBatchResults{br, len(arg), false}
+}
+
+func (b *CheckpointImportBatchResults) Exec(f func(int, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		if b.closed {
+			if f != nil {
+				f(t, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		_, err := b.br.Exec()
+		if f != nil {
+			f(t, err)
+		}
+	}
+}
+
+func (b *CheckpointImportBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
 
 const CheckpointPutFast = `-- name: CheckpointPutFast :batchone
 INSERT INTO pgcheckpoint.checkpoints AS c (
@@ -88,7 +203,7 @@ type CheckpointPutFastRow struct {
 // means the case is not the common one: nothing was written, and the
 // caller calls checkpoint_put, which handles every case. An id stored
 // meanwhile by a write on another thread is a unique violation of
-// checkpoints_checkpoint_id_key. Arguments are
+// checkpoints_tenant_id_checkpoint_id_key. Arguments are
 // taken as checked (the engine validates them as checkpoint_put does);
 // message_digests is the message chain (32 bytes per message, see
 // pgcheckpoint.message_chain).
@@ -297,6 +412,73 @@ func (b *CheckpointWriteLockBatchResults) Exec(f func(int, error)) {
 }
 
 func (b *CheckpointWriteLockBatchResults) Close() error {
+	b.closed = true
+	return b.br.Close()
+}
+
+const PendingWriteImport = `-- name: PendingWriteImport :batchexec
+INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
+                                         task_id, idx, channel, value, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+`
+
+type PendingWriteImportBatchResults struct {
+	br     pgx.BatchResults
+	tot    int
+	closed bool
+}
+
+type PendingWriteImportParams struct {
+	ThreadID      string
+	Namespace     string
+	CheckpointSeq int64
+	CheckpointID  uuid.UUID
+	TaskID        string
+	Idx           int32
+	Channel       string
+	Value         json.RawMessage
+	CreatedAt     time.Time
+}
+
+// The pending writes of an import's rows, one INSERT per row in one
+// pipeline per batch, after their checkpoints.
+func (q *Queries) PendingWriteImport(ctx context.Context, arg []PendingWriteImportParams) *PendingWriteImportBatchResults {
+	batch := &pgx.Batch{}
+	for _, a := range arg {
+		vals := []interface{}{
+			a.ThreadID,
+			a.Namespace,
+			a.CheckpointSeq,
+			a.CheckpointID,
+			a.TaskID,
+			a.Idx,
+			a.Channel,
+			a.Value,
+			a.CreatedAt,
+		}
+		batch.Queue(PendingWriteImport, vals...)
+	}
+	br := q.db.SendBatch(ctx, batch)
+	return &PendingWriteImportBatchResults{br, len(arg), false}
+}
+
+func (b *PendingWriteImportBatchResults) Exec(f func(int, error)) {
+	defer b.br.Close()
+	for t := 0; t < b.tot; t++ {
+		if b.closed {
+			if f != nil {
+				f(t, ErrBatchAlreadyClosed)
+			}
+			continue
+		}
+		_, err := b.br.Exec()
+		if f != nil {
+			f(t, err)
+		}
+	}
+}
+
+func (b *PendingWriteImportBatchResults) Close() error {
 	b.closed = true
 	return b.br.Close()
 }

@@ -129,42 +129,12 @@ func (q *Queries) CheckpointExportPage(ctx context.Context, arg CheckpointExport
 	return items, nil
 }
 
-type CheckpointImportParams struct {
-	ThreadID           string
-	Namespace          string
-	Seq                int64
-	CheckpointID       uuid.UUID
-	ParentCheckpointID uuid.NullUUID
-	MergeParentID      uuid.NullUUID
-	Step               int64
-	CreatedAt          time.Time
-	Trigger            string
-	Tags               []string
-	Summary            string
-	Metadata           json.RawMessage
-	Format             string
-	BaseCheckpointID   uuid.NullUUID
-	DeltaRun           int32
-	DeltaDepth         int32
-	Messages           json.RawMessage
-	State              json.RawMessage
-	ToolResults        json.RawMessage
-	StateRemoved       []string
-	ToolResultsRemoved []string
-	MessagesCount      pgtype.Int4
-	MessagesDigest     []byte
-	StateDigests       json.RawMessage
-	ToolResultsDigests json.RawMessage
-	NextNode           string
-	SizeBytes          int64
-}
-
 const CheckpointImportIDsInUse = `-- name: CheckpointImportIDsInUse :many
 SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.checkpoints c
 WHERE c.checkpoint_id = ANY (CAST($1::text[] AS uuid[]))
 `
 
-// Which of ids the table holds already (ids are global). The ids come as
+// Which of ids the tenant holds already (ids are unique in a tenant). The ids come as
 // text: a uuid[] parameter cannot be encoded in pgx's exec mode (PgBouncer).
 func (q *Queries) CheckpointImportIDsInUse(ctx context.Context, ids []string) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, CheckpointImportIDsInUse, ids)
@@ -184,18 +154,6 @@ func (q *Queries) CheckpointImportIDsInUse(ctx context.Context, ids []string) ([
 		return nil, err
 	}
 	return items, nil
-}
-
-type PendingWriteImportParams struct {
-	ThreadID      string
-	Namespace     string
-	CheckpointSeq int64
-	CheckpointID  uuid.UUID
-	TaskID        string
-	Idx           int32
-	Channel       string
-	Value         json.RawMessage
-	CreatedAt     time.Time
 }
 
 const ThreadExportRows = `-- name: ThreadExportRows :many

@@ -74,18 +74,18 @@ VALUES (@thread_id::text, @namespace::text, sqlc.narg(rewound_to)::uuid, @metada
         sqlc.narg(branched_from_thread)::text);
 
 -- name: CheckpointImportIDsInUse :many
--- Which of ids the table holds already (ids are global). The ids come as
+-- Which of ids the tenant holds already (ids are unique in a tenant). The ids come as
 -- text: a uuid[] parameter cannot be encoded in pgx's exec mode (PgBouncer).
 SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.checkpoints c
 WHERE c.checkpoint_id = ANY (CAST(@ids::text[] AS uuid[]));
 
--- name: CheckpointImport :copyfrom
--- The rows of an import, in one COPY per batch: every column as the export
--- gave it and the engine checked it (a delta keeps its base, run and
--- depth). COPY checks each row as an INSERT would (constraints, keys,
--- jsonb); ids in use are looked up before (CheckpointImportIDsInUse), and
--- one stored meanwhile by another write is a unique violation of
--- checkpoints_checkpoint_id_key.
+-- name: CheckpointImport :batchexec
+-- The rows of an import, one INSERT per row in one pipeline per batch
+-- (COPY FROM refuses a table under row-level security): every column as
+-- the export gave it and the engine checked it (a delta keeps its base,
+-- run and depth), in the session's tenant. Ids in use are looked up before
+-- (CheckpointImportIDsInUse), and one stored meanwhile by another write is
+-- a unique violation of checkpoints_tenant_id_checkpoint_id_key.
 INSERT INTO pgcheckpoint.checkpoints (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
@@ -97,9 +97,9 @@ VALUES (
     @messages, @state, @tool_results, @state_removed, @tool_results_removed, @messages_count,
     @messages_digest, @state_digests, @tool_results_digests, @next_node, @size_bytes);
 
--- name: PendingWriteImport :copyfrom
--- The pending writes of an import's rows, in one COPY per batch, after
--- their checkpoints.
+-- name: PendingWriteImport :batchexec
+-- The pending writes of an import's rows, one INSERT per row in one
+-- pipeline per batch, after their checkpoints.
 INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
                                          task_id, idx, channel, value, created_at)
 VALUES (@thread_id, @namespace, @checkpoint_seq, @checkpoint_id, @task_id, @idx, @channel, @value, @created_at);

@@ -9,6 +9,20 @@
 --   readonly  inspection (ckpt threads, log, show, diff, tree, export; psql):
 --             SELECT on the tables and EXECUTE on the functions that only
 --             read. Every write is refused (SQLSTATE 42501).
+--   operator  sees the rows of every tenant, and only reads: SELECT on the
+--             tables, with BYPASSRLS (support, audits, pg_dump). It is the
+--             one role here that row-level security does not hold, so keep
+--             it to people. The SQL functions key on thread and checkpoint
+--             ids within one tenant: call them as the application or
+--             read-only role, with a tenant set, not as the operator.
+--
+-- Row-level security keeps tenants apart (migration 19): the owner, the
+-- application and read-only roles run without BYPASSRLS (and not as
+-- superusers, whom it never holds); the script takes BYPASSRLS away
+-- from them if they have it, stops if the application or read-only role
+-- is a superuser, and gives the operator BYPASSRLS. Each of their
+-- sessions sees only the rows of the tenant it sets (SET LOCAL
+-- pgcheckpoint.tenant = 'acme'; none with no tenant).
 --
 -- Run it with psql as a superuser (or a role with CREATEROLE and CREATE on
 -- the database), connected to the application's database, once before the
@@ -16,12 +30,14 @@
 -- that is right already:
 --
 --   psql -v owner=ckpt_owner -v app=ckpt_app -v readonly=ckpt_readonly \
---        -f schema/roles/roles.sql "$DATABASE_URL"
+--        -v operator=ckpt_operator -f schema/roles/roles.sql "$DATABASE_URL"
 --
--- The names default to pgcheckpoint_owner, pgcheckpoint_app and
--- pgcheckpoint_readonly. Missing roles are created with LOGIN and no
--- password: set one (\password NAME), or grant the role to your own login
--- roles. An existing schema and its objects are handed to the owner.
+-- The names default to pgcheckpoint_owner, pgcheckpoint_app,
+-- pgcheckpoint_readonly and pgcheckpoint_operator; giving BYPASSRLS (the
+-- operator's) or taking it away takes a superuser. Missing roles are
+-- created with LOGIN and no password: set one (\password NAME), or grant
+-- the role to your own login roles. An existing schema and its objects
+-- are handed to the owner.
 --
 -- Later migrations need no new run: the default privileges below grant the
 -- new tables and functions the owner creates. Which functions read-only
@@ -45,15 +61,35 @@
 \else
     \set readonly pgcheckpoint_readonly
 \endif
+\if :{?operator}
+\else
+    \set operator pgcheckpoint_operator
+\endif
 
 BEGIN;
 
 SELECT format('CREATE ROLE %I LOGIN', r)
-FROM unnest(ARRAY[:'owner', :'app', :'readonly']) r
+FROM unnest(ARRAY[:'owner', :'app', :'readonly', :'operator']) r
 WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r)
 \gexec
 
-SELECT format('GRANT CONNECT ON DATABASE %I TO %I, %I, %I', current_database(), :'owner', :'app', :'readonly')
+-- Row-level security holds every role but the operator: the script
+-- stops on an application or read-only role that is a superuser.
+SELECT format('DO $$BEGIN RAISE EXCEPTION %L; END$$',
+              format('role %s is a superuser, whom row-level security does not hold: use another role', r.rolname))
+FROM pg_roles r
+WHERE r.rolname IN (:'app', :'readonly') AND r.rolsuper
+\gexec
+SELECT format('ALTER ROLE %I NOBYPASSRLS', r.rolname)
+FROM pg_roles r
+WHERE r.rolname IN (:'owner', :'app', :'readonly') AND r.rolbypassrls AND NOT r.rolsuper
+\gexec
+SELECT format('ALTER ROLE %I BYPASSRLS', r.rolname)
+FROM pg_roles r
+WHERE r.rolname = :'operator' AND NOT r.rolbypassrls
+\gexec
+
+SELECT format('GRANT CONNECT ON DATABASE %I TO %I, %I, %I, %I', current_database(), :'owner', :'app', :'readonly', :'operator')
 \gexec
 -- The first migration runs CREATE SCHEMA IF NOT EXISTS, which Postgres
 -- refuses without CREATE on the database even when the schema exists. Once
@@ -79,7 +115,7 @@ WHERE p.pronamespace = 'pgcheckpoint'::regnamespace
 \gexec
 
 -- What exists now.
-SELECT format('GRANT USAGE ON SCHEMA pgcheckpoint TO %I, %I', :'app', :'readonly')
+SELECT format('GRANT USAGE ON SCHEMA pgcheckpoint TO %I, %I, %I', :'app', :'readonly', :'operator')
 \gexec
 SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA pgcheckpoint TO %I', :'app')
 \gexec
@@ -87,7 +123,7 @@ SELECT format('GRANT USAGE ON ALL SEQUENCES IN SCHEMA pgcheckpoint TO %I', :'app
 \gexec
 SELECT format('GRANT EXECUTE ON ALL ROUTINES IN SCHEMA pgcheckpoint TO %I', :'app')
 \gexec
-SELECT format('GRANT SELECT ON ALL TABLES IN SCHEMA pgcheckpoint TO %I', :'readonly')
+SELECT format('GRANT SELECT ON ALL TABLES IN SCHEMA pgcheckpoint TO %I, %I', :'readonly', :'operator')
 \gexec
 
 -- What the owner's migrations create later.
@@ -97,13 +133,13 @@ SELECT format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA pgcheckpoint GRANT
 \gexec
 SELECT format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA pgcheckpoint GRANT EXECUTE ON ROUTINES TO %I', :'owner', :'app')
 \gexec
-SELECT format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA pgcheckpoint GRANT SELECT ON TABLES TO %I', :'owner', :'readonly')
+SELECT format('ALTER DEFAULT PRIVILEGES FOR ROLE %I IN SCHEMA pgcheckpoint GRANT SELECT ON TABLES TO %I, %I', :'owner', :'readonly', :'operator')
 \gexec
 
 -- The migration version table is the owner's to write: the others read it
 -- (schema.Check, migrate version). It exists after the first migration,
 -- which is why the script runs again then.
-SELECT format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON pgcheckpoint.schema_migrations FROM %I, %I', :'app', :'readonly')
+SELECT format('REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON pgcheckpoint.schema_migrations FROM %I, %I, %I', :'app', :'readonly', :'operator')
 WHERE to_regclass('pgcheckpoint.schema_migrations') IS NOT NULL
 \gexec
 

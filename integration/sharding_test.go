@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+)
+
+// byThread matches a statement that names its thread: a filter of
+// thread_id on a parameter or variable (= or = ANY), a thread id passed to
+// a function, or an INSERT that gives the row's thread_id (its key: the
+// tenant comes from the column's default, the session's tenant).
+var byThread = regexp.MustCompile(`(?i)thread_id\s*(?:=|OPERATOR\(pg_catalog\.=\))\s*(?:ANY\s*\(\s*)?(?:@|p_|v_|\$|sqlc\.)` +
+	`|@\w*thread_ids?\b` +
+	`|INSERT INTO pgcheckpoint\.\w+(?:\s+AS\s+\w+)?\s*\(\s*thread_id`)
+
+// globalCheckpointID is why a lookup by checkpoint id alone is allowed.
+const globalCheckpointID = "looks up a checkpoint by id in the tenant: the key UNIQUE (tenant_id, checkpoint_id) answers it, " +
+	"and the tenant comes from the setting (row-level security adds tenant_id = current_tenant()); the thread is known " +
+	"only from the row found. On a cluster distributed by (tenant_id, thread_id) it runs on every shard of the tenant " +
+	"(each answers from its part of that index); distributed by tenant_id alone, on one"
+
+// notByThread lists every statement of queries/ and queries/internal and
+// every SQL function body that reads or writes a table without naming a
+// thread, with the reason. Every statement filters by tenant: row-level
+// security adds tenant_id = pgcheckpoint.current_tenant() to each of
+// them.
+var notByThread = map[string]string{
+	"query CheckpointGetByID":              globalCheckpointID,
+	"query CheckpointLineage":              globalCheckpointID + " (then its ancestors, in its thread and the threads it branched from)",
+	"query CheckpointRewind":               globalCheckpointID + " (then locks and changes its thread)",
+	"query CheckpointImportIDsInUse":       globalCheckpointID + " (ids of an import, all of them)",
+	"query CheckpointDeleteForRuns":        "deletes by run id (metadata), in every thread of the tenant: a run may span threads",
+	"query ThreadListHeads":                "lists the tenant's threads, in thread id order (a page of keys)",
+	"function checkpoint_delete_for_runs":  "deletes by run id (metadata), in every thread of the tenant; locks each thread it finds",
+	"function checkpoint_lineage":          globalCheckpointID,
+	"function checkpoint_materialize":      globalCheckpointID,
+	"function checkpoint_materialize_json": globalCheckpointID,
+	"function delta_chain":                 globalCheckpointID + " (the base links of a delta stay in its thread)",
+	"function run_anchor":                  globalCheckpointID + " (the anchor is checked to be in the same thread)",
+	"function thread_gc_batch":             "picks the next threads of the tenant to sweep, in thread id order; each is then swept by its key",
+	"function thread_gc_batch_oldest":      "picks the tenant's least recently swept threads (index (tenant_id, swept_at, thread_id)); each is then swept by its key",
+	"function thread_tree":                 "a thread and the branches forked from it, found by branched_from_thread (index (tenant_id, branched_from_thread)): other threads of the tenant",
+}
+
+// Shaped for sharding: every key begins with (tenant_id, thread_id), and
+// every statement the Go code runs (queries/, queries/internal) and every
+// SQL function that touches a table names its thread, but those listed in
+// notByThread with a reason. A new statement that does not, and a listed
+// one that now does or is gone, fail the test.
+func TestStatementsNameTheirThread(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	seen := map[string]bool{}
+	check := func(what, body string) {
+		seen[what] = true
+		_, listed := notByThread[what]
+		switch by := byThread.MatchString(body); {
+		case !by && !listed:
+			t.Errorf("%s names no thread: filter by thread_id, or list it in notByThread with the reason (and how it routes on a sharded cluster)", what)
+		case by && listed:
+			t.Errorf("%s names its thread now: take it off notByThread", what)
+		}
+	}
+	files, err := filepath.Glob("../queries/*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal, _ := filepath.Glob("../queries/internal/*.sql")
+	files = append(files, internal...)
+	name := regexp.MustCompile(`(?m)^-- name: (\w+)`)
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts := name.FindAllSubmatchIndex(text, -1)
+		for i, m := range starts {
+			end := len(text)
+			if i+1 < len(starts) {
+				end = starts[i+1][0]
+			}
+			var body []string
+			for _, line := range strings.Split(string(text[m[1]:end]), "\n") {
+				if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+					body = append(body, line)
+				}
+			}
+			check("query "+string(text[m[2]:m[3]]), strings.Join(body, "\n"))
+		}
+	}
+	d := pgtest.NewDB(t)
+	rows, err := d.Pool.Query(ctx, `SELECT p.proname, p.prosrc FROM pg_proc p
+		WHERE p.pronamespace = 'pgcheckpoint'::regnamespace
+		  AND p.prosrc ~ 'pgcheckpoint\.(checkpoints|threads|pending_writes|thread_locks|checkpoint_info)\M'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fn, src string
+	if _, err := pgx.ForEachRow(rows, []any{&fn, &src}, func() error {
+		check("function "+fn, src)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for what := range notByThread {
+		if !seen[what] {
+			t.Errorf("notByThread lists %s, which is gone (or no longer touches a table)", what)
+		}
+	}
+
+	// Every key and every index of a table begins with the tenant; those
+	// that serve a thread go on with thread_id.
+	rows, err = d.Pool.Query(ctx, `SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)
+		FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+		WHERE c.relnamespace = 'pgcheckpoint'::regnamespace AND c.relname <> 'schema_migrations'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx, def string
+	// Indexes not for one thread: what they serve instead.
+	notThread := []string{
+		"pgcheckpoint.checkpoints_tenant_id_checkpoint_id_key", // ids, unique in a tenant
+		"pgcheckpoint.checkpoints_metadata_idx",                // containment filters on metadata (GIN, no tenant column: see below)
+		"pgcheckpoint.threads_branched_from_thread_idx",        // the branches of a thread, by their source
+		"pgcheckpoint.threads_expires_at_idx",                  // a sweep's expired threads
+		"pgcheckpoint.threads_swept_at_idx",                    // a sweep's least recently swept threads
+	}
+	if _, err := pgx.ForEachRow(rows, []any{&idx, &def}, func() error {
+		cols := def[strings.Index(def, "(")+1:]
+		switch {
+		case idx == "pgcheckpoint.threads_swept_at_idx":
+			// A sweep's order, the tenant compared in the index: begun
+			// with tenant_id, a plan made on empty tables took it for a
+			// thread's lookup (see migration 19).
+			if !strings.HasPrefix(cols, "swept_at NULLS FIRST, tenant_id") {
+				t.Errorf("index %s: %s", idx, def)
+			}
+		case idx == "pgcheckpoint.checkpoints_metadata_idx":
+			// A GIN index on jsonb cannot hold a text column without
+			// btree_gin; it serves a filter that the primary key has
+			// narrowed to one thread of one tenant already.
+		case !strings.HasPrefix(cols, "tenant_id"):
+			t.Errorf("index %s does not begin with tenant_id: %s", idx, def)
+		case !slices.Contains(notThread, idx) && !strings.HasPrefix(cols, "tenant_id, thread_id"):
+			t.Errorf("index %s does not begin with (tenant_id, thread_id): %s", idx, def)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

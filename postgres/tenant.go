@@ -1,0 +1,228 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// setTenant sets the tenant of the transaction it runs in (transaction-
+// local: it ends with the transaction, so it never outlives it on a pooled
+// server connection). Row-level security shows that transaction the
+// tenant's rows alone (see pgcheckpoint.current_tenant()).
+const setTenant = "SELECT pg_catalog.set_config('pgcheckpoint.tenant', $1, true)"
+
+// ForTenant implements engine.TenantStore: a copy of s, over the same
+// connection and with the same options, whose every statement runs in
+// tenant. A name engine.CheckTenant refuses makes a store whose every call
+// fails with engine.ErrInvalidInput, sending nothing (Engine.ForTenant
+// refuses it before).
+func (s *Store) ForTenant(tenant string) engine.Store {
+	return s.over(s.conn, tenant)
+}
+
+// Tenant implements engine.TenantStore: the tenant s reads and writes,
+// engine.DefaultTenant unless s was made by ForTenant.
+func (s *Store) Tenant() string { return s.tenant }
+
+// tenantDB is the DB every statement of a Store goes through: it sets the
+// store's tenant, transaction-locally, in the transaction of each
+// statement. A statement outside a transaction is sent in one pgx Batch
+// after the setting: a batch ends in one Sync, so both run in one implicit
+// transaction, in one round trip (with any query exec mode, and through
+// PgBouncer in transaction mode, which keeps a transaction on one server
+// connection). A batch gets the setting ahead of its own statements. A
+// transaction (Begin) sets it first thing; in the caller's transaction
+// every statement sets it again, so a savepoint the caller rolled back
+// cannot take it away, and the caller's transaction keeps it after the
+// store's statements (it is transaction-local).
+type tenantDB struct {
+	DB
+	tenant string
+	err    error // the tenant's name is refused: every call fails with it
+}
+
+func (t tenantDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.err != nil {
+		return pgconn.CommandTag{}, t.err
+	}
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 2)}
+	b.Queue(setTenant, t.tenant)
+	b.Queue(sql, args...)
+	br := t.DB.SendBatch(ctx, b)
+	_, err := br.Exec()
+	tag, qerr := br.Exec()
+	return tag, firstError(err, qerr, br.Close())
+}
+
+func (t tenantDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 2)}
+	b.Queue(setTenant, t.tenant)
+	b.Queue(sql, args...)
+	br := t.DB.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, firstError(err, br.Close())
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+func (t tenantDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := t.Query(ctx, sql, args...)
+	return batchRow{rows: rows, err: err}
+}
+
+func (t tenantDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if t.err != nil {
+		return failedBatch{t.err}
+	}
+	set := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
+	set.Queue(setTenant, t.tenant)
+	set.QueuedQueries = append(set.QueuedQueries, b.QueuedQueries...)
+	br := t.DB.SendBatch(ctx, set)
+	// A setting that fails leaves its error in br, which the batch's own
+	// results then report.
+	_, _ = br.Exec()
+	return br
+}
+
+// CopyFrom copies in a transaction (a savepoint in the caller's) that
+// sets the tenant first. (COPY FROM refuses a table under row-level
+// security: the store's import inserts instead.)
+func (t tenantDB) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error) {
+	if t.err != nil {
+		return 0, t.err
+	}
+	tx, err := t.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	n, err := tx.CopyFrom(ctx, table, columns, rows)
+	if err != nil {
+		return n, err
+	}
+	return n, tx.Commit(ctx)
+}
+
+// Begin begins a transaction (a savepoint in a transaction) in the tenant.
+func (t tenantDB) Begin(ctx context.Context) (pgx.Tx, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	tx, err := t.DB.Begin(ctx)
+	return t.inTenant(ctx, tx, err)
+}
+
+// BeginTx is Begin with options, for a DB that has it (a pool or a
+// connection).
+func (t tenantDB) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	b, ok := t.DB.(interface {
+		BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+	})
+	if !ok {
+		return t.Begin(ctx)
+	}
+	tx, err := b.BeginTx(ctx, opts)
+	return t.inTenant(ctx, tx, err)
+}
+
+func (t tenantDB) inTenant(ctx context.Context, tx pgx.Tx, err error) (pgx.Tx, error) {
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, setTenant, t.tenant); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return tx, nil
+}
+
+// batchRows are the rows of a statement sent after the setting: when they
+// end, the batch is closed, and its end's error (where the implicit
+// transaction commits: a serialization failure, a deferred check) is
+// theirs.
+type batchRows struct {
+	pgx.Rows
+	br     pgx.BatchResults
+	closed bool
+	err    error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.Rows.Close()
+	r.err = r.br.Close()
+}
+
+func (r *batchRows) Err() error {
+	return firstError(r.Rows.Err(), r.err)
+}
+
+// batchRow is QueryRow's row over batchRows, as pgx's own: no row is
+// pgx.ErrNoRows.
+type batchRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r batchRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+// failedBatch is the results of a batch that was not sent.
+type failedBatch struct{ err error }
+
+func (b failedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b failedBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b failedBatch) QueryRow() pgx.Row                { return batchRow{err: b.err} }
+func (b failedBatch) Close() error                     { return b.err }
+func (b failedBatch) Tx() pgx.Tx                       { return nil }
+
+// firstError returns the first error that is not nil.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
