@@ -19,6 +19,11 @@ type Harness struct {
 	// empty database that only the calling test uses, and removes the
 	// database when the test ends (t.Cleanup). The suite migrates it.
 	NewURL func(t testing.TB) string
+	// TenantURL, when set, returns the URL of a new database, as NewURL
+	// does, reached by a role that the store's isolation of tenants
+	// applies to: for Postgres a role without superuser or BYPASSRLS. The
+	// tenant tests use it; nil: NewURL.
+	TenantURL func(t testing.TB) string
 }
 
 // conformanceTest is one test of the suite.
@@ -135,6 +140,10 @@ var tests = []conformanceTest{
 	{name: "BeforeStepInActsOnOneNamespace", fn: testBeforeStepIn},
 	{name: "ScopeWrapToolAndIntervalInOneNamespace", fn: testAgentHelpersIn},
 	{name: "BadNamespaceIsInvalidInputAndWritesNothing", fn: testNamespaceBadInput},
+	// tenant.go
+	{name: "TenantsKeptApart", fn: testTenantsKeptApart},
+	{name: "SameThreadIDsAreKeptApart", fn: testSameThreadIDsKeptApart},
+	{name: "TenantNamesAreChecked", fn: testTenantNamesAreChecked},
 }
 
 // Run runs the conformance suite against the store h names, each test as
