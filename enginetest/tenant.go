@@ -325,9 +325,10 @@ func errorKind(err error) (kind string, ok bool) {
 
 // Tenant B calls every method of the Engine with tenant A's thread ids
 // and checkpoint ids, and sees, changes and learns nothing: ErrNotFound
-// where A's object is named, the same answer as for ids that exist
-// nowhere, no checkpoint of A in what it can read afterwards, and every
-// row of A unchanged.
+// where A's object is named, the same answer (error sentinel, counts) as a
+// tenant of an empty database asked about ids that exist nowhere, no
+// checkpoint of A in what it can read afterwards, and every row of A
+// unchanged.
 func testTenantsKeptApart(t *testing.T, e *env) {
 	base := e.tenantEngine()
 	a := forTenant(t, base, "a")
@@ -337,6 +338,10 @@ func testTenantsKeptApart(t *testing.T, e *env) {
 	for id := range before.checkpoints {
 		aIDs[id] = true
 	}
+	// The answers B must give are those of a tenant of another, empty
+	// database, asked about ids that exist nowhere: what B gets for A's ids
+	// must not tell them apart.
+	elsewhere := openURL(t, e.h.NewURL(t), pgcheckpoint.Options{Config: deltas})
 	ghost := tenantTarget{thread: "ghost-run", branch: "ghost-branch", subID: uuid.New(),
 		ids: []uuid.UUID{uuid.New(), uuid.New(), uuid.New(), uuid.New()}}
 
@@ -364,7 +369,7 @@ func testTenantsKeptApart(t *testing.T, e *env) {
 		}
 		t.Run(name, func(t *testing.T) {
 			b := forTenant(t, base, "b-"+name)
-			g := forTenant(t, base, "g-"+name)
+			g := forTenant(t, elsewhere, "b-"+name)
 			got, err := p.call(e.ctx, b, x)
 			want, gerr := p.call(e.ctx, g, ghost)
 			if p.named && !errors.Is(err, engine.ErrNotFound) {
