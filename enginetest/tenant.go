@@ -142,7 +142,7 @@ var tenantProbes = map[string]tenantProbe{
 		return fmt.Sprintf("%d %d", r.Deleted, len(r.IDs)), err
 	}},
 	"Sweep": {call: func(ctx context.Context, b *engine.Engine, x tenantTarget) (string, error) {
-		r, err := b.Sweep(ctx, engine.KeepNone(), engine.SweepOptions{})
+		r, err := b.Sweep(ctx, engine.KeepLastN(1), engine.SweepOptions{})
 		return fmt.Sprintf("%d %d %d", r.Threads, r.Expired, r.Deleted), err
 	}},
 	"SetThreadExpiry": {call: func(ctx context.Context, b *engine.Engine, x tenantTarget) (string, error) {
@@ -436,6 +436,12 @@ func testTenantImport(t *testing.T, ctx context.Context, base, a *engine.Engine,
 			t.Fatal(err)
 		}
 		if _, err := b.PutWrites(ctx, x.ids[1], "task-b", []engine.Write{{Channel: "c", Value: json.RawMessage(`2`)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.DeleteCheckpoints(ctx, engine.BeforeStep(x.thread, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.RewindAndTruncate(ctx, x.ids[0]); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := b.PruneThreads(ctx, engine.KeepNone(), x.thread, x.branch); err != nil {
