@@ -262,6 +262,16 @@ func (e *env) tenantEngine() *engine.Engine {
 	return openURL(e.t, e.h.TenantURL(e.t), pgcheckpoint.Options{Config: deltas})
 }
 
+// otherTenantEngine opens another new database as tenantEngine does.
+func (e *env) otherTenantEngine() *engine.Engine {
+	e.t.Helper()
+	url := e.h.NewURL
+	if e.h.TenantURL != nil {
+		url = e.h.TenantURL
+	}
+	return openURL(e.t, url(e.t), pgcheckpoint.Options{Config: deltas})
+}
+
 // forTenant is eng.ForTenant; any error is fatal.
 func forTenant(t testing.TB, eng *engine.Engine, tenant string) *engine.Engine {
 	t.Helper()
@@ -341,7 +351,7 @@ func testTenantsKeptApart(t *testing.T, e *env) {
 	// The answers B must give are those of a tenant of another, empty
 	// database, asked about ids that exist nowhere: what B gets for A's ids
 	// must not tell them apart.
-	elsewhere := openURL(t, e.h.NewURL(t), pgcheckpoint.Options{Config: deltas})
+	elsewhere := e.otherTenantEngine()
 	ghost := tenantTarget{thread: "ghost-run", branch: "ghost-branch", subID: uuid.New(),
 		ids: []uuid.UUID{uuid.New(), uuid.New(), uuid.New(), uuid.New()}}
 
