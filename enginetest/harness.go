@@ -144,6 +144,7 @@ var tests = []conformanceTest{
 	{name: "TenantsKeptApart", fn: testTenantsKeptApart},
 	{name: "SameThreadIDsAreKeptApart", fn: testSameThreadIDsKeptApart},
 	{name: "TenantNamesAreChecked", fn: testTenantNamesAreChecked},
+	{name: "TenantStoreRefusesBadNames", fn: testTenantStoreRefusesBadNames},
 }
 
 // Run runs the conformance suite against the store h names, each test as

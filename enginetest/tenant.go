@@ -528,24 +528,40 @@ func testTenantNamesAreChecked(t *testing.T, e *env) {
 	ok := strings.Repeat("t", 255)
 	forTenant(t, base, ok)
 	forTenant(t, base, "ünïcode tenant/with:punctuation")
-	for _, bad := range []string{"", "a\x00b", "a\x01b", "tab\t", "nl\n", "del\x7f", "c1\u0085", strings.Repeat("t", 256), "bad utf8 \xff"} {
+	for _, bad := range badTenants {
 		got, err := base.ForTenant(bad)
 		if !errors.Is(err, engine.ErrInvalidInput) || got != nil {
 			t.Errorf("ForTenant(%q) = %v, %v; want nil, ErrInvalidInput", bad, got, err)
 		}
-		if ts, isTS := base.Store().(engine.TenantStore); isTS {
-			// The store refuses the name too, even when it is reached
-			// around the Engine.
-			eng := engine.New(ts.ForTenant(bad), engine.Config{})
-			if _, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "t", State: json.RawMessage(`{}`)}); !errors.Is(err, engine.ErrInvalidInput) {
-				t.Errorf("a store bound to %q writes: %v, want ErrInvalidInput", bad, err)
-			}
-			if _, err := eng.ListThreads(e.ctx, engine.ThreadListOptions{}); !errors.Is(err, engine.ErrInvalidInput) {
-				t.Errorf("a store bound to %q reads: %v, want ErrInvalidInput", bad, err)
-			}
-		}
 	}
 	if after := takeInventory(t, e.ctx, base); after.dump != before.dump {
 		t.Error("bad tenant names wrote something")
+	}
+}
+
+// badTenants are names engine.CheckTenant refuses.
+var badTenants = []string{"", "a\x00b", "a\x01b", "tab\t", "nl\n", "del\x7f", "c1\u0085", strings.Repeat("t", 256), "bad utf8 \xff"}
+
+// A store's own ForTenant, reached around the Engine (engine.New over
+// it), refuses a bad name too: every call fails with ErrInvalidInput and
+// writes nothing.
+func testTenantStoreRefusesBadNames(t *testing.T, e *env) {
+	base := e.tenantEngine()
+	ts, ok := base.Store().(engine.TenantStore)
+	if !ok {
+		t.Fatalf("the %s store does not keep tenants apart", e.h.Name)
+	}
+	before := takeInventory(t, e.ctx, base)
+	for _, bad := range badTenants {
+		eng := engine.New(ts.ForTenant(bad), engine.Config{})
+		if _, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "t", State: json.RawMessage(`{}`)}); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Errorf("a store bound to %q writes: %v, want ErrInvalidInput", bad, err)
+		}
+		if _, err := eng.ListThreads(e.ctx, engine.ThreadListOptions{}); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Errorf("a store bound to %q reads: %v, want ErrInvalidInput", bad, err)
+		}
+	}
+	if after := takeInventory(t, e.ctx, base); after.dump != before.dump {
+		t.Error("a store bound to a bad tenant name wrote something")
 	}
 }
