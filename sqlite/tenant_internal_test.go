@@ -176,3 +176,63 @@ func TestMigrationToTenants(t *testing.T) {
 		t.Error("migration 2 run again changed the rows")
 	}
 }
+
+// Every query reads the tables through an index that begins with
+// tenant_id (the keys: tenant_id, thread_id, ...; a checkpoint id is
+// unique per tenant): no query scans a table, or a tenant's rows where it
+// names a thread, a checkpoint or a branch source. Only the recursive
+// queries' own rows (walk, chain, family, tree) are scanned.
+func TestQueriesSearchByTenantFirst(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "plans.db"), Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctes := regexp.MustCompile(`^SCAN (w|ch|f|tree|CONSTANT ROW)$`)
+	// A search by tenant alone (or a range after it) is a tenant's
+	// listing: these queries list a tenant's threads, or its checkpoints
+	// with a run id.
+	byTenant := map[string]bool{"ThreadListHeads": true, "ThreadIDsAfter": true, "CheckpointListWithRunID": true,
+		"ThreadClearRewoundTo": true}
+	search := regexp.MustCompile(`^SEARCH \w+ USING (?:COVERING )?INDEX \w+ \(tenant_id=\?(?: AND (\w+)[=>])?`)
+	files, _ := filepath.Glob("queries/*.sql")
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, block := range strings.Split(string(text), "-- name: ")[1:] {
+			name := strings.Fields(block)[0]
+			body := block[strings.Index(block, "\n"):]
+			body = regexp.MustCompile(`sqlc\.slice\(\w+\)`).ReplaceAllString(body, "NULL")
+			body = regexp.MustCompile(`sqlc\.embed\((\w+)\)`).ReplaceAllString(body, "$1.*")
+			body = regexp.MustCompile(`@\w+`).ReplaceAllString(body, "NULL")
+			rows, err := s.w.QueryContext(ctx, "EXPLAIN QUERY PLAN "+body)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			for rows.Next() {
+				var id, parent, unused int
+				var step string
+				if err := rows.Scan(&id, &parent, &unused, &step); err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case strings.HasPrefix(step, "SCAN "):
+					if !ctes.MatchString(step) {
+						t.Errorf("%s scans a table: %s", name, step)
+					}
+				case strings.HasPrefix(step, "SEARCH ") && !strings.Contains(step, "AUTOMATIC"):
+					m := search.FindStringSubmatch(step)
+					if m == nil {
+						t.Errorf("%s searches by a key that does not begin with tenant_id: %s", name, step)
+					} else if m[1] == "" && !byTenant[name] {
+						t.Errorf("%s searches a whole tenant: %s", name, step)
+					}
+				}
+			}
+			rows.Close()
+		}
+	}
+}

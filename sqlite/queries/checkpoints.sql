@@ -136,30 +136,35 @@ WHERE tenant_id = @tenant_id AND json_extract(metadata, '$.run_id') IS NOT NULL;
 -- A checkpoint and its ancestors, newest first (depth 0 is the checkpoint),
 -- following parent links across threads (a branch's first checkpoint has
 -- its source as parent) within the tenant. max_depth -1: no bound. A
--- parent that was deleted ends the walk.
+-- parent that was deleted ends the walk. CROSS JOIN keeps the join order
+-- (SQLite's rule): each step looks a parent up by (tenant_id,
+-- checkpoint_id), where the planner would otherwise read the tenant's
+-- checkpoints.
 WITH RECURSIVE walk AS (
     SELECT 0 AS depth, c.checkpoint_id AS id
     FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.checkpoint_id = @checkpoint_id
     UNION ALL
     SELECT w.depth + 1, c.parent_checkpoint_id
-    FROM walk w JOIN checkpoints c ON c.tenant_id = @tenant_id AND c.checkpoint_id = w.id
+    FROM walk w CROSS JOIN checkpoints c ON c.tenant_id = @tenant_id AND c.checkpoint_id = w.id
     WHERE c.parent_checkpoint_id IS NOT NULL
       AND (CAST(@max_depth AS INTEGER) < 0 OR w.depth < CAST(@max_depth AS INTEGER))
 )
 SELECT CAST(w.depth AS INTEGER) AS depth, c.thread_id, c.namespace, c.seq, c.checkpoint_id,
        c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary,
        c.next_node, c.size_bytes, c.format, c.metadata
-FROM walk w JOIN checkpoints c ON c.tenant_id = @tenant_id AND c.checkpoint_id = w.id
+FROM walk w CROSS JOIN checkpoints c ON c.tenant_id = @tenant_id AND c.checkpoint_id = w.id
 ORDER BY w.depth;
 
 -- name: ThreadTree :many
 -- Every checkpoint of a thread and of the branches forked from it,
 -- recursively, with both parents and whether it is its namespace's head,
--- in thread, namespace and write order.
+-- in thread, namespace and write order. CROSS JOIN keeps the planner's
+-- order (SQLite's rule): each step looks up the threads forked from the
+-- ones found, and each namespace's checkpoints, by index.
 WITH RECURSIVE family AS (
     SELECT CAST(@thread_id AS TEXT) AS thread_id
     UNION
-    SELECT t.thread_id FROM threads t JOIN family f
+    SELECT t.thread_id FROM family f CROSS JOIN threads t
       ON t.tenant_id = @tenant_id AND t.branched_from_thread = f.thread_id
 ), heads AS (
     SELECT t.thread_id, t.namespace,
@@ -168,12 +173,12 @@ WITH RECURSIVE family AS (
                        AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
                     (SELECT max(m.seq) FROM checkpoints m
                      WHERE m.tenant_id = @tenant_id AND m.thread_id = t.thread_id AND m.namespace = t.namespace)) AS head_seq
-    FROM threads t JOIN family f ON t.tenant_id = @tenant_id AND f.thread_id = t.thread_id
+    FROM family f CROSS JOIN threads t ON t.tenant_id = @tenant_id AND t.thread_id = f.thread_id
 )
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, CAST(c.seq = h.head_seq AS INTEGER) AS is_head
 FROM heads h
-JOIN checkpoints c ON c.tenant_id = @tenant_id AND c.thread_id = h.thread_id AND c.namespace = h.namespace
+CROSS JOIN checkpoints c ON c.tenant_id = @tenant_id AND c.thread_id = h.thread_id AND c.namespace = h.namespace
 ORDER BY c.thread_id, c.namespace, c.seq;
 
 -- name: CheckpointCount :one
@@ -184,15 +189,17 @@ SELECT count(*) FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @t
 -- and so on to a full one, each in the same thread and namespace, with its
 -- depth; what materialize rebuilds it from, in one statement. The caller
 -- orders the rows by depth: an ORDER BY here would copy every row, the
--- full snapshot's whole content included, through a sorter.
+-- full snapshot's whole content included, through a sorter. CROSS JOIN
+-- keeps the join order: each base is looked up by (tenant_id,
+-- checkpoint_id).
 WITH RECURSIVE chain AS (
     SELECT 0 AS depth, c.checkpoint_id AS id, c.base_checkpoint_id AS next_id
     FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.checkpoint_id = @checkpoint_id
     UNION ALL
     SELECT ch.depth + 1, b.checkpoint_id, b.base_checkpoint_id
-    FROM chain ch JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.next_id
+    FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.next_id
     WHERE b.thread_id = @thread_id AND b.namespace = @namespace AND ch.depth < 65536
 )
 SELECT ch.depth, b.checkpoint_id, b.format, b.base_checkpoint_id, b.state_removed, b.tool_results_removed,
        b.messages, b.state, b.tool_results
-FROM chain ch JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.id;
+FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.id;

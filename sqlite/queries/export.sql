@@ -2,13 +2,14 @@
 -- The threads an export covers: the thread and, when branches is set,
 -- every thread forked from it, recursively, oldest first (a branch after
 -- the thread it was forked from), of one tenant. UNION ends even on a
--- cycle of branch links.
+-- cycle of branch links; CROSS JOIN keeps the join order, so each step
+-- looks up the threads forked from the ones found by index.
 WITH RECURSIVE tree(id) AS (
     SELECT CAST(@thread_id AS TEXT)
     UNION
     SELECT b.thread_id
     FROM tree
-    JOIN threads b ON b.tenant_id = @tenant_id AND b.branched_from_thread = tree.id
+    CROSS JOIN threads b ON b.tenant_id = @tenant_id AND b.branched_from_thread = tree.id
     WHERE CAST(@branches AS INTEGER) <> 0
 )
 SELECT t.thread_id

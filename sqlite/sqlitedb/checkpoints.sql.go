@@ -82,12 +82,12 @@ WITH RECURSIVE chain AS (
     FROM checkpoints c WHERE c.tenant_id = ?1 AND c.checkpoint_id = ?2
     UNION ALL
     SELECT ch.depth + 1, b.checkpoint_id, b.base_checkpoint_id
-    FROM chain ch JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.next_id
+    FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.next_id
     WHERE b.thread_id = ?3 AND b.namespace = ?4 AND ch.depth < 65536
 )
 SELECT ch.depth, b.checkpoint_id, b.format, b.base_checkpoint_id, b.state_removed, b.tool_results_removed,
        b.messages, b.state, b.tool_results
-FROM chain ch JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.id
+FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.id
 `
 
 type CheckpointDeltaChainParams struct {
@@ -113,7 +113,9 @@ type CheckpointDeltaChainRow struct {
 // and so on to a full one, each in the same thread and namespace, with its
 // depth; what materialize rebuilds it from, in one statement. The caller
 // orders the rows by depth: an ORDER BY here would copy every row, the
-// full snapshot's whole content included, through a sorter.
+// full snapshot's whole content included, through a sorter. CROSS JOIN
+// keeps the join order: each base is looked up by (tenant_id,
+// checkpoint_id).
 func (q *Queries) CheckpointDeltaChain(ctx context.Context, arg CheckpointDeltaChainParams) ([]CheckpointDeltaChainRow, error) {
 	rows, err := q.query(ctx, q.checkpointDeltaChainStmt, CheckpointDeltaChain,
 		arg.TenantID,
@@ -298,14 +300,14 @@ WITH RECURSIVE walk AS (
     FROM checkpoints c WHERE c.tenant_id = ?1 AND c.checkpoint_id = ?2
     UNION ALL
     SELECT w.depth + 1, c.parent_checkpoint_id
-    FROM walk w JOIN checkpoints c ON c.tenant_id = ?1 AND c.checkpoint_id = w.id
+    FROM walk w CROSS JOIN checkpoints c ON c.tenant_id = ?1 AND c.checkpoint_id = w.id
     WHERE c.parent_checkpoint_id IS NOT NULL
       AND (CAST(?3 AS INTEGER) < 0 OR w.depth < CAST(?3 AS INTEGER))
 )
 SELECT CAST(w.depth AS INTEGER) AS depth, c.thread_id, c.namespace, c.seq, c.checkpoint_id,
        c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary,
        c.next_node, c.size_bytes, c.format, c.metadata
-FROM walk w JOIN checkpoints c ON c.tenant_id = ?1 AND c.checkpoint_id = w.id
+FROM walk w CROSS JOIN checkpoints c ON c.tenant_id = ?1 AND c.checkpoint_id = w.id
 ORDER BY w.depth
 `
 
@@ -337,7 +339,10 @@ type CheckpointLineageRow struct {
 // A checkpoint and its ancestors, newest first (depth 0 is the checkpoint),
 // following parent links across threads (a branch's first checkpoint has
 // its source as parent) within the tenant. max_depth -1: no bound. A
-// parent that was deleted ends the walk.
+// parent that was deleted ends the walk. CROSS JOIN keeps the join order
+// (SQLite's rule): each step looks a parent up by (tenant_id,
+// checkpoint_id), where the planner would otherwise read the tenant's
+// checkpoints.
 func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineageParams) ([]CheckpointLineageRow, error) {
 	rows, err := q.query(ctx, q.checkpointLineageStmt, CheckpointLineage, arg.TenantID, arg.CheckpointID, arg.MaxDepth)
 	if err != nil {
@@ -942,7 +947,7 @@ const ThreadTree = `-- name: ThreadTree :many
 WITH RECURSIVE family AS (
     SELECT CAST(?2 AS TEXT) AS thread_id
     UNION
-    SELECT t.thread_id FROM threads t JOIN family f
+    SELECT t.thread_id FROM family f CROSS JOIN threads t
       ON t.tenant_id = ?1 AND t.branched_from_thread = f.thread_id
 ), heads AS (
     SELECT t.thread_id, t.namespace,
@@ -951,12 +956,12 @@ WITH RECURSIVE family AS (
                        AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
                     (SELECT max(m.seq) FROM checkpoints m
                      WHERE m.tenant_id = ?1 AND m.thread_id = t.thread_id AND m.namespace = t.namespace)) AS head_seq
-    FROM threads t JOIN family f ON t.tenant_id = ?1 AND f.thread_id = t.thread_id
+    FROM family f CROSS JOIN threads t ON t.tenant_id = ?1 AND t.thread_id = f.thread_id
 )
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, CAST(c.seq = h.head_seq AS INTEGER) AS is_head
 FROM heads h
-JOIN checkpoints c ON c.tenant_id = ?1 AND c.thread_id = h.thread_id AND c.namespace = h.namespace
+CROSS JOIN checkpoints c ON c.tenant_id = ?1 AND c.thread_id = h.thread_id AND c.namespace = h.namespace
 ORDER BY c.thread_id, c.namespace, c.seq
 `
 
@@ -982,7 +987,9 @@ type ThreadTreeRow struct {
 
 // Every checkpoint of a thread and of the branches forked from it,
 // recursively, with both parents and whether it is its namespace's head,
-// in thread, namespace and write order.
+// in thread, namespace and write order. CROSS JOIN keeps the planner's
+// order (SQLite's rule): each step looks up the threads forked from the
+// ones found, and each namespace's checkpoints, by index.
 func (q *Queries) ThreadTree(ctx context.Context, arg ThreadTreeParams) ([]ThreadTreeRow, error) {
 	rows, err := q.query(ctx, q.threadTreeStmt, ThreadTree, arg.TenantID, arg.ThreadID)
 	if err != nil {

@@ -92,7 +92,7 @@ WITH RECURSIVE tree(id) AS (
     UNION
     SELECT b.thread_id
     FROM tree
-    JOIN threads b ON b.tenant_id = ?1 AND b.branched_from_thread = tree.id
+    CROSS JOIN threads b ON b.tenant_id = ?1 AND b.branched_from_thread = tree.id
     WHERE CAST(?3 AS INTEGER) <> 0
 )
 SELECT t.thread_id
@@ -111,7 +111,8 @@ type ThreadExportTreeParams struct {
 // The threads an export covers: the thread and, when branches is set,
 // every thread forked from it, recursively, oldest first (a branch after
 // the thread it was forked from), of one tenant. UNION ends even on a
-// cycle of branch links.
+// cycle of branch links; CROSS JOIN keeps the join order, so each step
+// looks up the threads forked from the ones found by index.
 func (q *Queries) ThreadExportTree(ctx context.Context, arg ThreadExportTreeParams) ([]string, error) {
 	rows, err := q.query(ctx, q.threadExportTreeStmt, ThreadExportTree, arg.TenantID, arg.ThreadID, arg.Branches)
 	if err != nil {
