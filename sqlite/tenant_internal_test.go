@@ -236,3 +236,45 @@ func TestQueriesSearchByTenantFirst(t *testing.T) {
 		}
 	}
 }
+
+// A process that runs migration 2 after another applied it (both read
+// version 1 at once) fails on migration 2's first statement; Migrate
+// finds the migration applied and leaves the version clean, the rows as
+// they were.
+func TestMigrationToTenantsRacedByAnotherProcess(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "race.db"), Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(s, engine.Config{})
+	defer eng.Close()
+	acme, _ := eng.ForTenant("acme")
+	for _, e := range []*engine.Engine{eng, acme} {
+		if _, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run", State: json.RawMessage(`{"who":"` + e.Tenant() + `"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The second process read version 1: it runs migration 2 again.
+	m, err := newMigrator(s.w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Force(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := Migrate(ctx, s.w); err != nil {
+		t.Fatalf("migrate after another process migrated: %v", err)
+	}
+	if err := CheckVersion(ctx, s.w); err != nil {
+		t.Fatalf("version after the race: %v", err)
+	}
+	for _, e := range []*engine.Engine{eng, acme} {
+		head, err := e.Latest(ctx, "run")
+		if err != nil {
+			t.Errorf("tenant %q after the race: %v", e.Tenant(), err)
+		} else if string(head.State) != `{"who":"`+e.Tenant()+`"}` {
+			t.Errorf("tenant %q after the race reads %s", e.Tenant(), head.State)
+		}
+	}
+}
