@@ -10,7 +10,9 @@
 -- old one had, now led by tenant_id. The first statement adds tenant_id to
 -- the old threads table, which fails on a file this migration already ran
 -- on: a second process that runs it at once fails with nothing changed,
--- where a rebuild run twice would move every tenant's rows to 'default'.
+-- where a rebuild run twice would move every tenant's rows to 'default'
+-- (sqlite.Migrate then finds the migration applied and clears the dirty
+-- flag golang-migrate set).
 
 ALTER TABLE threads ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
 
