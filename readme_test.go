@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// The README's "Tenants" code is Example_tenants' body, so CI compiles and
-// runs what the README shows.
+// The code of the README's "Tenants in the API and on SQLite" is
+// Example_tenants' body, so CI compiles and runs what the README shows.
 func TestReadmeShowsTheTenantExample(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -18,9 +18,9 @@ func TestReadmeShowsTheTenantExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	sec := string(readme)
-	start := strings.Index(sec, "\n### Tenants\n")
+	start := strings.Index(sec, "\n### Tenants in the API and on SQLite\n")
 	if start < 0 {
-		t.Fatal("README has no section \"Tenants\"")
+		t.Fatal("README has no section \"Tenants in the API and on SQLite\"")
 	}
 	sec = sec[start:]
 	code := sec[strings.Index(sec, "```go\n")+6:]
