@@ -3,6 +3,7 @@ package pgcheckpoint_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -60,4 +61,35 @@ func ExampleParseURL() {
 	// sqlite agent.db
 	// sqlite :memory:
 	// error: pgcheckpoint: invalid input: database URL "mysql://...": want postgres://..., postgresql://..., sqlite:PATH, sqlite::memory: or keyword/value (host=... dbname=...)
+}
+
+// Tenants keep their threads apart in one database: each Engine from
+// ForTenant reads and writes its tenant's rows alone, and two tenants may
+// use the same thread id. An Engine that names no tenant is the default
+// tenant's.
+func Example_tenants() {
+	ctx := context.Background()
+	eng, err := pgcheckpoint.Open(ctx, "sqlite::memory:", pgcheckpoint.Options{Migrate: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer eng.Close() // closes the store every tenant's Engine shares
+
+	acme, err := eng.ForTenant("acme")
+	if err != nil {
+		fmt.Println(err) // engine.ErrInvalidInput for a bad name
+		return
+	}
+	globex, _ := eng.ForTenant("globex")
+	mine, _ := acme.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run-1", State: json.RawMessage(`{"customer":"acme"}`)})
+	globex.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run-1", State: json.RawMessage(`{"customer":"globex"}`)})
+
+	head, _ := globex.Latest(ctx, "run-1")
+	_, err = globex.Get(ctx, mine.ID)
+	fmt.Println(globex.Tenant(), string(head.State), errors.Is(err, engine.ErrNotFound))
+	fmt.Println(eng.Tenant())
+	// Output:
+	// globex {"customer":"globex"} true
+	// default
 }

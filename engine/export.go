@@ -43,6 +43,11 @@ const ExportFormat = 3
 // computes them from the content it stores, so a file cannot make a later
 // write store a wrong delta.
 //
+// An export carries no tenant. Import writes every row into the tenant
+// of the Engine it is called on (see Engine.ForTenant), and never into
+// another: an export made by tenant A imports into tenant B as B's rows,
+// with the same thread and checkpoint ids, apart from A's.
+//
 // History: format 1 held every checkpoint whole; format 2 added the
 // storage fields; format 3 added the trailer. Formats 1 and 2 came from
 // development versions, before any release, and had no trailer, so a file

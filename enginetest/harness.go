@@ -141,6 +141,11 @@ var tests = []conformanceTest{
 	{name: "BeforeStepInActsOnOneNamespace", fn: testBeforeStepIn},
 	{name: "ScopeWrapToolAndIntervalInOneNamespace", fn: testAgentHelpersIn},
 	{name: "BadNamespaceIsInvalidInputAndWritesNothing", fn: testNamespaceBadInput},
+	// tenant.go
+	{name: "TenantsKeptApart", fn: testTenantsKeptApart},
+	{name: "SameThreadIDsAreKeptApart", fn: testSameThreadIDsKeptApart},
+	{name: "TenantNamesAreChecked", fn: testTenantNamesAreChecked},
+	{name: "TenantStoreRefusesBadNames", fn: testTenantStoreRefusesBadNames},
 }
 
 // Run runs the conformance suite against the store h names, each test as

@@ -29,7 +29,7 @@ func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.S
 		return engine.SnapshotResult{}, err
 	}
 	var res engine.SnapshotResult
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
 		var err error
 		res, err = s.putAppend(ctx, q, a)
 		return err
@@ -38,7 +38,7 @@ func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.S
 }
 
 // putAppend is PutAppend inside a write transaction.
-func (s *Store) putAppend(ctx context.Context, q *sqlitedb.Queries, a engine.AppendRequest) (engine.SnapshotResult, error) {
+func (s *Store) putAppend(ctx context.Context, q *queries, a engine.AppendRequest) (engine.SnapshotResult, error) {
 	if ex, found, err := existing(ctx, q, a.ID); err != nil {
 		return engine.SnapshotResult{}, err
 	} else if found {
@@ -115,7 +115,7 @@ func (s *Store) putAppend(ctx context.Context, q *sqlitedb.Queries, a engine.App
 // change's, a bound (a key the change sets again counts twice); over
 // a.MaxSizeBytes, the size of the content the append makes, measured,
 // which must be within it.
-func appendSize(ctx context.Context, q *sqlitedb.Queries, head *link, a engine.AppendRequest) (int64, error) {
+func appendSize(ctx context.Context, q *queries, head *link, a engine.AppendRequest) (int64, error) {
 	size := head.SizeBytes + a.SizeBytes
 	if a.MaxSizeBytes < 0 || size <= a.MaxSizeBytes {
 		return size, nil
@@ -139,7 +139,7 @@ func appendSize(ctx context.Context, q *sqlitedb.Queries, head *link, a engine.A
 // appendWhole writes an append at pl whole: the head's content rebuilt,
 // the change applied, written as Put writes it (planDelta may still make
 // it a delta on the run's anchor).
-func (s *Store) appendWhole(ctx context.Context, q *sqlitedb.Queries, pl place, a engine.AppendRequest) (engine.SnapshotResult, error) {
+func (s *Store) appendWhole(ctx context.Context, q *queries, pl place, a engine.AppendRequest) (engine.SnapshotResult, error) {
 	row, err := q.CheckpointGetByID(ctx, pl.parent.CheckpointID)
 	if err != nil {
 		return engine.SnapshotResult{}, dbError("read the head", err)
@@ -163,7 +163,7 @@ func (s *Store) appendWhole(ctx context.Context, q *sqlitedb.Queries, pl place, 
 
 // appended is the content of an append on parent: parent's content,
 // rebuilt, with the change applied.
-func appended(ctx context.Context, q *sqlitedb.Queries, parent sqlitedb.Checkpoint, a engine.AppendRequest) (content, error) {
+func appended(ctx context.Context, q *queries, parent sqlitedb.Checkpoint, a engine.AppendRequest) (content, error) {
 	c, err := materialize(ctx, q, parent)
 	if err != nil {
 		return content{}, err
@@ -228,7 +228,7 @@ func appendKeyDigests(headDigests, setDigests []byte, removed []string) (json.Ra
 // checkpoint's messages are its delta chain's, oldest first (see
 // materialize), so the last one is the last of the newest row of the chain
 // that has any (pgcheckpoint.checkpoint_last_message on Postgres).
-func lastMessage(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID) ([]byte, error) {
+func lastMessage(ctx context.Context, q *queries, id uuid.UUID) ([]byte, error) {
 	row, err := q.CheckpointGetByID(ctx, id)
 	if err != nil {
 		return nil, dbError("read the head", err)
@@ -255,7 +255,7 @@ func lastMessage(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID) ([]byte
 // existing checkpoint is its parent's content with the same change, on the
 // same thread and namespace (and on a.OnHead when set), with the same
 // metadata and next node; anything else is a conflict.
-func appendRetried(ctx context.Context, q *sqlitedb.Queries, ex sqlitedb.Checkpoint, a engine.AppendRequest) (engine.SnapshotResult, error) {
+func appendRetried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, a engine.AppendRequest) (engine.SnapshotResult, error) {
 	same := sameRetry(ex, a.ThreadID, a.Namespace, a.NextNode, a.Metadata) &&
 		ex.ParentCheckpointID.Valid && (a.OnHead == uuid.Nil || a.OnHead == ex.ParentCheckpointID.UUID)
 	if same {

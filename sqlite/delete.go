@@ -37,7 +37,7 @@ func chunks[T any](ids []T, fn func([]T) error) error {
 // holds before the delete, so every kept checkpoint stays readable; a
 // thread rewound to a deleted checkpoint is no longer rewound. It returns
 // how many it deleted; unknown ids are skipped.
-func deleteCheckpoints(ctx context.Context, q *sqlitedb.Queries, ids []uuid.UUID) (int64, error) {
+func deleteCheckpoints(ctx context.Context, q *queries, ids []uuid.UUID) (int64, error) {
 	type place struct{ thread, namespace string }
 	doomed := map[uuid.UUID]bool{}
 	groups := map[place][]uuid.UUID{}
@@ -131,7 +131,7 @@ func nullIDs(ids []uuid.UUID) []uuid.NullUUID {
 }
 
 // deleteThread deletes every row of a thread inside a write transaction.
-func deleteThread(ctx context.Context, q *sqlitedb.Queries, threadID string) (int64, error) {
+func deleteThread(ctx context.Context, q *queries, threadID string) (int64, error) {
 	n, err := q.CheckpointDeleteByThread(ctx, threadID)
 	if err != nil {
 		return 0, dbError(fmt.Sprintf("delete the checkpoints of thread %q", threadID), err)
@@ -146,7 +146,7 @@ func deleteThread(ctx context.Context, q *sqlitedb.Queries, threadID string) (in
 // engine.DeleteQuery) in one transaction.
 func (s *Store) DeleteCheckpoints(ctx context.Context, q engine.DeleteQuery) (int64, error) {
 	var n int64
-	err := s.write(ctx, func(tx *sqlitedb.Queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(tx *queries, _ *sql.Tx) error {
 		var ids []uuid.UUID
 		var err error
 		if q.RunIDs != nil {
@@ -165,7 +165,7 @@ func (s *Store) DeleteCheckpoints(ctx context.Context, q engine.DeleteQuery) (in
 
 // checkpointsBefore lists the checkpoints of a thread and namespace whose
 // step is below step, except the head.
-func checkpointsBefore(ctx context.Context, q *sqlitedb.Queries, threadID, namespace string, step int64) ([]uuid.UUID, error) {
+func checkpointsBefore(ctx context.Context, q *queries, threadID, namespace string, step int64) ([]uuid.UUID, error) {
 	head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -187,7 +187,7 @@ func checkpointsBefore(ctx context.Context, q *sqlitedb.Queries, threadID, names
 
 // runCheckpoints lists the checkpoints whose metadata contains
 // {"run_id": r} for one of runIDs (stored form), as Postgres @> decides.
-func runCheckpoints(ctx context.Context, q *sqlitedb.Queries, runIDs []string) ([]uuid.UUID, error) {
+func runCheckpoints(ctx context.Context, q *queries, runIDs []string) ([]uuid.UUID, error) {
 	rows, err := q.CheckpointListWithRunID(ctx)
 	if err != nil {
 		return nil, dbError("find checkpoints by run id", err)
@@ -226,7 +226,7 @@ var errPreview = errors.New("sqlite: a preview rolls back")
 // prune is PruneThreads, or with preview PreviewPrune.
 func (s *Store) prune(ctx context.Context, threadIDs []string, p engine.Policy, preview bool) (engine.DeleteResult, error) {
 	var r engine.DeleteResult
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
 		now := s.now()
 		for _, t := range threadIDs {
 			d, err := pruneThread(ctx, q, t, p, now)
@@ -250,7 +250,7 @@ func (s *Store) prune(ctx context.Context, threadIDs []string, p engine.Policy, 
 // pruneThread deletes from a thread what a checked policy does not keep,
 // inside a write transaction: what every path that applies a policy
 // (PruneThreads, a sweep, an expiry) calls.
-func pruneThread(ctx context.Context, q *sqlitedb.Queries, threadID string, p engine.Policy, now time.Time) (engine.DeleteResult, error) {
+func pruneThread(ctx context.Context, q *queries, threadID string, p engine.Policy, now time.Time) (engine.DeleteResult, error) {
 	var n int64
 	var err error
 	switch p.Name() {
@@ -269,7 +269,7 @@ func pruneThread(ctx context.Context, q *sqlitedb.Queries, threadID string, p en
 
 // keepHeads deletes every checkpoint of a thread but the head of each
 // namespace.
-func keepHeads(ctx context.Context, q *sqlitedb.Queries, threadID string) (int64, error) {
+func keepHeads(ctx context.Context, q *queries, threadID string) (int64, error) {
 	heads, err := headSeqs(ctx, q, threadID)
 	if err != nil {
 		return 0, err
@@ -289,7 +289,7 @@ func keepHeads(ctx context.Context, q *sqlitedb.Queries, threadID string) (int64
 
 // headSeqs returns the seq of the head of each namespace of a thread that
 // has a thread row.
-func headSeqs(ctx context.Context, q *sqlitedb.Queries, threadID string) (map[string]int64, error) {
+func headSeqs(ctx context.Context, q *queries, threadID string) (map[string]int64, error) {
 	ths, err := q.ThreadListRows(ctx, threadID)
 	if err != nil {
 		return nil, dbError("read the thread", err)

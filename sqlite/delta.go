@@ -69,7 +69,7 @@ type digests struct {
 // is stored: whole, or as a delta against parent or the anchor of its run
 // (see the comment at the top of this file). parent is nil for a thread's
 // first checkpoint; deltaRun is R.
-func planDelta(ctx context.Context, q *sqlitedb.Queries, parent *link, c content, d digests, deltaRun int) (stored, error) {
+func planDelta(ctx context.Context, q *queries, parent *link, c content, d digests, deltaRun int) (stored, error) {
 	whole := storeWhole(c)
 	if deltaRun <= 1 || parent == nil || d.chain == nil || d.state == nil || d.tools == nil {
 		return whole, nil
@@ -213,7 +213,7 @@ func keyDelta(obj, objDigests, baseDigests []byte) (set, removed []byte, err err
 // state and tool results start from the full one's members, in its order,
 // and each delta, oldest first, drops its removed keys, replaces the
 // values of keys present and appends new keys.
-func materialize(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoint) (content, error) {
+func materialize(ctx context.Context, q *queries, row sqlitedb.Checkpoint) (content, error) {
 	if row.Format == "full" {
 		return content{[]byte(row.Messages), []byte(row.State), []byte(row.ToolResults)}, nil
 	}
@@ -252,7 +252,7 @@ func materialize(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoi
 
 // deltaChain returns the chain a delta row is rebuilt from, the row itself
 // first and a full snapshot last; an error when it does not reach one.
-func deltaChain(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoint) ([]sqlitedb.CheckpointDeltaChainRow, error) {
+func deltaChain(ctx context.Context, q *queries, row sqlitedb.Checkpoint) ([]sqlitedb.CheckpointDeltaChainRow, error) {
 	chain, err := q.CheckpointDeltaChain(ctx, sqlitedb.CheckpointDeltaChainParams{
 		CheckpointID: row.CheckpointID, ThreadID: row.ThreadID, Namespace: row.Namespace,
 	})

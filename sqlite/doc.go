@@ -59,6 +59,19 @@
 // JSON (see engine.CheckJSON), so an export of either store imports into
 // the other.
 //
+// # Tenants
+//
+// Every table's key begins with tenant_id, then thread_id (migration 2
+// moved the rows of a version 1 file to engine.DefaultTenant), and a
+// checkpoint id is unique per tenant. Store.ForTenant returns the store
+// bound to a tenant, sharing its connections and prepared statements; an
+// unbound store is the default tenant's. Every query takes tenant_id and
+// filters each table it reads by it; the store's code runs them only
+// through one type (queries, in tenant.go) that fills tenant_id from the
+// tenant the store is bound to, so no call chooses it. This keeps an
+// application's tenants apart, but a file is one trust domain: whoever can
+// open it reads every tenant.
+//
 // # Read-only files and full disks
 //
 // A file this process may not write (the file, its directory or its

@@ -23,7 +23,7 @@ const exportPage = 64
 // namespace then write order, a page at a time. Errors:
 // engine.ErrNotFound for an unknown thread; sink's errors.
 func (s *Store) Export(ctx context.Context, threadID string, opts engine.ExportOptions, sink engine.ExportSink) error {
-	return s.read(ctx, func(q *sqlitedb.Queries) error {
+	return s.read(ctx, func(q *queries) error {
 		var branches int64
 		if opts.Branches {
 			branches = 1
@@ -45,7 +45,7 @@ func (s *Store) Export(ctx context.Context, threadID string, opts engine.ExportO
 }
 
 // exportThread hands sink one thread's rows.
-func exportThread(ctx context.Context, q *sqlitedb.Queries, threadID string, sink engine.ExportSink) error {
+func exportThread(ctx context.Context, q *queries, threadID string, sink engine.ExportSink) error {
 	threads, err := q.ThreadListRows(ctx, threadID)
 	if err != nil {
 		return dbError("read the thread", err)
@@ -81,7 +81,7 @@ func exportThread(ctx context.Context, q *sqlitedb.Queries, threadID string, sin
 }
 
 // exportCheckpoint hands sink one row as stored, with its pending writes.
-func exportCheckpoint(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.Checkpoint, sink engine.ExportSink) error {
+func exportCheckpoint(ctx context.Context, q *queries, row sqlitedb.Checkpoint, sink engine.ExportSink) error {
 	var tags []string
 	if err := json.Unmarshal([]byte(row.Tags), &tags); err != nil {
 		return fmt.Errorf("tags of checkpoint %s: %w", row.CheckpointID, err)
@@ -140,7 +140,7 @@ func fromOptString(s *string) sql.NullString {
 // Import calls fn with a writer inside one write transaction, committed
 // when fn returns nil and rolled back otherwise.
 func (s *Store) Import(ctx context.Context, fn func(engine.ImportWriter) error) error {
-	return s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+	return s.write(ctx, func(q *queries, _ *sql.Tx) error {
 		return fn(&importWriter{q: q, threads: map[string]bool{}})
 	})
 }
@@ -148,7 +148,7 @@ func (s *Store) Import(ctx context.Context, fn func(engine.ImportWriter) error) 
 // importWriter writes an import's rows inside its transaction, one
 // statement per row (a local file has no round trips to save).
 type importWriter struct {
-	q       *sqlitedb.Queries
+	q       *queries
 	threads map[string]bool // threads this import created
 }
 

@@ -21,7 +21,7 @@ import (
 var Migrations embed.FS
 
 // latestVersion is the highest version in Migrations.
-const latestVersion = 1
+const latestVersion = 2
 
 // migrationsTable is where golang-migrate records the version (its
 // default, so its CLI finds it too).
@@ -84,9 +84,33 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 		case errors.As(err, &dirty):
 			return fmt.Errorf("migrate up: %w: version %d", ErrDirtySchema, dirty.Version)
 		default:
+			if ok, aerr := ranElsewhere(ctx, db, m); aerr != nil {
+				return fmt.Errorf("migrate up: %w", errors.Join(openError(err), aerr))
+			} else if ok {
+				return nil
+			}
 			return fmt.Errorf("migrate up: %w", openError(err))
 		}
 	}
+}
+
+// ranElsewhere answers a migration that failed because another process
+// applied it first: two processes that read version 1 at once both run
+// migration 2, and the second fails on its first statement (adding
+// tenant_id to threads, which the first made), with nothing changed but
+// golang-migrate's dirty flag at 2. A migration is one transaction, so
+// threads with tenant_id means migration 2 is applied whole: the version
+// is set clean at 2 and ranElsewhere reports true.
+func ranElsewhere(ctx context.Context, db *sql.DB, m *migrate.Migrate) (bool, error) {
+	v, dirty, err := Version(ctx, db)
+	if err != nil || !dirty || v != 2 {
+		return false, err
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('threads') WHERE name = 'tenant_id'`).Scan(&n); err != nil || n == 0 {
+		return false, err
+	}
+	return true, m.Force(2)
 }
 
 // MigrateDown migrates db all the way down: every table of the store is

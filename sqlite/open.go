@@ -51,7 +51,14 @@ type Store struct {
 	// The queries prepared on the writer and on the readers: database/sql
 	// prepares each statement once per connection, where the driver would
 	// otherwise compile it on every call.
+	// Only queries (tenant.go) runs them: with the tenant filled in.
 	wq, rq *sqlitedb.Queries
+
+	// tenant is the tenant every query reads and writes (see ForTenant);
+	// tenantErr, when set, is why the name bound is refused, and every
+	// call fails with it.
+	tenant    string
+	tenantErr error
 
 	now func() time.Time
 	// readOnly, when set, says why this process may not write the file:
@@ -84,7 +91,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{w: w, r: w, now: time.Now, readOnly: acc.readOnly}
+	s := &Store{w: w, r: w, now: time.Now, readOnly: acc.readOnly, tenant: engine.DefaultTenant}
 	fail := func(err error) (*Store, error) {
 		_ = s.Close()
 		return nil, err
@@ -299,7 +306,10 @@ func (s *Store) Close() error {
 // database's write lock from its first statement, so what it reads stays
 // true until it commits). On a file opened for reading it fails with
 // engine.ErrPermission and begins nothing.
-func (s *Store) write(ctx context.Context, fn func(q *sqlitedb.Queries, tx *sql.Tx) error) error {
+func (s *Store) write(ctx context.Context, fn func(q *queries, tx *sql.Tx) error) error {
+	if s.tenantErr != nil {
+		return s.tenantErr
+	}
 	if s.readOnly != "" {
 		return fmt.Errorf("%w: %s; the store was opened for reading", engine.ErrPermission, s.readOnly)
 	}
@@ -308,7 +318,7 @@ func (s *Store) write(ctx context.Context, fn func(q *sqlitedb.Queries, tx *sql.
 		return storeError(fmt.Errorf("begin: %w", err))
 	}
 	defer tx.Rollback()
-	if err := fn(s.wq.WithTx(tx), tx); err != nil {
+	if err := fn(&queries{db: s.wq.WithTx(tx), tenant: s.tenant}, tx); err != nil {
 		return storeError(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -318,11 +328,14 @@ func (s *Store) write(ctx context.Context, fn func(q *sqlitedb.Queries, tx *sql.
 }
 
 // read runs fn in one read transaction: one consistent snapshot.
-func (s *Store) read(ctx context.Context, fn func(q *sqlitedb.Queries) error) error {
+func (s *Store) read(ctx context.Context, fn func(q *queries) error) error {
+	if s.tenantErr != nil {
+		return s.tenantErr
+	}
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return storeError(fmt.Errorf("begin: %w", err))
 	}
 	defer tx.Rollback()
-	return storeError(fn(s.rq.WithTx(tx)))
+	return storeError(fn(&queries{db: s.rq.WithTx(tx), tenant: s.tenant}))
 }

@@ -35,7 +35,7 @@ type place struct {
 // existing returns checkpoint id when it exists: a write of an id in use
 // is a retry, or a conflict (the caller compares), and is answered before
 // anything else.
-func existing(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID) (sqlitedb.Checkpoint, bool, error) {
+func existing(ctx context.Context, q *queries, id uuid.UUID) (sqlitedb.Checkpoint, bool, error) {
 	ex, err := q.CheckpointGetByID(ctx, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sqlitedb.Checkpoint{}, false, nil
@@ -49,7 +49,7 @@ func existing(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID) (sqlitedb.
 // as a child of parentID (zero: of the head). Errors: engine.ErrNotFound
 // when the parent wanted (parentID, else the checkpoint the thread was
 // rewound to) is not a checkpoint of that thread and namespace.
-func placeWrite(ctx context.Context, q *sqlitedb.Queries, threadID, namespace string, parentID uuid.UUID) (place, error) {
+func placeWrite(ctx context.Context, q *queries, threadID, namespace string, parentID uuid.UUID) (place, error) {
 	pl := place{threadID: threadID, namespace: namespace, wanted: parentID, seq: 1}
 	th, err := q.ThreadGet(ctx, sqlitedb.ThreadGetParams{ThreadID: threadID, Namespace: namespace})
 	if err == nil {
@@ -88,7 +88,7 @@ func placeWrite(ctx context.Context, q *sqlitedb.Queries, threadID, namespace st
 // linkIn reads checkpoint id as a checkpoint of a thread and namespace:
 // sql.ErrNoRows when it is unknown, or a checkpoint of another thread or
 // namespace.
-func linkIn(ctx context.Context, q *sqlitedb.Queries, id uuid.UUID, threadID, namespace string) (link, error) {
+func linkIn(ctx context.Context, q *queries, id uuid.UUID, threadID, namespace string) (link, error) {
 	l, err := q.CheckpointLinkByID(ctx, id)
 	if err == nil && (l.ThreadID != threadID || l.Namespace != namespace) {
 		return link{}, sql.ErrNoRows
@@ -121,7 +121,7 @@ func (pl place) newRow(id uuid.UUID, trigger engine.Trigger, tags []string, summ
 // thread_after_write does: a thread's first checkpoint in a namespace
 // makes its row, and a write ends a pending rewind (the new checkpoint is
 // the head now). It returns what the write returns.
-func (pl place) insert(ctx context.Context, q *sqlitedb.Queries, row sqlitedb.CheckpointInsertParams) (engine.SnapshotResult, error) {
+func (pl place) insert(ctx context.Context, q *queries, row sqlitedb.CheckpointInsertParams) (engine.SnapshotResult, error) {
 	if err := q.CheckpointInsert(ctx, row); err != nil {
 		return engine.SnapshotResult{}, dbError("insert the checkpoint", err)
 	}

@@ -25,7 +25,7 @@ func (s *Store) Put(ctx context.Context, p engine.PutRequest) (engine.SnapshotRe
 		return engine.SnapshotResult{}, err
 	}
 	var res engine.SnapshotResult
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
 		var err error
 		res, err = s.put(ctx, q, p, uuid.Nil)
 		return err
@@ -50,7 +50,7 @@ func checkPut(p engine.PutRequest) error {
 }
 
 // put is Put inside a write transaction; mergeParent is set for a merge.
-func (s *Store) put(ctx context.Context, q *sqlitedb.Queries, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
+func (s *Store) put(ctx context.Context, q *queries, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
 	if ex, found, err := existing(ctx, q, p.ID); err != nil {
 		return engine.SnapshotResult{}, err
 	} else if found {
@@ -64,7 +64,7 @@ func (s *Store) put(ctx context.Context, q *sqlitedb.Queries, p engine.PutReques
 }
 
 // putAt writes p at pl (see placeWrite), stored as planDelta decides.
-func (s *Store) putAt(ctx context.Context, q *sqlitedb.Queries, pl place, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
+func (s *Store) putAt(ctx context.Context, q *queries, pl place, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
 	c := content{p.Messages, p.State, p.ToolResults}
 	d := digests{chain: p.MessageChain, state: p.StateDigests, tools: p.ToolResultsDigests,
 		messagesCount: int64(len(p.MessageChain) / jsontext.ChainSize)}
@@ -103,7 +103,7 @@ func setStored(row *sqlitedb.CheckpointInsertParams, st stored) {
 // retried answers a write whose id exists: the same thread, namespace and
 // content (JSON-equal, as Postgres compares jsonb) is a retry that changes
 // nothing; anything else is a conflict.
-func retried(ctx context.Context, q *sqlitedb.Queries, ex sqlitedb.Checkpoint, p engine.PutRequest) (engine.SnapshotResult, error) {
+func retried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, p engine.PutRequest) (engine.SnapshotResult, error) {
 	same := sameRetry(ex, p.ThreadID, p.Namespace, p.NextNode, p.Metadata)
 	if same {
 		c, err := materialize(ctx, q, ex)

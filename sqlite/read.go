@@ -21,7 +21,11 @@ import (
 // statement, consistent on its own; the others are read in a transaction.
 // Errors: engine.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, error) {
-	row, err := s.rq.CheckpointRead(ctx, id)
+	rq, err := s.readQueries()
+	if err != nil {
+		return nil, err
+	}
+	row, err := rq.CheckpointRead(ctx, id)
 	if err != nil {
 		return nil, storeError(dbError(fmt.Sprintf("checkpoint %s", id), err))
 	}
@@ -29,7 +33,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, erro
 		return wholeCheckpoint(ctx, nil, row)
 	}
 	var cp *engine.Checkpoint
-	err = s.read(ctx, func(q *sqlitedb.Queries) error {
+	err = s.read(ctx, func(q *queries) error {
 		row, err := q.CheckpointRead(ctx, id)
 		if err != nil {
 			return dbError(fmt.Sprintf("checkpoint %s", id), err)
@@ -44,7 +48,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, erro
 // engine.ErrNotFound when the thread has no checkpoint there.
 func (s *Store) Head(ctx context.Context, threadID, namespace string) (*engine.Checkpoint, error) {
 	var cp *engine.Checkpoint
-	err := s.read(ctx, func(q *sqlitedb.Queries) error {
+	err := s.read(ctx, func(q *queries) error {
 		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
 		if err != nil {
 			return dbError(fmt.Sprintf("head of thread %q namespace %q", threadID, namespace), err)
@@ -62,7 +66,7 @@ func (s *Store) Head(ctx context.Context, threadID, namespace string) (*engine.C
 // headRow returns the whole row of the head of a thread and namespace
 // (CheckpointLinkHead has the rule), or sql.ErrNoRows when the thread has
 // no checkpoint there.
-func headRow(ctx context.Context, q *sqlitedb.Queries, threadID, namespace string) (sqlitedb.Checkpoint, error) {
+func headRow(ctx context.Context, q *queries, threadID, namespace string) (sqlitedb.Checkpoint, error) {
 	head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
 	if err != nil {
 		return sqlitedb.Checkpoint{}, err
@@ -75,7 +79,7 @@ func headRow(ctx context.Context, q *sqlitedb.Queries, threadID, namespace strin
 // needs more (its delta chain, its pending writes) in the row's snapshot;
 // it may be nil for a full row without pending writes, which needs
 // nothing more.
-func wholeCheckpoint(ctx context.Context, q *sqlitedb.Queries, read sqlitedb.CheckpointReadRow) (*engine.Checkpoint, error) {
+func wholeCheckpoint(ctx context.Context, q *queries, read sqlitedb.CheckpointReadRow) (*engine.Checkpoint, error) {
 	r := read.Checkpoint
 	c, err := materialize(ctx, q, r)
 	if err != nil {
@@ -143,7 +147,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, lq engine.ListQuery) ([]eng
 	}
 	filtered := pat != nil || len(lq.Tags) > 0
 	out := []engine.CheckpointInfo{}
-	err := s.read(ctx, func(q *sqlitedb.Queries) error {
+	err := s.read(ctx, func(q *queries) error {
 		before := int64(math.MaxInt64)
 		if lq.Before != uuid.Nil {
 			l, err := linkIn(ctx, q, lq.Before, lq.ThreadID, lq.Namespace)
@@ -217,7 +221,11 @@ func (s *Store) ListThreads(ctx context.Context, after string, limit int) ([]eng
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.rq.ThreadListHeads(ctx, sqlitedb.ThreadListHeadsParams{After: after, MaxRows: int64(limit)})
+	rq, err := s.readQueries()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := rq.ThreadListHeads(ctx, sqlitedb.ThreadListHeadsParams{After: after, MaxRows: int64(limit)})
 	if err != nil {
 		return nil, dbError("list threads", err)
 	}
@@ -246,7 +254,7 @@ func (s *Store) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writ
 		}
 	}
 	var n int64
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
 		l, err := q.CheckpointLinkByID(ctx, id)
 		if err != nil {
 			return dbError(fmt.Sprintf("checkpoint %s", id), err)

@@ -21,7 +21,7 @@ import (
 // (deleteCheckpoints). Expiry deletes the thread, or all but its heads.
 
 // applyPolicy is thread_gc inside a write transaction.
-func applyPolicy(ctx context.Context, q *sqlitedb.Queries, threadID string, p engine.Policy, now time.Time) ([]engine.Deleted, error) {
+func applyPolicy(ctx context.Context, q *queries, threadID string, p engine.Policy, now time.Time) ([]engine.Deleted, error) {
 	heads, err := headSeqs(ctx, q, threadID)
 	if err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func (s *Store) PreviewSweepBatch(ctx context.Context, p engine.Policy, after st
 // sweepBatch is SweepBatch, or with preview PreviewSweepBatch.
 func (s *Store) sweepBatch(ctx context.Context, p engine.Policy, after string, size int, preview bool) (engine.SweepBatchResult, error) {
 	var res engine.SweepBatchResult
-	err := s.write(ctx, func(q *sqlitedb.Queries, tx *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, tx *sql.Tx) error {
 		now := s.now()
 		ids, err := q.ThreadIDsAfter(ctx, sqlitedb.ThreadIDsAfterParams{After: after, MaxRows: int64(size)})
 		if err != nil {
@@ -151,7 +151,7 @@ func (s *Store) sweepBatch(ctx context.Context, p engine.Policy, after string, s
 }
 
 // sweepThread applies a thread's expiry if it is due, else the policy.
-func sweepThread(ctx context.Context, q *sqlitedb.Queries, threadID string, p engine.Policy, now time.Time) (expired bool, n int64, err error) {
+func sweepThread(ctx context.Context, q *queries, threadID string, p engine.Policy, now time.Time) (expired bool, n int64, err error) {
 	keepLatest, err := q.ThreadExpiryKeepsLatest(ctx, sqlitedb.ThreadExpiryKeepsLatestParams{
 		ThreadID: threadID, Now: sql.NullInt64{Int64: now.UnixMicro(), Valid: true},
 	})
@@ -178,7 +178,11 @@ func sweepThread(ctx context.Context, q *sqlitedb.Queries, threadID string, p en
 // Expiry returns when a thread expires and whether its expiry keeps the
 // heads. Errors: engine.ErrNotFound for an unknown thread.
 func (s *Store) Expiry(ctx context.Context, threadID string) (time.Time, bool, error) {
-	r, err := s.rq.ThreadGetExpiry(ctx, threadID)
+	rq, err := s.readQueries()
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	r, err := rq.ThreadGetExpiry(ctx, threadID)
 	if err != nil {
 		return time.Time{}, false, storeError(dbError(fmt.Sprintf("thread %q", threadID), err))
 	}
@@ -193,7 +197,7 @@ func (s *Store) Expiry(ctx context.Context, threadID string) (time.Time, bool, e
 // thread, KeepNone or KeepLatest, and returns how many rows it changed.
 func (s *Store) SetExpiry(ctx context.Context, threadID string, at time.Time, p engine.Policy) (int64, error) {
 	var n int64
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
 		var err error
 		n, err = q.ThreadSetExpiry(ctx, sqlitedb.ThreadSetExpiryParams{
 			ThreadID: threadID, ExpiresAt: sql.NullInt64{Int64: at.UnixMicro(), Valid: !at.IsZero()},

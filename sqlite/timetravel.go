@@ -18,7 +18,7 @@ import (
 // line, in the same transaction. Errors: engine.ErrNotFound.
 func (s *Store) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*engine.RewindResult, error) {
 	var res *engine.RewindResult
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
 		l, err := q.CheckpointLinkByID(ctx, id)
 		if err != nil {
 			return dbError(fmt.Sprintf("checkpoint %s", id), err)
@@ -71,7 +71,7 @@ func (s *Store) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*engin
 // engine.ErrNotFound.
 func (s *Store) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
 	var found uuid.UUID
-	err := s.read(ctx, func(q *sqlitedb.Queries) error {
+	err := s.read(ctx, func(q *queries) error {
 		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
 		if err != nil {
 			return dbError(fmt.Sprintf("thread %q namespace %q", threadID, namespace), err)
@@ -102,7 +102,11 @@ func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.
 	if limit > 0 {
 		maxDepth = int64(limit - 1)
 	}
-	rows, err := s.rq.CheckpointLineage(ctx, sqlitedb.CheckpointLineageParams{CheckpointID: id, MaxDepth: maxDepth})
+	rq, err := s.readQueries()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := rq.CheckpointLineage(ctx, sqlitedb.CheckpointLineageParams{CheckpointID: id, MaxDepth: maxDepth})
 	if err != nil {
 		return nil, dbError(fmt.Sprintf("lineage of checkpoint %s", id), err)
 	}
@@ -119,7 +123,11 @@ func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.
 // Tree returns the checkpoints of a thread and of the branches forked from
 // it, recursively, in thread, namespace and write order.
 func (s *Store) Tree(ctx context.Context, threadID string) ([]engine.TreeNode, error) {
-	rows, err := s.rq.ThreadTree(ctx, threadID)
+	rq, err := s.readQueries()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := rq.ThreadTree(ctx, threadID)
 	if err != nil {
 		return nil, dbError(fmt.Sprintf("tree of thread %q", threadID), err)
 	}
@@ -146,7 +154,7 @@ func (s *Store) Tree(ctx context.Context, threadID string) ([]engine.TreeNode, e
 // when id is in use.
 func (s *Store) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name string, id uuid.UUID) (engine.BranchResult, error) {
 	var res engine.BranchResult
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
 		src, err := q.CheckpointGetByID(ctx, fromID)
 		if err != nil {
 			return dbError(fmt.Sprintf("source checkpoint %s", fromID), err)
@@ -188,7 +196,7 @@ func (s *Store) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name 
 }
 
 // threadIsNew returns engine.ErrInvalidInput when a thread exists.
-func threadIsNew(ctx context.Context, q *sqlitedb.Queries, threadID string) error {
+func threadIsNew(ctx context.Context, q *queries, threadID string) error {
 	found, err := q.ThreadExists(ctx, threadID)
 	if err != nil {
 		return dbError("look for the thread", err)
@@ -211,7 +219,11 @@ func quoteLiteral(s string) string {
 
 // Branches lists the branches forked from a thread, oldest first.
 func (s *Store) Branches(ctx context.Context, threadID string) ([]engine.BranchInfo, error) {
-	rows, err := s.rq.ThreadListBranches(ctx, sql.NullString{String: threadID, Valid: true})
+	rq, err := s.readQueries()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := rq.ThreadListBranches(ctx, sql.NullString{String: threadID, Valid: true})
 	if err != nil {
 		return nil, dbError(fmt.Sprintf("branches of thread %q", threadID), err)
 	}
@@ -231,7 +243,7 @@ func (s *Store) Branches(ctx context.Context, threadID string) ([]engine.BranchI
 // itself.
 func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (engine.MergeResult, error) {
 	var res engine.MergeResult
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
 		src, err := headRow(ctx, q, branchThread, namespace)
 		if err != nil {
 			return dbError(fmt.Sprintf("branch thread %q has no checkpoint in namespace %q", branchThread, namespace), err)
@@ -282,7 +294,7 @@ func (s *Store) CopyThread(ctx context.Context, src, dst string) ([]engine.Copie
 		return nil, fmt.Errorf("%w: cannot copy thread %q onto itself", engine.ErrInvalidInput, src)
 	}
 	var copied []engine.CopiedID
-	err := s.write(ctx, func(q *sqlitedb.Queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
 		threads, err := q.ThreadListRows(ctx, src)
 		if err != nil {
 			return dbError("read the thread", err)

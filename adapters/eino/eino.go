@@ -16,6 +16,13 @@
 // (a custom serializer's) are stored base64-encoded under the state key
 // "eino_checkpoint_base64": exact, but opaque to diffs and stored whole.
 //
+// # Tenants
+//
+// A Store reads and writes the tenant of its Engine: NewForTenant (or New
+// over eng.ForTenant(tenant)) keeps each customer's Eino runs apart, so two
+// tenants may use the same checkpoint id, each with its own history. New
+// over an Engine that names no tenant uses engine.DefaultTenant.
+//
 // The package is a module of its own, so pgcheckpoint's core never depends
 // on Eino; another framework's checkpoint interface is one more small
 // module like this one.
@@ -41,8 +48,20 @@ type Store struct {
 	eng *engine.Engine
 }
 
-// New returns a Store over eng.
+// New returns a Store over eng, in eng's tenant.
 func New(eng *engine.Engine) *Store { return &Store{eng: eng} }
+
+// NewForTenant returns a Store over eng bound to tenant: its checkpoints
+// are that tenant's alone (see engine.Engine.ForTenant). Close eng, not
+// the Engine the Store uses. Errors: engine.ErrInvalidInput for a bad
+// tenant name (engine.CheckTenant).
+func NewForTenant(eng *engine.Engine, tenant string) (*Store, error) {
+	t, err := eng.ForTenant(tenant)
+	if err != nil {
+		return nil, fmt.Errorf("pgcheckpoint eino: %w", err)
+	}
+	return New(t), nil
+}
 
 // Get returns the head of thread checkPointID: the latest checkpoint, or
 // the one a Rewind made the head. ok is false for an unknown id.

@@ -178,3 +178,53 @@ func TestEinoDisabledTrigger(t *testing.T) {
 		t.Fatalf("Set with the trigger disabled: %v, want ErrNotStored", err)
 	}
 }
+
+// Two tenants run the same graph with the same Eino checkpoint id on one
+// SQLite file: each resumes its own run, and neither sees the other's
+// checkpoints.
+func TestEinoTenantsKeptApart(t *testing.T) {
+	ctx := context.Background()
+	const id = "trip-42"
+	eng := open(t, "sqlite:"+filepath.Join(t.TempDir(), "eino.db"))
+	acme, err := eino.NewForTenant(eng, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	globex, err := eino.NewForTenant(eng, "globex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// acme's run stops before booking, globex's before approval.
+	if _, err := tripGraph(t, acme).Invoke(ctx, "Lisbon", compose.WithCheckPointID(id)); interruptedBefore(t, err)[0] != "approve" {
+		t.Fatalf("acme's first run: %v", err)
+	}
+	if _, err := tripGraph(t, acme).Invoke(ctx, "", compose.WithCheckPointID(id)); interruptedBefore(t, err)[0] != "book" {
+		t.Fatalf("acme's second run: %v", err)
+	}
+	if _, err := tripGraph(t, globex).Invoke(ctx, "Oslo", compose.WithCheckPointID(id)); interruptedBefore(t, err)[0] != "approve" {
+		t.Fatalf("globex's first run: %v (it must start afresh, not resume acme's)", err)
+	}
+	// Each finishes its own trip.
+	if out, err := tripGraph(t, acme).Invoke(ctx, "", compose.WithCheckPointID(id)); err != nil || out != "Lisbon plan approve book" {
+		t.Fatalf("acme's last run: %q %v", out, err)
+	}
+	if _, err := tripGraph(t, globex).Invoke(ctx, "", compose.WithCheckPointID(id)); interruptedBefore(t, err)[0] != "book" {
+		t.Fatalf("globex's second run: %v", err)
+	}
+	if out, err := tripGraph(t, globex).Invoke(ctx, "", compose.WithCheckPointID(id)); err != nil || out != "Oslo plan approve book" {
+		t.Fatalf("globex's last run: %q %v", out, err)
+	}
+	// The default tenant has no such thread; globex's delete leaves acme's.
+	if _, ok, err := eino.New(eng).Get(ctx, id); ok || err != nil {
+		t.Fatalf("the default tenant sees the id: %v %v", ok, err)
+	}
+	if err := globex.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := acme.Get(ctx, id); !ok || err != nil {
+		t.Fatalf("acme's checkpoint after globex's delete: %v %v", ok, err)
+	}
+	if _, err := eino.NewForTenant(eng, "bad\x00name"); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("a bad tenant name: %v, want ErrInvalidInput", err)
+	}
+}

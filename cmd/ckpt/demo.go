@@ -189,6 +189,11 @@ func runDemo(ctx context.Context, c *cli, _ []string) error {
 		return err
 	}
 	defer eng.Close()
+	if c.tenant != "" {
+		if eng, err = eng.ForTenant(c.tenant); err != nil {
+			return err
+		}
+	}
 	latest := schema.Latest()
 	if kind == pgcheckpoint.KindSQLite {
 		latest = sqlite.LatestVersion()

@@ -8,8 +8,9 @@
 //	ckpt log run-42 --graph
 //	ckpt export run-42 > run-42.jsonl
 //
-// The database comes from --database or DATABASE_URL. Run with no arguments
-// for the list of commands.
+// The database comes from --database or DATABASE_URL, the tenant from
+// --tenant or PGCHECKPOINT_TENANT (default: the default tenant). Run with
+// no arguments for the list of commands.
 package main
 
 import (
@@ -95,7 +96,7 @@ var usageOrder = []string{"demo", "threads", "log", "show", "diff", "rewind", "b
 
 func usage() string {
 	var b strings.Builder
-	b.WriteString("usage: ckpt [--database URL] [--json] COMMAND [ARGS]\n       ckpt --version\n\nCommands:\n")
+	b.WriteString("usage: ckpt [--database URL] [--tenant NAME] [--json] COMMAND [ARGS]\n       ckpt --version\n\nCommands:\n")
 	for _, name := range usageOrder {
 		cmd := commands[name]
 		left := name
@@ -114,6 +115,10 @@ Flags, before or after the command:
                    (keyword/value), sqlite:FILE or sqlite::memory: (default:
                    $DATABASE_URL). demo without one uses a throwaway Postgres
                    from local server binaries, else a temporary SQLite file.
+  --tenant NAME    read and write this tenant's threads alone, every command
+                   and ckpt web included (default: $PGCHECKPOINT_TENANT, else
+                   the default tenant, which holds whatever was written
+                   without one)
   --json           output JSON for scripts instead of tables
   --version        print ckpt's version, revision and schema versions
                    (before the command)
@@ -136,6 +141,7 @@ type cli struct {
 	tty            terminals
 	stdin          io.Reader // where confirm reads an answer (when tty.stdin)
 	dbURL          string
+	tenant         string // --tenant; "" the default tenant
 	json           bool
 	graph          bool
 	limit          int
@@ -154,6 +160,9 @@ type cli struct {
 	yes            bool   // delete, gc: no question asked
 
 	eng *engine.Engine
+	// base is the Engine opened (eng is it bound to the tenant): the one
+	// to close.
+	base *engine.Engine
 }
 
 type usageError struct{ msg string }
@@ -265,6 +274,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty termi
 	if c.dbURL == "" {
 		c.dbURL = os.Getenv("DATABASE_URL")
 	}
+	if c.tenant == "" {
+		c.tenant = os.Getenv("PGCHECKPOINT_TENANT")
+	}
+	if c.tenant != "" {
+		// Checked before anything is opened: a bad name touches no database.
+		if err := engine.CheckTenant(c.tenant); err != nil {
+			return fmt.Errorf("--tenant %q: %w", c.tenant, err)
+		}
+	}
 	if !cmd.noDB {
 		if c.dbURL == "" {
 			return usageError{"no database: pass --database URL or set DATABASE_URL"}
@@ -272,7 +290,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty termi
 		if err := c.connect(ctx); err != nil {
 			return err
 		}
-		defer c.eng.Close()
+		defer c.base.Close()
 	}
 	return cmd.run(ctx, c, pos)
 }
@@ -293,7 +311,7 @@ Without a terminal (a script, a pipe, cron) it never asks and goes on.`
 // and every flag it takes.
 func commandUsage(name string, cmd *command, fs *flag.FlagSet) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "usage: ckpt [--database URL] [--json] %s %s\n\n%s.\n", name, cmd.args, cmd.help)
+	fmt.Fprintf(&b, "usage: ckpt [--database URL] [--tenant NAME] [--json] %s %s\n\n%s.\n", name, cmd.args, cmd.help)
 	if cmd.more != "" {
 		b.WriteString("\n" + cmd.more + "\n")
 	}
@@ -306,6 +324,7 @@ func commandUsage(name string, cmd *command, fs *flag.FlagSet) string {
 
 func commonFlags(fs *flag.FlagSet, c *cli) {
 	fs.StringVar(&c.dbURL, "database", c.dbURL, "postgres://..., host=... dbname=... or sqlite:FILE (default $DATABASE_URL)")
+	fs.StringVar(&c.tenant, "tenant", c.tenant, "read and write this tenant alone (default $PGCHECKPOINT_TENANT, else the default tenant)")
 	fs.BoolVar(&c.json, "json", c.json, "JSON output")
 }
 
@@ -319,7 +338,13 @@ func (c *cli) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.eng = eng
+	c.base, c.eng = eng, eng
+	if c.tenant != "" {
+		if c.eng, err = eng.ForTenant(c.tenant); err != nil {
+			eng.Close()
+			return err
+		}
+	}
 	return nil
 }
 

@@ -1,6 +1,10 @@
 -- Queries about checkpoints. The table's current DDL is in
--- ../migrations/000001_init.up.sql, which is what sqlc reads. The head of
--- a thread and namespace (what Head reads) is the thread's rewound_to when
+-- ../migrations/000002_tenants.up.sql, which sqlc reads after
+-- 000001_init.up.sql. Every statement is about one tenant: it filters
+-- every table it reads by tenant_id = @tenant_id (joins included) and
+-- writes that tenant_id; the store fills @tenant_id from the tenant it is
+-- bound to, in one place (tenantQueries in the package). The head of a
+-- thread and namespace (what Head reads) is the thread's rewound_to when
 -- it names a checkpoint of that thread and of that namespace, else the one
 -- with the highest seq: the same rule as pgcheckpoint.thread_head_seq on
 -- Postgres. CheckpointLinkHead holds it for one thread and namespace;
@@ -12,19 +16,19 @@
 -- Writes one row, every column given: the store decides each (seq, step,
 -- format, delta columns) inside its write transaction.
 INSERT INTO checkpoints (
-    thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
+    tenant_id, thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
     trigger, tags, summary, next_node, size_bytes, format, base_checkpoint_id, delta_run, delta_depth,
     messages_count, messages_digest, state_digests, tool_results_digests, metadata, state_removed,
     tool_results_removed, messages, state, tool_results)
 VALUES (
-    @thread_id, @namespace, @seq, @checkpoint_id, @parent_checkpoint_id, @merge_parent_id, @step, @created_at,
+    @tenant_id, @thread_id, @namespace, @seq, @checkpoint_id, @parent_checkpoint_id, @merge_parent_id, @step, @created_at,
     @trigger, @tags, @summary, @next_node, @size_bytes, @format, @base_checkpoint_id, @delta_run, @delta_depth,
     @messages_count, @messages_digest, @state_digests, @tool_results_digests, @metadata, @state_removed,
     @tool_results_removed, @messages, @state, @tool_results);
 
 -- name: CheckpointGetByID :one
 -- A whole row (content possibly a delta: see materialize in the package).
-SELECT * FROM checkpoints WHERE checkpoint_id = @checkpoint_id;
+SELECT * FROM checkpoints WHERE tenant_id = @tenant_id AND checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointRead :one
 -- What a read of a checkpoint needs first: the whole row and whether it has
@@ -32,16 +36,16 @@ SELECT * FROM checkpoints WHERE checkpoint_id = @checkpoint_id;
 -- needs nothing more).
 SELECT sqlc.embed(checkpoints),
        EXISTS (SELECT 1 FROM pending_writes p
-               WHERE p.thread_id = checkpoints.thread_id AND p.namespace = checkpoints.namespace
-                 AND p.checkpoint_seq = checkpoints.seq) AS has_pending_writes
-FROM checkpoints WHERE checkpoints.checkpoint_id = @checkpoint_id;
+               WHERE p.tenant_id = checkpoints.tenant_id AND p.thread_id = checkpoints.thread_id
+                 AND p.namespace = checkpoints.namespace AND p.checkpoint_seq = checkpoints.seq) AS has_pending_writes
+FROM checkpoints WHERE checkpoints.tenant_id = @tenant_id AND checkpoints.checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointLinkByID :one
 -- What a write needs of its parent or base: place, step, delta columns and
 -- size, without the content.
 SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
        messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
-FROM checkpoints WHERE checkpoint_id = @checkpoint_id;
+FROM checkpoints WHERE tenant_id = @tenant_id AND checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointLinkHead :one
 -- CheckpointLinkByID for the head of a thread and namespace: the one query
@@ -49,12 +53,14 @@ FROM checkpoints WHERE checkpoint_id = @checkpoint_id;
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.base_checkpoint_id, c.delta_run,
        c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.size_bytes
 FROM checkpoints c
-WHERE c.thread_id = @thread_id AND c.namespace = @namespace
+WHERE c.tenant_id = @tenant_id AND c.thread_id = @thread_id AND c.namespace = @namespace
   AND c.seq = coalesce(
-        (SELECT r.seq FROM threads t JOIN checkpoints r ON r.checkpoint_id = t.rewound_to
-         WHERE t.thread_id = @thread_id AND t.namespace = @namespace
+        (SELECT r.seq FROM threads t JOIN checkpoints r
+           ON r.tenant_id = t.tenant_id AND r.checkpoint_id = t.rewound_to
+         WHERE t.tenant_id = @tenant_id AND t.thread_id = @thread_id AND t.namespace = @namespace
            AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
-        (SELECT max(m.seq) FROM checkpoints m WHERE m.thread_id = @thread_id AND m.namespace = @namespace));
+        (SELECT max(m.seq) FROM checkpoints m
+         WHERE m.tenant_id = @tenant_id AND m.thread_id = @thread_id AND m.namespace = @namespace));
 
 -- name: CheckpointLinkNewest :one
 -- CheckpointLinkByID for the newest checkpoint of a thread and namespace
@@ -63,7 +69,7 @@ WHERE c.thread_id = @thread_id AND c.namespace = @namespace
 -- thread has none there.
 SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
        messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
-FROM checkpoints WHERE thread_id = @thread_id AND namespace = @namespace
+FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace
 ORDER BY seq DESC
 LIMIT 1;
 
@@ -71,7 +77,7 @@ LIMIT 1;
 -- The highest seq of a thread and namespace, 0 when it has none: what the
 -- seq of a write on a parent other than the newest follows.
 SELECT CAST(coalesce(max(seq), 0) AS INTEGER) AS max_seq
-FROM checkpoints WHERE thread_id = @thread_id AND namespace = @namespace;
+FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace;
 
 -- name: CheckpointListByThread :many
 -- Newest first, from below a seq (the cursor's), without content.
@@ -80,7 +86,7 @@ FROM checkpoints WHERE thread_id = @thread_id AND namespace = @namespace;
 SELECT thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
        trigger, tags, summary, next_node, size_bytes, format, metadata
 FROM checkpoints
-WHERE thread_id = @thread_id AND namespace = @namespace AND seq < @before_seq
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace AND seq < @before_seq
 ORDER BY seq DESC
 LIMIT @max_rows;
 
@@ -89,19 +95,19 @@ LIMIT @max_rows;
 -- retention decides on.
 SELECT namespace, seq, checkpoint_id, step, created_at
 FROM checkpoints
-WHERE thread_id = @thread_id
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id
 ORDER BY namespace, seq;
 
 -- name: CheckpointListWhole :many
 -- Every row of a thread, content as stored, in namespace then write order
 -- (copy and export).
-SELECT * FROM checkpoints WHERE thread_id = @thread_id ORDER BY namespace, seq;
+SELECT * FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id ORDER BY namespace, seq;
 
 -- name: CheckpointListDeltasOn :many
 -- The delta checkpoints of a thread and namespace based on one of ids
 -- (candidates for a rebase before ids are deleted).
 SELECT checkpoint_id FROM checkpoints
-WHERE thread_id = @thread_id AND namespace = @namespace AND format = 'delta'
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace AND format = 'delta'
   AND base_checkpoint_id IN (sqlc.slice(ids));
 
 -- name: CheckpointRewriteWhole :exec
@@ -111,80 +117,89 @@ UPDATE checkpoints
 SET format = 'full', base_checkpoint_id = NULL, delta_run = 0, delta_depth = 0,
     state_removed = '[]', tool_results_removed = '[]',
     messages = @messages, state = @state, tool_results = @tool_results
-WHERE checkpoint_id = @checkpoint_id;
+WHERE tenant_id = @tenant_id AND checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointDeleteMany :execrows
 -- Deletes checkpoints by id, with their pending writes (ON DELETE CASCADE).
-DELETE FROM checkpoints WHERE checkpoint_id IN (sqlc.slice(ids));
+DELETE FROM checkpoints WHERE tenant_id = @tenant_id AND checkpoint_id IN (sqlc.slice(ids));
 
 -- name: CheckpointDeleteByThread :execrows
-DELETE FROM checkpoints WHERE thread_id = @thread_id;
+DELETE FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
 
 -- name: CheckpointListWithRunID :many
 -- Checkpoints whose metadata has a top-level run_id, for DeleteForRuns
 -- (which tests containment in Go).
 SELECT checkpoint_id, metadata FROM checkpoints
-WHERE json_extract(metadata, '$.run_id') IS NOT NULL;
+WHERE tenant_id = @tenant_id AND json_extract(metadata, '$.run_id') IS NOT NULL;
 
 -- name: CheckpointLineage :many
 -- A checkpoint and its ancestors, newest first (depth 0 is the checkpoint),
 -- following parent links across threads (a branch's first checkpoint has
--- its source as parent). max_depth -1: no bound. A parent that was deleted
--- ends the walk.
+-- its source as parent) within the tenant. max_depth -1: no bound. A
+-- parent that was deleted ends the walk. CROSS JOIN keeps the join order
+-- (SQLite's rule): each step looks a parent up by (tenant_id,
+-- checkpoint_id), where the planner would otherwise read the tenant's
+-- checkpoints.
 WITH RECURSIVE walk AS (
     SELECT 0 AS depth, c.checkpoint_id AS id
-    FROM checkpoints c WHERE c.checkpoint_id = @checkpoint_id
+    FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.checkpoint_id = @checkpoint_id
     UNION ALL
     SELECT w.depth + 1, c.parent_checkpoint_id
-    FROM walk w JOIN checkpoints c ON c.checkpoint_id = w.id
+    FROM walk w CROSS JOIN checkpoints c ON c.tenant_id = @tenant_id AND c.checkpoint_id = w.id
     WHERE c.parent_checkpoint_id IS NOT NULL
       AND (CAST(@max_depth AS INTEGER) < 0 OR w.depth < CAST(@max_depth AS INTEGER))
 )
 SELECT CAST(w.depth AS INTEGER) AS depth, c.thread_id, c.namespace, c.seq, c.checkpoint_id,
        c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary,
        c.next_node, c.size_bytes, c.format, c.metadata
-FROM walk w JOIN checkpoints c ON c.checkpoint_id = w.id
+FROM walk w CROSS JOIN checkpoints c ON c.tenant_id = @tenant_id AND c.checkpoint_id = w.id
 ORDER BY w.depth;
 
 -- name: ThreadTree :many
 -- Every checkpoint of a thread and of the branches forked from it,
 -- recursively, with both parents and whether it is its namespace's head,
--- in thread, namespace and write order.
+-- in thread, namespace and write order. CROSS JOIN keeps the planner's
+-- order (SQLite's rule): each step looks up the threads forked from the
+-- ones found, and each namespace's checkpoints, by index.
 WITH RECURSIVE family AS (
     SELECT CAST(@thread_id AS TEXT) AS thread_id
     UNION
-    SELECT t.thread_id FROM threads t JOIN family f ON t.branched_from_thread = f.thread_id
+    SELECT t.thread_id FROM family f CROSS JOIN threads t
+      ON t.tenant_id = @tenant_id AND t.branched_from_thread = f.thread_id
 ), heads AS (
     SELECT t.thread_id, t.namespace,
            coalesce((SELECT r.seq FROM checkpoints r
-                     WHERE r.checkpoint_id = t.rewound_to AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
+                     WHERE r.tenant_id = @tenant_id AND r.checkpoint_id = t.rewound_to
+                       AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
                     (SELECT max(m.seq) FROM checkpoints m
-                     WHERE m.thread_id = t.thread_id AND m.namespace = t.namespace)) AS head_seq
-    FROM threads t JOIN family f ON f.thread_id = t.thread_id
+                     WHERE m.tenant_id = @tenant_id AND m.thread_id = t.thread_id AND m.namespace = t.namespace)) AS head_seq
+    FROM family f CROSS JOIN threads t ON t.tenant_id = @tenant_id AND t.thread_id = f.thread_id
 )
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, CAST(c.seq = h.head_seq AS INTEGER) AS is_head
 FROM heads h
-JOIN checkpoints c ON c.thread_id = h.thread_id AND c.namespace = h.namespace
+CROSS JOIN checkpoints c ON c.tenant_id = @tenant_id AND c.thread_id = h.thread_id AND c.namespace = h.namespace
 ORDER BY c.thread_id, c.namespace, c.seq;
 
 -- name: CheckpointCount :one
-SELECT count(*) FROM checkpoints WHERE thread_id = @thread_id AND namespace = @namespace;
+SELECT count(*) FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace;
 
 -- name: CheckpointDeltaChain :many
 -- A delta checkpoint's chain: the checkpoint, its base, the base's base,
 -- and so on to a full one, each in the same thread and namespace, with its
 -- depth; what materialize rebuilds it from, in one statement. The caller
 -- orders the rows by depth: an ORDER BY here would copy every row, the
--- full snapshot's whole content included, through a sorter.
+-- full snapshot's whole content included, through a sorter. CROSS JOIN
+-- keeps the join order: each base is looked up by (tenant_id,
+-- checkpoint_id).
 WITH RECURSIVE chain AS (
     SELECT 0 AS depth, c.checkpoint_id AS id, c.base_checkpoint_id AS next_id
-    FROM checkpoints c WHERE c.checkpoint_id = @checkpoint_id
+    FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.checkpoint_id = @checkpoint_id
     UNION ALL
     SELECT ch.depth + 1, b.checkpoint_id, b.base_checkpoint_id
-    FROM chain ch JOIN checkpoints b ON b.checkpoint_id = ch.next_id
+    FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.next_id
     WHERE b.thread_id = @thread_id AND b.namespace = @namespace AND ch.depth < 65536
 )
 SELECT ch.depth, b.checkpoint_id, b.format, b.base_checkpoint_id, b.state_removed, b.tool_results_removed,
        b.messages, b.state, b.tool_results
-FROM chain ch JOIN checkpoints b ON b.checkpoint_id = ch.id;
+FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.id;

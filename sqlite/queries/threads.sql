@@ -1,32 +1,35 @@
--- Queries about threads (DDL in ../migrations/000001_init.up.sql).
+-- Queries about threads (DDL in ../migrations/000002_tenants.up.sql).
+-- Each is about one tenant, as in checkpoints.sql.
 
 -- name: ThreadInsert :exec
-INSERT INTO threads (thread_id, namespace, rewound_to, metadata, created_at, branch_name, branched_from,
+INSERT INTO threads (tenant_id, thread_id, namespace, rewound_to, metadata, created_at, branch_name, branched_from,
                      branched_from_thread, swept_at, expires_at, expire_action)
-VALUES (@thread_id, @namespace, @rewound_to, @metadata, @created_at, @branch_name, @branched_from,
+VALUES (@tenant_id, @thread_id, @namespace, @rewound_to, @metadata, @created_at, @branch_name, @branched_from,
         @branched_from_thread, @swept_at, @expires_at, @expire_action);
 
 -- name: ThreadGet :one
-SELECT * FROM threads WHERE thread_id = @thread_id AND namespace = @namespace;
+SELECT * FROM threads WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace;
 
 -- name: ThreadListRows :many
 -- Every namespace row of a thread, in namespace order.
-SELECT * FROM threads WHERE thread_id = @thread_id ORDER BY namespace;
+SELECT * FROM threads WHERE tenant_id = @tenant_id AND thread_id = @thread_id ORDER BY namespace;
 
 -- name: ThreadExists :one
 -- Whether a thread has a thread row or a checkpoint, in any namespace.
-SELECT CAST(EXISTS (SELECT 1 FROM threads t WHERE t.thread_id = @thread_id)
-         OR EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = @thread_id) AS INTEGER) AS found;
+SELECT CAST(EXISTS (SELECT 1 FROM threads t WHERE t.tenant_id = @tenant_id AND t.thread_id = @thread_id)
+         OR EXISTS (SELECT 1 FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.thread_id = @thread_id)
+         AS INTEGER) AS found;
 
 -- name: ThreadSetRewoundTo :exec
-UPDATE threads SET rewound_to = @rewound_to WHERE thread_id = @thread_id AND namespace = @namespace;
+UPDATE threads SET rewound_to = @rewound_to
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace;
 
 -- name: ThreadClearRewoundTo :exec
 -- Un-rewinds the threads rewound to one of ids (about to be deleted).
-UPDATE threads SET rewound_to = NULL WHERE rewound_to IN (sqlc.slice(ids));
+UPDATE threads SET rewound_to = NULL WHERE tenant_id = @tenant_id AND rewound_to IN (sqlc.slice(ids));
 
 -- name: ThreadDelete :exec
-DELETE FROM threads WHERE thread_id = @thread_id;
+DELETE FROM threads WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
 
 -- name: ThreadListHeads :many
 -- One row per thread after a thread id, with the head of its root
@@ -36,13 +39,15 @@ SELECT t.thread_id, t.namespace, t.metadata, t.created_at,
        h.created_at AS head_created_at
 FROM threads t
 LEFT JOIN checkpoints h
-  ON h.thread_id = t.thread_id AND h.namespace = t.namespace
+  ON h.tenant_id = t.tenant_id AND h.thread_id = t.thread_id AND h.namespace = t.namespace
  AND h.seq = coalesce(
         (SELECT r.seq FROM checkpoints r
-         WHERE r.checkpoint_id = t.rewound_to AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
-        (SELECT max(m.seq) FROM checkpoints m WHERE m.thread_id = t.thread_id AND m.namespace = t.namespace))
-WHERE t.thread_id > @after
-  AND t.namespace = (SELECT min(f.namespace) FROM threads f WHERE f.thread_id = t.thread_id)
+         WHERE r.tenant_id = t.tenant_id AND r.checkpoint_id = t.rewound_to
+           AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
+        (SELECT max(m.seq) FROM checkpoints m
+         WHERE m.tenant_id = t.tenant_id AND m.thread_id = t.thread_id AND m.namespace = t.namespace))
+WHERE t.tenant_id = @tenant_id AND t.thread_id > @after
+  AND t.namespace = (SELECT min(f.namespace) FROM threads f WHERE f.tenant_id = t.tenant_id AND f.thread_id = t.thread_id)
 ORDER BY t.thread_id
 LIMIT @max_rows;
 
@@ -50,12 +55,13 @@ LIMIT @max_rows;
 -- The branches forked from a thread, oldest first.
 SELECT thread_id, namespace, branch_name, branched_from, created_at
 FROM threads
-WHERE branched_from_thread = @thread_id
+WHERE tenant_id = @tenant_id AND branched_from_thread = @thread_id
 ORDER BY created_at, thread_id;
 
 -- name: ThreadIDsAfter :many
 -- Up to max_rows thread ids after a thread id, in order (a sweep batch).
-SELECT DISTINCT thread_id FROM threads WHERE thread_id > @after ORDER BY thread_id LIMIT @max_rows;
+SELECT DISTINCT thread_id FROM threads WHERE tenant_id = @tenant_id AND thread_id > @after
+ORDER BY thread_id LIMIT @max_rows;
 
 -- name: ThreadSetExpiry :execrows
 -- An expiry keeps nothing ('delete': the thread goes) or the heads
@@ -63,27 +69,27 @@ SELECT DISTINCT thread_id FROM threads WHERE thread_id > @after ORDER BY thread_
 UPDATE threads
 SET expires_at = @expires_at,
     expire_action = CASE WHEN CAST(@keep_latest AS BOOLEAN) THEN 'keep_latest' ELSE 'delete' END
-WHERE thread_id = @thread_id;
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
 
 -- name: ThreadExpiryKeepsLatest :one
 -- Whether the due expiry of a thread keeps its heads (false: it deletes
 -- the thread); no row when none is due.
 SELECT CAST(expire_action = 'keep_latest' AS BOOLEAN) AS keep_latest FROM threads
-WHERE thread_id = @thread_id AND expires_at <= @now
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND expires_at <= @now
 ORDER BY expires_at
 LIMIT 1;
 
 -- name: ThreadClearExpiry :exec
-UPDATE threads SET expires_at = NULL WHERE thread_id = @thread_id;
+UPDATE threads SET expires_at = NULL WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
 
 -- name: ThreadSetSwept :exec
-UPDATE threads SET swept_at = @swept_at WHERE thread_id = @thread_id;
+UPDATE threads SET swept_at = @swept_at WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
 
 -- name: ThreadGetExpiry :one
 -- When a thread expires and what its expiry keeps ('delete' or
 -- 'keep_latest'), as ThreadSetExpiry set it on every namespace row; no row
 -- for an unknown thread, a NULL time when it does not expire.
 SELECT expires_at, expire_action FROM threads
-WHERE thread_id = @thread_id
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id
 ORDER BY namespace
 LIMIT 1;

@@ -14,27 +14,33 @@ import (
 )
 
 const CheckpointCount = `-- name: CheckpointCount :one
-SELECT count(*) FROM checkpoints WHERE thread_id = ?1 AND namespace = ?2
+SELECT count(*) FROM checkpoints WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3
 `
 
 type CheckpointCountParams struct {
+	TenantID  string
 	ThreadID  string
 	Namespace string
 }
 
 func (q *Queries) CheckpointCount(ctx context.Context, arg CheckpointCountParams) (int64, error) {
-	row := q.queryRow(ctx, q.checkpointCountStmt, CheckpointCount, arg.ThreadID, arg.Namespace)
+	row := q.queryRow(ctx, q.checkpointCountStmt, CheckpointCount, arg.TenantID, arg.ThreadID, arg.Namespace)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
 }
 
 const CheckpointDeleteByThread = `-- name: CheckpointDeleteByThread :execrows
-DELETE FROM checkpoints WHERE thread_id = ?1
+DELETE FROM checkpoints WHERE tenant_id = ?1 AND thread_id = ?2
 `
 
-func (q *Queries) CheckpointDeleteByThread(ctx context.Context, threadID string) (int64, error) {
-	result, err := q.exec(ctx, q.checkpointDeleteByThreadStmt, CheckpointDeleteByThread, threadID)
+type CheckpointDeleteByThreadParams struct {
+	TenantID string
+	ThreadID string
+}
+
+func (q *Queries) CheckpointDeleteByThread(ctx context.Context, arg CheckpointDeleteByThreadParams) (int64, error) {
+	result, err := q.exec(ctx, q.checkpointDeleteByThreadStmt, CheckpointDeleteByThread, arg.TenantID, arg.ThreadID)
 	if err != nil {
 		return 0, err
 	}
@@ -42,18 +48,24 @@ func (q *Queries) CheckpointDeleteByThread(ctx context.Context, threadID string)
 }
 
 const CheckpointDeleteMany = `-- name: CheckpointDeleteMany :execrows
-DELETE FROM checkpoints WHERE checkpoint_id IN (/*SLICE:ids*/?)
+DELETE FROM checkpoints WHERE tenant_id = ?1 AND checkpoint_id IN (/*SLICE:ids*/?)
 `
 
+type CheckpointDeleteManyParams struct {
+	TenantID string
+	Ids      []uuid.UUID
+}
+
 // Deletes checkpoints by id, with their pending writes (ON DELETE CASCADE).
-func (q *Queries) CheckpointDeleteMany(ctx context.Context, ids []uuid.UUID) (int64, error) {
+func (q *Queries) CheckpointDeleteMany(ctx context.Context, arg CheckpointDeleteManyParams) (int64, error) {
 	query := CheckpointDeleteMany
 	var queryParams []interface{}
-	if len(ids) > 0 {
-		for _, v := range ids {
+	queryParams = append(queryParams, arg.TenantID)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
 			queryParams = append(queryParams, v)
 		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
 	} else {
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
@@ -67,18 +79,19 @@ func (q *Queries) CheckpointDeleteMany(ctx context.Context, ids []uuid.UUID) (in
 const CheckpointDeltaChain = `-- name: CheckpointDeltaChain :many
 WITH RECURSIVE chain AS (
     SELECT 0 AS depth, c.checkpoint_id AS id, c.base_checkpoint_id AS next_id
-    FROM checkpoints c WHERE c.checkpoint_id = ?1
+    FROM checkpoints c WHERE c.tenant_id = ?1 AND c.checkpoint_id = ?2
     UNION ALL
     SELECT ch.depth + 1, b.checkpoint_id, b.base_checkpoint_id
-    FROM chain ch JOIN checkpoints b ON b.checkpoint_id = ch.next_id
-    WHERE b.thread_id = ?2 AND b.namespace = ?3 AND ch.depth < 65536
+    FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.next_id
+    WHERE b.thread_id = ?3 AND b.namespace = ?4 AND ch.depth < 65536
 )
 SELECT ch.depth, b.checkpoint_id, b.format, b.base_checkpoint_id, b.state_removed, b.tool_results_removed,
        b.messages, b.state, b.tool_results
-FROM chain ch JOIN checkpoints b ON b.checkpoint_id = ch.id
+FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.id
 `
 
 type CheckpointDeltaChainParams struct {
+	TenantID     string
 	CheckpointID uuid.UUID
 	ThreadID     string
 	Namespace    string
@@ -100,9 +113,16 @@ type CheckpointDeltaChainRow struct {
 // and so on to a full one, each in the same thread and namespace, with its
 // depth; what materialize rebuilds it from, in one statement. The caller
 // orders the rows by depth: an ORDER BY here would copy every row, the
-// full snapshot's whole content included, through a sorter.
+// full snapshot's whole content included, through a sorter. CROSS JOIN
+// keeps the join order: each base is looked up by (tenant_id,
+// checkpoint_id).
 func (q *Queries) CheckpointDeltaChain(ctx context.Context, arg CheckpointDeltaChainParams) ([]CheckpointDeltaChainRow, error) {
-	rows, err := q.query(ctx, q.checkpointDeltaChainStmt, CheckpointDeltaChain, arg.CheckpointID, arg.ThreadID, arg.Namespace)
+	rows, err := q.query(ctx, q.checkpointDeltaChainStmt, CheckpointDeltaChain,
+		arg.TenantID,
+		arg.CheckpointID,
+		arg.ThreadID,
+		arg.Namespace,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -135,14 +155,20 @@ func (q *Queries) CheckpointDeltaChain(ctx context.Context, arg CheckpointDeltaC
 }
 
 const CheckpointGetByID = `-- name: CheckpointGetByID :one
-SELECT thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at, "trigger", tags, summary, next_node, size_bytes, format, base_checkpoint_id, delta_run, delta_depth, messages_count, messages_digest, state_digests, tool_results_digests, metadata, state_removed, tool_results_removed, messages, state, tool_results FROM checkpoints WHERE checkpoint_id = ?1
+SELECT tenant_id, thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at, "trigger", tags, summary, next_node, size_bytes, format, base_checkpoint_id, delta_run, delta_depth, messages_count, messages_digest, state_digests, tool_results_digests, metadata, state_removed, tool_results_removed, messages, state, tool_results FROM checkpoints WHERE tenant_id = ?1 AND checkpoint_id = ?2
 `
 
+type CheckpointGetByIDParams struct {
+	TenantID     string
+	CheckpointID uuid.UUID
+}
+
 // A whole row (content possibly a delta: see materialize in the package).
-func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID) (Checkpoint, error) {
-	row := q.queryRow(ctx, q.checkpointGetByIDStmt, CheckpointGetByID, checkpointID)
+func (q *Queries) CheckpointGetByID(ctx context.Context, arg CheckpointGetByIDParams) (Checkpoint, error) {
+	row := q.queryRow(ctx, q.checkpointGetByIDStmt, CheckpointGetByID, arg.TenantID, arg.CheckpointID)
 	var i Checkpoint
 	err := row.Scan(
+		&i.TenantID,
 		&i.ThreadID,
 		&i.Namespace,
 		&i.Seq,
@@ -177,18 +203,19 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID uuid.UUID)
 const CheckpointInsert = `-- name: CheckpointInsert :exec
 
 INSERT INTO checkpoints (
-    thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
+    tenant_id, thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
     trigger, tags, summary, next_node, size_bytes, format, base_checkpoint_id, delta_run, delta_depth,
     messages_count, messages_digest, state_digests, tool_results_digests, metadata, state_removed,
     tool_results_removed, messages, state, tool_results)
 VALUES (
-    ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
-    ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-    ?18, ?19, ?20, ?21, ?22, ?23,
-    ?24, ?25, ?26, ?27)
+    ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,
+    ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+    ?19, ?20, ?21, ?22, ?23, ?24,
+    ?25, ?26, ?27, ?28)
 `
 
 type CheckpointInsertParams struct {
+	TenantID           string
 	ThreadID           string
 	Namespace          string
 	Seq                int64
@@ -219,8 +246,12 @@ type CheckpointInsertParams struct {
 }
 
 // Queries about checkpoints. The table's current DDL is in
-// ../migrations/000001_init.up.sql, which is what sqlc reads. The head of
-// a thread and namespace (what Head reads) is the thread's rewound_to when
+// ../migrations/000002_tenants.up.sql, which sqlc reads after
+// 000001_init.up.sql. Every statement is about one tenant: it filters
+// every table it reads by tenant_id = @tenant_id (joins included) and
+// writes that tenant_id; the store fills @tenant_id from the tenant it is
+// bound to, in one place (tenantQueries in the package). The head of a
+// thread and namespace (what Head reads) is the thread's rewound_to when
 // it names a checkpoint of that thread and of that namespace, else the one
 // with the highest seq: the same rule as pgcheckpoint.thread_head_seq on
 // Postgres. CheckpointLinkHead holds it for one thread and namespace;
@@ -231,6 +262,7 @@ type CheckpointInsertParams struct {
 // format, delta columns) inside its write transaction.
 func (q *Queries) CheckpointInsert(ctx context.Context, arg CheckpointInsertParams) error {
 	_, err := q.exec(ctx, q.checkpointInsertStmt, CheckpointInsert,
+		arg.TenantID,
 		arg.ThreadID,
 		arg.Namespace,
 		arg.Seq,
@@ -265,21 +297,22 @@ func (q *Queries) CheckpointInsert(ctx context.Context, arg CheckpointInsertPara
 const CheckpointLineage = `-- name: CheckpointLineage :many
 WITH RECURSIVE walk AS (
     SELECT 0 AS depth, c.checkpoint_id AS id
-    FROM checkpoints c WHERE c.checkpoint_id = ?1
+    FROM checkpoints c WHERE c.tenant_id = ?1 AND c.checkpoint_id = ?2
     UNION ALL
     SELECT w.depth + 1, c.parent_checkpoint_id
-    FROM walk w JOIN checkpoints c ON c.checkpoint_id = w.id
+    FROM walk w CROSS JOIN checkpoints c ON c.tenant_id = ?1 AND c.checkpoint_id = w.id
     WHERE c.parent_checkpoint_id IS NOT NULL
-      AND (CAST(?2 AS INTEGER) < 0 OR w.depth < CAST(?2 AS INTEGER))
+      AND (CAST(?3 AS INTEGER) < 0 OR w.depth < CAST(?3 AS INTEGER))
 )
 SELECT CAST(w.depth AS INTEGER) AS depth, c.thread_id, c.namespace, c.seq, c.checkpoint_id,
        c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary,
        c.next_node, c.size_bytes, c.format, c.metadata
-FROM walk w JOIN checkpoints c ON c.checkpoint_id = w.id
+FROM walk w CROSS JOIN checkpoints c ON c.tenant_id = ?1 AND c.checkpoint_id = w.id
 ORDER BY w.depth
 `
 
 type CheckpointLineageParams struct {
+	TenantID     string
 	CheckpointID uuid.UUID
 	MaxDepth     int64
 }
@@ -305,10 +338,13 @@ type CheckpointLineageRow struct {
 
 // A checkpoint and its ancestors, newest first (depth 0 is the checkpoint),
 // following parent links across threads (a branch's first checkpoint has
-// its source as parent). max_depth -1: no bound. A parent that was deleted
-// ends the walk.
+// its source as parent) within the tenant. max_depth -1: no bound. A
+// parent that was deleted ends the walk. CROSS JOIN keeps the join order
+// (SQLite's rule): each step looks a parent up by (tenant_id,
+// checkpoint_id), where the planner would otherwise read the tenant's
+// checkpoints.
 func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineageParams) ([]CheckpointLineageRow, error) {
-	rows, err := q.query(ctx, q.checkpointLineageStmt, CheckpointLineage, arg.CheckpointID, arg.MaxDepth)
+	rows, err := q.query(ctx, q.checkpointLineageStmt, CheckpointLineage, arg.TenantID, arg.CheckpointID, arg.MaxDepth)
 	if err != nil {
 		return nil, err
 	}
@@ -350,8 +386,13 @@ func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineagePa
 const CheckpointLinkByID = `-- name: CheckpointLinkByID :one
 SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
        messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
-FROM checkpoints WHERE checkpoint_id = ?1
+FROM checkpoints WHERE tenant_id = ?1 AND checkpoint_id = ?2
 `
+
+type CheckpointLinkByIDParams struct {
+	TenantID     string
+	CheckpointID uuid.UUID
+}
 
 type CheckpointLinkByIDRow struct {
 	ThreadID           string
@@ -372,8 +413,8 @@ type CheckpointLinkByIDRow struct {
 
 // What a write needs of its parent or base: place, step, delta columns and
 // size, without the content.
-func (q *Queries) CheckpointLinkByID(ctx context.Context, checkpointID uuid.UUID) (CheckpointLinkByIDRow, error) {
-	row := q.queryRow(ctx, q.checkpointLinkByIDStmt, CheckpointLinkByID, checkpointID)
+func (q *Queries) CheckpointLinkByID(ctx context.Context, arg CheckpointLinkByIDParams) (CheckpointLinkByIDRow, error) {
+	row := q.queryRow(ctx, q.checkpointLinkByIDStmt, CheckpointLinkByID, arg.TenantID, arg.CheckpointID)
 	var i CheckpointLinkByIDRow
 	err := row.Scan(
 		&i.ThreadID,
@@ -398,15 +439,18 @@ const CheckpointLinkHead = `-- name: CheckpointLinkHead :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.base_checkpoint_id, c.delta_run,
        c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.size_bytes
 FROM checkpoints c
-WHERE c.thread_id = ?1 AND c.namespace = ?2
+WHERE c.tenant_id = ?1 AND c.thread_id = ?2 AND c.namespace = ?3
   AND c.seq = coalesce(
-        (SELECT r.seq FROM threads t JOIN checkpoints r ON r.checkpoint_id = t.rewound_to
-         WHERE t.thread_id = ?1 AND t.namespace = ?2
+        (SELECT r.seq FROM threads t JOIN checkpoints r
+           ON r.tenant_id = t.tenant_id AND r.checkpoint_id = t.rewound_to
+         WHERE t.tenant_id = ?1 AND t.thread_id = ?2 AND t.namespace = ?3
            AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
-        (SELECT max(m.seq) FROM checkpoints m WHERE m.thread_id = ?1 AND m.namespace = ?2))
+        (SELECT max(m.seq) FROM checkpoints m
+         WHERE m.tenant_id = ?1 AND m.thread_id = ?2 AND m.namespace = ?3))
 `
 
 type CheckpointLinkHeadParams struct {
+	TenantID  string
 	ThreadID  string
 	Namespace string
 }
@@ -431,7 +475,7 @@ type CheckpointLinkHeadRow struct {
 // CheckpointLinkByID for the head of a thread and namespace: the one query
 // a read of the head goes through (the whole row is then read by id).
 func (q *Queries) CheckpointLinkHead(ctx context.Context, arg CheckpointLinkHeadParams) (CheckpointLinkHeadRow, error) {
-	row := q.queryRow(ctx, q.checkpointLinkHeadStmt, CheckpointLinkHead, arg.ThreadID, arg.Namespace)
+	row := q.queryRow(ctx, q.checkpointLinkHeadStmt, CheckpointLinkHead, arg.TenantID, arg.ThreadID, arg.Namespace)
 	var i CheckpointLinkHeadRow
 	err := row.Scan(
 		&i.ThreadID,
@@ -455,12 +499,13 @@ func (q *Queries) CheckpointLinkHead(ctx context.Context, arg CheckpointLinkHead
 const CheckpointLinkNewest = `-- name: CheckpointLinkNewest :one
 SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
        messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
-FROM checkpoints WHERE thread_id = ?1 AND namespace = ?2
+FROM checkpoints WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3
 ORDER BY seq DESC
 LIMIT 1
 `
 
 type CheckpointLinkNewestParams struct {
+	TenantID  string
 	ThreadID  string
 	Namespace string
 }
@@ -487,7 +532,7 @@ type CheckpointLinkNewestRow struct {
 // not rewound, and its seq the one the write's follows. No row when the
 // thread has none there.
 func (q *Queries) CheckpointLinkNewest(ctx context.Context, arg CheckpointLinkNewestParams) (CheckpointLinkNewestRow, error) {
-	row := q.queryRow(ctx, q.checkpointLinkNewestStmt, CheckpointLinkNewest, arg.ThreadID, arg.Namespace)
+	row := q.queryRow(ctx, q.checkpointLinkNewestStmt, CheckpointLinkNewest, arg.TenantID, arg.ThreadID, arg.Namespace)
 	var i CheckpointLinkNewestRow
 	err := row.Scan(
 		&i.ThreadID,
@@ -512,12 +557,13 @@ const CheckpointListByThread = `-- name: CheckpointListByThread :many
 SELECT thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
        trigger, tags, summary, next_node, size_bytes, format, metadata
 FROM checkpoints
-WHERE thread_id = ?1 AND namespace = ?2 AND seq < ?3
+WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3 AND seq < ?4
 ORDER BY seq DESC
-LIMIT ?4
+LIMIT ?5
 `
 
 type CheckpointListByThreadParams struct {
+	TenantID  string
 	ThreadID  string
 	Namespace string
 	BeforeSeq int64
@@ -547,6 +593,7 @@ type CheckpointListByThreadRow struct {
 // filters are applied by the caller, in Go).
 func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointListByThreadParams) ([]CheckpointListByThreadRow, error) {
 	rows, err := q.query(ctx, q.checkpointListByThreadStmt, CheckpointListByThread,
+		arg.TenantID,
 		arg.ThreadID,
 		arg.Namespace,
 		arg.BeforeSeq,
@@ -591,11 +638,12 @@ func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointList
 
 const CheckpointListDeltasOn = `-- name: CheckpointListDeltasOn :many
 SELECT checkpoint_id FROM checkpoints
-WHERE thread_id = ?1 AND namespace = ?2 AND format = 'delta'
+WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3 AND format = 'delta'
   AND base_checkpoint_id IN (/*SLICE:ids*/?)
 `
 
 type CheckpointListDeltasOnParams struct {
+	TenantID  string
 	ThreadID  string
 	Namespace string
 	Ids       []uuid.NullUUID
@@ -606,6 +654,7 @@ type CheckpointListDeltasOnParams struct {
 func (q *Queries) CheckpointListDeltasOn(ctx context.Context, arg CheckpointListDeltasOnParams) ([]uuid.UUID, error) {
 	query := CheckpointListDeltasOn
 	var queryParams []interface{}
+	queryParams = append(queryParams, arg.TenantID)
 	queryParams = append(queryParams, arg.ThreadID)
 	queryParams = append(queryParams, arg.Namespace)
 	if len(arg.Ids) > 0 {
@@ -641,9 +690,14 @@ func (q *Queries) CheckpointListDeltasOn(ctx context.Context, arg CheckpointList
 const CheckpointListForRetention = `-- name: CheckpointListForRetention :many
 SELECT namespace, seq, checkpoint_id, step, created_at
 FROM checkpoints
-WHERE thread_id = ?1
+WHERE tenant_id = ?1 AND thread_id = ?2
 ORDER BY namespace, seq
 `
+
+type CheckpointListForRetentionParams struct {
+	TenantID string
+	ThreadID string
+}
 
 type CheckpointListForRetentionRow struct {
 	Namespace    string
@@ -655,8 +709,8 @@ type CheckpointListForRetentionRow struct {
 
 // Every checkpoint of a thread, in namespace then write order, with what
 // retention decides on.
-func (q *Queries) CheckpointListForRetention(ctx context.Context, threadID string) ([]CheckpointListForRetentionRow, error) {
-	rows, err := q.query(ctx, q.checkpointListForRetentionStmt, CheckpointListForRetention, threadID)
+func (q *Queries) CheckpointListForRetention(ctx context.Context, arg CheckpointListForRetentionParams) ([]CheckpointListForRetentionRow, error) {
+	rows, err := q.query(ctx, q.checkpointListForRetentionStmt, CheckpointListForRetention, arg.TenantID, arg.ThreadID)
 	if err != nil {
 		return nil, err
 	}
@@ -685,13 +739,18 @@ func (q *Queries) CheckpointListForRetention(ctx context.Context, threadID strin
 }
 
 const CheckpointListWhole = `-- name: CheckpointListWhole :many
-SELECT thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at, "trigger", tags, summary, next_node, size_bytes, format, base_checkpoint_id, delta_run, delta_depth, messages_count, messages_digest, state_digests, tool_results_digests, metadata, state_removed, tool_results_removed, messages, state, tool_results FROM checkpoints WHERE thread_id = ?1 ORDER BY namespace, seq
+SELECT tenant_id, thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at, "trigger", tags, summary, next_node, size_bytes, format, base_checkpoint_id, delta_run, delta_depth, messages_count, messages_digest, state_digests, tool_results_digests, metadata, state_removed, tool_results_removed, messages, state, tool_results FROM checkpoints WHERE tenant_id = ?1 AND thread_id = ?2 ORDER BY namespace, seq
 `
+
+type CheckpointListWholeParams struct {
+	TenantID string
+	ThreadID string
+}
 
 // Every row of a thread, content as stored, in namespace then write order
 // (copy and export).
-func (q *Queries) CheckpointListWhole(ctx context.Context, threadID string) ([]Checkpoint, error) {
-	rows, err := q.query(ctx, q.checkpointListWholeStmt, CheckpointListWhole, threadID)
+func (q *Queries) CheckpointListWhole(ctx context.Context, arg CheckpointListWholeParams) ([]Checkpoint, error) {
+	rows, err := q.query(ctx, q.checkpointListWholeStmt, CheckpointListWhole, arg.TenantID, arg.ThreadID)
 	if err != nil {
 		return nil, err
 	}
@@ -700,6 +759,7 @@ func (q *Queries) CheckpointListWhole(ctx context.Context, threadID string) ([]C
 	for rows.Next() {
 		var i Checkpoint
 		if err := rows.Scan(
+			&i.TenantID,
 			&i.ThreadID,
 			&i.Namespace,
 			&i.Seq,
@@ -743,7 +803,7 @@ func (q *Queries) CheckpointListWhole(ctx context.Context, threadID string) ([]C
 
 const CheckpointListWithRunID = `-- name: CheckpointListWithRunID :many
 SELECT checkpoint_id, metadata FROM checkpoints
-WHERE json_extract(metadata, '$.run_id') IS NOT NULL
+WHERE tenant_id = ?1 AND json_extract(metadata, '$.run_id') IS NOT NULL
 `
 
 type CheckpointListWithRunIDRow struct {
@@ -753,8 +813,8 @@ type CheckpointListWithRunIDRow struct {
 
 // Checkpoints whose metadata has a top-level run_id, for DeleteForRuns
 // (which tests containment in Go).
-func (q *Queries) CheckpointListWithRunID(ctx context.Context) ([]CheckpointListWithRunIDRow, error) {
-	rows, err := q.query(ctx, q.checkpointListWithRunIDStmt, CheckpointListWithRunID)
+func (q *Queries) CheckpointListWithRunID(ctx context.Context, tenantID string) ([]CheckpointListWithRunIDRow, error) {
+	rows, err := q.query(ctx, q.checkpointListWithRunIDStmt, CheckpointListWithRunID, tenantID)
 	if err != nil {
 		return nil, err
 	}
@@ -778,10 +838,11 @@ func (q *Queries) CheckpointListWithRunID(ctx context.Context) ([]CheckpointList
 
 const CheckpointMaxSeq = `-- name: CheckpointMaxSeq :one
 SELECT CAST(coalesce(max(seq), 0) AS INTEGER) AS max_seq
-FROM checkpoints WHERE thread_id = ?1 AND namespace = ?2
+FROM checkpoints WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3
 `
 
 type CheckpointMaxSeqParams struct {
+	TenantID  string
 	ThreadID  string
 	Namespace string
 }
@@ -789,19 +850,24 @@ type CheckpointMaxSeqParams struct {
 // The highest seq of a thread and namespace, 0 when it has none: what the
 // seq of a write on a parent other than the newest follows.
 func (q *Queries) CheckpointMaxSeq(ctx context.Context, arg CheckpointMaxSeqParams) (int64, error) {
-	row := q.queryRow(ctx, q.checkpointMaxSeqStmt, CheckpointMaxSeq, arg.ThreadID, arg.Namespace)
+	row := q.queryRow(ctx, q.checkpointMaxSeqStmt, CheckpointMaxSeq, arg.TenantID, arg.ThreadID, arg.Namespace)
 	var max_seq int64
 	err := row.Scan(&max_seq)
 	return max_seq, err
 }
 
 const CheckpointRead = `-- name: CheckpointRead :one
-SELECT checkpoints.thread_id, checkpoints.namespace, checkpoints.seq, checkpoints.checkpoint_id, checkpoints.parent_checkpoint_id, checkpoints.merge_parent_id, checkpoints.step, checkpoints.created_at, checkpoints."trigger", checkpoints.tags, checkpoints.summary, checkpoints.next_node, checkpoints.size_bytes, checkpoints.format, checkpoints.base_checkpoint_id, checkpoints.delta_run, checkpoints.delta_depth, checkpoints.messages_count, checkpoints.messages_digest, checkpoints.state_digests, checkpoints.tool_results_digests, checkpoints.metadata, checkpoints.state_removed, checkpoints.tool_results_removed, checkpoints.messages, checkpoints.state, checkpoints.tool_results,
+SELECT checkpoints.tenant_id, checkpoints.thread_id, checkpoints.namespace, checkpoints.seq, checkpoints.checkpoint_id, checkpoints.parent_checkpoint_id, checkpoints.merge_parent_id, checkpoints.step, checkpoints.created_at, checkpoints."trigger", checkpoints.tags, checkpoints.summary, checkpoints.next_node, checkpoints.size_bytes, checkpoints.format, checkpoints.base_checkpoint_id, checkpoints.delta_run, checkpoints.delta_depth, checkpoints.messages_count, checkpoints.messages_digest, checkpoints.state_digests, checkpoints.tool_results_digests, checkpoints.metadata, checkpoints.state_removed, checkpoints.tool_results_removed, checkpoints.messages, checkpoints.state, checkpoints.tool_results,
        EXISTS (SELECT 1 FROM pending_writes p
-               WHERE p.thread_id = checkpoints.thread_id AND p.namespace = checkpoints.namespace
-                 AND p.checkpoint_seq = checkpoints.seq) AS has_pending_writes
-FROM checkpoints WHERE checkpoints.checkpoint_id = ?1
+               WHERE p.tenant_id = checkpoints.tenant_id AND p.thread_id = checkpoints.thread_id
+                 AND p.namespace = checkpoints.namespace AND p.checkpoint_seq = checkpoints.seq) AS has_pending_writes
+FROM checkpoints WHERE checkpoints.tenant_id = ?1 AND checkpoints.checkpoint_id = ?2
 `
+
+type CheckpointReadParams struct {
+	TenantID     string
+	CheckpointID uuid.UUID
+}
 
 type CheckpointReadRow struct {
 	Checkpoint       Checkpoint
@@ -811,10 +877,11 @@ type CheckpointReadRow struct {
 // What a read of a checkpoint needs first: the whole row and whether it has
 // pending writes, in one statement (a full row without pending writes
 // needs nothing more).
-func (q *Queries) CheckpointRead(ctx context.Context, checkpointID uuid.UUID) (CheckpointReadRow, error) {
-	row := q.queryRow(ctx, q.checkpointReadStmt, CheckpointRead, checkpointID)
+func (q *Queries) CheckpointRead(ctx context.Context, arg CheckpointReadParams) (CheckpointReadRow, error) {
+	row := q.queryRow(ctx, q.checkpointReadStmt, CheckpointRead, arg.TenantID, arg.CheckpointID)
 	var i CheckpointReadRow
 	err := row.Scan(
+		&i.Checkpoint.TenantID,
 		&i.Checkpoint.ThreadID,
 		&i.Checkpoint.Namespace,
 		&i.Checkpoint.Seq,
@@ -852,13 +919,14 @@ UPDATE checkpoints
 SET format = 'full', base_checkpoint_id = NULL, delta_run = 0, delta_depth = 0,
     state_removed = '[]', tool_results_removed = '[]',
     messages = ?1, state = ?2, tool_results = ?3
-WHERE checkpoint_id = ?4
+WHERE tenant_id = ?4 AND checkpoint_id = ?5
 `
 
 type CheckpointRewriteWholeParams struct {
 	Messages     string
 	State        string
 	ToolResults  string
+	TenantID     string
 	CheckpointID uuid.UUID
 }
 
@@ -869,6 +937,7 @@ func (q *Queries) CheckpointRewriteWhole(ctx context.Context, arg CheckpointRewr
 		arg.Messages,
 		arg.State,
 		arg.ToolResults,
+		arg.TenantID,
 		arg.CheckpointID,
 	)
 	return err
@@ -876,23 +945,30 @@ func (q *Queries) CheckpointRewriteWhole(ctx context.Context, arg CheckpointRewr
 
 const ThreadTree = `-- name: ThreadTree :many
 WITH RECURSIVE family AS (
-    SELECT CAST(?1 AS TEXT) AS thread_id
+    SELECT CAST(?2 AS TEXT) AS thread_id
     UNION
-    SELECT t.thread_id FROM threads t JOIN family f ON t.branched_from_thread = f.thread_id
+    SELECT t.thread_id FROM family f CROSS JOIN threads t
+      ON t.tenant_id = ?1 AND t.branched_from_thread = f.thread_id
 ), heads AS (
     SELECT t.thread_id, t.namespace,
            coalesce((SELECT r.seq FROM checkpoints r
-                     WHERE r.checkpoint_id = t.rewound_to AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
+                     WHERE r.tenant_id = ?1 AND r.checkpoint_id = t.rewound_to
+                       AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
                     (SELECT max(m.seq) FROM checkpoints m
-                     WHERE m.thread_id = t.thread_id AND m.namespace = t.namespace)) AS head_seq
-    FROM threads t JOIN family f ON f.thread_id = t.thread_id
+                     WHERE m.tenant_id = ?1 AND m.thread_id = t.thread_id AND m.namespace = t.namespace)) AS head_seq
+    FROM family f CROSS JOIN threads t ON t.tenant_id = ?1 AND t.thread_id = f.thread_id
 )
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, CAST(c.seq = h.head_seq AS INTEGER) AS is_head
 FROM heads h
-JOIN checkpoints c ON c.thread_id = h.thread_id AND c.namespace = h.namespace
+CROSS JOIN checkpoints c ON c.tenant_id = ?1 AND c.thread_id = h.thread_id AND c.namespace = h.namespace
 ORDER BY c.thread_id, c.namespace, c.seq
 `
+
+type ThreadTreeParams struct {
+	TenantID string
+	ThreadID string
+}
 
 type ThreadTreeRow struct {
 	ThreadID           string
@@ -911,9 +987,11 @@ type ThreadTreeRow struct {
 
 // Every checkpoint of a thread and of the branches forked from it,
 // recursively, with both parents and whether it is its namespace's head,
-// in thread, namespace and write order.
-func (q *Queries) ThreadTree(ctx context.Context, threadID string) ([]ThreadTreeRow, error) {
-	rows, err := q.query(ctx, q.threadTreeStmt, ThreadTree, threadID)
+// in thread, namespace and write order. CROSS JOIN keeps the planner's
+// order (SQLite's rule): each step looks up the threads forked from the
+// ones found, and each namespace's checkpoints, by index.
+func (q *Queries) ThreadTree(ctx context.Context, arg ThreadTreeParams) ([]ThreadTreeRow, error) {
+	rows, err := q.query(ctx, q.threadTreeStmt, ThreadTree, arg.TenantID, arg.ThreadID)
 	if err != nil {
 		return nil, err
 	}

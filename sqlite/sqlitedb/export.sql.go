@@ -10,14 +10,15 @@ import (
 )
 
 const CheckpointExportPage = `-- name: CheckpointExportPage :many
-SELECT thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at, "trigger", tags, summary, next_node, size_bytes, format, base_checkpoint_id, delta_run, delta_depth, messages_count, messages_digest, state_digests, tool_results_digests, metadata, state_removed, tool_results_removed, messages, state, tool_results FROM checkpoints
-WHERE thread_id = ?1
-  AND (namespace > ?2 OR (namespace = ?2 AND seq > ?3))
+SELECT tenant_id, thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at, "trigger", tags, summary, next_node, size_bytes, format, base_checkpoint_id, delta_run, delta_depth, messages_count, messages_digest, state_digests, tool_results_digests, metadata, state_removed, tool_results_removed, messages, state, tool_results FROM checkpoints
+WHERE tenant_id = ?1 AND thread_id = ?2
+  AND (namespace > ?3 OR (namespace = ?3 AND seq > ?4))
 ORDER BY namespace, seq
-LIMIT ?4
+LIMIT ?5
 `
 
 type CheckpointExportPageParams struct {
+	TenantID       string
 	ThreadID       string
 	AfterNamespace string
 	AfterSeq       int64
@@ -29,6 +30,7 @@ type CheckpointExportPageParams struct {
 // so an export holds one page in memory however long the thread is.
 func (q *Queries) CheckpointExportPage(ctx context.Context, arg CheckpointExportPageParams) ([]Checkpoint, error) {
 	rows, err := q.query(ctx, q.checkpointExportPageStmt, CheckpointExportPage,
+		arg.TenantID,
 		arg.ThreadID,
 		arg.AfterNamespace,
 		arg.AfterSeq,
@@ -42,6 +44,7 @@ func (q *Queries) CheckpointExportPage(ctx context.Context, arg CheckpointExport
 	for rows.Next() {
 		var i Checkpoint
 		if err := rows.Scan(
+			&i.TenantID,
 			&i.ThreadID,
 			&i.Namespace,
 			&i.Seq,
@@ -85,31 +88,33 @@ func (q *Queries) CheckpointExportPage(ctx context.Context, arg CheckpointExport
 
 const ThreadExportTree = `-- name: ThreadExportTree :many
 WITH RECURSIVE tree(id) AS (
-    SELECT CAST(?1 AS TEXT)
+    SELECT CAST(?2 AS TEXT)
     UNION
     SELECT b.thread_id
     FROM tree
-    JOIN threads b ON b.branched_from_thread = tree.id
-    WHERE CAST(?2 AS INTEGER) <> 0
+    CROSS JOIN threads b ON b.tenant_id = ?1 AND b.branched_from_thread = tree.id
+    WHERE CAST(?3 AS INTEGER) <> 0
 )
 SELECT t.thread_id
 FROM threads t
-WHERE t.thread_id IN (SELECT id FROM tree)
+WHERE t.tenant_id = ?1 AND t.thread_id IN (SELECT id FROM tree)
 GROUP BY t.thread_id
 ORDER BY min(t.created_at), t.thread_id
 `
 
 type ThreadExportTreeParams struct {
+	TenantID string
 	ThreadID string
 	Branches int64
 }
 
 // The threads an export covers: the thread and, when branches is set,
 // every thread forked from it, recursively, oldest first (a branch after
-// the thread it was forked from). UNION ends even on a cycle of branch
-// links.
+// the thread it was forked from), of one tenant. UNION ends even on a
+// cycle of branch links; CROSS JOIN keeps the join order, so each step
+// looks up the threads forked from the ones found by index.
 func (q *Queries) ThreadExportTree(ctx context.Context, arg ThreadExportTreeParams) ([]string, error) {
-	rows, err := q.query(ctx, q.threadExportTreeStmt, ThreadExportTree, arg.ThreadID, arg.Branches)
+	rows, err := q.query(ctx, q.threadExportTreeStmt, ThreadExportTree, arg.TenantID, arg.ThreadID, arg.Branches)
 	if err != nil {
 		return nil, err
 	}

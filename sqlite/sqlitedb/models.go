@@ -11,6 +11,7 @@ import (
 )
 
 type Checkpoint struct {
+	TenantID           string
 	ThreadID           string
 	Namespace          string
 	Seq                int64
@@ -41,6 +42,7 @@ type Checkpoint struct {
 }
 
 type PendingWrite struct {
+	TenantID      string
 	ThreadID      string
 	Namespace     string
 	CheckpointSeq int64
@@ -53,6 +55,7 @@ type PendingWrite struct {
 }
 
 type Thread struct {
+	TenantID           string
 	ThreadID           string
 	Namespace          string
 	RewoundTo          uuid.NullUUID

@@ -13,12 +13,14 @@ import (
 
 const PendingWriteInsert = `-- name: PendingWriteInsert :execrows
 
-INSERT INTO pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value, created_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+INSERT INTO pending_writes (tenant_id, thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value,
+                            created_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
 ON CONFLICT DO NOTHING
 `
 
 type PendingWriteInsertParams struct {
+	TenantID      string
 	ThreadID      string
 	Namespace     string
 	CheckpointSeq int64
@@ -30,10 +32,12 @@ type PendingWriteInsertParams struct {
 	CreatedAt     int64
 }
 
-// Queries about pending writes (DDL in ../migrations/000001_init.up.sql).
+// Queries about pending writes (DDL in ../migrations/000002_tenants.up.sql).
+// Each is about one tenant, as in checkpoints.sql.
 // Records one write; a position already recorded keeps its value (0 rows).
 func (q *Queries) PendingWriteInsert(ctx context.Context, arg PendingWriteInsertParams) (int64, error) {
 	result, err := q.exec(ctx, q.pendingWriteInsertStmt, PendingWriteInsert,
+		arg.TenantID,
 		arg.ThreadID,
 		arg.Namespace,
 		arg.CheckpointSeq,
@@ -53,11 +57,12 @@ func (q *Queries) PendingWriteInsert(ctx context.Context, arg PendingWriteInsert
 const PendingWriteListByCheckpoint = `-- name: PendingWriteListByCheckpoint :many
 SELECT task_id, idx, channel, value, created_at
 FROM pending_writes
-WHERE thread_id = ?1 AND namespace = ?2 AND checkpoint_seq = ?3
+WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3 AND checkpoint_seq = ?4
 ORDER BY task_id, idx
 `
 
 type PendingWriteListByCheckpointParams struct {
+	TenantID      string
 	ThreadID      string
 	Namespace     string
 	CheckpointSeq int64
@@ -72,7 +77,12 @@ type PendingWriteListByCheckpointRow struct {
 }
 
 func (q *Queries) PendingWriteListByCheckpoint(ctx context.Context, arg PendingWriteListByCheckpointParams) ([]PendingWriteListByCheckpointRow, error) {
-	rows, err := q.query(ctx, q.pendingWriteListByCheckpointStmt, PendingWriteListByCheckpoint, arg.ThreadID, arg.Namespace, arg.CheckpointSeq)
+	rows, err := q.query(ctx, q.pendingWriteListByCheckpointStmt, PendingWriteListByCheckpoint,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.Namespace,
+		arg.CheckpointSeq,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -101,12 +111,17 @@ func (q *Queries) PendingWriteListByCheckpoint(ctx context.Context, arg PendingW
 }
 
 const PendingWriteListByThread = `-- name: PendingWriteListByThread :many
-SELECT thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value, created_at FROM pending_writes WHERE thread_id = ?1
+SELECT tenant_id, thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value, created_at FROM pending_writes WHERE tenant_id = ?1 AND thread_id = ?2
 ORDER BY namespace, checkpoint_seq, task_id, idx
 `
 
-func (q *Queries) PendingWriteListByThread(ctx context.Context, threadID string) ([]PendingWrite, error) {
-	rows, err := q.query(ctx, q.pendingWriteListByThreadStmt, PendingWriteListByThread, threadID)
+type PendingWriteListByThreadParams struct {
+	TenantID string
+	ThreadID string
+}
+
+func (q *Queries) PendingWriteListByThread(ctx context.Context, arg PendingWriteListByThreadParams) ([]PendingWrite, error) {
+	rows, err := q.query(ctx, q.pendingWriteListByThreadStmt, PendingWriteListByThread, arg.TenantID, arg.ThreadID)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +130,7 @@ func (q *Queries) PendingWriteListByThread(ctx context.Context, threadID string)
 	for rows.Next() {
 		var i PendingWrite
 		if err := rows.Scan(
+			&i.TenantID,
 			&i.ThreadID,
 			&i.Namespace,
 			&i.CheckpointSeq,

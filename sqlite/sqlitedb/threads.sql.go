@@ -14,27 +14,38 @@ import (
 )
 
 const ThreadClearExpiry = `-- name: ThreadClearExpiry :exec
-UPDATE threads SET expires_at = NULL WHERE thread_id = ?1
+UPDATE threads SET expires_at = NULL WHERE tenant_id = ?1 AND thread_id = ?2
 `
 
-func (q *Queries) ThreadClearExpiry(ctx context.Context, threadID string) error {
-	_, err := q.exec(ctx, q.threadClearExpiryStmt, ThreadClearExpiry, threadID)
+type ThreadClearExpiryParams struct {
+	TenantID string
+	ThreadID string
+}
+
+func (q *Queries) ThreadClearExpiry(ctx context.Context, arg ThreadClearExpiryParams) error {
+	_, err := q.exec(ctx, q.threadClearExpiryStmt, ThreadClearExpiry, arg.TenantID, arg.ThreadID)
 	return err
 }
 
 const ThreadClearRewoundTo = `-- name: ThreadClearRewoundTo :exec
-UPDATE threads SET rewound_to = NULL WHERE rewound_to IN (/*SLICE:ids*/?)
+UPDATE threads SET rewound_to = NULL WHERE tenant_id = ?1 AND rewound_to IN (/*SLICE:ids*/?)
 `
 
+type ThreadClearRewoundToParams struct {
+	TenantID string
+	Ids      []uuid.NullUUID
+}
+
 // Un-rewinds the threads rewound to one of ids (about to be deleted).
-func (q *Queries) ThreadClearRewoundTo(ctx context.Context, ids []uuid.NullUUID) error {
+func (q *Queries) ThreadClearRewoundTo(ctx context.Context, arg ThreadClearRewoundToParams) error {
 	query := ThreadClearRewoundTo
 	var queryParams []interface{}
-	if len(ids) > 0 {
-		for _, v := range ids {
+	queryParams = append(queryParams, arg.TenantID)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
 			queryParams = append(queryParams, v)
 		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
 	} else {
 		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
 	}
@@ -43,22 +54,33 @@ func (q *Queries) ThreadClearRewoundTo(ctx context.Context, ids []uuid.NullUUID)
 }
 
 const ThreadDelete = `-- name: ThreadDelete :exec
-DELETE FROM threads WHERE thread_id = ?1
+DELETE FROM threads WHERE tenant_id = ?1 AND thread_id = ?2
 `
 
-func (q *Queries) ThreadDelete(ctx context.Context, threadID string) error {
-	_, err := q.exec(ctx, q.threadDeleteStmt, ThreadDelete, threadID)
+type ThreadDeleteParams struct {
+	TenantID string
+	ThreadID string
+}
+
+func (q *Queries) ThreadDelete(ctx context.Context, arg ThreadDeleteParams) error {
+	_, err := q.exec(ctx, q.threadDeleteStmt, ThreadDelete, arg.TenantID, arg.ThreadID)
 	return err
 }
 
 const ThreadExists = `-- name: ThreadExists :one
-SELECT CAST(EXISTS (SELECT 1 FROM threads t WHERE t.thread_id = ?1)
-         OR EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = ?1) AS INTEGER) AS found
+SELECT CAST(EXISTS (SELECT 1 FROM threads t WHERE t.tenant_id = ?1 AND t.thread_id = ?2)
+         OR EXISTS (SELECT 1 FROM checkpoints c WHERE c.tenant_id = ?1 AND c.thread_id = ?2)
+         AS INTEGER) AS found
 `
 
+type ThreadExistsParams struct {
+	TenantID string
+	ThreadID string
+}
+
 // Whether a thread has a thread row or a checkpoint, in any namespace.
-func (q *Queries) ThreadExists(ctx context.Context, threadID string) (int64, error) {
-	row := q.queryRow(ctx, q.threadExistsStmt, ThreadExists, threadID)
+func (q *Queries) ThreadExists(ctx context.Context, arg ThreadExistsParams) (int64, error) {
+	row := q.queryRow(ctx, q.threadExistsStmt, ThreadExists, arg.TenantID, arg.ThreadID)
 	var found int64
 	err := row.Scan(&found)
 	return found, err
@@ -66,12 +88,13 @@ func (q *Queries) ThreadExists(ctx context.Context, threadID string) (int64, err
 
 const ThreadExpiryKeepsLatest = `-- name: ThreadExpiryKeepsLatest :one
 SELECT CAST(expire_action = 'keep_latest' AS BOOLEAN) AS keep_latest FROM threads
-WHERE thread_id = ?1 AND expires_at <= ?2
+WHERE tenant_id = ?1 AND thread_id = ?2 AND expires_at <= ?3
 ORDER BY expires_at
 LIMIT 1
 `
 
 type ThreadExpiryKeepsLatestParams struct {
+	TenantID string
 	ThreadID string
 	Now      sql.NullInt64
 }
@@ -79,25 +102,27 @@ type ThreadExpiryKeepsLatestParams struct {
 // Whether the due expiry of a thread keeps its heads (false: it deletes
 // the thread); no row when none is due.
 func (q *Queries) ThreadExpiryKeepsLatest(ctx context.Context, arg ThreadExpiryKeepsLatestParams) (bool, error) {
-	row := q.queryRow(ctx, q.threadExpiryKeepsLatestStmt, ThreadExpiryKeepsLatest, arg.ThreadID, arg.Now)
+	row := q.queryRow(ctx, q.threadExpiryKeepsLatestStmt, ThreadExpiryKeepsLatest, arg.TenantID, arg.ThreadID, arg.Now)
 	var keep_latest bool
 	err := row.Scan(&keep_latest)
 	return keep_latest, err
 }
 
 const ThreadGet = `-- name: ThreadGet :one
-SELECT thread_id, namespace, rewound_to, metadata, created_at, branch_name, branched_from, branched_from_thread, swept_at, expires_at, expire_action FROM threads WHERE thread_id = ?1 AND namespace = ?2
+SELECT tenant_id, thread_id, namespace, rewound_to, metadata, created_at, branch_name, branched_from, branched_from_thread, swept_at, expires_at, expire_action FROM threads WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3
 `
 
 type ThreadGetParams struct {
+	TenantID  string
 	ThreadID  string
 	Namespace string
 }
 
 func (q *Queries) ThreadGet(ctx context.Context, arg ThreadGetParams) (Thread, error) {
-	row := q.queryRow(ctx, q.threadGetStmt, ThreadGet, arg.ThreadID, arg.Namespace)
+	row := q.queryRow(ctx, q.threadGetStmt, ThreadGet, arg.TenantID, arg.ThreadID, arg.Namespace)
 	var i Thread
 	err := row.Scan(
+		&i.TenantID,
 		&i.ThreadID,
 		&i.Namespace,
 		&i.RewoundTo,
@@ -115,10 +140,15 @@ func (q *Queries) ThreadGet(ctx context.Context, arg ThreadGetParams) (Thread, e
 
 const ThreadGetExpiry = `-- name: ThreadGetExpiry :one
 SELECT expires_at, expire_action FROM threads
-WHERE thread_id = ?1
+WHERE tenant_id = ?1 AND thread_id = ?2
 ORDER BY namespace
 LIMIT 1
 `
+
+type ThreadGetExpiryParams struct {
+	TenantID string
+	ThreadID string
+}
 
 type ThreadGetExpiryRow struct {
 	ExpiresAt    sql.NullInt64
@@ -128,25 +158,27 @@ type ThreadGetExpiryRow struct {
 // When a thread expires and what its expiry keeps ('delete' or
 // 'keep_latest'), as ThreadSetExpiry set it on every namespace row; no row
 // for an unknown thread, a NULL time when it does not expire.
-func (q *Queries) ThreadGetExpiry(ctx context.Context, threadID string) (ThreadGetExpiryRow, error) {
-	row := q.queryRow(ctx, q.threadGetExpiryStmt, ThreadGetExpiry, threadID)
+func (q *Queries) ThreadGetExpiry(ctx context.Context, arg ThreadGetExpiryParams) (ThreadGetExpiryRow, error) {
+	row := q.queryRow(ctx, q.threadGetExpiryStmt, ThreadGetExpiry, arg.TenantID, arg.ThreadID)
 	var i ThreadGetExpiryRow
 	err := row.Scan(&i.ExpiresAt, &i.ExpireAction)
 	return i, err
 }
 
 const ThreadIDsAfter = `-- name: ThreadIDsAfter :many
-SELECT DISTINCT thread_id FROM threads WHERE thread_id > ?1 ORDER BY thread_id LIMIT ?2
+SELECT DISTINCT thread_id FROM threads WHERE tenant_id = ?1 AND thread_id > ?2
+ORDER BY thread_id LIMIT ?3
 `
 
 type ThreadIDsAfterParams struct {
-	After   string
-	MaxRows int64
+	TenantID string
+	After    string
+	MaxRows  int64
 }
 
 // Up to max_rows thread ids after a thread id, in order (a sweep batch).
 func (q *Queries) ThreadIDsAfter(ctx context.Context, arg ThreadIDsAfterParams) ([]string, error) {
-	rows, err := q.query(ctx, q.threadIDsAfterStmt, ThreadIDsAfter, arg.After, arg.MaxRows)
+	rows, err := q.query(ctx, q.threadIDsAfterStmt, ThreadIDsAfter, arg.TenantID, arg.After, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -170,13 +202,14 @@ func (q *Queries) ThreadIDsAfter(ctx context.Context, arg ThreadIDsAfterParams) 
 
 const ThreadInsert = `-- name: ThreadInsert :exec
 
-INSERT INTO threads (thread_id, namespace, rewound_to, metadata, created_at, branch_name, branched_from,
+INSERT INTO threads (tenant_id, thread_id, namespace, rewound_to, metadata, created_at, branch_name, branched_from,
                      branched_from_thread, swept_at, expires_at, expire_action)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,
-        ?8, ?9, ?10, ?11)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,
+        ?9, ?10, ?11, ?12)
 `
 
 type ThreadInsertParams struct {
+	TenantID           string
 	ThreadID           string
 	Namespace          string
 	RewoundTo          uuid.NullUUID
@@ -190,9 +223,11 @@ type ThreadInsertParams struct {
 	ExpireAction       string
 }
 
-// Queries about threads (DDL in ../migrations/000001_init.up.sql).
+// Queries about threads (DDL in ../migrations/000002_tenants.up.sql).
+// Each is about one tenant, as in checkpoints.sql.
 func (q *Queries) ThreadInsert(ctx context.Context, arg ThreadInsertParams) error {
 	_, err := q.exec(ctx, q.threadInsertStmt, ThreadInsert,
+		arg.TenantID,
 		arg.ThreadID,
 		arg.Namespace,
 		arg.RewoundTo,
@@ -211,9 +246,14 @@ func (q *Queries) ThreadInsert(ctx context.Context, arg ThreadInsertParams) erro
 const ThreadListBranches = `-- name: ThreadListBranches :many
 SELECT thread_id, namespace, branch_name, branched_from, created_at
 FROM threads
-WHERE branched_from_thread = ?1
+WHERE tenant_id = ?1 AND branched_from_thread = ?2
 ORDER BY created_at, thread_id
 `
+
+type ThreadListBranchesParams struct {
+	TenantID string
+	ThreadID sql.NullString
+}
 
 type ThreadListBranchesRow struct {
 	ThreadID     string
@@ -224,8 +264,8 @@ type ThreadListBranchesRow struct {
 }
 
 // The branches forked from a thread, oldest first.
-func (q *Queries) ThreadListBranches(ctx context.Context, threadID sql.NullString) ([]ThreadListBranchesRow, error) {
-	rows, err := q.query(ctx, q.threadListBranchesStmt, ThreadListBranches, threadID)
+func (q *Queries) ThreadListBranches(ctx context.Context, arg ThreadListBranchesParams) ([]ThreadListBranchesRow, error) {
+	rows, err := q.query(ctx, q.threadListBranchesStmt, ThreadListBranches, arg.TenantID, arg.ThreadID)
 	if err != nil {
 		return nil, err
 	}
@@ -259,20 +299,23 @@ SELECT t.thread_id, t.namespace, t.metadata, t.created_at,
        h.created_at AS head_created_at
 FROM threads t
 LEFT JOIN checkpoints h
-  ON h.thread_id = t.thread_id AND h.namespace = t.namespace
+  ON h.tenant_id = t.tenant_id AND h.thread_id = t.thread_id AND h.namespace = t.namespace
  AND h.seq = coalesce(
         (SELECT r.seq FROM checkpoints r
-         WHERE r.checkpoint_id = t.rewound_to AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
-        (SELECT max(m.seq) FROM checkpoints m WHERE m.thread_id = t.thread_id AND m.namespace = t.namespace))
-WHERE t.thread_id > ?1
-  AND t.namespace = (SELECT min(f.namespace) FROM threads f WHERE f.thread_id = t.thread_id)
+         WHERE r.tenant_id = t.tenant_id AND r.checkpoint_id = t.rewound_to
+           AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
+        (SELECT max(m.seq) FROM checkpoints m
+         WHERE m.tenant_id = t.tenant_id AND m.thread_id = t.thread_id AND m.namespace = t.namespace))
+WHERE t.tenant_id = ?1 AND t.thread_id > ?2
+  AND t.namespace = (SELECT min(f.namespace) FROM threads f WHERE f.tenant_id = t.tenant_id AND f.thread_id = t.thread_id)
 ORDER BY t.thread_id
-LIMIT ?2
+LIMIT ?3
 `
 
 type ThreadListHeadsParams struct {
-	After   string
-	MaxRows int64
+	TenantID string
+	After    string
+	MaxRows  int64
 }
 
 type ThreadListHeadsRow struct {
@@ -289,7 +332,7 @@ type ThreadListHeadsRow struct {
 // One row per thread after a thread id, with the head of its root
 // namespace, or else of its first namespace.
 func (q *Queries) ThreadListHeads(ctx context.Context, arg ThreadListHeadsParams) ([]ThreadListHeadsRow, error) {
-	rows, err := q.query(ctx, q.threadListHeadsStmt, ThreadListHeads, arg.After, arg.MaxRows)
+	rows, err := q.query(ctx, q.threadListHeadsStmt, ThreadListHeads, arg.TenantID, arg.After, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -321,12 +364,17 @@ func (q *Queries) ThreadListHeads(ctx context.Context, arg ThreadListHeadsParams
 }
 
 const ThreadListRows = `-- name: ThreadListRows :many
-SELECT thread_id, namespace, rewound_to, metadata, created_at, branch_name, branched_from, branched_from_thread, swept_at, expires_at, expire_action FROM threads WHERE thread_id = ?1 ORDER BY namespace
+SELECT tenant_id, thread_id, namespace, rewound_to, metadata, created_at, branch_name, branched_from, branched_from_thread, swept_at, expires_at, expire_action FROM threads WHERE tenant_id = ?1 AND thread_id = ?2 ORDER BY namespace
 `
 
+type ThreadListRowsParams struct {
+	TenantID string
+	ThreadID string
+}
+
 // Every namespace row of a thread, in namespace order.
-func (q *Queries) ThreadListRows(ctx context.Context, threadID string) ([]Thread, error) {
-	rows, err := q.query(ctx, q.threadListRowsStmt, ThreadListRows, threadID)
+func (q *Queries) ThreadListRows(ctx context.Context, arg ThreadListRowsParams) ([]Thread, error) {
+	rows, err := q.query(ctx, q.threadListRowsStmt, ThreadListRows, arg.TenantID, arg.ThreadID)
 	if err != nil {
 		return nil, err
 	}
@@ -335,6 +383,7 @@ func (q *Queries) ThreadListRows(ctx context.Context, threadID string) ([]Thread
 	for rows.Next() {
 		var i Thread
 		if err := rows.Scan(
+			&i.TenantID,
 			&i.ThreadID,
 			&i.Namespace,
 			&i.RewoundTo,
@@ -364,19 +413,25 @@ const ThreadSetExpiry = `-- name: ThreadSetExpiry :execrows
 UPDATE threads
 SET expires_at = ?1,
     expire_action = CASE WHEN CAST(?2 AS BOOLEAN) THEN 'keep_latest' ELSE 'delete' END
-WHERE thread_id = ?3
+WHERE tenant_id = ?3 AND thread_id = ?4
 `
 
 type ThreadSetExpiryParams struct {
 	ExpiresAt  sql.NullInt64
 	KeepLatest bool
+	TenantID   string
 	ThreadID   string
 }
 
 // An expiry keeps nothing ('delete': the thread goes) or the heads
 // ('keep_latest').
 func (q *Queries) ThreadSetExpiry(ctx context.Context, arg ThreadSetExpiryParams) (int64, error) {
-	result, err := q.exec(ctx, q.threadSetExpiryStmt, ThreadSetExpiry, arg.ExpiresAt, arg.KeepLatest, arg.ThreadID)
+	result, err := q.exec(ctx, q.threadSetExpiryStmt, ThreadSetExpiry,
+		arg.ExpiresAt,
+		arg.KeepLatest,
+		arg.TenantID,
+		arg.ThreadID,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -384,30 +439,38 @@ func (q *Queries) ThreadSetExpiry(ctx context.Context, arg ThreadSetExpiryParams
 }
 
 const ThreadSetRewoundTo = `-- name: ThreadSetRewoundTo :exec
-UPDATE threads SET rewound_to = ?1 WHERE thread_id = ?2 AND namespace = ?3
+UPDATE threads SET rewound_to = ?1
+WHERE tenant_id = ?2 AND thread_id = ?3 AND namespace = ?4
 `
 
 type ThreadSetRewoundToParams struct {
 	RewoundTo uuid.NullUUID
+	TenantID  string
 	ThreadID  string
 	Namespace string
 }
 
 func (q *Queries) ThreadSetRewoundTo(ctx context.Context, arg ThreadSetRewoundToParams) error {
-	_, err := q.exec(ctx, q.threadSetRewoundToStmt, ThreadSetRewoundTo, arg.RewoundTo, arg.ThreadID, arg.Namespace)
+	_, err := q.exec(ctx, q.threadSetRewoundToStmt, ThreadSetRewoundTo,
+		arg.RewoundTo,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.Namespace,
+	)
 	return err
 }
 
 const ThreadSetSwept = `-- name: ThreadSetSwept :exec
-UPDATE threads SET swept_at = ?1 WHERE thread_id = ?2
+UPDATE threads SET swept_at = ?1 WHERE tenant_id = ?2 AND thread_id = ?3
 `
 
 type ThreadSetSweptParams struct {
 	SweptAt  sql.NullInt64
+	TenantID string
 	ThreadID string
 }
 
 func (q *Queries) ThreadSetSwept(ctx context.Context, arg ThreadSetSweptParams) error {
-	_, err := q.exec(ctx, q.threadSetSweptStmt, ThreadSetSwept, arg.SweptAt, arg.ThreadID)
+	_, err := q.exec(ctx, q.threadSetSweptStmt, ThreadSetSwept, arg.SweptAt, arg.TenantID, arg.ThreadID)
 	return err
 }
