@@ -145,6 +145,10 @@ var tenantProbes = map[string]tenantProbe{
 		r, err := b.Sweep(ctx, engine.KeepLastN(1), engine.SweepOptions{})
 		return fmt.Sprintf("%d %d %d", r.Threads, r.Expired, r.Deleted), err
 	}},
+	"PreviewSweep": {call: func(ctx context.Context, b *engine.Engine, x tenantTarget) (string, error) {
+		r, err := b.PreviewSweep(ctx, engine.KeepLastN(1), engine.SweepOptions{})
+		return fmt.Sprintf("%d %d %d", r.Threads, r.Expired, r.Deleted), err
+	}},
 	"SetThreadExpiry": {call: func(ctx context.Context, b *engine.Engine, x tenantTarget) (string, error) {
 		err := b.SetThreadExpiry(ctx, x.thread, time.Now().Add(-time.Hour), engine.KeepNone())
 		if _, serr := b.Sweep(ctx, engine.KeepAll(), engine.SweepOptions{}); serr != nil {
