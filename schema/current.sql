@@ -920,8 +920,11 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.current_tenant()
  RETURNS text
  LANGUAGE sql
  STABLE PARALLEL SAFE
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT nullif(current_setting('pgcheckpoint.tenant', true), '') $function$;
+AS $function$
+    SELECT CASE WHEN pg_catalog.current_setting('pgcheckpoint.tenant', true) OPERATOR(pg_catalog.=) ''
+                THEN NULL
+                ELSE pg_catalog.current_setting('pgcheckpoint.tenant', true) END
+$function$;
 COMMENT ON FUNCTION pgcheckpoint.current_tenant() IS 'The session''s tenant: the setting pgcheckpoint.tenant, NULL when it is unset or '''' (after a transaction-local set ends, an unset placeholder setting reads '''', not NULL). Set it for a transaction with SET LOCAL pgcheckpoint.tenant = ''acme'' or SELECT set_config(''pgcheckpoint.tenant'', ''acme'', true); the row-level security policies of every table compare tenant_id with it, and new rows take it as their tenant_id.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.delta_chain(p_checkpoint_id uuid)
