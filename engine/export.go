@@ -187,6 +187,14 @@ func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer, opts 
 	default:
 		return st, fmt.Errorf("export: %w: %d ExportOptions; give at most one", ErrInvalidInput, len(opts))
 	}
+	if err := e.refuseUnderEncryption("Export"); err != nil {
+		return st, fmt.Errorf("export: %w", err)
+	}
+	if _, err := e.store.DataKey(ctx, threadID); err == nil {
+		return st, fmt.Errorf("export: %w: thread %q is encrypted", ErrEncrypted, threadID)
+	} else if !errors.Is(err, ErrNotFound) {
+		return st, fmt.Errorf("export: %w", err)
+	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	sum := sha256.New()
 	enc := json.NewEncoder(io.MultiWriter(bw, sum))
@@ -327,6 +335,9 @@ func importLineBytes(limit int64) int64 {
 func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_ ExportStats, err error) {
 	ctx, done := e.tel.call(ctx, "Import")
 	defer func() { done(err) }()
+	if err := e.refuseUnderEncryption("Import"); err != nil {
+		return ExportStats{}, fmt.Errorf("import: %w", err)
+	}
 	im := &importer{e: e, limit: e.cfg.MaxSnapshotBytes, progress: opts.Progress,
 		threads: map[string]bool{}, rows: map[threadNamespace]*importedRow{}, branchedFrom: map[string]uuid.UUID{},
 		ids: map[uuid.UUID]importedCheckpoint{}, unresolved: map[uuid.UUID][]importedCheckpoint{},

@@ -1,0 +1,459 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+)
+
+// Encryption turns on encryption at rest (Config.Encryption): the content
+// of every checkpoint (each message, each top-level value of the state and
+// of the tool results) and every pending write's value is encrypted by the
+// Engine before it reaches the store, with AES-256-GCM under a data key of
+// its own per tenant and thread. The data keys are kept in the database
+// wrapped (encrypted) by a key-encryption key that Keys holds, so the
+// database alone reads nothing.
+//
+// What stays plaintext, so that listings, filters and the SQL functions
+// work: thread ids, namespaces, checkpoint ids, steps, parents, triggers,
+// tags, summaries given by the caller (an Engine that encrypts writes
+// EncryptedSummary where the default summary would quote a message),
+// next nodes, sizes, metadata (but see MetadataKeys), pending writes' task
+// ids and channels, and the top-level key names of the state and tool
+// results.
+//
+// Reads fail closed with ErrEncrypted: no key, a wrong or revoked
+// key-encryption key, a shredded thread (ShredThread), an altered
+// ciphertext, one moved from another row, thread, field or position, or a
+// plaintext value where a ciphertext must be.
+type Encryption struct {
+	// Keys wraps and unwraps the data keys; nil turns encryption off.
+	Keys KeyProvider
+	// MetadataKeys names top-level metadata keys whose values are
+	// encrypted too; such keys cannot be used in a ListOptions.Metadata
+	// filter (their stored values are ciphertexts). Every other metadata
+	// key stays plaintext and filterable.
+	MetadataKeys []string
+	// KeyCacheTTL is how long an Engine keeps a thread's unwrapped data
+	// key in memory: zero means DefaultKeyCacheTTL, a negative value no
+	// cache (every call reads the key row and calls Keys). A key shredded
+	// or re-wrapped by another process is still used by this one for up
+	// to KeyCacheTTL.
+	KeyCacheTTL time.Duration
+}
+
+// DefaultKeyCacheTTL is the default Encryption.KeyCacheTTL.
+const DefaultKeyCacheTTL = time.Minute
+
+// EncryptedSummary is the summary an Engine that encrypts writes when the
+// caller gives none: the default summary would quote the last message in
+// plaintext.
+const EncryptedSummary = "(encrypted)"
+
+// KeyProvider holds key-encryption keys (KEKs) and wraps data keys with
+// them: a cloud KMS, Vault's transit engine, or LocalKeys for development
+// and tests. The application implements it. Both methods must be safe for
+// concurrent use.
+type KeyProvider interface {
+	// WrapKey encrypts dataKey under the provider's current KEK, bound to
+	// aad (the same aad must be given to UnwrapKey), and returns that
+	// KEK's id with the wrapped key.
+	WrapKey(ctx context.Context, dataKey, aad []byte) (kekID string, wrapped []byte, err error)
+	// UnwrapKey decrypts what WrapKey returned under kekID with aad. It
+	// fails for a KEK it does not hold (or no longer: revoked, rotated
+	// out) and for a wrapped key that does not open with aad.
+	UnwrapKey(ctx context.Context, kekID string, wrapped, aad []byte) ([]byte, error)
+}
+
+// WrappedKey is a thread's data key as a store keeps it.
+type WrappedKey struct {
+	ThreadID string
+	KEKID    string // the key-encryption key that wrapped it
+	Wrapped  []byte // nil once shredded
+	// ShreddedAt is when the key was shredded (ShredThread); zero while
+	// it exists.
+	ShreddedAt time.Time
+}
+
+// envelopePrefix starts every ciphertext's JSON string: "$pgc1$" then the
+// standard base64 of origin (16 bytes, the id of the checkpoint that wrote
+// the value), nonce (12) and the AES-GCM ciphertext with its tag.
+const envelopePrefix = "$pgc1$"
+
+const (
+	nonceSize    = 12
+	envelopeHead = 16 + nonceSize
+)
+
+// dataKey is a thread's data key, unwrapped, with the keys derived from
+// it: one per purpose, so no key serves two.
+type dataKey struct {
+	tenant, thread string
+	aead           cipher.AEAD
+	nonceKey       []byte // synthetic nonces: HMAC of the associated data and plaintext
+	digestKey      []byte // the keyed digests that drive delta storage
+}
+
+func newDataKey(tenant, thread string, dek []byte) (*dataKey, error) {
+	if len(dek) != 32 {
+		return nil, fmt.Errorf("%w: a data key of %d bytes; data keys are 32", ErrEncrypted, len(dek))
+	}
+	derive := func(info string) []byte {
+		k, err := hkdf.Key(sha256.New, dek, nil, "pgcheckpoint "+info+" v1", 32)
+		if err != nil {
+			panic(err) // only for lengths out of range
+		}
+		return k
+	}
+	block, err := aes.NewCipher(derive("content"))
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &dataKey{tenant: tenant, thread: thread, aead: aead, nonceKey: derive("nonce"), digestKey: derive("digest")}, nil
+}
+
+// ad is the associated data of one value: the tenant, the thread, the
+// field, the value's place in it (a message's index, a key, a pending
+// write's task, index and channel) and the checkpoint that wrote it, each
+// length-prefixed.
+func (k *dataKey) ad(origin uuid.UUID, field string, place ...string) []byte {
+	out := make([]byte, 0, 64+len(k.tenant)+len(k.thread))
+	out = append(out, "pgcheckpoint value v1"...)
+	for _, s := range append([]string{k.tenant, k.thread, field}, place...) {
+		out = binary.BigEndian.AppendUint32(out, uint32(len(s)))
+		out = append(out, s...)
+	}
+	return append(out, origin[:]...)
+}
+
+// seal returns the JSON string that stands for plaintext. The nonce is
+// synthetic (an HMAC of the associated data and the plaintext), so the
+// same value written at the same place by the same checkpoint encrypts the
+// same way: a retried write is recognized as the same content, and a nonce
+// repeats only with its whole input.
+func (k *dataKey) seal(dst []byte, origin uuid.UUID, ad, plaintext []byte) []byte {
+	mac := hmac.New(sha256.New, k.nonceKey)
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(ad)))
+	mac.Write(n[:])
+	mac.Write(ad)
+	mac.Write(plaintext)
+	raw := make([]byte, envelopeHead, envelopeHead+len(plaintext)+k.aead.Overhead())
+	copy(raw, origin[:])
+	copy(raw[16:], mac.Sum(nil)[:nonceSize])
+	raw = k.aead.Seal(raw, raw[16:envelopeHead], plaintext, ad)
+	dst = append(dst, '"')
+	dst = append(dst, envelopePrefix...)
+	dst = base64.StdEncoding.AppendEncode(dst, raw)
+	return append(dst, '"')
+}
+
+// envelope is a value read back: its origin and the raw envelope.
+type envelope struct {
+	origin uuid.UUID
+	raw    []byte
+}
+
+// parseEnvelope reads a stored value that must be a ciphertext.
+func parseEnvelope(what string, v []byte) (envelope, error) {
+	var s string
+	if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil || len(s) < len(envelopePrefix) || s[:len(envelopePrefix)] != envelopePrefix {
+		return envelope{}, fmt.Errorf("%w: %s is not encrypted in a thread that must be", ErrEncrypted, what)
+	}
+	raw, err := base64.StdEncoding.DecodeString(s[len(envelopePrefix):])
+	if err != nil || len(raw) < envelopeHead+16 {
+		return envelope{}, fmt.Errorf("%w: %s: the ciphertext is malformed", ErrEncrypted, what)
+	}
+	return envelope{origin: uuid.UUID(raw[:16]), raw: raw}, nil
+}
+
+// open decrypts an envelope with its associated data.
+func (k *dataKey) open(what string, env envelope, ad []byte) ([]byte, error) {
+	pt, err := k.aead.Open(nil, env.raw[16:envelopeHead], env.raw[envelopeHead:], ad)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s does not open under thread %q's key (altered, moved from another place, or another key)", ErrEncrypted, what, k.thread)
+	}
+	return pt, nil
+}
+
+// Fields, as named in the associated data.
+const (
+	fieldMessages    = "messages"
+	fieldState       = "state"
+	fieldToolResults = "tool_results"
+	fieldMetadata    = "metadata"
+	fieldWrite       = "pending_write"
+)
+
+// sealArray encrypts each element of a JSON array (valid text).
+func (k *dataKey) sealArray(origin uuid.UUID, field string, arr []byte) []byte {
+	return k.sealArrayFrom(origin, field, arr, 0)
+}
+
+// sealObject encrypts each top-level value of a JSON object (valid
+// text), or only those whose key only names, when only is not nil. Keys
+// keep their spelling and order.
+func (k *dataKey) sealObject(origin uuid.UUID, field string, obj []byte, only map[string]bool) []byte {
+	out := make([]byte, 0, len(obj)*4/3+64)
+	out = append(out, '{')
+	eachMember(obj, func(keyText []byte, key string, value []byte) {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, keyText...)
+		out = append(out, ':')
+		if only != nil && !only[key] {
+			out = append(out, value...)
+			return
+		}
+		out = k.seal(out, origin, k.ad(origin, field, key), value)
+	})
+	return append(out, '}')
+}
+
+// eachElement calls fn with the text of each element of a JSON array.
+func eachElement(arr []byte, fn func(elem []byte)) {
+	i := jsontext.SkipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return
+	}
+	for i = jsontext.SkipSpace(arr, i+1); i < len(arr) && arr[i] != ']'; {
+		end := jsontext.ValueEnd(arr, i)
+		fn(jsontext.TrimRight(arr[i:end]))
+		if end >= len(arr) || arr[end] == ']' {
+			return
+		}
+		i = jsontext.SkipSpace(arr, end+1)
+	}
+}
+
+// eachMember calls fn with each member of a JSON object: the key's text
+// (with its quotes), the key decoded, and the value's text.
+func eachMember(obj []byte, fn func(keyText []byte, key string, value []byte)) {
+	i := jsontext.SkipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return
+	}
+	for i = jsontext.SkipSpace(obj, i+1); i < len(obj) && obj[i] != '}'; {
+		end := jsontext.StringEnd(obj, i)
+		if end >= len(obj) {
+			return
+		}
+		keyText := obj[i : end+1]
+		var key string
+		_ = json.Unmarshal(keyText, &key) // valid JSON text: a string
+		i = jsontext.SkipSpace(obj, end+1) + 1
+		start := jsontext.SkipSpace(obj, i)
+		stop := jsontext.ValueEnd(obj, start)
+		fn(keyText, key, jsontext.TrimRight(obj[start:stop]))
+		if stop >= len(obj) || obj[stop] == '}' {
+			return
+		}
+		i = jsontext.SkipSpace(obj, stop+1)
+	}
+}
+
+// openArray decrypts each element of a stored array; it records the
+// origin of each element in origins.
+func (k *dataKey) openArray(field string, arr []byte, origins map[uuid.UUID]bool) ([]byte, error) {
+	out := make([]byte, 0, len(arr))
+	out = append(out, '[')
+	var err error
+	i := 0
+	eachElement(arr, func(elem []byte) {
+		if err != nil {
+			return
+		}
+		what := fmt.Sprintf("%s[%d]", field, i)
+		var env envelope
+		if env, err = parseEnvelope(what, elem); err != nil {
+			return
+		}
+		var pt []byte
+		if pt, err = k.open(what, env, k.ad(env.origin, field, strconv.Itoa(i))); err != nil {
+			return
+		}
+		origins[env.origin] = true
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, pt...)
+		i++
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(out, ']'), nil
+}
+
+// openObject decrypts the values of a stored object (those only names,
+// when only is not nil); it records their origins in origins.
+func (k *dataKey) openObject(field string, obj []byte, only map[string]bool, origins map[uuid.UUID]bool) ([]byte, error) {
+	out := make([]byte, 0, len(obj))
+	out = append(out, '{')
+	var err error
+	eachMember(obj, func(keyText []byte, key string, value []byte) {
+		if err != nil {
+			return
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, keyText...)
+		out = append(out, ':')
+		if only != nil && !only[key] {
+			out = append(out, value...)
+			return
+		}
+		what := fmt.Sprintf("%s key %q", field, key)
+		var env envelope
+		if env, err = parseEnvelope(what, value); err != nil {
+			return
+		}
+		var pt []byte
+		if pt, err = k.open(what, env, k.ad(env.origin, field, key)); err != nil {
+			return
+		}
+		origins[env.origin] = true
+		out = append(out, pt...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '}'), nil
+}
+
+// writeAD is the associated data of a pending write's value.
+func (k *dataKey) writeAD(checkpoint uuid.UUID, taskID string, idx int, channel string) []byte {
+	return k.ad(checkpoint, fieldWrite, taskID, strconv.Itoa(idx), channel)
+}
+
+// crypter is an Engine's encryption: its configuration and the data keys
+// it has unwrapped, shared by the Engines WithTx and ForTenant make.
+type crypter struct {
+	keys     KeyProvider
+	metadata map[string]bool // nil: no metadata key is encrypted
+	ttl      time.Duration
+
+	mu    sync.Mutex
+	cache map[string]cachedKey // by tenant + "\x00" + thread
+}
+
+type cachedKey struct {
+	key *dataKey
+	at  time.Time
+}
+
+func newCrypter(c Encryption) *crypter {
+	if c.Keys == nil {
+		return nil
+	}
+	cr := &crypter{keys: c.Keys, ttl: c.KeyCacheTTL, cache: map[string]cachedKey{}}
+	if cr.ttl == 0 {
+		cr.ttl = DefaultKeyCacheTTL
+	}
+	if len(c.MetadataKeys) > 0 {
+		cr.metadata = map[string]bool{}
+		for _, k := range c.MetadataKeys {
+			cr.metadata[k] = true
+		}
+	}
+	return cr
+}
+
+// wrapAD is the associated data a data key is wrapped with: a wrapped key
+// copied to another tenant's or thread's row does not unwrap.
+func wrapAD(tenant, thread string) []byte {
+	out := []byte("pgcheckpoint data key v1")
+	for _, s := range []string{tenant, thread} {
+		out = binary.BigEndian.AppendUint32(out, uint32(len(s)))
+		out = append(out, s...)
+	}
+	return out
+}
+
+// forget drops a thread's key from the cache.
+func (c *crypter) forget(tenant, thread string) {
+	c.mu.Lock()
+	delete(c.cache, tenant+"\x00"+thread)
+	c.mu.Unlock()
+}
+
+// key returns a thread's data key: from the cache, else the store's row
+// unwrapped by the provider; with create, a thread without one gets a new
+// key (the first writer's, when several race). Errors: ErrEncrypted for a
+// thread without a key (when !create), a shredded key, a key the provider
+// does not unwrap; the store's errors.
+func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, create bool) (*dataKey, error) {
+	id := tenant + "\x00" + thread
+	if c.ttl > 0 {
+		c.mu.Lock()
+		ck, ok := c.cache[id]
+		c.mu.Unlock()
+		if ok && time.Since(ck.at) < c.ttl {
+			return ck.key, nil
+		}
+	}
+	w, err := s.DataKey(ctx, thread)
+	var fresh []byte
+	switch {
+	case errors.Is(err, ErrNotFound) && create:
+		fresh = make([]byte, 32)
+		_, _ = rand.Read(fresh)
+		kek, wrapped, werr := c.keys.WrapKey(ctx, fresh, wrapAD(tenant, thread))
+		if werr != nil {
+			return nil, fmt.Errorf("%w: wrap a new data key for thread %q: %v", ErrEncrypted, thread, werr)
+		}
+		mine := WrappedKey{ThreadID: thread, KEKID: kek, Wrapped: wrapped}
+		if w, err = s.PutDataKey(ctx, mine); err != nil {
+			return nil, fmt.Errorf("store the data key of thread %q: %w", thread, err)
+		}
+		if w.KEKID != mine.KEKID || !bytes.Equal(w.Wrapped, mine.Wrapped) {
+			fresh = nil // another writer's key came first
+		}
+	case errors.Is(err, ErrNotFound):
+		return nil, fmt.Errorf("%w: thread %q has no data key", ErrEncrypted, thread)
+	case err != nil:
+		return nil, fmt.Errorf("read the data key of thread %q: %w", thread, err)
+	}
+	if w.Wrapped == nil || !w.ShreddedAt.IsZero() {
+		return nil, fmt.Errorf("%w: thread %q's data key was shredded at %s: its content is erased", ErrEncrypted, thread, w.ShreddedAt.UTC().Format(time.RFC3339))
+	}
+	dek := fresh
+	if dek == nil {
+		if dek, err = c.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, wrapAD(tenant, thread)); err != nil {
+			return nil, fmt.Errorf("%w: the key provider does not unwrap thread %q's data key (key-encryption key %q): %v", ErrEncrypted, thread, w.KEKID, err)
+		}
+	}
+	k, err := newDataKey(tenant, thread, dek)
+	if err != nil {
+		return nil, err
+	}
+	if c.ttl > 0 {
+		c.mu.Lock()
+		c.cache[id] = cachedKey{key: k, at: time.Now()}
+		c.mu.Unlock()
+	}
+	return k, nil
+}

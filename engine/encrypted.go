@@ -1,0 +1,426 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+)
+
+// Encrypted reports whether e encrypts (Config.Encryption.Keys is set).
+func (e *Engine) Encrypted() bool { return e.crypt != nil }
+
+// refuseUnderEncryption is the error of a call an Engine that encrypts
+// does not offer yet: it would copy ciphertexts to another thread or out
+// of the database without their keys.
+func (e *Engine) refuseUnderEncryption(what string) error {
+	if e.crypt == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not available with Config.Encryption yet", ErrInvalidInput, what)
+}
+
+// checkPlaintext applies the stores' JSON rule (CheckJSON) to content the
+// store will only see encrypted, so an encrypting Engine refuses what a
+// store would.
+func checkPlaintext(fields ...JSONField) error {
+	return CheckJSON(fields...)
+}
+
+// sealPut encrypts a snapshot's content for its thread and computes its
+// digests keyed (see addDigests).
+func (e *Engine) sealPut(ctx context.Context, p *PutRequest) error {
+	if err := checkPlaintext(p.JSONFields()[:3]...); err != nil {
+		return err
+	}
+	k, err := e.crypt.key(ctx, e.store, e.Tenant(), p.ThreadID, true)
+	if err != nil {
+		return err
+	}
+	if p.DeltaRun <= 1 || p.SizeBytes < e.cfg.DeltaMinBytes {
+		p.DeltaRun = 1
+	} else {
+		p.MessageChain = jsontext.MessageChain(nil, jsontext.KeyedMessageDigests(p.Messages, k.digestKey))
+		if p.StateDigests, err = jsontext.KeyedKeyDigests(p.State, k.digestKey); err != nil {
+			return notJSON("state")
+		}
+		if p.ToolResultsDigests, err = jsontext.KeyedKeyDigests(p.ToolResults, k.digestKey); err != nil {
+			return notJSON("tool results")
+		}
+	}
+	p.Messages = k.sealArray(p.ID, fieldMessages, p.Messages)
+	p.State = k.sealObject(p.ID, fieldState, p.State, nil)
+	p.ToolResults = k.sealObject(p.ID, fieldToolResults, p.ToolResults, nil)
+	if p.Metadata, err = e.sealMetadata(k, p.ID, p.Metadata); err != nil {
+		return err
+	}
+	if p.Summary == "" {
+		p.Summary = EncryptedSummary
+	}
+	return nil
+}
+
+func (e *Engine) sealMetadata(k *dataKey, id uuid.UUID, metadata []byte) ([]byte, error) {
+	if e.crypt.metadata == nil {
+		return metadata, nil
+	}
+	if err := checkPlaintext(JSONField{"metadata", metadata}); err != nil {
+		return nil, err
+	}
+	return k.sealObject(id, fieldMetadata, metadata, e.crypt.metadata), nil
+}
+
+// maxAppendAttempts bounds how often an encrypting Append reads the head
+// again after another writer moved it.
+const maxAppendAttempts = 10
+
+// putAppendSealed is Append under encryption. A message's associated data
+// names its index in the whole list, which the change alone does not
+// tell: it reads the head (its stored messages, counted, not decrypted),
+// encrypts the change for the positions after them, and appends on that
+// head alone (ErrHeadMoved when another writer moved it: read again, when
+// the caller named no head).
+func (e *Engine) putAppendSealed(ctx context.Context, a AppendRequest) (SnapshotResult, error) {
+	if err := checkPlaintext(a.JSONFields()[:3]...); err != nil {
+		return SnapshotResult{}, err
+	}
+	k, err := e.crypt.key(ctx, e.store, e.Tenant(), a.ThreadID, true)
+	if err != nil {
+		return SnapshotResult{}, err
+	}
+	plain := a
+	plain.MessageDigests = jsontext.KeyedMessageDigests(a.Messages, k.digestKey)
+	if plain.SetStateDigests, err = jsontext.KeyedKeyDigests(a.SetState, k.digestKey); err != nil {
+		return SnapshotResult{}, notJSON("state")
+	}
+	if plain.SetToolResultsDigests, err = jsontext.KeyedKeyDigests(a.SetToolResults, k.digestKey); err != nil {
+		return SnapshotResult{}, notJSON("tool results")
+	}
+	if plain.Summary == "" {
+		plain.Summary = EncryptedSummary
+	}
+	if plain.Metadata, err = e.sealMetadata(k, a.ID, a.Metadata); err != nil {
+		return SnapshotResult{}, err
+	}
+	appended := 0
+	eachElement(a.Messages, func([]byte) { appended++ })
+	for attempt := 1; ; attempt++ {
+		head, err := e.store.Head(ctx, a.ThreadID, a.Namespace)
+		if err != nil {
+			return SnapshotResult{}, err
+		}
+		if a.OnHead != uuid.Nil && head.ID != a.OnHead && head.ID != a.ID {
+			return SnapshotResult{}, fmt.Errorf("%w: the head is %s", ErrHeadMoved, head.ID)
+		}
+		before := 0
+		eachElement(head.Messages, func([]byte) { before++ })
+		req := plain
+		req.OnHead = head.ID
+		if head.ID == a.ID { // a retry of an append that was written: it is the head
+			before -= appended
+			req.OnHead = a.OnHead
+		}
+		req.Messages = k.sealArrayFrom(a.ID, fieldMessages, a.Messages, before)
+		req.SetState = k.sealObject(a.ID, fieldState, a.SetState, nil)
+		req.SetToolResults = k.sealObject(a.ID, fieldToolResults, a.SetToolResults, nil)
+		res, err := e.store.PutAppend(ctx, req)
+		if errors.Is(err, ErrHeadMoved) && a.OnHead == uuid.Nil && attempt < maxAppendAttempts {
+			continue
+		}
+		return res, err
+	}
+}
+
+// sealArrayFrom is sealArray for messages that come after first others.
+func (k *dataKey) sealArrayFrom(origin uuid.UUID, field string, arr []byte, first int) []byte {
+	out := make([]byte, 0, len(arr)*4/3+64)
+	out = append(out, '[')
+	i := first
+	eachElement(arr, func(elem []byte) {
+		if i > first {
+			out = append(out, ',')
+		}
+		out = k.seal(out, origin, k.ad(origin, field, strconv.Itoa(i)), elem)
+		i++
+	})
+	return append(out, ']')
+}
+
+// sealWrites encrypts pending writes' values for checkpoint id.
+func (e *Engine) sealWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) error {
+	line, err := e.store.Lineage(ctx, id, 1)
+	if err != nil {
+		return err
+	}
+	if len(line) == 0 {
+		return fmt.Errorf("checkpoint %s: %w", id, ErrNotFound)
+	}
+	k, err := e.crypt.key(ctx, e.store, e.Tenant(), line[0].ThreadID, false)
+	if err != nil {
+		return err
+	}
+	for i := range writes {
+		if err := checkPlaintext(JSONField{"value", writes[i].Value}); err != nil {
+			return err
+		}
+		writes[i].Value = k.seal(nil, id, k.writeAD(id, taskID, i, writes[i].Channel), writes[i].Value)
+	}
+	return nil
+}
+
+// openCheckpoint decrypts a checkpoint a store returned, all of it or
+// none: on an error c is left as it was and must not be returned. An
+// Engine that does not encrypt refuses a checkpoint of an encrypted
+// thread.
+func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
+	if e.crypt == nil {
+		return e.refuseCiphertext(ctx, c)
+	}
+	k, err := e.crypt.key(ctx, e.store, e.Tenant(), c.ThreadID, false)
+	if err != nil {
+		return err
+	}
+	origins := map[uuid.UUID]bool{}
+	messages, err := k.openArray(fieldMessages, c.Messages, origins)
+	if err != nil {
+		return err
+	}
+	state, err := k.openObject(fieldState, c.State, nil, origins)
+	if err != nil {
+		return err
+	}
+	tools, err := k.openObject(fieldToolResults, c.ToolResults, nil, origins)
+	if err != nil {
+		return err
+	}
+	metadata, err := e.openMetadata(k, &c.CheckpointInfo)
+	if err != nil {
+		return err
+	}
+	values := make([][]byte, len(c.PendingWrites))
+	for i, w := range c.PendingWrites {
+		what := fmt.Sprintf("pending write %d of task %q", w.Index, w.TaskID)
+		env, err := parseEnvelope(what, w.Value)
+		if err != nil {
+			return err
+		}
+		if env.origin != c.ID {
+			return fmt.Errorf("%w: %s belongs to another checkpoint", ErrEncrypted, what)
+		}
+		if values[i], err = k.open(what, env, k.writeAD(c.ID, w.TaskID, w.Index, w.Channel)); err != nil {
+			return err
+		}
+	}
+	delete(origins, c.ID)
+	if err := e.checkOrigins(ctx, c.CheckpointInfo, origins); err != nil {
+		return err
+	}
+	c.Messages, c.State, c.ToolResults, c.Metadata = messages, state, tools, metadata
+	for i := range c.PendingWrites {
+		c.PendingWrites[i].Value = values[i]
+	}
+	return nil
+}
+
+// openMetadata decrypts the metadata keys Encryption.MetadataKeys names;
+// they must have been written by the checkpoint itself.
+func (e *Engine) openMetadata(k *dataKey, c *CheckpointInfo) ([]byte, error) {
+	if e.crypt.metadata == nil {
+		return c.Metadata, nil
+	}
+	origins := map[uuid.UUID]bool{}
+	out, err := k.openObject(fieldMetadata, c.Metadata, e.crypt.metadata, origins)
+	if err != nil {
+		return nil, err
+	}
+	delete(origins, c.ID)
+	if len(origins) > 0 {
+		return nil, fmt.Errorf("%w: metadata of checkpoint %s was written by another checkpoint", ErrEncrypted, c.ID)
+	}
+	return out, nil
+}
+
+// checkOrigins checks that every value of checkpoint c that another
+// checkpoint wrote (origins, c's own removed) was written by one of c's
+// ancestors in its thread, which a delta or an append stored whole
+// legitimately reads: a ciphertext copied from a later checkpoint, or from
+// another line of the thread, is refused. An origin that no longer exists
+// (deleted by retention, its value kept by a row stored whole) is
+// accepted when it is older than c.
+func (e *Engine) checkOrigins(ctx context.Context, c CheckpointInfo, origins map[uuid.UUID]bool) error {
+	if len(origins) == 0 {
+		return nil
+	}
+	limit := 2*e.cfg.DeltaRun + 2
+	for {
+		line, err := e.store.Lineage(ctx, c.ID, limit)
+		if err != nil {
+			return err
+		}
+		for _, l := range line {
+			if l.ThreadID == c.ThreadID {
+				delete(origins, l.ID)
+			}
+		}
+		if len(origins) == 0 {
+			return nil
+		}
+		if limit == 0 || len(line) < limit {
+			break
+		}
+		limit = 0 // the whole lineage
+	}
+	for o := range origins {
+		if bytes.Compare(o[:6], c.ID[:6]) > 0 {
+			return fmt.Errorf("%w: checkpoint %s holds a value written by a later checkpoint", ErrEncrypted, c.ID)
+		}
+		other, err := e.store.Lineage(ctx, o, 1)
+		if err != nil {
+			return err
+		}
+		if len(other) > 0 {
+			return fmt.Errorf("%w: checkpoint %s holds a value of checkpoint %s, which is not its ancestor", ErrEncrypted, c.ID, o)
+		}
+	}
+	return nil
+}
+
+// refuseCiphertext is ErrEncrypted for a checkpoint of an encrypted
+// thread read by an Engine that does not encrypt: a value that looks like
+// a ciphertext, in a thread that has a data key.
+func (e *Engine) refuseCiphertext(ctx context.Context, c *Checkpoint) error {
+	marker := []byte(`"` + envelopePrefix)
+	found := bytes.Contains(c.Messages, marker) || bytes.Contains(c.State, marker) || bytes.Contains(c.ToolResults, marker)
+	for _, w := range c.PendingWrites {
+		found = found || bytes.Contains(w.Value, marker)
+	}
+	if !found {
+		return nil
+	}
+	_, err := e.store.DataKey(ctx, c.ThreadID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("%w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, c.ThreadID)
+}
+
+// openInfos decrypts the encrypted metadata keys of checkpoints of one
+// thread.
+func (e *Engine) openInfos(ctx context.Context, threadID string, infos []CheckpointInfo) error {
+	if e.crypt == nil || e.crypt.metadata == nil || len(infos) == 0 {
+		return nil
+	}
+	k, err := e.crypt.key(ctx, e.store, e.Tenant(), threadID, false)
+	if err != nil {
+		return err
+	}
+	out := make([][]byte, len(infos))
+	for i := range infos {
+		if out[i], err = e.openMetadata(k, &infos[i]); err != nil {
+			return err
+		}
+	}
+	for i := range infos {
+		infos[i].Metadata = out[i]
+	}
+	return nil
+}
+
+// RewrapResult is what RewrapKeys did.
+type RewrapResult struct {
+	Rewrapped int // data keys wrapped again under the provider's current key
+	Shredded  int // shredded keys, left as they are
+}
+
+// RewrapKeys wraps every data key of e's tenant again with the
+// KeyProvider's current key-encryption key, without reading or rewriting
+// any content: the rotation of a KEK. Give the provider the new key as
+// current and the old one for unwrapping, call RewrapKeys, then remove the
+// old key from the provider. Each key is replaced only if no one changed
+// it meanwhile; a concurrent run is harmless. Run it once per tenant
+// (ForTenant). Errors: ErrInvalidInput for an Engine that does not
+// encrypt; ErrEncrypted when a key does not unwrap (the keys before it
+// stay rewrapped: run it again once the provider holds the key).
+func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
+	ctx, done := e.tel.call(ctx, "RewrapKeys")
+	defer func() { done(err) }()
+	var r RewrapResult
+	if e.crypt == nil {
+		return r, fmt.Errorf("rewrap keys: %w: the engine has no Config.Encryption", ErrInvalidInput)
+	}
+	tenant := e.Tenant()
+	after := ""
+	for {
+		keys, err := e.store.DataKeys(ctx, after, 100)
+		if err != nil {
+			return r, fmt.Errorf("rewrap keys: %w", err)
+		}
+		if len(keys) == 0 {
+			return r, nil
+		}
+		for _, w := range keys {
+			after = w.ThreadID
+			if w.Wrapped == nil {
+				r.Shredded++
+				continue
+			}
+			ad := wrapAD(tenant, w.ThreadID)
+			dek, err := e.crypt.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, ad)
+			if err != nil {
+				return r, fmt.Errorf("rewrap keys: %w: thread %q (key-encryption key %q): %v", ErrEncrypted, w.ThreadID, w.KEKID, err)
+			}
+			kek, wrapped, err := e.crypt.keys.WrapKey(ctx, dek, ad)
+			if err != nil {
+				return r, fmt.Errorf("rewrap keys: %w: thread %q: %v", ErrEncrypted, w.ThreadID, err)
+			}
+			ok, err := e.store.RewrapDataKey(ctx, w, WrappedKey{ThreadID: w.ThreadID, KEKID: kek, Wrapped: wrapped})
+			if err != nil {
+				return r, fmt.Errorf("rewrap keys: thread %q: %w", w.ThreadID, err)
+			}
+			if ok {
+				r.Rewrapped++
+			}
+		}
+	}
+}
+
+// ShredThread erases a thread's content by deleting its data key
+// (crypto-shredding): every checkpoint and pending write of the thread,
+// in the database and in every copy of its rows made since (an export, a
+// replica), can no longer be decrypted, by anyone; reads return
+// ErrEncrypted, and so do writes to the thread. The thread's rows stay
+// until deleted (DeleteThreads). A backup of the database taken before
+// the shredding still holds the wrapped key: whoever holds that backup and
+// the key-encryption key can read the thread. To make shredding reach
+// backups, keep data keys out of the database's backups: a KeyProvider
+// that stores each data key itself and returns a reference as the wrapped
+// key, deleting it on request, or destroy the KEK that wrapped the key in
+// every backup. Other processes may use a key they unwrapped for up to
+// Encryption.KeyCacheTTL. It reports whether the thread had a key.
+// Errors: ErrInvalidInput for an Engine that does not encrypt or a bad
+// thread id.
+func (e *Engine) ShredThread(ctx context.Context, threadID string) (_ bool, err error) {
+	ctx, done := e.tel.call(ctx, "ShredThread", attrThread.String(threadID))
+	defer func() { done(err) }()
+	if e.crypt == nil {
+		return false, fmt.Errorf("shred thread: %w: the engine has no Config.Encryption", ErrInvalidInput)
+	}
+	if err := checkID("thread id", threadID, false); err != nil {
+		return false, fmt.Errorf("shred thread: %w", err)
+	}
+	e.crypt.forget(e.Tenant(), threadID)
+	had, err := e.store.ShredDataKey(ctx, threadID)
+	e.crypt.forget(e.Tenant(), threadID)
+	if err != nil {
+		return false, fmt.Errorf("shred thread %q: %w", threadID, err)
+	}
+	return had, nil
+}
