@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 18 has it:
+-- The pgcheckpoint schema as a database migrated to version 20 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/) make the schema and are its
@@ -80,6 +80,27 @@ COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_digest IS 'The list digest o
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state_digests IS 'Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of its text: as the engine sent it, or as jsonb spells it for writes from SQL), for the whole state: what a descendant compares to find changed keys. NULL: unknown.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results_digests IS 'Like state_digests, for tool_results.';
 COMMENT ON CONSTRAINT checkpoints_checkpoint_id_key ON pgcheckpoint.checkpoints IS 'A checkpoint id names one checkpoint in the whole table, whatever the thread, the client or the isolation level.';
+
+CREATE TABLE pgcheckpoint.data_keys (
+    tenant_id text DEFAULT 'default'::text NOT NULL,
+    thread_id text NOT NULL,
+    kek_id text NOT NULL,
+    wrapped_key bytea,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rewrapped_at timestamp with time zone,
+    shredded_at timestamp with time zone,
+    CONSTRAINT data_keys_pkey PRIMARY KEY (tenant_id, thread_id),
+    CONSTRAINT data_keys_shredded_has_no_key CHECK (((wrapped_key IS NULL) = (shredded_at IS NOT NULL))),
+    CONSTRAINT data_keys_thread_id_check CHECK (((length(thread_id) >= 1) AND (length(thread_id) <= 255)))
+);
+COMMENT ON TABLE pgcheckpoint.data_keys IS 'The data key of each encrypted thread, wrapped by a key-encryption key held outside the database (engine.KeyProvider). Deleting a key (ShredThread) leaves its thread''s content unreadable.';
+COMMENT ON COLUMN pgcheckpoint.data_keys.tenant_id IS 'The tenant of the thread (''default'' without tenancy).';
+COMMENT ON COLUMN pgcheckpoint.data_keys.thread_id IS 'The thread whose content the key encrypts.';
+COMMENT ON COLUMN pgcheckpoint.data_keys.kek_id IS 'The id, in the KeyProvider, of the key-encryption key that wrapped the key; '''' once shredded.';
+COMMENT ON COLUMN pgcheckpoint.data_keys.wrapped_key IS 'The data key, encrypted by the key-encryption key kek_id (bound to tenant and thread); NULL once shredded.';
+COMMENT ON COLUMN pgcheckpoint.data_keys.created_at IS 'When the thread''s first encrypted write made the key.';
+COMMENT ON COLUMN pgcheckpoint.data_keys.rewrapped_at IS 'When the key was last wrapped again under a new key-encryption key (RewrapKeys, ckpt rewrap).';
+COMMENT ON COLUMN pgcheckpoint.data_keys.shredded_at IS 'When the key was deleted (ShredThread): the thread''s content is erased.';
 
 CREATE TABLE pgcheckpoint.pending_writes (
     thread_id text NOT NULL,

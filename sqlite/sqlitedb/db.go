@@ -81,6 +81,24 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.checkpointRewriteWholeStmt, err = db.PrepareContext(ctx, CheckpointRewriteWhole); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointRewriteWhole: %w", err)
 	}
+	if q.dataKeyGetStmt, err = db.PrepareContext(ctx, DataKeyGet); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyGet: %w", err)
+	}
+	if q.dataKeyInsertStmt, err = db.PrepareContext(ctx, DataKeyInsert); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyInsert: %w", err)
+	}
+	if q.dataKeyListStmt, err = db.PrepareContext(ctx, DataKeyList); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyList: %w", err)
+	}
+	if q.dataKeyRewrapStmt, err = db.PrepareContext(ctx, DataKeyRewrap); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyRewrap: %w", err)
+	}
+	if q.dataKeyShredStmt, err = db.PrepareContext(ctx, DataKeyShred); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyShred: %w", err)
+	}
+	if q.dataKeyTombstoneStmt, err = db.PrepareContext(ctx, DataKeyTombstone); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyTombstone: %w", err)
+	}
 	if q.pendingWriteInsertStmt, err = db.PrepareContext(ctx, PendingWriteInsert); err != nil {
 		return nil, fmt.Errorf("error preparing query PendingWriteInsert: %w", err)
 	}
@@ -241,6 +259,36 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing checkpointRewriteWholeStmt: %w", cerr)
 		}
 	}
+	if q.dataKeyGetStmt != nil {
+		if cerr := q.dataKeyGetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyGetStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyInsertStmt != nil {
+		if cerr := q.dataKeyInsertStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyInsertStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyListStmt != nil {
+		if cerr := q.dataKeyListStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyListStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyRewrapStmt != nil {
+		if cerr := q.dataKeyRewrapStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyRewrapStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyShredStmt != nil {
+		if cerr := q.dataKeyShredStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyShredStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyTombstoneStmt != nil {
+		if cerr := q.dataKeyTombstoneStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyTombstoneStmt: %w", cerr)
+		}
+	}
 	if q.pendingWriteInsertStmt != nil {
 		if cerr := q.pendingWriteInsertStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing pendingWriteInsertStmt: %w", cerr)
@@ -399,6 +447,12 @@ type Queries struct {
 	checkpointMaxSeqStmt             *sql.Stmt
 	checkpointReadStmt               *sql.Stmt
 	checkpointRewriteWholeStmt       *sql.Stmt
+	dataKeyGetStmt                   *sql.Stmt
+	dataKeyInsertStmt                *sql.Stmt
+	dataKeyListStmt                  *sql.Stmt
+	dataKeyRewrapStmt                *sql.Stmt
+	dataKeyShredStmt                 *sql.Stmt
+	dataKeyTombstoneStmt             *sql.Stmt
 	pendingWriteInsertStmt           *sql.Stmt
 	pendingWriteListByCheckpointStmt *sql.Stmt
 	pendingWriteListByThreadStmt     *sql.Stmt
@@ -444,6 +498,12 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		checkpointMaxSeqStmt:             q.checkpointMaxSeqStmt,
 		checkpointReadStmt:               q.checkpointReadStmt,
 		checkpointRewriteWholeStmt:       q.checkpointRewriteWholeStmt,
+		dataKeyGetStmt:                   q.dataKeyGetStmt,
+		dataKeyInsertStmt:                q.dataKeyInsertStmt,
+		dataKeyListStmt:                  q.dataKeyListStmt,
+		dataKeyRewrapStmt:                q.dataKeyRewrapStmt,
+		dataKeyShredStmt:                 q.dataKeyShredStmt,
+		dataKeyTombstoneStmt:             q.dataKeyTombstoneStmt,
 		pendingWriteInsertStmt:           q.pendingWriteInsertStmt,
 		pendingWriteListByCheckpointStmt: q.pendingWriteListByCheckpointStmt,
 		pendingWriteListByThreadStmt:     q.pendingWriteListByThreadStmt,
