@@ -274,9 +274,45 @@ func eachMember(obj []byte, fn func(keyText []byte, key string, value []byte)) {
 	}
 }
 
-// openArray decrypts each element of a stored array; it records the
-// origin of each element in origins.
-func (k *dataKey) openArray(field string, arr []byte, origins map[uuid.UUID]bool) ([]byte, error) {
+// keyFunc returns the data keys that may open a value written by
+// checkpoint origin, to be tried in order: its thread's, or, for an
+// origin deleted since, those of the threads it may have been on.
+type keyFunc func(origin uuid.UUID) ([]*dataKey, error)
+
+// peekOrigin returns the origin of a stored value that looks like a
+// ciphertext, without decoding the rest.
+func peekOrigin(v []byte) (uuid.UUID, bool) {
+	const head = 1 + len(envelopePrefix)
+	if len(v) < head+24 || v[0] != '"' || string(v[1:head]) != envelopePrefix {
+		return uuid.Nil, false
+	}
+	var b [18]byte
+	if _, err := base64.StdEncoding.Decode(b[:], v[head:head+24]); err != nil {
+		return uuid.Nil, false
+	}
+	return uuid.UUID(b[:16]), true
+}
+
+// openValue decrypts one stored value.
+func openValue(what string, v []byte, keyFor keyFunc, ad func(k *dataKey, origin uuid.UUID) []byte) ([]byte, error) {
+	env, err := parseEnvelope(what, v)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := keyFor(env.origin)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if pt, err := k.open(what, env, ad(k, env.origin)); err == nil || k == keys[len(keys)-1] {
+			return pt, err
+		}
+	}
+	return nil, fmt.Errorf("%w: %s: no key for its origin", ErrEncrypted, what)
+}
+
+// openArray decrypts each element of a stored array.
+func openArray(field string, arr []byte, keyFor keyFunc) ([]byte, error) {
 	out := make([]byte, 0, len(arr))
 	out = append(out, '[')
 	var err error
@@ -285,16 +321,9 @@ func (k *dataKey) openArray(field string, arr []byte, origins map[uuid.UUID]bool
 		if err != nil {
 			return
 		}
-		what := fmt.Sprintf("%s[%d]", field, i)
-		var env envelope
-		if env, err = parseEnvelope(what, elem); err != nil {
-			return
-		}
+		place := strconv.Itoa(i)
 		var pt []byte
-		if pt, err = k.open(what, env, k.ad(env.origin, field, strconv.Itoa(i))); err != nil {
-			return
-		}
-		origins[env.origin] = true
+		pt, err = openValue(field+"["+place+"]", elem, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, place) })
 		if i > 0 {
 			out = append(out, ',')
 		}
@@ -308,8 +337,8 @@ func (k *dataKey) openArray(field string, arr []byte, origins map[uuid.UUID]bool
 }
 
 // openObject decrypts the values of a stored object (those only names,
-// when only is not nil); it records their origins in origins.
-func (k *dataKey) openObject(field string, obj []byte, only map[string]bool, origins map[uuid.UUID]bool) ([]byte, error) {
+// when only is not nil).
+func openObject(field string, obj []byte, only map[string]bool, keyFor keyFunc) ([]byte, error) {
 	out := make([]byte, 0, len(obj))
 	out = append(out, '{')
 	var err error
@@ -326,16 +355,8 @@ func (k *dataKey) openObject(field string, obj []byte, only map[string]bool, ori
 			out = append(out, value...)
 			return
 		}
-		what := fmt.Sprintf("%s key %q", field, key)
-		var env envelope
-		if env, err = parseEnvelope(what, value); err != nil {
-			return
-		}
 		var pt []byte
-		if pt, err = k.open(what, env, k.ad(env.origin, field, key)); err != nil {
-			return
-		}
-		origins[env.origin] = true
+		pt, err = openValue(fmt.Sprintf("%s key %q", field, key), value, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, key) })
 		out = append(out, pt...)
 	})
 	if err != nil {

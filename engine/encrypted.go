@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -63,6 +64,25 @@ func (e *Engine) sealPut(ctx context.Context, p *PutRequest) error {
 		p.Summary = EncryptedSummary
 	}
 	return nil
+}
+
+// sealedRetry tells a retried Snapshot under encryption from a conflict.
+// The store compares what it holds with what it is sent, which under
+// encryption differs for the same content (a delta's values were written,
+// and bound, by its base): the existing checkpoint is read, decrypted and
+// compared in plaintext with p (the snapshot before sealing) instead.
+func (e *Engine) sealedRetry(ctx context.Context, p PutRequest) (SnapshotResult, bool) {
+	c, err := e.store.Get(ctx, p.ID)
+	if err != nil || e.openCheckpoint(ctx, c) != nil {
+		return SnapshotResult{}, false
+	}
+	if c.ThreadID != p.ThreadID || c.Namespace != p.Namespace || c.NextNode != p.NextNode ||
+		!jsontext.Same(c.Metadata, p.Metadata) || !jsontext.Same(c.Messages, p.Messages) ||
+		!jsontext.Same(c.State, p.State) || !jsontext.Same(c.ToolResults, p.ToolResults) {
+		return SnapshotResult{}, false
+	}
+	return SnapshotResult{ID: c.ID, ThreadID: c.ThreadID, Namespace: c.Namespace, ParentID: c.ParentID,
+		Step: c.Step, CreatedAt: c.CreatedAt}, true
 }
 
 func (e *Engine) sealMetadata(k *dataKey, id uuid.UUID, metadata []byte) ([]byte, error) {
@@ -174,51 +194,95 @@ func (e *Engine) sealWrites(ctx context.Context, id uuid.UUID, taskID string, wr
 }
 
 // openCheckpoint decrypts a checkpoint a store returned, all of it or
-// none: on an error c is left as it was and must not be returned. An
-// Engine that does not encrypt refuses a checkpoint of an encrypted
-// thread.
+// none: on an error c is left as it was and must not be returned. A value
+// is opened with the key of the thread of the checkpoint that wrote it
+// (its origin): c's, or an ancestor's (see originThreads). An Engine that
+// does not encrypt refuses a checkpoint of an encrypted thread.
 func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 	if e.crypt == nil {
 		return e.refuseCiphertext(ctx, c)
 	}
-	k, err := e.crypt.key(ctx, e.store, e.Tenant(), c.ThreadID, false)
-	if err != nil {
-		return err
-	}
 	origins := map[uuid.UUID]bool{}
-	messages, err := k.openArray(fieldMessages, c.Messages, origins)
+	eachElement(c.Messages, func(v []byte) {
+		if o, ok := peekOrigin(v); ok {
+			origins[o] = true
+		}
+	})
+	for _, obj := range [][]byte{c.State, c.ToolResults} {
+		eachMember(obj, func(_ []byte, _ string, v []byte) {
+			if o, ok := peekOrigin(v); ok {
+				origins[o] = true
+			}
+		})
+	}
+	threads, end, deleted, err := e.originThreads(ctx, c.CheckpointInfo, origins)
 	if err != nil {
 		return err
 	}
-	state, err := k.openObject(fieldState, c.State, nil, origins)
+	keys := map[string]*dataKey{}
+	threadKey := func(thread string) (*dataKey, error) {
+		if k := keys[thread]; k != nil {
+			return k, nil
+		}
+		k, err := e.crypt.key(ctx, e.store, e.Tenant(), thread, false)
+		if err != nil {
+			return nil, err
+		}
+		keys[thread] = k
+		return k, nil
+	}
+	var candidates []*dataKey // for deleted origins, found once
+	keyFor := func(origin uuid.UUID) ([]*dataKey, error) {
+		if thread, ok := threads[origin]; ok {
+			k, err := threadKey(thread)
+			if err != nil {
+				return nil, err
+			}
+			return []*dataKey{k}, nil
+		}
+		if !deleted[origin] {
+			return nil, fmt.Errorf("%w: checkpoint %s holds a value of unknown origin", ErrEncrypted, c.ID)
+		}
+		if candidates == nil {
+			var err error
+			if candidates, err = e.deletedOriginKeys(ctx, end, threadKey); err != nil {
+				return nil, err
+			}
+		}
+		return candidates, nil
+	}
+	own := func(origin uuid.UUID) ([]*dataKey, error) {
+		if origin != c.ID {
+			return nil, fmt.Errorf("%w: checkpoint %s holds a value of another checkpoint where only its own may be", ErrEncrypted, c.ID)
+		}
+		return keyFor(origin)
+	}
+	messages, err := openArray(fieldMessages, c.Messages, keyFor)
 	if err != nil {
 		return err
 	}
-	tools, err := k.openObject(fieldToolResults, c.ToolResults, nil, origins)
+	state, err := openObject(fieldState, c.State, nil, keyFor)
 	if err != nil {
 		return err
 	}
-	metadata, err := e.openMetadata(k, &c.CheckpointInfo)
+	tools, err := openObject(fieldToolResults, c.ToolResults, nil, keyFor)
 	if err != nil {
 		return err
+	}
+	metadata := c.Metadata
+	if e.crypt.metadata != nil {
+		if metadata, err = openObject(fieldMetadata, c.Metadata, e.crypt.metadata, own); err != nil {
+			return err
+		}
 	}
 	values := make([][]byte, len(c.PendingWrites))
 	for i, w := range c.PendingWrites {
 		what := fmt.Sprintf("pending write %d of task %q", w.Index, w.TaskID)
-		env, err := parseEnvelope(what, w.Value)
-		if err != nil {
+		if values[i], err = openValue(what, w.Value, own, func(k *dataKey, origin uuid.UUID) []byte {
+			return k.writeAD(origin, w.TaskID, w.Index, w.Channel)
+		}); err != nil {
 			return err
 		}
-		if env.origin != c.ID {
-			return fmt.Errorf("%w: %s belongs to another checkpoint", ErrEncrypted, what)
-		}
-		if values[i], err = k.open(what, env, k.writeAD(c.ID, w.TaskID, w.Index, w.Channel)); err != nil {
-			return err
-		}
-	}
-	delete(origins, c.ID)
-	if err := e.checkOrigins(ctx, c.CheckpointInfo, origins); err != nil {
-		return err
 	}
 	c.Messages, c.State, c.ToolResults, c.Metadata = messages, state, tools, metadata
 	for i := range c.PendingWrites {
@@ -227,67 +291,140 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 	return nil
 }
 
-// openMetadata decrypts the metadata keys Encryption.MetadataKeys names;
-// they must have been written by the checkpoint itself.
-func (e *Engine) openMetadata(k *dataKey, c *CheckpointInfo) ([]byte, error) {
-	if e.crypt.metadata == nil {
-		return c.Metadata, nil
+// originThreads returns the thread of each origin of c's values that is
+// c or an ancestor, which a delta, an append stored whole, a branch's
+// first checkpoint or a merge legitimately holds (c's lineage, across
+// branches, and the lineage of each merge parent on it); where the
+// lineage ends; and the origins that no longer exist. A value of a
+// checkpoint that is not an ancestor (a later one, one of another line or
+// another thread) is refused: ErrEncrypted. Two cases are accepted where
+// retention cut the lineage: an origin deleted since (a row stored whole
+// kept its value) that is older than c, whose key deletedOriginKeys finds;
+// and an older origin that still exists, off the cut lineage, on the
+// thread where it is cut or one that thread was branched from (a delta's
+// base kept when its parent was deleted).
+func (e *Engine) originThreads(ctx context.Context, c CheckpointInfo, origins map[uuid.UUID]bool) (threads map[uuid.UUID]string, end string, deleted map[uuid.UUID]bool, err error) {
+	threads = map[uuid.UUID]string{c.ID: c.ThreadID}
+	end = c.ThreadID
+	cut := false
+	missing := func() bool {
+		for o := range origins {
+			if _, ok := threads[o]; !ok {
+				return true
+			}
+		}
+		return false
 	}
-	origins := map[uuid.UUID]bool{}
-	out, err := k.openObject(fieldMetadata, c.Metadata, e.crypt.metadata, origins)
-	if err != nil {
-		return nil, err
+	limit := 2*e.cfg.DeltaRun + 2
+	queue := []uuid.UUID{c.ID}
+	seen := map[uuid.UUID]bool{}
+	for len(queue) > 0 && missing() {
+		from := queue[0]
+		queue = queue[1:]
+		if seen[from] {
+			continue
+		}
+		seen[from] = true
+		line, err := e.store.Lineage(ctx, from, limit)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		for _, l := range line {
+			threads[l.ID] = l.ThreadID
+		}
+		if limit > 0 && len(line) == limit && missing() {
+			// Not all in the recent part: read the whole lineage.
+			if line, err = e.store.Lineage(ctx, from, 0); err != nil {
+				return nil, "", nil, err
+			}
+		}
+		for _, l := range line {
+			threads[l.ID] = l.ThreadID
+			if l.MergeParentID != uuid.Nil && !seen[l.MergeParentID] {
+				queue = append(queue, l.MergeParentID)
+			}
+		}
+		if from == c.ID && len(line) > 0 {
+			end = line[len(line)-1].ThreadID // where a deleted parent was
+			cut = line[len(line)-1].ParentID != uuid.Nil
+		}
+		limit = 0
 	}
-	delete(origins, c.ID)
-	if len(origins) > 0 {
-		return nil, fmt.Errorf("%w: metadata of checkpoint %s was written by another checkpoint", ErrEncrypted, c.ID)
+	deleted = map[uuid.UUID]bool{}
+	var sources []string // end and the threads it was branched from, once needed
+	for o := range origins {
+		if _, ok := threads[o]; ok {
+			continue
+		}
+		if bytes.Compare(o[:6], c.ID[:6]) > 0 {
+			return nil, "", nil, fmt.Errorf("%w: checkpoint %s holds a value written by a later checkpoint", ErrEncrypted, c.ID)
+		}
+		other, err := e.store.Lineage(ctx, o, 1)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if len(other) == 0 {
+			deleted[o] = true
+			continue
+		}
+		// An older checkpoint that exists off the lineage: legitimate only
+		// where the lineage is cut (a deleted parent) and a delta's base
+		// was kept, on the thread where it is cut or one it branched from.
+		if cut {
+			if sources == nil {
+				if sources, err = e.branchSources(ctx, end); err != nil {
+					return nil, "", nil, err
+				}
+			}
+			if slices.Contains(sources, other[0].ThreadID) {
+				threads[o] = other[0].ThreadID
+				continue
+			}
+		}
+		return nil, "", nil, fmt.Errorf("%w: checkpoint %s holds a value of checkpoint %s, which is not its ancestor", ErrEncrypted, c.ID, o)
+	}
+	return threads, end, deleted, nil
+}
+
+// branchSources returns thread and the threads it was branched from,
+// nearest first, at most maxBranchHops.
+func (e *Engine) branchSources(ctx context.Context, thread string) ([]string, error) {
+	var out []string
+	for hop := 0; thread != "" && hop < maxBranchHops && !slices.Contains(out, thread); hop++ {
+		out = append(out, thread)
+		src, err := e.store.BranchSource(ctx, thread)
+		if err != nil {
+			return nil, err
+		}
+		thread = src
 	}
 	return out, nil
 }
 
-// checkOrigins checks that every value of checkpoint c that another
-// checkpoint wrote (origins, c's own removed) was written by one of c's
-// ancestors in its thread, which a delta or an append stored whole
-// legitimately reads: a ciphertext copied from a later checkpoint, or from
-// another line of the thread, is refused. An origin that no longer exists
-// (deleted by retention, its value kept by a row stored whole) is
-// accepted when it is older than c.
-func (e *Engine) checkOrigins(ctx context.Context, c CheckpointInfo, origins map[uuid.UUID]bool) error {
-	if len(origins) == 0 {
-		return nil
+// maxBranchHops bounds how far deletedOriginKeys follows branch sources.
+const maxBranchHops = 16
+
+// deletedOriginKeys returns the keys that may open a value whose origin
+// was deleted: that of thread, where the checkpoint's lineage ends, then
+// those of the threads it was branched from, nearest first. A thread
+// without a usable key is skipped.
+func (e *Engine) deletedOriginKeys(ctx context.Context, thread string, threadKey func(string) (*dataKey, error)) ([]*dataKey, error) {
+	sources, err := e.branchSources(ctx, thread)
+	if err != nil {
+		return nil, err
 	}
-	limit := 2*e.cfg.DeltaRun + 2
-	for {
-		line, err := e.store.Lineage(ctx, c.ID, limit)
-		if err != nil {
-			return err
-		}
-		for _, l := range line {
-			if l.ThreadID == c.ThreadID {
-				delete(origins, l.ID)
-			}
-		}
-		if len(origins) == 0 {
-			return nil
-		}
-		if limit == 0 || len(line) < limit {
-			break
-		}
-		limit = 0 // the whole lineage
-	}
-	for o := range origins {
-		if bytes.Compare(o[:6], c.ID[:6]) > 0 {
-			return fmt.Errorf("%w: checkpoint %s holds a value written by a later checkpoint", ErrEncrypted, c.ID)
-		}
-		other, err := e.store.Lineage(ctx, o, 1)
-		if err != nil {
-			return err
-		}
-		if len(other) > 0 {
-			return fmt.Errorf("%w: checkpoint %s holds a value of checkpoint %s, which is not its ancestor", ErrEncrypted, c.ID, o)
+	var out []*dataKey
+	for _, t := range sources {
+		if k, err := threadKey(t); err == nil {
+			out = append(out, k)
+		} else if !errors.Is(err, ErrEncrypted) {
+			return nil, err
 		}
 	}
-	return nil
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no key for a value whose checkpoint was deleted", ErrEncrypted)
+	}
+	return out, nil
 }
 
 // refuseCiphertext is ErrEncrypted for a checkpoint of an encrypted
@@ -324,7 +461,14 @@ func (e *Engine) openInfos(ctx context.Context, threadID string, infos []Checkpo
 	}
 	out := make([][]byte, len(infos))
 	for i := range infos {
-		if out[i], err = e.openMetadata(k, &infos[i]); err != nil {
+		id := infos[i].ID
+		own := func(origin uuid.UUID) ([]*dataKey, error) {
+			if origin != id {
+				return nil, fmt.Errorf("%w: metadata of checkpoint %s was written by another checkpoint", ErrEncrypted, id)
+			}
+			return []*dataKey{k}, nil
+		}
+		if out[i], err = openObject(fieldMetadata, infos[i].Metadata, e.crypt.metadata, own); err != nil {
 			return err
 		}
 	}

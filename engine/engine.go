@@ -275,6 +275,7 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResu
 	if e.retentionErr != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: Config.Retention: %w", e.retentionErr)
 	}
+	plain := p
 	if e.crypt != nil {
 		err = e.sealPut(ctx, &p)
 	} else {
@@ -288,6 +289,11 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResu
 		res, err = e.store.Put(ctx, p)
 		return err
 	})
+	if errors.Is(err, ErrIDConflict) && e.crypt != nil {
+		if r, ok := e.sealedRetry(ctx, plain); ok {
+			res, err = r, nil
+		}
+	}
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", NameRefusedJSON(err, p.JSONFields()...))
 	}

@@ -166,6 +166,10 @@ type Store interface {
 	// of when (its Wrapped nil), so the thread cannot get a new key; it
 	// reports whether there was a key to delete.
 	ShredDataKey(ctx context.Context, threadID string) (bool, error)
+	// BranchSource returns the thread a branch was forked from ("" for a
+	// thread that is not a branch): where the keys of what its first
+	// checkpoint copied are, once the source checkpoint is deleted.
+	BranchSource(ctx context.Context, threadID string) (string, error)
 
 	// Close releases what the store holds (a pool it opened, a file).
 	Close() error

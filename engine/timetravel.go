@@ -210,9 +210,6 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ B
 	if err := checkID("branch name", name, false); err != nil {
 		return BranchResult{}, fmt.Errorf("branch: %w", err)
 	}
-	if err := e.refuseUnderEncryption("Branch"); err != nil {
-		return BranchResult{}, fmt.Errorf("branch: %w", err)
-	}
 	// The source's thread names the branch; its content is not needed here.
 	line, err := e.lineage(ctx, fromID, 1)
 	if err != nil {
@@ -302,9 +299,6 @@ func (e *Engine) mergeBranch(ctx context.Context, branchThread, intoThread, name
 		}
 	}
 	if err := checkNamespace(namespace); err != nil {
-		return MergeResult{}, fmt.Errorf("merge: %w", err)
-	}
-	if err := e.refuseUnderEncryption("MergeBranch"); err != nil {
 		return MergeResult{}, fmt.Errorf("merge: %w", err)
 	}
 	r, err := e.store.Merge(ctx, branchThread, intoThread, namespace, NewCheckpointID())

@@ -80,3 +80,12 @@ func (s *Store) ShredDataKey(ctx context.Context, threadID string) (bool, error)
 	}
 	return n == 1, storeError(err)
 }
+
+// BranchSource implements engine.Store.
+func (s *Store) BranchSource(ctx context.Context, threadID string) (string, error) {
+	rows, err := s.eq.ThreadBranchSource(ctx, threadID)
+	if err != nil || len(rows) == 0 {
+		return "", storeError(err)
+	}
+	return rows[0], nil
+}

@@ -96,3 +96,12 @@ func (s *Store) ShredDataKey(ctx context.Context, threadID string) (bool, error)
 	})
 	return n == 1, err
 }
+
+// BranchSource implements engine.Store.
+func (s *Store) BranchSource(ctx context.Context, threadID string) (string, error) {
+	rows, err := s.rq.ThreadBranchSource(ctx, threadID)
+	if err != nil || len(rows) == 0 {
+		return "", storeError(err)
+	}
+	return rows[0], nil
+}

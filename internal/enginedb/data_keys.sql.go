@@ -203,3 +203,32 @@ func (q *Queries) DataKeyTombstone(ctx context.Context, arg DataKeyTombstonePara
 	_, err := q.db.Exec(ctx, DataKeyTombstone, arg.TenantID, arg.ThreadID)
 	return err
 }
+
+const ThreadBranchSource = `-- name: ThreadBranchSource :many
+SELECT branched_from_thread::text
+FROM pgcheckpoint.threads
+WHERE thread_id = $1::text AND branched_from_thread IS NOT NULL
+LIMIT 1
+`
+
+// The thread a branch was forked from (no row: not a branch), where the
+// keys of the content its first checkpoint copied are.
+func (q *Queries) ThreadBranchSource(ctx context.Context, threadID string) ([]string, error) {
+	rows, err := q.db.Query(ctx, ThreadBranchSource, threadID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var branched_from_thread string
+		if err := rows.Scan(&branched_from_thread); err != nil {
+			return nil, err
+		}
+		items = append(items, branched_from_thread)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -44,3 +44,11 @@ WHERE tenant_id = @tenant_id::text AND thread_id = @thread_id::text AND wrapped_
 INSERT INTO pgcheckpoint.data_keys (tenant_id, thread_id, kek_id, wrapped_key, shredded_at)
 VALUES (@tenant_id::text, @thread_id::text, '', NULL, now())
 ON CONFLICT (tenant_id, thread_id) DO NOTHING;
+
+-- name: ThreadBranchSource :many
+-- The thread a branch was forked from (no row: not a branch), where the
+-- keys of the content its first checkpoint copied are.
+SELECT branched_from_thread::text
+FROM pgcheckpoint.threads
+WHERE thread_id = @thread_id::text AND branched_from_thread IS NOT NULL
+LIMIT 1;

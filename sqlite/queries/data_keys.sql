@@ -32,3 +32,10 @@ WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND wrapped_key IS NOT N
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
 VALUES (@tenant_id, @thread_id, '', NULL, @now, @now)
 ON CONFLICT (tenant_id, thread_id) DO NOTHING;
+
+-- name: ThreadBranchSource :many
+-- The thread a branch was forked from (no row: not a branch).
+SELECT CAST(branched_from_thread AS TEXT) AS branched_from_thread
+FROM threads
+WHERE thread_id = @thread_id AND branched_from_thread IS NOT NULL
+LIMIT 1;

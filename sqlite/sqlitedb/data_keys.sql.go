@@ -185,3 +185,34 @@ func (q *Queries) DataKeyTombstone(ctx context.Context, arg DataKeyTombstonePara
 	_, err := q.exec(ctx, q.dataKeyTombstoneStmt, DataKeyTombstone, arg.TenantID, arg.ThreadID, arg.Now)
 	return err
 }
+
+const ThreadBranchSource = `-- name: ThreadBranchSource :many
+SELECT CAST(branched_from_thread AS TEXT) AS branched_from_thread
+FROM threads
+WHERE thread_id = ?1 AND branched_from_thread IS NOT NULL
+LIMIT 1
+`
+
+// The thread a branch was forked from (no row: not a branch).
+func (q *Queries) ThreadBranchSource(ctx context.Context, threadID string) ([]string, error) {
+	rows, err := q.query(ctx, q.threadBranchSourceStmt, ThreadBranchSource, threadID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var branched_from_thread string
+		if err := rows.Scan(&branched_from_thread); err != nil {
+			return nil, err
+		}
+		items = append(items, branched_from_thread)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -108,6 +108,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.pendingWriteListByThreadStmt, err = db.PrepareContext(ctx, PendingWriteListByThread); err != nil {
 		return nil, fmt.Errorf("error preparing query PendingWriteListByThread: %w", err)
 	}
+	if q.threadBranchSourceStmt, err = db.PrepareContext(ctx, ThreadBranchSource); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadBranchSource: %w", err)
+	}
 	if q.threadClearExpiryStmt, err = db.PrepareContext(ctx, ThreadClearExpiry); err != nil {
 		return nil, fmt.Errorf("error preparing query ThreadClearExpiry: %w", err)
 	}
@@ -304,6 +307,11 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing pendingWriteListByThreadStmt: %w", cerr)
 		}
 	}
+	if q.threadBranchSourceStmt != nil {
+		if cerr := q.threadBranchSourceStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadBranchSourceStmt: %w", cerr)
+		}
+	}
 	if q.threadClearExpiryStmt != nil {
 		if cerr := q.threadClearExpiryStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing threadClearExpiryStmt: %w", cerr)
@@ -456,6 +464,7 @@ type Queries struct {
 	pendingWriteInsertStmt           *sql.Stmt
 	pendingWriteListByCheckpointStmt *sql.Stmt
 	pendingWriteListByThreadStmt     *sql.Stmt
+	threadBranchSourceStmt           *sql.Stmt
 	threadClearExpiryStmt            *sql.Stmt
 	threadClearRewoundToStmt         *sql.Stmt
 	threadDeleteStmt                 *sql.Stmt
@@ -507,6 +516,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		pendingWriteInsertStmt:           q.pendingWriteInsertStmt,
 		pendingWriteListByCheckpointStmt: q.pendingWriteListByCheckpointStmt,
 		pendingWriteListByThreadStmt:     q.pendingWriteListByThreadStmt,
+		threadBranchSourceStmt:           q.threadBranchSourceStmt,
 		threadClearExpiryStmt:            q.threadClearExpiryStmt,
 		threadClearRewoundToStmt:         q.threadClearRewoundToStmt,
 		threadDeleteStmt:                 q.threadDeleteStmt,

@@ -1,0 +1,51 @@
+package integration
+
+import (
+	"database/sql"
+	"net/url"
+	"os/exec"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx" driver
+
+	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
+	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+)
+
+// pgDump is the pg_dump of the server the tests use.
+const pgDump = "/usr/lib/postgresql/15/bin/pg_dump"
+
+// TestEncryption runs the encryption suite (enginetest.RunEncryption) on
+// Postgres: tampering through SQL as the database's owner would, and
+// pg_dump for what a dump holds. The SQLite run is in the module's root
+// package.
+func TestEncryption(t *testing.T) {
+	enginetest.RunEncryption(t, enginetest.EncryptionHarness{
+		Harness: enginetest.Harness{Name: "postgres", NewURL: func(t testing.TB) string { return pgtest.NewDB(t).URL }},
+		SQL: func(t testing.TB, dbURL string) *sql.DB {
+			u, err := url.Parse(dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := u.Query()
+			q.Set("search_path", "pgcheckpoint")
+			u.RawQuery = q.Encode()
+			db, err := sql.Open("pgx", u.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
+		Dump: func(t testing.TB, dbURL string) []byte {
+			if _, err := exec.LookPath(pgDump); err != nil {
+				t.Skipf("no %s: %v", pgDump, err)
+			}
+			out, err := exec.Command(pgDump, "--dbname="+dbURL).Output()
+			if err != nil {
+				t.Fatalf("pg_dump: %v", err)
+			}
+			return out
+		},
+	})
+}
