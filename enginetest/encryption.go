@@ -39,6 +39,7 @@ var encryptionTests = []struct {
 	{"AppendHistoriesReadBackUnderEncryption", testEncryptedAppendHistories},
 	{"DeltasAndRetriesUnderEncryption", testEncryptedDeltasAndRetries},
 	{"DumpHoldsNoPlaintext", testDumpHoldsNoPlaintext},
+	{"DigestsAreKeyedPerThread", testDigestsAreKeyed},
 	{"TamperingFailsClosed", testTamperingFailsClosed},
 	{"WrongMissingAndRevokedKeysFailClosed", testWrongKeysFailClosed},
 	{"RewrapKeepsEverythingReadable", testRewrap},
@@ -472,5 +473,39 @@ func testShredding(t *testing.T, e *cryptEnv) {
 		if bytes.Contains(dump, []byte(m)) {
 			t.Errorf("the dump holds %q", m)
 		}
+	}
+}
+
+// The digests that drive delta storage are keyed per thread: the same
+// content in two threads has unrelated digests, so equal digests tell
+// nothing of equal plaintexts; without encryption they are equal.
+func testDigestsAreKeyed(t *testing.T, e *cryptEnv) {
+	enc := e.open(nil, engine.Config{DeltaMinBytes: -1})
+	plain := e.plain(engine.Config{DeltaMinBytes: -1})
+	in := engine.SnapshotInput{Messages: json.RawMessage(`[{"content":"same"}]`), State: json.RawMessage(`{"k":"same"}`)}
+	for _, w := range []struct {
+		eng    *engine.Engine
+		thread string
+	}{{enc, "x"}, {enc, "y"}, {plain, "p"}, {plain, "q"}} {
+		in.ThreadID = w.thread
+		snapWith(t, e.ctx, w.eng, in)
+	}
+	db := e.h.SQL(t, e.url)
+	digests := func(thread string) string {
+		var msg []byte
+		var state string
+		if err := db.QueryRowContext(e.ctx, "SELECT messages_digest, state_digests FROM checkpoints WHERE thread_id = $1", thread).Scan(&msg, &state); err != nil {
+			t.Fatal(err)
+		}
+		if len(msg) == 0 || state == "" {
+			t.Fatalf("thread %s has no digests", thread)
+		}
+		return fmt.Sprintf("%x %s", msg, state)
+	}
+	if digests("p") != digests("q") {
+		t.Fatalf("the same plaintext has other digests without encryption: %s, %s", digests("p"), digests("q"))
+	}
+	if x, y := digests("x"), digests("y"); x == y || x == digests("p") {
+		t.Fatalf("digests under encryption: %s and %s (plaintext's %s)", x, y, digests("p"))
 	}
 }
