@@ -358,6 +358,18 @@ func testTamperingFailsClosed(t *testing.T, e *cryptEnv) {
 			t.Fatalf("%s: put back: %v", tc.name, err)
 		}
 	}
+	// Messages of a later checkpoint, deleted since.
+	a5 := write("a", 5) // a4's child
+	orig, later := column("messages", a4), column("messages", a5)
+	if _, err := eng.RewindAndTruncate(e.ctx, a4); err != nil {
+		t.Fatal(err)
+	}
+	set("messages", a4, later)
+	if _, err := eng.Get(e.ctx, a5); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("the later checkpoint is still there: %v", err)
+	}
+	check("messages of a later checkpoint deleted since", a4)
+	set("messages", a4, orig)
 	// A pending write moved to another checkpoint of the thread.
 	if _, err := db.ExecContext(e.ctx, `UPDATE pending_writes SET value = (SELECT value FROM pending_writes WHERE checkpoint_id = $1)
 		WHERE checkpoint_id = $2`, a1.String(), a2.String()); err != nil {
