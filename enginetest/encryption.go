@@ -382,6 +382,15 @@ func testTamperingFailsClosed(t *testing.T, e *cryptEnv) {
 		t.Fatal(err)
 	}
 	check("a data key moved", b1)
+	// A thread's wrapped key planted for a thread that has none: writes
+	// to it must not use another thread's key.
+	if _, err := db.ExecContext(e.ctx, `INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at)
+		SELECT tenant_id, 'c', kek_id, wrapped_key, created_at FROM data_keys WHERE thread_id = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "c", Messages: json.RawMessage(`["SECRET"]`)}); !errors.Is(err, engine.ErrEncrypted) {
+		t.Fatalf("a write under a planted key: %v, want ErrEncrypted", err)
+	}
 	// The key row deleted.
 	if _, err := db.ExecContext(e.ctx, `DELETE FROM data_keys WHERE thread_id = 'a'`); err != nil {
 		t.Fatal(err)
