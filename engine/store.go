@@ -303,6 +303,10 @@ type ImportWriter interface {
 	// (The Postgres store, which writes batches, names the checkpoint it
 	// refused, which may be an earlier call's.)
 	Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportDigests) error
+	// DataKey writes the data key of a thread the import wrote (k
+	// checked: wrapped, or shredded with ShreddedAt set).
+	// ErrInvalidInput when the thread has another key already.
+	DataKey(ctx context.Context, k WrappedKey) error
 }
 
 // TxStore is a Store that can run inside a caller's pgx transaction: the

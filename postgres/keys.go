@@ -89,3 +89,19 @@ func (s *Store) BranchSource(ctx context.Context, threadID string) (string, erro
 	}
 	return rows[0], nil
 }
+
+// DataKey implements engine.ImportWriter.
+func (w *pgImport) DataKey(ctx context.Context, k engine.WrappedKey) error {
+	p := enginedb.DataKeyImportParams{TenantID: engine.DefaultTenant, ThreadID: k.ThreadID, KekID: k.KEKID, WrappedKey: k.Wrapped}
+	if !k.ShreddedAt.IsZero() {
+		p.ShreddedAt = pgtype.Timestamptz{Time: k.ShreddedAt, Valid: true}
+	}
+	n, err := w.q.DataKeyImport(ctx, p)
+	if err != nil {
+		return pgImportError(err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: thread %q has a data key already (of a deleted thread?); import into another database", engine.ErrInvalidInput, k.ThreadID)
+	}
+	return nil
+}

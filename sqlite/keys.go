@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
@@ -104,4 +105,21 @@ func (s *Store) BranchSource(ctx context.Context, threadID string) (string, erro
 		return "", storeError(err)
 	}
 	return rows[0], nil
+}
+
+// DataKey implements engine.ImportWriter.
+func (w *importWriter) DataKey(ctx context.Context, k engine.WrappedKey) error {
+	p := sqlitedb.DataKeyImportParams{TenantID: engine.DefaultTenant, ThreadID: k.ThreadID, KekID: k.KEKID,
+		WrappedKey: k.Wrapped, CreatedAt: time.Now().UnixMicro()}
+	if !k.ShreddedAt.IsZero() {
+		p.ShreddedAt = sql.NullInt64{Int64: k.ShreddedAt.UnixMicro(), Valid: true}
+	}
+	n, err := w.q.DataKeyImport(ctx, p)
+	if err != nil {
+		return importError(fmt.Sprintf("data key of thread %q", k.ThreadID), err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: thread %q has a data key already (of a deleted thread?); import into another database", engine.ErrInvalidInput, k.ThreadID)
+	}
+	return nil
 }

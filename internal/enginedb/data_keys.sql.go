@@ -44,6 +44,35 @@ func (q *Queries) DataKeyGet(ctx context.Context, arg DataKeyGetParams) (DataKey
 	return i, err
 }
 
+const DataKeyImport = `-- name: DataKeyImport :execrows
+INSERT INTO pgcheckpoint.data_keys (tenant_id, thread_id, kek_id, wrapped_key, shredded_at)
+VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::timestamptz)
+ON CONFLICT (tenant_id, thread_id) DO NOTHING
+`
+
+type DataKeyImportParams struct {
+	TenantID   string
+	ThreadID   string
+	KekID      string
+	WrappedKey []byte
+	ShreddedAt pgtype.Timestamptz
+}
+
+// An import's data key (0 rows: the thread has one already).
+func (q *Queries) DataKeyImport(ctx context.Context, arg DataKeyImportParams) (int64, error) {
+	result, err := q.db.Exec(ctx, DataKeyImport,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.KekID,
+		arg.WrappedKey,
+		arg.ShreddedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const DataKeyInsert = `-- name: DataKeyInsert :one
 WITH ins AS (
     INSERT INTO pgcheckpoint.data_keys (tenant_id, thread_id, kek_id, wrapped_key)

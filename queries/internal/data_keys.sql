@@ -52,3 +52,9 @@ SELECT branched_from_thread::text
 FROM pgcheckpoint.threads
 WHERE thread_id = @thread_id::text AND branched_from_thread IS NOT NULL
 LIMIT 1;
+
+-- name: DataKeyImport :execrows
+-- An import's data key (0 rows: the thread has one already).
+INSERT INTO pgcheckpoint.data_keys (tenant_id, thread_id, kek_id, wrapped_key, shredded_at)
+VALUES (@tenant_id::text, @thread_id::text, @kek_id::text, sqlc.narg(wrapped_key)::bytea, sqlc.narg(shredded_at)::timestamptz)
+ON CONFLICT (tenant_id, thread_id) DO NOTHING;

@@ -39,3 +39,9 @@ SELECT CAST(branched_from_thread AS TEXT) AS branched_from_thread
 FROM threads
 WHERE thread_id = @thread_id AND branched_from_thread IS NOT NULL
 LIMIT 1;
+
+-- name: DataKeyImport :execrows
+-- An import's data key (0 rows: the thread has one already).
+INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
+VALUES (@tenant_id, @thread_id, @kek_id, @wrapped_key, @created_at, @shredded_at)
+ON CONFLICT (tenant_id, thread_id) DO NOTHING;

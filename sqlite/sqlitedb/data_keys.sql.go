@@ -42,6 +42,37 @@ func (q *Queries) DataKeyGet(ctx context.Context, arg DataKeyGetParams) (DataKey
 	return i, err
 }
 
+const DataKeyImport = `-- name: DataKeyImport :execrows
+INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (tenant_id, thread_id) DO NOTHING
+`
+
+type DataKeyImportParams struct {
+	TenantID   string
+	ThreadID   string
+	KekID      string
+	WrappedKey []byte
+	CreatedAt  int64
+	ShreddedAt sql.NullInt64
+}
+
+// An import's data key (0 rows: the thread has one already).
+func (q *Queries) DataKeyImport(ctx context.Context, arg DataKeyImportParams) (int64, error) {
+	result, err := q.exec(ctx, q.dataKeyImportStmt, DataKeyImport,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.KekID,
+		arg.WrappedKey,
+		arg.CreatedAt,
+		arg.ShreddedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const DataKeyInsert = `-- name: DataKeyInsert :exec
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at)
 VALUES (?1, ?2, ?3, ?4, ?5)

@@ -84,6 +84,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.dataKeyGetStmt, err = db.PrepareContext(ctx, DataKeyGet); err != nil {
 		return nil, fmt.Errorf("error preparing query DataKeyGet: %w", err)
 	}
+	if q.dataKeyImportStmt, err = db.PrepareContext(ctx, DataKeyImport); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyImport: %w", err)
+	}
 	if q.dataKeyInsertStmt, err = db.PrepareContext(ctx, DataKeyInsert); err != nil {
 		return nil, fmt.Errorf("error preparing query DataKeyInsert: %w", err)
 	}
@@ -265,6 +268,11 @@ func (q *Queries) Close() error {
 	if q.dataKeyGetStmt != nil {
 		if cerr := q.dataKeyGetStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing dataKeyGetStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyImportStmt != nil {
+		if cerr := q.dataKeyImportStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyImportStmt: %w", cerr)
 		}
 	}
 	if q.dataKeyInsertStmt != nil {
@@ -456,6 +464,7 @@ type Queries struct {
 	checkpointReadStmt               *sql.Stmt
 	checkpointRewriteWholeStmt       *sql.Stmt
 	dataKeyGetStmt                   *sql.Stmt
+	dataKeyImportStmt                *sql.Stmt
 	dataKeyInsertStmt                *sql.Stmt
 	dataKeyListStmt                  *sql.Stmt
 	dataKeyRewrapStmt                *sql.Stmt
@@ -508,6 +517,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		checkpointReadStmt:               q.checkpointReadStmt,
 		checkpointRewriteWholeStmt:       q.checkpointRewriteWholeStmt,
 		dataKeyGetStmt:                   q.dataKeyGetStmt,
+		dataKeyImportStmt:                q.dataKeyImportStmt,
 		dataKeyInsertStmt:                q.dataKeyInsertStmt,
 		dataKeyListStmt:                  q.dataKeyListStmt,
 		dataKeyRewrapStmt:                q.dataKeyRewrapStmt,
