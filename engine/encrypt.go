@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"compress/flate"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -14,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -51,6 +53,15 @@ type Encryption struct {
 	// filter (their stored values are ciphertexts). Every other metadata
 	// key stays plaintext and filterable.
 	MetadataKeys []string
+	// Compress compresses each value (DEFLATE) before it is encrypted,
+	// where that makes it smaller: ciphertext does not compress, so
+	// without it encrypted storage loses what Postgres's TOAST compression
+	// saves (see the README's figures). Off by default: the length of a
+	// compressed value tells something of its content's redundancy, which
+	// an observer of the database who can also put text into the same
+	// value (a prompt injection, a tool result) might use to guess a
+	// secret next to it over many writes.
+	Compress bool
 	// KeyCacheTTL is how long an Engine keeps a thread's unwrapped data
 	// key in memory: zero means DefaultKeyCacheTTL, a negative value no
 	// cache (every call reads the key row and calls Keys). A key shredded
@@ -109,6 +120,55 @@ type dataKey struct {
 	aead           cipher.AEAD
 	nonceKey       []byte // synthetic nonces: HMAC of the associated data and plaintext
 	digestKey      []byte // the keyed digests that drive delta storage
+	compress       bool   // Encryption.Compress
+}
+
+// A value's plaintext is a byte that says how the rest is encoded, then
+// the value's JSON text as it is or compressed.
+const (
+	encodingRaw   = 0
+	encodingFlate = 1
+	compressMin   = 128 // smaller values are not worth compressing
+)
+
+var flateWriters = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(nil, flate.BestSpeed)
+	return w
+}}
+
+// encode returns a value's plaintext as it is encrypted.
+func (k *dataKey) encode(value []byte) []byte {
+	if k.compress && len(value) >= compressMin {
+		var buf bytes.Buffer
+		buf.Grow(len(value)/2 + 16)
+		buf.WriteByte(encodingFlate)
+		w := flateWriters.Get().(*flate.Writer)
+		w.Reset(&buf)
+		_, _ = w.Write(value)
+		_ = w.Close()
+		flateWriters.Put(w)
+		if buf.Len() < len(value)+1 {
+			return buf.Bytes()
+		}
+	}
+	out := make([]byte, 1+len(value))
+	out[0] = encodingRaw
+	copy(out[1:], value)
+	return out
+}
+
+// decode reverses encode.
+func decode(what string, body []byte) ([]byte, error) {
+	switch {
+	case len(body) > 0 && body[0] == encodingRaw:
+		return body[1:], nil
+	case len(body) > 0 && body[0] == encodingFlate:
+		out, err := io.ReadAll(flate.NewReader(bytes.NewReader(body[1:])))
+		if err == nil {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s: an unknown encoding inside the ciphertext", ErrEncrypted, what)
 }
 
 func newDataKey(tenant, thread string, dek []byte) (*dataKey, error) {
@@ -152,7 +212,8 @@ func (k *dataKey) ad(origin uuid.UUID, field string, place ...string) []byte {
 // same value written at the same place by the same checkpoint encrypts the
 // same way: a retried write is recognized as the same content, and a nonce
 // repeats only with its whole input.
-func (k *dataKey) seal(dst []byte, origin uuid.UUID, ad, plaintext []byte) []byte {
+func (k *dataKey) seal(dst []byte, origin uuid.UUID, ad, value []byte) []byte {
+	plaintext := k.encode(value)
 	mac := hmac.New(sha256.New, k.nonceKey)
 	var n [4]byte
 	binary.BigEndian.PutUint32(n[:], uint32(len(ad)))
@@ -194,7 +255,7 @@ func (k *dataKey) open(what string, env envelope, ad []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s does not open under thread %q's key (altered, moved from another place, or another key)", ErrEncrypted, what, k.thread)
 	}
-	return pt, nil
+	return decode(what, pt)
 }
 
 // Fields, as named in the associated data.
@@ -376,6 +437,7 @@ type crypter struct {
 	keys     KeyProvider
 	metadata map[string]bool // nil: no metadata key is encrypted
 	ttl      time.Duration
+	compress bool
 
 	mu    sync.Mutex
 	cache map[string]cachedKey // by tenant + "\x00" + thread
@@ -390,7 +452,7 @@ func newCrypter(c Encryption) *crypter {
 	if c.Keys == nil {
 		return nil
 	}
-	cr := &crypter{keys: c.Keys, ttl: c.KeyCacheTTL, cache: map[string]cachedKey{}}
+	cr := &crypter{keys: c.Keys, ttl: c.KeyCacheTTL, compress: c.Compress, cache: map[string]cachedKey{}}
 	if cr.ttl == 0 {
 		cr.ttl = DefaultKeyCacheTTL
 	}
@@ -471,6 +533,7 @@ func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, creat
 	if err != nil {
 		return nil, err
 	}
+	k.compress = c.compress
 	if c.ttl > 0 {
 		c.mu.Lock()
 		c.cache[id] = cachedKey{key: k, at: time.Now()}

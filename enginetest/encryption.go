@@ -117,7 +117,8 @@ func refused(t *testing.T, what string, c *engine.Checkpoint, err error, markers
 // Random histories (edits, rewinds, branches, deletes) written under
 // encryption, whole, as deltas and in short runs, read back as written.
 func testEncryptedRandomHistories(t *testing.T, e *cryptEnv) {
-	configs := []engine.Config{{FullSnapshots: true}, {DeltaMinBytes: -1}, {DeltaRun: 4, DeltaMinBytes: -1}}
+	configs := []engine.Config{{FullSnapshots: true}, {DeltaMinBytes: -1},
+		{DeltaRun: 4, DeltaMinBytes: -1, Encryption: engine.Encryption{Compress: true}}}
 	for seed := range uint64(3) {
 		var writers []HistoryWriter
 		for i, c := range configs {
@@ -234,16 +235,26 @@ func (e *cryptEnv) writeMarkers(eng *engine.Engine, thread string) []string {
 // none of the content written under encryption, and the content reads
 // back through the engine.
 func testDumpHoldsNoPlaintext(t *testing.T, e *cryptEnv) {
-	eng := e.open(nil, engine.Config{DeltaMinBytes: -1, Encryption: engine.Encryption{MetadataKeys: []string{"secret"}}})
+	eng := e.open(nil, engine.Config{DeltaMinBytes: -1, Encryption: engine.Encryption{MetadataKeys: []string{"secret"}, Compress: true}})
 	markers := e.writeMarkers(eng, "dumped")
+	// Long enough to be compressed, and read back.
+	long := strings.Repeat("MARKER-long-"+uuid.NewString()[:8]+" ", 40)
+	if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: "dumped", Messages: mustJSON([]string{long})}); err != nil {
+		t.Fatal(err)
+	}
+	markers = append(markers, long[:20])
 	head, err := eng.Latest(e.ctx, "dumped")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(head.Messages, []byte(markers[1])) || !bytes.Contains(head.State, []byte(markers[3])) {
+	if !bytes.Contains(head.Messages, []byte(markers[1])) || !bytes.Contains(head.State, []byte(markers[3])) || !bytes.Contains(head.Messages, []byte(long)) {
 		t.Fatalf("the head does not read back: %s %s", head.Messages, head.State)
 	}
-	first, err := eng.Get(e.ctx, head.ParentID)
+	line, err := eng.Lineage(e.ctx, head.ID)
+	if err != nil || len(line) != 3 {
+		t.Fatalf("lineage: %d, %v", len(line), err)
+	}
+	first, err := eng.Get(e.ctx, line[2].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
