@@ -238,11 +238,28 @@ type envelope struct {
 
 // parseEnvelope reads a stored value that must be a ciphertext.
 func parseEnvelope(what string, v []byte) (envelope, error) {
-	var s string
-	if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil || len(s) < len(envelopePrefix) || s[:len(envelopePrefix)] != envelopePrefix {
+	// An envelope's text has no escapes: take it as it is when it has no
+	// backslash, else decode the JSON string.
+	s := v
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		s = nil
+	} else if bytes.IndexByte(v, '\\') < 0 {
+		s = v[1 : len(v)-1]
+	} else {
+		var str string
+		if json.Unmarshal(v, &str) != nil {
+			s = nil
+		} else {
+			s = []byte(str)
+		}
+	}
+	if len(s) < len(envelopePrefix) || string(s[:len(envelopePrefix)]) != envelopePrefix {
 		return envelope{}, fmt.Errorf("%w: %s is not encrypted in a thread that must be", ErrEncrypted, what)
 	}
-	raw, err := base64.StdEncoding.DecodeString(s[len(envelopePrefix):])
+	b64 := s[len(envelopePrefix):]
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+	n, err := base64.StdEncoding.Decode(raw, b64)
+	raw = raw[:n]
 	if err != nil || len(raw) < envelopeHead+16 {
 		return envelope{}, fmt.Errorf("%w: %s: the ciphertext is malformed", ErrEncrypted, what)
 	}
@@ -322,8 +339,10 @@ func eachMember(obj []byte, fn func(keyText []byte, key string, value []byte)) {
 			return
 		}
 		keyText := obj[i : end+1]
-		var key string
-		_ = json.Unmarshal(keyText, &key) // valid JSON text: a string
+		key := string(keyText[1 : len(keyText)-1])
+		if bytes.IndexByte(keyText, '\\') >= 0 {
+			_ = json.Unmarshal(keyText, &key) // valid JSON text: a string
+		}
 		i = jsontext.SkipSpace(obj, end+1) + 1
 		start := jsontext.SkipSpace(obj, i)
 		stop := jsontext.ValueEnd(obj, start)
@@ -354,9 +373,12 @@ func peekOrigin(v []byte) (uuid.UUID, bool) {
 	return uuid.UUID(b[:16]), true
 }
 
-// openValue decrypts one stored value.
-func openValue(what string, v []byte, keyFor keyFunc, ad func(k *dataKey, origin uuid.UUID) []byte) ([]byte, error) {
-	env, err := parseEnvelope(what, v)
+// openValue decrypts one stored value; what names it in an error.
+func openValue(what func() string, v []byte, keyFor keyFunc, ad func(k *dataKey, origin uuid.UUID) []byte) ([]byte, error) {
+	env, err := parseEnvelope("", v)
+	if err != nil {
+		env, err = parseEnvelope(what(), v)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -365,11 +387,13 @@ func openValue(what string, v []byte, keyFor keyFunc, ad func(k *dataKey, origin
 		return nil, err
 	}
 	for _, k := range keys {
-		if pt, err := k.open(what, env, ad(k, env.origin)); err == nil || k == keys[len(keys)-1] {
-			return pt, err
+		if pt, err := k.open("", env, ad(k, env.origin)); err == nil {
+			return pt, nil
+		} else if k == keys[len(keys)-1] {
+			return k.open(what(), env, ad(k, env.origin))
 		}
 	}
-	return nil, fmt.Errorf("%w: %s: no key for its origin", ErrEncrypted, what)
+	return nil, fmt.Errorf("%w: %s: no key for its origin", ErrEncrypted, what())
 }
 
 // openArray decrypts each element of a stored array.
@@ -384,7 +408,7 @@ func openArray(field string, arr []byte, keyFor keyFunc) ([]byte, error) {
 		}
 		place := strconv.Itoa(i)
 		var pt []byte
-		pt, err = openValue(field+"["+place+"]", elem, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, place) })
+		pt, err = openValue(func() string { return field + "[" + place + "]" }, elem, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, place) })
 		if i > 0 {
 			out = append(out, ',')
 		}
@@ -417,7 +441,7 @@ func openObject(field string, obj []byte, only map[string]bool, keyFor keyFunc) 
 			return
 		}
 		var pt []byte
-		pt, err = openValue(fmt.Sprintf("%s key %q", field, key), value, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, key) })
+		pt, err = openValue(func() string { return fmt.Sprintf("%s key %q", field, key) }, value, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, key) })
 		out = append(out, pt...)
 	})
 	if err != nil {
