@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -198,13 +199,27 @@ func newDataKey(tenant, thread string, dek []byte) (*dataKey, error) {
 // write's task, index and channel) and the checkpoint that wrote it, each
 // length-prefixed.
 func (k *dataKey) ad(origin uuid.UUID, field string, place ...string) []byte {
-	out := make([]byte, 0, 64+len(k.tenant)+len(k.thread))
-	out = append(out, "pgcheckpoint value v1"...)
-	for _, s := range append([]string{k.tenant, k.thread, field}, place...) {
-		out = binary.BigEndian.AppendUint32(out, uint32(len(s)))
-		out = append(out, s...)
+	n := len(adVersion) + 16 + 12 + len(k.tenant) + len(k.thread) + len(field)
+	for _, s := range place {
+		n += 4 + len(s)
+	}
+	out := make([]byte, 0, n)
+	out = append(out, adVersion...)
+	out = appendLP(out, k.tenant)
+	out = appendLP(out, k.thread)
+	out = appendLP(out, field)
+	for _, s := range place {
+		out = appendLP(out, s)
 	}
 	return append(out, origin[:]...)
+}
+
+const adVersion = "pgcheckpoint value v1"
+
+// appendLP appends s with its length before it.
+func appendLP(dst []byte, s string) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(s)))
+	return append(dst, s...)
 }
 
 // seal returns the JSON string that stands for plaintext. The nonce is
@@ -238,6 +253,11 @@ type envelope struct {
 
 // parseEnvelope reads a stored value that must be a ciphertext.
 func parseEnvelope(what string, v []byte) (envelope, error) {
+	return parseEnvelopeInto(nil, what, v)
+}
+
+// parseEnvelopeInto is parseEnvelope decoding into buf's memory.
+func parseEnvelopeInto(buf []byte, what string, v []byte) (envelope, error) {
 	// An envelope's text has no escapes: take it as it is when it has no
 	// backslash, else decode the JSON string.
 	s := v
@@ -257,7 +277,7 @@ func parseEnvelope(what string, v []byte) (envelope, error) {
 		return envelope{}, fmt.Errorf("%w: %s is not encrypted in a thread that must be", ErrEncrypted, what)
 	}
 	b64 := s[len(envelopePrefix):]
-	raw := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+	raw := slices.Grow(buf[:0], base64.StdEncoding.DecodedLen(len(b64)))[:base64.StdEncoding.DecodedLen(len(b64))]
 	n, err := base64.StdEncoding.Decode(raw, b64)
 	raw = raw[:n]
 	if err != nil || len(raw) < envelopeHead+16 {
@@ -268,7 +288,12 @@ func parseEnvelope(what string, v []byte) (envelope, error) {
 
 // open decrypts an envelope with its associated data.
 func (k *dataKey) open(what string, env envelope, ad []byte) ([]byte, error) {
-	pt, err := k.aead.Open(nil, env.raw[16:envelopeHead], env.raw[envelopeHead:], ad)
+	return k.openInto(nil, what, env, ad)
+}
+
+// openInto is open decrypting into dst's memory.
+func (k *dataKey) openInto(dst []byte, what string, env envelope, ad []byte) ([]byte, error) {
+	pt, err := k.aead.Open(dst[:0], env.raw[16:envelopeHead], env.raw[envelopeHead:], ad)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s does not open under thread %q's key (altered, moved from another place, or another key)", ErrEncrypted, what, k.thread)
 	}
@@ -373,12 +398,18 @@ func peekOrigin(v []byte) (uuid.UUID, bool) {
 	return uuid.UUID(b[:16]), true
 }
 
-// openValue decrypts one stored value; what names it in an error.
-func openValue(what func() string, v []byte, keyFor keyFunc, ad func(k *dataKey, origin uuid.UUID) []byte) ([]byte, error) {
-	env, err := parseEnvelope("", v)
+// buffers are the scratch memory of a read's values: each value is
+// decoded and decrypted there, then copied into the result.
+type buffers struct{ raw, pt []byte }
+
+// openValue decrypts one stored value; what names it in an error. The
+// result is valid until the next call with the same buffers.
+func openValue(b *buffers, what func() string, v []byte, keyFor keyFunc, ad func(k *dataKey, origin uuid.UUID) []byte) ([]byte, error) {
+	env, err := parseEnvelopeInto(b.raw, "", v)
 	if err != nil {
 		env, err = parseEnvelope(what(), v)
 	}
+	b.raw = env.raw
 	if err != nil {
 		return nil, err
 	}
@@ -387,7 +418,10 @@ func openValue(what func() string, v []byte, keyFor keyFunc, ad func(k *dataKey,
 		return nil, err
 	}
 	for _, k := range keys {
-		if pt, err := k.open("", env, ad(k, env.origin)); err == nil {
+		if pt, err := k.openInto(b.pt, "", env, ad(k, env.origin)); err == nil {
+			if len(pt) > cap(b.pt) {
+				b.pt = pt
+			}
 			return pt, nil
 		} else if k == keys[len(keys)-1] {
 			return k.open(what(), env, ad(k, env.origin))
@@ -398,6 +432,7 @@ func openValue(what func() string, v []byte, keyFor keyFunc, ad func(k *dataKey,
 
 // openArray decrypts each element of a stored array.
 func openArray(field string, arr []byte, keyFor keyFunc) ([]byte, error) {
+	var bufs buffers
 	out := make([]byte, 0, len(arr))
 	out = append(out, '[')
 	var err error
@@ -408,7 +443,7 @@ func openArray(field string, arr []byte, keyFor keyFunc) ([]byte, error) {
 		}
 		place := strconv.Itoa(i)
 		var pt []byte
-		pt, err = openValue(func() string { return field + "[" + place + "]" }, elem, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, place) })
+		pt, err = openValue(&bufs, func() string { return field + "[" + place + "]" }, elem, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, place) })
 		if i > 0 {
 			out = append(out, ',')
 		}
@@ -424,6 +459,7 @@ func openArray(field string, arr []byte, keyFor keyFunc) ([]byte, error) {
 // openObject decrypts the values of a stored object (those only names,
 // when only is not nil).
 func openObject(field string, obj []byte, only map[string]bool, keyFor keyFunc) ([]byte, error) {
+	var bufs buffers
 	out := make([]byte, 0, len(obj))
 	out = append(out, '{')
 	var err error
@@ -441,7 +477,7 @@ func openObject(field string, obj []byte, only map[string]bool, keyFor keyFunc) 
 			return
 		}
 		var pt []byte
-		pt, err = openValue(func() string { return fmt.Sprintf("%s key %q", field, key) }, value, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, key) })
+		pt, err = openValue(&bufs, func() string { return fmt.Sprintf("%s key %q", field, key) }, value, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, key) })
 		out = append(out, pt...)
 	})
 	if err != nil {

@@ -278,7 +278,8 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 	values := make([][]byte, len(c.PendingWrites))
 	for i, w := range c.PendingWrites {
 		what := func() string { return fmt.Sprintf("pending write %d of task %q", w.Index, w.TaskID) }
-		if values[i], err = openValue(what, w.Value, own, func(k *dataKey, origin uuid.UUID) []byte {
+		var bufs buffers
+		if values[i], err = openValue(&bufs, what, w.Value, own, func(k *dataKey, origin uuid.UUID) []byte {
 			return k.writeAD(origin, w.TaskID, w.Index, w.Channel)
 		}); err != nil {
 			return err
