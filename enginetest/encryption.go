@@ -202,6 +202,28 @@ func testEncryptedDeltasAndRetries(t *testing.T, e *cryptEnv) {
 		t.Fatal(err)
 	}
 	jsonEqual(t, "messages", got.Messages, json.RawMessage("["+strings.Join(msgs, ",")+"]"))
+	// A branch reads its source's values with the source's key, and a merge
+	// the branch's with the branch's.
+	br, err := eng.Branch(e.ctx, last.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onBranch := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: br.ThreadID,
+		Messages: json.RawMessage("[" + strings.Join(msgs, ",") + `,"on the branch"]`)})
+	if _, err := eng.Get(e.ctx, br.CheckpointID); err != nil {
+		t.Fatalf("the branch's first checkpoint: %v", err)
+	}
+	m, err := eng.MergeBranch(e.ctx, br.ThreadID, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := eng.Latest(e.ctx, "t")
+	if err != nil || merged.ID != m.CheckpointID || !bytes.Contains(merged.Messages, []byte("on the branch")) {
+		t.Fatalf("the merge %+v reads %v: %v", m, merged, err)
+	}
+	if _, err := eng.Get(e.ctx, onBranch.ID); err != nil {
+		t.Fatal(err)
+	}
 	if len(got.PendingWrites) != 1 || !sameJSON(got.PendingWrites[0].Value, json.RawMessage(`{"w":1}`)) {
 		t.Fatalf("pending writes %+v", got.PendingWrites)
 	}
