@@ -545,10 +545,11 @@ func (c *crypter) forget(tenant, thread string) {
 
 // key returns a thread's data key: from the cache, else the store's row
 // unwrapped by the provider; with create, a thread without one gets a new
-// key (the first writer's, when several race). Errors: ErrEncrypted for a
+// key (the first writer's, when several race). inTx: s runs in a caller's
+// transaction, and what it reads is not cached. Errors: ErrEncrypted for a
 // thread without a key (when !create), a shredded key, a key the provider
 // does not unwrap; the store's errors.
-func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, create bool) (*dataKey, error) {
+func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, create, inTx bool) (*dataKey, error) {
 	id := tenant + "\x00" + thread
 	if c.ttl > 0 {
 		c.mu.Lock()
@@ -594,7 +595,10 @@ func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, creat
 		return nil, err
 	}
 	k.compress = c.compress
-	if c.ttl > 0 {
+	if c.ttl > 0 && !inTx {
+		// A key read or made in a caller's transaction may be rolled back
+		// with it: kept, it would encrypt later writes under a key that
+		// is nowhere.
 		c.mu.Lock()
 		c.cache[id] = cachedKey{key: k, at: time.Now()}
 		c.mu.Unlock()

@@ -16,6 +16,12 @@ import (
 // Encrypted reports whether e encrypts (Config.Encryption.Keys is set).
 func (e *Engine) Encrypted() bool { return e.crypt != nil }
 
+// dataKey returns a thread's data key (see crypter.key).
+func (e *Engine) dataKey(ctx context.Context, thread string, create bool) (*dataKey, error) {
+	ts, ok := e.base.(TxStore)
+	return e.crypt.key(ctx, e.store, e.Tenant(), thread, create, ok && ts.InTx())
+}
+
 // refuseUnderEncryption is the error of a call an Engine that encrypts
 // does not offer yet: it would copy ciphertexts to another thread or out
 // of the database without their keys.
@@ -39,7 +45,7 @@ func (e *Engine) sealPut(ctx context.Context, p *PutRequest) error {
 	if err := checkPlaintext(p.JSONFields()[:3]...); err != nil {
 		return err
 	}
-	k, err := e.crypt.key(ctx, e.store, e.Tenant(), p.ThreadID, true)
+	k, err := e.dataKey(ctx, p.ThreadID, true)
 	if err != nil {
 		return err
 	}
@@ -109,7 +115,7 @@ func (e *Engine) putAppendSealed(ctx context.Context, a AppendRequest) (Snapshot
 	if err := checkPlaintext(a.JSONFields()[:3]...); err != nil {
 		return SnapshotResult{}, err
 	}
-	k, err := e.crypt.key(ctx, e.store, e.Tenant(), a.ThreadID, true)
+	k, err := e.dataKey(ctx, a.ThreadID, true)
 	if err != nil {
 		return SnapshotResult{}, err
 	}
@@ -180,7 +186,7 @@ func (e *Engine) sealWrites(ctx context.Context, id uuid.UUID, taskID string, wr
 	if len(line) == 0 {
 		return fmt.Errorf("checkpoint %s: %w", id, ErrNotFound)
 	}
-	k, err := e.crypt.key(ctx, e.store, e.Tenant(), line[0].ThreadID, false)
+	k, err := e.dataKey(ctx, line[0].ThreadID, false)
 	if err != nil {
 		return err
 	}
@@ -224,7 +230,7 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 		if k := keys[thread]; k != nil {
 			return k, nil
 		}
-		k, err := e.crypt.key(ctx, e.store, e.Tenant(), thread, false)
+		k, err := e.dataKey(ctx, thread, false)
 		if err != nil {
 			return nil, err
 		}
@@ -456,7 +462,7 @@ func (e *Engine) openInfos(ctx context.Context, threadID string, infos []Checkpo
 	if e.crypt == nil || e.crypt.metadata == nil || len(infos) == 0 {
 		return nil
 	}
-	k, err := e.crypt.key(ctx, e.store, e.Tenant(), threadID, false)
+	k, err := e.dataKey(ctx, threadID, false)
 	if err != nil {
 		return err
 	}
