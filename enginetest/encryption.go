@@ -178,6 +178,19 @@ func testEncryptedDeltasAndRetries(t *testing.T, e *cryptEnv) {
 		}
 		last = res
 	}
+	// A retried Append is the same checkpoint too.
+	ap := engine.AppendInput{ThreadID: "t", ID: engine.NewCheckpointID(), Messages: json.RawMessage(`["appended"]`),
+		SetState: json.RawMessage(`{"fixed":"changed"}`)}
+	first, err := eng.Append(e.ctx, ap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := eng.Append(e.ctx, ap)
+	if err != nil || again.Created || again.ID != first.ID {
+		t.Fatalf("a retried append: %+v, %v after %+v", again, err, first)
+	}
+	msgs = append(msgs, `"appended"`)
+	last = first
 	if _, err := eng.PutWrites(e.ctx, last.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`{"w":1}`)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +207,7 @@ func testEncryptedDeltasAndRetries(t *testing.T, e *cryptEnv) {
 			t.Fatalf("summary %q: the default summary would quote a message", c.Summary)
 		}
 	}
-	if deltas < 10 {
+	if deltas < 11 {
 		t.Fatalf("%d of %d checkpoints stored as deltas under encryption", deltas, len(list))
 	}
 	got, err := eng.Get(e.ctx, last.ID)
