@@ -89,7 +89,7 @@ CREATE TABLE pgcheckpoint.data_keys (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     rewrapped_at timestamp with time zone,
     shredded_at timestamp with time zone,
-    CONSTRAINT data_keys_pkey PRIMARY KEY (tenant_id, thread_id),
+    CONSTRAINT data_keys_pkey PRIMARY KEY (thread_id, tenant_id),
     CONSTRAINT data_keys_shredded_has_no_key CHECK (((wrapped_key IS NULL) = (shredded_at IS NOT NULL))),
     CONSTRAINT data_keys_thread_id_check CHECK (((length(thread_id) >= 1) AND (length(thread_id) <= 255)))
 );

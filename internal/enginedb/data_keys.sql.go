@@ -47,7 +47,7 @@ func (q *Queries) DataKeyGet(ctx context.Context, arg DataKeyGetParams) (DataKey
 const DataKeyImport = `-- name: DataKeyImport :execrows
 INSERT INTO pgcheckpoint.data_keys (tenant_id, thread_id, kek_id, wrapped_key, shredded_at)
 VALUES ($1::text, $2::text, $3::text, $4::bytea, $5::timestamptz)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING
+ON CONFLICT (thread_id, tenant_id) DO NOTHING
 `
 
 type DataKeyImportParams struct {
@@ -77,7 +77,7 @@ const DataKeyInsert = `-- name: DataKeyInsert :one
 WITH ins AS (
     INSERT INTO pgcheckpoint.data_keys (tenant_id, thread_id, kek_id, wrapped_key)
     VALUES ($1::text, $2::text, $3::text, $4::bytea)
-    ON CONFLICT (tenant_id, thread_id) DO NOTHING
+    ON CONFLICT (thread_id, tenant_id) DO NOTHING
     RETURNING thread_id, kek_id, wrapped_key, shredded_at
 )
 SELECT thread_id, kek_id, wrapped_key, shredded_at FROM ins
@@ -219,7 +219,7 @@ func (q *Queries) DataKeyShred(ctx context.Context, arg DataKeyShredParams) (int
 const DataKeyTombstone = `-- name: DataKeyTombstone :exec
 INSERT INTO pgcheckpoint.data_keys (tenant_id, thread_id, kek_id, wrapped_key, shredded_at)
 VALUES ($1::text, $2::text, '', NULL, now())
-ON CONFLICT (tenant_id, thread_id) DO NOTHING
+ON CONFLICT (thread_id, tenant_id) DO NOTHING
 `
 
 type DataKeyTombstoneParams struct {

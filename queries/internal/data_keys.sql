@@ -12,7 +12,7 @@ WHERE tenant_id = @tenant_id::text AND thread_id = @thread_id::text;
 WITH ins AS (
     INSERT INTO pgcheckpoint.data_keys (tenant_id, thread_id, kek_id, wrapped_key)
     VALUES (@tenant_id::text, @thread_id::text, @kek_id::text, @wrapped_key::bytea)
-    ON CONFLICT (tenant_id, thread_id) DO NOTHING
+    ON CONFLICT (thread_id, tenant_id) DO NOTHING
     RETURNING thread_id, kek_id, wrapped_key, shredded_at
 )
 SELECT thread_id, kek_id, wrapped_key, shredded_at FROM ins
@@ -43,7 +43,7 @@ WHERE tenant_id = @tenant_id::text AND thread_id = @thread_id::text AND wrapped_
 -- Records a thread as shredded when it had no key, so it never gets one.
 INSERT INTO pgcheckpoint.data_keys (tenant_id, thread_id, kek_id, wrapped_key, shredded_at)
 VALUES (@tenant_id::text, @thread_id::text, '', NULL, now())
-ON CONFLICT (tenant_id, thread_id) DO NOTHING;
+ON CONFLICT (thread_id, tenant_id) DO NOTHING;
 
 -- name: ThreadBranchSource :many
 -- The thread a branch was forked from (no row: not a branch), where the
@@ -57,4 +57,4 @@ LIMIT 1;
 -- An import's data key (0 rows: the thread has one already).
 INSERT INTO pgcheckpoint.data_keys (tenant_id, thread_id, kek_id, wrapped_key, shredded_at)
 VALUES (@tenant_id::text, @thread_id::text, @kek_id::text, sqlc.narg(wrapped_key)::bytea, sqlc.narg(shredded_at)::timestamptz)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING;
+ON CONFLICT (thread_id, tenant_id) DO NOTHING;

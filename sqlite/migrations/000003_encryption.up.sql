@@ -11,6 +11,6 @@ CREATE TABLE IF NOT EXISTS data_keys (
     created_at   INTEGER NOT NULL,
     rewrapped_at INTEGER,
     shredded_at  INTEGER,
-    PRIMARY KEY (tenant_id, thread_id),
+    PRIMARY KEY (thread_id, tenant_id),
     CHECK ((wrapped_key IS NULL) = (shredded_at IS NOT NULL))
 );

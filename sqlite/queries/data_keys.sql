@@ -8,7 +8,7 @@ WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
 -- name: DataKeyInsert :exec
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at)
 VALUES (@tenant_id, @thread_id, @kek_id, @wrapped_key, @created_at)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING;
+ON CONFLICT (thread_id, tenant_id) DO NOTHING;
 
 -- name: DataKeyList :many
 SELECT thread_id, kek_id, wrapped_key, shredded_at
@@ -31,7 +31,7 @@ WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND wrapped_key IS NOT N
 -- name: DataKeyTombstone :exec
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
 VALUES (@tenant_id, @thread_id, '', NULL, @now, @now)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING;
+ON CONFLICT (thread_id, tenant_id) DO NOTHING;
 
 -- name: ThreadBranchSource :many
 -- The thread a branch was forked from (no row: not a branch).
@@ -44,4 +44,4 @@ LIMIT 1;
 -- An import's data key (0 rows: the thread has one already).
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
 VALUES (@tenant_id, @thread_id, @kek_id, @wrapped_key, @created_at, @shredded_at)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING;
+ON CONFLICT (thread_id, tenant_id) DO NOTHING;

@@ -45,7 +45,7 @@ func (q *Queries) DataKeyGet(ctx context.Context, arg DataKeyGetParams) (DataKey
 const DataKeyImport = `-- name: DataKeyImport :execrows
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING
+ON CONFLICT (thread_id, tenant_id) DO NOTHING
 `
 
 type DataKeyImportParams struct {
@@ -76,7 +76,7 @@ func (q *Queries) DataKeyImport(ctx context.Context, arg DataKeyImportParams) (i
 const DataKeyInsert = `-- name: DataKeyInsert :exec
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at)
 VALUES (?1, ?2, ?3, ?4, ?5)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING
+ON CONFLICT (thread_id, tenant_id) DO NOTHING
 `
 
 type DataKeyInsertParams struct {
@@ -203,7 +203,7 @@ func (q *Queries) DataKeyShred(ctx context.Context, arg DataKeyShredParams) (int
 const DataKeyTombstone = `-- name: DataKeyTombstone :exec
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
 VALUES (?1, ?2, '', NULL, ?3, ?3)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING
+ON CONFLICT (thread_id, tenant_id) DO NOTHING
 `
 
 type DataKeyTombstoneParams struct {
