@@ -485,6 +485,30 @@ func (e *Engine) openInfos(ctx context.Context, threadID string, infos []Checkpo
 	return nil
 }
 
+// openInfosOfThreads is openInfos for checkpoints of any threads.
+func (e *Engine) openInfosOfThreads(ctx context.Context, infos []CheckpointInfo) error {
+	if e.crypt == nil || e.crypt.metadata == nil {
+		return nil
+	}
+	byThread := map[string][]int{}
+	for i, c := range infos {
+		byThread[c.ThreadID] = append(byThread[c.ThreadID], i)
+	}
+	for thread, at := range byThread {
+		some := make([]CheckpointInfo, len(at))
+		for j, i := range at {
+			some[j] = infos[i]
+		}
+		if err := e.openInfos(ctx, thread, some); err != nil {
+			return err
+		}
+		for j, i := range at {
+			infos[i].Metadata = some[j].Metadata
+		}
+	}
+	return nil
+}
+
 // RewrapResult is what RewrapKeys did.
 type RewrapResult struct {
 	Rewrapped int // data keys wrapped again under the provider's current key

@@ -183,6 +183,9 @@ func (e *Engine) lineage(ctx context.Context, id uuid.UUID, n int) ([]Checkpoint
 	if err != nil {
 		return nil, fmt.Errorf("lineage of checkpoint %s: %w", id, err)
 	}
+	if err := e.openInfosOfThreads(ctx, infos); err != nil {
+		return nil, fmt.Errorf("lineage of checkpoint %s: %w", id, err)
+	}
 	for i := range infos {
 		unescapeInfo(&infos[i])
 	}

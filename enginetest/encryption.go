@@ -296,6 +296,10 @@ func testDumpHoldsNoPlaintext(t *testing.T, e *cryptEnv) {
 	if !bytes.Contains(first.Metadata, []byte(markers[6])) || !bytes.Contains(first.PendingWrites[0].Value, []byte(markers[5])) {
 		t.Fatalf("metadata %s, writes %+v", first.Metadata, first.PendingWrites)
 	}
+	listed, err := eng.ListCheckpoints(e.ctx, "dumped", engine.ListOptions{})
+	if err != nil || !bytes.Contains(listed[len(listed)-1].Metadata, []byte(markers[6])) || !bytes.Contains(line[2].Metadata, []byte(markers[6])) {
+		t.Fatalf("listed metadata %v, lineage %s: %v", listed, line[2].Metadata, err)
+	}
 	dump := e.h.Dump(t, e.url)
 	if !bytes.Contains(dump, []byte("visible")) {
 		t.Fatalf("the dump (%d bytes) does not hold the plaintext metadata: it is not a dump of the database", len(dump))
