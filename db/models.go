@@ -91,6 +91,24 @@ type PgcheckpointCheckpointInfo struct {
 	SizeBytes          int64
 }
 
+// The data key of each encrypted thread, wrapped by a key-encryption key held outside the database (engine.KeyProvider). Deleting a key (ShredThread) leaves its thread's content unreadable.
+type PgcheckpointDataKey struct {
+	// The tenant of the thread: the session's (pgcheckpoint.current_tenant()); 'default' without tenancy.
+	TenantID string
+	// The thread whose content the key encrypts.
+	ThreadID string
+	// The id, in the KeyProvider, of the key-encryption key that wrapped the key; '' once shredded.
+	KekID string
+	// The data key, encrypted by the key-encryption key kek_id (bound to tenant and thread); NULL once shredded.
+	WrappedKey []byte
+	// When the thread's first encrypted write made the key.
+	CreatedAt time.Time
+	// When the key was last wrapped again under a new key-encryption key (RewrapKeys, ckpt rewrap).
+	RewrappedAt pgtype.Timestamptz
+	// When the key was deleted (ShredThread): the thread's content is erased.
+	ShreddedAt pgtype.Timestamptz
+}
+
 // Writes of tasks that finished inside a step, kept with the checkpoint they follow so a resumed run does not redo them. Deleted with their checkpoint.
 type PgcheckpointPendingWrite struct {
 	// The thread of the checkpoint.

@@ -88,7 +88,11 @@ func (e *Engine) Append(ctx context.Context, in AppendInput) (_ SnapshotResult, 
 	}
 	var res SnapshotResult
 	err = e.cfg.Retry.retry(ctx, func() (err error) {
-		res, err = e.store.PutAppend(ctx, a)
+		if e.crypt != nil {
+			res, err = e.putAppendSealed(ctx, a)
+		} else {
+			res, err = e.store.PutAppend(ctx, a)
+		}
 		return err
 	})
 	if errors.Is(err, ErrSnapshotTooLarge) {

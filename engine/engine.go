@@ -112,6 +112,11 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 
+	// Encryption, when its Keys are set, encrypts the content of every
+	// checkpoint and pending write before it reaches the store (see
+	// Encryption). The zero value encrypts nothing.
+	Encryption Encryption
+
 	// Retention, when set, is applied to the thread after each Snapshot
 	// and Append (one more round trip and transaction; see Policy and
 	// PruneThreads). It takes every Policy but KeepNone. The zero Policy
@@ -128,6 +133,7 @@ type Engine struct {
 	base  Store
 	tel   *telemetry
 	cfg   Config
+	crypt *crypter // nil: no encryption
 
 	enabled      triggerSet    // from cfg.Triggers
 	retentionErr error         // cfg.Retention checked once, in New
@@ -160,7 +166,7 @@ func New(store Store, cfg Config) *Engine {
 		cfg.Logger = slog.Default()
 	}
 	tel := newTelemetry(cfg)
-	return &Engine{store: tracedStore{store, tel}, base: store, tel: tel, cfg: cfg, enabled: newTriggerSet(cfg.Triggers),
+	return &Engine{store: tracedStore{store, tel}, base: store, tel: tel, cfg: cfg, crypt: newCrypter(cfg.Encryption), enabled: newTriggerSet(cfg.Triggers),
 		retentionErr: cfg.Retention.checkFor(useRetention), failures: new(atomic.Int64)}
 }
 
@@ -206,7 +212,7 @@ func (e *Engine) WithTx(tx pgx.Tx) (*Engine, error) {
 // withStore returns an Engine like e over store (a form of e's store: bound
 // to a transaction or a tenant).
 func (e *Engine) withStore(store Store) *Engine {
-	return &Engine{store: tracedStore{store, e.tel}, base: store, tel: e.tel, cfg: e.cfg, enabled: e.enabled,
+	return &Engine{store: tracedStore{store, e.tel}, base: store, tel: e.tel, cfg: e.cfg, crypt: e.crypt, enabled: e.enabled,
 		retentionErr: e.retentionErr, failures: e.failures}
 }
 
@@ -269,7 +275,13 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResu
 	if e.retentionErr != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: Config.Retention: %w", e.retentionErr)
 	}
-	if err := e.addDigests(&p); err != nil {
+	plain := p
+	if e.crypt != nil {
+		err = e.sealPut(ctx, &p)
+	} else {
+		err = e.addDigests(&p)
+	}
+	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", err)
 	}
 	var res SnapshotResult
@@ -277,6 +289,11 @@ func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResu
 		res, err = e.store.Put(ctx, p)
 		return err
 	})
+	if errors.Is(err, ErrIDConflict) && e.crypt != nil {
+		if r, ok := e.sealedRetry(ctx, plain); ok {
+			res, err = r, nil
+		}
+	}
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", NameRefusedJSON(err, p.JSONFields()...))
 	}
@@ -389,6 +406,9 @@ func (e *Engine) Get(ctx context.Context, id uuid.UUID) (_ *Checkpoint, err erro
 	ctx, done := e.tel.callID(ctx, "Get", id)
 	defer func() { done(err) }()
 	c, err := e.store.Get(ctx, id)
+	if err == nil {
+		err = e.openCheckpoint(ctx, c)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get checkpoint %s: %w", id, err)
 	}
@@ -418,6 +438,9 @@ func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (_ *C
 		return nil, fmt.Errorf("latest: %w", err)
 	}
 	c, err := e.store.Head(ctx, threadID, namespace)
+	if err == nil {
+		err = e.openCheckpoint(ctx, c)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("latest checkpoint of thread %q: %w", threadID, err)
 	}
@@ -455,6 +478,9 @@ func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts List
 		ThreadID: threadID, Namespace: opts.Namespace, Before: opts.Before,
 		Metadata: filter, Tags: tags, Limit: limit,
 	})
+	if err == nil {
+		err = e.openInfos(ctx, threadID, infos)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", NameRefusedJSON(err, JSONField{"metadata filter", filter}))
 	}
@@ -517,6 +543,11 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 		}
 		stored[i] = Write{Channel: w.Channel, Value: v}
 		values[i] = JSONField{name, v}
+	}
+	if e.crypt != nil {
+		if err := e.sealWrites(ctx, id, taskID, stored); err != nil {
+			return 0, fmt.Errorf("put writes after checkpoint %s: %w", id, err)
+		}
 	}
 	var n int64
 	err = e.cfg.Retry.retry(ctx, func() (err error) {

@@ -88,6 +88,17 @@ var (
 	// record the version it is at (`migrate force VERSION`).
 	ErrDirtySchema = errors.New("pgcheckpoint: a migration failed part way (dirty schema version)")
 
+	// ErrEncrypted: content under encryption (Config.Encryption) cannot be
+	// read or written: the thread's data key is missing or was shredded
+	// (ShredThread), the KeyProvider does not have or refuses the
+	// key-encryption key that wrapped it (a wrong or revoked key), a
+	// ciphertext does not open (altered, or moved from another row, thread,
+	// field or position), or a value of a thread that must be encrypted is
+	// plaintext. No content is returned with it, not even part of a
+	// checkpoint. An Engine without Config.Encryption returns it too for a
+	// thread whose content is encrypted.
+	ErrEncrypted = errors.New("pgcheckpoint: encrypted content cannot be read without its key")
+
 	// ErrTransient: the database failed the call for a reason that passes:
 	// the connection was lost or refused, the server is shutting down or
 	// starting, a serialization failure or deadlock, too many connections,

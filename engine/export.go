@@ -47,6 +47,13 @@ const ExportFormat = 3
 // of the Engine it is called on (see Engine.ForTenant), and never into
 // another: an export made by tenant A imports into tenant B as B's rows,
 // with the same thread and checkpoint ids, apart from A's.
+// An encrypted thread (see Encryption) is exported as stored: its content
+// as ciphertexts, never decrypted, and after the checkpoints of the
+// export's threads, one "data_key" line (ExportDataKey) per thread that has
+// a data key: the key wrapped by its key-encryption key, or the time it
+// was shredded. Only a holder of the key-encryption key reads such an
+// export; an export made after ShredThread holds no key for the thread. A
+// file without data_key lines reads as format 3 always did.
 //
 // History: format 1 held every checkpoint whole; format 2 added the
 // storage fields; format 3 added the trailer. Formats 1 and 2 came from
@@ -66,6 +73,7 @@ const (
 	kindThread     = "thread"
 	kindCheckpoint = "checkpoint"
 	kindTrailer    = "trailer"
+	kindDataKey    = "data_key"
 )
 
 // MaxImportSeq is the largest seq or step an import takes: 2^53 - 1. A
@@ -159,6 +167,19 @@ type ExportStats struct {
 	Checkpoints   int64 `json:"checkpoints"`
 	Deltas        int64 `json:"deltas"` // of Checkpoints, those stored as deltas
 	PendingWrites int64 `json:"pending_writes"`
+	DataKeys      int64 `json:"data_keys,omitempty"` // data_key lines: encrypted threads
+}
+
+// ExportDataKey is the data key of an encrypted thread in an export:
+// wrapped by the key-encryption key KEKID of the application's
+// KeyProvider, bound to the tenant and the thread; or, for a thread shredded
+// before the export, no key and the time of the shredding.
+type ExportDataKey struct {
+	Kind       string     `json:"kind"` // "data_key"
+	ThreadID   string     `json:"thread_id"`
+	KEKID      string     `json:"kek_id,omitempty"`
+	WrappedKey []byte     `json:"wrapped_key,omitempty"` // standard base64 in the file
+	ShreddedAt *time.Time `json:"shredded_at,omitempty"`
 }
 
 // ExportOptions tunes Export.
@@ -196,8 +217,12 @@ func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer, opts 
 	sum := sha256.New()
 	enc := json.NewEncoder(io.MultiWriter(bw, sum))
 	enc.SetEscapeHTML(false)
+	var threads []string // in export order, each once
 	err = e.store.Export(ctx, threadID, o, ExportSink{
 		Thread: func(t ExportThread) error {
+			if len(threads) == 0 || threads[len(threads)-1] != t.ThreadID {
+				threads = append(threads, t.ThreadID)
+			}
 			if st.Threads == 0 {
 				h := ExportHeader{Kind: kindHeader, Format: ExportFormat, ThreadID: threadID, Branches: o.Branches}
 				if err := enc.Encode(h); err != nil {
@@ -231,6 +256,9 @@ func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer, opts 
 			return enc.Encode(c)
 		},
 	})
+	if err == nil {
+		err = e.exportDataKeys(ctx, enc, threads, &st)
+	}
 	if err != nil {
 		return st, fmt.Errorf("export thread %q: %w", threadID, err)
 	}
@@ -242,6 +270,30 @@ func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer, opts 
 		return st, fmt.Errorf("export: %w", err)
 	}
 	return st, nil
+}
+
+// exportDataKeys writes the data_key lines of the encrypted threads among
+// threads.
+func (e *Engine) exportDataKeys(ctx context.Context, enc *json.Encoder, threads []string, st *ExportStats) error {
+	for _, thread := range threads {
+		k, err := e.store.DataKey(ctx, thread)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		line := ExportDataKey{Kind: kindDataKey, ThreadID: thread, KEKID: k.KEKID, WrappedKey: k.Wrapped}
+		if !k.ShreddedAt.IsZero() {
+			at := k.ShreddedAt.UTC()
+			line.ShreddedAt, line.KEKID, line.WrappedKey = &at, "", nil
+		}
+		if err := enc.Encode(line); err != nil {
+			return err
+		}
+		st.DataKeys++
+	}
+	return nil
 }
 
 // removedKeys is a row's removed keys as exported: none (an empty list) is
@@ -262,6 +314,10 @@ type exportLine struct {
 	BranchName         *string    `json:"branch_name"`
 	BranchedFrom       *uuid.UUID `json:"branched_from"`
 	BranchedFromThread *string    `json:"branched_from_thread"`
+	// A data key's (ExportDataKey).
+	KEKID      string     `json:"kek_id"`
+	WrappedKey []byte     `json:"wrapped_key"`
+	ShreddedAt *time.Time `json:"shredded_at"`
 	// A trailer's.
 	Counts *ExportStats `json:"counts"`
 	SHA256 string       `json:"sha256"`
@@ -507,6 +563,12 @@ func (im *importer) read(ctx context.Context, w ImportWriter, r io.Reader) error
 			if im.progress != nil && im.st.Checkpoints%ImportBatch == 0 {
 				im.progress(im.st)
 			}
+		case kindDataKey:
+			if err := im.dataKey(ctx, w, l); err != nil {
+				return fmt.Errorf("record %d: %w", record, err)
+			}
+			ex.st.DataKeys++
+			im.st.DataKeys++
 		default:
 			return fmt.Errorf("record %d: %w: unknown kind %q", record, ErrInvalidInput, l.Kind)
 		}
@@ -566,6 +628,23 @@ func (st ExportStats) text() string {
 }
 
 // thread checks and writes a thread line.
+// dataKey writes the data key of a thread of the import.
+func (im *importer) dataKey(ctx context.Context, w ImportWriter, l exportLine) error {
+	k := WrappedKey{ThreadID: l.ThreadID, KEKID: l.KEKID, Wrapped: l.WrappedKey}
+	switch {
+	case !im.threads[l.ThreadID]:
+		return fmt.Errorf("%w: a data key of thread %q, which the import has no row of", ErrInvalidInput, l.ThreadID)
+	case l.ShreddedAt != nil:
+		if l.KEKID != "" || len(l.WrappedKey) > 0 {
+			return fmt.Errorf("%w: the data key of thread %q is both shredded and there", ErrInvalidInput, l.ThreadID)
+		}
+		k.ShreddedAt = l.ShreddedAt.UTC()
+	case l.KEKID == "" || len(l.WrappedKey) == 0:
+		return fmt.Errorf("%w: the data key of thread %q has no kek_id or wrapped_key", ErrInvalidInput, l.ThreadID)
+	}
+	return w.DataKey(ctx, k)
+}
+
 func (im *importer) thread(ctx context.Context, w ImportWriter, l exportLine, record int) error {
 	t, err := checkImportThread(l)
 	if err == nil {

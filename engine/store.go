@@ -151,6 +151,29 @@ type Store interface {
 	// when fn returns nil and rolls back otherwise.
 	Import(ctx context.Context, fn func(ImportWriter) error) error
 
+	// DataKey returns the wrapped data key of a thread (see Encryption),
+	// shredded or not; ErrNotFound when the thread has none.
+	DataKey(ctx context.Context, threadID string) (WrappedKey, error)
+	// PutDataKey stores k as its thread's data key unless the thread has
+	// one (or had one, shredded), and returns the thread's key as stored:
+	// k, or the one that was there.
+	PutDataKey(ctx context.Context, k WrappedKey) (WrappedKey, error)
+	// DataKeys returns up to limit data keys whose thread id sorts after
+	// after, in thread id order, shredded ones included.
+	DataKeys(ctx context.Context, after string, limit int) ([]WrappedKey, error)
+	// RewrapDataKey replaces the wrapped key of old.ThreadID by k's if it
+	// is still old's (same KEK id and bytes, not shredded), and reports
+	// whether it did.
+	RewrapDataKey(ctx context.Context, old, k WrappedKey) (bool, error)
+	// ShredDataKey deletes a thread's wrapped data key, keeping a record
+	// of when (its Wrapped nil), so the thread cannot get a new key; it
+	// reports whether there was a key to delete.
+	ShredDataKey(ctx context.Context, threadID string) (bool, error)
+	// BranchSource returns the thread a branch was forked from ("" for a
+	// thread that is not a branch): where the keys of what its first
+	// checkpoint copied are, once the source checkpoint is deleted.
+	BranchSource(ctx context.Context, threadID string) (string, error)
+
 	// Close releases what the store holds (a pool it opened, a file).
 	Close() error
 }
@@ -283,6 +306,10 @@ type ImportWriter interface {
 	// (The Postgres store, which writes batches, names the checkpoint it
 	// refused, which may be an earlier call's.)
 	Checkpoint(ctx context.Context, c ExportCheckpoint, d ImportDigests) error
+	// DataKey writes the data key of a thread the import wrote (k
+	// checked: wrapped, or shredded with ShreddedAt set).
+	// ErrInvalidInput when the thread has another key already.
+	DataKey(ctx context.Context, k WrappedKey) error
 }
 
 // TxStore is a Store that can run inside a caller's pgx transaction: the

@@ -183,6 +183,9 @@ func (e *Engine) lineage(ctx context.Context, id uuid.UUID, n int) ([]Checkpoint
 	if err != nil {
 		return nil, fmt.Errorf("lineage of checkpoint %s: %w", id, err)
 	}
+	if err := e.openInfosOfThreads(ctx, infos); err != nil {
+		return nil, fmt.Errorf("lineage of checkpoint %s: %w", id, err)
+	}
 	for i := range infos {
 		unescapeInfo(&infos[i])
 	}
@@ -527,6 +530,9 @@ func (e *Engine) CopyThread(ctx context.Context, src, dst string) (_ CopyResult,
 		if err := checkID("thread id", t, false); err != nil {
 			return CopyResult{}, fmt.Errorf("copy thread: %w", err)
 		}
+	}
+	if err := e.refuseUnderEncryption("CopyThread"); err != nil {
+		return CopyResult{}, fmt.Errorf("copy thread: %w", err)
 	}
 	ids, err := e.store.CopyThread(ctx, src, dst)
 	if err != nil {

@@ -296,6 +296,7 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 		ids, subIDs       []uuid.UUID
 		branch, subBranch engine.BranchResult
 		buf               bytes.Buffer
+		encrypted         *engine.Engine
 	)
 	snap := func(thread string, i int) uuid.UUID {
 		r, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread,
@@ -467,6 +468,29 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 			return err
 		}},
 		{"DeleteThreads", func() error { _, err := eng.DeleteThreads(ctx, "scope", "nobody"); return err }},
+		{"Encrypted", func() error {
+			keys, err := engine.ParseLocalKeys(engine.NewKeyText("roles"))
+			if err != nil {
+				return err
+			}
+			encrypted = engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{Encryption: engine.Encryption{Keys: keys}})
+			if !encrypted.Encrypted() || eng.Encrypted() {
+				return errors.New("Encrypted says otherwise")
+			}
+			r, err := encrypted.Snapshot(ctx, engine.SnapshotInput{ThreadID: "encrypted", Messages: json.RawMessage(`["secret"]`)})
+			if err == nil {
+				_, err = encrypted.Get(ctx, r.ID)
+			}
+			return err
+		}},
+		{"RewrapKeys", func() error {
+			r, err := encrypted.RewrapKeys(ctx)
+			if err == nil && r.Rewrapped != 1 {
+				err = fmt.Errorf("rewrapped %d keys, want 1", r.Rewrapped)
+			}
+			return err
+		}},
+		{"ShredThread", func() error { _, err := encrypted.ShredThread(ctx, "encrypted"); return err }},
 		{"WithTx", func() error {
 			tx, err := pool.Begin(ctx)
 			if err != nil {

@@ -135,11 +135,11 @@ func TestMigrateSQLiteFile(t *testing.T) {
 			t.Fatalf("migrate %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
 		}
 	}
-	want([]string{"up"}, "version 2 of 2")
-	want([]string{"up"}, "version 2 of 2")
-	want([]string{"version"}, "version 2 of 2")
-	want([]string{"down", "-all"}, "version 0 of 2")
-	want([]string{"goto", "2"}, "version 2 of 2")
+	want([]string{"up"}, "version 3 of 3")
+	want([]string{"up"}, "version 3 of 3")
+	want([]string{"version"}, "version 3 of 3")
+	want([]string{"down", "-all"}, "version 0 of 3")
+	want([]string{"goto", "3"}, "version 3 of 3")
 	if r := runCLI(t, bin, env, "-database", url, "force", "1"); r.code != 1 || !strings.Contains(r.stderr, "not for SQLite") {
 		t.Fatalf("force on SQLite: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

@@ -122,9 +122,9 @@ func TestEveryEntryPointTakesTheSameURLs(t *testing.T) {
 		{"postgres://", pgURL, nil, "", nil, "", cli{0, ""}, cli{0, latest}},
 		{"postgresql://", pgqlURL, nil, "", nil, "", cli{0, ""}, cli{0, latest}},
 		{"keyword/value", kvURL, nil, "", nil, "", cli{0, ""}, cli{0, latest}},
-		{"sqlite:PATH", "sqlite:" + file, nil, "", schema.ErrNotPostgres, sqliteAdvice, cli{0, ""}, cli{0, "version 2 of 2"}},
+		{"sqlite:PATH", "sqlite:" + file, nil, "", schema.ErrNotPostgres, sqliteAdvice, cli{0, ""}, cli{0, "version 3 of 3"}},
 		// ckpt opens without migrating: a new in-memory database is empty.
-		{"sqlite::memory:", "sqlite::memory:", nil, "", schema.ErrNotPostgres, sqliteAdvice, cli{1, "not migrated"}, cli{0, "version 2 of 2"}},
+		{"sqlite::memory:", "sqlite::memory:", nil, "", schema.ErrNotPostgres, sqliteAdvice, cli{1, "not migrated"}, cli{0, "version 3 of 3"}},
 
 		{"empty", "", pgcheckpoint.ErrBadURL, "none given", schema.ErrBadURL, "none given", cli{2, "no database"}, cli{2, "no database"}},
 		{"mysql://", "mysql://u:" + urlSecret + "@h/db", pgcheckpoint.ErrBadURL, `"mysql://...": want postgres://`, schema.ErrBadURL, `"mysql://...": want postgres://`,

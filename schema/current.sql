@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 19 has it:
+-- The pgcheckpoint schema as a database migrated to version 20 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/) make the schema and are its
@@ -82,6 +82,27 @@ COMMENT ON COLUMN pgcheckpoint.checkpoints.state_digests IS 'Per top-level state
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results_digests IS 'Like state_digests, for tool_results.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tenant_id IS 'The tenant the checkpoint belongs to: the first column of every key. Row-level security shows a session only its tenant''s rows (pgcheckpoint.current_tenant()); a new row takes that tenant.';
 COMMENT ON CONSTRAINT checkpoints_tenant_id_checkpoint_id_key ON pgcheckpoint.checkpoints IS 'A checkpoint id names one checkpoint in its tenant, whatever the thread, the client or the isolation level. Two tenants may hold the same id.';
+
+CREATE TABLE pgcheckpoint.data_keys (
+    tenant_id text NOT NULL,
+    thread_id text NOT NULL,
+    kek_id text NOT NULL,
+    wrapped_key bytea,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    rewrapped_at timestamp with time zone,
+    shredded_at timestamp with time zone,
+    CONSTRAINT data_keys_pkey PRIMARY KEY (tenant_id, thread_id),
+    CONSTRAINT data_keys_shredded_has_no_key CHECK (((wrapped_key IS NULL) = (shredded_at IS NOT NULL))),
+    CONSTRAINT data_keys_thread_id_check CHECK (((length(thread_id) >= 1) AND (length(thread_id) <= 255)))
+);
+COMMENT ON TABLE pgcheckpoint.data_keys IS 'The data key of each encrypted thread, wrapped by a key-encryption key held outside the database (engine.KeyProvider). Deleting a key (ShredThread) leaves its thread''s content unreadable.';
+COMMENT ON COLUMN pgcheckpoint.data_keys.tenant_id IS 'The tenant of the thread: the session''s (pgcheckpoint.current_tenant()); ''default'' without tenancy.';
+COMMENT ON COLUMN pgcheckpoint.data_keys.thread_id IS 'The thread whose content the key encrypts.';
+COMMENT ON COLUMN pgcheckpoint.data_keys.kek_id IS 'The id, in the KeyProvider, of the key-encryption key that wrapped the key; '''' once shredded.';
+COMMENT ON COLUMN pgcheckpoint.data_keys.wrapped_key IS 'The data key, encrypted by the key-encryption key kek_id (bound to tenant and thread); NULL once shredded.';
+COMMENT ON COLUMN pgcheckpoint.data_keys.created_at IS 'When the thread''s first encrypted write made the key.';
+COMMENT ON COLUMN pgcheckpoint.data_keys.rewrapped_at IS 'When the key was last wrapped again under a new key-encryption key (RewrapKeys, ckpt rewrap).';
+COMMENT ON COLUMN pgcheckpoint.data_keys.shredded_at IS 'When the key was deleted (ShredThread): the thread''s content is erased.';
 
 CREATE TABLE pgcheckpoint.pending_writes (
     thread_id text NOT NULL,
@@ -1854,6 +1875,11 @@ ALTER TABLE pgcheckpoint.checkpoints ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgcheckpoint.checkpoints FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pgcheckpoint.checkpoints USING ((tenant_id = pgcheckpoint.current_tenant())) WITH CHECK ((tenant_id = pgcheckpoint.current_tenant()));
 COMMENT ON POLICY tenant ON pgcheckpoint.checkpoints IS 'A session sees and writes the rows of its tenant (pgcheckpoint.current_tenant()) alone; none with no tenant set.';
+ALTER TABLE ONLY pgcheckpoint.data_keys ALTER COLUMN tenant_id SET DEFAULT pgcheckpoint.current_tenant();
+ALTER TABLE pgcheckpoint.data_keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pgcheckpoint.data_keys FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant ON pgcheckpoint.data_keys USING ((tenant_id = pgcheckpoint.current_tenant())) WITH CHECK ((tenant_id = pgcheckpoint.current_tenant()));
+COMMENT ON POLICY tenant ON pgcheckpoint.data_keys IS 'A session sees and writes the rows of its tenant (pgcheckpoint.current_tenant()) alone; none with no tenant set.';
 ALTER TABLE ONLY pgcheckpoint.pending_writes ALTER COLUMN tenant_id SET DEFAULT pgcheckpoint.current_tenant();
 ALTER TABLE pgcheckpoint.pending_writes ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgcheckpoint.pending_writes FORCE ROW LEVEL SECURITY;

@@ -21,7 +21,7 @@ import (
 var Migrations embed.FS
 
 // latestVersion is the highest version in Migrations.
-const latestVersion = 2
+const latestVersion = 3
 
 // migrationsTable is where golang-migrate records the version (its
 // default, so its CLI finds it too).

@@ -230,3 +230,42 @@ func (q *queries) ThreadSetSwept(ctx context.Context, p sqlitedb.ThreadSetSweptP
 func (q *queries) ThreadTree(ctx context.Context, threadID string) ([]sqlitedb.ThreadTreeRow, error) {
 	return q.db.ThreadTree(ctx, sqlitedb.ThreadTreeParams{TenantID: q.tenant, ThreadID: threadID})
 }
+
+func (q *queries) DataKeyGet(ctx context.Context, p sqlitedb.DataKeyGetParams) (sqlitedb.DataKeyGetRow, error) {
+	p.TenantID = q.tenant
+	return q.db.DataKeyGet(ctx, p)
+}
+
+func (q *queries) DataKeyImport(ctx context.Context, p sqlitedb.DataKeyImportParams) (int64, error) {
+	p.TenantID = q.tenant
+	return q.db.DataKeyImport(ctx, p)
+}
+
+func (q *queries) DataKeyInsert(ctx context.Context, p sqlitedb.DataKeyInsertParams) error {
+	p.TenantID = q.tenant
+	return q.db.DataKeyInsert(ctx, p)
+}
+
+func (q *queries) DataKeyList(ctx context.Context, p sqlitedb.DataKeyListParams) ([]sqlitedb.DataKeyListRow, error) {
+	p.TenantID = q.tenant
+	return q.db.DataKeyList(ctx, p)
+}
+
+func (q *queries) DataKeyRewrap(ctx context.Context, p sqlitedb.DataKeyRewrapParams) (int64, error) {
+	p.TenantID = q.tenant
+	return q.db.DataKeyRewrap(ctx, p)
+}
+
+func (q *queries) DataKeyShred(ctx context.Context, p sqlitedb.DataKeyShredParams) (int64, error) {
+	p.TenantID = q.tenant
+	return q.db.DataKeyShred(ctx, p)
+}
+
+func (q *queries) DataKeyTombstone(ctx context.Context, p sqlitedb.DataKeyTombstoneParams) error {
+	p.TenantID = q.tenant
+	return q.db.DataKeyTombstone(ctx, p)
+}
+
+func (q *queries) ThreadBranchSource(ctx context.Context, threadID string) ([]string, error) {
+	return q.db.ThreadBranchSource(ctx, sqlitedb.ThreadBranchSourceParams{TenantID: q.tenant, ThreadID: threadID})
+}

@@ -79,6 +79,8 @@ var commands = map[string]*command{
 			fs.StringVar(&c.listen, "listen", "", "address to serve on (default 127.0.0.1 on a free port); beyond loopback it warns")
 			fs.BoolVar(&c.allowWrites, "allow-writes", false, "allow rewind, branch, merge, delete and prune, each after a confirmation page")
 		}},
+	"rewrap": {args: "--keys FILE", help: "wrap every data key again under the key file's first (current) key", run: runRewrap,
+		more: rewrapHelp},
 	"gc": {args: "--policy P [--thread T] [--batch N] [--budget D] [--after T] [--dry-run] [--yes]", help: "apply a retention policy to one thread, or sweep all (with expiry)", run: runGC,
 		more: policyHelp + "\n\n" + confirmHelp,
 		flags: func(fs *flag.FlagSet, c *cli) {
@@ -92,7 +94,7 @@ var commands = map[string]*command{
 }
 
 // usageOrder is the order of the commands in the usage text.
-var usageOrder = []string{"demo", "threads", "log", "show", "diff", "rewind", "branch", "gc", "delete", "export", "import", "tree", "web"}
+var usageOrder = []string{"demo", "threads", "log", "show", "diff", "rewind", "branch", "gc", "delete", "export", "import", "tree", "web", "rewrap"}
 
 func usage() string {
 	var b strings.Builder
@@ -122,6 +124,10 @@ Flags, before or after the command:
   --json           output JSON for scripts instead of tables
   --version        print ckpt's version, revision and schema versions
                    (before the command)
+  --keys FILE      the key-encryption keys of encrypted threads, one
+                   id=base64 per line, the current one first (default: the
+                   keys themselves in $PGCHECKPOINT_KEYS); without them an
+                   encrypted thread's content is not shown
 
 IDs are checkpoint ids as ckpt log prints them. Exit status: 0 success,
 1 failure (not found, database error), 2 bad usage.
@@ -158,6 +164,7 @@ type cli struct {
 	allowWrites    bool   // web: writes allowed
 	dryRun         bool   // delete, gc: say what would go, delete nothing
 	yes            bool   // delete, gc: no question asked
+	keyFile        string // --keys
 
 	eng *engine.Engine
 	// base is the Engine opened (eng is it bound to the tenant): the one
@@ -208,6 +215,9 @@ func hint(err error) string {
 		case "3F000", "42P01", "42883": // no schema, table or function
 			return "\n(is the database migrated? run: go run ./cmd/migrate -database URL up)"
 		}
+	}
+	if errors.Is(err, engine.ErrEncrypted) {
+		return "\n(the content is encrypted: pass the key-encryption keys with --keys FILE or $PGCHECKPOINT_KEYS; with them, it was erased or altered)"
 	}
 	if errors.Is(err, engine.ErrPermission) {
 		return "\n(a read-only role runs threads, log, show, diff, tree and export; connect as a role that may write for the rest)"
@@ -326,12 +336,32 @@ func commonFlags(fs *flag.FlagSet, c *cli) {
 	fs.StringVar(&c.dbURL, "database", c.dbURL, "postgres://..., host=... dbname=... or sqlite:FILE (default $DATABASE_URL)")
 	fs.StringVar(&c.tenant, "tenant", c.tenant, "read and write this tenant alone (default $PGCHECKPOINT_TENANT, else the default tenant)")
 	fs.BoolVar(&c.json, "json", c.json, "JSON output")
+	fs.StringVar(&c.keyFile, "keys", c.keyFile, "key file of encrypted threads (id=base64 lines, current first; default $PGCHECKPOINT_KEYS holds the keys)")
+}
+
+// keysEnv holds the key-encryption keys themselves when --keys is not
+// given (engine.ParseLocalKeys's format).
+const keysEnv = "PGCHECKPOINT_KEYS"
+
+// keys returns the key provider --keys or $PGCHECKPOINT_KEYS give, or nil.
+func (c *cli) keys() (engine.KeyProvider, error) {
+	switch {
+	case c.keyFile != "":
+		return engine.LocalKeysFromFile(c.keyFile)
+	case os.Getenv(keysEnv) != "":
+		return engine.LocalKeysFromEnv(keysEnv)
+	}
+	return nil, nil
 }
 
 // connect opens the store the URL names and checks that it answers, so a
 // wrong URL fails here with one clear message.
 func (c *cli) connect(ctx context.Context) error {
-	eng, err := pgcheckpoint.Open(ctx, c.dbURL, pgcheckpoint.Options{})
+	keys, err := c.keys()
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	eng, err := pgcheckpoint.Open(ctx, c.dbURL, pgcheckpoint.Options{Config: engine.Config{Encryption: engine.Encryption{Keys: keys}}})
 	if errors.Is(err, pgcheckpoint.ErrBadURL) {
 		return usageError{err.Error()}
 	}

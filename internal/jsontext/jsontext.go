@@ -10,6 +10,7 @@ package jsontext
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -29,6 +30,42 @@ const DigestSize = 16
 // spacing or key order counts as edited: the checkpoint is stored whole,
 // which costs space, never correctness.
 func MessageDigests(arr []byte) []byte {
+	return messageDigests(arr, plainSum)
+}
+
+// KeyedMessageDigests is MessageDigests with each digest the first 16
+// bytes of the HMAC-SHA-256 under key of the message's text: what the
+// engine sends under encryption, so that equal messages of two threads
+// (under two keys) have unrelated digests.
+func KeyedMessageDigests(arr, key []byte) []byte {
+	return messageDigests(arr, keyedSum(key))
+}
+
+// KeyedKeyDigests is KeyDigests with HMAC-SHA-256 under key (see
+// KeyedMessageDigests).
+func KeyedKeyDigests(obj, key []byte) ([]byte, error) {
+	return keyDigests(obj, keyedSum(key))
+}
+
+// sumFunc appends the digest of text to dst.
+type sumFunc func(dst, text []byte) []byte
+
+func plainSum(dst, text []byte) []byte {
+	sum := sha256.Sum256(text)
+	return append(dst, sum[:DigestSize]...)
+}
+
+func keyedSum(key []byte) sumFunc {
+	mac := hmac.New(sha256.New, key)
+	var buf [sha256.Size]byte
+	return func(dst, text []byte) []byte {
+		mac.Reset()
+		mac.Write(text)
+		return append(dst, mac.Sum(buf[:0])[:DigestSize]...)
+	}
+}
+
+func messageDigests(arr []byte, sum sumFunc) []byte {
 	out := make([]byte, 0, 64*DigestSize)
 	depth, start := 0, -1
 	emit := func(end int) {
@@ -38,8 +75,7 @@ func MessageDigests(arr []byte) []byte {
 		for end > start && IsSpace(arr[end-1]) {
 			end--
 		}
-		sum := sha256.Sum256(arr[start:end])
-		out = append(out, sum[:DigestSize]...)
+		out = sum(out, arr[start:end])
 		start = -1
 	}
 	for i := 0; i < len(arr); i++ {
@@ -108,7 +144,12 @@ func IsSpace(c byte) bool {
 // it does for the object itself. A store compares these with the
 // parent's to find the keys a delta must store.
 func KeyDigests(obj []byte) ([]byte, error) {
+	return keyDigests(obj, plainSum)
+}
+
+func keyDigests(obj []byte, sum sumFunc) ([]byte, error) {
 	out := make([]byte, 0, 64)
+	var digest []byte
 	out = append(out, '{')
 	i := SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
@@ -133,13 +174,13 @@ func KeyDigests(obj []byte) ([]byte, error) {
 		for stop > start && IsSpace(obj[stop-1]) {
 			stop--
 		}
-		sum := sha256.Sum256(obj[start:stop])
+		digest = sum(digest[:0], obj[start:stop])
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
 		out = append(out, key...)
 		out = append(out, ':', '"')
-		out = base64.StdEncoding.AppendEncode(out, sum[:DigestSize])
+		out = base64.StdEncoding.AppendEncode(out, digest)
 		out = append(out, '"')
 		if i >= len(obj) || obj[i] == '}' {
 			break

@@ -81,6 +81,27 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.checkpointRewriteWholeStmt, err = db.PrepareContext(ctx, CheckpointRewriteWhole); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointRewriteWhole: %w", err)
 	}
+	if q.dataKeyGetStmt, err = db.PrepareContext(ctx, DataKeyGet); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyGet: %w", err)
+	}
+	if q.dataKeyImportStmt, err = db.PrepareContext(ctx, DataKeyImport); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyImport: %w", err)
+	}
+	if q.dataKeyInsertStmt, err = db.PrepareContext(ctx, DataKeyInsert); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyInsert: %w", err)
+	}
+	if q.dataKeyListStmt, err = db.PrepareContext(ctx, DataKeyList); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyList: %w", err)
+	}
+	if q.dataKeyRewrapStmt, err = db.PrepareContext(ctx, DataKeyRewrap); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyRewrap: %w", err)
+	}
+	if q.dataKeyShredStmt, err = db.PrepareContext(ctx, DataKeyShred); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyShred: %w", err)
+	}
+	if q.dataKeyTombstoneStmt, err = db.PrepareContext(ctx, DataKeyTombstone); err != nil {
+		return nil, fmt.Errorf("error preparing query DataKeyTombstone: %w", err)
+	}
 	if q.pendingWriteInsertStmt, err = db.PrepareContext(ctx, PendingWriteInsert); err != nil {
 		return nil, fmt.Errorf("error preparing query PendingWriteInsert: %w", err)
 	}
@@ -89,6 +110,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.pendingWriteListByThreadStmt, err = db.PrepareContext(ctx, PendingWriteListByThread); err != nil {
 		return nil, fmt.Errorf("error preparing query PendingWriteListByThread: %w", err)
+	}
+	if q.threadBranchSourceStmt, err = db.PrepareContext(ctx, ThreadBranchSource); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadBranchSource: %w", err)
 	}
 	if q.threadClearExpiryStmt, err = db.PrepareContext(ctx, ThreadClearExpiry); err != nil {
 		return nil, fmt.Errorf("error preparing query ThreadClearExpiry: %w", err)
@@ -241,6 +265,41 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing checkpointRewriteWholeStmt: %w", cerr)
 		}
 	}
+	if q.dataKeyGetStmt != nil {
+		if cerr := q.dataKeyGetStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyGetStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyImportStmt != nil {
+		if cerr := q.dataKeyImportStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyImportStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyInsertStmt != nil {
+		if cerr := q.dataKeyInsertStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyInsertStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyListStmt != nil {
+		if cerr := q.dataKeyListStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyListStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyRewrapStmt != nil {
+		if cerr := q.dataKeyRewrapStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyRewrapStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyShredStmt != nil {
+		if cerr := q.dataKeyShredStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyShredStmt: %w", cerr)
+		}
+	}
+	if q.dataKeyTombstoneStmt != nil {
+		if cerr := q.dataKeyTombstoneStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing dataKeyTombstoneStmt: %w", cerr)
+		}
+	}
 	if q.pendingWriteInsertStmt != nil {
 		if cerr := q.pendingWriteInsertStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing pendingWriteInsertStmt: %w", cerr)
@@ -254,6 +313,11 @@ func (q *Queries) Close() error {
 	if q.pendingWriteListByThreadStmt != nil {
 		if cerr := q.pendingWriteListByThreadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing pendingWriteListByThreadStmt: %w", cerr)
+		}
+	}
+	if q.threadBranchSourceStmt != nil {
+		if cerr := q.threadBranchSourceStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadBranchSourceStmt: %w", cerr)
 		}
 	}
 	if q.threadClearExpiryStmt != nil {
@@ -399,9 +463,17 @@ type Queries struct {
 	checkpointMaxSeqStmt             *sql.Stmt
 	checkpointReadStmt               *sql.Stmt
 	checkpointRewriteWholeStmt       *sql.Stmt
+	dataKeyGetStmt                   *sql.Stmt
+	dataKeyImportStmt                *sql.Stmt
+	dataKeyInsertStmt                *sql.Stmt
+	dataKeyListStmt                  *sql.Stmt
+	dataKeyRewrapStmt                *sql.Stmt
+	dataKeyShredStmt                 *sql.Stmt
+	dataKeyTombstoneStmt             *sql.Stmt
 	pendingWriteInsertStmt           *sql.Stmt
 	pendingWriteListByCheckpointStmt *sql.Stmt
 	pendingWriteListByThreadStmt     *sql.Stmt
+	threadBranchSourceStmt           *sql.Stmt
 	threadClearExpiryStmt            *sql.Stmt
 	threadClearRewoundToStmt         *sql.Stmt
 	threadDeleteStmt                 *sql.Stmt
@@ -444,9 +516,17 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		checkpointMaxSeqStmt:             q.checkpointMaxSeqStmt,
 		checkpointReadStmt:               q.checkpointReadStmt,
 		checkpointRewriteWholeStmt:       q.checkpointRewriteWholeStmt,
+		dataKeyGetStmt:                   q.dataKeyGetStmt,
+		dataKeyImportStmt:                q.dataKeyImportStmt,
+		dataKeyInsertStmt:                q.dataKeyInsertStmt,
+		dataKeyListStmt:                  q.dataKeyListStmt,
+		dataKeyRewrapStmt:                q.dataKeyRewrapStmt,
+		dataKeyShredStmt:                 q.dataKeyShredStmt,
+		dataKeyTombstoneStmt:             q.dataKeyTombstoneStmt,
 		pendingWriteInsertStmt:           q.pendingWriteInsertStmt,
 		pendingWriteListByCheckpointStmt: q.pendingWriteListByCheckpointStmt,
 		pendingWriteListByThreadStmt:     q.pendingWriteListByThreadStmt,
+		threadBranchSourceStmt:           q.threadBranchSourceStmt,
 		threadClearExpiryStmt:            q.threadClearExpiryStmt,
 		threadClearRewoundToStmt:         q.threadClearRewoundToStmt,
 		threadDeleteStmt:                 q.threadDeleteStmt,

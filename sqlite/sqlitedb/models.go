@@ -41,6 +41,16 @@ type Checkpoint struct {
 	ToolResults        string
 }
 
+type DataKey struct {
+	TenantID    string
+	ThreadID    string
+	KekID       string
+	WrappedKey  []byte
+	CreatedAt   int64
+	RewrappedAt sql.NullInt64
+	ShreddedAt  sql.NullInt64
+}
+
 type PendingWrite struct {
 	TenantID      string
 	ThreadID      string

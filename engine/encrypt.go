@@ -1,0 +1,607 @@
+package engine
+
+import (
+	"bytes"
+	"compress/flate"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+)
+
+// Encryption turns on encryption at rest (Config.Encryption): the content
+// of every checkpoint (each message, each top-level value of the state and
+// of the tool results) and every pending write's value is encrypted by the
+// Engine before it reaches the store, with AES-256-GCM under a data key of
+// its own per tenant and thread. The data keys are kept in the database
+// wrapped (encrypted) by a key-encryption key that Keys holds, so the
+// database alone reads nothing.
+//
+// What stays plaintext, so that listings, filters and the SQL functions
+// work: thread ids, namespaces, checkpoint ids, steps, parents, triggers,
+// tags, summaries given by the caller (an Engine that encrypts writes
+// EncryptedSummary where the default summary would quote a message),
+// next nodes, sizes, metadata (but see MetadataKeys), pending writes' task
+// ids and channels, and the top-level key names of the state and tool
+// results.
+//
+// Reads fail closed with ErrEncrypted: no key, a wrong or revoked
+// key-encryption key, a shredded thread (ShredThread), an altered
+// ciphertext, one moved from another row, thread, field or position, or a
+// plaintext value where a ciphertext must be.
+type Encryption struct {
+	// Keys wraps and unwraps the data keys; nil turns encryption off.
+	Keys KeyProvider
+	// MetadataKeys names top-level metadata keys whose values are
+	// encrypted too; such keys cannot be used in a ListOptions.Metadata
+	// filter (their stored values are ciphertexts). Every other metadata
+	// key stays plaintext and filterable.
+	MetadataKeys []string
+	// Compress compresses each value (DEFLATE) before it is encrypted,
+	// where that makes it smaller: ciphertext does not compress, so
+	// without it encrypted storage loses what Postgres's TOAST compression
+	// saves (see the README's figures). Off by default: the length of a
+	// compressed value tells something of its content's redundancy, which
+	// an observer of the database who can also put text into the same
+	// value (a prompt injection, a tool result) might use to guess a
+	// secret next to it over many writes.
+	Compress bool
+	// KeyCacheTTL is how long an Engine keeps a thread's unwrapped data
+	// key in memory: zero means DefaultKeyCacheTTL, a negative value no
+	// cache (every call reads the key row and calls Keys). A key shredded
+	// or re-wrapped by another process is still used by this one for up
+	// to KeyCacheTTL.
+	KeyCacheTTL time.Duration
+}
+
+// DefaultKeyCacheTTL is the default Encryption.KeyCacheTTL.
+const DefaultKeyCacheTTL = time.Minute
+
+// EncryptedSummary is the summary an Engine that encrypts writes when the
+// caller gives none: the default summary would quote the last message in
+// plaintext.
+const EncryptedSummary = "(encrypted)"
+
+// KeyProvider holds key-encryption keys (KEKs) and wraps data keys with
+// them: a cloud KMS, Vault's transit engine, or LocalKeys for development
+// and tests. The application implements it. Both methods must be safe for
+// concurrent use.
+type KeyProvider interface {
+	// WrapKey encrypts dataKey under the provider's current KEK, bound to
+	// aad (the same aad must be given to UnwrapKey), and returns that
+	// KEK's id with the wrapped key.
+	WrapKey(ctx context.Context, dataKey, aad []byte) (kekID string, wrapped []byte, err error)
+	// UnwrapKey decrypts what WrapKey returned under kekID with aad. It
+	// fails for a KEK it does not hold (or no longer: revoked, rotated
+	// out) and for a wrapped key that does not open with aad.
+	UnwrapKey(ctx context.Context, kekID string, wrapped, aad []byte) ([]byte, error)
+}
+
+// WrappedKey is a thread's data key as a store keeps it.
+type WrappedKey struct {
+	ThreadID string
+	KEKID    string // the key-encryption key that wrapped it
+	Wrapped  []byte // nil once shredded
+	// ShreddedAt is when the key was shredded (ShredThread); zero while
+	// it exists.
+	ShreddedAt time.Time
+}
+
+// envelopePrefix starts every ciphertext's JSON string: "$pgc1$" then the
+// standard base64 of origin (16 bytes, the id of the checkpoint that wrote
+// the value), nonce (12) and the AES-GCM ciphertext with its tag.
+const envelopePrefix = "$pgc1$"
+
+const (
+	nonceSize    = 12
+	envelopeHead = 16 + nonceSize
+)
+
+// dataKey is a thread's data key, unwrapped, with the keys derived from
+// it: one per purpose, so no key serves two.
+type dataKey struct {
+	tenant, thread string
+	aead           cipher.AEAD
+	nonceKey       []byte // synthetic nonces: HMAC of the associated data and plaintext
+	digestKey      []byte // the keyed digests that drive delta storage
+	compress       bool   // Encryption.Compress
+}
+
+// A value's plaintext is a byte that says how the rest is encoded, then
+// the value's JSON text as it is or compressed.
+const (
+	encodingRaw   = 0
+	encodingFlate = 1
+	compressMin   = 128 // smaller values are not worth compressing
+)
+
+var flateWriters = sync.Pool{New: func() any {
+	w, _ := flate.NewWriter(nil, flate.BestSpeed)
+	return w
+}}
+
+// encode returns a value's plaintext as it is encrypted.
+func (k *dataKey) encode(value []byte) []byte {
+	if k.compress && len(value) >= compressMin {
+		var buf bytes.Buffer
+		buf.Grow(len(value)/2 + 16)
+		buf.WriteByte(encodingFlate)
+		w := flateWriters.Get().(*flate.Writer)
+		w.Reset(&buf)
+		_, _ = w.Write(value)
+		_ = w.Close()
+		flateWriters.Put(w)
+		if buf.Len() < len(value)+1 {
+			return buf.Bytes()
+		}
+	}
+	out := make([]byte, 1+len(value))
+	out[0] = encodingRaw
+	copy(out[1:], value)
+	return out
+}
+
+// decode reverses encode.
+func decode(what string, body []byte) ([]byte, error) {
+	switch {
+	case len(body) > 0 && body[0] == encodingRaw:
+		return body[1:], nil
+	case len(body) > 0 && body[0] == encodingFlate:
+		out, err := io.ReadAll(flate.NewReader(bytes.NewReader(body[1:])))
+		if err == nil {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s: an unknown encoding inside the ciphertext", ErrEncrypted, what)
+}
+
+func newDataKey(tenant, thread string, dek []byte) (*dataKey, error) {
+	if len(dek) != 32 {
+		return nil, fmt.Errorf("%w: a data key of %d bytes; data keys are 32", ErrEncrypted, len(dek))
+	}
+	derive := func(info string) []byte {
+		k, err := hkdf.Key(sha256.New, dek, nil, "pgcheckpoint "+info+" v1", 32)
+		if err != nil {
+			panic(err) // only for lengths out of range
+		}
+		return k
+	}
+	block, err := aes.NewCipher(derive("content"))
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &dataKey{tenant: tenant, thread: thread, aead: aead, nonceKey: derive("nonce"), digestKey: derive("digest")}, nil
+}
+
+// ad is the associated data of one value: the tenant, the thread, the
+// field, the value's place in it (a message's index, a key, a pending
+// write's task, index and channel) and the checkpoint that wrote it, each
+// length-prefixed.
+func (k *dataKey) ad(origin uuid.UUID, field string, place ...string) []byte {
+	n := len(adVersion) + 16 + 12 + len(k.tenant) + len(k.thread) + len(field)
+	for _, s := range place {
+		n += 4 + len(s)
+	}
+	out := make([]byte, 0, n)
+	out = append(out, adVersion...)
+	out = appendLP(out, k.tenant)
+	out = appendLP(out, k.thread)
+	out = appendLP(out, field)
+	for _, s := range place {
+		out = appendLP(out, s)
+	}
+	return append(out, origin[:]...)
+}
+
+const adVersion = "pgcheckpoint value v1"
+
+// appendLP appends s with its length before it.
+func appendLP(dst []byte, s string) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(s)))
+	return append(dst, s...)
+}
+
+// seal returns the JSON string that stands for plaintext. The nonce is
+// synthetic (an HMAC of the associated data and the plaintext), so the
+// same value written at the same place by the same checkpoint encrypts the
+// same way: a retried write is recognized as the same content, and a nonce
+// repeats only with its whole input.
+func (k *dataKey) seal(dst []byte, origin uuid.UUID, ad, value []byte) []byte {
+	plaintext := k.encode(value)
+	mac := hmac.New(sha256.New, k.nonceKey)
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(ad)))
+	mac.Write(n[:])
+	mac.Write(ad)
+	mac.Write(plaintext)
+	raw := make([]byte, envelopeHead, envelopeHead+len(plaintext)+k.aead.Overhead())
+	copy(raw, origin[:])
+	copy(raw[16:], mac.Sum(nil)[:nonceSize])
+	raw = k.aead.Seal(raw, raw[16:envelopeHead], plaintext, ad)
+	dst = append(dst, '"')
+	dst = append(dst, envelopePrefix...)
+	dst = base64.StdEncoding.AppendEncode(dst, raw)
+	return append(dst, '"')
+}
+
+// envelope is a value read back: its origin and the raw envelope.
+type envelope struct {
+	origin uuid.UUID
+	raw    []byte
+}
+
+// parseEnvelope reads a stored value that must be a ciphertext.
+func parseEnvelope(what string, v []byte) (envelope, error) {
+	return parseEnvelopeInto(nil, what, v)
+}
+
+// parseEnvelopeInto is parseEnvelope decoding into buf's memory.
+func parseEnvelopeInto(buf []byte, what string, v []byte) (envelope, error) {
+	// An envelope's text has no escapes: take it as it is when it has no
+	// backslash, else decode the JSON string.
+	s := v
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		s = nil
+	} else if bytes.IndexByte(v, '\\') < 0 {
+		s = v[1 : len(v)-1]
+	} else {
+		var str string
+		if json.Unmarshal(v, &str) != nil {
+			s = nil
+		} else {
+			s = []byte(str)
+		}
+	}
+	if len(s) < len(envelopePrefix) || string(s[:len(envelopePrefix)]) != envelopePrefix {
+		return envelope{}, fmt.Errorf("%w: %s is not encrypted in a thread that must be", ErrEncrypted, what)
+	}
+	b64 := s[len(envelopePrefix):]
+	raw := slices.Grow(buf[:0], base64.StdEncoding.DecodedLen(len(b64)))[:base64.StdEncoding.DecodedLen(len(b64))]
+	n, err := base64.StdEncoding.Decode(raw, b64)
+	raw = raw[:n]
+	if err != nil || len(raw) < envelopeHead+16 {
+		return envelope{}, fmt.Errorf("%w: %s: the ciphertext is malformed", ErrEncrypted, what)
+	}
+	return envelope{origin: uuid.UUID(raw[:16]), raw: raw}, nil
+}
+
+// open decrypts an envelope with its associated data.
+func (k *dataKey) open(what string, env envelope, ad []byte) ([]byte, error) {
+	return k.openInto(nil, what, env, ad)
+}
+
+// openInto is open decrypting into dst's memory.
+func (k *dataKey) openInto(dst []byte, what string, env envelope, ad []byte) ([]byte, error) {
+	pt, err := k.aead.Open(dst[:0], env.raw[16:envelopeHead], env.raw[envelopeHead:], ad)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s does not open under thread %q's key (altered, moved from another place, or another key)", ErrEncrypted, what, k.thread)
+	}
+	return decode(what, pt)
+}
+
+// Fields, as named in the associated data.
+const (
+	fieldMessages    = "messages"
+	fieldState       = "state"
+	fieldToolResults = "tool_results"
+	fieldMetadata    = "metadata"
+	fieldWrite       = "pending_write"
+)
+
+// sealArray encrypts each element of a JSON array (valid text).
+func (k *dataKey) sealArray(origin uuid.UUID, field string, arr []byte) []byte {
+	return k.sealArrayFrom(origin, field, arr, 0)
+}
+
+// sealObject encrypts each top-level value of a JSON object (valid
+// text), or only those whose key only names, when only is not nil. Keys
+// keep their spelling and order.
+func (k *dataKey) sealObject(origin uuid.UUID, field string, obj []byte, only map[string]bool) []byte {
+	out := make([]byte, 0, len(obj)*4/3+64)
+	out = append(out, '{')
+	eachMember(obj, func(keyText []byte, key string, value []byte) {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, keyText...)
+		out = append(out, ':')
+		if only != nil && !only[key] {
+			out = append(out, value...)
+			return
+		}
+		out = k.seal(out, origin, k.ad(origin, field, key), value)
+	})
+	return append(out, '}')
+}
+
+// eachElement calls fn with the text of each element of a JSON array.
+func eachElement(arr []byte, fn func(elem []byte)) {
+	i := jsontext.SkipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return
+	}
+	for i = jsontext.SkipSpace(arr, i+1); i < len(arr) && arr[i] != ']'; {
+		end := jsontext.ValueEnd(arr, i)
+		fn(jsontext.TrimRight(arr[i:end]))
+		if end >= len(arr) || arr[end] == ']' {
+			return
+		}
+		i = jsontext.SkipSpace(arr, end+1)
+	}
+}
+
+// eachMember calls fn with each member of a JSON object: the key's text
+// (with its quotes), the key decoded, and the value's text.
+func eachMember(obj []byte, fn func(keyText []byte, key string, value []byte)) {
+	i := jsontext.SkipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return
+	}
+	for i = jsontext.SkipSpace(obj, i+1); i < len(obj) && obj[i] != '}'; {
+		end := jsontext.StringEnd(obj, i)
+		if end >= len(obj) {
+			return
+		}
+		keyText := obj[i : end+1]
+		key := string(keyText[1 : len(keyText)-1])
+		if bytes.IndexByte(keyText, '\\') >= 0 {
+			_ = json.Unmarshal(keyText, &key) // valid JSON text: a string
+		}
+		i = jsontext.SkipSpace(obj, end+1) + 1
+		start := jsontext.SkipSpace(obj, i)
+		stop := jsontext.ValueEnd(obj, start)
+		fn(keyText, key, jsontext.TrimRight(obj[start:stop]))
+		if stop >= len(obj) || obj[stop] == '}' {
+			return
+		}
+		i = jsontext.SkipSpace(obj, stop+1)
+	}
+}
+
+// keyFunc returns the data keys that may open a value written by
+// checkpoint origin, to be tried in order: its thread's, or, for an
+// origin deleted since, those of the threads it may have been on.
+type keyFunc func(origin uuid.UUID) ([]*dataKey, error)
+
+// peekOrigin returns the origin of a stored value that looks like a
+// ciphertext, without decoding the rest.
+func peekOrigin(v []byte) (uuid.UUID, bool) {
+	const head = 1 + len(envelopePrefix)
+	if len(v) < head+24 || v[0] != '"' || string(v[1:head]) != envelopePrefix {
+		return uuid.Nil, false
+	}
+	var b [18]byte
+	if _, err := base64.StdEncoding.Decode(b[:], v[head:head+24]); err != nil {
+		return uuid.Nil, false
+	}
+	return uuid.UUID(b[:16]), true
+}
+
+// buffers are the scratch memory of a read's values: each value is
+// decoded and decrypted there, then copied into the result.
+type buffers struct{ raw, pt []byte }
+
+// openValue decrypts one stored value; what names it in an error. The
+// result is valid until the next call with the same buffers.
+func openValue(b *buffers, what func() string, v []byte, keyFor keyFunc, ad func(k *dataKey, origin uuid.UUID) []byte) ([]byte, error) {
+	env, err := parseEnvelopeInto(b.raw, "", v)
+	if err != nil {
+		env, err = parseEnvelope(what(), v)
+	}
+	b.raw = env.raw
+	if err != nil {
+		return nil, err
+	}
+	keys, err := keyFor(env.origin)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if pt, err := k.openInto(b.pt, "", env, ad(k, env.origin)); err == nil {
+			if len(pt) > cap(b.pt) {
+				b.pt = pt
+			}
+			return pt, nil
+		} else if k == keys[len(keys)-1] {
+			return k.open(what(), env, ad(k, env.origin))
+		}
+	}
+	return nil, fmt.Errorf("%w: %s: no key for its origin", ErrEncrypted, what())
+}
+
+// openArray decrypts each element of a stored array.
+func openArray(field string, arr []byte, keyFor keyFunc) ([]byte, error) {
+	var bufs buffers
+	out := make([]byte, 0, len(arr))
+	out = append(out, '[')
+	var err error
+	i := 0
+	eachElement(arr, func(elem []byte) {
+		if err != nil {
+			return
+		}
+		place := strconv.Itoa(i)
+		var pt []byte
+		pt, err = openValue(&bufs, func() string { return field + "[" + place + "]" }, elem, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, place) })
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, pt...)
+		i++
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(out, ']'), nil
+}
+
+// openObject decrypts the values of a stored object (those only names,
+// when only is not nil).
+func openObject(field string, obj []byte, only map[string]bool, keyFor keyFunc) ([]byte, error) {
+	var bufs buffers
+	out := make([]byte, 0, len(obj))
+	out = append(out, '{')
+	var err error
+	eachMember(obj, func(keyText []byte, key string, value []byte) {
+		if err != nil {
+			return
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, keyText...)
+		out = append(out, ':')
+		if only != nil && !only[key] {
+			out = append(out, value...)
+			return
+		}
+		var pt []byte
+		pt, err = openValue(&bufs, func() string { return fmt.Sprintf("%s key %q", field, key) }, value, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, key) })
+		out = append(out, pt...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '}'), nil
+}
+
+// writeAD is the associated data of a pending write's value.
+func (k *dataKey) writeAD(checkpoint uuid.UUID, taskID string, idx int, channel string) []byte {
+	return k.ad(checkpoint, fieldWrite, taskID, strconv.Itoa(idx), channel)
+}
+
+// crypter is an Engine's encryption: its configuration and the data keys
+// it has unwrapped, shared by the Engines WithTx and ForTenant make.
+type crypter struct {
+	keys     KeyProvider
+	metadata map[string]bool // nil: no metadata key is encrypted
+	ttl      time.Duration
+	compress bool
+
+	mu    sync.Mutex
+	cache map[string]cachedKey // by tenant + "\x00" + thread
+}
+
+type cachedKey struct {
+	key *dataKey
+	at  time.Time
+}
+
+func newCrypter(c Encryption) *crypter {
+	if c.Keys == nil {
+		return nil
+	}
+	cr := &crypter{keys: c.Keys, ttl: c.KeyCacheTTL, compress: c.Compress, cache: map[string]cachedKey{}}
+	if cr.ttl == 0 {
+		cr.ttl = DefaultKeyCacheTTL
+	}
+	if len(c.MetadataKeys) > 0 {
+		cr.metadata = map[string]bool{}
+		for _, k := range c.MetadataKeys {
+			cr.metadata[k] = true
+		}
+	}
+	return cr
+}
+
+// wrapAD is the associated data a data key is wrapped with: a wrapped key
+// copied to another tenant's or thread's row does not unwrap.
+func wrapAD(tenant, thread string) []byte {
+	out := []byte("pgcheckpoint data key v1")
+	for _, s := range []string{tenant, thread} {
+		out = binary.BigEndian.AppendUint32(out, uint32(len(s)))
+		out = append(out, s...)
+	}
+	return out
+}
+
+// forget drops a thread's key from the cache.
+func (c *crypter) forget(tenant, thread string) {
+	c.mu.Lock()
+	delete(c.cache, tenant+"\x00"+thread)
+	c.mu.Unlock()
+}
+
+// key returns a thread's data key: from the cache, else the store's row
+// unwrapped by the provider; with create, a thread without one gets a new
+// key (the first writer's, when several race). inTx: s runs in a caller's
+// transaction, and what it reads is not cached. Errors: ErrEncrypted for a
+// thread without a key (when !create), a shredded key, a key the provider
+// does not unwrap; the store's errors.
+func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, create, inTx bool) (*dataKey, error) {
+	id := tenant + "\x00" + thread
+	if c.ttl > 0 {
+		c.mu.Lock()
+		ck, ok := c.cache[id]
+		c.mu.Unlock()
+		if ok && time.Since(ck.at) < c.ttl {
+			return ck.key, nil
+		}
+	}
+	w, err := s.DataKey(ctx, thread)
+	var fresh []byte
+	switch {
+	case errors.Is(err, ErrNotFound) && create:
+		fresh = make([]byte, 32)
+		_, _ = rand.Read(fresh)
+		kek, wrapped, werr := c.keys.WrapKey(ctx, fresh, wrapAD(tenant, thread))
+		if werr != nil {
+			return nil, fmt.Errorf("%w: wrap a new data key for thread %q: %v", ErrEncrypted, thread, werr)
+		}
+		mine := WrappedKey{ThreadID: thread, KEKID: kek, Wrapped: wrapped}
+		if w, err = s.PutDataKey(ctx, mine); err != nil {
+			return nil, fmt.Errorf("store the data key of thread %q: %w", thread, err)
+		}
+		if w.KEKID != mine.KEKID || !bytes.Equal(w.Wrapped, mine.Wrapped) {
+			fresh = nil // another writer's key came first
+		}
+	case errors.Is(err, ErrNotFound):
+		return nil, fmt.Errorf("%w: thread %q has no data key", ErrEncrypted, thread)
+	case err != nil:
+		return nil, fmt.Errorf("read the data key of thread %q: %w", thread, err)
+	}
+	if w.Wrapped == nil || !w.ShreddedAt.IsZero() {
+		return nil, fmt.Errorf("%w: thread %q's data key was shredded at %s: its content is erased", ErrEncrypted, thread, w.ShreddedAt.UTC().Format(time.RFC3339))
+	}
+	dek := fresh
+	if dek == nil {
+		if dek, err = c.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, wrapAD(tenant, thread)); err != nil {
+			return nil, fmt.Errorf("%w: the key provider does not unwrap thread %q's data key (key-encryption key %q): %v", ErrEncrypted, thread, w.KEKID, err)
+		}
+	}
+	k, err := newDataKey(tenant, thread, dek)
+	if err != nil {
+		return nil, err
+	}
+	k.compress = c.compress
+	if c.ttl > 0 && !inTx {
+		// A key read or made in a caller's transaction may be rolled back
+		// with it: kept, it would encrypt later writes under a key that
+		// is nowhere.
+		c.mu.Lock()
+		c.cache[id] = cachedKey{key: k, at: time.Now()}
+		c.mu.Unlock()
+	}
+	return k, nil
+}

@@ -1,0 +1,601 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+)
+
+// Encrypted reports whether e encrypts (Config.Encryption.Keys is set).
+func (e *Engine) Encrypted() bool { return e.crypt != nil }
+
+// dataKey returns a thread's data key (see crypter.key).
+func (e *Engine) dataKey(ctx context.Context, thread string, create bool) (*dataKey, error) {
+	ts, ok := e.base.(TxStore)
+	return e.crypt.key(ctx, e.store, e.Tenant(), thread, create, ok && ts.InTx())
+}
+
+// refuseUnderEncryption is the error of a call an Engine that encrypts
+// does not offer yet: it would copy ciphertexts to another thread or out
+// of the database without their keys.
+func (e *Engine) refuseUnderEncryption(what string) error {
+	if e.crypt == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not available with Config.Encryption yet", ErrInvalidInput, what)
+}
+
+// checkPlaintext applies the stores' JSON rule (CheckJSON) to content the
+// store will only see encrypted, so an encrypting Engine refuses what a
+// store would.
+func checkPlaintext(fields ...JSONField) error {
+	return CheckJSON(fields...)
+}
+
+// sealPut encrypts a snapshot's content for its thread and computes its
+// digests keyed (see addDigests).
+func (e *Engine) sealPut(ctx context.Context, p *PutRequest) error {
+	if err := checkPlaintext(p.JSONFields()[:3]...); err != nil {
+		return err
+	}
+	k, err := e.dataKey(ctx, p.ThreadID, true)
+	if err != nil {
+		return err
+	}
+	if p.DeltaRun <= 1 || p.SizeBytes < e.cfg.DeltaMinBytes {
+		p.DeltaRun = 1
+	} else {
+		p.MessageChain = jsontext.MessageChain(nil, jsontext.KeyedMessageDigests(p.Messages, k.digestKey))
+		if p.StateDigests, err = jsontext.KeyedKeyDigests(p.State, k.digestKey); err != nil {
+			return notJSON("state")
+		}
+		if p.ToolResultsDigests, err = jsontext.KeyedKeyDigests(p.ToolResults, k.digestKey); err != nil {
+			return notJSON("tool results")
+		}
+	}
+	p.Messages = k.sealArray(p.ID, fieldMessages, p.Messages)
+	p.State = k.sealObject(p.ID, fieldState, p.State, nil)
+	p.ToolResults = k.sealObject(p.ID, fieldToolResults, p.ToolResults, nil)
+	if p.Metadata, err = e.sealMetadata(k, p.ID, p.Metadata); err != nil {
+		return err
+	}
+	if p.Summary == "" {
+		p.Summary = EncryptedSummary
+	}
+	return nil
+}
+
+// sealedRetry tells a retried Snapshot under encryption from a conflict.
+// The store compares what it holds with what it is sent, which under
+// encryption differs for the same content (a delta's values were written,
+// and bound, by its base): the existing checkpoint is read, decrypted and
+// compared in plaintext with p (the snapshot before sealing) instead.
+func (e *Engine) sealedRetry(ctx context.Context, p PutRequest) (SnapshotResult, bool) {
+	c, err := e.store.Get(ctx, p.ID)
+	if err != nil || e.openCheckpoint(ctx, c) != nil {
+		return SnapshotResult{}, false
+	}
+	if c.ThreadID != p.ThreadID || c.Namespace != p.Namespace || c.NextNode != p.NextNode ||
+		!jsontext.Same(c.Metadata, p.Metadata) || !jsontext.Same(c.Messages, p.Messages) ||
+		!jsontext.Same(c.State, p.State) || !jsontext.Same(c.ToolResults, p.ToolResults) {
+		return SnapshotResult{}, false
+	}
+	return SnapshotResult{ID: c.ID, ThreadID: c.ThreadID, Namespace: c.Namespace, ParentID: c.ParentID,
+		Step: c.Step, CreatedAt: c.CreatedAt}, true
+}
+
+func (e *Engine) sealMetadata(k *dataKey, id uuid.UUID, metadata []byte) ([]byte, error) {
+	if e.crypt.metadata == nil {
+		return metadata, nil
+	}
+	if err := checkPlaintext(JSONField{"metadata", metadata}); err != nil {
+		return nil, err
+	}
+	return k.sealObject(id, fieldMetadata, metadata, e.crypt.metadata), nil
+}
+
+// maxAppendAttempts bounds how often an encrypting Append reads the head
+// again after another writer moved it.
+const maxAppendAttempts = 10
+
+// putAppendSealed is Append under encryption. A message's associated data
+// names its index in the whole list, which the change alone does not
+// tell: it reads the head (its stored messages, counted, not decrypted),
+// encrypts the change for the positions after them, and appends on that
+// head alone (ErrHeadMoved when another writer moved it: read again, when
+// the caller named no head).
+func (e *Engine) putAppendSealed(ctx context.Context, a AppendRequest) (SnapshotResult, error) {
+	if err := checkPlaintext(a.JSONFields()[:3]...); err != nil {
+		return SnapshotResult{}, err
+	}
+	k, err := e.dataKey(ctx, a.ThreadID, true)
+	if err != nil {
+		return SnapshotResult{}, err
+	}
+	plain := a
+	plain.MessageDigests = jsontext.KeyedMessageDigests(a.Messages, k.digestKey)
+	if plain.SetStateDigests, err = jsontext.KeyedKeyDigests(a.SetState, k.digestKey); err != nil {
+		return SnapshotResult{}, notJSON("state")
+	}
+	if plain.SetToolResultsDigests, err = jsontext.KeyedKeyDigests(a.SetToolResults, k.digestKey); err != nil {
+		return SnapshotResult{}, notJSON("tool results")
+	}
+	if plain.Summary == "" {
+		plain.Summary = EncryptedSummary
+	}
+	if plain.Metadata, err = e.sealMetadata(k, a.ID, a.Metadata); err != nil {
+		return SnapshotResult{}, err
+	}
+	appended := 0
+	eachElement(a.Messages, func([]byte) { appended++ })
+	for attempt := 1; ; attempt++ {
+		head, err := e.store.Head(ctx, a.ThreadID, a.Namespace)
+		if err != nil {
+			return SnapshotResult{}, err
+		}
+		if a.OnHead != uuid.Nil && head.ID != a.OnHead && head.ID != a.ID {
+			return SnapshotResult{}, fmt.Errorf("%w: the head is %s", ErrHeadMoved, head.ID)
+		}
+		before := 0
+		eachElement(head.Messages, func([]byte) { before++ })
+		req := plain
+		req.OnHead = head.ID
+		if head.ID == a.ID { // a retry of an append that was written: it is the head
+			before -= appended
+			req.OnHead = a.OnHead
+		}
+		req.Messages = k.sealArrayFrom(a.ID, fieldMessages, a.Messages, before)
+		req.SetState = k.sealObject(a.ID, fieldState, a.SetState, nil)
+		req.SetToolResults = k.sealObject(a.ID, fieldToolResults, a.SetToolResults, nil)
+		res, err := e.store.PutAppend(ctx, req)
+		if errors.Is(err, ErrHeadMoved) && a.OnHead == uuid.Nil && attempt < maxAppendAttempts {
+			continue
+		}
+		return res, err
+	}
+}
+
+// sealArrayFrom is sealArray for messages that come after first others.
+func (k *dataKey) sealArrayFrom(origin uuid.UUID, field string, arr []byte, first int) []byte {
+	out := make([]byte, 0, len(arr)*4/3+64)
+	out = append(out, '[')
+	i := first
+	eachElement(arr, func(elem []byte) {
+		if i > first {
+			out = append(out, ',')
+		}
+		out = k.seal(out, origin, k.ad(origin, field, strconv.Itoa(i)), elem)
+		i++
+	})
+	return append(out, ']')
+}
+
+// sealWrites encrypts pending writes' values for checkpoint id.
+func (e *Engine) sealWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) error {
+	line, err := e.store.Lineage(ctx, id, 1)
+	if err != nil {
+		return err
+	}
+	if len(line) == 0 {
+		return fmt.Errorf("checkpoint %s: %w", id, ErrNotFound)
+	}
+	k, err := e.dataKey(ctx, line[0].ThreadID, false)
+	if err != nil {
+		return err
+	}
+	for i := range writes {
+		if err := checkPlaintext(JSONField{"value", writes[i].Value}); err != nil {
+			return err
+		}
+		writes[i].Value = k.seal(nil, id, k.writeAD(id, taskID, i, writes[i].Channel), writes[i].Value)
+	}
+	return nil
+}
+
+// openCheckpoint decrypts a checkpoint a store returned, all of it or
+// none: on an error c is left as it was and must not be returned. A value
+// is opened with the key of the thread of the checkpoint that wrote it
+// (its origin): c's, or an ancestor's (see originThreads). An Engine that
+// does not encrypt refuses a checkpoint of an encrypted thread.
+func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
+	if e.crypt == nil {
+		return e.refuseCiphertext(ctx, c)
+	}
+	origins := map[uuid.UUID]bool{}
+	eachElement(c.Messages, func(v []byte) {
+		if o, ok := peekOrigin(v); ok {
+			origins[o] = true
+		}
+	})
+	for _, obj := range [][]byte{c.State, c.ToolResults} {
+		eachMember(obj, func(_ []byte, _ string, v []byte) {
+			if o, ok := peekOrigin(v); ok {
+				origins[o] = true
+			}
+		})
+	}
+	threads, end, deleted, err := e.originThreads(ctx, c.CheckpointInfo, origins)
+	if err != nil {
+		return err
+	}
+	keys := map[string]*dataKey{}
+	threadKey := func(thread string) (*dataKey, error) {
+		if k := keys[thread]; k != nil {
+			return k, nil
+		}
+		k, err := e.dataKey(ctx, thread, false)
+		if err != nil {
+			return nil, err
+		}
+		keys[thread] = k
+		return k, nil
+	}
+	var candidates []*dataKey // for deleted origins, found once
+	keyFor := func(origin uuid.UUID) ([]*dataKey, error) {
+		if thread, ok := threads[origin]; ok {
+			k, err := threadKey(thread)
+			if err != nil {
+				return nil, err
+			}
+			return []*dataKey{k}, nil
+		}
+		if !deleted[origin] {
+			return nil, fmt.Errorf("%w: checkpoint %s holds a value of unknown origin", ErrEncrypted, c.ID)
+		}
+		if candidates == nil {
+			var err error
+			if candidates, err = e.deletedOriginKeys(ctx, end, threadKey); err != nil {
+				return nil, err
+			}
+		}
+		return candidates, nil
+	}
+	own := func(origin uuid.UUID) ([]*dataKey, error) {
+		if origin != c.ID {
+			return nil, fmt.Errorf("%w: checkpoint %s holds a value of another checkpoint where only its own may be", ErrEncrypted, c.ID)
+		}
+		return keyFor(origin)
+	}
+	messages, err := openArray(fieldMessages, c.Messages, keyFor)
+	if err != nil {
+		return err
+	}
+	state, err := openObject(fieldState, c.State, nil, keyFor)
+	if err != nil {
+		return err
+	}
+	tools, err := openObject(fieldToolResults, c.ToolResults, nil, keyFor)
+	if err != nil {
+		return err
+	}
+	metadata := c.Metadata
+	if e.crypt.metadata != nil {
+		if metadata, err = openObject(fieldMetadata, c.Metadata, e.crypt.metadata, own); err != nil {
+			return err
+		}
+	}
+	values := make([][]byte, len(c.PendingWrites))
+	for i, w := range c.PendingWrites {
+		what := func() string { return fmt.Sprintf("pending write %d of task %q", w.Index, w.TaskID) }
+		var bufs buffers
+		if values[i], err = openValue(&bufs, what, w.Value, own, func(k *dataKey, origin uuid.UUID) []byte {
+			return k.writeAD(origin, w.TaskID, w.Index, w.Channel)
+		}); err != nil {
+			return err
+		}
+	}
+	c.Messages, c.State, c.ToolResults, c.Metadata = messages, state, tools, metadata
+	for i := range c.PendingWrites {
+		c.PendingWrites[i].Value = values[i]
+	}
+	return nil
+}
+
+// originThreads returns the thread of each origin of c's values that is
+// c or an ancestor, which a delta, an append stored whole, a branch's
+// first checkpoint or a merge legitimately holds (c's lineage, across
+// branches, and the lineage of each merge parent on it); where the
+// lineage ends; and the origins that no longer exist. A value of a
+// checkpoint that is not an ancestor (a later one, one of another line or
+// another thread) is refused: ErrEncrypted. Two cases are accepted where
+// retention cut the lineage: an origin deleted since (a row stored whole
+// kept its value) that is older than c, whose key deletedOriginKeys finds;
+// and an older origin that still exists, off the cut lineage, on the
+// thread where it is cut or one that thread was branched from (a delta's
+// base kept when its parent was deleted).
+func (e *Engine) originThreads(ctx context.Context, c CheckpointInfo, origins map[uuid.UUID]bool) (threads map[uuid.UUID]string, end string, deleted map[uuid.UUID]bool, err error) {
+	threads = map[uuid.UUID]string{c.ID: c.ThreadID}
+	end = c.ThreadID
+	cut := false
+	missing := func() bool {
+		for o := range origins {
+			if _, ok := threads[o]; !ok {
+				return true
+			}
+		}
+		return false
+	}
+	limit := 2*e.cfg.DeltaRun + 2
+	queue := []uuid.UUID{c.ID}
+	seen := map[uuid.UUID]bool{}
+	for len(queue) > 0 && missing() {
+		from := queue[0]
+		queue = queue[1:]
+		if seen[from] {
+			continue
+		}
+		seen[from] = true
+		line, err := e.store.Lineage(ctx, from, limit)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		for _, l := range line {
+			threads[l.ID] = l.ThreadID
+		}
+		if limit > 0 && len(line) == limit && missing() {
+			// Not all in the recent part: read the whole lineage.
+			if line, err = e.store.Lineage(ctx, from, 0); err != nil {
+				return nil, "", nil, err
+			}
+		}
+		for _, l := range line {
+			threads[l.ID] = l.ThreadID
+			if l.MergeParentID != uuid.Nil && !seen[l.MergeParentID] {
+				queue = append(queue, l.MergeParentID)
+			}
+		}
+		if from == c.ID && len(line) > 0 {
+			end = line[len(line)-1].ThreadID // where a deleted parent was
+			cut = line[len(line)-1].ParentID != uuid.Nil
+		}
+		limit = 0
+	}
+	deleted = map[uuid.UUID]bool{}
+	var sources []string // end and the threads it was branched from, once needed
+	for o := range origins {
+		if _, ok := threads[o]; ok {
+			continue
+		}
+		if bytes.Compare(o[:6], c.ID[:6]) > 0 {
+			return nil, "", nil, fmt.Errorf("%w: checkpoint %s holds a value written by a later checkpoint", ErrEncrypted, c.ID)
+		}
+		other, err := e.store.Lineage(ctx, o, 1)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if len(other) == 0 {
+			deleted[o] = true
+			continue
+		}
+		// An older checkpoint that exists off the lineage: legitimate only
+		// where the lineage is cut (a deleted parent) and a delta's base
+		// was kept, on the thread where it is cut or one it branched from.
+		if cut {
+			if sources == nil {
+				if sources, err = e.branchSources(ctx, end); err != nil {
+					return nil, "", nil, err
+				}
+			}
+			if slices.Contains(sources, other[0].ThreadID) {
+				threads[o] = other[0].ThreadID
+				continue
+			}
+		}
+		return nil, "", nil, fmt.Errorf("%w: checkpoint %s holds a value of checkpoint %s, which is not its ancestor", ErrEncrypted, c.ID, o)
+	}
+	return threads, end, deleted, nil
+}
+
+// branchSources returns thread and the threads it was branched from,
+// nearest first, at most maxBranchHops.
+func (e *Engine) branchSources(ctx context.Context, thread string) ([]string, error) {
+	var out []string
+	for hop := 0; thread != "" && hop < maxBranchHops && !slices.Contains(out, thread); hop++ {
+		out = append(out, thread)
+		src, err := e.store.BranchSource(ctx, thread)
+		if err != nil {
+			return nil, err
+		}
+		thread = src
+	}
+	return out, nil
+}
+
+// maxBranchHops bounds how far deletedOriginKeys follows branch sources.
+const maxBranchHops = 16
+
+// deletedOriginKeys returns the keys that may open a value whose origin
+// was deleted: that of thread, where the checkpoint's lineage ends, then
+// those of the threads it was branched from, nearest first. A thread
+// without a usable key is skipped.
+func (e *Engine) deletedOriginKeys(ctx context.Context, thread string, threadKey func(string) (*dataKey, error)) ([]*dataKey, error) {
+	sources, err := e.branchSources(ctx, thread)
+	if err != nil {
+		return nil, err
+	}
+	var out []*dataKey
+	for _, t := range sources {
+		if k, err := threadKey(t); err == nil {
+			out = append(out, k)
+		} else if !errors.Is(err, ErrEncrypted) {
+			return nil, err
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no key for a value whose checkpoint was deleted", ErrEncrypted)
+	}
+	return out, nil
+}
+
+// refuseCiphertext is ErrEncrypted for a checkpoint of an encrypted
+// thread read by an Engine that does not encrypt: a value that looks like
+// a ciphertext, in a thread that has a data key.
+func (e *Engine) refuseCiphertext(ctx context.Context, c *Checkpoint) error {
+	marker := []byte(`"` + envelopePrefix)
+	found := bytes.Contains(c.Messages, marker) || bytes.Contains(c.State, marker) || bytes.Contains(c.ToolResults, marker)
+	for _, w := range c.PendingWrites {
+		found = found || bytes.Contains(w.Value, marker)
+	}
+	if !found {
+		return nil
+	}
+	_, err := e.store.DataKey(ctx, c.ThreadID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("%w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, c.ThreadID)
+}
+
+// openInfos decrypts the encrypted metadata keys of checkpoints of one
+// thread.
+func (e *Engine) openInfos(ctx context.Context, threadID string, infos []CheckpointInfo) error {
+	if e.crypt == nil || e.crypt.metadata == nil || len(infos) == 0 {
+		return nil
+	}
+	k, err := e.dataKey(ctx, threadID, false)
+	if err != nil {
+		return err
+	}
+	out := make([][]byte, len(infos))
+	for i := range infos {
+		id := infos[i].ID
+		own := func(origin uuid.UUID) ([]*dataKey, error) {
+			if origin != id {
+				return nil, fmt.Errorf("%w: metadata of checkpoint %s was written by another checkpoint", ErrEncrypted, id)
+			}
+			return []*dataKey{k}, nil
+		}
+		if out[i], err = openObject(fieldMetadata, infos[i].Metadata, e.crypt.metadata, own); err != nil {
+			return err
+		}
+	}
+	for i := range infos {
+		infos[i].Metadata = out[i]
+	}
+	return nil
+}
+
+// openInfosOfThreads is openInfos for checkpoints of any threads.
+func (e *Engine) openInfosOfThreads(ctx context.Context, infos []CheckpointInfo) error {
+	if e.crypt == nil || e.crypt.metadata == nil {
+		return nil
+	}
+	byThread := map[string][]int{}
+	for i, c := range infos {
+		byThread[c.ThreadID] = append(byThread[c.ThreadID], i)
+	}
+	for thread, at := range byThread {
+		some := make([]CheckpointInfo, len(at))
+		for j, i := range at {
+			some[j] = infos[i]
+		}
+		if err := e.openInfos(ctx, thread, some); err != nil {
+			return err
+		}
+		for j, i := range at {
+			infos[i].Metadata = some[j].Metadata
+		}
+	}
+	return nil
+}
+
+// RewrapResult is what RewrapKeys did.
+type RewrapResult struct {
+	Rewrapped int // data keys wrapped again under the provider's current key
+	Shredded  int // shredded keys, left as they are
+}
+
+// RewrapKeys wraps every data key of e's tenant again with the
+// KeyProvider's current key-encryption key, without reading or rewriting
+// any content: the rotation of a KEK. Give the provider the new key as
+// current and the old one for unwrapping, call RewrapKeys, then remove the
+// old key from the provider. Each key is replaced only if no one changed
+// it meanwhile; a concurrent run is harmless. Run it once per tenant
+// (ForTenant). Errors: ErrInvalidInput for an Engine that does not
+// encrypt; ErrEncrypted when a key does not unwrap (the keys before it
+// stay rewrapped: run it again once the provider holds the key).
+func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
+	ctx, done := e.tel.call(ctx, "RewrapKeys")
+	defer func() { done(err) }()
+	var r RewrapResult
+	if e.crypt == nil {
+		return r, fmt.Errorf("rewrap keys: %w: the engine has no Config.Encryption", ErrInvalidInput)
+	}
+	tenant := e.Tenant()
+	after := ""
+	for {
+		keys, err := e.store.DataKeys(ctx, after, 100)
+		if err != nil {
+			return r, fmt.Errorf("rewrap keys: %w", err)
+		}
+		if len(keys) == 0 {
+			return r, nil
+		}
+		for _, w := range keys {
+			after = w.ThreadID
+			if w.Wrapped == nil {
+				r.Shredded++
+				continue
+			}
+			ad := wrapAD(tenant, w.ThreadID)
+			dek, err := e.crypt.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, ad)
+			if err != nil {
+				return r, fmt.Errorf("rewrap keys: %w: thread %q (key-encryption key %q): %v", ErrEncrypted, w.ThreadID, w.KEKID, err)
+			}
+			kek, wrapped, err := e.crypt.keys.WrapKey(ctx, dek, ad)
+			if err != nil {
+				return r, fmt.Errorf("rewrap keys: %w: thread %q: %v", ErrEncrypted, w.ThreadID, err)
+			}
+			ok, err := e.store.RewrapDataKey(ctx, w, WrappedKey{ThreadID: w.ThreadID, KEKID: kek, Wrapped: wrapped})
+			if err != nil {
+				return r, fmt.Errorf("rewrap keys: thread %q: %w", w.ThreadID, err)
+			}
+			if ok {
+				r.Rewrapped++
+			}
+		}
+	}
+}
+
+// ShredThread erases a thread's content by deleting its data key
+// (crypto-shredding): every checkpoint and pending write of the thread,
+// in the database and in every copy of its rows made since (an export, a
+// replica), can no longer be decrypted, by anyone; reads return
+// ErrEncrypted, and so do writes to the thread. The thread's rows stay
+// until deleted (DeleteThreads). A backup of the database taken before
+// the shredding still holds the wrapped key: whoever holds that backup and
+// the key-encryption key can read the thread. To make shredding reach
+// backups, keep data keys out of the database's backups: a KeyProvider
+// that stores each data key itself and returns a reference as the wrapped
+// key, deleting it on request, or destroy the KEK that wrapped the key in
+// every backup. Other processes may use a key they unwrapped for up to
+// Encryption.KeyCacheTTL. It reports whether the thread had a key.
+// Errors: ErrInvalidInput for an Engine that does not encrypt or a bad
+// thread id.
+func (e *Engine) ShredThread(ctx context.Context, threadID string) (_ bool, err error) {
+	ctx, done := e.tel.call(ctx, "ShredThread", attrThread.String(threadID))
+	defer func() { done(err) }()
+	if e.crypt == nil {
+		return false, fmt.Errorf("shred thread: %w: the engine has no Config.Encryption", ErrInvalidInput)
+	}
+	if err := checkID("thread id", threadID, false); err != nil {
+		return false, fmt.Errorf("shred thread: %w", err)
+	}
+	e.crypt.forget(e.Tenant(), threadID)
+	had, err := e.store.ShredDataKey(ctx, threadID)
+	e.crypt.forget(e.Tenant(), threadID)
+	if err != nil {
+		return false, fmt.Errorf("shred thread %q: %w", threadID, err)
+	}
+	return had, nil
+}

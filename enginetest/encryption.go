@@ -1,0 +1,637 @@
+package enginetest
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/pgcheckpoint/pgcheckpoint"
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// EncryptionHarness is a Harness with the database access the encryption
+// tests need to act as someone who holds the database and not the keys.
+type EncryptionHarness struct {
+	Harness
+	// SQL opens the database behind a URL of NewURL with the store's own
+	// driver, tables reachable unqualified (checkpoints, pending_writes,
+	// data_keys), parameters written $1, $2, ...; closed when t ends.
+	SQL func(t testing.TB, url string) *sql.DB
+	// Dump returns every byte the database holds for a URL of NewURL:
+	// pg_dump's output, or a SQLite file with its WAL.
+	Dump func(t testing.TB, url string) []byte
+}
+
+// encryptionTests is the encryption suite (RunEncryption).
+var encryptionTests = []struct {
+	name string
+	fn   func(t *testing.T, e *cryptEnv)
+}{
+	{"RandomHistoriesReadBackUnderEncryption", testEncryptedRandomHistories},
+	{"AppendHistoriesReadBackUnderEncryption", testEncryptedAppendHistories},
+	{"DeltasAndRetriesUnderEncryption", testEncryptedDeltasAndRetries},
+	{"DumpHoldsNoPlaintext", testDumpHoldsNoPlaintext},
+	{"DigestsAreKeyedPerThread", testDigestsAreKeyed},
+	{"TamperingFailsClosed", testTamperingFailsClosed},
+	{"WrongMissingAndRevokedKeysFailClosed", testWrongKeysFailClosed},
+	{"RewrapKeepsEverythingReadable", testRewrap},
+	{"ExportsCarryCiphertextAndWrappedKeys", testEncryptedExport},
+	{"ShreddingErasesOneThread", testShredding},
+}
+
+// RunEncryption runs the encryption suite against the store h names,
+// each test with a database of its own.
+func RunEncryption(t *testing.T, h EncryptionHarness) {
+	for _, c := range encryptionTests {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			url := h.NewURL(t)
+			c.fn(t, &cryptEnv{t: t, h: h, url: url, ctx: context.Background(), keys: newKeys(t, "k1")})
+		})
+	}
+}
+
+// cryptEnv is what an encryption test works with.
+type cryptEnv struct {
+	t    *testing.T
+	h    EncryptionHarness
+	url  string
+	ctx  context.Context
+	keys *engine.LocalKeys // the test's key-encryption key, "k1"
+}
+
+func newKeys(t testing.TB, ids ...string) *engine.LocalKeys {
+	t.Helper()
+	var text []string
+	for _, id := range ids {
+		text = append(text, engine.NewKeyText(id))
+	}
+	k, err := engine.ParseLocalKeys(strings.Join(text, "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// open returns an engine over the test's database encrypting with keys
+// (nil: the test's), without a key cache, so every read meets the key row
+// as it is now.
+func (e *cryptEnv) open(keys engine.KeyProvider, cfg engine.Config) *engine.Engine {
+	if keys == nil {
+		keys = e.keys
+	}
+	cfg.Encryption.Keys = keys
+	cfg.Encryption.KeyCacheTTL = -1
+	return openURL(e.t, e.url, pgcheckpoint.Options{Config: cfg})
+}
+
+func (e *cryptEnv) plain(cfg engine.Config) *engine.Engine {
+	return openURL(e.t, e.url, pgcheckpoint.Options{Config: cfg})
+}
+
+// refused fails unless err is ErrEncrypted with no checkpoint, and its
+// message holds none of the markers.
+func refused(t *testing.T, what string, c *engine.Checkpoint, err error, markers ...string) {
+	t.Helper()
+	if !errors.Is(err, engine.ErrEncrypted) {
+		t.Fatalf("%s: got %v, want ErrEncrypted", what, err)
+	}
+	if c != nil {
+		t.Fatalf("%s: a checkpoint came back with the error", what)
+	}
+	for _, m := range markers {
+		if strings.Contains(err.Error(), m) {
+			t.Fatalf("%s: the error shows content: %v", what, err)
+		}
+	}
+}
+
+// Random histories (edits, rewinds, branches, deletes) written under
+// encryption, whole, as deltas and in short runs, read back as written.
+func testEncryptedRandomHistories(t *testing.T, e *cryptEnv) {
+	configs := []engine.Config{{FullSnapshots: true}, {DeltaMinBytes: -1},
+		{DeltaRun: 4, DeltaMinBytes: -1, Encryption: engine.Encryption{Compress: true}}}
+	for seed := range uint64(3) {
+		var writers []HistoryWriter
+		for i, c := range configs {
+			writers = append(writers, HistoryWriter{Engine: e.open(nil, c), Thread: fmt.Sprintf("enc-%d-%d", seed, i)})
+		}
+		hist := RandomHistory(t, e.ctx, writers, seed, 60)
+		deltas := 0
+		for _, h := range hist {
+			for i, w := range writers {
+				got, err := w.Engine.Get(e.ctx, h.IDs[i])
+				if err != nil {
+					t.Fatalf("seed %d config %d: get %s: %v", seed, i, h.IDs[i], err)
+				}
+				jsonEqual(t, "messages", got.Messages, h.Messages)
+				jsonEqual(t, "state", got.State, h.State)
+				jsonEqual(t, "tool results", got.ToolResults, h.ToolResults)
+				if got.Format == "delta" {
+					deltas++
+				}
+			}
+		}
+		if len(hist) < 10 || deltas < 5 {
+			t.Fatalf("seed %d: %d checkpoints left, %d deltas: the history tests too little", seed, len(hist), deltas)
+		}
+	}
+}
+
+// Appends (and snapshots, rewinds, guards) under encryption read back as
+// the same content written whole.
+func testEncryptedAppendHistories(t *testing.T, e *cryptEnv) {
+	for _, run := range []int{engine.DefaultDeltaRun, 3} {
+		eng := e.open(nil, engine.Config{DeltaMinBytes: -1, DeltaRun: run})
+		for seed := uint64(1); seed <= 2; seed++ {
+			t.Run(fmt.Sprintf("run%d/seed%d", run, seed), func(t *testing.T) {
+				appendHistory(t, e.ctx, eng, seed, run)
+			})
+		}
+	}
+}
+
+// Under encryption a conversation is still stored as deltas (the
+// digests are keyed, not gone), a retried write with the same id is the
+// same checkpoint, and pending writes read back.
+func testEncryptedDeltasAndRetries(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{DeltaMinBytes: -1})
+	var msgs []string
+	var last engine.SnapshotResult
+	for i := range 12 {
+		msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"turn %d"}`, i))
+		in := engine.SnapshotInput{ThreadID: "t", ID: engine.NewCheckpointID(),
+			Messages: json.RawMessage("[" + strings.Join(msgs, ",") + "]"),
+			State:    json.RawMessage(fmt.Sprintf(`{"turn":%d,"fixed":"same"}`, i))}
+		res := snapWith(t, e.ctx, eng, in)
+		again := snapWith(t, e.ctx, eng, in)
+		if !res.Created || again.Created || again.ID != res.ID {
+			t.Fatalf("turn %d: a retry with the same id made %+v after %+v", i, again, res)
+		}
+		last = res
+	}
+	// A retried Append is the same checkpoint too.
+	ap := engine.AppendInput{ThreadID: "t", ID: engine.NewCheckpointID(), Messages: json.RawMessage(`["appended"]`),
+		SetState: json.RawMessage(`{"fixed":"changed"}`)}
+	first, err := eng.Append(e.ctx, ap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := eng.Append(e.ctx, ap)
+	if err != nil || again.Created || again.ID != first.ID {
+		t.Fatalf("a retried append: %+v, %v after %+v", again, err, first)
+	}
+	msgs = append(msgs, `"appended"`)
+	last = first
+	if _, err := eng.PutWrites(e.ctx, last.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`{"w":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := eng.ListCheckpoints(e.ctx, "t", engine.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deltas := 0
+	for _, c := range list {
+		if c.Format == "delta" {
+			deltas++
+		}
+		if c.Summary != engine.EncryptedSummary {
+			t.Fatalf("summary %q: the default summary would quote a message", c.Summary)
+		}
+	}
+	if deltas < 11 {
+		t.Fatalf("%d of %d checkpoints stored as deltas under encryption", deltas, len(list))
+	}
+	got, err := eng.Get(e.ctx, last.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, "messages", got.Messages, json.RawMessage("["+strings.Join(msgs, ",")+"]"))
+	// A branch reads its source's values with the source's key, and a merge
+	// the branch's with the branch's.
+	br, err := eng.Branch(e.ctx, last.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onBranch := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: br.ThreadID,
+		Messages: json.RawMessage("[" + strings.Join(msgs, ",") + `,"on the branch"]`)})
+	if _, err := eng.Get(e.ctx, br.CheckpointID); err != nil {
+		t.Fatalf("the branch's first checkpoint: %v", err)
+	}
+	m, err := eng.MergeBranch(e.ctx, br.ThreadID, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := eng.Latest(e.ctx, "t")
+	if err != nil || merged.ID != m.CheckpointID || !bytes.Contains(merged.Messages, []byte("on the branch")) {
+		t.Fatalf("the merge %+v reads %v: %v", m, merged, err)
+	}
+	if _, err := eng.Get(e.ctx, onBranch.ID); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.PendingWrites) != 1 || !sameJSON(got.PendingWrites[0].Value, json.RawMessage(`{"w":1}`)) {
+		t.Fatalf("pending writes %+v", got.PendingWrites)
+	}
+}
+
+// markers writes a thread whose messages, state, tool results, pending
+// writes and one encrypted metadata key each hold a marker, as a
+// snapshot, an append and a branch; it returns the markers.
+func (e *cryptEnv) writeMarkers(eng *engine.Engine, thread string) []string {
+	t := e.t
+	mk := func(what string) string { return "MARKER-" + what + "-" + uuid.NewString()[:8] }
+	msg, msg2, st, st2, tool, write, meta := mk("message"), mk("appended"), mk("state"), mk("setstate"), mk("tool"), mk("write"), mk("metadata")
+	res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: thread,
+		Messages:    mustJSON([]any{map[string]string{"role": "user", "content": msg}}),
+		State:       mustJSON(map[string]string{"k": st}),
+		ToolResults: mustJSON(map[string]any{"call": map[string]string{"out": tool}}),
+		Metadata:    mustJSON(map[string]string{"secret": meta, "plain": "visible"}),
+	})
+	if _, err := eng.PutWrites(e.ctx, res.ID, "task", []engine.Write{{Channel: "c", Value: mustJSON(write)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: thread,
+		Messages: mustJSON([]any{map[string]string{"role": "assistant", "content": msg2}}),
+		SetState: mustJSON(map[string]string{"k2": st2})}); err != nil {
+		t.Fatal(err)
+	}
+	return []string{msg, msg2, st, st2, tool, write, meta}
+}
+
+// A dump of the database (pg_dump; the SQLite file and its WAL) holds
+// none of the content written under encryption, and the content reads
+// back through the engine.
+func testDumpHoldsNoPlaintext(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{DeltaMinBytes: -1, Encryption: engine.Encryption{MetadataKeys: []string{"secret"}, Compress: true}})
+	markers := e.writeMarkers(eng, "dumped")
+	// Long enough to be compressed, and read back.
+	long := strings.Repeat("MARKER-long-"+uuid.NewString()[:8]+" ", 40)
+	if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: "dumped", Messages: mustJSON([]string{long})}); err != nil {
+		t.Fatal(err)
+	}
+	markers = append(markers, long[:20])
+	head, err := eng.Latest(e.ctx, "dumped")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(head.Messages, []byte(markers[1])) || !bytes.Contains(head.State, []byte(markers[3])) || !bytes.Contains(head.Messages, []byte(long)) {
+		t.Fatalf("the head does not read back: %s %s", head.Messages, head.State)
+	}
+	line, err := eng.Lineage(e.ctx, head.ID)
+	if err != nil || len(line) != 3 {
+		t.Fatalf("lineage: %d, %v", len(line), err)
+	}
+	first, err := eng.Get(e.ctx, line[2].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(first.Metadata, []byte(markers[6])) || !bytes.Contains(first.PendingWrites[0].Value, []byte(markers[5])) {
+		t.Fatalf("metadata %s, writes %+v", first.Metadata, first.PendingWrites)
+	}
+	listed, err := eng.ListCheckpoints(e.ctx, "dumped", engine.ListOptions{})
+	if err != nil || !bytes.Contains(listed[len(listed)-1].Metadata, []byte(markers[6])) || !bytes.Contains(line[2].Metadata, []byte(markers[6])) {
+		t.Fatalf("listed metadata %v, lineage %s: %v", listed, line[2].Metadata, err)
+	}
+	dump := e.h.Dump(t, e.url)
+	if !bytes.Contains(dump, []byte("visible")) {
+		t.Fatalf("the dump (%d bytes) does not hold the plaintext metadata: it is not a dump of the database", len(dump))
+	}
+	for _, m := range markers {
+		if bytes.Contains(dump, []byte(m)) {
+			t.Errorf("the dump holds %q in plaintext", m)
+		}
+	}
+}
+
+// Whoever holds the database but not the key cannot move, alter or
+// replace a ciphertext without the read failing with ErrEncrypted.
+func testTamperingFailsClosed(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{FullSnapshots: true})
+	db := e.h.SQL(t, e.url)
+	content := func(i int, tag string) engine.SnapshotInput {
+		return engine.SnapshotInput{
+			Messages:    json.RawMessage(fmt.Sprintf(`[{"content":"SECRET %s first %d"},{"content":"SECRET %s second %d"}]`, tag, i, tag, i)),
+			State:       json.RawMessage(fmt.Sprintf(`{"a":"SECRET %s state %d","b":"SECRET %s other %d"}`, tag, i, tag, i)),
+			ToolResults: json.RawMessage(fmt.Sprintf(`{"a":"SECRET %s tool %d"}`, tag, i)),
+		}
+	}
+	write := func(thread string, i int) uuid.UUID {
+		in := content(i, thread)
+		in.ThreadID = thread
+		id := snapWith(t, e.ctx, eng, in).ID
+		if _, err := eng.PutWrites(e.ctx, id, "task", []engine.Write{{Channel: "c", Value: mustJSON(thread + " write")}}); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	a1, a2, a3 := write("a", 1), write("a", 2), write("a", 3)
+	if _, err := eng.Rewind(e.ctx, a1); err != nil {
+		t.Fatal(err)
+	}
+	a4 := write("a", 4) // a1's child on another line than a2 and a3
+	b1 := write("b", 1)
+	column := func(col string, id uuid.UUID) string {
+		var v string
+		if err := db.QueryRowContext(e.ctx, "SELECT "+col+" FROM checkpoints WHERE checkpoint_id = $1", id.String()).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	set := func(col string, id uuid.UUID, v string) {
+		if _, err := db.ExecContext(e.ctx, "UPDATE checkpoints SET "+col+" = $1 WHERE checkpoint_id = $2", v, id.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(what string, id uuid.UUID) {
+		t.Helper()
+		c, err := eng.Get(e.ctx, id)
+		refused(t, what, c, err, "SECRET")
+	}
+	// Each case alters one row, reads it, and puts the row back.
+	for _, tc := range []struct {
+		name  string
+		col   string
+		id    uuid.UUID
+		value func(orig string) string
+	}{
+		{"messages moved from another thread", "messages", a2, func(string) string { return column("messages", b1) }},
+		{"messages moved from a later checkpoint", "messages", a2, func(string) string { return column("messages", a3) }},
+		{"messages moved from an older checkpoint of another line", "messages", a4, func(string) string { return column("messages", a2) }},
+		{"a state value moved to the tool results", "tool_results", a2, func(string) string {
+			var st map[string]string
+			_ = json.Unmarshal([]byte(column("state", a2)), &st)
+			return string(mustJSON(map[string]string{"a": st["a"]}))
+		}},
+		{"a state value moved to another key", "state", a2, func(orig string) string {
+			var st map[string]string
+			_ = json.Unmarshal([]byte(orig), &st)
+			st["a"], st["b"] = st["b"], st["a"]
+			return string(mustJSON(st))
+		}},
+		{"two messages swapped", "messages", a2, func(orig string) string {
+			var ms []string
+			_ = json.Unmarshal([]byte(orig), &ms)
+			ms[0], ms[1] = ms[1], ms[0]
+			return string(mustJSON(ms))
+		}},
+		{"one byte of a ciphertext flipped", "messages", a2, func(orig string) string {
+			var ms []string
+			_ = json.Unmarshal([]byte(orig), &ms)
+			raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(ms[1], "$pgc1$"))
+			if err != nil {
+				t.Fatalf("stored message %q is not an envelope: %v", ms[1], err)
+			}
+			raw[len(raw)-20] ^= 1
+			ms[1] = "$pgc1$" + base64.StdEncoding.EncodeToString(raw)
+			return string(mustJSON(ms))
+		}},
+		{"a plaintext message", "messages", a2, func(string) string { return `[{"content":"planted"}]` }},
+		{"a plaintext state value", "state", a2, func(orig string) string {
+			var st map[string]any
+			_ = json.Unmarshal([]byte(orig), &st)
+			st["a"] = "planted"
+			return string(mustJSON(st))
+		}},
+	} {
+		orig := column(tc.col, tc.id)
+		set(tc.col, tc.id, tc.value(orig))
+		check(tc.name, tc.id)
+		set(tc.col, tc.id, orig)
+		if _, err := eng.Get(e.ctx, tc.id); err != nil {
+			t.Fatalf("%s: put back: %v", tc.name, err)
+		}
+	}
+	// Messages of a later checkpoint, deleted since.
+	a5 := write("a", 5) // a4's child
+	orig, later := column("messages", a4), column("messages", a5)
+	if _, err := eng.RewindAndTruncate(e.ctx, a4); err != nil {
+		t.Fatal(err)
+	}
+	set("messages", a4, later)
+	if _, err := eng.Get(e.ctx, a5); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("the later checkpoint is still there: %v", err)
+	}
+	check("messages of a later checkpoint deleted since", a4)
+	set("messages", a4, orig)
+	// A pending write moved to another checkpoint of the thread.
+	if _, err := db.ExecContext(e.ctx, `UPDATE pending_writes SET value = (SELECT value FROM pending_writes WHERE checkpoint_id = $1)
+		WHERE checkpoint_id = $2`, a1.String(), a2.String()); err != nil {
+		t.Fatal(err)
+	}
+	check("a pending write moved", a2)
+	// A thread's wrapped key copied over another's.
+	if _, err := db.ExecContext(e.ctx, `UPDATE data_keys SET wrapped_key = (SELECT wrapped_key FROM data_keys WHERE thread_id = 'a')
+		WHERE thread_id = 'b'`); err != nil {
+		t.Fatal(err)
+	}
+	check("a data key moved", b1)
+	// A thread's wrapped key planted for a thread that has none: writes
+	// to it must not use another thread's key.
+	if _, err := db.ExecContext(e.ctx, `INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at)
+		SELECT tenant_id, 'c', kek_id, wrapped_key, created_at FROM data_keys WHERE thread_id = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "c", Messages: json.RawMessage(`["SECRET"]`)}); !errors.Is(err, engine.ErrEncrypted) {
+		t.Fatalf("a write under a planted key: %v, want ErrEncrypted", err)
+	}
+	// The key row deleted.
+	if _, err := db.ExecContext(e.ctx, `DELETE FROM data_keys WHERE thread_id = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	check("the key dropped", a1)
+	c, err := eng.Latest(e.ctx, "a")
+	refused(t, "latest without the key", c, err)
+}
+
+// A wrong key-encryption key, one the provider no longer holds, and an
+// engine without encryption each read nothing of an encrypted thread.
+func testWrongKeysFailClosed(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{})
+	markers := e.writeMarkers(eng, "secret")
+	head, err := eng.Latest(e.ctx, "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := e.open(newKeys(t, "k1"), engine.Config{}) // the same id, other bytes
+	c, err := wrong.Get(e.ctx, head.ID)
+	refused(t, "a wrong key", c, err, markers...)
+	revoked := e.open(newKeys(t, "k2"), engine.Config{})
+	c, err = revoked.Latest(e.ctx, "secret")
+	refused(t, "a revoked key", c, err, markers...)
+	if _, err := revoked.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "secret", Messages: json.RawMessage(`[1]`)}); !errors.Is(err, engine.ErrEncrypted) {
+		t.Fatalf("a write without the thread's key: %v, want ErrEncrypted", err)
+	}
+	plain := e.plain(engine.Config{})
+	c, err = plain.Get(e.ctx, head.ID)
+	refused(t, "no encryption configured", c, err, markers...)
+}
+
+// RewrapKeys puts every data key under the new key-encryption key, and
+// then the new key alone reads every checkpoint.
+func testRewrap(t *testing.T, e *cryptEnv) {
+	oldText, newText := engine.NewKeyText("old"), engine.NewKeyText("new")
+	parse := func(s string) *engine.LocalKeys {
+		k, err := engine.ParseLocalKeys(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	eng := e.open(parse(oldText), engine.Config{DeltaMinBytes: -1})
+	var ids []uuid.UUID
+	for i := range 6 {
+		res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: fmt.Sprintf("r%d", i%3),
+			Messages: json.RawMessage(fmt.Sprintf(`[{"n":%d}]`, i))})
+		ids = append(ids, res.ID)
+	}
+	rot := e.open(parse(newText+"\n"+oldText), engine.Config{})
+	r, err := rot.RewrapKeys(e.ctx)
+	if err != nil || r.Rewrapped != 3 {
+		t.Fatalf("rewrap: %+v, %v; want 3 keys", r, err)
+	}
+	onlyNew := e.open(parse(newText), engine.Config{})
+	onlyOld := e.open(parse(oldText), engine.Config{})
+	for _, id := range ids {
+		if _, err := onlyNew.Get(e.ctx, id); err != nil {
+			t.Fatalf("the new key alone: get %s: %v", id, err)
+		}
+		c, err := onlyOld.Get(e.ctx, id)
+		refused(t, "the old key after rotation", c, err)
+	}
+}
+
+// ShredThread erases one thread: its checkpoints no longer read, nor does
+// a write to it; other threads read as before.
+func testShredding(t *testing.T, e *cryptEnv) {
+	cached := openURL(t, e.url, pgcheckpoint.Options{Config: engine.Config{Encryption: engine.Encryption{Keys: e.keys}}})
+	gone := e.writeMarkers(cached, "erase-me")
+	kept := e.writeMarkers(cached, "keep-me")
+	goneHead, err := cached.Latest(e.ctx, "erase-me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if had, err := cached.ShredThread(e.ctx, "erase-me"); err != nil || !had {
+		t.Fatalf("shred: %v, %v", had, err)
+	}
+	fresh := e.open(nil, engine.Config{})
+	for _, eng := range []*engine.Engine{cached, fresh} {
+		c, err := eng.Get(e.ctx, goneHead.ID)
+		refused(t, "a shredded thread", c, err, gone...)
+		c, err = eng.Get(e.ctx, goneHead.ParentID)
+		refused(t, "a shredded thread's first checkpoint", c, err, gone...)
+		if _, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "erase-me"}); !errors.Is(err, engine.ErrEncrypted) {
+			t.Fatalf("a write to a shredded thread: %v, want ErrEncrypted", err)
+		}
+		head, err := eng.Latest(e.ctx, "keep-me")
+		if err != nil || !bytes.Contains(head.Messages, []byte(kept[1])) {
+			t.Fatalf("the other thread: %v", err)
+		}
+	}
+	dump := e.h.Dump(t, e.url)
+	for _, m := range gone[:6] { // the metadata is plaintext here
+
+		if bytes.Contains(dump, []byte(m)) {
+			t.Errorf("the dump holds %q", m)
+		}
+	}
+}
+
+// The digests that drive delta storage are keyed per thread: the same
+// content in two threads has unrelated digests, so equal digests tell
+// nothing of equal plaintexts; without encryption they are equal.
+func testDigestsAreKeyed(t *testing.T, e *cryptEnv) {
+	enc := e.open(nil, engine.Config{DeltaMinBytes: -1})
+	plain := e.plain(engine.Config{DeltaMinBytes: -1})
+	in := engine.SnapshotInput{Messages: json.RawMessage(`[{"content":"same"}]`), State: json.RawMessage(`{"k":"same"}`)}
+	for _, w := range []struct {
+		eng    *engine.Engine
+		thread string
+	}{{enc, "x"}, {enc, "y"}, {plain, "p"}, {plain, "q"}} {
+		in.ThreadID = w.thread
+		snapWith(t, e.ctx, w.eng, in)
+	}
+	db := e.h.SQL(t, e.url)
+	digests := func(thread string) string {
+		var msg []byte
+		var state string
+		if err := db.QueryRowContext(e.ctx, "SELECT messages_digest, state_digests FROM checkpoints WHERE thread_id = $1", thread).Scan(&msg, &state); err != nil {
+			t.Fatal(err)
+		}
+		if len(msg) == 0 || state == "" {
+			t.Fatalf("thread %s has no digests", thread)
+		}
+		return fmt.Sprintf("%x %s", msg, state)
+	}
+	if digests("p") != digests("q") {
+		t.Fatalf("the same plaintext has other digests without encryption: %s, %s", digests("p"), digests("q"))
+	}
+	if x, y := digests("x"), digests("y"); x == y || x == digests("p") {
+		t.Fatalf("digests under encryption: %s and %s (plaintext's %s)", x, y, digests("p"))
+	}
+}
+
+// An export of an encrypted thread holds its ciphertexts and its wrapped
+// key, never its plaintext, whoever exports it; imported elsewhere, it
+// reads with the key-encryption key alone. An export made after the
+// thread was shredded holds no key, and its import reads nothing.
+func testEncryptedExport(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{DeltaMinBytes: -1})
+	markers := e.writeMarkers(eng, "exported")[:6] // the metadata is plaintext here
+	want, err := eng.Latest(e.ctx, "exported")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file bytes.Buffer
+	st, err := e.plain(engine.Config{}).Export(e.ctx, "exported", &file)
+	if err != nil || st.DataKeys != 1 {
+		t.Fatalf("export: %+v, %v", st, err)
+	}
+	for _, m := range markers {
+		if bytes.Contains(file.Bytes(), []byte(m)) {
+			t.Fatalf("the export holds %q", m)
+		}
+	}
+	if !bytes.Contains(file.Bytes(), []byte(`"kind":"data_key"`)) {
+		t.Fatalf("no data key in the export:\n%s", file.Bytes())
+	}
+	importInto := func(export []byte) string {
+		url := e.h.NewURL(t)
+		if _, err := openURL(t, url, pgcheckpoint.Options{}).Import(e.ctx, bytes.NewReader(export), engine.ImportOptions{}); err != nil {
+			t.Fatalf("import: %v", err)
+		}
+		return url
+	}
+	other := importInto(file.Bytes())
+	open := func(url string, keys engine.KeyProvider) *engine.Engine {
+		return openURL(t, url, pgcheckpoint.Options{Config: engine.Config{Encryption: engine.Encryption{Keys: keys, KeyCacheTTL: -1}}})
+	}
+	got, err := open(other, e.keys).Latest(e.ctx, "exported")
+	if err != nil {
+		t.Fatalf("the import read with the key: %v", err)
+	}
+	jsonEqual(t, "messages", got.Messages, want.Messages)
+	jsonEqual(t, "state", got.State, want.State)
+	c, err := open(other, newKeys(t, "k1")).Latest(e.ctx, "exported")
+	refused(t, "the import read with another key", c, err, markers...)
+
+	if _, err := eng.ShredThread(e.ctx, "exported"); err != nil {
+		t.Fatal(err)
+	}
+	file.Reset()
+	if _, err := eng.Export(e.ctx, "exported", &file); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(file.Bytes(), []byte(`"shredded_at"`)) {
+		t.Fatalf("the export after shredding holds no shredded key:\n%s", file.Bytes())
+	}
+	c, err = open(importInto(file.Bytes()), e.keys).Latest(e.ctx, "exported")
+	refused(t, "the import of a shredded thread", c, err, markers...)
+}

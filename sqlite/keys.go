@@ -1,0 +1,133 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
+)
+
+// wrappedKey is the one converter of a data key row.
+func wrappedKey(thread, kek string, wrapped []byte, shredded sql.NullInt64) engine.WrappedKey {
+	k := engine.WrappedKey{ThreadID: thread, KEKID: kek, Wrapped: wrapped}
+	if shredded.Valid {
+		k.ShreddedAt = fromMicros(shredded.Int64)
+		k.Wrapped = nil
+	}
+	return k
+}
+
+// DataKey implements engine.Store.
+func (s *Store) DataKey(ctx context.Context, threadID string) (engine.WrappedKey, error) {
+	q, err := s.readQueries()
+	if err != nil {
+		return engine.WrappedKey{}, err
+	}
+	r, err := q.DataKeyGet(ctx, sqlitedb.DataKeyGetParams{ThreadID: threadID})
+	if err != nil {
+		return engine.WrappedKey{}, storeError(dbError(fmt.Sprintf("data key of thread %q", threadID), err))
+	}
+	return wrappedKey(r.ThreadID, r.KekID, r.WrappedKey, r.ShreddedAt), nil
+}
+
+// PutDataKey implements engine.Store.
+func (s *Store) PutDataKey(ctx context.Context, k engine.WrappedKey) (engine.WrappedKey, error) {
+	var out engine.WrappedKey
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+		p := sqlitedb.DataKeyInsertParams{ThreadID: k.ThreadID, KekID: k.KEKID,
+			WrappedKey: k.Wrapped, CreatedAt: s.now().UnixMicro()}
+		if err := q.DataKeyInsert(ctx, p); err != nil {
+			return dbError("store a data key", err)
+		}
+		r, err := q.DataKeyGet(ctx, sqlitedb.DataKeyGetParams{ThreadID: p.ThreadID})
+		if err != nil {
+			return dbError("read a data key back", err)
+		}
+		out = wrappedKey(r.ThreadID, r.KekID, r.WrappedKey, r.ShreddedAt)
+		return nil
+	})
+	return out, err
+}
+
+// DataKeys implements engine.Store.
+func (s *Store) DataKeys(ctx context.Context, after string, limit int) ([]engine.WrappedKey, error) {
+	q, err := s.readQueries()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.DataKeyList(ctx, sqlitedb.DataKeyListParams{After: after, MaxRows: int64(limit)})
+	if err != nil {
+		return nil, storeError(err)
+	}
+	out := make([]engine.WrappedKey, len(rows))
+	for i, r := range rows {
+		out[i] = wrappedKey(r.ThreadID, r.KekID, r.WrappedKey, r.ShreddedAt)
+	}
+	return out, nil
+}
+
+// RewrapDataKey implements engine.Store.
+func (s *Store) RewrapDataKey(ctx context.Context, old, k engine.WrappedKey) (bool, error) {
+	var n int64
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+		var err error
+		n, err = q.DataKeyRewrap(ctx, sqlitedb.DataKeyRewrapParams{
+			ThreadID: old.ThreadID, OldKekID: old.KEKID, OldWrappedKey: old.Wrapped,
+			NewKekID: k.KEKID, NewWrappedKey: k.Wrapped, Now: sql.NullInt64{Int64: s.now().UnixMicro(), Valid: true},
+		})
+		return dbError("rewrap a data key", err)
+	})
+	return n == 1, err
+}
+
+// ShredDataKey implements engine.Store: the key's bytes are gone from the
+// row at once, from the file's free pages and WAL once they are reused or
+// checkpointed (a copy of the file made before keeps them).
+func (s *Store) ShredDataKey(ctx context.Context, threadID string) (bool, error) {
+	var n int64
+	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+		now := sql.NullInt64{Int64: s.now().UnixMicro(), Valid: true}
+		var err error
+		if n, err = q.DataKeyShred(ctx, sqlitedb.DataKeyShredParams{Now: now, ThreadID: threadID}); err != nil {
+			return dbError("shred a data key", err)
+		}
+		if n == 0 {
+			err = q.DataKeyTombstone(ctx, sqlitedb.DataKeyTombstoneParams{Now: now.Int64, ThreadID: threadID})
+		}
+		return dbError("shred a data key", err)
+	})
+	return n == 1, err
+}
+
+// BranchSource implements engine.Store.
+func (s *Store) BranchSource(ctx context.Context, threadID string) (string, error) {
+	q, err := s.readQueries()
+	if err != nil {
+		return "", err
+	}
+	rows, err := q.ThreadBranchSource(ctx, threadID)
+	if err != nil || len(rows) == 0 {
+		return "", storeError(err)
+	}
+	return rows[0], nil
+}
+
+// DataKey implements engine.ImportWriter.
+func (w *importWriter) DataKey(ctx context.Context, k engine.WrappedKey) error {
+	p := sqlitedb.DataKeyImportParams{ThreadID: k.ThreadID, KekID: k.KEKID,
+		WrappedKey: k.Wrapped, CreatedAt: time.Now().UnixMicro()}
+	if !k.ShreddedAt.IsZero() {
+		p.ShreddedAt = sql.NullInt64{Int64: k.ShreddedAt.UnixMicro(), Valid: true}
+	}
+	n, err := w.q.DataKeyImport(ctx, p)
+	if err != nil {
+		return importError(fmt.Sprintf("data key of thread %q", k.ThreadID), err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: thread %q has a data key already (of a deleted thread?); import into another database", engine.ErrInvalidInput, k.ThreadID)
+	}
+	return nil
+}

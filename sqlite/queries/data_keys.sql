@@ -1,0 +1,47 @@
+-- The data keys of encrypted threads (DDL in ../migrations/000003_encryption.up.sql).
+
+-- name: DataKeyGet :one
+SELECT thread_id, kek_id, wrapped_key, shredded_at
+FROM data_keys
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
+
+-- name: DataKeyInsert :exec
+INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at)
+VALUES (@tenant_id, @thread_id, @kek_id, @wrapped_key, @created_at)
+ON CONFLICT (tenant_id, thread_id) DO NOTHING;
+
+-- name: DataKeyList :many
+SELECT thread_id, kek_id, wrapped_key, shredded_at
+FROM data_keys
+WHERE tenant_id = @tenant_id AND thread_id > @after
+ORDER BY thread_id
+LIMIT @max_rows;
+
+-- name: DataKeyRewrap :execrows
+UPDATE data_keys
+SET kek_id = @new_kek_id, wrapped_key = @new_wrapped_key, rewrapped_at = @now
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id
+  AND kek_id = @old_kek_id AND wrapped_key = @old_wrapped_key;
+
+-- name: DataKeyShred :execrows
+UPDATE data_keys
+SET kek_id = '', wrapped_key = NULL, shredded_at = @now
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND wrapped_key IS NOT NULL;
+
+-- name: DataKeyTombstone :exec
+INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
+VALUES (@tenant_id, @thread_id, '', NULL, @now, @now)
+ON CONFLICT (tenant_id, thread_id) DO NOTHING;
+
+-- name: ThreadBranchSource :many
+-- The thread a branch was forked from (no row: not a branch).
+SELECT CAST(branched_from_thread AS TEXT) AS branched_from_thread
+FROM threads
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND branched_from_thread IS NOT NULL
+LIMIT 1;
+
+-- name: DataKeyImport :execrows
+-- An import's data key (0 rows: the thread has one already).
+INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
+VALUES (@tenant_id, @thread_id, @kek_id, @wrapped_key, @created_at, @shredded_at)
+ON CONFLICT (tenant_id, thread_id) DO NOTHING;
