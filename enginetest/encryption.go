@@ -45,6 +45,7 @@ var encryptionTests = []struct {
 	{"RewrapKeepsEverythingReadable", testRewrap},
 	{"ExportsCarryCiphertextAndWrappedKeys", testEncryptedExport},
 	{"ShreddingErasesOneThread", testShredding},
+	{"TenantsKeepTheirKeys", testTenantsKeepTheirKeys},
 }
 
 // RunEncryption runs the encryption suite against the store h names,
@@ -634,4 +635,63 @@ func testEncryptedExport(t *testing.T, e *cryptEnv) {
 	}
 	c, err = open(importInto(file.Bytes()), e.keys).Latest(e.ctx, "exported")
 	refused(t, "the import of a shredded thread", c, err, markers...)
+}
+
+// Data keys belong to a tenant: tenant B's ShredThread and RewrapKeys
+// neither reach nor change tenant A's keys, on A's own thread ids; each
+// tenant's key opens its own thread of the same id alone. Run where the
+// store's isolation applies (Harness.TenantURL).
+func testTenantsKeepTheirKeys(t *testing.T, e *cryptEnv) {
+	url := e.url
+	if e.h.TenantURL != nil {
+		url = e.h.TenantURL(t)
+	}
+	base := openURL(t, url, pgcheckpoint.Options{Config: engine.Config{Encryption: engine.Encryption{Keys: e.keys, KeyCacheTTL: -1}}})
+	a, err := base.ForTenant("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := base.ForTenant("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aMarkers := e.writeMarkers(a, "only-a")
+	e.writeMarkers(a, "shared")
+	bMarkers := e.writeMarkers(b, "shared")
+	keyOf := func(eng *engine.Engine, thread string) engine.WrappedKey {
+		k, err := eng.Store().DataKey(e.ctx, thread)
+		if err != nil {
+			t.Fatalf("data key of %s: %v", thread, err)
+		}
+		return k
+	}
+	before := []engine.WrappedKey{keyOf(a, "only-a"), keyOf(a, "shared")}
+	if bytes.Equal(before[1].Wrapped, keyOf(b, "shared").Wrapped) {
+		t.Fatal("two tenants' threads of one id share a wrapped key")
+	}
+
+	r, err := b.RewrapKeys(e.ctx)
+	if err != nil || r.Rewrapped != 1 {
+		t.Fatalf("tenant b's rewrap: %+v, %v; want its one key rewrapped", r, err)
+	}
+	if had, err := b.ShredThread(e.ctx, "only-a"); err != nil || had {
+		t.Fatalf("tenant b shreds a's thread id: had %v, %v; want no key of b's", had, err)
+	}
+	if had, err := b.ShredThread(e.ctx, "shared"); err != nil || !had {
+		t.Fatalf("tenant b shreds its own thread: had %v, %v", had, err)
+	}
+	for i, thread := range []string{"only-a", "shared"} {
+		if k := keyOf(a, thread); k.KEKID != before[i].KEKID || !bytes.Equal(k.Wrapped, before[i].Wrapped) || !k.ShreddedAt.IsZero() {
+			t.Fatalf("tenant a's key of %s changed by tenant b's calls", thread)
+		}
+		head, err := a.Latest(e.ctx, thread)
+		if err != nil {
+			t.Fatalf("tenant a reads %s after b's shredding: %v", thread, err)
+		}
+		if thread == "only-a" && !bytes.Contains(head.Messages, []byte(aMarkers[1])) {
+			t.Fatalf("tenant a's %s reads back otherwise", thread)
+		}
+	}
+	c, err := b.Latest(e.ctx, "shared")
+	refused(t, "tenant b's shredded thread", c, err, bMarkers...)
 }

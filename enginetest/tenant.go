@@ -88,6 +88,9 @@ var tenantProbes = map[string]tenantProbe{
 	}},
 	"SnapshotFailures": {note: "a count of this process's failed snapshots, no rows"},
 	"Enabled":          {note: "reads the configuration, no rows"},
+	"Encrypted":        {note: "reads the configuration, no rows"},
+	"RewrapKeys":       {note: "needs an encrypting Engine: the encryption suite's TenantsKeepTheirKeys has tenant B rewrap and shred on A's thread ids"},
+	"ShredThread":      {note: "needs an encrypting Engine: the encryption suite's TenantsKeepTheirKeys has tenant B rewrap and shred on A's thread ids"},
 	"Append": {named: true, call: func(ctx context.Context, b *engine.Engine, x tenantTarget) (string, error) {
 		_, err := b.Append(ctx, engine.AppendInput{ThreadID: x.thread, Messages: json.RawMessage(`[{"role":"user","content":"b"}]`)})
 		return "", err
