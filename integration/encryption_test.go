@@ -25,7 +25,8 @@ const pgDump = "/usr/lib/postgresql/15/bin/pg_dump"
 // package.
 func TestEncryption(t *testing.T) {
 	enginetest.RunEncryption(t, enginetest.EncryptionHarness{
-		Harness: enginetest.Harness{Name: "postgres", NewURL: func(t testing.TB) string { return pgtest.NewDB(t).URL }},
+		Harness: enginetest.Harness{Name: "postgres", NewURL: func(t testing.TB) string { return pgtest.NewDB(t).URL },
+			TenantURL: func(t testing.TB) string { return setupTenants(t).appURL }},
 		SQL: func(t testing.TB, dbURL string) *sql.DB {
 			u, err := url.Parse(dbURL)
 			if err != nil {
