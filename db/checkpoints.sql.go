@@ -317,13 +317,17 @@ SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
 FROM pgcheckpoint.checkpoint_info c
 WHERE c.thread_id = $1::text
   AND c.namespace = $2::text
-  AND c.seq < coalesce(
+  -- One scalar subquery, computed once: the scan compares seq with a
+  -- plain value, which row-level security lets into the index condition
+  -- (an expression around a subquery would be a filter, read for every
+  -- checkpoint newer than the cursor).
+  AND c.seq < (SELECT coalesce(
         -- The cursor by id alone, then checked (see checkpoint_put).
         (SELECT CASE WHEN b.thread_id = $1::text AND b.namespace = $2::text THEN b.seq END
          FROM pgcheckpoint.checkpoints b
          WHERE b.checkpoint_id = $3::uuid
          LIMIT 1),
-        CASE WHEN $3::uuid IS NULL THEN 9223372036854775807 ELSE 0 END)
+        CASE WHEN $3::uuid IS NULL THEN 9223372036854775807 ELSE 0 END))
   AND ($4::jsonb IS NULL OR c.metadata @> $4::jsonb)
   AND c.tags @> $5::text[]
 ORDER BY c.seq DESC

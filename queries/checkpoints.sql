@@ -99,13 +99,17 @@ SELECT sqlc.embed(c)
 FROM pgcheckpoint.checkpoint_info c
 WHERE c.thread_id = @thread_id::text
   AND c.namespace = @namespace::text
-  AND c.seq < coalesce(
+  -- One scalar subquery, computed once: the scan compares seq with a
+  -- plain value, which row-level security lets into the index condition
+  -- (an expression around a subquery would be a filter, read for every
+  -- checkpoint newer than the cursor).
+  AND c.seq < (SELECT coalesce(
         -- The cursor by id alone, then checked (see checkpoint_put).
         (SELECT CASE WHEN b.thread_id = @thread_id::text AND b.namespace = @namespace::text THEN b.seq END
          FROM pgcheckpoint.checkpoints b
          WHERE b.checkpoint_id = sqlc.narg(before)::uuid
          LIMIT 1),
-        CASE WHEN sqlc.narg(before)::uuid IS NULL THEN 9223372036854775807 ELSE 0 END)
+        CASE WHEN sqlc.narg(before)::uuid IS NULL THEN 9223372036854775807 ELSE 0 END))
   AND (sqlc.narg(metadata_filter)::jsonb IS NULL OR c.metadata @> sqlc.narg(metadata_filter)::jsonb)
   AND c.tags @> @tags::text[]
 ORDER BY c.seq DESC
