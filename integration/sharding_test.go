@@ -40,6 +40,7 @@ var notByThread = map[string]string{
 	"query CheckpointImportIDsInUse":       globalCheckpointID + " (ids of an import, all of them)",
 	"query CheckpointDeleteForRuns":        "deletes by run id (metadata), in every thread of the tenant: a run may span threads",
 	"query ThreadListHeads":                "lists the tenant's threads, in thread id order (a page of keys)",
+	"query DataKeyList":                    "lists the tenant's data keys, in thread id order (a page of keys, for RewrapKeys): one tenant, so one shard when distributed by tenant",
 	"function checkpoint_delete_for_runs":  "deletes by run id (metadata), in every thread of the tenant; locks each thread it finds",
 	"function checkpoint_lineage":          globalCheckpointID,
 	"function checkpoint_materialize":      globalCheckpointID,
