@@ -588,7 +588,7 @@ func sqlWrite(e *isoEnv, q querier, sql string, args ...any) error {
 		case "PC002":
 			return fmt.Errorf("%w: %w", engine.ErrIDConflict, err)
 		case "23505":
-			if pgErr.ConstraintName == "checkpoints_tenant_id_checkpoint_id_key" {
+			if pgErr.ConstraintName == "checkpoints_checkpoint_id_tenant_id_key" {
 				return fmt.Errorf("%w: %w", engine.ErrIDConflict, err)
 			}
 		}

@@ -302,8 +302,8 @@ func TestEveryKeyStartsWithTenantAndThread(t *testing.T) {
 		if err := rows.Scan(&table, &first); err != nil {
 			t.Fatal(err)
 		}
-		if first != "tenant_id, thread_id" {
-			t.Errorf("the key of %s starts with %s, not tenant_id, thread_id", table, first)
+		if first != "thread_id, tenant_id" {
+			t.Errorf("the key of %s starts with %s, not thread_id, tenant_id", table, first)
 		}
 		tables++
 	}

@@ -154,6 +154,7 @@ func TestMigrateSQLiteFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const sqliteList = "000001 init\n000002 tenants\n000003 encryption\n"
 	pgFirst, err := schema.SQL(1, true)
 	if err != nil {
 		t.Fatal(err)
@@ -168,9 +169,9 @@ func TestMigrateSQLiteFile(t *testing.T) {
 		args []string
 		want string
 	}{
-		{env, []string{"-database", missing, "list"}, "000001 init\n"},
-		{append(env, "DATABASE_URL="+missing), []string{"list"}, "000001 init\n"},
-		{env, []string{"list", "--database", missing}, "000001 init\n"},
+		{env, []string{"-database", missing, "list"}, sqliteList},
+		{append(env, "DATABASE_URL="+missing), []string{"list"}, sqliteList},
+		{env, []string{"list", "--database", missing}, sqliteList},
 		{env, []string{"-database", missing, "sql", "1"}, string(sqliteUp)},
 		{append(env, "DATABASE_URL="+missing), []string{"sql", "1", "down"}, string(sqliteDown)},
 		{env, []string{"list"}, pgList},
@@ -182,8 +183,8 @@ func TestMigrateSQLiteFile(t *testing.T) {
 			t.Errorf("migrate %v: exit %d\n%.300s\n%s", c.args, r.code, r.stdout, r.stderr)
 		}
 	}
-	if r := runCLI(t, bin, env, "-database", missing, "sql", "2"); r.code != 1 || !strings.Contains(r.stderr, "no such migration version: 2 (latest is 1)") {
-		t.Errorf("migrate sql 2 on SQLite: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := runCLI(t, bin, env, "-database", missing, "sql", "4"); r.code != 1 || !strings.Contains(r.stderr, "no such migration version: 4 (latest is 3)") {
+		t.Errorf("migrate sql 4 on SQLite: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if _, err := os.Stat(strings.TrimPrefix(missing, "sqlite:")); !os.IsNotExist(err) {
 		t.Errorf("list or sql created the file: %v", err)

@@ -440,7 +440,7 @@ func TestTenantsSQLFunctionsKeptApart(t *testing.T) {
 
 // Two tenants hold the same thread id and the same checkpoint ids (B
 // imports A's export): each reads, lists and deletes its own; the keys
-// (tenant_id first) hold both.
+// (thread_id, tenant_id) hold both.
 func TestTenantsShareThreadAndCheckpointIDs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -3,12 +3,16 @@
 -- * Every table gains tenant_id, text NOT NULL: the rows there are now in
 --   tenant 'default' (engine.DefaultTenant), and a new row takes the
 --   session's tenant, pgcheckpoint.current_tenant(), unless it names one.
--- * The tenant is the first column of every key and of every index that
---   serves a thread: (tenant_id, thread_id, ...). Two tenants may use the
---   same thread id and the same checkpoint id (UNIQUE (tenant_id,
---   checkpoint_id) replaces migration 18's UNIQUE (checkpoint_id)), and a
---   sharded Postgres could distribute every table by (tenant_id,
---   thread_id) and keep a thread's rows on one node.
+-- * The tenant is the second column of every key, after the thread
+--   (DESIGN invariant 5): (thread_id, tenant_id, ...). Two tenants may use
+--   the same thread id and the same checkpoint id (UNIQUE (checkpoint_id,
+--   tenant_id) replaces migration 18's UNIQUE (checkpoint_id)), and a
+--   sharded Postgres could distribute every table by (thread_id,
+--   tenant_id) and keep a thread's rows on one node. Thread (or id) first,
+--   a lookup is an index lookup whether or not row-level security adds the
+--   tenant to it: a session that bypasses it (a superuser) still finds a
+--   thread without reading the whole tenant's index; a listing of one
+--   tenant's threads has threads_tenant_idx.
 -- * Row-level security, ENABLEd and FORCEd (the tables' owner is held to
 --   it too): a session reads and writes only the rows whose tenant_id is
 --   its tenant, the setting pgcheckpoint.tenant, which the Postgres store
@@ -54,7 +58,7 @@ ALTER TABLE pgcheckpoint.pending_writes ALTER COLUMN tenant_id SET DEFAULT pgche
 ALTER TABLE pgcheckpoint.threads ALTER COLUMN tenant_id SET DEFAULT pgcheckpoint.current_tenant();
 ALTER TABLE pgcheckpoint.thread_locks ALTER COLUMN tenant_id SET DEFAULT pgcheckpoint.current_tenant();
 
--- The keys, tenant first.
+-- The keys, thread (or checkpoint id) first, then the tenant.
 ALTER TABLE pgcheckpoint.pending_writes DROP CONSTRAINT pending_writes_thread_id_namespace_checkpoint_seq_fkey;
 ALTER TABLE pgcheckpoint.pending_writes DROP CONSTRAINT pending_writes_pkey;
 ALTER TABLE pgcheckpoint.checkpoints DROP CONSTRAINT checkpoints_pkey;
@@ -62,36 +66,38 @@ ALTER TABLE pgcheckpoint.checkpoints DROP CONSTRAINT checkpoints_checkpoint_id_k
 ALTER TABLE pgcheckpoint.threads DROP CONSTRAINT threads_pkey;
 ALTER TABLE pgcheckpoint.thread_locks DROP CONSTRAINT thread_locks_pkey;
 
-ALTER TABLE pgcheckpoint.checkpoints ADD CONSTRAINT checkpoints_pkey PRIMARY KEY (tenant_id, thread_id, namespace, seq);
-ALTER TABLE pgcheckpoint.checkpoints ADD CONSTRAINT checkpoints_tenant_id_checkpoint_id_key UNIQUE (tenant_id, checkpoint_id);
-ALTER TABLE pgcheckpoint.pending_writes ADD CONSTRAINT pending_writes_pkey PRIMARY KEY (tenant_id, thread_id, namespace, checkpoint_seq, task_id, idx);
+ALTER TABLE pgcheckpoint.checkpoints ADD CONSTRAINT checkpoints_pkey PRIMARY KEY (thread_id, tenant_id, namespace, seq);
+ALTER TABLE pgcheckpoint.checkpoints ADD CONSTRAINT checkpoints_checkpoint_id_tenant_id_key UNIQUE (checkpoint_id, tenant_id);
+ALTER TABLE pgcheckpoint.pending_writes ADD CONSTRAINT pending_writes_pkey PRIMARY KEY (thread_id, tenant_id, namespace, checkpoint_seq, task_id, idx);
 ALTER TABLE pgcheckpoint.pending_writes ADD CONSTRAINT pending_writes_checkpoint_fkey
-    FOREIGN KEY (tenant_id, thread_id, namespace, checkpoint_seq)
-    REFERENCES pgcheckpoint.checkpoints (tenant_id, thread_id, namespace, seq) ON DELETE CASCADE;
-ALTER TABLE pgcheckpoint.threads ADD CONSTRAINT threads_pkey PRIMARY KEY (tenant_id, thread_id, namespace);
-ALTER TABLE pgcheckpoint.thread_locks ADD CONSTRAINT thread_locks_pkey PRIMARY KEY (tenant_id, thread_id);
+    FOREIGN KEY (thread_id, tenant_id, namespace, checkpoint_seq)
+    REFERENCES pgcheckpoint.checkpoints (thread_id, tenant_id, namespace, seq) ON DELETE CASCADE;
+ALTER TABLE pgcheckpoint.threads ADD CONSTRAINT threads_pkey PRIMARY KEY (thread_id, tenant_id, namespace);
+-- A tenant's threads in thread id order (ListThreads, a sweep's pages).
+CREATE INDEX threads_tenant_idx ON pgcheckpoint.threads (tenant_id, thread_id);
+ALTER TABLE pgcheckpoint.thread_locks ADD CONSTRAINT thread_locks_pkey PRIMARY KEY (thread_id, tenant_id);
 
 DROP INDEX pgcheckpoint.threads_branched_from_thread_idx;
 DROP INDEX pgcheckpoint.threads_expires_at_idx;
 DROP INDEX pgcheckpoint.threads_swept_at_idx;
-CREATE INDEX threads_branched_from_thread_idx ON pgcheckpoint.threads (tenant_id, branched_from_thread) WHERE branched_from_thread IS NOT NULL;
+CREATE INDEX threads_branched_from_thread_idx ON pgcheckpoint.threads (branched_from_thread, tenant_id) WHERE branched_from_thread IS NOT NULL;
 CREATE INDEX threads_expires_at_idx ON pgcheckpoint.threads (tenant_id, expires_at) WHERE expires_at IS NOT NULL;
--- The one index that does not begin with the tenant: begun with
+-- Not begun with the tenant: begun with
 -- (tenant_id, ...), a plan made before the table has statistics took it
 -- for a lookup of a thread (its tenant_id matches), reading every entry
 -- of the tenant. A sweep reads it in swept_at order, the tenant compared
 -- in the index; thread_id orders the ties.
 CREATE INDEX threads_swept_at_idx ON pgcheckpoint.threads (swept_at NULLS FIRST, tenant_id, thread_id);
 
-COMMENT ON COLUMN pgcheckpoint.checkpoints.tenant_id IS 'The tenant the checkpoint belongs to: the first column of every key. Row-level security shows a session only its tenant''s rows (pgcheckpoint.current_tenant()); a new row takes that tenant.';
+COMMENT ON COLUMN pgcheckpoint.checkpoints.tenant_id IS 'The tenant the checkpoint belongs to: the second column of every key, after the thread (or the checkpoint id). Row-level security shows a session only its tenant''s rows (pgcheckpoint.current_tenant()); a new row takes that tenant.';
 COMMENT ON COLUMN pgcheckpoint.pending_writes.tenant_id IS 'The tenant of the checkpoint (see checkpoints.tenant_id).';
 COMMENT ON COLUMN pgcheckpoint.threads.tenant_id IS 'The tenant of the thread (see checkpoints.tenant_id).';
 COMMENT ON COLUMN pgcheckpoint.thread_locks.tenant_id IS 'The tenant of the thread (see checkpoints.tenant_id).';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.checkpoint_id IS 'UUIDv7 (time-ordered), unique in its tenant. May be generated by the client, which makes retried writes idempotent.';
-COMMENT ON CONSTRAINT checkpoints_tenant_id_checkpoint_id_key ON pgcheckpoint.checkpoints IS 'A checkpoint id names one checkpoint in its tenant, whatever the thread, the client or the isolation level. Two tenants may hold the same id.';
+COMMENT ON CONSTRAINT checkpoints_checkpoint_id_tenant_id_key ON pgcheckpoint.checkpoints IS 'A checkpoint id names one checkpoint in its tenant, whatever the thread, the client or the isolation level. Two tenants may hold the same id.';
 
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) IS 'Takes an advisory lock on a checkpoint id until the end of the transaction: (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Writes no longer take it (version 16): the unique constraint checkpoints_tenant_id_checkpoint_id_key holds ids unique in a tenant. Kept for scripts that call it; its key is the id alone, whatever the tenant.';
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id, which is unique in its tenant (constraint checkpoints_tenant_id_checkpoint_id_key: a write of an id that a write on another thread stored meanwhile fails with SQLSTATE 23505 on it). Under REPEATABLE READ or SERIALIZABLE, a write whose snapshot is older than what the thread lock''s previous holder committed fails with SQLSTATE 40001: retry it. Errors: PC001 parent not found, PC002 id reused for other content (or 23505 as above), PC003 invalid argument (an id that is not a UUIDv7, an unknown trigger, ...), 40001 serialization failure.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) IS 'Takes an advisory lock on a checkpoint id until the end of the transaction: (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Writes no longer take it (version 16): the unique constraint checkpoints_checkpoint_id_tenant_id_key holds ids unique in a tenant. Kept for scripts that call it; its key is the id alone, whatever the tenant.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id, which is unique in its tenant (constraint checkpoints_checkpoint_id_tenant_id_key: a write of an id that a write on another thread stored meanwhile fails with SQLSTATE 23505 on it). Under REPEATABLE READ or SERIALIZABLE, a write whose snapshot is older than what the thread lock''s previous holder committed fails with SQLSTATE 40001: retry it. Errors: PC001 parent not found, PC002 id reused for other content (or 23505 as above), PC003 invalid argument (an id that is not a UUIDv7, an unknown trigger, ...), 40001 serialization failure.';
 
 -- Row-level security.
 ALTER TABLE pgcheckpoint.checkpoints ENABLE ROW LEVEL SECURITY;

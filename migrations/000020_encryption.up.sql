@@ -13,7 +13,7 @@ CREATE TABLE pgcheckpoint.data_keys (
     created_at   timestamptz NOT NULL DEFAULT now(),
     rewrapped_at timestamptz,
     shredded_at  timestamptz,
-    PRIMARY KEY (tenant_id, thread_id),
+    PRIMARY KEY (thread_id, tenant_id),
     CONSTRAINT data_keys_shredded_has_no_key CHECK ((wrapped_key IS NULL) = (shredded_at IS NOT NULL))
 );
 

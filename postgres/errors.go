@@ -56,7 +56,7 @@ const (
 
 // constraintCheckpointID is the unique constraint on checkpoint ids (in a
 // tenant).
-const constraintCheckpointID = "checkpoints_tenant_id_checkpoint_id_key"
+const constraintCheckpointID = "checkpoints_checkpoint_id_tenant_id_key"
 
 // storeError is dbError for the Postgres store, whose caller, the Engine,
 // says what failed.

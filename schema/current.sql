@@ -48,8 +48,8 @@ CREATE TABLE pgcheckpoint.checkpoints (
     state_digests jsonb,
     tool_results_digests jsonb,
     tenant_id text NOT NULL,
-    CONSTRAINT checkpoints_pkey PRIMARY KEY (tenant_id, thread_id, namespace, seq),
-    CONSTRAINT checkpoints_tenant_id_checkpoint_id_key UNIQUE (tenant_id, checkpoint_id)
+    CONSTRAINT checkpoints_pkey PRIMARY KEY (thread_id, tenant_id, namespace, seq),
+    CONSTRAINT checkpoints_checkpoint_id_tenant_id_key UNIQUE (checkpoint_id, tenant_id)
 );
 CREATE INDEX checkpoints_metadata_idx ON pgcheckpoint.checkpoints USING gin (metadata jsonb_path_ops);
 COMMENT ON TABLE pgcheckpoint.checkpoints IS 'One row per checkpoint: the messages, agent state, tool results and next node of a thread at one step. Write through pgcheckpoint.checkpoint_put(). There is no foreign key to threads: checkpoint_put creates the thread row, and the key check would cost every write.';
@@ -80,8 +80,8 @@ COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_count IS 'The number of mess
 COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_digest IS 'The list digest of the whole message list: L(n) of the chain L(0) = 32 zero bytes, L(i) = SHA-256(L(i-1) || 16-byte digest of message i) (see message_chain). A descendant whose chain has this value at messages_count is an append. Rows written before migration 6 hold SHA-256 of the concatenated digests, which no chain value matches: their children are stored whole. NULL: unknown (a child is stored whole).';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state_digests IS 'Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of its text: as the engine sent it, or as jsonb spells it for writes from SQL), for the whole state: what a descendant compares to find changed keys. NULL: unknown.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results_digests IS 'Like state_digests, for tool_results.';
-COMMENT ON COLUMN pgcheckpoint.checkpoints.tenant_id IS 'The tenant the checkpoint belongs to: the first column of every key. Row-level security shows a session only its tenant''s rows (pgcheckpoint.current_tenant()); a new row takes that tenant.';
-COMMENT ON CONSTRAINT checkpoints_tenant_id_checkpoint_id_key ON pgcheckpoint.checkpoints IS 'A checkpoint id names one checkpoint in its tenant, whatever the thread, the client or the isolation level. Two tenants may hold the same id.';
+COMMENT ON COLUMN pgcheckpoint.checkpoints.tenant_id IS 'The tenant the checkpoint belongs to: the second column of every key, after the thread (or the checkpoint id). Row-level security shows a session only its tenant''s rows (pgcheckpoint.current_tenant()); a new row takes that tenant.';
+COMMENT ON CONSTRAINT checkpoints_checkpoint_id_tenant_id_key ON pgcheckpoint.checkpoints IS 'A checkpoint id names one checkpoint in its tenant, whatever the thread, the client or the isolation level. Two tenants may hold the same id.';
 
 CREATE TABLE pgcheckpoint.data_keys (
     tenant_id text NOT NULL,
@@ -91,7 +91,7 @@ CREATE TABLE pgcheckpoint.data_keys (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     rewrapped_at timestamp with time zone,
     shredded_at timestamp with time zone,
-    CONSTRAINT data_keys_pkey PRIMARY KEY (tenant_id, thread_id),
+    CONSTRAINT data_keys_pkey PRIMARY KEY (thread_id, tenant_id),
     CONSTRAINT data_keys_shredded_has_no_key CHECK (((wrapped_key IS NULL) = (shredded_at IS NOT NULL))),
     CONSTRAINT data_keys_thread_id_check CHECK (((length(thread_id) >= 1) AND (length(thread_id) <= 255)))
 );
@@ -115,10 +115,10 @@ CREATE TABLE pgcheckpoint.pending_writes (
     value jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     tenant_id text NOT NULL,
-    CONSTRAINT pending_writes_pkey PRIMARY KEY (tenant_id, thread_id, namespace, checkpoint_seq, task_id, idx),
+    CONSTRAINT pending_writes_pkey PRIMARY KEY (thread_id, tenant_id, namespace, checkpoint_seq, task_id, idx),
     CONSTRAINT pending_writes_idx_nonnegative CHECK ((idx >= 0)),
     CONSTRAINT pending_writes_task_id_nonempty CHECK ((task_id <> ''::text)),
-    CONSTRAINT pending_writes_checkpoint_fkey FOREIGN KEY (tenant_id, thread_id, namespace, checkpoint_seq) REFERENCES pgcheckpoint.checkpoints(tenant_id, thread_id, namespace, seq) ON DELETE CASCADE
+    CONSTRAINT pending_writes_checkpoint_fkey FOREIGN KEY (thread_id, tenant_id, namespace, checkpoint_seq) REFERENCES pgcheckpoint.checkpoints(thread_id, tenant_id, namespace, seq) ON DELETE CASCADE
 );
 COMMENT ON TABLE pgcheckpoint.pending_writes IS 'Writes of tasks that finished inside a step, kept with the checkpoint they follow so a resumed run does not redo them. Deleted with their checkpoint.';
 COMMENT ON COLUMN pgcheckpoint.pending_writes.thread_id IS 'The thread of the checkpoint.';
@@ -136,7 +136,7 @@ CREATE TABLE pgcheckpoint.thread_locks (
     thread_id text NOT NULL,
     taken bigint DEFAULT 1 NOT NULL,
     tenant_id text NOT NULL,
-    CONSTRAINT thread_locks_pkey PRIMARY KEY (tenant_id, thread_id)
+    CONSTRAINT thread_locks_pkey PRIMARY KEY (thread_id, tenant_id)
 );
 COMMENT ON TABLE pgcheckpoint.thread_locks IS 'One row per thread that has been written: its lock. pgcheckpoint.thread_lock() updates the row, which holds other writers of the thread until the transaction ends and, under REPEATABLE READ or SERIALIZABLE, fails with SQLSTATE 40001 when the previous holder committed after the transaction''s snapshot. Taking it needs UPDATE on this table. A row goes with its thread (thread_delete).';
 COMMENT ON COLUMN pgcheckpoint.thread_locks.thread_id IS 'The thread.';
@@ -156,15 +156,16 @@ CREATE TABLE pgcheckpoint.threads (
     expires_at timestamp with time zone,
     expire_action text DEFAULT 'delete'::text NOT NULL,
     tenant_id text NOT NULL,
-    CONSTRAINT threads_pkey PRIMARY KEY (tenant_id, thread_id, namespace),
+    CONSTRAINT threads_pkey PRIMARY KEY (thread_id, tenant_id, namespace),
     CONSTRAINT threads_expire_action_known CHECK ((expire_action = ANY (ARRAY['delete'::text, 'keep_latest'::text]))),
     CONSTRAINT threads_metadata_object CHECK ((jsonb_typeof(metadata) = 'object'::text)),
     CONSTRAINT threads_namespace_length CHECK ((length(namespace) <= 255)),
     CONSTRAINT threads_thread_id_length CHECK (((length(thread_id) >= 1) AND (length(thread_id) <= 255)))
 );
-CREATE INDEX threads_branched_from_thread_idx ON pgcheckpoint.threads USING btree (tenant_id, branched_from_thread) WHERE (branched_from_thread IS NOT NULL);
+CREATE INDEX threads_branched_from_thread_idx ON pgcheckpoint.threads USING btree (branched_from_thread, tenant_id) WHERE (branched_from_thread IS NOT NULL);
 CREATE INDEX threads_expires_at_idx ON pgcheckpoint.threads USING btree (tenant_id, expires_at) WHERE (expires_at IS NOT NULL);
 CREATE INDEX threads_swept_at_idx ON pgcheckpoint.threads USING btree (swept_at NULLS FIRST, tenant_id, thread_id);
+CREATE INDEX threads_tenant_idx ON pgcheckpoint.threads USING btree (tenant_id, thread_id);
 COMMENT ON TABLE pgcheckpoint.threads IS 'One row per agent run (thread) and namespace, created by its first checkpoint. The head (the checkpoint the next write builds on) is rewound_to when set, else the newest checkpoint: see pgcheckpoint.thread_head().';
 COMMENT ON COLUMN pgcheckpoint.threads.thread_id IS 'The agent run''s identifier, chosen by the client (1 to 255 characters).';
 COMMENT ON COLUMN pgcheckpoint.threads.namespace IS 'Sub-graph namespace; '''' is the root graph. Each namespace is its own line of checkpoints with its own head.';
@@ -597,7 +598,7 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_id_lock(p_checkpoint_id uuid)
  LANGUAGE sql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$ SELECT pg_catalog.pg_advisory_xact_lock(1885563753, pg_catalog.uuid_hash(p_checkpoint_id)) $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) IS 'Takes an advisory lock on a checkpoint id until the end of the transaction: (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Writes no longer take it (version 16): the unique constraint checkpoints_tenant_id_checkpoint_id_key holds ids unique in a tenant. Kept for scripts that call it; its key is the id alone, whatever the tenant.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) IS 'Takes an advisory lock on a checkpoint id until the end of the transaction: (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Writes no longer take it (version 16): the unique constraint checkpoints_checkpoint_id_tenant_id_key holds ids unique in a tenant. Kept for scripts that call it; its key is the id alone, whatever the tenant.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_last_message(p_checkpoint_id uuid)
@@ -845,7 +846,7 @@ BEGIN
     inserted := true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id, which is unique in its tenant (constraint checkpoints_tenant_id_checkpoint_id_key: a write of an id that a write on another thread stored meanwhile fails with SQLSTATE 23505 on it). Under REPEATABLE READ or SERIALIZABLE, a write whose snapshot is older than what the thread lock''s previous holder committed fails with SQLSTATE 40001: retry it. Errors: PC001 parent not found, PC002 id reused for other content (or 23505 as above), PC003 invalid argument (an id that is not a UUIDv7, an unknown trigger, ...), 40001 serialization failure.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. Idempotent on checkpoint_id, which is unique in its tenant (constraint checkpoints_checkpoint_id_tenant_id_key: a write of an id that a write on another thread stored meanwhile fails with SQLSTATE 23505 on it). Under REPEATABLE READ or SERIALIZABLE, a write whose snapshot is older than what the thread lock''s previous holder committed fails with SQLSTATE 40001: retry it. Errors: PC001 parent not found, PC002 id reused for other content (or 23505 as above), PC003 invalid argument (an id that is not a UUIDv7, an unknown trigger, ...), 40001 serialization failure.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id uuid)

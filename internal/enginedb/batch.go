@@ -74,7 +74,7 @@ type CheckpointImportParams struct {
 // the export gave it and the engine checked it (a delta keeps its base,
 // run and depth), in the session's tenant. Ids in use are looked up before
 // (CheckpointImportIDsInUse), and one stored meanwhile by another write is
-// a unique violation of checkpoints_tenant_id_checkpoint_id_key.
+// a unique violation of checkpoints_checkpoint_id_tenant_id_key.
 func (q *Queries) CheckpointImport(ctx context.Context, arg []CheckpointImportParams) *CheckpointImportBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -203,7 +203,7 @@ type CheckpointPutFastRow struct {
 // means the case is not the common one: nothing was written, and the
 // caller calls checkpoint_put, which handles every case. An id stored
 // meanwhile by a write on another thread is a unique violation of
-// checkpoints_tenant_id_checkpoint_id_key. Arguments are
+// checkpoints_checkpoint_id_tenant_id_key. Arguments are
 // taken as checked (the engine validates them as checkpoint_put does);
 // message_digests is the message chain (32 bytes per message, see
 // pgcheckpoint.message_chain).

@@ -68,7 +68,7 @@ type PgcheckpointCheckpoint struct {
 	StateDigests json.RawMessage
 	// Like state_digests, for tool_results.
 	ToolResultsDigests json.RawMessage
-	// The tenant the checkpoint belongs to: the first column of every key. Row-level security shows a session only its tenant's rows (pgcheckpoint.current_tenant()); a new row takes that tenant.
+	// The tenant the checkpoint belongs to: the second column of every key, after the thread (or the checkpoint id). Row-level security shows a session only its tenant's rows (pgcheckpoint.current_tenant()); a new row takes that tenant.
 	TenantID string
 }
 

@@ -26,7 +26,7 @@ WHERE NOT EXISTS (SELECT FROM taken);
 -- means the case is not the common one: nothing was written, and the
 -- caller calls checkpoint_put, which handles every case. An id stored
 -- meanwhile by a write on another thread is a unique violation of
--- checkpoints_tenant_id_checkpoint_id_key. Arguments are
+-- checkpoints_checkpoint_id_tenant_id_key. Arguments are
 -- taken as checked (the engine validates them as checkpoint_put does);
 -- message_digests is the message chain (32 bytes per message, see
 -- pgcheckpoint.message_chain).

@@ -85,7 +85,7 @@ WHERE c.checkpoint_id = ANY (CAST(@ids::text[] AS uuid[]));
 -- the export gave it and the engine checked it (a delta keeps its base,
 -- run and depth), in the session's tenant. Ids in use are looked up before
 -- (CheckpointImportIDsInUse), and one stored meanwhile by another write is
--- a unique violation of checkpoints_tenant_id_checkpoint_id_key.
+-- a unique violation of checkpoints_checkpoint_id_tenant_id_key.
 INSERT INTO pgcheckpoint.checkpoints (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
