@@ -280,9 +280,9 @@ func previousVersion() uint {
 	return ms[len(ms)-2].Version
 }
 
-// DESIGN invariant 5: every table's key starts with thread_id, after the
+// DESIGN invariant 5: every table's key starts with thread_id, then the
 // tenant (migration 19; the version table of the migration tool aside).
-func TestEveryKeyStartsWithTenantAndThread(t *testing.T) {
+func TestEveryKeyStartsWithThreadAndTenant(t *testing.T) {
 	t.Parallel()
 	d := pgtest.NewDB(t)
 	rows, err := d.Pool.Query(context.Background(), `
