@@ -318,10 +318,25 @@ func (k *dataKey) sealArray(origin uuid.UUID, field string, arr []byte) []byte {
 // text), or only those whose key only names, when only is not nil. Keys
 // keep their spelling and order.
 func (k *dataKey) sealObject(origin uuid.UUID, field string, obj []byte, only map[string]bool) []byte {
-	out := make([]byte, 0, len(obj)*4/3+64)
+	out, _ := mapMembers(make([]byte, 0, len(obj)*4/3+64), obj, only, func(out []byte, key string, value []byte) ([]byte, error) {
+		return k.seal(out, origin, k.ad(origin, field, key), value), nil
+	})
+	return out
+}
+
+// mapMembers appends to out the JSON object obj with each member's value
+// replaced by what fn appends for it (those only names, when only is not
+// nil; the others as they are), keys in their spelling and order: the one
+// walk of sealObject and openObject. It stops at fn's first error.
+func mapMembers(out, obj []byte, only map[string]bool, fn func(out []byte, key string, value []byte) ([]byte, error)) ([]byte, error) {
 	out = append(out, '{')
+	start := len(out)
+	var err error
 	eachMember(obj, func(keyText []byte, key string, value []byte) {
-		if len(out) > 1 {
+		if err != nil {
+			return
+		}
+		if len(out) > start {
 			out = append(out, ',')
 		}
 		out = append(out, keyText...)
@@ -330,9 +345,12 @@ func (k *dataKey) sealObject(origin uuid.UUID, field string, obj []byte, only ma
 			out = append(out, value...)
 			return
 		}
-		out = k.seal(out, origin, k.ad(origin, field, key), value)
+		out, err = fn(out, key, value)
 	})
-	return append(out, '}')
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '}'), nil
 }
 
 // eachElement calls fn with the text of each element of a JSON array.
@@ -460,30 +478,10 @@ func openArray(field string, arr []byte, keyFor keyFunc) ([]byte, error) {
 // when only is not nil).
 func openObject(field string, obj []byte, only map[string]bool, keyFor keyFunc) ([]byte, error) {
 	var bufs buffers
-	out := make([]byte, 0, len(obj))
-	out = append(out, '{')
-	var err error
-	eachMember(obj, func(keyText []byte, key string, value []byte) {
-		if err != nil {
-			return
-		}
-		if len(out) > 1 {
-			out = append(out, ',')
-		}
-		out = append(out, keyText...)
-		out = append(out, ':')
-		if only != nil && !only[key] {
-			out = append(out, value...)
-			return
-		}
-		var pt []byte
-		pt, err = openValue(&bufs, func() string { return fmt.Sprintf("%s key %q", field, key) }, value, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, key) })
-		out = append(out, pt...)
+	return mapMembers(make([]byte, 0, len(obj)), obj, only, func(out []byte, key string, value []byte) ([]byte, error) {
+		pt, err := openValue(&bufs, func() string { return fmt.Sprintf("%s key %q", field, key) }, value, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, key) })
+		return append(out, pt...), err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return append(out, '}'), nil
 }
 
 // writeAD is the associated data of a pending write's value.
