@@ -87,7 +87,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 			if ok, aerr := ranElsewhere(ctx, db, m); aerr != nil {
 				return fmt.Errorf("migrate up: %w", errors.Join(openError(err), aerr))
 			} else if ok {
-				return nil
+				continue // on from version 2, clean now
 			}
 			return fmt.Errorf("migrate up: %w", openError(err))
 		}
@@ -100,7 +100,8 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 // tenant_id to threads, which the first made), with nothing changed but
 // golang-migrate's dirty flag at 2. A migration is one transaction, so
 // threads with tenant_id means migration 2 is applied whole: the version
-// is set clean at 2 and ranElsewhere reports true.
+// is set clean at 2 and ranElsewhere reports true (Migrate goes on from
+// there).
 func ranElsewhere(ctx context.Context, db *sql.DB, m *migrate.Migrate) (bool, error) {
 	v, dirty, err := Version(ctx, db)
 	if err != nil || !dirty || v != 2 {
