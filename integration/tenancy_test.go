@@ -28,8 +28,8 @@ import (
 // the schema handed to the owner, the application, read-only and operator
 // roles; none but the operator bypasses row-level security.
 type tenantSet struct {
-	db                                  *pgtest.DB
-	appURL, readURL, operatorURL, owner string
+	db                                     *pgtest.DB
+	appURL, readURL, operatorURL, ownerURL string
 }
 
 // setupTenants makes a tenantSet: a clone of the migrated template (the
@@ -61,7 +61,7 @@ func setupTenants(t testing.TB) *tenantSet {
 			t.Fatal(err)
 		}
 	}
-	return &tenantSet{db: d, owner: rs.owner,
+	return &tenantSet{db: d, ownerURL: roleURL(t, d.URL, rs.owner, password),
 		appURL: roleURL(t, d.URL, rs.app, password), readURL: roleURL(t, d.URL, rs.readonly, password),
 		operatorURL: roleURL(t, d.URL, operator, password)}
 }
@@ -497,7 +497,7 @@ func TestTenantsRoles(t *testing.T) {
 	for _, c := range []struct {
 		url    string
 		bypass bool
-	}{{ts.appURL, false}, {ts.readURL, false}, {roleURL(t, ts.db.URL, ts.owner, ""), false}, {ts.operatorURL, true}} {
+	}{{ts.appURL, false}, {ts.readURL, false}, {ts.ownerURL, false}, {ts.operatorURL, true}} {
 		p := rolePool(t, c.url)
 		var super, bypass bool
 		var name string
