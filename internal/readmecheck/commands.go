@@ -14,6 +14,8 @@ type Command struct {
 	Env   []string // leading NAME=value words
 	Prog  string   // "ckpt" and "migrate" for their binaries or go run ./cmd/...; else the program as written
 	Args  []string // the arguments after Prog ("go": after go)
+	// Stdout is the file a > or >> sends the output to; "" if none.
+	Stdout string
 }
 
 // Where names the command for error messages: file:line and the words.
@@ -67,7 +69,13 @@ func command(b Block, line int, words []string) Command {
 	for i := 0; i < len(words); i++ {
 		w := words[i]
 		switch {
-		case w == ">" || w == ">>" || w == "<" || w == "2>":
+		case w == ">" || w == ">>":
+			if i+1 < len(words) {
+				c.Stdout = words[i+1]
+			}
+			i++
+			continue
+		case w == "<" || w == "2>":
 			i++ // and its target
 			continue
 		case strings.HasPrefix(w, ">") || strings.HasPrefix(w, "<") || strings.HasPrefix(w, "2>"):
