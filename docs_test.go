@@ -419,3 +419,137 @@ func TestReadmeFitsOnAPage(t *testing.T) {
 		t.Fatalf("README.md has %d lines; keep it under 400 and move the depth to docs/", n)
 	}
 }
+
+var (
+	goRef   = regexp.MustCompile(`\b(engine|schema|sqlite|postgres|pgcheckpoint|eino)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	sqlRef  = regexp.MustCompile(`\bpgcheckpoint\.([a-z_]+)\b`)
+	testRef = regexp.MustCompile("`((?:Test|Benchmark|Fuzz|Example)[A-Z_]\\w*)`")
+)
+
+// goPackages are the directories of the packages the docs name by their
+// package name.
+var goPackages = map[string]string{
+	"engine": "engine", "schema": "schema", "sqlite": "sqlite", "postgres": "postgres",
+	"pgcheckpoint": ".", "eino": "adapters/eino",
+}
+
+// The names the docs give are the code's: every engine.X, schema.X,
+// sqlite.X, postgres.X, pgcheckpoint.X and eino.X (and X.Y, a method or
+// field of X) is declared in that package (pgcheckpoint.X may also be a
+// span name the code writes); every pgcheckpoint.name of SQL is in
+// schema/current.sql (or, like the version table, in the Go code); every test, benchmark, fuzz target and example
+// named in backquotes is a function of a _test.go file.
+func TestDocsNamesExist(t *testing.T) {
+	files, err := readmecheck.Files(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decls := map[string]map[string]bool{}
+	for name, dir := range goPackages {
+		decls[name] = declared(t, dir)
+	}
+	current, err := os.ReadFile("schema/current.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]bool{}
+	for _, n := range testFuncs(t, ".", true) {
+		tests[n] = true
+	}
+	checked := 0
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(text), "\n") {
+			for _, m := range goRef.FindAllStringSubmatch(line, -1) {
+				checked++
+				if !decls[m[1]][m[2]] && !(m[1] == "pgcheckpoint" && goSourceHas(t, `"`+m[0])) { // or a span's name
+					t.Errorf("%s:%d: %s.%s is not declared in package %s", f, i+1, m[1], m[2], m[1])
+				} else if m[3] != "" && !decls[m[1]][m[2]+"."+m[3]] {
+					t.Errorf("%s:%d: %s.%s has no method or field %s", f, i+1, m[1], m[2], m[3])
+				}
+			}
+			for _, m := range sqlRef.FindAllStringSubmatch(line, -1) {
+				checked++
+				if !strings.Contains(string(current), "pgcheckpoint."+m[1]) && !goSourceHas(t, "pgcheckpoint."+m[1]) {
+					t.Errorf("%s:%d: pgcheckpoint.%s is not in schema/current.sql", f, i+1, m[1])
+				}
+			}
+			for _, m := range testRef.FindAllStringSubmatch(line, -1) {
+				checked++
+				if !tests[m[1]] {
+					t.Errorf("%s:%d: no _test.go declares %s", f, i+1, m[1])
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no names found")
+	}
+}
+
+// declared returns the exported top-level names of the package in dir
+// (not its tests), and Type.Member for each method and struct field.
+func declared(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, e.Name()), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil {
+					names[d.Name.Name] = true
+					continue
+				}
+				recv := d.Recv.List[0].Type
+				if s, ok := recv.(*ast.StarExpr); ok {
+					recv = s.X
+				}
+				if ix, ok := recv.(*ast.IndexExpr); ok {
+					recv = ix.X
+				}
+				if id, ok := recv.(*ast.Ident); ok {
+					names[id.Name+"."+d.Name.Name] = true
+				}
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					switch s := s.(type) {
+					case *ast.TypeSpec:
+						names[s.Name.Name] = true
+						fields := func(fl *ast.FieldList) {
+							for _, fd := range fl.List {
+								for _, n := range fd.Names {
+									names[s.Name.Name+"."+n.Name] = true
+								}
+							}
+						}
+						switch ty := s.Type.(type) {
+						case *ast.StructType:
+							fields(ty.Fields)
+						case *ast.InterfaceType:
+							fields(ty.Methods)
+						}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							names[n.Name] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	return names
+}
