@@ -55,7 +55,7 @@ func routines(t *testing.T, b *bundle) []routineRow {
 	return out
 }
 
-// The naming rule of the SQL API (README, "Names"): entity first,
+// The naming rule of the SQL API (docs/sql.md, "Names"): entity first,
 // thread_, checkpoint_, pending_write(s)_ or retention_policy_, then the
 // verb and a qualifier (_many for a set); a helper that computes a value is
 // named by the value. There are no other names (TestEachRoutineHasOneName).
@@ -98,7 +98,7 @@ func aliasOf(r routineRow) string {
 	return m[1]
 }
 
-// Each routine of the SQL API has one name (README, "Names"): nothing has
+// Each routine of the SQL API has one name (docs/sql.md, "Names"): nothing has
 // been released, so no old name is kept as a deprecated alias. No comment
 // says Deprecated, no name is overloaded (\df shows each once), and no
 // routine is only a call of another with its own arguments.

@@ -35,7 +35,7 @@ import (
 // rolesScript is the DBA's script the tests run, as shipped.
 const rolesScript = "../schema/roles/roles.sql"
 
-// roleSet is a database set up as the README says: the three roles made by
+// roleSet is a database set up as docs/operations.md says: the three roles made by
 // the shipped script, the schema migrated by the owner, the script run
 // again. No role may create temporary tables there.
 type roleSet struct {

@@ -19,7 +19,7 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
-// BenchmarkSpeed measures each row of the speed table (README, "Speed")
+// BenchmarkSpeed measures each row of the speed table (docs/performance.md, "The speed table")
 // as a ratio against a baseline measured in the same run, the two
 // alternated iteration by iteration so both meet the same machine:
 //
@@ -50,7 +50,7 @@ import (
 // fewer, to see that the benchmark works, not to read its figures). The
 // figures mean something only on a durable server (fsync and
 // synchronous_commit on), freshly started, with nothing else running; the
-// README gives the command.
+// docs/performance.md gives the command.
 func BenchmarkSpeed(b *testing.B) {
 	b.Run("get", benchGet)
 	b.Run("latest-long", benchLatestLong)
