@@ -64,6 +64,7 @@ func TestCommands(t *testing.T) {
 		`  go test -run '^$' -bench 'Speed|Tree' ./integration/ && echo "a;b"`,
 		`ckpt export run-42 > out.jsonl`,
 		`ckpt import </dev/null`,
+		`echo '|' ";"`,
 	}, "\n") + "\n"}
 	cmds, err := Commands(b)
 	if err != nil {
@@ -88,6 +89,7 @@ func TestCommands(t *testing.T) {
 		{13, nil, "echo", []string{"a;b"}, ""},
 		{15, nil, "ckpt", []string{"export", "run-42"}, "out.jsonl"},
 		{16, nil, "ckpt", []string{"import"}, ""},
+		{17, nil, "echo", []string{"|", ";"}, ""},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got\n%+v\nwant\n%+v", got, want)
