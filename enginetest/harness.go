@@ -32,6 +32,8 @@ type conformanceTest struct {
 	// serial tests run alone, before the parallel ones: they count the
 	// goroutines of the whole test binary.
 	serial bool
+	// tenant tests are those RunTenants runs.
+	tenant bool
 	fn     func(t *testing.T, e *env)
 }
 
@@ -142,10 +144,10 @@ var tests = []conformanceTest{
 	{name: "ScopeWrapToolAndIntervalInOneNamespace", fn: testAgentHelpersIn},
 	{name: "BadNamespaceIsInvalidInputAndWritesNothing", fn: testNamespaceBadInput},
 	// tenant.go
-	{name: "TenantsKeptApart", fn: testTenantsKeptApart},
-	{name: "SameThreadIDsAreKeptApart", fn: testSameThreadIDsKeptApart},
-	{name: "TenantNamesAreChecked", fn: testTenantNamesAreChecked},
-	{name: "TenantStoreRefusesBadNames", fn: testTenantStoreRefusesBadNames},
+	{name: "TenantsKeptApart", tenant: true, fn: testTenantsKeptApart},
+	{name: "SameThreadIDsAreKeptApart", tenant: true, fn: testSameThreadIDsKeptApart},
+	{name: "TenantNamesAreChecked", tenant: true, fn: testTenantNamesAreChecked},
+	{name: "TenantStoreRefusesBadNames", tenant: true, fn: testTenantStoreRefusesBadNames},
 }
 
 // Run runs the conformance suite against the store h names, each test as
@@ -165,6 +167,34 @@ func Run(t *testing.T, h Harness) {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				c.fn(t, newEnv(t, h))
+			})
+		}
+	}
+}
+
+// RunTenants runs the suite's tenant tests alone: those of Run and the
+// encryption suite's TenantsKeepTheirKeys, each with a database of its
+// own from h.TenantURL (nil: h.NewURL). A store runs them once more for
+// each kind of session its isolation must hold besides Run's: for
+// Postgres, a superuser's, which row-level security does not hold and
+// the store's own tenant filters must.
+func RunTenants(t *testing.T, h Harness) {
+	if h.NewURL == nil {
+		t.Fatal("enginetest: Harness.NewURL is nil")
+	}
+	for _, c := range tests {
+		if c.tenant {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.fn(t, newEnv(t, h))
+			})
+		}
+	}
+	for _, c := range encryptionTests {
+		if c.tenant {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.fn(t, &cryptEnv{t: t, h: EncryptionHarness{Harness: h}, url: h.NewURL(t), ctx: context.Background(), keys: newKeys(t, "k1")})
 			})
 		}
 	}

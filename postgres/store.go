@@ -237,7 +237,7 @@ func (s *Store) checkJSONInTx(fields ...engine.JSONField) error {
 // which every query that lists or reads checkpoints embeds, to
 // CheckpointInfo. The row's ids are pgx UUIDs (NULL: uuid.Nil) and its
 // metadata the JSON text Postgres wrote, taken as it is (see sqlc.yaml).
-func pgInfo(r db.PgcheckpointCheckpointInfo) engine.CheckpointInfo {
+func pgInfo(r db.PgcheckpointTenantCheckpointInfo) engine.CheckpointInfo {
 	return engine.CheckpointInfo{
 		ID: r.CheckpointID.Bytes, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
 		ParentID: r.ParentCheckpointID.Bytes, MergeParentID: r.MergeParentID.Bytes, Step: r.Step, CreatedAt: r.CreatedAt,
@@ -252,7 +252,7 @@ func pgInfo(r db.PgcheckpointCheckpointInfo) engine.CheckpointInfo {
 // (see pgcheckpoint.checkpoint_materialize_json): taken as it is, not validated again.
 func pgCheckpoint(r db.CheckpointGetHeadRow) (*engine.Checkpoint, error) {
 	c := &engine.Checkpoint{
-		CheckpointInfo: pgInfo(r.PgcheckpointCheckpointInfo),
+		CheckpointInfo: pgInfo(r.PgcheckpointTenantCheckpointInfo),
 		Messages:       r.Messages,
 		State:          r.State,
 		ToolResults:    r.ToolResults,
@@ -308,7 +308,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, q engine.ListQuery) ([]engi
 	}
 	out := make([]engine.CheckpointInfo, len(rows))
 	for i, r := range rows {
-		out[i] = pgInfo(r.PgcheckpointCheckpointInfo)
+		out[i] = pgInfo(r.PgcheckpointTenantCheckpointInfo)
 	}
 	return out, nil
 }
@@ -436,7 +436,7 @@ func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.
 	}
 	out := make([]engine.CheckpointInfo, len(rows))
 	for i, r := range rows {
-		out[i] = pgInfo(r.PgcheckpointCheckpointInfo)
+		out[i] = pgInfo(r.PgcheckpointTenantCheckpointInfo)
 	}
 	return out, nil
 }
