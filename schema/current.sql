@@ -180,132 +180,6 @@ COMMENT ON COLUMN pgcheckpoint.threads.expires_at IS 'When the thread expires (T
 COMMENT ON COLUMN pgcheckpoint.threads.expire_action IS 'What expiry does: ''delete'' deletes the thread; ''keep_latest'' keeps only the head of each namespace (and clears expires_at).';
 COMMENT ON COLUMN pgcheckpoint.threads.tenant_id IS 'The tenant of the thread (see checkpoints.tenant_id).';
 
--- Views
-
-CREATE VIEW pgcheckpoint.checkpoint_info WITH (security_invoker=true) AS
- SELECT c.thread_id,
-    c.namespace,
-    c.seq,
-    c.checkpoint_id,
-    c.parent_checkpoint_id,
-    c.merge_parent_id,
-    c.step,
-    c.created_at,
-    c.trigger,
-    c.tags,
-    c.summary,
-    c.metadata,
-    c.format,
-    c.next_node,
-    c.size_bytes
-   FROM pgcheckpoint.checkpoints c;
-COMMENT ON VIEW pgcheckpoint.checkpoint_info IS 'Each checkpoint without its content (messages, state, tool results and delta columns): what listings show. Summary and metadata are in stored form (U+0000 kept as an escape, see the engine docs).';
-
-CREATE VIEW pgcheckpoint.tenant_checkpoint_info WITH (security_invoker=true) AS
- SELECT c.thread_id,
-    c.namespace,
-    c.seq,
-    c.checkpoint_id,
-    c.parent_checkpoint_id,
-    c.merge_parent_id,
-    c.step,
-    c.created_at,
-    c.trigger,
-    c.tags,
-    c.summary,
-    c.metadata,
-    c.format,
-    c.next_node,
-    c.size_bytes
-   FROM pgcheckpoint.checkpoints c
-  WHERE (c.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_checkpoint_info IS 'checkpoint_info of the session''s tenant alone (as tenant_checkpoints): what the store''s listings read.';
-
-CREATE VIEW pgcheckpoint.tenant_checkpoints WITH (security_invoker=true, check_option=local) AS
- SELECT checkpoints.thread_id,
-    checkpoints.namespace,
-    checkpoints.seq,
-    checkpoints.checkpoint_id,
-    checkpoints.parent_checkpoint_id,
-    checkpoints.step,
-    checkpoints.created_at,
-    checkpoints.trigger,
-    checkpoints.tags,
-    checkpoints.summary,
-    checkpoints.metadata,
-    checkpoints.format,
-    checkpoints.messages,
-    checkpoints.state,
-    checkpoints.tool_results,
-    checkpoints.next_node,
-    checkpoints.size_bytes,
-    checkpoints.merge_parent_id,
-    checkpoints.base_checkpoint_id,
-    checkpoints.delta_run,
-    checkpoints.delta_depth,
-    checkpoints.state_removed,
-    checkpoints.tool_results_removed,
-    checkpoints.messages_count,
-    checkpoints.messages_digest,
-    checkpoints.state_digests,
-    checkpoints.tool_results_digests,
-    checkpoints.tenant_id
-   FROM pgcheckpoint.checkpoints
-  WHERE (checkpoints.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_checkpoints IS 'The checkpoints of the session''s tenant (pgcheckpoint.current_tenant()); none with no tenant set, whatever the role (a superuser''s too). Every SQL function and every statement of the store reads and writes checkpoints through it; a row written through it must be of the tenant (CHECK OPTION).';
-
-CREATE VIEW pgcheckpoint.tenant_data_keys WITH (security_invoker=true, check_option=local) AS
- SELECT data_keys.tenant_id,
-    data_keys.thread_id,
-    data_keys.kek_id,
-    data_keys.wrapped_key,
-    data_keys.created_at,
-    data_keys.rewrapped_at,
-    data_keys.shredded_at
-   FROM pgcheckpoint.data_keys
-  WHERE (data_keys.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_data_keys IS 'The data keys of the session''s tenant (see tenant_checkpoints).';
-
-CREATE VIEW pgcheckpoint.tenant_pending_writes WITH (security_invoker=true, check_option=local) AS
- SELECT pending_writes.thread_id,
-    pending_writes.namespace,
-    pending_writes.checkpoint_seq,
-    pending_writes.checkpoint_id,
-    pending_writes.task_id,
-    pending_writes.idx,
-    pending_writes.channel,
-    pending_writes.value,
-    pending_writes.created_at,
-    pending_writes.tenant_id
-   FROM pgcheckpoint.pending_writes
-  WHERE (pending_writes.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_pending_writes IS 'The pending writes of the session''s tenant (see tenant_checkpoints).';
-
-CREATE VIEW pgcheckpoint.tenant_thread_locks WITH (security_invoker=true, check_option=local) AS
- SELECT thread_locks.thread_id,
-    thread_locks.taken,
-    thread_locks.tenant_id
-   FROM pgcheckpoint.thread_locks
-  WHERE (thread_locks.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_thread_locks IS 'The thread locks of the session''s tenant (see tenant_checkpoints).';
-
-CREATE VIEW pgcheckpoint.tenant_threads WITH (security_invoker=true, check_option=local) AS
- SELECT threads.thread_id,
-    threads.namespace,
-    threads.rewound_to,
-    threads.metadata,
-    threads.created_at,
-    threads.branch_name,
-    threads.branched_from,
-    threads.branched_from_thread,
-    threads.swept_at,
-    threads.expires_at,
-    threads.expire_action,
-    threads.tenant_id
-   FROM pgcheckpoint.threads
-  WHERE (threads.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_threads IS 'The threads of the session''s tenant (see tenant_checkpoints).';
-
 -- Functions and procedures
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_append(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_on_head uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_set_state jsonb, p_set_tool_results jsonb, p_remove_state text[], p_remove_tool_results text[], p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_set_state_digests jsonb DEFAULT NULL::jsonb, p_set_tool_results_digests jsonb DEFAULT NULL::jsonb, p_max_size_bytes bigint DEFAULT NULL::bigint, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
@@ -1973,6 +1847,132 @@ CREATE AGGREGATE pgcheckpoint.delta_merge(jsonb, text[]) (
     INITCOND = '{}'
 );
 COMMENT ON AGGREGATE pgcheckpoint.delta_merge(pg_catalog.jsonb,pg_catalog.text[]) IS 'The object a chain of key changes builds, applied in the aggregate''s order (oldest first): each drops its removed keys, then sets its keys. Usage: SELECT pgcheckpoint.delta_merge(state, state_removed ORDER BY depth DESC) FROM pgcheckpoint.delta_chain(''<checkpoint id>'').';
+
+-- Views
+
+CREATE VIEW pgcheckpoint.checkpoint_info WITH (security_invoker=true) AS
+ SELECT c.thread_id,
+    c.namespace,
+    c.seq,
+    c.checkpoint_id,
+    c.parent_checkpoint_id,
+    c.merge_parent_id,
+    c.step,
+    c.created_at,
+    c.trigger,
+    c.tags,
+    c.summary,
+    c.metadata,
+    c.format,
+    c.next_node,
+    c.size_bytes
+   FROM pgcheckpoint.checkpoints c;
+COMMENT ON VIEW pgcheckpoint.checkpoint_info IS 'Each checkpoint without its content (messages, state, tool results and delta columns): what listings show. Summary and metadata are in stored form (U+0000 kept as an escape, see the engine docs).';
+
+CREATE VIEW pgcheckpoint.tenant_checkpoint_info WITH (security_invoker=true) AS
+ SELECT c.thread_id,
+    c.namespace,
+    c.seq,
+    c.checkpoint_id,
+    c.parent_checkpoint_id,
+    c.merge_parent_id,
+    c.step,
+    c.created_at,
+    c.trigger,
+    c.tags,
+    c.summary,
+    c.metadata,
+    c.format,
+    c.next_node,
+    c.size_bytes
+   FROM pgcheckpoint.checkpoints c
+  WHERE (c.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_checkpoint_info IS 'checkpoint_info of the session''s tenant alone (as tenant_checkpoints): what the store''s listings read.';
+
+CREATE VIEW pgcheckpoint.tenant_checkpoints WITH (security_invoker=true, check_option=local) AS
+ SELECT checkpoints.thread_id,
+    checkpoints.namespace,
+    checkpoints.seq,
+    checkpoints.checkpoint_id,
+    checkpoints.parent_checkpoint_id,
+    checkpoints.step,
+    checkpoints.created_at,
+    checkpoints.trigger,
+    checkpoints.tags,
+    checkpoints.summary,
+    checkpoints.metadata,
+    checkpoints.format,
+    checkpoints.messages,
+    checkpoints.state,
+    checkpoints.tool_results,
+    checkpoints.next_node,
+    checkpoints.size_bytes,
+    checkpoints.merge_parent_id,
+    checkpoints.base_checkpoint_id,
+    checkpoints.delta_run,
+    checkpoints.delta_depth,
+    checkpoints.state_removed,
+    checkpoints.tool_results_removed,
+    checkpoints.messages_count,
+    checkpoints.messages_digest,
+    checkpoints.state_digests,
+    checkpoints.tool_results_digests,
+    checkpoints.tenant_id
+   FROM pgcheckpoint.checkpoints
+  WHERE (checkpoints.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_checkpoints IS 'The checkpoints of the session''s tenant (pgcheckpoint.current_tenant()); none with no tenant set, whatever the role (a superuser''s too). Every SQL function and every statement of the store reads and writes checkpoints through it; a row written through it must be of the tenant (CHECK OPTION).';
+
+CREATE VIEW pgcheckpoint.tenant_data_keys WITH (security_invoker=true, check_option=local) AS
+ SELECT data_keys.tenant_id,
+    data_keys.thread_id,
+    data_keys.kek_id,
+    data_keys.wrapped_key,
+    data_keys.created_at,
+    data_keys.rewrapped_at,
+    data_keys.shredded_at
+   FROM pgcheckpoint.data_keys
+  WHERE (data_keys.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_data_keys IS 'The data keys of the session''s tenant (see tenant_checkpoints).';
+
+CREATE VIEW pgcheckpoint.tenant_pending_writes WITH (security_invoker=true, check_option=local) AS
+ SELECT pending_writes.thread_id,
+    pending_writes.namespace,
+    pending_writes.checkpoint_seq,
+    pending_writes.checkpoint_id,
+    pending_writes.task_id,
+    pending_writes.idx,
+    pending_writes.channel,
+    pending_writes.value,
+    pending_writes.created_at,
+    pending_writes.tenant_id
+   FROM pgcheckpoint.pending_writes
+  WHERE (pending_writes.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_pending_writes IS 'The pending writes of the session''s tenant (see tenant_checkpoints).';
+
+CREATE VIEW pgcheckpoint.tenant_thread_locks WITH (security_invoker=true, check_option=local) AS
+ SELECT thread_locks.thread_id,
+    thread_locks.taken,
+    thread_locks.tenant_id
+   FROM pgcheckpoint.thread_locks
+  WHERE (thread_locks.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_thread_locks IS 'The thread locks of the session''s tenant (see tenant_checkpoints).';
+
+CREATE VIEW pgcheckpoint.tenant_threads WITH (security_invoker=true, check_option=local) AS
+ SELECT threads.thread_id,
+    threads.namespace,
+    threads.rewound_to,
+    threads.metadata,
+    threads.created_at,
+    threads.branch_name,
+    threads.branched_from,
+    threads.branched_from_thread,
+    threads.swept_at,
+    threads.expires_at,
+    threads.expire_action,
+    threads.tenant_id
+   FROM pgcheckpoint.threads
+  WHERE (threads.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_threads IS 'The threads of the session''s tenant (see tenant_checkpoints).';
 
 -- Row-level security, and defaults that call the functions
 
