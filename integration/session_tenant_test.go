@@ -58,11 +58,12 @@ func TestSessionTenant(t *testing.T) {
 				t.Fatal(err)
 			}
 			head, _ := a.Latest(ctx, "shared")
-			if _, err := c.Snapshot(ctx, engine.SnapshotInput{ThreadID: "shared", ParentID: head.ID}); !errors.Is(err, engine.ErrNotFound) {
-				t.Fatalf("c's write on a's parent: %v, want ErrNotFound", err)
+			// (checkpoint_rewind raises PC001: the batch fails.)
+			if _, err := c.Rewind(ctx, head.ID); !errors.Is(err, engine.ErrNotFound) {
+				t.Fatalf("c's rewind to a's checkpoint: %v, want ErrNotFound", err)
 			}
 			if ths, err := c.ListThreads(ctx, engine.ThreadListOptions{}); err != nil || len(ths) != 0 {
-				t.Fatalf("tenant c lists %d threads (%v) after its failed write, want none", len(ths), err)
+				t.Fatalf("tenant c lists %d threads (%v) after its failed rewind, want none", len(ths), err)
 			}
 		})
 	}
