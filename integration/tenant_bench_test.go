@@ -32,6 +32,11 @@ import (
 //	snapshot/policy
 //	               Engine.Snapshot of a 3.8 KB state, as the application
 //	               role against as a superuser
+//	get/session    Engine.Get as the application role, the store's
+//	               default (the setting ahead of each statement) against
+//	               postgres.Options.SessionTenant (set once per connection)
+//	snapshot/session
+//	               the same for Engine.Snapshot
 //	snapshot/setting
 //	               the thread lock's statement (the first of a Snapshot's
 //	               batch) after set_config in one batch, against the
@@ -71,6 +76,10 @@ func BenchmarkTenantCost(b *testing.B) {
 		return e
 	}
 	appEng, superEng := engineOver(app), engineOver(super)
+	sessionEng, err := engine.New(postgres.NewStore(pool(ts.appURL), postgres.Options{SessionTenant: true}), engine.Config{}).ForTenant(tenant)
+	if err != nil {
+		b.Fatal(err)
+	}
 	state := benchratio.State()
 	res, err := appEng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "bench", State: state})
 	if err != nil {
@@ -119,6 +128,9 @@ func BenchmarkTenantCost(b *testing.B) {
 	b.Run("get/engine", func(b *testing.B) {
 		b.ReportMetric(alternate(b, get(superEng), get(appEng)), "x")
 	})
+	b.Run("get/session", func(b *testing.B) {
+		b.ReportMetric(alternate(b, get(sessionEng), get(appEng)), "x")
+	})
 	snapshot := func(e *engine.Engine) func() error {
 		return func() error {
 			_, err := e.Snapshot(ctx, engine.SnapshotInput{ThreadID: "bench", State: state})
@@ -127,6 +139,9 @@ func BenchmarkTenantCost(b *testing.B) {
 	}
 	b.Run("snapshot/policy", func(b *testing.B) {
 		b.ReportMetric(alternate(b, snapshot(superEng), snapshot(appEng)), "x")
+	})
+	b.Run("snapshot/session", func(b *testing.B) {
+		b.ReportMetric(alternate(b, snapshot(sessionEng), snapshot(appEng)), "x")
 	})
 	b.Run("snapshot/setting", func(b *testing.B) {
 		alone := func() error {
