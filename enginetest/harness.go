@@ -20,9 +20,11 @@ type Harness struct {
 	// database when the test ends (t.Cleanup). The suite migrates it.
 	NewURL func(t testing.TB) string
 	// TenantURL, when set, returns the URL of a new database, as NewURL
-	// does, reached by a role that the store's isolation of tenants
-	// applies to: for Postgres a role without superuser or BYPASSRLS. The
-	// tenant tests use it; nil: NewURL.
+	// does, reached by the role an installation with tenants gives the
+	// application: for Postgres one without superuser or BYPASSRLS, which
+	// row-level security holds as well as the store's tenant views. The
+	// tenant tests use it; nil: NewURL. (RunTenants runs them again with
+	// another harness, e.g. as a superuser.)
 	TenantURL func(t testing.TB) string
 }
 

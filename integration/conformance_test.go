@@ -27,8 +27,9 @@ func TestConformance(t *testing.T) {
 			return d.URL
 		},
 		// The tenant tests run as the application role of the shipped
-		// roles script, which row-level security holds (a superuser, the
-		// test database's own, would see every tenant).
+		// roles script, which both walls hold (the tenant views and
+		// row-level security); TestTenantsAsSuperuser runs them as a
+		// superuser, which the views alone hold.
 		TenantURL: func(t testing.TB) string { return setupTenants(t).appURL },
 	})
 }
