@@ -147,22 +147,22 @@ func (q *Queries) CheckpointDeleteForRuns(ctx context.Context, runIds []string) 
 
 const CheckpointGetByID = `-- name: CheckpointGetByID :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes, m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
-       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.tenant_pending_writes w
                          WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
             THEN pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text
             ELSE ''
        END::text AS pending_writes
-FROM pgcheckpoint.checkpoint_info c
+FROM pgcheckpoint.tenant_checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) m
 WHERE c.checkpoint_id = $1
 `
 
 type CheckpointGetByIDRow struct {
-	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
-	Messages                   []byte
-	State                      []byte
-	ToolResults                []byte
-	PendingWrites              string
+	PgcheckpointTenantCheckpointInfo PgcheckpointTenantCheckpointInfo
+	Messages                         []byte
+	State                            []byte
+	ToolResults                      []byte
+	PendingWrites                    string
 }
 
 // A checkpoint with its whole content and its pending writes (ordered by
@@ -177,21 +177,21 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID pgtype.UUI
 	row := q.db.QueryRow(ctx, CheckpointGetByID, checkpointID)
 	var i CheckpointGetByIDRow
 	err := row.Scan(
-		&i.PgcheckpointCheckpointInfo.ThreadID,
-		&i.PgcheckpointCheckpointInfo.Namespace,
-		&i.PgcheckpointCheckpointInfo.Seq,
-		&i.PgcheckpointCheckpointInfo.CheckpointID,
-		&i.PgcheckpointCheckpointInfo.ParentCheckpointID,
-		&i.PgcheckpointCheckpointInfo.MergeParentID,
-		&i.PgcheckpointCheckpointInfo.Step,
-		&i.PgcheckpointCheckpointInfo.CreatedAt,
-		&i.PgcheckpointCheckpointInfo.Trigger,
-		&i.PgcheckpointCheckpointInfo.Tags,
-		&i.PgcheckpointCheckpointInfo.Summary,
-		&i.PgcheckpointCheckpointInfo.Metadata,
-		&i.PgcheckpointCheckpointInfo.Format,
-		&i.PgcheckpointCheckpointInfo.NextNode,
-		&i.PgcheckpointCheckpointInfo.SizeBytes,
+		&i.PgcheckpointTenantCheckpointInfo.ThreadID,
+		&i.PgcheckpointTenantCheckpointInfo.Namespace,
+		&i.PgcheckpointTenantCheckpointInfo.Seq,
+		&i.PgcheckpointTenantCheckpointInfo.CheckpointID,
+		&i.PgcheckpointTenantCheckpointInfo.ParentCheckpointID,
+		&i.PgcheckpointTenantCheckpointInfo.MergeParentID,
+		&i.PgcheckpointTenantCheckpointInfo.Step,
+		&i.PgcheckpointTenantCheckpointInfo.CreatedAt,
+		&i.PgcheckpointTenantCheckpointInfo.Trigger,
+		&i.PgcheckpointTenantCheckpointInfo.Tags,
+		&i.PgcheckpointTenantCheckpointInfo.Summary,
+		&i.PgcheckpointTenantCheckpointInfo.Metadata,
+		&i.PgcheckpointTenantCheckpointInfo.Format,
+		&i.PgcheckpointTenantCheckpointInfo.NextNode,
+		&i.PgcheckpointTenantCheckpointInfo.SizeBytes,
 		&i.Messages,
 		&i.State,
 		&i.ToolResults,
@@ -202,12 +202,12 @@ func (q *Queries) CheckpointGetByID(ctx context.Context, checkpointID pgtype.UUI
 
 const CheckpointGetHead = `-- name: CheckpointGetHead :one
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes, m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
-       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.tenant_pending_writes w
                          WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
             THEN pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text
             ELSE ''
        END::text AS pending_writes
-FROM pgcheckpoint.checkpoint_info c
+FROM pgcheckpoint.tenant_checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) m
 WHERE c.thread_id = $1::text AND c.namespace = $2::text
   AND c.seq = pgcheckpoint.thread_head_seq($1::text, $2::text)
@@ -219,11 +219,11 @@ type CheckpointGetHeadParams struct {
 }
 
 type CheckpointGetHeadRow struct {
-	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
-	Messages                   []byte
-	State                      []byte
-	ToolResults                []byte
-	PendingWrites              string
+	PgcheckpointTenantCheckpointInfo PgcheckpointTenantCheckpointInfo
+	Messages                         []byte
+	State                            []byte
+	ToolResults                      []byte
+	PendingWrites                    string
 }
 
 // The head of a thread and namespace: the checkpoint the next write builds
@@ -232,21 +232,21 @@ func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadPa
 	row := q.db.QueryRow(ctx, CheckpointGetHead, arg.ThreadID, arg.Namespace)
 	var i CheckpointGetHeadRow
 	err := row.Scan(
-		&i.PgcheckpointCheckpointInfo.ThreadID,
-		&i.PgcheckpointCheckpointInfo.Namespace,
-		&i.PgcheckpointCheckpointInfo.Seq,
-		&i.PgcheckpointCheckpointInfo.CheckpointID,
-		&i.PgcheckpointCheckpointInfo.ParentCheckpointID,
-		&i.PgcheckpointCheckpointInfo.MergeParentID,
-		&i.PgcheckpointCheckpointInfo.Step,
-		&i.PgcheckpointCheckpointInfo.CreatedAt,
-		&i.PgcheckpointCheckpointInfo.Trigger,
-		&i.PgcheckpointCheckpointInfo.Tags,
-		&i.PgcheckpointCheckpointInfo.Summary,
-		&i.PgcheckpointCheckpointInfo.Metadata,
-		&i.PgcheckpointCheckpointInfo.Format,
-		&i.PgcheckpointCheckpointInfo.NextNode,
-		&i.PgcheckpointCheckpointInfo.SizeBytes,
+		&i.PgcheckpointTenantCheckpointInfo.ThreadID,
+		&i.PgcheckpointTenantCheckpointInfo.Namespace,
+		&i.PgcheckpointTenantCheckpointInfo.Seq,
+		&i.PgcheckpointTenantCheckpointInfo.CheckpointID,
+		&i.PgcheckpointTenantCheckpointInfo.ParentCheckpointID,
+		&i.PgcheckpointTenantCheckpointInfo.MergeParentID,
+		&i.PgcheckpointTenantCheckpointInfo.Step,
+		&i.PgcheckpointTenantCheckpointInfo.CreatedAt,
+		&i.PgcheckpointTenantCheckpointInfo.Trigger,
+		&i.PgcheckpointTenantCheckpointInfo.Tags,
+		&i.PgcheckpointTenantCheckpointInfo.Summary,
+		&i.PgcheckpointTenantCheckpointInfo.Metadata,
+		&i.PgcheckpointTenantCheckpointInfo.Format,
+		&i.PgcheckpointTenantCheckpointInfo.NextNode,
+		&i.PgcheckpointTenantCheckpointInfo.SizeBytes,
 		&i.Messages,
 		&i.State,
 		&i.ToolResults,
@@ -258,7 +258,7 @@ func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadPa
 const CheckpointLineage = `-- name: CheckpointLineage :many
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes, l.depth::int AS depth
 FROM pgcheckpoint.checkpoint_lineage($1::uuid, $2::int) AS l
-JOIN pgcheckpoint.checkpoint_info c
+JOIN pgcheckpoint.tenant_checkpoint_info c
   ON c.thread_id = l.thread_id AND c.namespace = l.namespace AND c.seq = l.seq
 ORDER BY l.depth
 `
@@ -269,8 +269,8 @@ type CheckpointLineageParams struct {
 }
 
 type CheckpointLineageRow struct {
-	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
-	Depth                      int32
+	PgcheckpointTenantCheckpointInfo PgcheckpointTenantCheckpointInfo
+	Depth                            int32
 }
 
 // A checkpoint and its ancestors, newest first, across branch threads (see
@@ -285,21 +285,21 @@ func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineagePa
 	for rows.Next() {
 		var i CheckpointLineageRow
 		if err := rows.Scan(
-			&i.PgcheckpointCheckpointInfo.ThreadID,
-			&i.PgcheckpointCheckpointInfo.Namespace,
-			&i.PgcheckpointCheckpointInfo.Seq,
-			&i.PgcheckpointCheckpointInfo.CheckpointID,
-			&i.PgcheckpointCheckpointInfo.ParentCheckpointID,
-			&i.PgcheckpointCheckpointInfo.MergeParentID,
-			&i.PgcheckpointCheckpointInfo.Step,
-			&i.PgcheckpointCheckpointInfo.CreatedAt,
-			&i.PgcheckpointCheckpointInfo.Trigger,
-			&i.PgcheckpointCheckpointInfo.Tags,
-			&i.PgcheckpointCheckpointInfo.Summary,
-			&i.PgcheckpointCheckpointInfo.Metadata,
-			&i.PgcheckpointCheckpointInfo.Format,
-			&i.PgcheckpointCheckpointInfo.NextNode,
-			&i.PgcheckpointCheckpointInfo.SizeBytes,
+			&i.PgcheckpointTenantCheckpointInfo.ThreadID,
+			&i.PgcheckpointTenantCheckpointInfo.Namespace,
+			&i.PgcheckpointTenantCheckpointInfo.Seq,
+			&i.PgcheckpointTenantCheckpointInfo.CheckpointID,
+			&i.PgcheckpointTenantCheckpointInfo.ParentCheckpointID,
+			&i.PgcheckpointTenantCheckpointInfo.MergeParentID,
+			&i.PgcheckpointTenantCheckpointInfo.Step,
+			&i.PgcheckpointTenantCheckpointInfo.CreatedAt,
+			&i.PgcheckpointTenantCheckpointInfo.Trigger,
+			&i.PgcheckpointTenantCheckpointInfo.Tags,
+			&i.PgcheckpointTenantCheckpointInfo.Summary,
+			&i.PgcheckpointTenantCheckpointInfo.Metadata,
+			&i.PgcheckpointTenantCheckpointInfo.Format,
+			&i.PgcheckpointTenantCheckpointInfo.NextNode,
+			&i.PgcheckpointTenantCheckpointInfo.SizeBytes,
 			&i.Depth,
 		); err != nil {
 			return nil, err
@@ -314,7 +314,7 @@ func (q *Queries) CheckpointLineage(ctx context.Context, arg CheckpointLineagePa
 
 const CheckpointListByThread = `-- name: CheckpointListByThread :many
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes
-FROM pgcheckpoint.checkpoint_info c
+FROM pgcheckpoint.tenant_checkpoint_info c
 WHERE c.thread_id = $1::text
   AND c.namespace = $2::text
   -- One scalar subquery, computed once: the scan compares seq with a
@@ -324,7 +324,7 @@ WHERE c.thread_id = $1::text
   AND c.seq < (SELECT coalesce(
         -- The cursor by id alone, then checked (see checkpoint_put).
         (SELECT CASE WHEN b.thread_id = $1::text AND b.namespace = $2::text THEN b.seq END
-         FROM pgcheckpoint.checkpoints b
+         FROM pgcheckpoint.tenant_checkpoints b
          WHERE b.checkpoint_id = $3::uuid
          LIMIT 1),
         CASE WHEN $3::uuid IS NULL THEN 9223372036854775807 ELSE 0 END))
@@ -344,7 +344,7 @@ type CheckpointListByThreadParams struct {
 }
 
 type CheckpointListByThreadRow struct {
-	PgcheckpointCheckpointInfo PgcheckpointCheckpointInfo
+	PgcheckpointTenantCheckpointInfo PgcheckpointTenantCheckpointInfo
 }
 
 // Newest first (write order), keyset-paginated by the before cursor (a
@@ -368,21 +368,21 @@ func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointList
 	for rows.Next() {
 		var i CheckpointListByThreadRow
 		if err := rows.Scan(
-			&i.PgcheckpointCheckpointInfo.ThreadID,
-			&i.PgcheckpointCheckpointInfo.Namespace,
-			&i.PgcheckpointCheckpointInfo.Seq,
-			&i.PgcheckpointCheckpointInfo.CheckpointID,
-			&i.PgcheckpointCheckpointInfo.ParentCheckpointID,
-			&i.PgcheckpointCheckpointInfo.MergeParentID,
-			&i.PgcheckpointCheckpointInfo.Step,
-			&i.PgcheckpointCheckpointInfo.CreatedAt,
-			&i.PgcheckpointCheckpointInfo.Trigger,
-			&i.PgcheckpointCheckpointInfo.Tags,
-			&i.PgcheckpointCheckpointInfo.Summary,
-			&i.PgcheckpointCheckpointInfo.Metadata,
-			&i.PgcheckpointCheckpointInfo.Format,
-			&i.PgcheckpointCheckpointInfo.NextNode,
-			&i.PgcheckpointCheckpointInfo.SizeBytes,
+			&i.PgcheckpointTenantCheckpointInfo.ThreadID,
+			&i.PgcheckpointTenantCheckpointInfo.Namespace,
+			&i.PgcheckpointTenantCheckpointInfo.Seq,
+			&i.PgcheckpointTenantCheckpointInfo.CheckpointID,
+			&i.PgcheckpointTenantCheckpointInfo.ParentCheckpointID,
+			&i.PgcheckpointTenantCheckpointInfo.MergeParentID,
+			&i.PgcheckpointTenantCheckpointInfo.Step,
+			&i.PgcheckpointTenantCheckpointInfo.CreatedAt,
+			&i.PgcheckpointTenantCheckpointInfo.Trigger,
+			&i.PgcheckpointTenantCheckpointInfo.Tags,
+			&i.PgcheckpointTenantCheckpointInfo.Summary,
+			&i.PgcheckpointTenantCheckpointInfo.Metadata,
+			&i.PgcheckpointTenantCheckpointInfo.Format,
+			&i.PgcheckpointTenantCheckpointInfo.NextNode,
+			&i.PgcheckpointTenantCheckpointInfo.SizeBytes,
 		); err != nil {
 			return nil, err
 		}

@@ -33,7 +33,8 @@
 // The structs in models.go mirror the current tables and views, one field
 // per column: a migration that adds, drops or retypes a column changes
 // them. A Row type that embeds one (for example CheckpointGetHeadRow's
-// PgcheckpointCheckpointInfo) gains a field when the view does.
+// PgcheckpointTenantCheckpointInfo, the view of the session's tenant)
+// gains a field when the view does.
 //
 // The queries the engine runs that are not part of the SQL API (the
 // pipelined write, list cursors, export and import) are in the module's

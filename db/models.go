@@ -133,6 +133,105 @@ type PgcheckpointPendingWrite struct {
 	TenantID string
 }
 
+// The checkpoints of the session's tenant (pgcheckpoint.current_tenant()); none with no tenant set, whatever the role (a superuser's too). Every SQL function and every statement of the store reads and writes checkpoints through it; a row written through it must be of the tenant (CHECK OPTION).
+type PgcheckpointTenantCheckpoint struct {
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.NullUUID
+	Step               int64
+	CreatedAt          time.Time
+	Trigger            string
+	Tags               []string
+	Summary            string
+	Metadata           json.RawMessage
+	Format             string
+	Messages           json.RawMessage
+	State              json.RawMessage
+	ToolResults        json.RawMessage
+	NextNode           string
+	SizeBytes          int64
+	MergeParentID      uuid.NullUUID
+	BaseCheckpointID   uuid.NullUUID
+	DeltaRun           int32
+	DeltaDepth         int32
+	StateRemoved       []string
+	ToolResultsRemoved []string
+	MessagesCount      pgtype.Int4
+	MessagesDigest     []byte
+	StateDigests       json.RawMessage
+	ToolResultsDigests json.RawMessage
+	TenantID           string
+}
+
+// checkpoint_info of the session's tenant alone (as tenant_checkpoints): what the store's listings read.
+type PgcheckpointTenantCheckpointInfo struct {
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       pgtype.UUID
+	ParentCheckpointID pgtype.UUID
+	MergeParentID      pgtype.UUID
+	Step               int64
+	CreatedAt          time.Time
+	Trigger            string
+	Tags               []string
+	Summary            string
+	Metadata           []byte
+	Format             string
+	NextNode           string
+	SizeBytes          int64
+}
+
+// The data keys of the session's tenant (see tenant_checkpoints).
+type PgcheckpointTenantDataKey struct {
+	TenantID    string
+	ThreadID    string
+	KekID       string
+	WrappedKey  []byte
+	CreatedAt   time.Time
+	RewrappedAt pgtype.Timestamptz
+	ShreddedAt  pgtype.Timestamptz
+}
+
+// The pending writes of the session's tenant (see tenant_checkpoints).
+type PgcheckpointTenantPendingWrite struct {
+	ThreadID      string
+	Namespace     string
+	CheckpointSeq int64
+	CheckpointID  uuid.UUID
+	TaskID        string
+	Idx           int32
+	Channel       string
+	Value         json.RawMessage
+	CreatedAt     time.Time
+	TenantID      string
+}
+
+// The threads of the session's tenant (see tenant_checkpoints).
+type PgcheckpointTenantThread struct {
+	ThreadID           string
+	Namespace          string
+	RewoundTo          uuid.NullUUID
+	Metadata           []byte
+	CreatedAt          time.Time
+	BranchName         pgtype.Text
+	BranchedFrom       uuid.NullUUID
+	BranchedFromThread pgtype.Text
+	SweptAt            pgtype.Timestamptz
+	ExpiresAt          pgtype.Timestamptz
+	ExpireAction       string
+	TenantID           string
+}
+
+// The thread locks of the session's tenant (see tenant_checkpoints).
+type PgcheckpointTenantThreadLock struct {
+	ThreadID string
+	Taken    int64
+	TenantID string
+}
+
 // One row per agent run (thread) and namespace, created by its first checkpoint. The head (the checkpoint the next write builds on) is rewound_to when set, else the newest checkpoint: see pgcheckpoint.thread_head().
 type PgcheckpointThread struct {
 	// The agent run's identifier, chosen by the client (1 to 255 characters).

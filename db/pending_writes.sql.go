@@ -15,11 +15,11 @@ import (
 const PendingWritePutMany = `-- name: PendingWritePutMany :one
 WITH target AS (
     SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id
-    FROM pgcheckpoint.checkpoints c
+    FROM pgcheckpoint.tenant_checkpoints c
     WHERE c.checkpoint_id = $1::uuid
     LIMIT 1
 ), inserted AS (
-    INSERT INTO pgcheckpoint.pending_writes
+    INSERT INTO pgcheckpoint.tenant_pending_writes
         (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)
     SELECT target.thread_id, target.namespace, target.seq, target.checkpoint_id, $2::text,
            (w.ord - 1)::int, w.channel, ($3::jsonb[])[w.ord]

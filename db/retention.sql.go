@@ -111,7 +111,7 @@ func (q *Queries) ThreadGcBatch(ctx context.Context, arg ThreadGcBatchParams) (T
 
 const ThreadGetExpiry = `-- name: ThreadGetExpiry :one
 SELECT t.expires_at, t.expire_action
-FROM pgcheckpoint.threads t
+FROM pgcheckpoint.tenant_threads t
 WHERE t.thread_id = $1::text
 ORDER BY t.namespace
 LIMIT 1
@@ -133,7 +133,7 @@ func (q *Queries) ThreadGetExpiry(ctx context.Context, threadID string) (ThreadG
 }
 
 const ThreadSetExpiry = `-- name: ThreadSetExpiry :execrows
-UPDATE pgcheckpoint.threads t
+UPDATE pgcheckpoint.tenant_threads t
 SET expires_at = $1::timestamptz,
     expire_action = CASE WHEN $2::boolean THEN 'keep_latest' ELSE 'delete' END
 WHERE t.thread_id = $3::text

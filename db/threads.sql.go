@@ -96,7 +96,7 @@ const ThreadListBranches = `-- name: ThreadListBranches :many
 SELECT t.thread_id, t.namespace, coalesce(t.branch_name, '')::text AS branch_name,
        coalesce(t.branched_from, '00000000-0000-0000-0000-000000000000')::uuid AS branched_from,
        t.created_at
-FROM pgcheckpoint.threads t
+FROM pgcheckpoint.tenant_threads t
 WHERE t.branched_from_thread = $1::text
 ORDER BY t.created_at, t.thread_id
 `
@@ -143,8 +143,8 @@ SELECT DISTINCT ON (t.thread_id)
        coalesce(h.step, 0)::bigint AS head_step,
        coalesce(h.summary, '')::text AS head_summary,
        coalesce(h.created_at, t.created_at)::timestamptz AS head_created_at
-FROM pgcheckpoint.threads t
-LEFT JOIN pgcheckpoint.checkpoints h
+FROM pgcheckpoint.tenant_threads t
+LEFT JOIN pgcheckpoint.tenant_checkpoints h
   ON h.thread_id = t.thread_id AND h.namespace = t.namespace
  AND h.seq = pgcheckpoint.thread_head_seq(t.thread_id, t.namespace)
 WHERE t.thread_id > $1::text

@@ -32,20 +32,21 @@ type EncryptionHarness struct {
 
 // encryptionTests is the encryption suite (RunEncryption).
 var encryptionTests = []struct {
-	name string
-	fn   func(t *testing.T, e *cryptEnv)
+	name   string
+	fn     func(t *testing.T, e *cryptEnv)
+	tenant bool // RunTenants runs it too
 }{
-	{"RandomHistoriesReadBackUnderEncryption", testEncryptedRandomHistories},
-	{"AppendHistoriesReadBackUnderEncryption", testEncryptedAppendHistories},
-	{"DeltasAndRetriesUnderEncryption", testEncryptedDeltasAndRetries},
-	{"DumpHoldsNoPlaintext", testDumpHoldsNoPlaintext},
-	{"DigestsAreKeyedPerThread", testDigestsAreKeyed},
-	{"TamperingFailsClosed", testTamperingFailsClosed},
-	{"WrongMissingAndRevokedKeysFailClosed", testWrongKeysFailClosed},
-	{"RewrapKeepsEverythingReadable", testRewrap},
-	{"ExportsCarryCiphertextAndWrappedKeys", testEncryptedExport},
-	{"ShreddingErasesOneThread", testShredding},
-	{"TenantsKeepTheirKeys", testTenantsKeepTheirKeys},
+	{name: "RandomHistoriesReadBackUnderEncryption", fn: testEncryptedRandomHistories},
+	{name: "AppendHistoriesReadBackUnderEncryption", fn: testEncryptedAppendHistories},
+	{name: "DeltasAndRetriesUnderEncryption", fn: testEncryptedDeltasAndRetries},
+	{name: "DumpHoldsNoPlaintext", fn: testDumpHoldsNoPlaintext},
+	{name: "DigestsAreKeyedPerThread", fn: testDigestsAreKeyed},
+	{name: "TamperingFailsClosed", fn: testTamperingFailsClosed},
+	{name: "WrongMissingAndRevokedKeysFailClosed", fn: testWrongKeysFailClosed},
+	{name: "RewrapKeepsEverythingReadable", fn: testRewrap},
+	{name: "ExportsCarryCiphertextAndWrappedKeys", fn: testEncryptedExport},
+	{name: "ShreddingErasesOneThread", fn: testShredding},
+	{name: "TenantsKeepTheirKeys", fn: testTenantsKeepTheirKeys, tenant: true},
 }
 
 // RunEncryption runs the encryption suite against the store h names,

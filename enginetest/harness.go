@@ -20,9 +20,11 @@ type Harness struct {
 	// database when the test ends (t.Cleanup). The suite migrates it.
 	NewURL func(t testing.TB) string
 	// TenantURL, when set, returns the URL of a new database, as NewURL
-	// does, reached by a role that the store's isolation of tenants
-	// applies to: for Postgres a role without superuser or BYPASSRLS. The
-	// tenant tests use it; nil: NewURL.
+	// does, reached by the role an installation with tenants gives the
+	// application: for Postgres one without superuser or BYPASSRLS, which
+	// row-level security holds as well as the store's tenant views. The
+	// tenant tests use it; nil: NewURL. (RunTenants runs them again with
+	// another harness, e.g. as a superuser.)
 	TenantURL func(t testing.TB) string
 }
 
@@ -32,6 +34,8 @@ type conformanceTest struct {
 	// serial tests run alone, before the parallel ones: they count the
 	// goroutines of the whole test binary.
 	serial bool
+	// tenant tests are those RunTenants runs.
+	tenant bool
 	fn     func(t *testing.T, e *env)
 }
 
@@ -142,10 +146,10 @@ var tests = []conformanceTest{
 	{name: "ScopeWrapToolAndIntervalInOneNamespace", fn: testAgentHelpersIn},
 	{name: "BadNamespaceIsInvalidInputAndWritesNothing", fn: testNamespaceBadInput},
 	// tenant.go
-	{name: "TenantsKeptApart", fn: testTenantsKeptApart},
-	{name: "SameThreadIDsAreKeptApart", fn: testSameThreadIDsKeptApart},
-	{name: "TenantNamesAreChecked", fn: testTenantNamesAreChecked},
-	{name: "TenantStoreRefusesBadNames", fn: testTenantStoreRefusesBadNames},
+	{name: "TenantsKeptApart", tenant: true, fn: testTenantsKeptApart},
+	{name: "SameThreadIDsAreKeptApart", tenant: true, fn: testSameThreadIDsKeptApart},
+	{name: "TenantNamesAreChecked", tenant: true, fn: testTenantNamesAreChecked},
+	{name: "TenantStoreRefusesBadNames", tenant: true, fn: testTenantStoreRefusesBadNames},
 }
 
 // Run runs the conformance suite against the store h names, each test as
@@ -165,6 +169,34 @@ func Run(t *testing.T, h Harness) {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
 				c.fn(t, newEnv(t, h))
+			})
+		}
+	}
+}
+
+// RunTenants runs the suite's tenant tests alone: those of Run and the
+// encryption suite's TenantsKeepTheirKeys, each with a database of its
+// own from h.TenantURL (nil: h.NewURL). A store runs them once more for
+// each kind of session its isolation must hold besides Run's: for
+// Postgres, a superuser's, which row-level security does not hold and
+// the store's own tenant filters must.
+func RunTenants(t *testing.T, h Harness) {
+	if h.NewURL == nil {
+		t.Fatal("enginetest: Harness.NewURL is nil")
+	}
+	for _, c := range tests {
+		if c.tenant {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.fn(t, newEnv(t, h))
+			})
+		}
+	}
+	for _, c := range encryptionTests {
+		if c.tenant {
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.fn(t, &cryptEnv{t: t, h: EncryptionHarness{Harness: h}, url: h.NewURL(t), ctx: context.Background(), keys: newKeys(t, "k1")})
 			})
 		}
 	}

@@ -123,9 +123,10 @@ func (d *dumper) dump() error {
 	if err := d.tx.QueryRow(d.ctx, `SELECT quote_ident(nspname) FROM pg_namespace WHERE oid = $1`, d.ns).Scan(&name); err != nil {
 		return err
 	}
-	// Functions are written after the tables and views, in name order, not
-	// in the order they call each other: their bodies are checked when
-	// called, not when created.
+	// Functions are written after the tables, in name order, not in the
+	// order they call each other: their bodies are checked when called,
+	// not when created. Views come after the functions (and aggregates),
+	// which they may call (the tenant views call current_tenant()).
 	d.out.WriteString("SET check_function_bodies = false;\n\nCREATE SCHEMA " + name + ";\n")
 	d.writeExtras(objectKey{"pg_namespace", d.ns, 0})
 	d.out.WriteString("\n-- Tables\n")
@@ -133,13 +134,13 @@ func (d *dumper) dump() error {
 	if err := d.tables(); err != nil {
 		return err
 	}
-	if err := d.views(); err != nil {
-		return err
-	}
 	if err := d.functions(); err != nil {
 		return err
 	}
 	if err := d.aggregates(); err != nil {
+		return err
+	}
+	if err := d.views(); err != nil {
 		return err
 	}
 	d.writeSecurity()

@@ -63,6 +63,7 @@ type Store struct {
 	q               *db.Queries       // the SQL API's typed form
 	eq              *enginedb.Queries // the engine's internal queries
 	singleStatement bool              // see Options.SingleStatement
+	sessionTenant   bool              // see Options.SessionTenant
 	inTx            bool              // db is the caller's transaction
 	close           func()            // closes a pool the store owns (Open's)
 }
@@ -85,6 +86,23 @@ type Options struct {
 	// (a *pgxpool.Pool): for a pool made for the store alone, as
 	// pgcheckpoint.Open makes one. By default Close leaves it open.
 	ClosePool bool
+	// SessionTenant, over a *pgxpool.Pool, sets the tenant for a server
+	// connection's whole session (set_config's is_local false), ahead of
+	// the first statement the store sends on it in that tenant, and
+	// remembers it with the connection: the store's later statements on
+	// that connection in the same tenant go alone, without the setting's
+	// statement ahead of them in their batch (a Get's server work is
+	// about 5% less; see BenchmarkTenantCost). The tenant then stays set
+	// on the connection after the store's statements, for whoever uses it
+	// next: so give the store a pool of its own (pgcheckpoint.Open's),
+	// with nothing else on it that sets pgcheckpoint.tenant, connected to
+	// Postgres directly or through a pooler in session mode. NEVER behind
+	// PgBouncer (or any pooler) in transaction or statement mode: there a
+	// statement may run on a server connection whose session another
+	// client set to another tenant. Over a connection or a transaction it
+	// does nothing; transactions (Begin, WithTx) set the tenant in the
+	// transaction as without it.
+	SessionTenant bool
 }
 
 // NewStore returns the Postgres store over conn: a *pgxpool.Pool (safe for
@@ -96,7 +114,7 @@ type Options struct {
 // The store reads and writes the rows of tenant engine.DefaultTenant, as
 // an installation without tenants does; ForTenant binds a copy to another.
 func NewStore(conn DB, opts Options) *Store {
-	s := (&Store{singleStatement: opts.SingleStatement}).over(conn, engine.DefaultTenant)
+	s := (&Store{singleStatement: opts.SingleStatement, sessionTenant: opts.SessionTenant}).over(conn, engine.DefaultTenant)
 	if pool, ok := conn.(*pgxpool.Pool); ok && opts.ClosePool {
 		s.close = pool.Close
 	}
@@ -108,12 +126,15 @@ func NewStore(conn DB, opts Options) *Store {
 func (s *Store) over(conn DB, tenant string) *Store {
 	_, inTx := conn.(pgx.Tx)
 	t := tenantDB{DB: conn, tenant: tenant}
+	if pool, ok := conn.(*pgxpool.Pool); ok && s.sessionTenant {
+		t.pool = pool
+	}
 	if err := engine.CheckTenant(tenant); err != nil {
 		t.err = fmt.Errorf("postgres store: %w", err)
 	}
 	u := binaryUUIDs{t}
 	return &Store{conn: conn, tenant: tenant, db: t, q: db.New(u), eq: enginedb.New(u),
-		singleStatement: s.singleStatement, inTx: inTx, close: func() {}}
+		singleStatement: s.singleStatement, sessionTenant: s.sessionTenant, inTx: inTx, close: func() {}}
 }
 
 // DB returns what the store runs its statements on: the pool, connection
@@ -237,7 +258,7 @@ func (s *Store) checkJSONInTx(fields ...engine.JSONField) error {
 // which every query that lists or reads checkpoints embeds, to
 // CheckpointInfo. The row's ids are pgx UUIDs (NULL: uuid.Nil) and its
 // metadata the JSON text Postgres wrote, taken as it is (see sqlc.yaml).
-func pgInfo(r db.PgcheckpointCheckpointInfo) engine.CheckpointInfo {
+func pgInfo(r db.PgcheckpointTenantCheckpointInfo) engine.CheckpointInfo {
 	return engine.CheckpointInfo{
 		ID: r.CheckpointID.Bytes, ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq,
 		ParentID: r.ParentCheckpointID.Bytes, MergeParentID: r.MergeParentID.Bytes, Step: r.Step, CreatedAt: r.CreatedAt,
@@ -252,7 +273,7 @@ func pgInfo(r db.PgcheckpointCheckpointInfo) engine.CheckpointInfo {
 // (see pgcheckpoint.checkpoint_materialize_json): taken as it is, not validated again.
 func pgCheckpoint(r db.CheckpointGetHeadRow) (*engine.Checkpoint, error) {
 	c := &engine.Checkpoint{
-		CheckpointInfo: pgInfo(r.PgcheckpointCheckpointInfo),
+		CheckpointInfo: pgInfo(r.PgcheckpointTenantCheckpointInfo),
 		Messages:       r.Messages,
 		State:          r.State,
 		ToolResults:    r.ToolResults,
@@ -308,7 +329,7 @@ func (s *Store) ListCheckpoints(ctx context.Context, q engine.ListQuery) ([]engi
 	}
 	out := make([]engine.CheckpointInfo, len(rows))
 	for i, r := range rows {
-		out[i] = pgInfo(r.PgcheckpointCheckpointInfo)
+		out[i] = pgInfo(r.PgcheckpointTenantCheckpointInfo)
 	}
 	return out, nil
 }
@@ -436,7 +457,7 @@ func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.
 	}
 	out := make([]engine.CheckpointInfo, len(rows))
 	for i, r := range rows {
-		out[i] = pgInfo(r.PgcheckpointCheckpointInfo)
+		out[i] = pgInfo(r.PgcheckpointTenantCheckpointInfo)
 	}
 	return out, nil
 }

@@ -5,14 +5,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
 // setTenant sets the tenant of the transaction it runs in (transaction-
 // local: it ends with the transaction, so it never outlives it on a pooled
-// server connection). Row-level security shows that transaction the
-// tenant's rows alone (see pgcheckpoint.current_tenant()).
+// server connection). Every statement and SQL function reads and writes
+// through the views of the session's tenant (tenant_checkpoints, ...:
+// migration 21), which show that transaction the tenant's rows alone
+// whatever the role, a superuser's too; row-level security holds the
+// other roles to the same (see pgcheckpoint.current_tenant()).
 const setTenant = "SELECT pg_catalog.set_config('pgcheckpoint.tenant', $1, true)"
 
 // ForTenant implements engine.TenantStore: a copy of s, over the same
@@ -42,12 +46,68 @@ func (s *Store) Tenant() string { return s.tenant }
 type tenantDB struct {
 	DB
 	tenant string
-	err    error // the tenant's name is refused: every call fails with it
+	err    error         // the tenant's name is refused: every call fails with it
+	pool   *pgxpool.Pool // Options.SessionTenant: the pool, whose sessions keep their tenant
+}
+
+// setSessionTenant sets the tenant of a session (Options.SessionTenant).
+const setSessionTenant = "SELECT pg_catalog.set_config('pgcheckpoint.tenant', $1, false)"
+
+// sessionKey is where a connection's CustomData keeps the tenant the
+// store set its session to (Options.SessionTenant).
+const sessionKey = "pgcheckpoint.sessionTenant"
+
+// sessionBatch acquires a connection of t.pool and returns it with a batch
+// that starts with the setting of the session's tenant unless the store
+// set it already on that connection (then the batch is empty). done
+// records the setting when the batch succeeded, and forgets what the
+// connection had otherwise (a failed implicit transaction takes its
+// setting back with it); it releases the connection.
+func (t tenantDB) sessionBatch(ctx context.Context) (c *pgxpool.Conn, b *pgx.Batch, done func(error), err error) {
+	c, err = t.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	data := c.Conn().PgConn().CustomData()
+	b = &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 2)}
+	if data[sessionKey] != t.tenant {
+		b.Queue(setSessionTenant, t.tenant)
+	}
+	setting := len(b.QueuedQueries) > 0
+	done = func(err error) {
+		switch {
+		case err != nil:
+			delete(data, sessionKey)
+		case setting:
+			data[sessionKey] = t.tenant
+		}
+		c.Release()
+	}
+	return c, b, done, nil
 }
 
 func (t tenantDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if t.err != nil {
 		return pgconn.CommandTag{}, t.err
+	}
+	if t.pool != nil {
+		c, b, done, err := t.sessionBatch(ctx)
+		if err != nil {
+			return pgconn.CommandTag{}, err
+		}
+		var tag pgconn.CommandTag
+		if len(b.QueuedQueries) == 0 {
+			tag, err = c.Exec(ctx, sql, args...)
+		} else {
+			b.Queue(sql, args...)
+			br := c.SendBatch(ctx, b)
+			_, err = br.Exec()
+			var qerr error
+			tag, qerr = br.Exec()
+			err = firstError(err, qerr, br.Close())
+		}
+		done(err)
+		return tag, err
 	}
 	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 2)}
 	b.Queue(setTenant, t.tenant)
@@ -61,6 +121,27 @@ func (t tenantDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 func (t tenantDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if t.err != nil {
 		return nil, t.err
+	}
+	if t.pool != nil {
+		c, b, done, err := t.sessionBatch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		b.Queue(sql, args...)
+		br := c.SendBatch(ctx, b)
+		if len(b.QueuedQueries) > 1 {
+			if _, err := br.Exec(); err != nil {
+				done(firstError(err, br.Close()))
+				return nil, err
+			}
+		}
+		rows, err := br.Query()
+		if err != nil {
+			err = firstError(err, br.Close())
+			done(err)
+			return nil, err
+		}
+		return &batchRows{Rows: rows, br: br, done: done}, nil
 	}
 	b := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 2)}
 	b.Queue(setTenant, t.tenant)
@@ -85,6 +166,19 @@ func (t tenantDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 func (t tenantDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if t.err != nil {
 		return failedBatch{t.err}
+	}
+	if t.pool != nil {
+		c, set, done, err := t.sessionBatch(ctx)
+		if err != nil {
+			return failedBatch{err}
+		}
+		setting := len(set.QueuedQueries) > 0
+		set.QueuedQueries = append(set.QueuedQueries, b.QueuedQueries...)
+		br := &sessionBatchResults{BatchResults: c.SendBatch(ctx, set), done: done}
+		if setting {
+			_, _ = br.Exec()
+		}
+		return br
 	}
 	set := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
 	set.Queue(setTenant, t.tenant)
@@ -160,6 +254,7 @@ type batchRows struct {
 	br     pgx.BatchResults
 	closed bool
 	err    error
+	done   func(error) // Options.SessionTenant: records the setting, releases the connection
 }
 
 func (r *batchRows) Next() bool {
@@ -177,6 +272,28 @@ func (r *batchRows) Close() {
 	r.closed = true
 	r.Rows.Close()
 	r.err = r.br.Close()
+	if r.done != nil {
+		r.done(firstError(r.Rows.Err(), r.err))
+	}
+}
+
+// sessionBatchResults are the results of a batch on a connection of the
+// pool (Options.SessionTenant): Close records the setting and releases
+// the connection.
+type sessionBatchResults struct {
+	pgx.BatchResults
+	done   func(error)
+	closed bool
+	err    error
+}
+
+func (b *sessionBatchResults) Close() error {
+	if !b.closed {
+		b.closed = true
+		b.err = b.BatchResults.Close()
+		b.done(b.err)
+	}
+	return b.err
 }
 
 func (r *batchRows) Err() error {

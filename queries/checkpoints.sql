@@ -67,12 +67,12 @@ FROM pgcheckpoint.checkpoint_append(
 -- Pending writes are aggregated only for a checkpoint that has some (the
 -- probe here saves the call of pending_writes_json, which probes again).
 SELECT sqlc.embed(c), m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
-       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.tenant_pending_writes w
                          WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
             THEN pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text
             ELSE ''
        END::text AS pending_writes
-FROM pgcheckpoint.checkpoint_info c
+FROM pgcheckpoint.tenant_checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) m
 WHERE c.checkpoint_id = @checkpoint_id;
 
@@ -80,12 +80,12 @@ WHERE c.checkpoint_id = @checkpoint_id;
 -- The head of a thread and namespace: the checkpoint the next write builds
 -- on (see pgcheckpoint.thread_head_seq), read as CheckpointGetByID reads one.
 SELECT sqlc.embed(c), m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
-       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+       CASE WHEN EXISTS (SELECT FROM pgcheckpoint.tenant_pending_writes w
                          WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
             THEN pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text
             ELSE ''
        END::text AS pending_writes
-FROM pgcheckpoint.checkpoint_info c
+FROM pgcheckpoint.tenant_checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) m
 WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
   AND c.seq = pgcheckpoint.thread_head_seq(@thread_id::text, @namespace::text);
@@ -96,7 +96,7 @@ WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
 -- metadata containment and by tags. Content columns are left out: Get reads
 -- one checkpoint whole.
 SELECT sqlc.embed(c)
-FROM pgcheckpoint.checkpoint_info c
+FROM pgcheckpoint.tenant_checkpoint_info c
 WHERE c.thread_id = @thread_id::text
   AND c.namespace = @namespace::text
   -- One scalar subquery, computed once: the scan compares seq with a
@@ -106,7 +106,7 @@ WHERE c.thread_id = @thread_id::text
   AND c.seq < (SELECT coalesce(
         -- The cursor by id alone, then checked (see checkpoint_put).
         (SELECT CASE WHEN b.thread_id = @thread_id::text AND b.namespace = @namespace::text THEN b.seq END
-         FROM pgcheckpoint.checkpoints b
+         FROM pgcheckpoint.tenant_checkpoints b
          WHERE b.checkpoint_id = sqlc.narg(before)::uuid
          LIMIT 1),
         CASE WHEN sqlc.narg(before)::uuid IS NULL THEN 9223372036854775807 ELSE 0 END))
@@ -124,7 +124,7 @@ SELECT pgcheckpoint.checkpoint_delete_before(@thread_id::text, @namespace::text,
 -- pgcheckpoint.checkpoint_lineage).
 SELECT sqlc.embed(c), l.depth::int AS depth
 FROM pgcheckpoint.checkpoint_lineage(@checkpoint_id::uuid, sqlc.narg(max_depth)::int) AS l
-JOIN pgcheckpoint.checkpoint_info c
+JOIN pgcheckpoint.tenant_checkpoint_info c
   ON c.thread_id = l.thread_id AND c.namespace = l.namespace AND c.seq = l.seq
 ORDER BY l.depth;
 

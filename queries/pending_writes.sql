@@ -4,11 +4,11 @@
 -- found = 0 means the checkpoint does not exist.
 WITH target AS (
     SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id
-    FROM pgcheckpoint.checkpoints c
+    FROM pgcheckpoint.tenant_checkpoints c
     WHERE c.checkpoint_id = @checkpoint_id::uuid
     LIMIT 1
 ), inserted AS (
-    INSERT INTO pgcheckpoint.pending_writes
+    INSERT INTO pgcheckpoint.tenant_pending_writes
         (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)
     SELECT target.thread_id, target.namespace, target.seq, target.checkpoint_id, @task_id::text,
            (w.ord - 1)::int, w.channel, (@vals::jsonb[])[w.ord]

@@ -18,7 +18,7 @@ FROM pgcheckpoint.thread_gc_batch(@policy::text, @n::int, make_interval(0, 0, 0,
 -- Sets (or, with a NULL time, clears) the expiry of every namespace row of
 -- a thread: once expired, a sweep keeps its heads (keep_latest) or deletes
 -- it (see pgcheckpoint.thread_expire).
-UPDATE pgcheckpoint.threads t
+UPDATE pgcheckpoint.tenant_threads t
 SET expires_at = sqlc.narg(expires_at)::timestamptz,
     expire_action = CASE WHEN @keep_latest::boolean THEN 'keep_latest' ELSE 'delete' END
 WHERE t.thread_id = @thread_id::text;
@@ -28,7 +28,7 @@ WHERE t.thread_id = @thread_id::text;
 -- 'keep_latest'), as ThreadSetExpiry set it on every namespace row; no row
 -- for an unknown thread, a NULL time when it does not expire.
 SELECT t.expires_at, t.expire_action
-FROM pgcheckpoint.threads t
+FROM pgcheckpoint.tenant_threads t
 WHERE t.thread_id = @thread_id::text
 ORDER BY t.namespace
 LIMIT 1;

@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 20 has it:
+-- The pgcheckpoint schema as a database migrated to version 21 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/) make the schema and are its
@@ -180,27 +180,6 @@ COMMENT ON COLUMN pgcheckpoint.threads.expires_at IS 'When the thread expires (T
 COMMENT ON COLUMN pgcheckpoint.threads.expire_action IS 'What expiry does: ''delete'' deletes the thread; ''keep_latest'' keeps only the head of each namespace (and clears expires_at).';
 COMMENT ON COLUMN pgcheckpoint.threads.tenant_id IS 'The tenant of the thread (see checkpoints.tenant_id).';
 
--- Views
-
-CREATE VIEW pgcheckpoint.checkpoint_info WITH (security_invoker=true) AS
- SELECT c.thread_id,
-    c.namespace,
-    c.seq,
-    c.checkpoint_id,
-    c.parent_checkpoint_id,
-    c.merge_parent_id,
-    c.step,
-    c.created_at,
-    c.trigger,
-    c.tags,
-    c.summary,
-    c.metadata,
-    c.format,
-    c.next_node,
-    c.size_bytes
-   FROM pgcheckpoint.checkpoints c;
-COMMENT ON VIEW pgcheckpoint.checkpoint_info IS 'Each checkpoint without its content (messages, state, tool results and delta columns): what listings show. Summary and metadata are in stored form (U+0000 kept as an escape, see the engine docs).';
-
 -- Functions and procedures
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_append(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_on_head uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_set_state jsonb, p_set_tool_results jsonb, p_remove_state text[], p_remove_tool_results text[], p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_set_state_digests jsonb DEFAULT NULL::jsonb, p_set_tool_results_digests jsonb DEFAULT NULL::jsonb, p_max_size_bytes bigint DEFAULT NULL::bigint, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
@@ -288,7 +267,7 @@ BEGIN
                AND m.state = (pm.state - v_rm_state) || v_set_state
                AND m.tool_results = (pm.tool_results - v_rm_tools) || v_set_tools
           INTO thread_id, namespace, parent_checkpoint_id, step, created_at, v_same
-        FROM pgcheckpoint.checkpoints c
+        FROM pgcheckpoint.tenant_checkpoints c
         CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(c.checkpoint_id) m
         LEFT JOIN LATERAL pgcheckpoint.checkpoint_materialize(c.parent_checkpoint_id) pm ON true
         WHERE c.checkpoint_id = p_checkpoint_id
@@ -315,7 +294,7 @@ BEGIN
     -- limit, the content the append makes is measured, and only that
     -- refuses it.
     SELECT c.size_bytes + coalesce(p_size_bytes, 0) INTO v_size
-    FROM pgcheckpoint.checkpoints c
+    FROM pgcheckpoint.tenant_checkpoints c
     WHERE c.checkpoint_id = v_head_id
     LIMIT 1;
     IF v_size > p_max_size_bytes THEN
@@ -366,7 +345,7 @@ BEGIN
                  ELSE pg_catalog.jsonb_build_array(pgcheckpoint.checkpoint_last_message(v_head_id)) END,
             v_state_dig);
     END IF;
-    INSERT INTO pgcheckpoint.checkpoints AS c (
+    INSERT INTO pgcheckpoint.tenant_checkpoints AS c (
         thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
         trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
         messages, state, tool_results, state_removed, tool_results_removed, messages_count,
@@ -440,7 +419,7 @@ BEGIN
     PERFORM pgcheckpoint.thread_lock(p_thread_id);
     v_head_seq := pgcheckpoint.thread_head_seq(p_thread_id, p_namespace);
     RETURN pgcheckpoint.checkpoint_delete_many(ARRAY(
-        SELECT c.checkpoint_id FROM pgcheckpoint.checkpoints c
+        SELECT c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
         WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
           AND c.step < p_step
           AND c.seq IS DISTINCT FROM v_head_seq));
@@ -457,7 +436,7 @@ AS $function$
 BEGIN
     -- checkpoint_delete_many takes the threads' locks, then reads the rows again.
     RETURN pgcheckpoint.checkpoint_delete_many(ARRAY(
-        SELECT c.checkpoint_id FROM pgcheckpoint.checkpoints c, unnest(p_run_ids) r
+        SELECT c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c, unnest(p_run_ids) r
         WHERE c.metadata @> jsonb_build_object('run_id', r)));
 END;
 $function$;
@@ -479,7 +458,7 @@ BEGIN
         SELECT DISTINCT c.thread_id
         FROM unnest(p_checkpoint_ids) i
         CROSS JOIN LATERAL (
-            SELECT c.thread_id FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = i) c);
+            SELECT c.thread_id FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = i) c);
     PERFORM pgcheckpoint.thread_lock_many(v_threads);
 
     -- Read under the locks, so every write to these threads is either seen
@@ -488,7 +467,7 @@ BEGIN
         SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id
         FROM (SELECT DISTINCT x AS id FROM unnest(p_checkpoint_ids) x) i
         CROSS JOIN LATERAL (
-            SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id FROM pgcheckpoint.checkpoints c
+            SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
             WHERE c.checkpoint_id = i.id) c
         WHERE c.thread_id = ANY (v_threads)
     ), orphans AS (
@@ -496,7 +475,7 @@ BEGIN
         -- written earlier: only later rows can be its deltas.
         SELECT k.thread_id, k.namespace, k.seq, k.checkpoint_id
         FROM (SELECT d.thread_id, d.namespace, min(d.seq) AS from_seq FROM doomed d GROUP BY 1, 2) t
-        JOIN pgcheckpoint.checkpoints k
+        JOIN pgcheckpoint.tenant_checkpoints k
           ON k.thread_id = t.thread_id AND k.namespace = t.namespace AND k.seq > t.from_seq
         WHERE k.format = 'delta'
           AND k.base_checkpoint_id IN (SELECT d.checkpoint_id FROM doomed d)
@@ -505,7 +484,7 @@ BEGIN
         SELECT o.thread_id, o.namespace, o.seq, m.messages, m.state, m.tool_results
         FROM orphans o CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(o.checkpoint_id) m
     ), rebased AS (
-        UPDATE pgcheckpoint.checkpoints c
+        UPDATE pgcheckpoint.tenant_checkpoints c
         SET format = 'full', base_checkpoint_id = NULL, delta_run = 0, delta_depth = 0,
             messages = w.messages, state = w.state,
             tool_results = w.tool_results, state_removed = '{}', tool_results_removed = '{}'
@@ -513,12 +492,12 @@ BEGIN
         WHERE c.thread_id = w.thread_id AND c.namespace = w.namespace AND c.seq = w.seq
         RETURNING 1
     ), unrewound AS (
-        UPDATE pgcheckpoint.threads t SET rewound_to = NULL
+        UPDATE pgcheckpoint.tenant_threads t SET rewound_to = NULL
         FROM doomed d
         WHERE t.thread_id = d.thread_id AND t.namespace = d.namespace AND t.rewound_to = d.checkpoint_id
         RETURNING 1
     ), deleted AS (
-        DELETE FROM pgcheckpoint.checkpoints c
+        DELETE FROM pgcheckpoint.tenant_checkpoints c
         USING doomed d
         WHERE c.thread_id = d.thread_id AND c.namespace = d.namespace AND c.seq = d.seq
         RETURNING 1
@@ -631,7 +610,7 @@ AS $function$
                c.next_node, c.size_bytes
         FROM (SELECT x.thread_id, x.namespace, x.seq, x.checkpoint_id, x.parent_checkpoint_id, x.merge_parent_id,
                      x.step, x.created_at, x.trigger, x.tags, x.summary, x.metadata, x.next_node, x.size_bytes
-              FROM pgcheckpoint.checkpoints x WHERE x.checkpoint_id = p_checkpoint_id LIMIT 1) c
+              FROM pgcheckpoint.tenant_checkpoints x WHERE x.checkpoint_id = p_checkpoint_id LIMIT 1) c
         UNION ALL
         SELECT w.depth + 1, c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id,
                c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata,
@@ -640,7 +619,7 @@ AS $function$
         JOIN LATERAL (SELECT x.thread_id, x.namespace, x.seq, x.checkpoint_id, x.parent_checkpoint_id,
                              x.merge_parent_id, x.step, x.created_at, x.trigger, x.tags, x.summary,
                              x.metadata, x.next_node, x.size_bytes
-                      FROM pgcheckpoint.checkpoints x
+                      FROM pgcheckpoint.tenant_checkpoints x
                       WHERE x.checkpoint_id = w.parent_checkpoint_id LIMIT 1) c ON true
         WHERE p_max_depth IS NULL OR w.depth < p_max_depth
     )
@@ -663,7 +642,7 @@ DECLARE
 BEGIN
     SELECT c.format, c.messages, c.state, c.tool_results
       INTO v_format, v_messages, v_state, v_tools
-    FROM pgcheckpoint.checkpoints c
+    FROM pgcheckpoint.tenant_checkpoints c
     WHERE c.checkpoint_id = p_checkpoint_id
     LIMIT 1;
     IF NOT FOUND THEN
@@ -700,7 +679,7 @@ AS $function$
                 THEN pg_catalog.substr(pg_catalog.jsonb_send(c.state), 2) ELSE d.state END,
            CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
                 THEN pg_catalog.substr(pg_catalog.jsonb_send(c.tool_results), 2) ELSE d.tool_results END
-    FROM pgcheckpoint.checkpoints c
+    FROM pgcheckpoint.tenant_checkpoints c
     LEFT JOIN LATERAL pgcheckpoint.checkpoint_rebuild_json(
         CASE WHEN c.format OPERATOR(pg_catalog.<>) 'full' THEN c.checkpoint_id END) d ON true
     WHERE c.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id
@@ -790,7 +769,7 @@ BEGIN
                AND m.messages = v_messages AND m.state = v_state AND m.tool_results = v_tools
                AND c.metadata = v_metadata AND c.next_node = coalesce(p_next_node, '')
           INTO thread_id, namespace, parent_checkpoint_id, step, created_at, v_same
-        FROM pgcheckpoint.checkpoints c
+        FROM pgcheckpoint.tenant_checkpoints c
         CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(c.checkpoint_id) m
         WHERE c.checkpoint_id = p_checkpoint_id
         LIMIT 1;
@@ -822,7 +801,7 @@ BEGIN
         END IF;
     END IF;
 
-    INSERT INTO pgcheckpoint.checkpoints AS c (
+    INSERT INTO pgcheckpoint.tenant_checkpoints AS c (
         thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
         trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
         messages, state, tool_results, state_removed, tool_results_removed, messages_count,
@@ -896,23 +875,23 @@ DECLARE
     v_truncated bigint := 0;
 BEGIN
     SELECT c.thread_id, c.namespace INTO v_thread, v_ns
-    FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
+    FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
     END IF;
     PERFORM pgcheckpoint.thread_lock(v_thread);
     -- Read again under the lock: it may have been deleted meanwhile.
     SELECT c.step INTO v_step
-    FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
+    FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
     END IF;
     v_head_seq := pgcheckpoint.thread_head_seq(v_thread, v_ns);
     SELECT c.checkpoint_id, c.step INTO v_head_id, v_head_step
-    FROM pgcheckpoint.checkpoints c
+    FROM pgcheckpoint.tenant_checkpoints c
     WHERE c.thread_id = v_thread AND c.namespace = v_ns AND c.seq = v_head_seq;
     SELECT count(*) INTO v_count
-    FROM pgcheckpoint.checkpoints c WHERE c.thread_id = v_thread AND c.namespace = v_ns;
+    FROM pgcheckpoint.tenant_checkpoints c WHERE c.thread_id = v_thread AND c.namespace = v_ns;
 
     IF p_truncate AND v_head_id <> p_checkpoint_id THEN
         -- The head's line back to the target; delete it only if the target
@@ -929,7 +908,7 @@ BEGIN
         v_truncated := coalesce(v_truncated, 0);
     END IF;
 
-    UPDATE pgcheckpoint.threads t SET rewound_to = p_checkpoint_id
+    UPDATE pgcheckpoint.tenant_threads t SET rewound_to = p_checkpoint_id
     WHERE t.thread_id = v_thread AND t.namespace = v_ns;
 
     RETURN QUERY SELECT v_thread, v_ns, p_checkpoint_id, v_step, v_head_step, v_count, v_truncated;
@@ -961,7 +940,7 @@ BEGIN
     WITH RECURSIVE chain AS (
         SELECT 0 AS depth, c.checkpoint_id, c.thread_id, c.namespace, c.seq, c.base_checkpoint_id, c.format,
                c.messages, c.state, c.tool_results, c.state_removed, c.tool_results_removed
-        FROM pgcheckpoint.checkpoints c
+        FROM pgcheckpoint.tenant_checkpoints c
         WHERE c.checkpoint_id = p_checkpoint_id
         UNION ALL
         SELECT ch.depth + 1, b.checkpoint_id, b.thread_id, b.namespace, b.seq, b.base_checkpoint_id, b.format,
@@ -970,7 +949,7 @@ BEGIN
         CROSS JOIN LATERAL (
             SELECT b.checkpoint_id, b.thread_id, b.namespace, b.seq, b.base_checkpoint_id, b.format,
                    b.messages, b.state, b.tool_results, b.state_removed, b.tool_results_removed
-            FROM pgcheckpoint.checkpoints b
+            FROM pgcheckpoint.tenant_checkpoints b
             WHERE b.checkpoint_id = ch.base_checkpoint_id
             LIMIT 1) b
         WHERE ch.format = 'delta' AND b.thread_id = ch.thread_id AND b.namespace = ch.namespace AND b.seq < ch.seq
@@ -980,7 +959,7 @@ BEGIN
     FROM chain ch
     WHERE (SELECT o.format FROM chain o ORDER BY o.depth DESC LIMIT 1) = 'full'
     ORDER BY ch.depth DESC;
-    IF NOT FOUND AND EXISTS (SELECT FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
+    IF NOT FOUND AND EXISTS (SELECT FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
         RAISE EXCEPTION 'checkpoint % cannot be rebuilt: its chain of deltas does not reach a full snapshot', p_checkpoint_id
             USING ERRCODE = 'PC004',
                   HINT = 'A delta names its base in base_checkpoint_id, an earlier checkpoint of its thread and namespace, '
@@ -1137,13 +1116,13 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.pending_writes_json(p_thread_id text, p_
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    IF NOT EXISTS (SELECT FROM pgcheckpoint.pending_writes w
+    IF NOT EXISTS (SELECT FROM pgcheckpoint.tenant_pending_writes w
                    WHERE w.thread_id = p_thread_id AND w.namespace = p_namespace AND w.checkpoint_seq = p_seq) THEN
         RETURN NULL;
     END IF;
     RETURN (SELECT jsonb_agg(jsonb_build_object('task_id', w.task_id, 'idx', w.idx, 'channel', w.channel, 'value', w.value)
                              ORDER BY w.task_id, w.idx)
-            FROM pgcheckpoint.pending_writes w
+            FROM pgcheckpoint.tenant_pending_writes w
             WHERE w.thread_id = p_thread_id AND w.namespace = p_namespace AND w.checkpoint_seq = p_seq);
 END;
 $function$;
@@ -1192,7 +1171,7 @@ BEGIN
         SELECT c.*, c.thread_id AS start_thread, c.namespace AS start_namespace FROM (
             SELECT c.checkpoint_id, c.base_checkpoint_id, c.delta_run, c.delta_depth, c.messages_count,
                    c.messages_digest, c.state_digests, c.tool_results_digests, c.thread_id, c.namespace
-            FROM pgcheckpoint.checkpoints c
+            FROM pgcheckpoint.tenant_checkpoints c
             WHERE c.checkpoint_id = p_checkpoint_id
             LIMIT 1) c
         UNION ALL
@@ -1200,7 +1179,7 @@ BEGIN
         CROSS JOIN LATERAL (
             SELECT b.checkpoint_id, b.base_checkpoint_id, b.delta_run, b.delta_depth, b.messages_count,
                    b.messages_digest, b.state_digests, b.tool_results_digests, b.thread_id, b.namespace
-            FROM pgcheckpoint.checkpoints b
+            FROM pgcheckpoint.tenant_checkpoints b
             WHERE b.checkpoint_id = r.base_checkpoint_id
             LIMIT 1) b
         WHERE r.delta_run > 0
@@ -1219,7 +1198,7 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.thread_after_write(p_thread_id text, p_n
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    INSERT INTO pgcheckpoint.threads AS t (thread_id, namespace) VALUES (p_thread_id, p_namespace)
+    INSERT INTO pgcheckpoint.tenant_threads AS t (thread_id, namespace) VALUES (p_thread_id, p_namespace)
     ON CONFLICT (tenant_id, thread_id, namespace) DO UPDATE SET rewound_to = NULL
     WHERE t.rewound_to IS NOT NULL;
 END;
@@ -1234,7 +1213,7 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.thread_branch(p_source_id uuid, p_new_th
 AS $function$
 #variable_conflict use_column
 DECLARE
-    v_src pgcheckpoint.checkpoints%ROWTYPE;
+    v_src pgcheckpoint.tenant_checkpoints%ROWTYPE;
 BEGIN
     IF p_new_thread_id IS NULL OR length(p_new_thread_id) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
@@ -1244,21 +1223,21 @@ BEGIN
     END IF;
     PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, NULL);
     PERFORM pgcheckpoint.thread_lock(p_new_thread_id);
-    SELECT * INTO v_src FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
+    SELECT * INTO v_src FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
     END IF;
-    IF EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_new_thread_id) THEN
+    IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_new_thread_id) THEN
         RAISE EXCEPTION 'thread % already exists', p_new_thread_id USING ERRCODE = 'PC003';
     END IF;
-    IF EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
+    IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
         RAISE EXCEPTION 'checkpoint % already exists', p_checkpoint_id USING ERRCODE = 'PC002';
     END IF;
-    INSERT INTO pgcheckpoint.threads (thread_id, namespace, branch_name, branched_from, branched_from_thread)
+    INSERT INTO pgcheckpoint.tenant_threads (thread_id, namespace, branch_name, branched_from, branched_from_thread)
     VALUES (p_new_thread_id, v_src.namespace, p_branch_name, p_source_id, v_src.thread_id);
     -- The first checkpoint of a branch is stored whole: deltas never cross
     -- threads. Its digests are the source's, as its content is.
-    INSERT INTO pgcheckpoint.checkpoints (
+    INSERT INTO pgcheckpoint.tenant_checkpoints (
         thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step, trigger, tags,
         summary, metadata, format, messages, state, tool_results, messages_count, messages_digest,
         state_digests, tool_results_digests, next_node, size_bytes)
@@ -1292,10 +1271,10 @@ BEGIN
     END IF;
     -- Both locks, in a fixed order, so two crossed copies cannot deadlock.
     PERFORM pgcheckpoint.thread_lock_many(ARRAY[p_source_thread_id, p_target_thread_id]);
-    IF NOT EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_source_thread_id) THEN
+    IF NOT EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_source_thread_id) THEN
         RAISE EXCEPTION 'thread % not found', p_source_thread_id USING ERRCODE = 'PC001';
     END IF;
-    IF EXISTS (SELECT 1 FROM pgcheckpoint.threads t WHERE t.thread_id = p_target_thread_id) THEN
+    IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_target_thread_id) THEN
         RAISE EXCEPTION 'thread % already exists', p_target_thread_id USING ERRCODE = 'PC003';
     END IF;
 
@@ -1308,19 +1287,19 @@ BEGIN
     WITH ids AS MATERIALIZED (
         SELECT s.checkpoint_id AS old_id, pgcheckpoint.uuid_v7() AS new_id, s.namespace, s.seq
         FROM (SELECT c.checkpoint_id, c.namespace, c.seq
-              FROM pgcheckpoint.checkpoints c
+              FROM pgcheckpoint.tenant_checkpoints c
               WHERE c.thread_id = p_source_thread_id
               ORDER BY c.namespace, c.seq) s
     ), copied_threads AS (
-        INSERT INTO pgcheckpoint.threads (thread_id, namespace, rewound_to, metadata, created_at,
+        INSERT INTO pgcheckpoint.tenant_threads (thread_id, namespace, rewound_to, metadata, created_at,
                                           branch_name, branched_from, branched_from_thread)
         SELECT p_target_thread_id, t.namespace, m.new_id, t.metadata, t.created_at,
                t.branch_name, t.branched_from, t.branched_from_thread
-        FROM pgcheckpoint.threads t
+        FROM pgcheckpoint.tenant_threads t
         LEFT JOIN ids m ON m.old_id = t.rewound_to
         WHERE t.thread_id = p_source_thread_id
     ), copied_checkpoints AS (
-        INSERT INTO pgcheckpoint.checkpoints (
+        INSERT INTO pgcheckpoint.tenant_checkpoints (
             thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step,
             created_at, trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
             messages, state, tool_results, state_removed, tool_results_removed, messages_count, messages_digest,
@@ -1331,18 +1310,18 @@ BEGIN
                c.delta_depth, c.messages,
                c.state, c.tool_results, c.state_removed, c.tool_results_removed, c.messages_count,
                c.messages_digest, c.state_digests, c.tool_results_digests, c.next_node, c.size_bytes
-        FROM pgcheckpoint.checkpoints c
+        FROM pgcheckpoint.tenant_checkpoints c
         JOIN ids m ON m.old_id = c.checkpoint_id
         LEFT JOIN ids p ON p.old_id = c.parent_checkpoint_id
         LEFT JOIN ids mp ON mp.old_id = c.merge_parent_id
         LEFT JOIN ids b ON b.old_id = c.base_checkpoint_id
         WHERE c.thread_id = p_source_thread_id
     ), copied_writes AS (
-        INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id,
+        INSERT INTO pgcheckpoint.tenant_pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id,
                                                  idx, channel, value, created_at)
         SELECT p_target_thread_id, w.namespace, w.checkpoint_seq, m.new_id, w.task_id, w.idx, w.channel,
                w.value, w.created_at
-        FROM pgcheckpoint.pending_writes w
+        FROM pgcheckpoint.tenant_pending_writes w
         JOIN ids m ON m.old_id = w.checkpoint_id
         WHERE w.thread_id = p_source_thread_id
     )
@@ -1362,12 +1341,12 @@ DECLARE
 BEGIN
     PERFORM pgcheckpoint.thread_lock(p_thread_id);
     -- Pending writes go with their checkpoints (ON DELETE CASCADE).
-    DELETE FROM pgcheckpoint.checkpoints c WHERE c.thread_id = p_thread_id;
+    DELETE FROM pgcheckpoint.tenant_checkpoints c WHERE c.thread_id = p_thread_id;
     GET DIAGNOSTICS v_count = ROW_COUNT;
-    DELETE FROM pgcheckpoint.threads t WHERE t.thread_id = p_thread_id;
+    DELETE FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_thread_id;
     -- The lock's row too: this transaction holds it until it ends, and the
     -- thread's next writer makes a new one.
-    DELETE FROM pgcheckpoint.thread_locks l WHERE l.thread_id = p_thread_id;
+    DELETE FROM pgcheckpoint.tenant_thread_locks l WHERE l.thread_id = p_thread_id;
     RETURN v_count;
 END;
 $function$;
@@ -1385,7 +1364,7 @@ DECLARE
 BEGIN
     PERFORM pgcheckpoint.thread_lock(p_thread_id);
     SELECT t.expire_action INTO v_action
-    FROM pgcheckpoint.threads t
+    FROM pgcheckpoint.tenant_threads t
     WHERE t.thread_id = p_thread_id AND t.expires_at <= now()
     ORDER BY t.expires_at
     LIMIT 1;
@@ -1396,7 +1375,7 @@ BEGIN
         RETURN pgcheckpoint.thread_delete(p_thread_id);
     END IF;
     v_n := pgcheckpoint.thread_prune_many(ARRAY[p_thread_id], true);
-    UPDATE pgcheckpoint.threads t SET expires_at = NULL WHERE t.thread_id = p_thread_id;
+    UPDATE pgcheckpoint.tenant_threads t SET expires_at = NULL WHERE t.thread_id = p_thread_id;
     RETURN v_n;
 END;
 $function$;
@@ -1422,13 +1401,13 @@ BEGIN
 
     WITH heads AS MATERIALIZED (
         SELECT t.namespace, pgcheckpoint.thread_head_seq(t.thread_id, t.namespace) AS seq
-        FROM pgcheckpoint.threads t
+        FROM pgcheckpoint.tenant_threads t
         WHERE t.thread_id = p_thread_id
     ), ranked AS (
         SELECT c.namespace, c.seq, c.checkpoint_id, c.step, c.created_at,
                row_number() OVER (PARTITION BY c.namespace ORDER BY c.seq) AS pos,
                count(*) OVER (PARTITION BY c.namespace) AS total
-        FROM pgcheckpoint.checkpoints c
+        FROM pgcheckpoint.tenant_checkpoints c
         WHERE c.thread_id = p_thread_id
     ), marks AS (
         -- keep_milestones: the n positions between the first and the newest.
@@ -1446,7 +1425,7 @@ BEGIN
                 END
           AND NOT EXISTS (SELECT 1 FROM heads h WHERE h.namespace = r.namespace AND h.seq = r.seq)
           -- A branch's source, while the branch exists.
-          AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.threads b
+          AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads b
                           WHERE b.branched_from_thread = p_thread_id AND b.branched_from = r.checkpoint_id)
     )
     SELECT array_agg(d.checkpoint_id), array_agg(d.namespace), array_agg(d.step)
@@ -1476,7 +1455,7 @@ BEGIN
         RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
     END IF;
     v_ids := ARRAY(
-        SELECT DISTINCT t.thread_id FROM pgcheckpoint.threads t
+        SELECT DISTINCT t.thread_id FROM pgcheckpoint.tenant_threads t
         WHERE t.thread_id > coalesce(p_after_thread_id, '')
         ORDER BY 1
         LIMIT p_batch_size);
@@ -1496,7 +1475,7 @@ DECLARE
     v_ids text[];
 BEGIN
     v_ids := ARRAY(
-        SELECT t.thread_id FROM pgcheckpoint.threads t
+        SELECT t.thread_id FROM pgcheckpoint.tenant_threads t
         WHERE t.swept_at IS NULL OR t.swept_at < p_swept_before
         ORDER BY t.swept_at NULLS FIRST, t.thread_id
         LIMIT p_batch_size);
@@ -1538,7 +1517,7 @@ BEGIN
             RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', v_thread, SQLERRM, SQLSTATE;
             v_failed := v_failed + 1;
         END;
-        UPDATE pgcheckpoint.threads t SET swept_at = now() WHERE t.thread_id = v_thread;
+        UPDATE pgcheckpoint.tenant_threads t SET swept_at = now() WHERE t.thread_id = v_thread;
         v_threads := v_threads + 1;
     END LOOP;
     RETURN QUERY SELECT v_threads, v_expired, v_failed, v_deleted;
@@ -1588,7 +1567,7 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head(p_thread_id text, p_namespac
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     SELECT c.checkpoint_id
-    FROM pgcheckpoint.checkpoints c
+    FROM pgcheckpoint.tenant_checkpoints c
     WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
       AND c.seq = pgcheckpoint.thread_head_seq(p_thread_id, p_namespace)
 $function$;
@@ -1607,13 +1586,13 @@ AS $function$
            coalesce(p.step, 0) OPERATOR(pg_catalog.+) 1,
            p.delta_run, p.delta_depth, p.messages_count, p.messages_digest, p.state_digests, p.tool_results_digests
     FROM (SELECT 1) AS one
-    LEFT JOIN pgcheckpoint.threads t
+    LEFT JOIN pgcheckpoint.tenant_threads t
            ON t.thread_id OPERATOR(pg_catalog.=) p_thread_id AND t.namespace OPERATOR(pg_catalog.=) p_namespace
     -- The newest checkpoint: the next seq, and the parent unless another
     -- is wanted.
     LEFT JOIN LATERAL (
         SELECT c.checkpoint_id, c.seq
-        FROM pgcheckpoint.checkpoints c
+        FROM pgcheckpoint.tenant_checkpoints c
         WHERE c.thread_id OPERATOR(pg_catalog.=) p_thread_id AND c.namespace OPERATOR(pg_catalog.=) p_namespace
         ORDER BY c.seq DESC
         LIMIT 1) l ON true
@@ -1634,11 +1613,11 @@ AS $function$
         SELECT c.*
         FROM (SELECT c.checkpoint_id, c.step, c.delta_run, c.delta_depth, c.messages_count, c.messages_digest,
                      c.state_digests, c.tool_results_digests, c.thread_id, c.namespace
-              FROM pgcheckpoint.checkpoints c
+              FROM pgcheckpoint.tenant_checkpoints c
               WHERE c.checkpoint_id OPERATOR(pg_catalog.=) want.id
               LIMIT 1) c
         WHERE c.thread_id OPERATOR(pg_catalog.=) p_thread_id AND c.namespace OPERATOR(pg_catalog.=) p_namespace) p ON true
-    WHERE NOT EXISTS (SELECT FROM pgcheckpoint.checkpoints e WHERE e.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id)
+    WHERE NOT EXISTS (SELECT FROM pgcheckpoint.tenant_checkpoints e WHERE e.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id)
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_head_for_write(text,text,uuid,uuid) IS 'The head of a thread and namespace as a writer of checkpoint p_checkpoint_id sees it, under the thread lock: one row, none when that id exists already (a retry). thread_seen: the thread row exists; rewound_to: a pending rewind; wanted_parent: p_parent_checkpoint_id, else rewound_to; parent_*: the parent (the wanted one, else the newest checkpoint; NULL when the wanted one is not in this thread and namespace, or there is none), with what a delta on it needs; next_seq: the newest seq + 1; next_step: the parent''s step + 1 (1 without a parent).';
 
@@ -1654,13 +1633,13 @@ DECLARE
     v_seq        bigint;
 BEGIN
     SELECT t.rewound_to INTO v_rewound_to
-    FROM pgcheckpoint.threads t
+    FROM pgcheckpoint.tenant_threads t
     WHERE t.thread_id = p_thread_id AND t.namespace = p_namespace;
     IF v_rewound_to IS NOT NULL THEN
         -- By id alone (see checkpoint_put), then checked.
         SELECT CASE WHEN c.thread_id = p_thread_id AND c.namespace = p_namespace THEN c.seq END
           INTO v_seq
-        FROM pgcheckpoint.checkpoints c
+        FROM pgcheckpoint.tenant_checkpoints c
         WHERE c.checkpoint_id = v_rewound_to
         LIMIT 1;
         IF v_seq IS NOT NULL THEN
@@ -1668,7 +1647,7 @@ BEGIN
         END IF;
     END IF;
     SELECT c.seq INTO v_seq
-    FROM pgcheckpoint.checkpoints c
+    FROM pgcheckpoint.tenant_checkpoints c
     WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
     ORDER BY c.seq DESC
     LIMIT 1;
@@ -1689,7 +1668,7 @@ BEGIN
     -- alone would be granted. Every holder updates it, so whatever the
     -- previous holder changed, this transaction either sees it or fails.
     -- The row is the session's tenant's (row-level security).
-    UPDATE pgcheckpoint.thread_locks l SET taken = l.taken + 1 WHERE l.thread_id = p_thread_id;
+    UPDATE pgcheckpoint.tenant_thread_locks l SET taken = l.taken + 1 WHERE l.thread_id = p_thread_id;
     IF NOT FOUND AND p_thread_id IS NOT NULL THEN
         IF pgcheckpoint.current_tenant() IS NULL THEN
             RAISE EXCEPTION 'no tenant is set: set pgcheckpoint.tenant in the transaction (SET LOCAL pgcheckpoint.tenant = ''...'')'
@@ -1697,7 +1676,7 @@ BEGIN
         END IF;
         -- The thread's first lock (or the first since it was deleted): two
         -- first writers meet on the key, the second waits for the first.
-        INSERT INTO pgcheckpoint.thread_locks AS l (thread_id) VALUES (p_thread_id)
+        INSERT INTO pgcheckpoint.tenant_thread_locks AS l (thread_id) VALUES (p_thread_id)
         ON CONFLICT (tenant_id, thread_id) DO UPDATE SET taken = l.taken + 1;
     END IF;
 END;
@@ -1725,10 +1704,10 @@ AS $function$
 #variable_conflict use_column
 DECLARE
     v_ns  text := coalesce(p_namespace, '');
-    v_src pgcheckpoint.checkpoints%ROWTYPE;
+    v_src pgcheckpoint.tenant_checkpoints%ROWTYPE;
     v_put record;
 BEGIN
-    SELECT * INTO v_src FROM pgcheckpoint.checkpoints c
+    SELECT * INTO v_src FROM pgcheckpoint.tenant_checkpoints c
     WHERE c.thread_id = p_branch_thread_id AND c.namespace = v_ns
       AND c.seq = pgcheckpoint.thread_head_seq(p_branch_thread_id, v_ns);
     IF NOT FOUND THEN
@@ -1757,7 +1736,7 @@ BEGIN
             USING ERRCODE = 'PC001';
     END IF;
     IF v_put.inserted THEN
-        UPDATE pgcheckpoint.checkpoints c SET merge_parent_id = v_src.checkpoint_id
+        UPDATE pgcheckpoint.tenant_checkpoints c SET merge_parent_id = v_src.checkpoint_id
         WHERE c.checkpoint_id = p_checkpoint_id;
     END IF;
     RETURN QUERY SELECT p_into_thread_id, p_checkpoint_id, v_put.parent_checkpoint_id, v_src.checkpoint_id, v_put.step;
@@ -1782,12 +1761,12 @@ BEGIN
         IF p_keep_latest THEN
             WITH heads AS MATERIALIZED (
                 SELECT t.namespace, pgcheckpoint.thread_head_seq(t.thread_id, t.namespace) AS seq
-                FROM pgcheckpoint.threads t
+                FROM pgcheckpoint.tenant_threads t
                 WHERE t.thread_id = v_thread
             )
             SELECT pgcheckpoint.checkpoint_delete_many(ARRAY(
                 SELECT c.checkpoint_id
-                FROM pgcheckpoint.checkpoints c
+                FROM pgcheckpoint.tenant_checkpoints c
                 JOIN heads h ON h.namespace = c.namespace
                 WHERE c.thread_id = v_thread AND c.seq IS DISTINCT FROM h.seq))
               INTO v_n;
@@ -1812,17 +1791,17 @@ AS $function$
         SELECT p_thread_id AS thread_id
         UNION
         SELECT t.thread_id
-        FROM pgcheckpoint.threads t
+        FROM pgcheckpoint.tenant_threads t
         JOIN family f ON t.branched_from_thread = f.thread_id
     ), heads AS MATERIALIZED ( -- once per thread, not once per checkpoint
         SELECT t.thread_id, t.namespace, pgcheckpoint.thread_head_seq(t.thread_id, t.namespace) AS head_seq
-        FROM pgcheckpoint.threads t
+        FROM pgcheckpoint.tenant_threads t
         JOIN family f ON f.thread_id = t.thread_id
     )
     SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id,
            c.step, c.created_at, c.trigger, c.tags, c.summary, c.seq = h.head_seq AS is_head
     FROM heads h
-    JOIN pgcheckpoint.checkpoints c ON c.thread_id = h.thread_id AND c.namespace = h.namespace
+    JOIN pgcheckpoint.tenant_checkpoints c ON c.thread_id = h.thread_id AND c.namespace = h.namespace
     ORDER BY c.thread_id, c.namespace, c.seq
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_tree(text) IS 'The checkpoints of a thread and of every branch forked from it (recursively), with both parents: the edges of the tree. Usage: SELECT * FROM pgcheckpoint.thread_tree(''run-42'').';
@@ -1868,6 +1847,132 @@ CREATE AGGREGATE pgcheckpoint.delta_merge(jsonb, text[]) (
     INITCOND = '{}'
 );
 COMMENT ON AGGREGATE pgcheckpoint.delta_merge(pg_catalog.jsonb,pg_catalog.text[]) IS 'The object a chain of key changes builds, applied in the aggregate''s order (oldest first): each drops its removed keys, then sets its keys. Usage: SELECT pgcheckpoint.delta_merge(state, state_removed ORDER BY depth DESC) FROM pgcheckpoint.delta_chain(''<checkpoint id>'').';
+
+-- Views
+
+CREATE VIEW pgcheckpoint.checkpoint_info WITH (security_invoker=true) AS
+ SELECT c.thread_id,
+    c.namespace,
+    c.seq,
+    c.checkpoint_id,
+    c.parent_checkpoint_id,
+    c.merge_parent_id,
+    c.step,
+    c.created_at,
+    c.trigger,
+    c.tags,
+    c.summary,
+    c.metadata,
+    c.format,
+    c.next_node,
+    c.size_bytes
+   FROM pgcheckpoint.checkpoints c;
+COMMENT ON VIEW pgcheckpoint.checkpoint_info IS 'Each checkpoint without its content (messages, state, tool results and delta columns): what listings show. Summary and metadata are in stored form (U+0000 kept as an escape, see the engine docs).';
+
+CREATE VIEW pgcheckpoint.tenant_checkpoint_info WITH (security_invoker=true) AS
+ SELECT c.thread_id,
+    c.namespace,
+    c.seq,
+    c.checkpoint_id,
+    c.parent_checkpoint_id,
+    c.merge_parent_id,
+    c.step,
+    c.created_at,
+    c.trigger,
+    c.tags,
+    c.summary,
+    c.metadata,
+    c.format,
+    c.next_node,
+    c.size_bytes
+   FROM pgcheckpoint.checkpoints c
+  WHERE (c.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_checkpoint_info IS 'checkpoint_info of the session''s tenant alone (as tenant_checkpoints): what the store''s listings read.';
+
+CREATE VIEW pgcheckpoint.tenant_checkpoints WITH (security_invoker=true, check_option=local) AS
+ SELECT checkpoints.thread_id,
+    checkpoints.namespace,
+    checkpoints.seq,
+    checkpoints.checkpoint_id,
+    checkpoints.parent_checkpoint_id,
+    checkpoints.step,
+    checkpoints.created_at,
+    checkpoints.trigger,
+    checkpoints.tags,
+    checkpoints.summary,
+    checkpoints.metadata,
+    checkpoints.format,
+    checkpoints.messages,
+    checkpoints.state,
+    checkpoints.tool_results,
+    checkpoints.next_node,
+    checkpoints.size_bytes,
+    checkpoints.merge_parent_id,
+    checkpoints.base_checkpoint_id,
+    checkpoints.delta_run,
+    checkpoints.delta_depth,
+    checkpoints.state_removed,
+    checkpoints.tool_results_removed,
+    checkpoints.messages_count,
+    checkpoints.messages_digest,
+    checkpoints.state_digests,
+    checkpoints.tool_results_digests,
+    checkpoints.tenant_id
+   FROM pgcheckpoint.checkpoints
+  WHERE (checkpoints.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_checkpoints IS 'The checkpoints of the session''s tenant (pgcheckpoint.current_tenant()); none with no tenant set, whatever the role (a superuser''s too). Every SQL function and every statement of the store reads and writes checkpoints through it; a row written through it must be of the tenant (CHECK OPTION).';
+
+CREATE VIEW pgcheckpoint.tenant_data_keys WITH (security_invoker=true, check_option=local) AS
+ SELECT data_keys.tenant_id,
+    data_keys.thread_id,
+    data_keys.kek_id,
+    data_keys.wrapped_key,
+    data_keys.created_at,
+    data_keys.rewrapped_at,
+    data_keys.shredded_at
+   FROM pgcheckpoint.data_keys
+  WHERE (data_keys.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_data_keys IS 'The data keys of the session''s tenant (see tenant_checkpoints).';
+
+CREATE VIEW pgcheckpoint.tenant_pending_writes WITH (security_invoker=true, check_option=local) AS
+ SELECT pending_writes.thread_id,
+    pending_writes.namespace,
+    pending_writes.checkpoint_seq,
+    pending_writes.checkpoint_id,
+    pending_writes.task_id,
+    pending_writes.idx,
+    pending_writes.channel,
+    pending_writes.value,
+    pending_writes.created_at,
+    pending_writes.tenant_id
+   FROM pgcheckpoint.pending_writes
+  WHERE (pending_writes.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_pending_writes IS 'The pending writes of the session''s tenant (see tenant_checkpoints).';
+
+CREATE VIEW pgcheckpoint.tenant_thread_locks WITH (security_invoker=true, check_option=local) AS
+ SELECT thread_locks.thread_id,
+    thread_locks.taken,
+    thread_locks.tenant_id
+   FROM pgcheckpoint.thread_locks
+  WHERE (thread_locks.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_thread_locks IS 'The thread locks of the session''s tenant (see tenant_checkpoints).';
+
+CREATE VIEW pgcheckpoint.tenant_threads WITH (security_invoker=true, check_option=local) AS
+ SELECT threads.thread_id,
+    threads.namespace,
+    threads.rewound_to,
+    threads.metadata,
+    threads.created_at,
+    threads.branch_name,
+    threads.branched_from,
+    threads.branched_from_thread,
+    threads.swept_at,
+    threads.expires_at,
+    threads.expire_action,
+    threads.tenant_id
+   FROM pgcheckpoint.threads
+  WHERE (threads.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_threads IS 'The threads of the session''s tenant (see tenant_checkpoints).';
 
 -- Row-level security, and defaults that call the functions
 

@@ -21,7 +21,7 @@ var (
 )
 
 const CheckpointImport = `-- name: CheckpointImport :batchexec
-INSERT INTO pgcheckpoint.checkpoints (
+INSERT INTO pgcheckpoint.tenant_checkpoints (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
     messages, state, tool_results, state_removed, tool_results_removed, messages_count,
@@ -135,7 +135,7 @@ func (b *CheckpointImportBatchResults) Close() error {
 }
 
 const CheckpointPutFast = `-- name: CheckpointPutFast :batchone
-INSERT INTO pgcheckpoint.checkpoints AS c (
+INSERT INTO pgcheckpoint.tenant_checkpoints AS c (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
     messages, state, tool_results, state_removed, tool_results_removed, messages_count,
@@ -259,7 +259,7 @@ func (b *CheckpointPutFastBatchResults) Close() error {
 }
 
 const CheckpointPutWhole = `-- name: CheckpointPutWhole :batchone
-INSERT INTO pgcheckpoint.checkpoints AS c (
+INSERT INTO pgcheckpoint.tenant_checkpoints AS c (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
     trigger, tags, summary, metadata, messages, state, tool_results, messages_count,
     next_node, size_bytes)
@@ -359,7 +359,7 @@ func (b *CheckpointPutWholeBatchResults) Close() error {
 
 const CheckpointWriteLock = `-- name: CheckpointWriteLock :batchexec
 WITH taken AS (
-    UPDATE pgcheckpoint.thread_locks l SET taken = l.taken + 1
+    UPDATE pgcheckpoint.tenant_thread_locks l SET taken = l.taken + 1
     WHERE l.thread_id = $1::text
     RETURNING 1
 )
@@ -417,7 +417,7 @@ func (b *CheckpointWriteLockBatchResults) Close() error {
 }
 
 const PendingWriteImport = `-- name: PendingWriteImport :batchexec
-INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
+INSERT INTO pgcheckpoint.tenant_pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
                                          task_id, idx, channel, value, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 `

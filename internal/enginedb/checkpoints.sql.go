@@ -15,7 +15,7 @@ const CheckpointFindOnHeadLine = `-- name: CheckpointFindOnHeadLine :one
 SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
 FROM pgcheckpoint.checkpoint_lineage(
         pgcheckpoint.thread_head($1::text, $2::text),
-        greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
+        greatest((SELECT h.step FROM pgcheckpoint.tenant_checkpoints h
                   WHERE h.checkpoint_id = pgcheckpoint.thread_head($1::text, $2::text) LIMIT 1)
                  - $3::bigint, 0)::int
      ) AS l
@@ -49,7 +49,7 @@ func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFi
 const CheckpointGetSeq = `-- name: CheckpointGetSeq :one
 SELECT c.seq
 FROM (SELECT c.seq, c.thread_id, c.namespace
-      FROM pgcheckpoint.checkpoints c
+      FROM pgcheckpoint.tenant_checkpoints c
       WHERE c.checkpoint_id = $1::uuid
       LIMIT 1) c
 WHERE c.thread_id = $2::text AND c.namespace = $3::text

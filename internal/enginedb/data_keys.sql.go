@@ -14,7 +14,7 @@ import (
 const DataKeyGet = `-- name: DataKeyGet :one
 
 SELECT thread_id, kek_id, wrapped_key, shredded_at
-FROM pgcheckpoint.data_keys
+FROM pgcheckpoint.tenant_data_keys
 WHERE thread_id = $1::text
 `
 
@@ -40,7 +40,7 @@ func (q *Queries) DataKeyGet(ctx context.Context, threadID string) (DataKeyGetRo
 }
 
 const DataKeyImport = `-- name: DataKeyImport :execrows
-INSERT INTO pgcheckpoint.data_keys (thread_id, kek_id, wrapped_key, shredded_at)
+INSERT INTO pgcheckpoint.tenant_data_keys (thread_id, kek_id, wrapped_key, shredded_at)
 VALUES ($1::text, $2::text, $3::bytea, $4::timestamptz)
 ON CONFLICT (tenant_id, thread_id) DO NOTHING
 `
@@ -68,7 +68,7 @@ func (q *Queries) DataKeyImport(ctx context.Context, arg DataKeyImportParams) (i
 
 const DataKeyInsert = `-- name: DataKeyInsert :one
 WITH ins AS (
-    INSERT INTO pgcheckpoint.data_keys (thread_id, kek_id, wrapped_key)
+    INSERT INTO pgcheckpoint.tenant_data_keys (thread_id, kek_id, wrapped_key)
     VALUES ($1::text, $2::text, $3::bytea)
     ON CONFLICT (tenant_id, thread_id) DO NOTHING
     RETURNING thread_id, kek_id, wrapped_key, shredded_at
@@ -76,7 +76,7 @@ WITH ins AS (
 SELECT thread_id, kek_id, wrapped_key, shredded_at FROM ins
 UNION ALL
 SELECT thread_id, kek_id, wrapped_key, shredded_at
-FROM pgcheckpoint.data_keys
+FROM pgcheckpoint.tenant_data_keys
 WHERE thread_id = $1::text AND NOT EXISTS (SELECT 1 FROM ins)
 `
 
@@ -109,7 +109,7 @@ func (q *Queries) DataKeyInsert(ctx context.Context, arg DataKeyInsertParams) (D
 
 const DataKeyList = `-- name: DataKeyList :many
 SELECT thread_id, kek_id, wrapped_key, shredded_at
-FROM pgcheckpoint.data_keys
+FROM pgcheckpoint.tenant_data_keys
 WHERE thread_id > $1::text
 ORDER BY thread_id
 LIMIT $2::int
@@ -153,7 +153,7 @@ func (q *Queries) DataKeyList(ctx context.Context, arg DataKeyListParams) ([]Dat
 }
 
 const DataKeyRewrap = `-- name: DataKeyRewrap :execrows
-UPDATE pgcheckpoint.data_keys
+UPDATE pgcheckpoint.tenant_data_keys
 SET kek_id = $1::text, wrapped_key = $2::bytea, rewrapped_at = now()
 WHERE thread_id = $3::text
   AND kek_id = $4::text AND wrapped_key = $5::bytea
@@ -182,7 +182,7 @@ func (q *Queries) DataKeyRewrap(ctx context.Context, arg DataKeyRewrapParams) (i
 }
 
 const DataKeyShred = `-- name: DataKeyShred :execrows
-UPDATE pgcheckpoint.data_keys
+UPDATE pgcheckpoint.tenant_data_keys
 SET kek_id = '', wrapped_key = NULL, shredded_at = now()
 WHERE thread_id = $1::text AND wrapped_key IS NOT NULL
 `
@@ -196,7 +196,7 @@ func (q *Queries) DataKeyShred(ctx context.Context, threadID string) (int64, err
 }
 
 const DataKeyTombstone = `-- name: DataKeyTombstone :exec
-INSERT INTO pgcheckpoint.data_keys (thread_id, kek_id, wrapped_key, shredded_at)
+INSERT INTO pgcheckpoint.tenant_data_keys (thread_id, kek_id, wrapped_key, shredded_at)
 VALUES ($1::text, '', NULL, now())
 ON CONFLICT (tenant_id, thread_id) DO NOTHING
 `
@@ -209,7 +209,7 @@ func (q *Queries) DataKeyTombstone(ctx context.Context, threadID string) error {
 
 const ThreadBranchSource = `-- name: ThreadBranchSource :many
 SELECT branched_from_thread::text
-FROM pgcheckpoint.threads
+FROM pgcheckpoint.tenant_threads
 WHERE thread_id = $1::text AND branched_from_thread IS NOT NULL
 LIMIT 1
 `

@@ -29,10 +29,10 @@ SELECT c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_pare
            (SELECT jsonb_agg(jsonb_build_object('task_id', p.task_id, 'idx', p.idx,
                              'channel', p.channel, 'value', p.value, 'created_at', p.created_at)
                              ORDER BY p.task_id, p.idx)
-            FROM pgcheckpoint.pending_writes p
+            FROM pgcheckpoint.tenant_pending_writes p
             WHERE p.thread_id = c.thread_id AND p.namespace = c.namespace
               AND p.checkpoint_seq = c.seq), '[]')::jsonb), 2) AS pending_writes
-FROM pgcheckpoint.checkpoints c
+FROM pgcheckpoint.tenant_checkpoints c
 WHERE c.thread_id = $1::text
   AND (c.namespace, c.seq) > ($2::text, $3::bigint)
 ORDER BY c.namespace, c.seq
@@ -130,7 +130,7 @@ func (q *Queries) CheckpointExportPage(ctx context.Context, arg CheckpointExport
 }
 
 const CheckpointImportIDsInUse = `-- name: CheckpointImportIDsInUse :many
-SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.checkpoints c
+SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
 WHERE c.checkpoint_id = ANY (CAST($1::text[] AS uuid[]))
 `
 
@@ -158,7 +158,7 @@ func (q *Queries) CheckpointImportIDsInUse(ctx context.Context, ids []string) ([
 
 const ThreadExportRows = `-- name: ThreadExportRows :many
 SELECT namespace, rewound_to, metadata, created_at, branch_name, branched_from, branched_from_thread
-FROM pgcheckpoint.threads
+FROM pgcheckpoint.tenant_threads
 WHERE thread_id = $1::text
 ORDER BY namespace
 `
@@ -208,12 +208,12 @@ WITH RECURSIVE tree AS (
     UNION
     SELECT t.thread_id
     FROM tree
-    JOIN pgcheckpoint.threads t ON t.branched_from_thread = tree.thread_id
+    JOIN pgcheckpoint.tenant_threads t ON t.branched_from_thread = tree.thread_id
     WHERE $2::boolean
 )
 SELECT tree.thread_id::text AS thread_id
 FROM tree
-JOIN pgcheckpoint.threads t ON t.thread_id = tree.thread_id
+JOIN pgcheckpoint.tenant_threads t ON t.thread_id = tree.thread_id
 GROUP BY tree.thread_id
 ORDER BY min(t.created_at), tree.thread_id
 `
@@ -248,7 +248,7 @@ func (q *Queries) ThreadExportTree(ctx context.Context, arg ThreadExportTreePara
 }
 
 const ThreadImport = `-- name: ThreadImport :exec
-INSERT INTO pgcheckpoint.threads (thread_id, namespace, rewound_to, metadata, created_at,
+INSERT INTO pgcheckpoint.tenant_threads (thread_id, namespace, rewound_to, metadata, created_at,
                                   branch_name, branched_from, branched_from_thread)
 VALUES ($1::text, $2::text, $3::uuid, $4::jsonb,
         $5::timestamptz, $6::text, $7::uuid,
@@ -281,8 +281,8 @@ func (q *Queries) ThreadImport(ctx context.Context, arg ThreadImportParams) erro
 }
 
 const ThreadImportExists = `-- name: ThreadImportExists :one
-SELECT (EXISTS (SELECT 1 FROM pgcheckpoint.threads WHERE thread_id = $1::text)
-     OR EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints WHERE thread_id = $1::text))::boolean AS found
+SELECT (EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads WHERE thread_id = $1::text)
+     OR EXISTS (SELECT 1 FROM pgcheckpoint.tenant_checkpoints WHERE thread_id = $1::text))::boolean AS found
 `
 
 // Whether a thread has a row or a checkpoint in any namespace.

@@ -10,7 +10,7 @@
 -- before the lock is granted: the update then fails with 40001 if the
 -- previous holder committed after it.)
 WITH taken AS (
-    UPDATE pgcheckpoint.thread_locks l SET taken = l.taken + 1
+    UPDATE pgcheckpoint.tenant_thread_locks l SET taken = l.taken + 1
     WHERE l.thread_id = @thread_id::text
     RETURNING 1
 )
@@ -30,7 +30,7 @@ WHERE NOT EXISTS (SELECT FROM taken);
 -- taken as checked (the engine validates them as checkpoint_put does);
 -- message_digests is the message chain (32 bytes per message, see
 -- pgcheckpoint.message_chain).
-INSERT INTO pgcheckpoint.checkpoints AS c (
+INSERT INTO pgcheckpoint.tenant_checkpoints AS c (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
     messages, state, tool_results, state_removed, tool_results_removed, messages_count,
@@ -63,7 +63,7 @@ RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000
 -- decision, whose answer is known. The columns left out take their
 -- defaults, which are what checkpoint_put stores for such a write: format
 -- 'full', no base, run and depth 0, no removed keys, no digests.
-INSERT INTO pgcheckpoint.checkpoints AS c (
+INSERT INTO pgcheckpoint.tenant_checkpoints AS c (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
     trigger, tags, summary, metadata, messages, state, tool_results, messages_count,
     next_node, size_bytes)
@@ -85,7 +85,7 @@ RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000
 -- id alone, then checked (see checkpoint_put).
 SELECT c.seq
 FROM (SELECT c.seq, c.thread_id, c.namespace
-      FROM pgcheckpoint.checkpoints c
+      FROM pgcheckpoint.tenant_checkpoints c
       WHERE c.checkpoint_id = @checkpoint_id::uuid
       LIMIT 1) c
 WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text;
@@ -98,7 +98,7 @@ WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text;
 SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
 FROM pgcheckpoint.checkpoint_lineage(
         pgcheckpoint.thread_head(@thread_id::text, @namespace::text),
-        greatest((SELECT h.step FROM pgcheckpoint.checkpoints h
+        greatest((SELECT h.step FROM pgcheckpoint.tenant_checkpoints h
                   WHERE h.checkpoint_id = pgcheckpoint.thread_head(@thread_id::text, @namespace::text) LIMIT 1)
                  - @max_step::bigint, 0)::int
      ) AS l

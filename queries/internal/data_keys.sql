@@ -3,14 +3,14 @@
 
 -- name: DataKeyGet :one
 SELECT thread_id, kek_id, wrapped_key, shredded_at
-FROM pgcheckpoint.data_keys
+FROM pgcheckpoint.tenant_data_keys
 WHERE thread_id = @thread_id::text;
 
 -- name: DataKeyInsert :one
 -- The thread's key as stored: the one given, or the one that was there
 -- (another writer's, or a shredded one).
 WITH ins AS (
-    INSERT INTO pgcheckpoint.data_keys (thread_id, kek_id, wrapped_key)
+    INSERT INTO pgcheckpoint.tenant_data_keys (thread_id, kek_id, wrapped_key)
     VALUES (@thread_id::text, @kek_id::text, @wrapped_key::bytea)
     ON CONFLICT (tenant_id, thread_id) DO NOTHING
     RETURNING thread_id, kek_id, wrapped_key, shredded_at
@@ -18,30 +18,30 @@ WITH ins AS (
 SELECT thread_id, kek_id, wrapped_key, shredded_at FROM ins
 UNION ALL
 SELECT thread_id, kek_id, wrapped_key, shredded_at
-FROM pgcheckpoint.data_keys
+FROM pgcheckpoint.tenant_data_keys
 WHERE thread_id = @thread_id::text AND NOT EXISTS (SELECT 1 FROM ins);
 
 -- name: DataKeyList :many
 SELECT thread_id, kek_id, wrapped_key, shredded_at
-FROM pgcheckpoint.data_keys
+FROM pgcheckpoint.tenant_data_keys
 WHERE thread_id > @after::text
 ORDER BY thread_id
 LIMIT @max_rows::int;
 
 -- name: DataKeyRewrap :execrows
-UPDATE pgcheckpoint.data_keys
+UPDATE pgcheckpoint.tenant_data_keys
 SET kek_id = @new_kek_id::text, wrapped_key = @new_wrapped_key::bytea, rewrapped_at = now()
 WHERE thread_id = @thread_id::text
   AND kek_id = @old_kek_id::text AND wrapped_key = @old_wrapped_key::bytea;
 
 -- name: DataKeyShred :execrows
-UPDATE pgcheckpoint.data_keys
+UPDATE pgcheckpoint.tenant_data_keys
 SET kek_id = '', wrapped_key = NULL, shredded_at = now()
 WHERE thread_id = @thread_id::text AND wrapped_key IS NOT NULL;
 
 -- name: DataKeyTombstone :exec
 -- Records a thread as shredded when it had no key, so it never gets one.
-INSERT INTO pgcheckpoint.data_keys (thread_id, kek_id, wrapped_key, shredded_at)
+INSERT INTO pgcheckpoint.tenant_data_keys (thread_id, kek_id, wrapped_key, shredded_at)
 VALUES (@thread_id::text, '', NULL, now())
 ON CONFLICT (tenant_id, thread_id) DO NOTHING;
 
@@ -49,12 +49,12 @@ ON CONFLICT (tenant_id, thread_id) DO NOTHING;
 -- The thread a branch was forked from (no row: not a branch), where the
 -- keys of the content its first checkpoint copied are.
 SELECT branched_from_thread::text
-FROM pgcheckpoint.threads
+FROM pgcheckpoint.tenant_threads
 WHERE thread_id = @thread_id::text AND branched_from_thread IS NOT NULL
 LIMIT 1;
 
 -- name: DataKeyImport :execrows
 -- An import's data key (0 rows: the thread has one already).
-INSERT INTO pgcheckpoint.data_keys (thread_id, kek_id, wrapped_key, shredded_at)
+INSERT INTO pgcheckpoint.tenant_data_keys (thread_id, kek_id, wrapped_key, shredded_at)
 VALUES (@thread_id::text, @kek_id::text, sqlc.narg(wrapped_key)::bytea, sqlc.narg(shredded_at)::timestamptz)
 ON CONFLICT (tenant_id, thread_id) DO NOTHING;

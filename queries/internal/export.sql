@@ -8,19 +8,19 @@ WITH RECURSIVE tree AS (
     UNION
     SELECT t.thread_id
     FROM tree
-    JOIN pgcheckpoint.threads t ON t.branched_from_thread = tree.thread_id
+    JOIN pgcheckpoint.tenant_threads t ON t.branched_from_thread = tree.thread_id
     WHERE @branches::boolean
 )
 SELECT tree.thread_id::text AS thread_id
 FROM tree
-JOIN pgcheckpoint.threads t ON t.thread_id = tree.thread_id
+JOIN pgcheckpoint.tenant_threads t ON t.thread_id = tree.thread_id
 GROUP BY tree.thread_id
 ORDER BY min(t.created_at), tree.thread_id;
 
 -- name: ThreadExportRows :many
 -- A thread's rows, one per namespace, in namespace order.
 SELECT namespace, rewound_to, metadata, created_at, branch_name, branched_from, branched_from_thread
-FROM pgcheckpoint.threads
+FROM pgcheckpoint.tenant_threads
 WHERE thread_id = @thread_id::text
 ORDER BY namespace;
 
@@ -47,10 +47,10 @@ SELECT c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_pare
            (SELECT jsonb_agg(jsonb_build_object('task_id', p.task_id, 'idx', p.idx,
                              'channel', p.channel, 'value', p.value, 'created_at', p.created_at)
                              ORDER BY p.task_id, p.idx)
-            FROM pgcheckpoint.pending_writes p
+            FROM pgcheckpoint.tenant_pending_writes p
             WHERE p.thread_id = c.thread_id AND p.namespace = c.namespace
               AND p.checkpoint_seq = c.seq), '[]')::jsonb), 2) AS pending_writes
-FROM pgcheckpoint.checkpoints c
+FROM pgcheckpoint.tenant_checkpoints c
 WHERE c.thread_id = @thread_id::text
   AND (c.namespace, c.seq) > (@after_namespace::text, @after_seq::bigint)
 ORDER BY c.namespace, c.seq
@@ -63,11 +63,11 @@ SELECT pgcheckpoint.thread_lock(@thread_id::text);
 
 -- name: ThreadImportExists :one
 -- Whether a thread has a row or a checkpoint in any namespace.
-SELECT (EXISTS (SELECT 1 FROM pgcheckpoint.threads WHERE thread_id = @thread_id::text)
-     OR EXISTS (SELECT 1 FROM pgcheckpoint.checkpoints WHERE thread_id = @thread_id::text))::boolean AS found;
+SELECT (EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads WHERE thread_id = @thread_id::text)
+     OR EXISTS (SELECT 1 FROM pgcheckpoint.tenant_checkpoints WHERE thread_id = @thread_id::text))::boolean AS found;
 
 -- name: ThreadImport :exec
-INSERT INTO pgcheckpoint.threads (thread_id, namespace, rewound_to, metadata, created_at,
+INSERT INTO pgcheckpoint.tenant_threads (thread_id, namespace, rewound_to, metadata, created_at,
                                   branch_name, branched_from, branched_from_thread)
 VALUES (@thread_id::text, @namespace::text, sqlc.narg(rewound_to)::uuid, @metadata::jsonb,
         @created_at::timestamptz, sqlc.narg(branch_name)::text, sqlc.narg(branched_from)::uuid,
@@ -76,7 +76,7 @@ VALUES (@thread_id::text, @namespace::text, sqlc.narg(rewound_to)::uuid, @metada
 -- name: CheckpointImportIDsInUse :many
 -- Which of ids the tenant holds already (ids are unique in a tenant). The ids come as
 -- text: a uuid[] parameter cannot be encoded in pgx's exec mode (PgBouncer).
-SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.checkpoints c
+SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
 WHERE c.checkpoint_id = ANY (CAST(@ids::text[] AS uuid[]));
 
 -- name: CheckpointImport :batchexec
@@ -86,7 +86,7 @@ WHERE c.checkpoint_id = ANY (CAST(@ids::text[] AS uuid[]));
 -- run and depth), in the session's tenant. Ids in use are looked up before
 -- (CheckpointImportIDsInUse), and one stored meanwhile by another write is
 -- a unique violation of checkpoints_checkpoint_id_tenant_id_key.
-INSERT INTO pgcheckpoint.checkpoints (
+INSERT INTO pgcheckpoint.tenant_checkpoints (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
     messages, state, tool_results, state_removed, tool_results_removed, messages_count,
@@ -100,6 +100,6 @@ VALUES (
 -- name: PendingWriteImport :batchexec
 -- The pending writes of an import's rows, one INSERT per row in one
 -- pipeline per batch, after their checkpoints.
-INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
+INSERT INTO pgcheckpoint.tenant_pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id,
                                          task_id, idx, channel, value, created_at)
 VALUES (@thread_id, @namespace, @checkpoint_seq, @checkpoint_id, @task_id, @idx, @channel, @value, @created_at);

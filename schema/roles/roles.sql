@@ -12,11 +12,17 @@
 --   operator  sees the rows of every tenant, and only reads: SELECT on the
 --             tables, with BYPASSRLS (support, audits, pg_dump). It is the
 --             one role here that row-level security does not hold, so keep
---             it to people. The SQL functions key on thread and checkpoint
---             ids within one tenant: call them as the application or
---             read-only role, with a tenant set, not as the operator.
+--             it to people. The SQL functions and the tenant_* views
+--             (migration 21) show the session's tenant alone, whatever
+--             the role, the operator's and a superuser's too: the
+--             operator sees every tenant in the tables themselves (and
+--             the view checkpoint_info), nothing through a function with
+--             no tenant set.
 --
--- Row-level security keeps tenants apart (migration 19): the owner, the
+-- Two walls keep tenants apart. Every SQL function and every statement
+-- of the engine reads and writes through views of the session's tenant
+-- (migration 21), which hold every role. Row-level security (migration
+-- 19) holds whoever reads the tables themselves: the owner, the
 -- application and read-only roles run without BYPASSRLS (and not as
 -- superusers, whom it never holds); the script takes BYPASSRLS away
 -- from them if they have it, stops if the application or read-only role
