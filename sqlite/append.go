@@ -39,14 +39,11 @@ func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.S
 
 // putAppend is PutAppend inside a write transaction.
 func (s *Store) putAppend(ctx context.Context, q *queries, a engine.AppendRequest) (engine.SnapshotResult, error) {
-	if ex, found, err := existing(ctx, q, a.ID); err != nil {
+	pl, ex, found, err := placeNew(ctx, q, a.ID, a.ThreadID, a.Namespace, uuid.Nil)
+	if err != nil {
 		return engine.SnapshotResult{}, err
 	} else if found {
 		return appendRetried(ctx, q, ex, a)
-	}
-	pl, err := placeWrite(ctx, q, a.ThreadID, a.Namespace, uuid.Nil)
-	if err != nil {
-		return engine.SnapshotResult{}, err
 	}
 	head := pl.parent
 	if head == nil {

@@ -45,6 +45,36 @@ func existing(ctx context.Context, q *queries, id uuid.UUID) (sqlitedb.Checkpoin
 	return ex, true, nil
 }
 
+// placeNew reads what a new checkpoint's write reads first: whether its id
+// exists (then ex is that row and found is true, and the caller answers a
+// retry or a conflict before anything else), else where it goes, as
+// placeWrite reads it. A write on the newest checkpoint of a thread not
+// rewound, the common case, reads all of it in one statement
+// (CheckpointPlaceNewest); any other reads it query by query.
+func placeNew(ctx context.Context, q *queries, id uuid.UUID, threadID, namespace string, parentID uuid.UUID) (
+	pl place, ex sqlitedb.Checkpoint, found bool, err error) {
+	if parentID == uuid.Nil {
+		r, err := q.CheckpointPlaceNewest(ctx, sqlitedb.CheckpointPlaceNewestParams{
+			NewCheckpointID: id, ThreadID: threadID, Namespace: namespace,
+		})
+		if err == nil && !r.IDTaken && !r.RewoundTo.Valid {
+			return place{threadID: threadID, namespace: namespace, threadSeen: r.ThreadSeen, seq: r.Seq + 1, parent: &link{
+				ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq, CheckpointID: r.CheckpointID, Step: r.Step,
+				Format: r.Format, BaseCheckpointID: r.BaseCheckpointID, DeltaRun: r.DeltaRun, DeltaDepth: r.DeltaDepth,
+				MessagesCount: r.MessagesCount, MessagesDigest: r.MessagesDigest, StateDigests: r.StateDigests,
+				ToolResultsDigests: r.ToolResultsDigests, SizeBytes: r.SizeBytes,
+			}}, sqlitedb.Checkpoint{}, false, nil
+		} else if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return place{}, sqlitedb.Checkpoint{}, false, dbError("read the newest checkpoint", err)
+		}
+	}
+	if ex, found, err = existing(ctx, q, id); err != nil || found {
+		return place{}, ex, found, err
+	}
+	pl, err = placeWrite(ctx, q, threadID, namespace, parentID)
+	return pl, sqlitedb.Checkpoint{}, false, err
+}
+
 // placeWrite reads where a new checkpoint of a thread and namespace goes,
 // as a child of parentID (zero: of the head). Errors: engine.ErrNotFound
 // when the parent wanted (parentID, else the checkpoint the thread was

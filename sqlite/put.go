@@ -51,14 +51,11 @@ func checkPut(p engine.PutRequest) error {
 
 // put is Put inside a write transaction; mergeParent is set for a merge.
 func (s *Store) put(ctx context.Context, q *queries, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
-	if ex, found, err := existing(ctx, q, p.ID); err != nil {
+	pl, ex, found, err := placeNew(ctx, q, p.ID, p.ThreadID, p.Namespace, p.ParentID)
+	if err != nil {
 		return engine.SnapshotResult{}, err
 	} else if found {
 		return retried(ctx, q, ex, p)
-	}
-	pl, err := placeWrite(ctx, q, p.ThreadID, p.Namespace, p.ParentID)
-	if err != nil {
-		return engine.SnapshotResult{}, err
 	}
 	return s.putAt(ctx, q, pl, p, mergeParent)
 }

@@ -131,6 +131,11 @@ func (q *queries) CheckpointMaxSeq(ctx context.Context, p sqlitedb.CheckpointMax
 	return q.db.CheckpointMaxSeq(ctx, p)
 }
 
+func (q *queries) CheckpointPlaceNewest(ctx context.Context, p sqlitedb.CheckpointPlaceNewestParams) (sqlitedb.CheckpointPlaceNewestRow, error) {
+	p.TenantID = q.tenant
+	return q.db.CheckpointPlaceNewest(ctx, p)
+}
+
 func (q *queries) CheckpointRead(ctx context.Context, id uuid.UUID) (sqlitedb.CheckpointReadRow, error) {
 	return q.db.CheckpointRead(ctx, sqlitedb.CheckpointReadParams{TenantID: q.tenant, CheckpointID: id})
 }

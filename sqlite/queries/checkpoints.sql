@@ -73,6 +73,24 @@ FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND nam
 ORDER BY seq DESC
 LIMIT 1;
 
+-- name: CheckpointPlaceNewest :one
+-- What a write that names no parent reads first, in one statement where
+-- CheckpointGetByID, ThreadGet and CheckpointLinkNewest would be three:
+-- the newest checkpoint of the thread and namespace as CheckpointLinkNewest
+-- reads it, whether the write's id is taken (in the tenant), and the
+-- thread row's pending rewind. No row when the thread has no checkpoint
+-- there (the write then reads them one by one).
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.base_checkpoint_id, c.delta_run,
+       c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.size_bytes,
+       EXISTS (SELECT 1 FROM checkpoints x
+               WHERE x.tenant_id = @tenant_id AND x.checkpoint_id = @new_checkpoint_id) AS id_taken,
+       t.thread_id IS NOT NULL AS thread_seen, t.rewound_to
+FROM checkpoints c
+LEFT JOIN threads t ON t.tenant_id = @tenant_id AND t.thread_id = c.thread_id AND t.namespace = c.namespace
+WHERE c.tenant_id = @tenant_id AND c.thread_id = @thread_id AND c.namespace = @namespace
+ORDER BY c.seq DESC
+LIMIT 1;
+
 -- name: CheckpointMaxSeq :one
 -- The highest seq of a thread and namespace, 0 when it has none: what the
 -- seq of a write on a parent other than the newest follows.

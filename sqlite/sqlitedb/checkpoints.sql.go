@@ -856,6 +856,82 @@ func (q *Queries) CheckpointMaxSeq(ctx context.Context, arg CheckpointMaxSeqPara
 	return max_seq, err
 }
 
+const CheckpointPlaceNewest = `-- name: CheckpointPlaceNewest :one
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.base_checkpoint_id, c.delta_run,
+       c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.size_bytes,
+       EXISTS (SELECT 1 FROM checkpoints x
+               WHERE x.tenant_id = ?1 AND x.checkpoint_id = ?2) AS id_taken,
+       t.thread_id IS NOT NULL AS thread_seen, t.rewound_to
+FROM checkpoints c
+LEFT JOIN threads t ON t.tenant_id = ?1 AND t.thread_id = c.thread_id AND t.namespace = c.namespace
+WHERE c.tenant_id = ?1 AND c.thread_id = ?3 AND c.namespace = ?4
+ORDER BY c.seq DESC
+LIMIT 1
+`
+
+type CheckpointPlaceNewestParams struct {
+	TenantID        string
+	NewCheckpointID uuid.UUID
+	ThreadID        string
+	Namespace       string
+}
+
+type CheckpointPlaceNewestRow struct {
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	Step               int64
+	Format             string
+	BaseCheckpointID   uuid.NullUUID
+	DeltaRun           int64
+	DeltaDepth         int64
+	MessagesCount      sql.NullInt64
+	MessagesDigest     []byte
+	StateDigests       sql.NullString
+	ToolResultsDigests sql.NullString
+	SizeBytes          int64
+	IDTaken            bool
+	ThreadSeen         bool
+	RewoundTo          uuid.NullUUID
+}
+
+// What a write that names no parent reads first, in one statement where
+// CheckpointGetByID, ThreadGet and CheckpointLinkNewest would be three:
+// the newest checkpoint of the thread and namespace as CheckpointLinkNewest
+// reads it, whether the write's id is taken (in the tenant), and the
+// thread row's pending rewind. No row when the thread has no checkpoint
+// there (the write then reads them one by one).
+func (q *Queries) CheckpointPlaceNewest(ctx context.Context, arg CheckpointPlaceNewestParams) (CheckpointPlaceNewestRow, error) {
+	row := q.queryRow(ctx, q.checkpointPlaceNewestStmt, CheckpointPlaceNewest,
+		arg.TenantID,
+		arg.NewCheckpointID,
+		arg.ThreadID,
+		arg.Namespace,
+	)
+	var i CheckpointPlaceNewestRow
+	err := row.Scan(
+		&i.ThreadID,
+		&i.Namespace,
+		&i.Seq,
+		&i.CheckpointID,
+		&i.Step,
+		&i.Format,
+		&i.BaseCheckpointID,
+		&i.DeltaRun,
+		&i.DeltaDepth,
+		&i.MessagesCount,
+		&i.MessagesDigest,
+		&i.StateDigests,
+		&i.ToolResultsDigests,
+		&i.SizeBytes,
+		&i.IDTaken,
+		&i.ThreadSeen,
+		&i.RewoundTo,
+	)
+	return i, err
+}
+
 const CheckpointRead = `-- name: CheckpointRead :one
 SELECT checkpoints.tenant_id, checkpoints.thread_id, checkpoints.namespace, checkpoints.seq, checkpoints.checkpoint_id, checkpoints.parent_checkpoint_id, checkpoints.merge_parent_id, checkpoints.step, checkpoints.created_at, checkpoints."trigger", checkpoints.tags, checkpoints.summary, checkpoints.next_node, checkpoints.size_bytes, checkpoints.format, checkpoints.base_checkpoint_id, checkpoints.delta_run, checkpoints.delta_depth, checkpoints.messages_count, checkpoints.messages_digest, checkpoints.state_digests, checkpoints.tool_results_digests, checkpoints.metadata, checkpoints.state_removed, checkpoints.tool_results_removed, checkpoints.messages, checkpoints.state, checkpoints.tool_results,
        EXISTS (SELECT 1 FROM pending_writes p

@@ -75,6 +75,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.checkpointMaxSeqStmt, err = db.PrepareContext(ctx, CheckpointMaxSeq); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointMaxSeq: %w", err)
 	}
+	if q.checkpointPlaceNewestStmt, err = db.PrepareContext(ctx, CheckpointPlaceNewest); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointPlaceNewest: %w", err)
+	}
 	if q.checkpointReadStmt, err = db.PrepareContext(ctx, CheckpointRead); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointRead: %w", err)
 	}
@@ -253,6 +256,11 @@ func (q *Queries) Close() error {
 	if q.checkpointMaxSeqStmt != nil {
 		if cerr := q.checkpointMaxSeqStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing checkpointMaxSeqStmt: %w", cerr)
+		}
+	}
+	if q.checkpointPlaceNewestStmt != nil {
+		if cerr := q.checkpointPlaceNewestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointPlaceNewestStmt: %w", cerr)
 		}
 	}
 	if q.checkpointReadStmt != nil {
@@ -461,6 +469,7 @@ type Queries struct {
 	checkpointListWholeStmt          *sql.Stmt
 	checkpointListWithRunIDStmt      *sql.Stmt
 	checkpointMaxSeqStmt             *sql.Stmt
+	checkpointPlaceNewestStmt        *sql.Stmt
 	checkpointReadStmt               *sql.Stmt
 	checkpointRewriteWholeStmt       *sql.Stmt
 	dataKeyGetStmt                   *sql.Stmt
@@ -514,6 +523,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		checkpointListWholeStmt:          q.checkpointListWholeStmt,
 		checkpointListWithRunIDStmt:      q.checkpointListWithRunIDStmt,
 		checkpointMaxSeqStmt:             q.checkpointMaxSeqStmt,
+		checkpointPlaceNewestStmt:        q.checkpointPlaceNewestStmt,
 		checkpointReadStmt:               q.checkpointReadStmt,
 		checkpointRewriteWholeStmt:       q.checkpointRewriteWholeStmt,
 		dataKeyGetStmt:                   q.dataKeyGetStmt,
