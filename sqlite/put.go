@@ -103,7 +103,7 @@ func setStored(row *sqlitedb.CheckpointInsertParams, st stored) {
 func retried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, p engine.PutRequest) (engine.SnapshotResult, error) {
 	same := sameRetry(ex, p.ThreadID, p.Namespace, p.NextNode, p.Metadata)
 	if same {
-		c, err := materialize(ctx, q, ex)
+		c, err := materialize(ctx, q, storedOf(ex))
 		if err != nil {
 			return engine.SnapshotResult{}, err
 		}

@@ -31,14 +31,18 @@ VALUES (
 SELECT * FROM checkpoints WHERE tenant_id = @tenant_id AND checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointRead :one
--- What a read of a checkpoint needs first: the whole row and whether it has
--- pending writes, in one statement (a full row without pending writes
--- needs nothing more).
-SELECT sqlc.embed(checkpoints),
+-- What a read of a checkpoint needs first, in one statement: the columns a
+-- reader gets, content as stored, and whether it has pending writes (a
+-- full row without pending writes needs nothing more). The columns only
+-- writes use (digests, delta run) are left out: the driver's cost grows
+-- with every column a statement returns.
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
+       c.created_at, c.trigger, c.tags, c.summary, c.next_node, c.size_bytes, c.format, c.metadata,
+       c.messages, c.state, c.tool_results,
        EXISTS (SELECT 1 FROM pending_writes p
-               WHERE p.tenant_id = checkpoints.tenant_id AND p.thread_id = checkpoints.thread_id
-                 AND p.namespace = checkpoints.namespace AND p.checkpoint_seq = checkpoints.seq) AS has_pending_writes
-FROM checkpoints WHERE checkpoints.tenant_id = @tenant_id AND checkpoints.checkpoint_id = @checkpoint_id;
+               WHERE p.tenant_id = c.tenant_id AND p.thread_id = c.thread_id
+                 AND p.namespace = c.namespace AND p.checkpoint_seq = c.seq) AS has_pending_writes
+FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointLinkByID :one
 -- What a write needs of its parent or base: place, step, delta columns and

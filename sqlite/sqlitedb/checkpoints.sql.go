@@ -933,11 +933,13 @@ func (q *Queries) CheckpointPlaceNewest(ctx context.Context, arg CheckpointPlace
 }
 
 const CheckpointRead = `-- name: CheckpointRead :one
-SELECT checkpoints.tenant_id, checkpoints.thread_id, checkpoints.namespace, checkpoints.seq, checkpoints.checkpoint_id, checkpoints.parent_checkpoint_id, checkpoints.merge_parent_id, checkpoints.step, checkpoints.created_at, checkpoints."trigger", checkpoints.tags, checkpoints.summary, checkpoints.next_node, checkpoints.size_bytes, checkpoints.format, checkpoints.base_checkpoint_id, checkpoints.delta_run, checkpoints.delta_depth, checkpoints.messages_count, checkpoints.messages_digest, checkpoints.state_digests, checkpoints.tool_results_digests, checkpoints.metadata, checkpoints.state_removed, checkpoints.tool_results_removed, checkpoints.messages, checkpoints.state, checkpoints.tool_results,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
+       c.created_at, c.trigger, c.tags, c.summary, c.next_node, c.size_bytes, c.format, c.metadata,
+       c.messages, c.state, c.tool_results,
        EXISTS (SELECT 1 FROM pending_writes p
-               WHERE p.tenant_id = checkpoints.tenant_id AND p.thread_id = checkpoints.thread_id
-                 AND p.namespace = checkpoints.namespace AND p.checkpoint_seq = checkpoints.seq) AS has_pending_writes
-FROM checkpoints WHERE checkpoints.tenant_id = ?1 AND checkpoints.checkpoint_id = ?2
+               WHERE p.tenant_id = c.tenant_id AND p.thread_id = c.thread_id
+                 AND p.namespace = c.namespace AND p.checkpoint_seq = c.seq) AS has_pending_writes
+FROM checkpoints c WHERE c.tenant_id = ?1 AND c.checkpoint_id = ?2
 `
 
 type CheckpointReadParams struct {
@@ -946,45 +948,54 @@ type CheckpointReadParams struct {
 }
 
 type CheckpointReadRow struct {
-	Checkpoint       Checkpoint
-	HasPendingWrites bool
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.NullUUID
+	MergeParentID      uuid.NullUUID
+	Step               int64
+	CreatedAt          int64
+	Trigger            string
+	Tags               string
+	Summary            string
+	NextNode           string
+	SizeBytes          int64
+	Format             string
+	Metadata           string
+	Messages           string
+	State              string
+	ToolResults        string
+	HasPendingWrites   bool
 }
 
-// What a read of a checkpoint needs first: the whole row and whether it has
-// pending writes, in one statement (a full row without pending writes
-// needs nothing more).
+// What a read of a checkpoint needs first, in one statement: the columns a
+// reader gets, content as stored, and whether it has pending writes (a
+// full row without pending writes needs nothing more). The columns only
+// writes use (digests, delta run) are left out: the driver's cost grows
+// with every column a statement returns.
 func (q *Queries) CheckpointRead(ctx context.Context, arg CheckpointReadParams) (CheckpointReadRow, error) {
 	row := q.queryRow(ctx, q.checkpointReadStmt, CheckpointRead, arg.TenantID, arg.CheckpointID)
 	var i CheckpointReadRow
 	err := row.Scan(
-		&i.Checkpoint.TenantID,
-		&i.Checkpoint.ThreadID,
-		&i.Checkpoint.Namespace,
-		&i.Checkpoint.Seq,
-		&i.Checkpoint.CheckpointID,
-		&i.Checkpoint.ParentCheckpointID,
-		&i.Checkpoint.MergeParentID,
-		&i.Checkpoint.Step,
-		&i.Checkpoint.CreatedAt,
-		&i.Checkpoint.Trigger,
-		&i.Checkpoint.Tags,
-		&i.Checkpoint.Summary,
-		&i.Checkpoint.NextNode,
-		&i.Checkpoint.SizeBytes,
-		&i.Checkpoint.Format,
-		&i.Checkpoint.BaseCheckpointID,
-		&i.Checkpoint.DeltaRun,
-		&i.Checkpoint.DeltaDepth,
-		&i.Checkpoint.MessagesCount,
-		&i.Checkpoint.MessagesDigest,
-		&i.Checkpoint.StateDigests,
-		&i.Checkpoint.ToolResultsDigests,
-		&i.Checkpoint.Metadata,
-		&i.Checkpoint.StateRemoved,
-		&i.Checkpoint.ToolResultsRemoved,
-		&i.Checkpoint.Messages,
-		&i.Checkpoint.State,
-		&i.Checkpoint.ToolResults,
+		&i.ThreadID,
+		&i.Namespace,
+		&i.Seq,
+		&i.CheckpointID,
+		&i.ParentCheckpointID,
+		&i.MergeParentID,
+		&i.Step,
+		&i.CreatedAt,
+		&i.Trigger,
+		&i.Tags,
+		&i.Summary,
+		&i.NextNode,
+		&i.SizeBytes,
+		&i.Format,
+		&i.Metadata,
+		&i.Messages,
+		&i.State,
+		&i.ToolResults,
 		&i.HasPendingWrites,
 	)
 	return i, err
