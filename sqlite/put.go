@@ -60,7 +60,7 @@ func (s *Store) put(ctx context.Context, q *queries, p engine.PutRequest, mergeP
 	return s.putAt(ctx, q, pl, p, mergeParent)
 }
 
-// putAt writes p at pl (see placeWrite), stored as planDelta decides.
+// putAt writes p at pl (see placeNew), stored as planDelta decides.
 func (s *Store) putAt(ctx context.Context, q *queries, pl place, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
 	c := content{p.Messages, p.State, p.ToolResults}
 	d := digests{chain: p.MessageChain, state: p.StateDigests, tools: p.ToolResultsDigests,

@@ -99,11 +99,6 @@ func (q *queries) CheckpointLinkHead(ctx context.Context, p sqlitedb.CheckpointL
 	return q.db.CheckpointLinkHead(ctx, p)
 }
 
-func (q *queries) CheckpointLinkNewest(ctx context.Context, p sqlitedb.CheckpointLinkNewestParams) (sqlitedb.CheckpointLinkNewestRow, error) {
-	p.TenantID = q.tenant
-	return q.db.CheckpointLinkNewest(ctx, p)
-}
-
 func (q *queries) CheckpointListByThread(ctx context.Context, p sqlitedb.CheckpointListByThreadParams) ([]sqlitedb.CheckpointListByThreadRow, error) {
 	p.TenantID = q.tenant
 	return q.db.CheckpointListByThread(ctx, p)

@@ -10,7 +10,7 @@
 -- Postgres. CheckpointLinkHead holds it for one thread and namespace;
 -- ThreadTree and ThreadListHeads, which need it for every thread row they
 -- read, spell it out again (SQLite has no functions, and a view would take
--- a migration). A write finds its parent in Go (placeWrite in the package).
+-- a migration). A write finds its parent in Go (placeNew in the package).
 
 -- name: CheckpointInsert :exec
 -- Writes one row, every column given: the store decides each (seq, step,
@@ -66,24 +66,13 @@ WHERE c.tenant_id = @tenant_id AND c.thread_id = @thread_id AND c.namespace = @n
         (SELECT max(m.seq) FROM checkpoints m
          WHERE m.tenant_id = @tenant_id AND m.thread_id = @thread_id AND m.namespace = @namespace));
 
--- name: CheckpointLinkNewest :one
--- CheckpointLinkByID for the newest checkpoint of a thread and namespace
--- (the highest seq): the parent of a write that names none, on a thread
--- not rewound, and its seq the one the write's follows. No row when the
--- thread has none there.
-SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
-       messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
-FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace
-ORDER BY seq DESC
-LIMIT 1;
-
 -- name: CheckpointPlaceNewest :one
 -- What a write that names no parent reads first, in one statement where
--- CheckpointGetByID, ThreadGet and CheckpointLinkNewest would be three:
--- the newest checkpoint of the thread and namespace as CheckpointLinkNewest
--- reads it, whether the write's id is taken (in the tenant), and the
--- thread row's pending rewind. No row when the thread has no checkpoint
--- there (the write then reads them one by one).
+-- three would do: CheckpointLinkByID's columns for the newest checkpoint
+-- of the thread and namespace (the highest seq: the write's parent on a
+-- thread not rewound, and the seq the write's follows), whether the
+-- write's id is taken (in the tenant), and the thread row's pending
+-- rewind. No row when the thread has no checkpoint there.
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.base_checkpoint_id, c.delta_run,
        c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.size_bytes,
        EXISTS (SELECT 1 FROM checkpoints x

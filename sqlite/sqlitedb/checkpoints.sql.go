@@ -257,7 +257,7 @@ type CheckpointInsertParams struct {
 // Postgres. CheckpointLinkHead holds it for one thread and namespace;
 // ThreadTree and ThreadListHeads, which need it for every thread row they
 // read, spell it out again (SQLite has no functions, and a view would take
-// a migration). A write finds its parent in Go (placeWrite in the package).
+// a migration). A write finds its parent in Go (placeNew in the package).
 // Writes one row, every column given: the store decides each (seq, step,
 // format, delta columns) inside its write transaction.
 func (q *Queries) CheckpointInsert(ctx context.Context, arg CheckpointInsertParams) error {
@@ -477,63 +477,6 @@ type CheckpointLinkHeadRow struct {
 func (q *Queries) CheckpointLinkHead(ctx context.Context, arg CheckpointLinkHeadParams) (CheckpointLinkHeadRow, error) {
 	row := q.queryRow(ctx, q.checkpointLinkHeadStmt, CheckpointLinkHead, arg.TenantID, arg.ThreadID, arg.Namespace)
 	var i CheckpointLinkHeadRow
-	err := row.Scan(
-		&i.ThreadID,
-		&i.Namespace,
-		&i.Seq,
-		&i.CheckpointID,
-		&i.Step,
-		&i.Format,
-		&i.BaseCheckpointID,
-		&i.DeltaRun,
-		&i.DeltaDepth,
-		&i.MessagesCount,
-		&i.MessagesDigest,
-		&i.StateDigests,
-		&i.ToolResultsDigests,
-		&i.SizeBytes,
-	)
-	return i, err
-}
-
-const CheckpointLinkNewest = `-- name: CheckpointLinkNewest :one
-SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
-       messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
-FROM checkpoints WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3
-ORDER BY seq DESC
-LIMIT 1
-`
-
-type CheckpointLinkNewestParams struct {
-	TenantID  string
-	ThreadID  string
-	Namespace string
-}
-
-type CheckpointLinkNewestRow struct {
-	ThreadID           string
-	Namespace          string
-	Seq                int64
-	CheckpointID       uuid.UUID
-	Step               int64
-	Format             string
-	BaseCheckpointID   uuid.NullUUID
-	DeltaRun           int64
-	DeltaDepth         int64
-	MessagesCount      sql.NullInt64
-	MessagesDigest     []byte
-	StateDigests       sql.NullString
-	ToolResultsDigests sql.NullString
-	SizeBytes          int64
-}
-
-// CheckpointLinkByID for the newest checkpoint of a thread and namespace
-// (the highest seq): the parent of a write that names none, on a thread
-// not rewound, and its seq the one the write's follows. No row when the
-// thread has none there.
-func (q *Queries) CheckpointLinkNewest(ctx context.Context, arg CheckpointLinkNewestParams) (CheckpointLinkNewestRow, error) {
-	row := q.queryRow(ctx, q.checkpointLinkNewestStmt, CheckpointLinkNewest, arg.TenantID, arg.ThreadID, arg.Namespace)
-	var i CheckpointLinkNewestRow
 	err := row.Scan(
 		&i.ThreadID,
 		&i.Namespace,
@@ -897,11 +840,11 @@ type CheckpointPlaceNewestRow struct {
 }
 
 // What a write that names no parent reads first, in one statement where
-// CheckpointGetByID, ThreadGet and CheckpointLinkNewest would be three:
-// the newest checkpoint of the thread and namespace as CheckpointLinkNewest
-// reads it, whether the write's id is taken (in the tenant), and the
-// thread row's pending rewind. No row when the thread has no checkpoint
-// there (the write then reads them one by one).
+// three would do: CheckpointLinkByID's columns for the newest checkpoint
+// of the thread and namespace (the highest seq: the write's parent on a
+// thread not rewound, and the seq the write's follows), whether the
+// write's id is taken (in the tenant), and the thread row's pending
+// rewind. No row when the thread has no checkpoint there.
 func (q *Queries) CheckpointPlaceNewest(ctx context.Context, arg CheckpointPlaceNewestParams) (CheckpointPlaceNewestRow, error) {
 	row := q.queryRow(ctx, q.checkpointPlaceNewestStmt, CheckpointPlaceNewest,
 		arg.TenantID,

@@ -54,9 +54,6 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.checkpointLinkHeadStmt, err = db.PrepareContext(ctx, CheckpointLinkHead); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointLinkHead: %w", err)
 	}
-	if q.checkpointLinkNewestStmt, err = db.PrepareContext(ctx, CheckpointLinkNewest); err != nil {
-		return nil, fmt.Errorf("error preparing query CheckpointLinkNewest: %w", err)
-	}
 	if q.checkpointListByThreadStmt, err = db.PrepareContext(ctx, CheckpointListByThread); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointListByThread: %w", err)
 	}
@@ -221,11 +218,6 @@ func (q *Queries) Close() error {
 	if q.checkpointLinkHeadStmt != nil {
 		if cerr := q.checkpointLinkHeadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing checkpointLinkHeadStmt: %w", cerr)
-		}
-	}
-	if q.checkpointLinkNewestStmt != nil {
-		if cerr := q.checkpointLinkNewestStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing checkpointLinkNewestStmt: %w", cerr)
 		}
 	}
 	if q.checkpointListByThreadStmt != nil {
@@ -462,7 +454,6 @@ type Queries struct {
 	checkpointLineageStmt            *sql.Stmt
 	checkpointLinkByIDStmt           *sql.Stmt
 	checkpointLinkHeadStmt           *sql.Stmt
-	checkpointLinkNewestStmt         *sql.Stmt
 	checkpointListByThreadStmt       *sql.Stmt
 	checkpointListDeltasOnStmt       *sql.Stmt
 	checkpointListForRetentionStmt   *sql.Stmt
@@ -516,7 +507,6 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		checkpointLineageStmt:            q.checkpointLineageStmt,
 		checkpointLinkByIDStmt:           q.checkpointLinkByIDStmt,
 		checkpointLinkHeadStmt:           q.checkpointLinkHeadStmt,
-		checkpointLinkNewestStmt:         q.checkpointLinkNewestStmt,
 		checkpointListByThreadStmt:       q.checkpointListByThreadStmt,
 		checkpointListDeltasOnStmt:       q.checkpointListDeltasOnStmt,
 		checkpointListForRetentionStmt:   q.checkpointListForRetentionStmt,
