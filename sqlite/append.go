@@ -39,14 +39,11 @@ func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.S
 
 // putAppend is PutAppend inside a write transaction.
 func (s *Store) putAppend(ctx context.Context, q *queries, a engine.AppendRequest) (engine.SnapshotResult, error) {
-	if ex, found, err := existing(ctx, q, a.ID); err != nil {
+	pl, ex, found, err := placeNew(ctx, q, a.ID, a.ThreadID, a.Namespace, uuid.Nil)
+	if err != nil {
 		return engine.SnapshotResult{}, err
 	} else if found {
 		return appendRetried(ctx, q, ex, a)
-	}
-	pl, err := placeWrite(ctx, q, a.ThreadID, a.Namespace, uuid.Nil)
-	if err != nil {
-		return engine.SnapshotResult{}, err
 	}
 	head := pl.parent
 	if head == nil {
@@ -164,7 +161,7 @@ func (s *Store) appendWhole(ctx context.Context, q *queries, pl place, a engine.
 // appended is the content of an append on parent: parent's content,
 // rebuilt, with the change applied.
 func appended(ctx context.Context, q *queries, parent sqlitedb.Checkpoint, a engine.AppendRequest) (content, error) {
-	c, err := materialize(ctx, q, parent)
+	c, err := materialize(ctx, q, storedOf(parent))
 	if err != nil {
 		return content{}, err
 	}
@@ -235,7 +232,7 @@ func lastMessage(ctx context.Context, q *queries, id uuid.UUID) ([]byte, error) 
 	}
 	rows := []sqlitedb.CheckpointDeltaChainRow{{Format: row.Format, Messages: row.Messages}}
 	if row.Format != "full" {
-		if rows, err = deltaChain(ctx, q, row); err != nil {
+		if rows, err = deltaChain(ctx, q, storedOf(row)); err != nil {
 			return nil, err
 		}
 	}
@@ -269,7 +266,7 @@ func appendRetried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, a en
 			if err != nil {
 				return engine.SnapshotResult{}, err
 			}
-			got, err := materialize(ctx, q, ex)
+			got, err := materialize(ctx, q, storedOf(ex))
 			if err != nil {
 				return engine.SnapshotResult{}, err
 			}

@@ -84,7 +84,7 @@ func deleteCheckpoints(ctx context.Context, q *queries, ids []uuid.UUID) (int64,
 				if err != nil {
 					return dbError("read a delta to rebase", err)
 				}
-				c, err := materialize(ctx, q, row)
+				c, err := materialize(ctx, q, storedOf(row))
 				if err != nil {
 					return err
 				}

@@ -206,6 +206,21 @@ func keyDelta(obj, objDigests, baseDigests []byte) (set, removed []byte, err err
 	return joinObject(members), removed, nil
 }
 
+// storedRow is what materialize reads of a checkpoint's row: where it is,
+// its format and its content as stored.
+type storedRow struct {
+	id                     uuid.UUID
+	threadID, namespace    string
+	format                 string
+	messages, state, tools string
+}
+
+// storedOf is the storedRow of a whole row.
+func storedOf(r sqlitedb.Checkpoint) storedRow {
+	return storedRow{id: r.CheckpointID, threadID: r.ThreadID, namespace: r.Namespace, format: r.Format,
+		messages: r.Messages, state: r.State, tools: r.ToolResults}
+}
+
 // materialize is the one place that rebuilds a checkpoint's whole content
 // from its row: a full row as stored, byte for byte; a delta row from its
 // chain of bases (each in the same thread and namespace) back to a full
@@ -213,9 +228,9 @@ func keyDelta(obj, objDigests, baseDigests []byte) (set, removed []byte, err err
 // state and tool results start from the full one's members, in its order,
 // and each delta, oldest first, drops its removed keys, replaces the
 // values of keys present and appends new keys.
-func materialize(ctx context.Context, q *queries, row sqlitedb.Checkpoint) (content, error) {
-	if row.Format == "full" {
-		return content{[]byte(row.Messages), []byte(row.State), []byte(row.ToolResults)}, nil
+func materialize(ctx context.Context, q *queries, row storedRow) (content, error) {
+	if row.format == "full" {
+		return content{[]byte(row.messages), []byte(row.state), []byte(row.tools)}, nil
 	}
 	chain, err := deltaChain(ctx, q, row)
 	if err != nil {
@@ -252,16 +267,16 @@ func materialize(ctx context.Context, q *queries, row sqlitedb.Checkpoint) (cont
 
 // deltaChain returns the chain a delta row is rebuilt from, the row itself
 // first and a full snapshot last; an error when it does not reach one.
-func deltaChain(ctx context.Context, q *queries, row sqlitedb.Checkpoint) ([]sqlitedb.CheckpointDeltaChainRow, error) {
+func deltaChain(ctx context.Context, q *queries, row storedRow) ([]sqlitedb.CheckpointDeltaChainRow, error) {
 	chain, err := q.CheckpointDeltaChain(ctx, sqlitedb.CheckpointDeltaChainParams{
-		CheckpointID: row.CheckpointID, ThreadID: row.ThreadID, Namespace: row.Namespace,
+		CheckpointID: row.id, ThreadID: row.threadID, Namespace: row.namespace,
 	})
 	if err != nil {
 		return nil, dbError("read the chain of a delta", err)
 	}
 	slices.SortFunc(chain, func(a, b sqlitedb.CheckpointDeltaChainRow) int { return cmp.Compare(a.Depth, b.Depth) })
 	if len(chain) == 0 || chain[len(chain)-1].Format != "full" {
-		return nil, fmt.Errorf("%w: checkpoint %s cannot be rebuilt: its chain of deltas does not reach a full snapshot", engine.ErrDamaged, row.CheckpointID)
+		return nil, fmt.Errorf("%w: checkpoint %s cannot be rebuilt: its chain of deltas does not reach a full snapshot", engine.ErrDamaged, row.id)
 	}
 	return chain, nil
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
@@ -62,9 +63,9 @@ func splitObject(b []byte) ([]member, error) {
 			return nil, fmt.Errorf("%w: unterminated key", engine.ErrInvalidJSON)
 		}
 		raw := b[i : end+1]
-		var key string
-		if err := json.Unmarshal(raw, &key); err != nil {
-			return nil, fmt.Errorf("%w: object key %s: %v", engine.ErrInvalidJSON, raw, err)
+		key, err := objectKey(raw)
+		if err != nil {
+			return nil, err
 		}
 		i = jsontext.SkipSpace(b, end+1) // at ':'
 		start := jsontext.SkipSpace(b, i+1)
@@ -75,6 +76,31 @@ func splitObject(b []byte) ([]member, error) {
 		}
 	}
 	return out, nil
+}
+
+// objectKey returns the text of a key as written (a JSON string with its
+// quotes): the bytes between the quotes when they are plain (UTF-8, no
+// escape, no control character), as most keys are, else what
+// encoding/json decodes.
+func objectKey(raw []byte) (string, error) {
+	if body := raw[1 : len(raw)-1]; plainString(body) {
+		return string(body), nil
+	}
+	var key string
+	if err := json.Unmarshal(raw, &key); err != nil {
+		return "", fmt.Errorf("%w: object key %s: %v", engine.ErrInvalidJSON, raw, err)
+	}
+	return key, nil
+}
+
+// plainString reports whether b, a JSON string's body, reads as itself.
+func plainString(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' || c < 0x20 {
+			return false
+		}
+	}
+	return utf8.Valid(b)
 }
 
 // concatArrays returns the elements of JSON arrays (valid JSON text), the

@@ -45,12 +45,39 @@ func existing(ctx context.Context, q *queries, id uuid.UUID) (sqlitedb.Checkpoin
 	return ex, true, nil
 }
 
-// placeWrite reads where a new checkpoint of a thread and namespace goes,
-// as a child of parentID (zero: of the head). Errors: engine.ErrNotFound
-// when the parent wanted (parentID, else the checkpoint the thread was
-// rewound to) is not a checkpoint of that thread and namespace.
-func placeWrite(ctx context.Context, q *queries, threadID, namespace string, parentID uuid.UUID) (place, error) {
-	pl := place{threadID: threadID, namespace: namespace, wanted: parentID, seq: 1}
+// placeNew reads what a new checkpoint's write reads first: whether its id
+// exists (then ex is that row and found is true, and the caller answers a
+// retry or a conflict before anything else), else where it goes, as a
+// child of parentID (zero: of the head). A write on the newest checkpoint
+// of a thread not rewound, the common case, reads it all in one statement
+// (CheckpointPlaceNewest); any other then reads the id, the thread row and
+// the parent wanted one by one. Errors: engine.ErrNotFound when the parent
+// wanted (parentID, else the checkpoint the thread was rewound to) is not a
+// checkpoint of that thread and namespace.
+func placeNew(ctx context.Context, q *queries, id uuid.UUID, threadID, namespace string, parentID uuid.UUID) (
+	pl place, ex sqlitedb.Checkpoint, found bool, err error) {
+	pl = place{threadID: threadID, namespace: namespace, wanted: parentID, seq: 1}
+	if parentID == uuid.Nil {
+		r, err := q.CheckpointPlaceNewest(ctx, sqlitedb.CheckpointPlaceNewestParams{
+			NewCheckpointID: id, ThreadID: threadID, Namespace: namespace,
+		})
+		if err == nil {
+			pl.threadSeen, pl.seq, pl.parent = r.ThreadSeen, r.Seq+1, &link{
+				ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq, CheckpointID: r.CheckpointID, Step: r.Step,
+				Format: r.Format, BaseCheckpointID: r.BaseCheckpointID, DeltaRun: r.DeltaRun, DeltaDepth: r.DeltaDepth,
+				MessagesCount: r.MessagesCount, MessagesDigest: r.MessagesDigest, StateDigests: r.StateDigests,
+				ToolResultsDigests: r.ToolResultsDigests, SizeBytes: r.SizeBytes,
+			}
+			if !r.IDTaken && !r.RewoundTo.Valid {
+				return pl, sqlitedb.Checkpoint{}, false, nil
+			}
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return place{}, sqlitedb.Checkpoint{}, false, dbError("read the newest checkpoint", err)
+		}
+	}
+	if ex, found, err = existing(ctx, q, id); err != nil || found {
+		return place{}, ex, found, err
+	}
 	th, err := q.ThreadGet(ctx, sqlitedb.ThreadGetParams{ThreadID: threadID, Namespace: namespace})
 	if err == nil {
 		pl.threadSeen, pl.rewound = true, th.RewoundTo.Valid
@@ -58,31 +85,26 @@ func placeWrite(ctx context.Context, q *queries, threadID, namespace string, par
 			pl.wanted = th.RewoundTo.UUID
 		}
 	} else if !errors.Is(err, sql.ErrNoRows) {
-		return place{}, dbError("read the thread", err)
+		return place{}, sqlitedb.Checkpoint{}, false, dbError("read the thread", err)
 	}
 	if pl.wanted == uuid.Nil {
-		// The newest is the parent, and gives the seq.
-		newest, err := q.CheckpointLinkNewest(ctx, sqlitedb.CheckpointLinkNewestParams{ThreadID: threadID, Namespace: namespace})
-		if err == nil {
-			pl.seq, pl.parent = newest.Seq+1, (*link)(&newest)
-		} else if !errors.Is(err, sql.ErrNoRows) {
-			return place{}, dbError("read the newest checkpoint", err)
-		}
-		return pl, nil
+		// The newest, read above (or none: a first checkpoint), is the
+		// parent, and gives the seq.
+		return pl, sqlitedb.Checkpoint{}, false, nil
 	}
 	l, err := linkIn(ctx, q, pl.wanted, threadID, namespace)
 	if errors.Is(err, sql.ErrNoRows) {
-		return place{}, fmt.Errorf("parent checkpoint %s not found in thread %q namespace %q: %w",
+		return place{}, sqlitedb.Checkpoint{}, false, fmt.Errorf("parent checkpoint %s not found in thread %q namespace %q: %w",
 			pl.wanted, threadID, namespace, engine.ErrNotFound)
 	} else if err != nil {
-		return place{}, dbError("read the parent", err)
+		return place{}, sqlitedb.Checkpoint{}, false, dbError("read the parent", err)
 	}
 	last, err := q.CheckpointMaxSeq(ctx, sqlitedb.CheckpointMaxSeqParams{ThreadID: threadID, Namespace: namespace})
 	if err != nil {
-		return place{}, dbError("read the last seq", err)
+		return place{}, sqlitedb.Checkpoint{}, false, dbError("read the last seq", err)
 	}
 	pl.seq, pl.parent = last+1, &l
-	return pl, nil
+	return pl, sqlitedb.Checkpoint{}, false, nil
 }
 
 // linkIn reads checkpoint id as a checkpoint of a thread and namespace:

@@ -51,19 +51,16 @@ func checkPut(p engine.PutRequest) error {
 
 // put is Put inside a write transaction; mergeParent is set for a merge.
 func (s *Store) put(ctx context.Context, q *queries, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
-	if ex, found, err := existing(ctx, q, p.ID); err != nil {
+	pl, ex, found, err := placeNew(ctx, q, p.ID, p.ThreadID, p.Namespace, p.ParentID)
+	if err != nil {
 		return engine.SnapshotResult{}, err
 	} else if found {
 		return retried(ctx, q, ex, p)
 	}
-	pl, err := placeWrite(ctx, q, p.ThreadID, p.Namespace, p.ParentID)
-	if err != nil {
-		return engine.SnapshotResult{}, err
-	}
 	return s.putAt(ctx, q, pl, p, mergeParent)
 }
 
-// putAt writes p at pl (see placeWrite), stored as planDelta decides.
+// putAt writes p at pl (see placeNew), stored as planDelta decides.
 func (s *Store) putAt(ctx context.Context, q *queries, pl place, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
 	c := content{p.Messages, p.State, p.ToolResults}
 	d := digests{chain: p.MessageChain, state: p.StateDigests, tools: p.ToolResultsDigests,
@@ -106,7 +103,7 @@ func setStored(row *sqlitedb.CheckpointInsertParams, st stored) {
 func retried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, p engine.PutRequest) (engine.SnapshotResult, error) {
 	same := sameRetry(ex, p.ThreadID, p.Namespace, p.NextNode, p.Metadata)
 	if same {
-		c, err := materialize(ctx, q, ex)
+		c, err := materialize(ctx, q, storedOf(ex))
 		if err != nil {
 			return engine.SnapshotResult{}, err
 		}

@@ -29,7 +29,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, erro
 	if err != nil {
 		return nil, storeError(dbError(fmt.Sprintf("checkpoint %s", id), err))
 	}
-	if row.Checkpoint.Format == "full" && !row.HasPendingWrites {
+	if row.Format == "full" && !row.HasPendingWrites {
 		return wholeCheckpoint(ctx, nil, row)
 	}
 	var cp *engine.Checkpoint
@@ -79,9 +79,9 @@ func headRow(ctx context.Context, q *queries, threadID, namespace string) (sqlit
 // needs more (its delta chain, its pending writes) in the row's snapshot;
 // it may be nil for a full row without pending writes, which needs
 // nothing more.
-func wholeCheckpoint(ctx context.Context, q *queries, read sqlitedb.CheckpointReadRow) (*engine.Checkpoint, error) {
-	r := read.Checkpoint
-	c, err := materialize(ctx, q, r)
+func wholeCheckpoint(ctx context.Context, q *queries, r sqlitedb.CheckpointReadRow) (*engine.Checkpoint, error) {
+	c, err := materialize(ctx, q, storedRow{id: r.CheckpointID, threadID: r.ThreadID, namespace: r.Namespace,
+		format: r.Format, messages: r.Messages, state: r.State, tools: r.ToolResults})
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func wholeCheckpoint(ctx context.Context, q *queries, read sqlitedb.CheckpointRe
 		return nil, err
 	}
 	var ws []sqlitedb.PendingWriteListByCheckpointRow
-	if read.HasPendingWrites {
+	if r.HasPendingWrites {
 		ws, err = q.PendingWriteListByCheckpoint(ctx, sqlitedb.PendingWriteListByCheckpointParams{
 			ThreadID: r.ThreadID, Namespace: r.Namespace, CheckpointSeq: r.Seq,
 		})
@@ -112,7 +112,7 @@ func wholeCheckpoint(ctx context.Context, q *queries, read sqlitedb.CheckpointRe
 func checkpointInfo(threadID, namespace string, seq int64, id uuid.UUID, parent, merge uuid.NullUUID, step, createdAt int64,
 	trigger, tags, summary, metadata, nextNode string, size int64, format string) (engine.CheckpointInfo, error) {
 	var ts []string
-	if err := json.Unmarshal([]byte(tags), &ts); err != nil {
+	if err := unmarshalTags(tags, &ts); err != nil {
 		return engine.CheckpointInfo{}, fmt.Errorf("tags of checkpoint %s: %w", id, err)
 	}
 	return engine.CheckpointInfo{
@@ -120,6 +120,15 @@ func checkpointInfo(threadID, namespace string, seq int64, id uuid.UUID, parent,
 		Step: step, CreatedAt: fromMicros(createdAt), Trigger: engine.Trigger(trigger), Tags: nonNil(ts),
 		Summary: summary, Metadata: json.RawMessage(metadata), NextNode: nextNode, SizeBytes: size, Format: format,
 	}, nil
+}
+
+// unmarshalTags decodes a tags column; "[]", most rows' tags, without
+// encoding/json.
+func unmarshalTags(tags string, ts *[]string) error {
+	if tags == "[]" {
+		return nil
+	}
+	return json.Unmarshal([]byte(tags), ts)
 }
 
 // listChunk is how many rows a filtered listing reads at a time.

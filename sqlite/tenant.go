@@ -99,11 +99,6 @@ func (q *queries) CheckpointLinkHead(ctx context.Context, p sqlitedb.CheckpointL
 	return q.db.CheckpointLinkHead(ctx, p)
 }
 
-func (q *queries) CheckpointLinkNewest(ctx context.Context, p sqlitedb.CheckpointLinkNewestParams) (sqlitedb.CheckpointLinkNewestRow, error) {
-	p.TenantID = q.tenant
-	return q.db.CheckpointLinkNewest(ctx, p)
-}
-
 func (q *queries) CheckpointListByThread(ctx context.Context, p sqlitedb.CheckpointListByThreadParams) ([]sqlitedb.CheckpointListByThreadRow, error) {
 	p.TenantID = q.tenant
 	return q.db.CheckpointListByThread(ctx, p)
@@ -129,6 +124,11 @@ func (q *queries) CheckpointListWithRunID(ctx context.Context) ([]sqlitedb.Check
 func (q *queries) CheckpointMaxSeq(ctx context.Context, p sqlitedb.CheckpointMaxSeqParams) (int64, error) {
 	p.TenantID = q.tenant
 	return q.db.CheckpointMaxSeq(ctx, p)
+}
+
+func (q *queries) CheckpointPlaceNewest(ctx context.Context, p sqlitedb.CheckpointPlaceNewestParams) (sqlitedb.CheckpointPlaceNewestRow, error) {
+	p.TenantID = q.tenant
+	return q.db.CheckpointPlaceNewest(ctx, p)
 }
 
 func (q *queries) CheckpointRead(ctx context.Context, id uuid.UUID) (sqlitedb.CheckpointReadRow, error) {

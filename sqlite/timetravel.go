@@ -165,7 +165,7 @@ func (s *Store) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name 
 		if _, err := q.CheckpointLinkByID(ctx, id); err == nil {
 			return fmt.Errorf("checkpoint %s already exists: %w", id, engine.ErrIDConflict)
 		}
-		c, err := materialize(ctx, q, src)
+		c, err := materialize(ctx, q, storedOf(src))
 		if err != nil {
 			return err
 		}
@@ -256,7 +256,7 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 		if _, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: intoThread, Namespace: namespace}); err != nil {
 			return dbError(fmt.Sprintf("thread %q has no checkpoint in namespace %q to merge into", intoThread, namespace), err)
 		}
-		c, err := materialize(ctx, q, src)
+		c, err := materialize(ctx, q, storedOf(src))
 		if err != nil {
 			return err
 		}

@@ -10,7 +10,7 @@
 -- Postgres. CheckpointLinkHead holds it for one thread and namespace;
 -- ThreadTree and ThreadListHeads, which need it for every thread row they
 -- read, spell it out again (SQLite has no functions, and a view would take
--- a migration). A write finds its parent in Go (placeWrite in the package).
+-- a migration). A write finds its parent in Go (placeNew in the package).
 
 -- name: CheckpointInsert :exec
 -- Writes one row, every column given: the store decides each (seq, step,
@@ -31,14 +31,18 @@ VALUES (
 SELECT * FROM checkpoints WHERE tenant_id = @tenant_id AND checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointRead :one
--- What a read of a checkpoint needs first: the whole row and whether it has
--- pending writes, in one statement (a full row without pending writes
--- needs nothing more).
-SELECT sqlc.embed(checkpoints),
+-- What a read of a checkpoint needs first, in one statement: the columns a
+-- reader gets, content as stored, and whether it has pending writes (a
+-- full row without pending writes needs nothing more). The columns only
+-- writes use (digests, delta run) are left out: the driver's cost grows
+-- with every column a statement returns.
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
+       c.created_at, c.trigger, c.tags, c.summary, c.next_node, c.size_bytes, c.format, c.metadata,
+       c.messages, c.state, c.tool_results,
        EXISTS (SELECT 1 FROM pending_writes p
-               WHERE p.tenant_id = checkpoints.tenant_id AND p.thread_id = checkpoints.thread_id
-                 AND p.namespace = checkpoints.namespace AND p.checkpoint_seq = checkpoints.seq) AS has_pending_writes
-FROM checkpoints WHERE checkpoints.tenant_id = @tenant_id AND checkpoints.checkpoint_id = @checkpoint_id;
+               WHERE p.tenant_id = c.tenant_id AND p.thread_id = c.thread_id
+                 AND p.namespace = c.namespace AND p.checkpoint_seq = c.seq) AS has_pending_writes
+FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointLinkByID :one
 -- What a write needs of its parent or base: place, step, delta columns and
@@ -62,15 +66,22 @@ WHERE c.tenant_id = @tenant_id AND c.thread_id = @thread_id AND c.namespace = @n
         (SELECT max(m.seq) FROM checkpoints m
          WHERE m.tenant_id = @tenant_id AND m.thread_id = @thread_id AND m.namespace = @namespace));
 
--- name: CheckpointLinkNewest :one
--- CheckpointLinkByID for the newest checkpoint of a thread and namespace
--- (the highest seq): the parent of a write that names none, on a thread
--- not rewound, and its seq the one the write's follows. No row when the
--- thread has none there.
-SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
-       messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
-FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace
-ORDER BY seq DESC
+-- name: CheckpointPlaceNewest :one
+-- What a write that names no parent reads first, in one statement where
+-- three would do: CheckpointLinkByID's columns for the newest checkpoint
+-- of the thread and namespace (the highest seq: the write's parent on a
+-- thread not rewound, and the seq the write's follows), whether the
+-- write's id is taken (in the tenant), and the thread row's pending
+-- rewind. No row when the thread has no checkpoint there.
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.base_checkpoint_id, c.delta_run,
+       c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.size_bytes,
+       EXISTS (SELECT 1 FROM checkpoints x
+               WHERE x.tenant_id = @tenant_id AND x.checkpoint_id = @new_checkpoint_id) AS id_taken,
+       t.thread_id IS NOT NULL AS thread_seen, t.rewound_to
+FROM checkpoints c
+LEFT JOIN threads t ON t.tenant_id = @tenant_id AND t.thread_id = c.thread_id AND t.namespace = c.namespace
+WHERE c.tenant_id = @tenant_id AND c.thread_id = @thread_id AND c.namespace = @namespace
+ORDER BY c.seq DESC
 LIMIT 1;
 
 -- name: CheckpointMaxSeq :one

@@ -257,7 +257,7 @@ type CheckpointInsertParams struct {
 // Postgres. CheckpointLinkHead holds it for one thread and namespace;
 // ThreadTree and ThreadListHeads, which need it for every thread row they
 // read, spell it out again (SQLite has no functions, and a view would take
-// a migration). A write finds its parent in Go (placeWrite in the package).
+// a migration). A write finds its parent in Go (placeNew in the package).
 // Writes one row, every column given: the store decides each (seq, step,
 // format, delta columns) inside its write transaction.
 func (q *Queries) CheckpointInsert(ctx context.Context, arg CheckpointInsertParams) error {
@@ -477,63 +477,6 @@ type CheckpointLinkHeadRow struct {
 func (q *Queries) CheckpointLinkHead(ctx context.Context, arg CheckpointLinkHeadParams) (CheckpointLinkHeadRow, error) {
 	row := q.queryRow(ctx, q.checkpointLinkHeadStmt, CheckpointLinkHead, arg.TenantID, arg.ThreadID, arg.Namespace)
 	var i CheckpointLinkHeadRow
-	err := row.Scan(
-		&i.ThreadID,
-		&i.Namespace,
-		&i.Seq,
-		&i.CheckpointID,
-		&i.Step,
-		&i.Format,
-		&i.BaseCheckpointID,
-		&i.DeltaRun,
-		&i.DeltaDepth,
-		&i.MessagesCount,
-		&i.MessagesDigest,
-		&i.StateDigests,
-		&i.ToolResultsDigests,
-		&i.SizeBytes,
-	)
-	return i, err
-}
-
-const CheckpointLinkNewest = `-- name: CheckpointLinkNewest :one
-SELECT thread_id, namespace, seq, checkpoint_id, step, format, base_checkpoint_id, delta_run, delta_depth,
-       messages_count, messages_digest, state_digests, tool_results_digests, size_bytes
-FROM checkpoints WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3
-ORDER BY seq DESC
-LIMIT 1
-`
-
-type CheckpointLinkNewestParams struct {
-	TenantID  string
-	ThreadID  string
-	Namespace string
-}
-
-type CheckpointLinkNewestRow struct {
-	ThreadID           string
-	Namespace          string
-	Seq                int64
-	CheckpointID       uuid.UUID
-	Step               int64
-	Format             string
-	BaseCheckpointID   uuid.NullUUID
-	DeltaRun           int64
-	DeltaDepth         int64
-	MessagesCount      sql.NullInt64
-	MessagesDigest     []byte
-	StateDigests       sql.NullString
-	ToolResultsDigests sql.NullString
-	SizeBytes          int64
-}
-
-// CheckpointLinkByID for the newest checkpoint of a thread and namespace
-// (the highest seq): the parent of a write that names none, on a thread
-// not rewound, and its seq the one the write's follows. No row when the
-// thread has none there.
-func (q *Queries) CheckpointLinkNewest(ctx context.Context, arg CheckpointLinkNewestParams) (CheckpointLinkNewestRow, error) {
-	row := q.queryRow(ctx, q.checkpointLinkNewestStmt, CheckpointLinkNewest, arg.TenantID, arg.ThreadID, arg.Namespace)
-	var i CheckpointLinkNewestRow
 	err := row.Scan(
 		&i.ThreadID,
 		&i.Namespace,
@@ -856,12 +799,90 @@ func (q *Queries) CheckpointMaxSeq(ctx context.Context, arg CheckpointMaxSeqPara
 	return max_seq, err
 }
 
+const CheckpointPlaceNewest = `-- name: CheckpointPlaceNewest :one
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.base_checkpoint_id, c.delta_run,
+       c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.size_bytes,
+       EXISTS (SELECT 1 FROM checkpoints x
+               WHERE x.tenant_id = ?1 AND x.checkpoint_id = ?2) AS id_taken,
+       t.thread_id IS NOT NULL AS thread_seen, t.rewound_to
+FROM checkpoints c
+LEFT JOIN threads t ON t.tenant_id = ?1 AND t.thread_id = c.thread_id AND t.namespace = c.namespace
+WHERE c.tenant_id = ?1 AND c.thread_id = ?3 AND c.namespace = ?4
+ORDER BY c.seq DESC
+LIMIT 1
+`
+
+type CheckpointPlaceNewestParams struct {
+	TenantID        string
+	NewCheckpointID uuid.UUID
+	ThreadID        string
+	Namespace       string
+}
+
+type CheckpointPlaceNewestRow struct {
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	Step               int64
+	Format             string
+	BaseCheckpointID   uuid.NullUUID
+	DeltaRun           int64
+	DeltaDepth         int64
+	MessagesCount      sql.NullInt64
+	MessagesDigest     []byte
+	StateDigests       sql.NullString
+	ToolResultsDigests sql.NullString
+	SizeBytes          int64
+	IDTaken            bool
+	ThreadSeen         bool
+	RewoundTo          uuid.NullUUID
+}
+
+// What a write that names no parent reads first, in one statement where
+// three would do: CheckpointLinkByID's columns for the newest checkpoint
+// of the thread and namespace (the highest seq: the write's parent on a
+// thread not rewound, and the seq the write's follows), whether the
+// write's id is taken (in the tenant), and the thread row's pending
+// rewind. No row when the thread has no checkpoint there.
+func (q *Queries) CheckpointPlaceNewest(ctx context.Context, arg CheckpointPlaceNewestParams) (CheckpointPlaceNewestRow, error) {
+	row := q.queryRow(ctx, q.checkpointPlaceNewestStmt, CheckpointPlaceNewest,
+		arg.TenantID,
+		arg.NewCheckpointID,
+		arg.ThreadID,
+		arg.Namespace,
+	)
+	var i CheckpointPlaceNewestRow
+	err := row.Scan(
+		&i.ThreadID,
+		&i.Namespace,
+		&i.Seq,
+		&i.CheckpointID,
+		&i.Step,
+		&i.Format,
+		&i.BaseCheckpointID,
+		&i.DeltaRun,
+		&i.DeltaDepth,
+		&i.MessagesCount,
+		&i.MessagesDigest,
+		&i.StateDigests,
+		&i.ToolResultsDigests,
+		&i.SizeBytes,
+		&i.IDTaken,
+		&i.ThreadSeen,
+		&i.RewoundTo,
+	)
+	return i, err
+}
+
 const CheckpointRead = `-- name: CheckpointRead :one
-SELECT checkpoints.tenant_id, checkpoints.thread_id, checkpoints.namespace, checkpoints.seq, checkpoints.checkpoint_id, checkpoints.parent_checkpoint_id, checkpoints.merge_parent_id, checkpoints.step, checkpoints.created_at, checkpoints."trigger", checkpoints.tags, checkpoints.summary, checkpoints.next_node, checkpoints.size_bytes, checkpoints.format, checkpoints.base_checkpoint_id, checkpoints.delta_run, checkpoints.delta_depth, checkpoints.messages_count, checkpoints.messages_digest, checkpoints.state_digests, checkpoints.tool_results_digests, checkpoints.metadata, checkpoints.state_removed, checkpoints.tool_results_removed, checkpoints.messages, checkpoints.state, checkpoints.tool_results,
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
+       c.created_at, c.trigger, c.tags, c.summary, c.next_node, c.size_bytes, c.format, c.metadata,
+       c.messages, c.state, c.tool_results,
        EXISTS (SELECT 1 FROM pending_writes p
-               WHERE p.tenant_id = checkpoints.tenant_id AND p.thread_id = checkpoints.thread_id
-                 AND p.namespace = checkpoints.namespace AND p.checkpoint_seq = checkpoints.seq) AS has_pending_writes
-FROM checkpoints WHERE checkpoints.tenant_id = ?1 AND checkpoints.checkpoint_id = ?2
+               WHERE p.tenant_id = c.tenant_id AND p.thread_id = c.thread_id
+                 AND p.namespace = c.namespace AND p.checkpoint_seq = c.seq) AS has_pending_writes
+FROM checkpoints c WHERE c.tenant_id = ?1 AND c.checkpoint_id = ?2
 `
 
 type CheckpointReadParams struct {
@@ -870,45 +891,54 @@ type CheckpointReadParams struct {
 }
 
 type CheckpointReadRow struct {
-	Checkpoint       Checkpoint
-	HasPendingWrites bool
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.NullUUID
+	MergeParentID      uuid.NullUUID
+	Step               int64
+	CreatedAt          int64
+	Trigger            string
+	Tags               string
+	Summary            string
+	NextNode           string
+	SizeBytes          int64
+	Format             string
+	Metadata           string
+	Messages           string
+	State              string
+	ToolResults        string
+	HasPendingWrites   bool
 }
 
-// What a read of a checkpoint needs first: the whole row and whether it has
-// pending writes, in one statement (a full row without pending writes
-// needs nothing more).
+// What a read of a checkpoint needs first, in one statement: the columns a
+// reader gets, content as stored, and whether it has pending writes (a
+// full row without pending writes needs nothing more). The columns only
+// writes use (digests, delta run) are left out: the driver's cost grows
+// with every column a statement returns.
 func (q *Queries) CheckpointRead(ctx context.Context, arg CheckpointReadParams) (CheckpointReadRow, error) {
 	row := q.queryRow(ctx, q.checkpointReadStmt, CheckpointRead, arg.TenantID, arg.CheckpointID)
 	var i CheckpointReadRow
 	err := row.Scan(
-		&i.Checkpoint.TenantID,
-		&i.Checkpoint.ThreadID,
-		&i.Checkpoint.Namespace,
-		&i.Checkpoint.Seq,
-		&i.Checkpoint.CheckpointID,
-		&i.Checkpoint.ParentCheckpointID,
-		&i.Checkpoint.MergeParentID,
-		&i.Checkpoint.Step,
-		&i.Checkpoint.CreatedAt,
-		&i.Checkpoint.Trigger,
-		&i.Checkpoint.Tags,
-		&i.Checkpoint.Summary,
-		&i.Checkpoint.NextNode,
-		&i.Checkpoint.SizeBytes,
-		&i.Checkpoint.Format,
-		&i.Checkpoint.BaseCheckpointID,
-		&i.Checkpoint.DeltaRun,
-		&i.Checkpoint.DeltaDepth,
-		&i.Checkpoint.MessagesCount,
-		&i.Checkpoint.MessagesDigest,
-		&i.Checkpoint.StateDigests,
-		&i.Checkpoint.ToolResultsDigests,
-		&i.Checkpoint.Metadata,
-		&i.Checkpoint.StateRemoved,
-		&i.Checkpoint.ToolResultsRemoved,
-		&i.Checkpoint.Messages,
-		&i.Checkpoint.State,
-		&i.Checkpoint.ToolResults,
+		&i.ThreadID,
+		&i.Namespace,
+		&i.Seq,
+		&i.CheckpointID,
+		&i.ParentCheckpointID,
+		&i.MergeParentID,
+		&i.Step,
+		&i.CreatedAt,
+		&i.Trigger,
+		&i.Tags,
+		&i.Summary,
+		&i.NextNode,
+		&i.SizeBytes,
+		&i.Format,
+		&i.Metadata,
+		&i.Messages,
+		&i.State,
+		&i.ToolResults,
 		&i.HasPendingWrites,
 	)
 	return i, err

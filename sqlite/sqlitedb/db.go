@@ -54,9 +54,6 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.checkpointLinkHeadStmt, err = db.PrepareContext(ctx, CheckpointLinkHead); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointLinkHead: %w", err)
 	}
-	if q.checkpointLinkNewestStmt, err = db.PrepareContext(ctx, CheckpointLinkNewest); err != nil {
-		return nil, fmt.Errorf("error preparing query CheckpointLinkNewest: %w", err)
-	}
 	if q.checkpointListByThreadStmt, err = db.PrepareContext(ctx, CheckpointListByThread); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointListByThread: %w", err)
 	}
@@ -74,6 +71,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	}
 	if q.checkpointMaxSeqStmt, err = db.PrepareContext(ctx, CheckpointMaxSeq); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointMaxSeq: %w", err)
+	}
+	if q.checkpointPlaceNewestStmt, err = db.PrepareContext(ctx, CheckpointPlaceNewest); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointPlaceNewest: %w", err)
 	}
 	if q.checkpointReadStmt, err = db.PrepareContext(ctx, CheckpointRead); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointRead: %w", err)
@@ -220,11 +220,6 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing checkpointLinkHeadStmt: %w", cerr)
 		}
 	}
-	if q.checkpointLinkNewestStmt != nil {
-		if cerr := q.checkpointLinkNewestStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing checkpointLinkNewestStmt: %w", cerr)
-		}
-	}
 	if q.checkpointListByThreadStmt != nil {
 		if cerr := q.checkpointListByThreadStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing checkpointListByThreadStmt: %w", cerr)
@@ -253,6 +248,11 @@ func (q *Queries) Close() error {
 	if q.checkpointMaxSeqStmt != nil {
 		if cerr := q.checkpointMaxSeqStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing checkpointMaxSeqStmt: %w", cerr)
+		}
+	}
+	if q.checkpointPlaceNewestStmt != nil {
+		if cerr := q.checkpointPlaceNewestStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointPlaceNewestStmt: %w", cerr)
 		}
 	}
 	if q.checkpointReadStmt != nil {
@@ -454,13 +454,13 @@ type Queries struct {
 	checkpointLineageStmt            *sql.Stmt
 	checkpointLinkByIDStmt           *sql.Stmt
 	checkpointLinkHeadStmt           *sql.Stmt
-	checkpointLinkNewestStmt         *sql.Stmt
 	checkpointListByThreadStmt       *sql.Stmt
 	checkpointListDeltasOnStmt       *sql.Stmt
 	checkpointListForRetentionStmt   *sql.Stmt
 	checkpointListWholeStmt          *sql.Stmt
 	checkpointListWithRunIDStmt      *sql.Stmt
 	checkpointMaxSeqStmt             *sql.Stmt
+	checkpointPlaceNewestStmt        *sql.Stmt
 	checkpointReadStmt               *sql.Stmt
 	checkpointRewriteWholeStmt       *sql.Stmt
 	dataKeyGetStmt                   *sql.Stmt
@@ -507,13 +507,13 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		checkpointLineageStmt:            q.checkpointLineageStmt,
 		checkpointLinkByIDStmt:           q.checkpointLinkByIDStmt,
 		checkpointLinkHeadStmt:           q.checkpointLinkHeadStmt,
-		checkpointLinkNewestStmt:         q.checkpointLinkNewestStmt,
 		checkpointListByThreadStmt:       q.checkpointListByThreadStmt,
 		checkpointListDeltasOnStmt:       q.checkpointListDeltasOnStmt,
 		checkpointListForRetentionStmt:   q.checkpointListForRetentionStmt,
 		checkpointListWholeStmt:          q.checkpointListWholeStmt,
 		checkpointListWithRunIDStmt:      q.checkpointListWithRunIDStmt,
 		checkpointMaxSeqStmt:             q.checkpointMaxSeqStmt,
+		checkpointPlaceNewestStmt:        q.checkpointPlaceNewestStmt,
 		checkpointReadStmt:               q.checkpointReadStmt,
 		checkpointRewriteWholeStmt:       q.checkpointRewriteWholeStmt,
 		dataKeyGetStmt:                   q.dataKeyGetStmt,
