@@ -166,12 +166,15 @@ func (e *Engine) putAppendSealed(ctx context.Context, a AppendRequest) (Snapshot
 func (k *dataKey) sealArrayFrom(origin uuid.UUID, field string, arr []byte, first int) []byte {
 	out := make([]byte, 0, len(arr)*4/3+64)
 	out = append(out, '[')
+	s := k.sealer()
 	i := first
+	var place []byte
 	eachElement(arr, func(elem []byte) {
 		if i > first {
 			out = append(out, ',')
 		}
-		out = k.seal(out, origin, k.ad(origin, field, strconv.Itoa(i)), elem)
+		place = strconv.AppendInt(place[:0], int64(i), 10)
+		out = sealAt(s, out, origin, field, place, elem)
 		i++
 	})
 	return append(out, ']')
@@ -190,11 +193,13 @@ func (e *Engine) sealWrites(ctx context.Context, id uuid.UUID, taskID string, wr
 	if err != nil {
 		return err
 	}
+	s := k.sealer()
 	for i := range writes {
 		if err := checkPlaintext(JSONField{"value", writes[i].Value}); err != nil {
 			return err
 		}
-		writes[i].Value = k.seal(nil, id, k.writeAD(id, taskID, i, writes[i].Channel), writes[i].Value)
+		s.ad = k.writeAD(s.ad[:0], id, taskID, i, writes[i].Channel)
+		writes[i].Value = s.seal(nil, id, s.ad, writes[i].Value)
 	}
 	return nil
 }
@@ -215,7 +220,7 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 		}
 	})
 	for _, obj := range [][]byte{c.State, c.ToolResults} {
-		eachMember(obj, func(_ []byte, _ string, v []byte) {
+		eachMember(obj, func(_, _, v []byte) {
 			if o, ok := peekOrigin(v); ok {
 				origins[o] = true
 			}
@@ -225,26 +230,25 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	keys := map[string]*dataKey{}
+	keys := map[string][]*dataKey{} // one each: keyFor's results
 	threadKey := func(thread string) (*dataKey, error) {
 		if k := keys[thread]; k != nil {
-			return k, nil
+			return k[0], nil
 		}
 		k, err := e.dataKey(ctx, thread, false)
 		if err != nil {
 			return nil, err
 		}
-		keys[thread] = k
+		keys[thread] = []*dataKey{k}
 		return k, nil
 	}
 	var candidates []*dataKey // for deleted origins, found once
 	keyFor := func(origin uuid.UUID) ([]*dataKey, error) {
 		if thread, ok := threads[origin]; ok {
-			k, err := threadKey(thread)
-			if err != nil {
+			if _, err := threadKey(thread); err != nil {
 				return nil, err
 			}
-			return []*dataKey{k}, nil
+			return keys[thread], nil
 		}
 		if !deleted[origin] {
 			return nil, fmt.Errorf("%w: checkpoint %s holds a value of unknown origin", ErrEncrypted, c.ID)
@@ -282,11 +286,11 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 		}
 	}
 	values := make([][]byte, len(c.PendingWrites))
+	var bufs buffers
 	for i, w := range c.PendingWrites {
 		what := func() string { return fmt.Sprintf("pending write %d of task %q", w.Index, w.TaskID) }
-		var bufs buffers
-		if values[i], err = openValue(&bufs, what, w.Value, own, func(k *dataKey, origin uuid.UUID) []byte {
-			return k.writeAD(origin, w.TaskID, w.Index, w.Channel)
+		if values[i], err = openValue(nil, &bufs, what, w.Value, own, func(dst []byte, k *dataKey, origin uuid.UUID) []byte {
+			return k.writeAD(dst, origin, w.TaskID, w.Index, w.Channel)
 		}); err != nil {
 			return err
 		}
@@ -467,13 +471,14 @@ func (e *Engine) openInfos(ctx context.Context, threadID string, infos []Checkpo
 		return err
 	}
 	out := make([][]byte, len(infos))
+	ks := []*dataKey{k}
 	for i := range infos {
 		id := infos[i].ID
 		own := func(origin uuid.UUID) ([]*dataKey, error) {
 			if origin != id {
 				return nil, fmt.Errorf("%w: metadata of checkpoint %s was written by another checkpoint", ErrEncrypted, id)
 			}
-			return []*dataKey{k}, nil
+			return ks, nil
 		}
 		if out[i], err = openObject(fieldMetadata, infos[i].Metadata, e.crypt.metadata, own); err != nil {
 			return err
