@@ -55,15 +55,21 @@ type Encryption struct {
 	// filter (their stored values are ciphertexts). Every other metadata
 	// key stays plaintext and filterable.
 	MetadataKeys []string
-	// Compress compresses each value (DEFLATE) before it is encrypted,
-	// where that makes it smaller: ciphertext does not compress, so
-	// without it encrypted storage loses what Postgres's TOAST compression
-	// saves (see the README's figures). Off by default: the length of a
-	// compressed value tells something of its content's redundancy, which
-	// an observer of the database who can also put text into the same
-	// value (a prompt injection, a tool result) might use to guess a
-	// secret next to it over many writes.
-	Compress bool
+	// NoCompress turns off the compression of values before they are
+	// encrypted. By default a value of 128 bytes or more is compressed
+	// (DEFLATE, on its own) when that makes it smaller: a ciphertext does
+	// not compress, so without it an encrypted thread loses what the
+	// stores' compression saves (1.7x the storage of an unencrypted thread
+	// in the README's 1,000-step benchmark, against 1.1x compressed).
+	// The cost is a side channel: a compressed value's length depends on
+	// how much of its text repeats. Whoever can see the sizes of stored
+	// values (not the keys) and can also put text into the same value as
+	// a secret (a prompt injection into a message or tool result), over
+	// many writes, may guess the secret a little at a time, as the CRIME
+	// and BREACH attacks did on HTTPS. Set NoCompress when such an
+	// observer is part of your threat model; each value's exact length
+	// then stays visible instead.
+	NoCompress bool
 	// KeyCacheTTL is how long an Engine keeps a thread's unwrapped data
 	// key in memory: zero means DefaultKeyCacheTTL, a negative value no
 	// cache (every call reads the key row and calls Keys). A key shredded
@@ -122,7 +128,7 @@ type dataKey struct {
 	aead           cipher.AEAD
 	nonceKey       []byte // synthetic nonces: HMAC of the associated data and plaintext
 	digestKey      []byte // the keyed digests that drive delta storage
-	compress       bool   // Encryption.Compress
+	compress       bool   // !Encryption.NoCompress
 }
 
 // A value's plaintext is a byte that says how the rest is encoded, then
@@ -130,7 +136,7 @@ type dataKey struct {
 const (
 	encodingRaw   = 0
 	encodingFlate = 1
-	compressMin   = 128 // smaller values are not worth compressing
+	compressMin   = 128 // smaller values: the decompressor's setup (a few µs) costs more than it saves
 )
 
 var flateWriters = sync.Pool{New: func() any {
@@ -138,8 +144,43 @@ var flateWriters = sync.Pool{New: func() any {
 	return w
 }}
 
-// flateReaders keeps decompressors: a new one allocates tens of KB.
-var flateReaders sync.Pool
+// inflater is a decompressor kept for reuse: a new one allocates tens of
+// KB.
+type inflater struct {
+	src bytes.Reader
+	r   io.ReadCloser
+}
+
+var inflaters sync.Pool
+
+// inflate appends to dst what DEFLATE data src holds.
+func inflate(dst, src []byte) ([]byte, error) {
+	f, _ := inflaters.Get().(*inflater)
+	if f == nil {
+		f = &inflater{}
+		f.src.Reset(src)
+		f.r = flate.NewReader(&f.src)
+	} else {
+		f.src.Reset(src)
+		if err := f.r.(flate.Resetter).Reset(&f.src, nil); err != nil {
+			return nil, err
+		}
+	}
+	defer inflaters.Put(f)
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := f.r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
 
 // encode appends a value's plaintext as it is encrypted to dst.
 func (k *dataKey) encode(dst, value []byte) []byte {
@@ -167,18 +208,8 @@ func decode(dst []byte, what func() string, body []byte) ([]byte, error) {
 	case len(body) > 0 && body[0] == encodingRaw:
 		return append(dst, body[1:]...), nil
 	case len(body) > 0 && body[0] == encodingFlate:
-		src := bytes.NewReader(body[1:])
-		r, _ := flateReaders.Get().(io.ReadCloser)
-		if r == nil {
-			r = flate.NewReader(src)
-		} else if r.(flate.Resetter).Reset(src, nil) != nil {
-			break
-		}
-		out := bytes.NewBuffer(dst)
-		_, err := out.ReadFrom(r)
-		flateReaders.Put(r)
-		if err == nil {
-			return out.Bytes(), nil
+		if out, err := inflate(dst, body[1:]); err == nil {
+			return out, nil
 		}
 	}
 	return nil, fmt.Errorf("%w: %s: an unknown encoding inside the ciphertext", ErrEncrypted, what())
@@ -542,7 +573,7 @@ func newCrypter(c Encryption) *crypter {
 	if c.Keys == nil {
 		return nil
 	}
-	cr := &crypter{keys: c.Keys, ttl: c.KeyCacheTTL, compress: c.Compress, cache: map[string]cachedKey{}}
+	cr := &crypter{keys: c.Keys, ttl: c.KeyCacheTTL, compress: !c.NoCompress, cache: map[string]cachedKey{}}
 	if cr.ttl == 0 {
 		cr.ttl = DefaultKeyCacheTTL
 	}

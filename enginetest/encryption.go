@@ -39,6 +39,7 @@ var encryptionTests = []struct {
 	{"AppendHistoriesReadBackUnderEncryption", testEncryptedAppendHistories},
 	{"DeltasAndRetriesUnderEncryption", testEncryptedDeltasAndRetries},
 	{"DumpHoldsNoPlaintext", testDumpHoldsNoPlaintext},
+	{"ValuesAreCompressedUnlessNoCompress", testCompressedByDefault},
 	{"DigestsAreKeyedPerThread", testDigestsAreKeyed},
 	{"TamperingFailsClosed", testTamperingFailsClosed},
 	{"WrongMissingAndRevokedKeysFailClosed", testWrongKeysFailClosed},
@@ -119,7 +120,7 @@ func refused(t *testing.T, what string, c *engine.Checkpoint, err error, markers
 // encryption, whole, as deltas and in short runs, read back as written.
 func testEncryptedRandomHistories(t *testing.T, e *cryptEnv) {
 	configs := []engine.Config{{FullSnapshots: true}, {DeltaMinBytes: -1},
-		{DeltaRun: 4, DeltaMinBytes: -1, Encryption: engine.Encryption{Compress: true}}}
+		{DeltaRun: 4, DeltaMinBytes: -1, Encryption: engine.Encryption{NoCompress: true}}}
 	for seed := range uint64(3) {
 		var writers []HistoryWriter
 		for i, c := range configs {
@@ -271,8 +272,10 @@ func (e *cryptEnv) writeMarkers(eng *engine.Engine, thread string) []string {
 // none of the content written under encryption, and the content reads
 // back through the engine.
 func testDumpHoldsNoPlaintext(t *testing.T, e *cryptEnv) {
-	eng := e.open(nil, engine.Config{DeltaMinBytes: -1, Encryption: engine.Encryption{MetadataKeys: []string{"secret"}, Compress: true}})
+	eng := e.open(nil, engine.Config{DeltaMinBytes: -1, Encryption: engine.Encryption{MetadataKeys: []string{"secret"}}})
 	markers := e.writeMarkers(eng, "dumped")
+	raw := e.open(nil, engine.Config{DeltaMinBytes: -1, Encryption: engine.Encryption{MetadataKeys: []string{"secret"}, NoCompress: true}})
+	markers = append(markers, e.writeMarkers(raw, "dumped-uncompressed")...)
 	// Long enough to be compressed, and read back.
 	long := strings.Repeat("MARKER-long-"+uuid.NewString()[:8]+" ", 40)
 	if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: "dumped", Messages: mustJSON([]string{long})}); err != nil {
@@ -308,6 +311,35 @@ func testDumpHoldsNoPlaintext(t *testing.T, e *cryptEnv) {
 	for _, m := range markers {
 		if bytes.Contains(dump, []byte(m)) {
 			t.Errorf("the dump holds %q in plaintext", m)
+		}
+	}
+}
+
+// By default a long value is compressed before it is encrypted, so its
+// stored text is shorter than its plaintext; with NoCompress it is longer
+// (base64, nonce, tag, origin). Both read back.
+func testCompressedByDefault(t *testing.T, e *cryptEnv) {
+	var db *sql.DB
+	long := mustJSON([]string{strings.Repeat("the agent reads the tool result and answers. ", 50)})
+	for _, c := range []struct {
+		thread     string
+		noCompress bool
+	}{{"compressed", false}, {"uncompressed", true}} {
+		eng := e.open(nil, engine.Config{Encryption: engine.Encryption{NoCompress: c.noCompress}})
+		res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: c.thread, Messages: long})
+		if db == nil {
+			db = e.h.SQL(t, e.url) // once the engine has migrated the database
+		}
+		var stored string
+		if err := db.QueryRowContext(e.ctx, "SELECT messages FROM checkpoints WHERE checkpoint_id = $1", res.ID.String()).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if shorter := len(stored) < len(long); shorter == c.noCompress {
+			t.Errorf("%s: %d bytes stored for %d of plaintext", c.thread, len(stored), len(long))
+		}
+		got, err := eng.Get(e.ctx, res.ID)
+		if err != nil || !sameJSON(got.Messages, long) {
+			t.Fatalf("%s: read back %v", c.thread, err)
 		}
 	}
 }
