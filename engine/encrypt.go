@@ -381,7 +381,7 @@ func (k *dataKey) sealArray(origin uuid.UUID, field string, arr []byte) []byte {
 // keep their spelling and order.
 func (k *dataKey) sealObject(origin uuid.UUID, field string, obj []byte, only map[string]bool) []byte {
 	s := k.sealer()
-	out, _ := mapMembers(make([]byte, 0, len(obj)*4/3+64), obj, only, func(out, key, value []byte) ([]byte, error) {
+	out, _ := mapMembers(make([]byte, 0, len(obj)*4/3+64), obj, only, nil, func(out, key, value []byte) ([]byte, error) {
 		return sealAt(s, out, origin, field, key, value), nil
 	})
 	return out
@@ -389,9 +389,10 @@ func (k *dataKey) sealObject(origin uuid.UUID, field string, obj []byte, only ma
 
 // mapMembers appends to out the JSON object obj with each member's value
 // replaced by what fn appends for it (those only names, when only is not
-// nil; the others as they are), keys in their spelling and order: the one
-// walk of sealObject and openObject. It stops at fn's first error.
-func mapMembers(out, obj []byte, only map[string]bool, fn func(out, key, value []byte) ([]byte, error)) ([]byte, error) {
+// nil, and those pick takes, when pick is not nil; the others as they
+// are), keys in their spelling and order: the one walk of sealObject and
+// openObject. It stops at fn's first error.
+func mapMembers(out, obj []byte, only map[string]bool, pick func(value []byte) bool, fn func(out, key, value []byte) ([]byte, error)) ([]byte, error) {
 	out = append(out, '{')
 	start := len(out)
 	var err error
@@ -404,7 +405,7 @@ func mapMembers(out, obj []byte, only map[string]bool, fn func(out, key, value [
 		}
 		out = append(out, keyText...)
 		out = append(out, ':')
-		if only != nil && !only[string(key)] {
+		if only != nil && !only[string(key)] && (pick == nil || !pick(value)) {
 			out = append(out, value...)
 			return
 		}
@@ -460,6 +461,11 @@ func eachMember(obj []byte, fn func(keyText, key, value []byte)) {
 		}
 		i = jsontext.SkipSpace(obj, stop+1)
 	}
+}
+
+// isEnvelope reports whether a stored value has a ciphertext's form.
+func isEnvelope(v []byte) bool {
+	return len(v) > len(envelopePrefix) && v[0] == '"' && string(v[1:1+len(envelopePrefix)]) == envelopePrefix
 }
 
 // keyFunc returns the data keys that may open a value written by
@@ -537,10 +543,10 @@ func openArray(field string, arr []byte, keyFor keyFunc) ([]byte, error) {
 }
 
 // openObject decrypts the values of a stored object (those only names,
-// when only is not nil).
+// when only is not nil, and every value that is a ciphertext).
 func openObject(field string, obj []byte, only map[string]bool, keyFor keyFunc) ([]byte, error) {
 	var bufs buffers
-	return mapMembers(make([]byte, 0, len(obj)), obj, only, func(out, key, value []byte) ([]byte, error) {
+	return mapMembers(make([]byte, 0, len(obj)), obj, only, isEnvelope, func(out, key, value []byte) ([]byte, error) {
 		return openValue(out, &bufs, func() string { return fmt.Sprintf("%s key %q", field, key) }, value, keyFor, func(dst []byte, k *dataKey, origin uuid.UUID) []byte {
 			return appendAD(dst, k, origin, field, key)
 		})
@@ -584,6 +590,15 @@ func newCrypter(c Encryption) *crypter {
 		}
 	}
 	return cr
+}
+
+// metadataKeys is the set of metadata keys to open besides those that hold
+// a ciphertext: MetadataKeys, never nil (nil would open every key).
+func (c *crypter) metadataKeys() map[string]bool {
+	if c.metadata == nil {
+		return map[string]bool{}
+	}
+	return c.metadata
 }
 
 // wrapAD is the associated data a data key is wrapped with: a wrapped key

@@ -280,8 +280,9 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 		return err
 	}
 	metadata := c.Metadata
-	if e.crypt.metadata != nil {
-		if metadata, err = openObject(fieldMetadata, c.Metadata, e.crypt.metadata, own); err != nil {
+	if e.crypt.metadata != nil || bytes.Contains(metadata, envelopeMarker) {
+		// MetadataKeys, and any key encrypted under an earlier MetadataKeys.
+		if metadata, err = openObject(fieldMetadata, c.Metadata, e.crypt.metadataKeys(), own); err != nil {
 			return err
 		}
 	}
@@ -442,28 +443,46 @@ func (e *Engine) deletedOriginKeys(ctx context.Context, thread string, threadKey
 // thread read by an Engine that does not encrypt: a value that looks like
 // a ciphertext, in a thread that has a data key.
 func (e *Engine) refuseCiphertext(ctx context.Context, c *Checkpoint) error {
-	marker := []byte(`"` + envelopePrefix)
-	found := bytes.Contains(c.Messages, marker) || bytes.Contains(c.State, marker) || bytes.Contains(c.ToolResults, marker)
+	marker := envelopeMarker
+	found := bytes.Contains(c.Messages, marker) || bytes.Contains(c.State, marker) || bytes.Contains(c.ToolResults, marker) || bytes.Contains(c.Metadata, marker)
 	for _, w := range c.PendingWrites {
 		found = found || bytes.Contains(w.Value, marker)
 	}
 	if !found {
 		return nil
 	}
-	_, err := e.store.DataKey(ctx, c.ThreadID)
+	return e.refuseThread(ctx, c.ThreadID)
+}
+
+// envelopeMarker starts every ciphertext's JSON text.
+var envelopeMarker = []byte(`"` + envelopePrefix)
+
+// refuseThread is ErrEncrypted for a thread that has a data key (see
+// refuseCiphertext).
+func (e *Engine) refuseThread(ctx context.Context, thread string) error {
+	_, err := e.store.DataKey(ctx, thread)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil
 	case err != nil:
 		return err
 	}
-	return fmt.Errorf("%w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, c.ThreadID)
+	return fmt.Errorf("%w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, thread)
 }
 
 // openInfos decrypts the encrypted metadata keys of checkpoints of one
-// thread.
+// thread: those of MetadataKeys and any other that holds a ciphertext (a
+// key encrypted under an earlier MetadataKeys). An Engine that does not
+// encrypt refuses them (ErrEncrypted), as refuseCiphertext does.
 func (e *Engine) openInfos(ctx context.Context, threadID string, infos []CheckpointInfo) error {
-	if e.crypt == nil || e.crypt.metadata == nil || len(infos) == 0 {
+	sealed := false
+	for i := range infos {
+		sealed = sealed || bytes.Contains(infos[i].Metadata, envelopeMarker)
+	}
+	if e.crypt == nil && sealed {
+		return e.refuseThread(ctx, threadID)
+	}
+	if e.crypt == nil || (e.crypt.metadata == nil && !sealed) || len(infos) == 0 {
 		return nil
 	}
 	k, err := e.dataKey(ctx, threadID, false)
@@ -480,7 +499,7 @@ func (e *Engine) openInfos(ctx context.Context, threadID string, infos []Checkpo
 			}
 			return ks, nil
 		}
-		if out[i], err = openObject(fieldMetadata, infos[i].Metadata, e.crypt.metadata, own); err != nil {
+		if out[i], err = openObject(fieldMetadata, infos[i].Metadata, e.crypt.metadataKeys(), own); err != nil {
 			return err
 		}
 	}
@@ -493,7 +512,13 @@ func (e *Engine) openInfos(ctx context.Context, threadID string, infos []Checkpo
 // openInfosOfThreads is openInfos for checkpoints of any threads.
 func (e *Engine) openInfosOfThreads(ctx context.Context, infos []CheckpointInfo) error {
 	if e.crypt == nil || e.crypt.metadata == nil {
-		return nil
+		sealed := false
+		for i := range infos {
+			sealed = sealed || bytes.Contains(infos[i].Metadata, envelopeMarker)
+		}
+		if !sealed {
+			return nil
+		}
 	}
 	byThread := map[string][]int{}
 	for i, c := range infos {

@@ -40,6 +40,7 @@ var encryptionTests = []struct {
 	{"DeltasAndRetriesUnderEncryption", testEncryptedDeltasAndRetries},
 	{"DumpHoldsNoPlaintext", testDumpHoldsNoPlaintext},
 	{"ValuesAreCompressedUnlessNoCompress", testCompressedByDefault},
+	{"EncryptedMetadataNeverReadsAsContent", testEncryptedMetadataFailsClosed},
 	{"DigestsAreKeyedPerThread", testDigestsAreKeyed},
 	{"TamperingFailsClosed", testTamperingFailsClosed},
 	{"WrongMissingAndRevokedKeysFailClosed", testWrongKeysFailClosed},
@@ -341,6 +342,50 @@ func testCompressedByDefault(t *testing.T, e *cryptEnv) {
 		if err != nil || !sameJSON(got.Messages, long) {
 			t.Fatalf("%s: read back %v", c.thread, err)
 		}
+	}
+}
+
+// Metadata encrypted under MetadataKeys reads back decrypted through every
+// listing, also by an Engine whose MetadataKeys no longer names the key;
+// an Engine without the key refuses the listings (ErrEncrypted) rather
+// than show the ciphertext.
+func testEncryptedMetadataFailsClosed(t *testing.T, e *cryptEnv) {
+	marker := "MARKER-meta-" + uuid.NewString()[:8]
+	eng := e.open(nil, engine.Config{Encryption: engine.Encryption{MetadataKeys: []string{"secret"}}})
+	res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "m", State: mustJSON(map[string]int{"k": 1}),
+		Metadata: mustJSON(map[string]string{"secret": marker, "plain": "visible"})})
+	reads := func(eng *engine.Engine) map[string][]byte {
+		out := map[string][]byte{}
+		var errs []error
+		c, err := eng.Get(e.ctx, res.ID)
+		if errs = append(errs, err); err == nil {
+			out["Get"] = c.Metadata
+		}
+		list, err := eng.ListCheckpoints(e.ctx, "m", engine.ListOptions{})
+		if errs = append(errs, err); err == nil && len(list) == 1 {
+			out["ListCheckpoints"] = list[0].Metadata
+		}
+		line, err := eng.Lineage(e.ctx, res.ID)
+		if errs = append(errs, err); err == nil && len(line) == 1 {
+			out["Lineage"] = line[0].Metadata
+		}
+		for i, err := range errs {
+			if err != nil && !errors.Is(err, engine.ErrEncrypted) {
+				t.Fatalf("read %d: %v, want ErrEncrypted or content", i, err)
+			}
+		}
+		return out
+	}
+	for name, eng := range map[string]*engine.Engine{"same keys": eng, "no MetadataKeys": e.open(nil, engine.Config{})} {
+		got := reads(eng)
+		for _, read := range []string{"Get", "ListCheckpoints", "Lineage"} {
+			if !bytes.Contains(got[read], []byte(marker)) || !bytes.Contains(got[read], []byte("visible")) {
+				t.Errorf("%s: %s reads metadata %s", name, read, got[read])
+			}
+		}
+	}
+	if got := reads(e.plain(engine.Config{})); len(got) > 0 {
+		t.Errorf("an engine without the key read %q", got)
 	}
 }
 
