@@ -27,13 +27,6 @@ const DefaultDeltaRun = 50
 // DefaultDeltaMinBytes is the default Config.DeltaMinBytes: 8 KiB.
 const DefaultDeltaMinBytes = 8 << 10
 
-// DefaultEncryptedDeltaMinBytes is the default Config.DeltaMinBytes of an
-// Engine that encrypts (Config.Encryption): 1 KiB. A whole row of small
-// encrypted values does not compress (each stores about 1.4x to 1.7x its
-// plaintext), so a delta, which carries a digest per key instead of the
-// unchanged values, is the smaller row from about 1 KB up.
-const DefaultEncryptedDeltaMinBytes = 1 << 10
-
 // MaxListLimit is the largest page ListCheckpoints and ListThreads return.
 const MaxListLimit = 10000
 
@@ -80,8 +73,7 @@ type Config struct {
 	// smaller (the benchmarks' 3.9 KB, 32-key state: 567 bytes whole, 1,421
 	// as a delta) and cheaper to write. A conversation crosses 8 KiB within
 	// a few steps; from then on its checkpoints are deltas. Zero means
-	// DefaultDeltaMinBytes (DefaultEncryptedDeltaMinBytes with
-	// Encryption); a negative value has no minimum.
+	// DefaultDeltaMinBytes; a negative value has no minimum.
 	DeltaMinBytes int64
 
 	// Triggers lists the enabled snapshot triggers; nil enables them all.
@@ -169,9 +161,6 @@ func New(store Store, cfg Config) *Engine {
 	}
 	if cfg.DeltaMinBytes == 0 {
 		cfg.DeltaMinBytes = DefaultDeltaMinBytes
-		if cfg.Encryption.Keys != nil {
-			cfg.DeltaMinBytes = DefaultEncryptedDeltaMinBytes
-		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
