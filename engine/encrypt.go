@@ -568,6 +568,86 @@ type crypter struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedKey // by tenant + "\x00" + thread
+
+	// links are parent links read from the store (see knownOrigins).
+	linksMu sync.Mutex
+	links   map[linkKey]link
+}
+
+// linkKey names a checkpoint: ids are unique within a tenant.
+type linkKey struct {
+	tenant string
+	id     uuid.UUID
+}
+
+// link is a checkpoint's thread and parents: facts that do not change
+// once the checkpoint is written.
+type link struct {
+	thread        string
+	parent, merge uuid.UUID
+}
+
+// maxLinks bounds crypter.links; past it the map starts over.
+const maxLinks = 1 << 16
+
+// maxLinkWalk bounds knownOrigins' walk; past it the store is asked.
+const maxLinkWalk = 1 << 12
+
+// rememberLineage keeps the parent links of a lineage the store returned
+// (outside a caller's transaction).
+func (c *crypter) rememberLineage(tenant string, line []CheckpointInfo) {
+	c.linksMu.Lock()
+	defer c.linksMu.Unlock()
+	if c.links == nil || len(c.links)+len(line) > maxLinks {
+		c.links = make(map[linkKey]link, len(line))
+	}
+	for _, l := range line {
+		c.links[linkKey{tenant, l.ID}] = link{thread: l.ThreadID, parent: l.ParentID, merge: l.MergeParentID}
+	}
+}
+
+// knownOrigins walks c's ancestors, across branches and merges, through
+// the parent links remembered from earlier reads, adding each to threads,
+// until every origin is found: then it reports true, and the read of an
+// encrypted delta needs no lineage from the store (its values' origins
+// are the checkpoints its chain was written by). It reports false when
+// the walk leaves what is remembered, or takes maxLinkWalk steps, first.
+func (c *crypter) knownOrigins(tenant string, cp CheckpointInfo, origins map[uuid.UUID]bool, threads map[uuid.UUID]string) bool {
+	left := 0
+	for o := range origins {
+		if _, ok := threads[o]; !ok {
+			left++
+		}
+	}
+	if left == 0 {
+		return true
+	}
+	c.linksMu.Lock()
+	defer c.linksMu.Unlock()
+	queue := []uuid.UUID{cp.ParentID, cp.MergeParentID}
+	for steps := 0; len(queue) > 0 && left > 0; steps++ {
+		if steps == maxLinkWalk {
+			return false
+		}
+		id := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		if id == uuid.Nil {
+			continue
+		}
+		if _, ok := threads[id]; ok {
+			continue
+		}
+		l, ok := c.links[linkKey{tenant, id}]
+		if !ok {
+			return false
+		}
+		threads[id] = l.thread
+		if origins[id] {
+			left--
+		}
+		queue = append(queue, l.parent, l.merge)
+	}
+	return left == 0
 }
 
 type cachedKey struct {

@@ -327,6 +327,11 @@ func (e *Engine) originThreads(ctx context.Context, c CheckpointInfo, origins ma
 		}
 		return false
 	}
+	if e.crypt.knownOrigins(e.Tenant(), c, origins, threads) {
+		return threads, end, map[uuid.UUID]bool{}, nil
+	}
+	ts, ok := e.base.(TxStore)
+	remember := !ok || !ts.InTx() // a caller's transaction may roll back what it reads
 	limit := 2*e.cfg.DeltaRun + 2
 	queue := []uuid.UUID{c.ID}
 	seen := map[uuid.UUID]bool{}
@@ -355,6 +360,9 @@ func (e *Engine) originThreads(ctx context.Context, c CheckpointInfo, origins ma
 			if l.MergeParentID != uuid.Nil && !seen[l.MergeParentID] {
 				queue = append(queue, l.MergeParentID)
 			}
+		}
+		if remember {
+			e.crypt.rememberLineage(e.Tenant(), line)
 		}
 		if from == c.ID && len(line) > 0 {
 			end = line[len(line)-1].ThreadID // where a deleted parent was

@@ -41,6 +41,7 @@ var encryptionTests = []struct {
 	{"DumpHoldsNoPlaintext", testDumpHoldsNoPlaintext},
 	{"ValuesAreCompressedUnlessNoCompress", testCompressedByDefault},
 	{"EncryptedMetadataNeverReadsAsContent", testEncryptedMetadataFailsClosed},
+	{"MovedAfterLineagesWereReadFailsClosed", testMovedAfterLineagesRead},
 	{"DigestsAreKeyedPerThread", testDigestsAreKeyed},
 	{"TamperingFailsClosed", testTamperingFailsClosed},
 	{"WrongMissingAndRevokedKeysFailClosed", testWrongKeysFailClosed},
@@ -387,6 +388,35 @@ func testEncryptedMetadataFailsClosed(t *testing.T, e *cryptEnv) {
 	if got := reads(e.plain(engine.Config{})); len(got) > 0 {
 		t.Errorf("an engine without the key read %q", got)
 	}
+}
+
+// An Engine remembers the parent links it read (so a delta's read needs
+// no lineage read): a value moved from a checkpoint it has seen, of
+// another line, is still refused.
+func testMovedAfterLineagesRead(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{DeltaMinBytes: -1})
+	snap := func(msgs ...string) uuid.UUID {
+		return snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "c", Messages: mustJSON(msgs)}).ID
+	}
+	x1 := snap("SECRET-one")
+	x2 := snap("SECRET-one", "SECRET-two")
+	if _, err := eng.Rewind(e.ctx, x1); err != nil {
+		t.Fatal(err)
+	}
+	x3 := snap("SECRET-one", "SECRET-three") // x1's child on another line than x2
+	for _, id := range []uuid.UUID{x3, x2, x3} {
+		c, err := eng.Get(e.ctx, id)
+		if err != nil || c.Format != engine.StorageDelta {
+			t.Fatalf("get %s: %v (format %v)", id, err, c)
+		}
+	}
+	db := e.h.SQL(t, e.url)
+	if _, err := db.ExecContext(e.ctx, `UPDATE checkpoints SET messages = (SELECT messages FROM checkpoints WHERE checkpoint_id = $1)
+		WHERE checkpoint_id = $2`, x2.String(), x3.String()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := eng.Get(e.ctx, x3)
+	refused(t, "x2's message moved into x3", c, err, "SECRET")
 }
 
 // Whoever holds the database but not the key cannot move, alter or
