@@ -18,6 +18,8 @@ import (
 //
 //	snapshot     Snapshot of a 3.8 KB state (goal: at most 1.15)
 //	get          Get by id of it, then unmarshalled (goal: at most 1.15)
+//	latest-delta Latest of a 30-step thread of it stored as deltas
+//	             (DeltaMinBytes -1 on both sides), then unmarshalled
 //	storage-1000 the checkpoint tables after 1,000 steps of the delta
 //	             benchmark's conversation (~1 KB message and a state key per
 //	             step, default configuration: deltas), each in a database of
@@ -71,6 +73,39 @@ func BenchmarkEncryption(b *testing.B) {
 			}
 		}
 		b.ReportMetric(alternate(b, get(plain, p), get(enc, e)), "x-plain")
+	})
+	b.Run("latest-delta", func(b *testing.B) {
+		d := pgtest.NewDB(b)
+		ctx := context.Background()
+		deltas := encrypted
+		deltas.DeltaMinBytes = -1
+		plain := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{DeltaMinBytes: -1})
+		enc := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), deltas)
+		state := benchratio.State()
+		for range 30 {
+			for _, s := range []struct {
+				eng    *engine.Engine
+				thread string
+			}{{plain, "plain"}, {enc, "enc"}} {
+				if _, err := s.eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: s.thread, State: state}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		latest := func(eng *engine.Engine, thread string) func() error {
+			return func() error {
+				got, err := eng.Latest(ctx, thread)
+				if err != nil {
+					return err
+				}
+				if got.Format != engine.StorageDelta {
+					b.Fatalf("%s's head is stored %s", thread, got.Format)
+				}
+				var m map[string]any
+				return json.Unmarshal(got.State, &m)
+			}
+		}
+		b.ReportMetric(alternate(b, latest(plain, "plain"), latest(enc, "enc")), "x-plain")
 	})
 	b.Run("storage-1000", func(b *testing.B) {
 		ctx := context.Background()
