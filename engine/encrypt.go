@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"slices"
 	"strconv"
@@ -54,15 +55,21 @@ type Encryption struct {
 	// filter (their stored values are ciphertexts). Every other metadata
 	// key stays plaintext and filterable.
 	MetadataKeys []string
-	// Compress compresses each value (DEFLATE) before it is encrypted,
-	// where that makes it smaller: ciphertext does not compress, so
-	// without it encrypted storage loses what Postgres's TOAST compression
-	// saves (see the README's figures). Off by default: the length of a
-	// compressed value tells something of its content's redundancy, which
-	// an observer of the database who can also put text into the same
-	// value (a prompt injection, a tool result) might use to guess a
-	// secret next to it over many writes.
-	Compress bool
+	// NoCompress turns off the compression of values before they are
+	// encrypted. By default a value of 128 bytes or more is compressed
+	// (DEFLATE, on its own) when that makes it smaller: a ciphertext does
+	// not compress, so without it an encrypted thread loses what the
+	// stores' compression saves (1.7x the storage of an unencrypted thread
+	// in the README's 1,000-step benchmark, against 1.1x compressed).
+	// The cost is a side channel: a compressed value's length depends on
+	// how much of its text repeats. Whoever can see the sizes of stored
+	// values (not the keys) and can also put text into the same value as
+	// a secret (a prompt injection into a message or tool result), over
+	// many writes, may guess the secret a little at a time, as the CRIME
+	// and BREACH attacks did on HTTPS. Set NoCompress when such an
+	// observer is part of your threat model; each value's exact length
+	// then stays visible instead.
+	NoCompress bool
 	// KeyCacheTTL is how long an Engine keeps a thread's unwrapped data
 	// key in memory: zero means DefaultKeyCacheTTL, a negative value no
 	// cache (every call reads the key row and calls Keys). A key shredded
@@ -121,7 +128,7 @@ type dataKey struct {
 	aead           cipher.AEAD
 	nonceKey       []byte // synthetic nonces: HMAC of the associated data and plaintext
 	digestKey      []byte // the keyed digests that drive delta storage
-	compress       bool   // Encryption.Compress
+	compress       bool   // !Encryption.NoCompress
 }
 
 // A value's plaintext is a byte that says how the rest is encoded, then
@@ -129,7 +136,7 @@ type dataKey struct {
 const (
 	encodingRaw   = 0
 	encodingFlate = 1
-	compressMin   = 128 // smaller values are not worth compressing
+	compressMin   = 128 // smaller values: the decompressor's setup (a few µs) costs more than it saves
 )
 
 var flateWriters = sync.Pool{New: func() any {
@@ -137,39 +144,75 @@ var flateWriters = sync.Pool{New: func() any {
 	return w
 }}
 
-// encode returns a value's plaintext as it is encrypted.
-func (k *dataKey) encode(value []byte) []byte {
+// inflater is a decompressor kept for reuse: a new one allocates tens of
+// KB.
+type inflater struct {
+	src bytes.Reader
+	r   io.ReadCloser
+}
+
+var inflaters sync.Pool
+
+// inflate appends to dst what DEFLATE data src holds.
+func inflate(dst, src []byte) ([]byte, error) {
+	f, _ := inflaters.Get().(*inflater)
+	if f == nil {
+		f = &inflater{}
+		f.src.Reset(src)
+		f.r = flate.NewReader(&f.src)
+	} else {
+		f.src.Reset(src)
+		if err := f.r.(flate.Resetter).Reset(&f.src, nil); err != nil {
+			return nil, err
+		}
+	}
+	defer inflaters.Put(f)
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := f.r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err == io.EOF {
+			return dst, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// encode appends a value's plaintext as it is encrypted to dst.
+func (k *dataKey) encode(dst, value []byte) []byte {
 	if k.compress && len(value) >= compressMin {
-		var buf bytes.Buffer
+		buf := bytes.NewBuffer(dst)
 		buf.Grow(len(value)/2 + 16)
 		buf.WriteByte(encodingFlate)
 		w := flateWriters.Get().(*flate.Writer)
-		w.Reset(&buf)
+		w.Reset(buf)
 		_, _ = w.Write(value)
 		_ = w.Close()
 		flateWriters.Put(w)
-		if buf.Len() < len(value)+1 {
+		if buf.Len()-len(dst) < len(value)+1 {
 			return buf.Bytes()
 		}
+		dst = buf.Bytes()[:len(dst)]
 	}
-	out := make([]byte, 1+len(value))
-	out[0] = encodingRaw
-	copy(out[1:], value)
-	return out
+	dst = append(dst, encodingRaw)
+	return append(dst, value...)
 }
 
-// decode reverses encode.
-func decode(what string, body []byte) ([]byte, error) {
+// decode appends to dst the value whose plaintext is body (see encode).
+func decode(dst []byte, what func() string, body []byte) ([]byte, error) {
 	switch {
 	case len(body) > 0 && body[0] == encodingRaw:
-		return body[1:], nil
+		return append(dst, body[1:]...), nil
 	case len(body) > 0 && body[0] == encodingFlate:
-		out, err := io.ReadAll(flate.NewReader(bytes.NewReader(body[1:])))
-		if err == nil {
+		if out, err := inflate(dst, body[1:]); err == nil {
 			return out, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: %s: an unknown encoding inside the ciphertext", ErrEncrypted, what)
+	return nil, fmt.Errorf("%w: %s: an unknown encoding inside the ciphertext", ErrEncrypted, what())
 }
 
 func newDataKey(tenant, thread string, dek []byte) (*dataKey, error) {
@@ -194,55 +237,76 @@ func newDataKey(tenant, thread string, dek []byte) (*dataKey, error) {
 	return &dataKey{tenant: tenant, thread: thread, aead: aead, nonceKey: derive("nonce"), digestKey: derive("digest")}, nil
 }
 
-// ad is the associated data of one value: the tenant, the thread, the
-// field, the value's place in it (a message's index, a key, a pending
-// write's task, index and channel) and the checkpoint that wrote it, each
-// length-prefixed.
+// appendAD appends the associated data of one value to dst: the tenant,
+// the thread, the field, the value's place in it (a message's index, a
+// key, a pending write's task, index and channel) and the checkpoint that
+// wrote it, each length-prefixed.
+func appendAD[S string | []byte](dst []byte, k *dataKey, origin uuid.UUID, field string, place ...S) []byte {
+	dst = append(dst, adVersion...)
+	dst = appendLP(dst, k.tenant)
+	dst = appendLP(dst, k.thread)
+	dst = appendLP(dst, field)
+	for _, s := range place {
+		dst = appendLP(dst, s)
+	}
+	return append(dst, origin[:]...)
+}
+
+// ad is appendAD into new memory.
 func (k *dataKey) ad(origin uuid.UUID, field string, place ...string) []byte {
-	n := len(adVersion) + 16 + 12 + len(k.tenant) + len(k.thread) + len(field)
-	for _, s := range place {
-		n += 4 + len(s)
-	}
-	out := make([]byte, 0, n)
-	out = append(out, adVersion...)
-	out = appendLP(out, k.tenant)
-	out = appendLP(out, k.thread)
-	out = appendLP(out, field)
-	for _, s := range place {
-		out = appendLP(out, s)
-	}
-	return append(out, origin[:]...)
+	return appendAD(nil, k, origin, field, place...)
 }
 
 const adVersion = "pgcheckpoint value v1"
 
 // appendLP appends s with its length before it.
-func appendLP(dst []byte, s string) []byte {
+func appendLP[S string | []byte](dst []byte, s S) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(s)))
 	return append(dst, s...)
 }
 
-// seal returns the JSON string that stands for plaintext. The nonce is
-// synthetic (an HMAC of the associated data and the plaintext), so the
-// same value written at the same place by the same checkpoint encrypts the
-// same way: a retried write is recognized as the same content, and a nonce
-// repeats only with its whole input.
-func (k *dataKey) seal(dst []byte, origin uuid.UUID, ad, value []byte) []byte {
-	plaintext := k.encode(value)
-	mac := hmac.New(sha256.New, k.nonceKey)
+// sealer encrypts the values of one call: its MAC and scratch memory
+// serve value after value (a dataKey is shared by goroutines, a sealer
+// is not).
+type sealer struct {
+	k           *dataKey
+	mac         hash.Hash
+	ad, pt, raw []byte
+	sum         [sha256.Size]byte
+}
+
+func (k *dataKey) sealer() *sealer {
+	return &sealer{k: k, mac: hmac.New(sha256.New, k.nonceKey)}
+}
+
+// seal appends the JSON string that stands for value, written by
+// checkpoint origin, with associated data ad. The nonce is synthetic (an
+// HMAC of the associated data and the plaintext), so the same value
+// written at the same place by the same checkpoint encrypts the same way:
+// a retried write is recognized as the same content, and a nonce repeats
+// only with its whole input.
+func (s *sealer) seal(dst []byte, origin uuid.UUID, ad, value []byte) []byte {
+	s.pt = s.k.encode(s.pt[:0], value)
+	s.mac.Reset()
 	var n [4]byte
 	binary.BigEndian.PutUint32(n[:], uint32(len(ad)))
-	mac.Write(n[:])
-	mac.Write(ad)
-	mac.Write(plaintext)
-	raw := make([]byte, envelopeHead, envelopeHead+len(plaintext)+k.aead.Overhead())
-	copy(raw, origin[:])
-	copy(raw[16:], mac.Sum(nil)[:nonceSize])
-	raw = k.aead.Seal(raw, raw[16:envelopeHead], plaintext, ad)
+	s.mac.Write(n[:])
+	s.mac.Write(ad)
+	s.mac.Write(s.pt)
+	raw := append(s.raw[:0], origin[:]...)
+	raw = append(raw, s.mac.Sum(s.sum[:0])[:nonceSize]...)
+	raw = s.k.aead.Seal(raw, raw[16:envelopeHead], s.pt, ad)
+	s.raw = raw
 	dst = append(dst, '"')
 	dst = append(dst, envelopePrefix...)
 	dst = base64.StdEncoding.AppendEncode(dst, raw)
 	return append(dst, '"')
+}
+
+// sealAt is seal with the associated data of a value of field at place.
+func sealAt[S string | []byte](s *sealer, dst []byte, origin uuid.UUID, field string, place S, value []byte) []byte {
+	s.ad = appendAD(s.ad[:0], s.k, origin, field, place)
+	return s.seal(dst, origin, s.ad, value)
 }
 
 // envelope is a value read back: its origin and the raw envelope.
@@ -286,18 +350,16 @@ func parseEnvelopeInto(buf []byte, what string, v []byte) (envelope, error) {
 	return envelope{origin: uuid.UUID(raw[:16]), raw: raw}, nil
 }
 
-// open decrypts an envelope with its associated data.
-func (k *dataKey) open(what string, env envelope, ad []byte) ([]byte, error) {
-	return k.openInto(nil, what, env, ad)
-}
-
-// openInto is open decrypting into dst's memory.
-func (k *dataKey) openInto(dst []byte, what string, env envelope, ad []byte) ([]byte, error) {
-	pt, err := k.aead.Open(dst[:0], env.raw[16:envelopeHead], env.raw[envelopeHead:], ad)
+// open appends to dst the value env holds, decrypted with associated
+// data ad; pt is scratch memory, returned grown. what names the value in
+// an error.
+func (k *dataKey) open(dst, pt []byte, what func() string, env envelope, ad []byte) (_, _ []byte, err error) {
+	pt, err = k.aead.Open(pt[:0], env.raw[16:envelopeHead], env.raw[envelopeHead:], ad)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s does not open under thread %q's key (altered, moved from another place, or another key)", ErrEncrypted, what, k.thread)
+		return nil, pt, fmt.Errorf("%w: %s does not open under thread %q's key (altered, moved from another place, or another key)", ErrEncrypted, what(), k.thread)
 	}
-	return decode(what, pt)
+	dst, err = decode(dst, what, pt)
+	return dst, pt, err
 }
 
 // Fields, as named in the associated data.
@@ -318,21 +380,23 @@ func (k *dataKey) sealArray(origin uuid.UUID, field string, arr []byte) []byte {
 // text), or only those whose key only names, when only is not nil. Keys
 // keep their spelling and order.
 func (k *dataKey) sealObject(origin uuid.UUID, field string, obj []byte, only map[string]bool) []byte {
-	out, _ := mapMembers(make([]byte, 0, len(obj)*4/3+64), obj, only, func(out []byte, key string, value []byte) ([]byte, error) {
-		return k.seal(out, origin, k.ad(origin, field, key), value), nil
+	s := k.sealer()
+	out, _ := mapMembers(make([]byte, 0, len(obj)*4/3+64), obj, only, nil, func(out, key, value []byte) ([]byte, error) {
+		return sealAt(s, out, origin, field, key, value), nil
 	})
 	return out
 }
 
 // mapMembers appends to out the JSON object obj with each member's value
 // replaced by what fn appends for it (those only names, when only is not
-// nil; the others as they are), keys in their spelling and order: the one
-// walk of sealObject and openObject. It stops at fn's first error.
-func mapMembers(out, obj []byte, only map[string]bool, fn func(out []byte, key string, value []byte) ([]byte, error)) ([]byte, error) {
+// nil, and those pick takes, when pick is not nil; the others as they
+// are), keys in their spelling and order: the one walk of sealObject and
+// openObject. It stops at fn's first error.
+func mapMembers(out, obj []byte, only map[string]bool, pick func(value []byte) bool, fn func(out, key, value []byte) ([]byte, error)) ([]byte, error) {
 	out = append(out, '{')
 	start := len(out)
 	var err error
-	eachMember(obj, func(keyText []byte, key string, value []byte) {
+	eachMember(obj, func(keyText, key, value []byte) {
 		if err != nil {
 			return
 		}
@@ -341,7 +405,7 @@ func mapMembers(out, obj []byte, only map[string]bool, fn func(out []byte, key s
 		}
 		out = append(out, keyText...)
 		out = append(out, ':')
-		if only != nil && !only[key] {
+		if only != nil && !only[string(key)] && (pick == nil || !pick(value)) {
 			out = append(out, value...)
 			return
 		}
@@ -371,7 +435,7 @@ func eachElement(arr []byte, fn func(elem []byte)) {
 
 // eachMember calls fn with each member of a JSON object: the key's text
 // (with its quotes), the key decoded, and the value's text.
-func eachMember(obj []byte, fn func(keyText []byte, key string, value []byte)) {
+func eachMember(obj []byte, fn func(keyText, key, value []byte)) {
 	i := jsontext.SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return
@@ -382,9 +446,11 @@ func eachMember(obj []byte, fn func(keyText []byte, key string, value []byte)) {
 			return
 		}
 		keyText := obj[i : end+1]
-		key := string(keyText[1 : len(keyText)-1])
+		key := keyText[1 : len(keyText)-1]
 		if bytes.IndexByte(keyText, '\\') >= 0 {
-			_ = json.Unmarshal(keyText, &key) // valid JSON text: a string
+			var decoded string
+			_ = json.Unmarshal(keyText, &decoded) // valid JSON text: a string
+			key = []byte(decoded)
 		}
 		i = jsontext.SkipSpace(obj, end+1) + 1
 		start := jsontext.SkipSpace(obj, i)
@@ -395,6 +461,11 @@ func eachMember(obj []byte, fn func(keyText []byte, key string, value []byte)) {
 		}
 		i = jsontext.SkipSpace(obj, stop+1)
 	}
+}
+
+// isEnvelope reports whether a stored value has a ciphertext's form.
+func isEnvelope(v []byte) bool {
+	return len(v) > len(envelopePrefix) && v[0] == '"' && string(v[1:1+len(envelopePrefix)]) == envelopePrefix
 }
 
 // keyFunc returns the data keys that may open a value written by
@@ -417,32 +488,28 @@ func peekOrigin(v []byte) (uuid.UUID, bool) {
 }
 
 // buffers are the scratch memory of a read's values: each value is
-// decoded and decrypted there, then copied into the result.
-type buffers struct{ raw, pt []byte }
+// decoded, given its associated data and decrypted there, then appended to
+// the result.
+type buffers struct{ raw, ad, pt []byte }
 
-// openValue decrypts one stored value; what names it in an error. The
-// result is valid until the next call with the same buffers.
-func openValue(b *buffers, what func() string, v []byte, keyFor keyFunc, ad func(k *dataKey, origin uuid.UUID) []byte) ([]byte, error) {
+// openValue appends to out the value stored as v, decrypted; what names it
+// in an error, ad appends its associated data for a key and an origin.
+func openValue(out []byte, b *buffers, what func() string, v []byte, keyFor keyFunc, ad func(dst []byte, k *dataKey, origin uuid.UUID) []byte) ([]byte, error) {
 	env, err := parseEnvelopeInto(b.raw, "", v)
 	if err != nil {
-		env, err = parseEnvelope(what(), v)
-	}
-	b.raw = env.raw
-	if err != nil {
+		_, err = parseEnvelope(what(), v)
 		return nil, err
 	}
+	b.raw = env.raw
 	keys, err := keyFor(env.origin)
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range keys {
-		if pt, err := k.openInto(b.pt, "", env, ad(k, env.origin)); err == nil {
-			if len(pt) > cap(b.pt) {
-				b.pt = pt
-			}
-			return pt, nil
-		} else if k == keys[len(keys)-1] {
-			return k.open(what(), env, ad(k, env.origin))
+	for i, k := range keys {
+		b.ad = ad(b.ad[:0], k, env.origin)
+		var res []byte
+		if res, b.pt, err = k.open(out, b.pt, what, env, b.ad); err == nil || i == len(keys)-1 {
+			return res, err
 		}
 	}
 	return nil, fmt.Errorf("%w: %s: no key for its origin", ErrEncrypted, what())
@@ -455,17 +522,18 @@ func openArray(field string, arr []byte, keyFor keyFunc) ([]byte, error) {
 	out = append(out, '[')
 	var err error
 	i := 0
+	var place []byte
 	eachElement(arr, func(elem []byte) {
 		if err != nil {
 			return
 		}
-		place := strconv.Itoa(i)
-		var pt []byte
-		pt, err = openValue(&bufs, func() string { return field + "[" + place + "]" }, elem, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, place) })
+		place = strconv.AppendInt(place[:0], int64(i), 10)
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, pt...)
+		out, err = openValue(out, &bufs, func() string { return field + "[" + string(place) + "]" }, elem, keyFor, func(dst []byte, k *dataKey, origin uuid.UUID) []byte {
+			return appendAD(dst, k, origin, field, place)
+		})
 		i++
 	})
 	if err != nil {
@@ -475,18 +543,19 @@ func openArray(field string, arr []byte, keyFor keyFunc) ([]byte, error) {
 }
 
 // openObject decrypts the values of a stored object (those only names,
-// when only is not nil).
+// when only is not nil, and every value that is a ciphertext).
 func openObject(field string, obj []byte, only map[string]bool, keyFor keyFunc) ([]byte, error) {
 	var bufs buffers
-	return mapMembers(make([]byte, 0, len(obj)), obj, only, func(out []byte, key string, value []byte) ([]byte, error) {
-		pt, err := openValue(&bufs, func() string { return fmt.Sprintf("%s key %q", field, key) }, value, keyFor, func(k *dataKey, origin uuid.UUID) []byte { return k.ad(origin, field, key) })
-		return append(out, pt...), err
+	return mapMembers(make([]byte, 0, len(obj)), obj, only, isEnvelope, func(out, key, value []byte) ([]byte, error) {
+		return openValue(out, &bufs, func() string { return fmt.Sprintf("%s key %q", field, key) }, value, keyFor, func(dst []byte, k *dataKey, origin uuid.UUID) []byte {
+			return appendAD(dst, k, origin, field, key)
+		})
 	})
 }
 
 // writeAD is the associated data of a pending write's value.
-func (k *dataKey) writeAD(checkpoint uuid.UUID, taskID string, idx int, channel string) []byte {
-	return k.ad(checkpoint, fieldWrite, taskID, strconv.Itoa(idx), channel)
+func (k *dataKey) writeAD(dst []byte, checkpoint uuid.UUID, taskID string, idx int, channel string) []byte {
+	return appendAD(dst, k, checkpoint, fieldWrite, taskID, strconv.Itoa(idx), channel)
 }
 
 // crypter is an Engine's encryption: its configuration and the data keys
@@ -499,6 +568,86 @@ type crypter struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedKey // by tenant + "\x00" + thread
+
+	// links are parent links read from the store (see knownOrigins).
+	linksMu sync.Mutex
+	links   map[linkKey]link
+}
+
+// linkKey names a checkpoint: ids are unique within a tenant.
+type linkKey struct {
+	tenant string
+	id     uuid.UUID
+}
+
+// link is a checkpoint's thread and parents: facts that do not change
+// once the checkpoint is written.
+type link struct {
+	thread        string
+	parent, merge uuid.UUID
+}
+
+// maxLinks bounds crypter.links; past it the map starts over.
+const maxLinks = 1 << 16
+
+// maxLinkWalk bounds knownOrigins' walk; past it the store is asked.
+const maxLinkWalk = 1 << 12
+
+// rememberLineage keeps the parent links of a lineage the store returned
+// (outside a caller's transaction).
+func (c *crypter) rememberLineage(tenant string, line []CheckpointInfo) {
+	c.linksMu.Lock()
+	defer c.linksMu.Unlock()
+	if c.links == nil || len(c.links)+len(line) > maxLinks {
+		c.links = make(map[linkKey]link, len(line))
+	}
+	for _, l := range line {
+		c.links[linkKey{tenant, l.ID}] = link{thread: l.ThreadID, parent: l.ParentID, merge: l.MergeParentID}
+	}
+}
+
+// knownOrigins walks c's ancestors, across branches and merges, through
+// the parent links remembered from earlier reads, adding each to threads,
+// until every origin is found: then it reports true, and the read of an
+// encrypted delta needs no lineage from the store (its values' origins
+// are the checkpoints its chain was written by). It reports false when
+// the walk leaves what is remembered, or takes maxLinkWalk steps, first.
+func (c *crypter) knownOrigins(tenant string, cp CheckpointInfo, origins map[uuid.UUID]bool, threads map[uuid.UUID]string) bool {
+	left := 0
+	for o := range origins {
+		if _, ok := threads[o]; !ok {
+			left++
+		}
+	}
+	if left == 0 {
+		return true
+	}
+	c.linksMu.Lock()
+	defer c.linksMu.Unlock()
+	queue := []uuid.UUID{cp.ParentID, cp.MergeParentID}
+	for steps := 0; len(queue) > 0 && left > 0; steps++ {
+		if steps == maxLinkWalk {
+			return false
+		}
+		id := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		if id == uuid.Nil {
+			continue
+		}
+		if _, ok := threads[id]; ok {
+			continue
+		}
+		l, ok := c.links[linkKey{tenant, id}]
+		if !ok {
+			return false
+		}
+		threads[id] = l.thread
+		if origins[id] {
+			left--
+		}
+		queue = append(queue, l.parent, l.merge)
+	}
+	return left == 0
 }
 
 type cachedKey struct {
@@ -510,7 +659,7 @@ func newCrypter(c Encryption) *crypter {
 	if c.Keys == nil {
 		return nil
 	}
-	cr := &crypter{keys: c.Keys, ttl: c.KeyCacheTTL, compress: c.Compress, cache: map[string]cachedKey{}}
+	cr := &crypter{keys: c.Keys, ttl: c.KeyCacheTTL, compress: !c.NoCompress, cache: map[string]cachedKey{}}
 	if cr.ttl == 0 {
 		cr.ttl = DefaultKeyCacheTTL
 	}
@@ -521,6 +670,15 @@ func newCrypter(c Encryption) *crypter {
 		}
 	}
 	return cr
+}
+
+// metadataKeys is the set of metadata keys to open besides those that hold
+// a ciphertext: MetadataKeys, never nil (nil would open every key).
+func (c *crypter) metadataKeys() map[string]bool {
+	if c.metadata == nil {
+		return map[string]bool{}
+	}
+	return c.metadata
 }
 
 // wrapAD is the associated data a data key is wrapped with: a wrapped key

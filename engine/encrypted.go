@@ -166,12 +166,15 @@ func (e *Engine) putAppendSealed(ctx context.Context, a AppendRequest) (Snapshot
 func (k *dataKey) sealArrayFrom(origin uuid.UUID, field string, arr []byte, first int) []byte {
 	out := make([]byte, 0, len(arr)*4/3+64)
 	out = append(out, '[')
+	s := k.sealer()
 	i := first
+	var place []byte
 	eachElement(arr, func(elem []byte) {
 		if i > first {
 			out = append(out, ',')
 		}
-		out = k.seal(out, origin, k.ad(origin, field, strconv.Itoa(i)), elem)
+		place = strconv.AppendInt(place[:0], int64(i), 10)
+		out = sealAt(s, out, origin, field, place, elem)
 		i++
 	})
 	return append(out, ']')
@@ -190,11 +193,13 @@ func (e *Engine) sealWrites(ctx context.Context, id uuid.UUID, taskID string, wr
 	if err != nil {
 		return err
 	}
+	s := k.sealer()
 	for i := range writes {
 		if err := checkPlaintext(JSONField{"value", writes[i].Value}); err != nil {
 			return err
 		}
-		writes[i].Value = k.seal(nil, id, k.writeAD(id, taskID, i, writes[i].Channel), writes[i].Value)
+		s.ad = k.writeAD(s.ad[:0], id, taskID, i, writes[i].Channel)
+		writes[i].Value = s.seal(nil, id, s.ad, writes[i].Value)
 	}
 	return nil
 }
@@ -215,7 +220,7 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 		}
 	})
 	for _, obj := range [][]byte{c.State, c.ToolResults} {
-		eachMember(obj, func(_ []byte, _ string, v []byte) {
+		eachMember(obj, func(_, _, v []byte) {
 			if o, ok := peekOrigin(v); ok {
 				origins[o] = true
 			}
@@ -225,26 +230,25 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 	if err != nil {
 		return err
 	}
-	keys := map[string]*dataKey{}
+	keys := map[string][]*dataKey{} // one each: keyFor's results
 	threadKey := func(thread string) (*dataKey, error) {
 		if k := keys[thread]; k != nil {
-			return k, nil
+			return k[0], nil
 		}
 		k, err := e.dataKey(ctx, thread, false)
 		if err != nil {
 			return nil, err
 		}
-		keys[thread] = k
+		keys[thread] = []*dataKey{k}
 		return k, nil
 	}
 	var candidates []*dataKey // for deleted origins, found once
 	keyFor := func(origin uuid.UUID) ([]*dataKey, error) {
 		if thread, ok := threads[origin]; ok {
-			k, err := threadKey(thread)
-			if err != nil {
+			if _, err := threadKey(thread); err != nil {
 				return nil, err
 			}
-			return []*dataKey{k}, nil
+			return keys[thread], nil
 		}
 		if !deleted[origin] {
 			return nil, fmt.Errorf("%w: checkpoint %s holds a value of unknown origin", ErrEncrypted, c.ID)
@@ -276,17 +280,18 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 		return err
 	}
 	metadata := c.Metadata
-	if e.crypt.metadata != nil {
-		if metadata, err = openObject(fieldMetadata, c.Metadata, e.crypt.metadata, own); err != nil {
+	if e.crypt.metadata != nil || bytes.Contains(metadata, envelopeMarker) {
+		// MetadataKeys, and any key encrypted under an earlier MetadataKeys.
+		if metadata, err = openObject(fieldMetadata, c.Metadata, e.crypt.metadataKeys(), own); err != nil {
 			return err
 		}
 	}
 	values := make([][]byte, len(c.PendingWrites))
+	var bufs buffers
 	for i, w := range c.PendingWrites {
 		what := func() string { return fmt.Sprintf("pending write %d of task %q", w.Index, w.TaskID) }
-		var bufs buffers
-		if values[i], err = openValue(&bufs, what, w.Value, own, func(k *dataKey, origin uuid.UUID) []byte {
-			return k.writeAD(origin, w.TaskID, w.Index, w.Channel)
+		if values[i], err = openValue(nil, &bufs, what, w.Value, own, func(dst []byte, k *dataKey, origin uuid.UUID) []byte {
+			return k.writeAD(dst, origin, w.TaskID, w.Index, w.Channel)
 		}); err != nil {
 			return err
 		}
@@ -322,6 +327,11 @@ func (e *Engine) originThreads(ctx context.Context, c CheckpointInfo, origins ma
 		}
 		return false
 	}
+	if e.crypt.knownOrigins(e.Tenant(), c, origins, threads) {
+		return threads, end, map[uuid.UUID]bool{}, nil
+	}
+	ts, ok := e.base.(TxStore)
+	remember := !ok || !ts.InTx() // a caller's transaction may roll back what it reads
 	limit := 2*e.cfg.DeltaRun + 2
 	queue := []uuid.UUID{c.ID}
 	seen := map[uuid.UUID]bool{}
@@ -350,6 +360,9 @@ func (e *Engine) originThreads(ctx context.Context, c CheckpointInfo, origins ma
 			if l.MergeParentID != uuid.Nil && !seen[l.MergeParentID] {
 				queue = append(queue, l.MergeParentID)
 			}
+		}
+		if remember {
+			e.crypt.rememberLineage(e.Tenant(), line)
 		}
 		if from == c.ID && len(line) > 0 {
 			end = line[len(line)-1].ThreadID // where a deleted parent was
@@ -438,28 +451,46 @@ func (e *Engine) deletedOriginKeys(ctx context.Context, thread string, threadKey
 // thread read by an Engine that does not encrypt: a value that looks like
 // a ciphertext, in a thread that has a data key.
 func (e *Engine) refuseCiphertext(ctx context.Context, c *Checkpoint) error {
-	marker := []byte(`"` + envelopePrefix)
-	found := bytes.Contains(c.Messages, marker) || bytes.Contains(c.State, marker) || bytes.Contains(c.ToolResults, marker)
+	marker := envelopeMarker
+	found := bytes.Contains(c.Messages, marker) || bytes.Contains(c.State, marker) || bytes.Contains(c.ToolResults, marker) || bytes.Contains(c.Metadata, marker)
 	for _, w := range c.PendingWrites {
 		found = found || bytes.Contains(w.Value, marker)
 	}
 	if !found {
 		return nil
 	}
-	_, err := e.store.DataKey(ctx, c.ThreadID)
+	return e.refuseThread(ctx, c.ThreadID)
+}
+
+// envelopeMarker starts every ciphertext's JSON text.
+var envelopeMarker = []byte(`"` + envelopePrefix)
+
+// refuseThread is ErrEncrypted for a thread that has a data key (see
+// refuseCiphertext).
+func (e *Engine) refuseThread(ctx context.Context, thread string) error {
+	_, err := e.store.DataKey(ctx, thread)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil
 	case err != nil:
 		return err
 	}
-	return fmt.Errorf("%w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, c.ThreadID)
+	return fmt.Errorf("%w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, thread)
 }
 
 // openInfos decrypts the encrypted metadata keys of checkpoints of one
-// thread.
+// thread: those of MetadataKeys and any other that holds a ciphertext (a
+// key encrypted under an earlier MetadataKeys). An Engine that does not
+// encrypt refuses them (ErrEncrypted), as refuseCiphertext does.
 func (e *Engine) openInfos(ctx context.Context, threadID string, infos []CheckpointInfo) error {
-	if e.crypt == nil || e.crypt.metadata == nil || len(infos) == 0 {
+	sealed := false
+	for i := range infos {
+		sealed = sealed || bytes.Contains(infos[i].Metadata, envelopeMarker)
+	}
+	if e.crypt == nil && sealed {
+		return e.refuseThread(ctx, threadID)
+	}
+	if e.crypt == nil || (e.crypt.metadata == nil && !sealed) || len(infos) == 0 {
 		return nil
 	}
 	k, err := e.dataKey(ctx, threadID, false)
@@ -467,15 +498,16 @@ func (e *Engine) openInfos(ctx context.Context, threadID string, infos []Checkpo
 		return err
 	}
 	out := make([][]byte, len(infos))
+	ks := []*dataKey{k}
 	for i := range infos {
 		id := infos[i].ID
 		own := func(origin uuid.UUID) ([]*dataKey, error) {
 			if origin != id {
 				return nil, fmt.Errorf("%w: metadata of checkpoint %s was written by another checkpoint", ErrEncrypted, id)
 			}
-			return []*dataKey{k}, nil
+			return ks, nil
 		}
-		if out[i], err = openObject(fieldMetadata, infos[i].Metadata, e.crypt.metadata, own); err != nil {
+		if out[i], err = openObject(fieldMetadata, infos[i].Metadata, e.crypt.metadataKeys(), own); err != nil {
 			return err
 		}
 	}
@@ -488,7 +520,13 @@ func (e *Engine) openInfos(ctx context.Context, threadID string, infos []Checkpo
 // openInfosOfThreads is openInfos for checkpoints of any threads.
 func (e *Engine) openInfosOfThreads(ctx context.Context, infos []CheckpointInfo) error {
 	if e.crypt == nil || e.crypt.metadata == nil {
-		return nil
+		sealed := false
+		for i := range infos {
+			sealed = sealed || bytes.Contains(infos[i].Metadata, envelopeMarker)
+		}
+		if !sealed {
+			return nil
+		}
 	}
 	byThread := map[string][]int{}
 	for i, c := range infos {

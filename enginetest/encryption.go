@@ -40,6 +40,9 @@ var encryptionTests = []struct {
 	{name: "AppendHistoriesReadBackUnderEncryption", fn: testEncryptedAppendHistories},
 	{name: "DeltasAndRetriesUnderEncryption", fn: testEncryptedDeltasAndRetries},
 	{name: "DumpHoldsNoPlaintext", fn: testDumpHoldsNoPlaintext},
+	{name: "ValuesAreCompressedUnlessNoCompress", fn: testCompressedByDefault},
+	{name: "EncryptedMetadataNeverReadsAsContent", fn: testEncryptedMetadataFailsClosed},
+	{name: "MovedAfterLineagesWereReadFailsClosed", fn: testMovedAfterLineagesRead},
 	{name: "DigestsAreKeyedPerThread", fn: testDigestsAreKeyed},
 	{name: "TamperingFailsClosed", fn: testTamperingFailsClosed},
 	{name: "WrongMissingAndRevokedKeysFailClosed", fn: testWrongKeysFailClosed},
@@ -120,7 +123,7 @@ func refused(t *testing.T, what string, c *engine.Checkpoint, err error, markers
 // encryption, whole, as deltas and in short runs, read back as written.
 func testEncryptedRandomHistories(t *testing.T, e *cryptEnv) {
 	configs := []engine.Config{{FullSnapshots: true}, {DeltaMinBytes: -1},
-		{DeltaRun: 4, DeltaMinBytes: -1, Encryption: engine.Encryption{Compress: true}}}
+		{DeltaRun: 4, DeltaMinBytes: -1, Encryption: engine.Encryption{NoCompress: true}}}
 	for seed := range uint64(3) {
 		var writers []HistoryWriter
 		for i, c := range configs {
@@ -272,8 +275,10 @@ func (e *cryptEnv) writeMarkers(eng *engine.Engine, thread string) []string {
 // none of the content written under encryption, and the content reads
 // back through the engine.
 func testDumpHoldsNoPlaintext(t *testing.T, e *cryptEnv) {
-	eng := e.open(nil, engine.Config{DeltaMinBytes: -1, Encryption: engine.Encryption{MetadataKeys: []string{"secret"}, Compress: true}})
+	eng := e.open(nil, engine.Config{DeltaMinBytes: -1, Encryption: engine.Encryption{MetadataKeys: []string{"secret"}}})
 	markers := e.writeMarkers(eng, "dumped")
+	raw := e.open(nil, engine.Config{DeltaMinBytes: -1, Encryption: engine.Encryption{MetadataKeys: []string{"secret"}, NoCompress: true}})
+	markers = append(markers, e.writeMarkers(raw, "dumped-uncompressed")...)
 	// Long enough to be compressed, and read back.
 	long := strings.Repeat("MARKER-long-"+uuid.NewString()[:8]+" ", 40)
 	if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: "dumped", Messages: mustJSON([]string{long})}); err != nil {
@@ -311,6 +316,108 @@ func testDumpHoldsNoPlaintext(t *testing.T, e *cryptEnv) {
 			t.Errorf("the dump holds %q in plaintext", m)
 		}
 	}
+}
+
+// By default a long value is compressed before it is encrypted, so its
+// stored text is shorter than its plaintext; with NoCompress it is longer
+// (base64, nonce, tag, origin). Both read back.
+func testCompressedByDefault(t *testing.T, e *cryptEnv) {
+	var db *sql.DB
+	long := mustJSON([]string{strings.Repeat("the agent reads the tool result and answers. ", 50)})
+	for _, c := range []struct {
+		thread     string
+		noCompress bool
+	}{{"compressed", false}, {"uncompressed", true}} {
+		eng := e.open(nil, engine.Config{Encryption: engine.Encryption{NoCompress: c.noCompress}})
+		res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: c.thread, Messages: long})
+		if db == nil {
+			db = e.h.SQL(t, e.url) // once the engine has migrated the database
+		}
+		var stored string
+		if err := db.QueryRowContext(e.ctx, "SELECT messages FROM checkpoints WHERE checkpoint_id = $1", res.ID.String()).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if shorter := len(stored) < len(long); shorter == c.noCompress {
+			t.Errorf("%s: %d bytes stored for %d of plaintext", c.thread, len(stored), len(long))
+		}
+		got, err := eng.Get(e.ctx, res.ID)
+		if err != nil || !sameJSON(got.Messages, long) {
+			t.Fatalf("%s: read back %v", c.thread, err)
+		}
+	}
+}
+
+// Metadata encrypted under MetadataKeys reads back decrypted through every
+// listing, also by an Engine whose MetadataKeys no longer names the key;
+// an Engine without the key refuses the listings (ErrEncrypted) rather
+// than show the ciphertext.
+func testEncryptedMetadataFailsClosed(t *testing.T, e *cryptEnv) {
+	marker := "MARKER-meta-" + uuid.NewString()[:8]
+	eng := e.open(nil, engine.Config{Encryption: engine.Encryption{MetadataKeys: []string{"secret"}}})
+	res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "m", State: mustJSON(map[string]int{"k": 1}),
+		Metadata: mustJSON(map[string]string{"secret": marker, "plain": "visible"})})
+	reads := func(eng *engine.Engine) map[string][]byte {
+		out := map[string][]byte{}
+		var errs []error
+		c, err := eng.Get(e.ctx, res.ID)
+		if errs = append(errs, err); err == nil {
+			out["Get"] = c.Metadata
+		}
+		list, err := eng.ListCheckpoints(e.ctx, "m", engine.ListOptions{})
+		if errs = append(errs, err); err == nil && len(list) == 1 {
+			out["ListCheckpoints"] = list[0].Metadata
+		}
+		line, err := eng.Lineage(e.ctx, res.ID)
+		if errs = append(errs, err); err == nil && len(line) == 1 {
+			out["Lineage"] = line[0].Metadata
+		}
+		for i, err := range errs {
+			if err != nil && !errors.Is(err, engine.ErrEncrypted) {
+				t.Fatalf("read %d: %v, want ErrEncrypted or content", i, err)
+			}
+		}
+		return out
+	}
+	for name, eng := range map[string]*engine.Engine{"same keys": eng, "no MetadataKeys": e.open(nil, engine.Config{})} {
+		got := reads(eng)
+		for _, read := range []string{"Get", "ListCheckpoints", "Lineage"} {
+			if !bytes.Contains(got[read], []byte(marker)) || !bytes.Contains(got[read], []byte("visible")) {
+				t.Errorf("%s: %s reads metadata %s", name, read, got[read])
+			}
+		}
+	}
+	if got := reads(e.plain(engine.Config{})); len(got) > 0 {
+		t.Errorf("an engine without the key read %q", got)
+	}
+}
+
+// An Engine remembers the parent links it read (so a delta's read needs
+// no lineage read): a value moved from a checkpoint it has seen, of
+// another line, is still refused.
+func testMovedAfterLineagesRead(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{DeltaMinBytes: -1})
+	snap := func(msgs ...string) uuid.UUID {
+		return snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "c", Messages: mustJSON(msgs)}).ID
+	}
+	x1 := snap("SECRET-one")
+	x2 := snap("SECRET-one", "SECRET-two")
+	if _, err := eng.Rewind(e.ctx, x1); err != nil {
+		t.Fatal(err)
+	}
+	x3 := snap("SECRET-one", "SECRET-three") // x1's child on another line than x2
+	for _, id := range []uuid.UUID{x2, x3} { // x2 first: its lineage is read, and remembered
+		c, err := eng.Get(e.ctx, id)
+		if err != nil || c.Format != engine.StorageDelta {
+			t.Fatalf("get %s: %v (format %v)", id, err, c)
+		}
+	}
+	db := e.h.SQL(t, e.url)
+	if _, err := db.ExecContext(e.ctx, `UPDATE checkpoints SET messages = (SELECT messages FROM checkpoints WHERE checkpoint_id = $1)
+		WHERE checkpoint_id = $2`, x2.String(), x3.String()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := eng.Get(e.ctx, x3)
+	refused(t, "x2's message moved into x3", c, err, "SECRET")
 }
 
 // Whoever holds the database but not the key cannot move, alter or
