@@ -60,7 +60,7 @@ type Encryption struct {
 	// (DEFLATE, on its own) when that makes it smaller: a ciphertext does
 	// not compress, so without it an encrypted thread loses what the
 	// stores' compression saves (1.7x the storage of an unencrypted thread
-	// in the README's 1,000-step benchmark, against 1.1x compressed).
+	// in docs/performance.md's 1,000-step benchmark, against 1.1x compressed).
 	// The cost is a side channel: a compressed value's length depends on
 	// how much of its text repeats. Whoever can see the sizes of stored
 	// values (not the keys) and can also put text into the same value as

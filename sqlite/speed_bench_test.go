@@ -16,7 +16,7 @@ import (
 // every connection has then compiled what it runs.
 const speedWarmup = 50
 
-// BenchmarkSpeed measures the SQLite rows of the speed table (README,
+// BenchmarkSpeed measures the SQLite rows of the speed table (docs/performance.md,
 // "Speed") as ratios against a bare table of the same bytes in a file of
 // its own, with the store's durable settings (WAL, synchronous=FULL) and
 // the same driver, the two alternated in the same run:
