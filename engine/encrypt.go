@@ -699,6 +699,19 @@ func (c *crypter) forget(tenant, thread string) {
 	c.mu.Unlock()
 }
 
+// newKey makes a new data key for a thread and wraps it with the
+// provider's current key-encryption key. Errors: ErrEncrypted when the
+// provider does not wrap it.
+func (c *crypter) newKey(ctx context.Context, tenant, thread string) ([]byte, WrappedKey, error) {
+	dek := make([]byte, 32)
+	_, _ = rand.Read(dek)
+	kek, wrapped, err := c.keys.WrapKey(ctx, dek, wrapAD(tenant, thread))
+	if err != nil {
+		return nil, WrappedKey{}, fmt.Errorf("%w: wrap a new data key for thread %q: %v", ErrEncrypted, thread, err)
+	}
+	return dek, WrappedKey{ThreadID: thread, KEKID: kek, Wrapped: wrapped}, nil
+}
+
 // key returns a thread's data key: from the cache, else the store's row
 // unwrapped by the provider; with create, a thread without one gets a new
 // key (the first writer's, when several race). inTx: s runs in a caller's
@@ -719,13 +732,10 @@ func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, creat
 	var fresh []byte
 	switch {
 	case errors.Is(err, ErrNotFound) && create:
-		fresh = make([]byte, 32)
-		_, _ = rand.Read(fresh)
-		kek, wrapped, werr := c.keys.WrapKey(ctx, fresh, wrapAD(tenant, thread))
-		if werr != nil {
-			return nil, fmt.Errorf("%w: wrap a new data key for thread %q: %v", ErrEncrypted, thread, werr)
+		var mine WrappedKey
+		if fresh, mine, err = c.newKey(ctx, tenant, thread); err != nil {
+			return nil, err
 		}
-		mine := WrappedKey{ThreadID: thread, KEKID: kek, Wrapped: wrapped}
 		if w, err = s.PutDataKey(ctx, mine); err != nil {
 			return nil, fmt.Errorf("store the data key of thread %q: %w", thread, err)
 		}

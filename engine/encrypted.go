@@ -22,16 +22,6 @@ func (e *Engine) dataKey(ctx context.Context, thread string, create bool) (*data
 	return e.crypt.key(ctx, e.store, e.Tenant(), thread, create, ok && ts.InTx())
 }
 
-// refuseUnderEncryption is the error of a call an Engine that encrypts
-// does not offer yet: it would copy ciphertexts to another thread or out
-// of the database without their keys.
-func (e *Engine) refuseUnderEncryption(what string) error {
-	if e.crypt == nil {
-		return nil
-	}
-	return fmt.Errorf("%w: %s is not available with Config.Encryption yet", ErrInvalidInput, what)
-}
-
 // checkPlaintext applies the stores' JSON rule (CheckJSON) to content the
 // store will only see encrypted, so an encrypting Engine refuses what a
 // store would.

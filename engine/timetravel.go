@@ -504,6 +504,48 @@ type CopiedID struct {
 	Old, New uuid.UUID
 }
 
+// CopyIDs is the id rule of a thread copy, shared by the stores'
+// CopyThread and the Engine's copy of an encrypted thread: each checkpoint
+// of the source gets a new id (ids are global), and a link (parent, merge
+// parent, delta base, rewind target) to a checkpoint of the source goes to
+// its copy, while a link out of the source (a branch's source, a merged
+// branch's head) is kept. The Postgres store applies the same rule in SQL
+// (pgcheckpoint.thread_copy).
+type CopyIDs struct {
+	ids map[uuid.UUID]uuid.UUID
+	// Pairs is every source id with its copy's, in the order given to
+	// NewCopyIDs.
+	Pairs []CopiedID
+}
+
+// NewCopyIDs gives each of old, the checkpoints of the source in namespace
+// then write order, a new id (NewCheckpointID, so the copies keep that
+// order).
+func NewCopyIDs(old []uuid.UUID) CopyIDs {
+	m := CopyIDs{ids: make(map[uuid.UUID]uuid.UUID, len(old)), Pairs: make([]CopiedID, len(old))}
+	for i, id := range old {
+		m.ids[id] = NewCheckpointID()
+		m.Pairs[i] = CopiedID{Old: id, New: m.ids[id]}
+	}
+	return m
+}
+
+// Lookup returns the id of the copy of checkpoint id, and false when id is
+// not a checkpoint of the source.
+func (m CopyIDs) Lookup(id uuid.UUID) (uuid.UUID, bool) {
+	n, ok := m.ids[id]
+	return n, ok
+}
+
+// Link returns what a link to id becomes in the copy: the copy's id for a
+// checkpoint of the source, id itself for any other (uuid.Nil included).
+func (m CopyIDs) Link(id uuid.UUID) uuid.UUID {
+	if n, ok := m.ids[id]; ok {
+		return n
+	}
+	return id
+}
+
 // NewID returns the id of the copy of checkpoint old, and false when old
 // was not copied (it is not in the source thread).
 func (r CopyResult) NewID(old uuid.UUID) (uuid.UUID, bool) {
@@ -521,8 +563,18 @@ func (r CopyResult) NewID(old uuid.UUID) (uuid.UUID, bool) {
 // retried writes look them up alone); parent, merge parent and delta base
 // links inside src are mapped to the new ids, links outside it (a branch's
 // source) are kept. src is not changed. It returns every old id with its
-// copy's. Errors: ErrNotFound for an unknown src; ErrInvalidInput when dst
-// exists; ErrPermission for a database role that may not write.
+// copy's. All of it is copied in one transaction, or nothing.
+//
+// An Engine that encrypts copies through itself (see copySealed): every
+// value is opened with src's data key and sealed again under a new data key
+// of dst, bound to dst and to the copy of the checkpoint that wrote it, so
+// the copy reads as src does, and a ciphertext moved between the two
+// threads still fails with ErrEncrypted. Deltas stay deltas.
+//
+// Errors: ErrNotFound for an unknown src; ErrInvalidInput when dst exists
+// (or had a data key, shredded since) or is src; ErrEncrypted, with nothing
+// written, when src's content does not open under its key; ErrPermission
+// for a database role that may not write.
 func (e *Engine) CopyThread(ctx context.Context, src, dst string) (_ CopyResult, err error) {
 	ctx, done := e.tel.call(ctx, "CopyThread")
 	defer func() { done(err) }()
@@ -531,10 +583,11 @@ func (e *Engine) CopyThread(ctx context.Context, src, dst string) (_ CopyResult,
 			return CopyResult{}, fmt.Errorf("copy thread: %w", err)
 		}
 	}
-	if err := e.refuseUnderEncryption("CopyThread"); err != nil {
-		return CopyResult{}, fmt.Errorf("copy thread: %w", err)
+	copyThread := e.store.CopyThread
+	if e.crypt != nil {
+		copyThread = e.copySealed
 	}
-	ids, err := e.store.CopyThread(ctx, src, dst)
+	ids, err := copyThread(ctx, src, dst)
 	if err != nil {
 		return CopyResult{}, fmt.Errorf("copy thread %q to %q: %w", src, dst, err)
 	}

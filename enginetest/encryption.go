@@ -50,6 +50,8 @@ var encryptionTests = []struct {
 	{name: "ExportsCarryCiphertextAndWrappedKeys", fn: testEncryptedExport},
 	{name: "ShreddingErasesOneThread", fn: testShredding},
 	{name: "TenantsKeepTheirKeys", fn: testTenantsKeepTheirKeys, tenant: true},
+	{name: "CopyOfAnEncryptedThreadReadsBackUnderItsOwnKey", fn: testEncryptedCopy},
+	{name: "CopyOfAnEncryptedThreadStaysInItsTenant", fn: testEncryptedCopyInTenant, tenant: true},
 }
 
 // RunEncryption runs the encryption suite against the store h names,

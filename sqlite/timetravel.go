@@ -309,21 +309,21 @@ func (s *Store) CopyThread(ctx context.Context, src, dst string) ([]engine.Copie
 		if err != nil {
 			return dbError("read the checkpoints", err)
 		}
-		ids := make(map[uuid.UUID]uuid.UUID, len(rows))
-		copied = make([]engine.CopiedID, len(rows))
+		old := make([]uuid.UUID, len(rows))
 		for i, r := range rows {
-			ids[r.CheckpointID] = engine.NewCheckpointID()
-			copied[i] = engine.CopiedID{Old: r.CheckpointID, New: ids[r.CheckpointID]}
+			old[i] = r.CheckpointID
 		}
+		ids := engine.NewCopyIDs(old)
+		copied = ids.Pairs
 		mapped := func(id uuid.NullUUID) uuid.NullUUID {
-			if n, ok := ids[id.UUID]; ok && id.Valid {
-				return nullID(n)
+			if id.Valid {
+				return nullID(ids.Link(id.UUID))
 			}
 			return id
 		}
 		for _, t := range threads {
 			rewound := uuid.NullUUID{}
-			if n, ok := ids[t.RewoundTo.UUID]; ok && t.RewoundTo.Valid {
+			if n, ok := ids.Lookup(t.RewoundTo.UUID); ok && t.RewoundTo.Valid {
 				rewound = nullID(n)
 			}
 			if err := q.ThreadInsert(ctx, sqlitedb.ThreadInsertParams{
@@ -336,11 +336,9 @@ func (s *Store) CopyThread(ctx context.Context, src, dst string) ([]engine.Copie
 		}
 		for _, r := range rows {
 			c := sqlitedb.CheckpointInsertParams(r)
-			c.ThreadID, c.CheckpointID = dst, ids[r.CheckpointID]
+			c.ThreadID, c.CheckpointID = dst, ids.Link(r.CheckpointID)
 			c.ParentCheckpointID, c.MergeParentID = mapped(r.ParentCheckpointID), mapped(r.MergeParentID)
-			if r.BaseCheckpointID.Valid {
-				c.BaseCheckpointID = nullID(ids[r.BaseCheckpointID.UUID])
-			}
+			c.BaseCheckpointID = mapped(r.BaseCheckpointID) // a base is always in the thread
 			if err := q.CheckpointInsert(ctx, c); err != nil {
 				return dbError("insert a checkpoint copy", err)
 			}
@@ -351,7 +349,7 @@ func (s *Store) CopyThread(ctx context.Context, src, dst string) ([]engine.Copie
 		}
 		for _, w := range writes {
 			if _, err := q.PendingWriteInsert(ctx, sqlitedb.PendingWriteInsertParams{
-				ThreadID: dst, Namespace: w.Namespace, CheckpointSeq: w.CheckpointSeq, CheckpointID: ids[w.CheckpointID],
+				ThreadID: dst, Namespace: w.Namespace, CheckpointSeq: w.CheckpointSeq, CheckpointID: ids.Link(w.CheckpointID),
 				TaskID: w.TaskID, Idx: w.Idx, Channel: w.Channel, Value: w.Value, CreatedAt: w.CreatedAt,
 			}); err != nil {
 				return dbError("copy a pending write", err)
