@@ -165,6 +165,21 @@ func split(line string) ([]word, error) {
 	return words, nil
 }
 
+// DocCommands returns the commands of prog in the sh blocks of the README
+// and docs/ under root, in the order written; none is an error (a test of
+// the docs' commands would check nothing).
+func DocCommands(root, prog string) ([]Command, error) {
+	blocks, err := Blocks(root)
+	if err != nil {
+		return nil, err
+	}
+	cmds, err := ProgCommands(blocks, prog)
+	if err == nil && len(cmds) == 0 {
+		err = fmt.Errorf("the docs show no %s command", prog)
+	}
+	return cmds, err
+}
+
 // ProgCommands returns the commands of every sh block of blocks whose
 // program is prog ("ckpt", "migrate", "go", "psql", ...).
 func ProgCommands(blocks []Block, prog string) ([]Command, error) {
