@@ -25,7 +25,7 @@ func (s *Store) Put(ctx context.Context, p engine.PutRequest) (engine.SnapshotRe
 		return engine.SnapshotResult{}, err
 	}
 	var res engine.SnapshotResult
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		var err error
 		res, err = s.put(ctx, q, p, uuid.Nil)
 		return err
