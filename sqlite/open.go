@@ -214,7 +214,8 @@ func (wc *writeConn) run(ctx context.Context, fn func() error) (err error) {
 	return nil
 }
 
-// close releases the statements and the connection.
+// close releases the statements and the connection; closed again, it does
+// nothing (a Store closes as many times as it is asked).
 func (wc *writeConn) close() error {
 	var err error
 	if wc.q != nil {
@@ -225,7 +226,10 @@ func (wc *writeConn) close() error {
 			err = errors.Join(err, st.Close())
 		}
 	}
-	return errors.Join(err, wc.conn.Close())
+	if cerr := wc.conn.Close(); !errors.Is(cerr, sql.ErrConnDone) {
+		err = errors.Join(err, cerr)
+	}
+	return err
 }
 
 // OpenDB opens the database at path as a *sql.DB configured as the store
