@@ -155,7 +155,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // the store's life, with every statement a write runs prepared on it once,
 // BEGIN IMMEDIATE and COMMIT included: through database/sql's transactions
 // the driver would compile those two again for every write. Writers of
-// this process take turns on it (mu), in the order they came.
+// this process take turns on it (mu).
 type writeConn struct {
 	mu                      sync.Mutex
 	conn                    *sql.Conn
