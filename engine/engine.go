@@ -581,7 +581,7 @@ func unescapeCheckpoint(c *Checkpoint) *Checkpoint {
 // first byte the value must start with ('[' array, '{' object, 0 any); an
 // empty value becomes the empty array or object.
 func jsonArg(name string, v json.RawMessage, want byte) (json.RawMessage, error) {
-	if t := trimJSON(v); len(t) > 0 && !json.Valid(t) {
+	if t := trimJSON(v); len(t) > 0 && !jsontext.Valid(t) {
 		return nil, notJSON(name)
 	}
 	return jsonText(name, v, want)
@@ -652,7 +652,7 @@ func (a *AppendRequest) JSONFields() []JSONField {
 // statement would abort.
 func CheckJSON(fields ...JSONField) error {
 	for _, f := range fields {
-		if !json.Valid(f.Text) {
+		if !jsontext.Valid(f.Text) {
 			return notJSON(f.Name)
 		}
 		if why := jsontext.JSONBRefusal(f.Text); why != "" {
@@ -684,7 +684,7 @@ func NameRefusedJSON(err error, fields ...JSONField) error {
 		if len(f.Text) == 0 {
 			continue // absent
 		}
-		if !json.Valid(f.Text) {
+		if !jsontext.Valid(f.Text) {
 			return notJSON(f.Name)
 		}
 		if jsontext.JSONBRefusal(f.Text) != "" {

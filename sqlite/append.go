@@ -29,7 +29,7 @@ func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.S
 		return engine.SnapshotResult{}, err
 	}
 	var res engine.SnapshotResult
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		var err error
 		res, err = s.putAppend(ctx, q, a)
 		return err

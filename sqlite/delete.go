@@ -146,7 +146,7 @@ func deleteThread(ctx context.Context, q *queries, threadID string) (int64, erro
 // engine.DeleteQuery) in one transaction.
 func (s *Store) DeleteCheckpoints(ctx context.Context, q engine.DeleteQuery) (int64, error) {
 	var n int64
-	err := s.write(ctx, func(tx *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(tx *queries, _ execer) error {
 		var ids []uuid.UUID
 		var err error
 		if q.RunIDs != nil {
@@ -226,7 +226,7 @@ var errPreview = errors.New("sqlite: a preview rolls back")
 // prune is PruneThreads, or with preview PreviewPrune.
 func (s *Store) prune(ctx context.Context, threadIDs []string, p engine.Policy, preview bool) (engine.DeleteResult, error) {
 	var r engine.DeleteResult
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		now := s.now()
 		for _, t := range threadIDs {
 			d, err := pruneThread(ctx, q, t, p, now)

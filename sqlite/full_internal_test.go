@@ -34,8 +34,8 @@ func TestMaxPageCountIsStorageFull(t *testing.T) {
 	if err := s.w.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
 		t.Fatal(err)
 	}
-	// The writer is one connection, kept open: the limit holds for it.
-	if _, err := s.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+4)); err != nil {
+	// The writer is one connection, held: the limit holds for it.
+	if _, err := s.wc.conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+4)); err != nil {
 		t.Fatal(err)
 	}
 	before := exportOf(t, eng, "t")
@@ -52,7 +52,7 @@ func TestMaxPageCountIsStorageFull(t *testing.T) {
 	if after := exportOf(t, eng, "t"); after != before {
 		t.Fatalf("a refused write changed the thread:\n%s\n%s", before, after)
 	}
-	if _, err := s.w.ExecContext(ctx, `PRAGMA max_page_count = 1073741823`); err != nil {
+	if _, err := s.wc.conn.ExecContext(ctx, `PRAGMA max_page_count = 1073741823`); err != nil {
 		t.Fatal(err)
 	}
 	res, err := eng.Snapshot(ctx, in)

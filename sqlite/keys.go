@@ -36,7 +36,7 @@ func (s *Store) DataKey(ctx context.Context, threadID string) (engine.WrappedKey
 // PutDataKey implements engine.Store.
 func (s *Store) PutDataKey(ctx context.Context, k engine.WrappedKey) (engine.WrappedKey, error) {
 	var out engine.WrappedKey
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		p := sqlitedb.DataKeyInsertParams{ThreadID: k.ThreadID, KekID: k.KEKID,
 			WrappedKey: k.Wrapped, CreatedAt: s.now().UnixMicro()}
 		if err := q.DataKeyInsert(ctx, p); err != nil {
@@ -72,7 +72,7 @@ func (s *Store) DataKeys(ctx context.Context, after string, limit int) ([]engine
 // RewrapDataKey implements engine.Store.
 func (s *Store) RewrapDataKey(ctx context.Context, old, k engine.WrappedKey) (bool, error) {
 	var n int64
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		var err error
 		n, err = q.DataKeyRewrap(ctx, sqlitedb.DataKeyRewrapParams{
 			ThreadID: old.ThreadID, OldKekID: old.KEKID, OldWrappedKey: old.Wrapped,
@@ -88,7 +88,7 @@ func (s *Store) RewrapDataKey(ctx context.Context, old, k engine.WrappedKey) (bo
 // checkpointed (a copy of the file made before keeps them).
 func (s *Store) ShredDataKey(ctx context.Context, threadID string) (bool, error) {
 	var n int64
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		now := sql.NullInt64{Int64: s.now().UnixMicro(), Valid: true}
 		var err error
 		if n, err = q.DataKeyShred(ctx, sqlitedb.DataKeyShredParams{Now: now, ThreadID: threadID}); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	sqlite3lib "modernc.org/sqlite/lib"
@@ -48,6 +49,9 @@ type Options struct {
 type Store struct {
 	w *sql.DB // the writer: one connection, every transaction BEGIN IMMEDIATE
 	r *sql.DB // the readers (w itself for an in-memory database)
+	// wc holds the writer's connection of a database file (nil for an
+	// in-memory database, whose readers share it; see writeConn).
+	wc *writeConn
 	// The queries prepared on the writer and on the readers: database/sql
 	// prepares each statement once per connection, where the driver would
 	// otherwise compile it on every call.
@@ -126,16 +130,106 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.r.SetMaxOpenConns(opts.MaxReaders)
 		s.r.SetMaxIdleConns(opts.MaxReaders)
 	}
-	if s.wq, err = sqlitedb.Prepare(ctx, s.w); err != nil {
-		return fail(fmt.Errorf("open %s: prepare: %w", path, err))
-	}
-	s.rq = s.wq
-	if s.r != s.w {
-		if s.rq, err = sqlitedb.Prepare(ctx, s.r); err != nil {
+	if s.r == s.w {
+		if s.wq, err = sqlitedb.Prepare(ctx, s.w); err != nil {
 			return fail(fmt.Errorf("open %s: prepare: %w", path, err))
 		}
+		s.rq = s.wq
+		return s, nil
+	}
+	if s.wc, err = holdWriter(ctx, s.w); err != nil {
+		return fail(fmt.Errorf("open %s: %w", path, err))
+	}
+	s.wq = s.wc.q
+	// Nothing of the store runs on w but through wc; what else does (the
+	// tests of migrations, as a second process would) gets a connection of
+	// its own rather than waiting for the held one forever.
+	s.w.SetMaxOpenConns(2)
+	if s.rq, err = sqlitedb.Prepare(ctx, s.r); err != nil {
+		return fail(fmt.Errorf("open %s: prepare: %w", path, err))
 	}
 	return s, nil
+}
+
+// writeConn is the writer's one connection of a database file, held for
+// the store's life, with every statement a write runs prepared on it once,
+// BEGIN IMMEDIATE and COMMIT included: through database/sql's transactions
+// the driver would compile those two again for every write. Writers of
+// this process take turns on it (mu).
+type writeConn struct {
+	mu                      sync.Mutex
+	conn                    *sql.Conn
+	begin, commit, rollback *sql.Stmt
+	q                       *sqlitedb.Queries
+}
+
+// holdWriter takes the one connection of w (nothing else of the store runs
+// on w after this) and prepares a write's statements on it.
+func holdWriter(ctx context.Context, w *sql.DB) (*writeConn, error) {
+	conn, err := w.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wc := &writeConn{conn: conn}
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{{&wc.begin, `BEGIN IMMEDIATE`}, {&wc.commit, `COMMIT`}, {&wc.rollback, `ROLLBACK`}} {
+		if *p.stmt, err = conn.PrepareContext(ctx, p.sql); err != nil {
+			return nil, errors.Join(fmt.Errorf("prepare: %w", err), wc.close())
+		}
+	}
+	if wc.q, err = sqlitedb.Prepare(ctx, conn); err != nil {
+		return nil, errors.Join(fmt.Errorf("prepare: %w", err), wc.close())
+	}
+	return wc, nil
+}
+
+// run runs fn in one write transaction on the held connection. Whatever
+// ends it other than a COMMIT that succeeds (an error, a cancelled
+// context, a panic) rolls it back, under a context that cannot be
+// cancelled: the connection is never left inside a transaction.
+func (wc *writeConn) run(ctx context.Context, fn func() error) (err error) {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if _, err := wc.begin.ExecContext(ctx); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			// After some errors (SQLITE_FULL, an I/O error) SQLite has
+			// rolled back already; ROLLBACK then fails, with nothing to
+			// undo.
+			_, _ = wc.rollback.ExecContext(context.WithoutCancel(ctx))
+		}
+	}()
+	if err := fn(); err != nil {
+		return err
+	}
+	if _, err := wc.commit.ExecContext(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	done = true
+	return nil
+}
+
+// close releases the statements and the connection; closed again, it does
+// nothing (a Store closes as many times as it is asked).
+func (wc *writeConn) close() error {
+	var err error
+	if wc.q != nil {
+		err = wc.q.Close()
+	}
+	for _, st := range []*sql.Stmt{wc.begin, wc.commit, wc.rollback} {
+		if st != nil {
+			err = errors.Join(err, st.Close())
+		}
+	}
+	if cerr := wc.conn.Close(); !errors.Is(cerr, sql.ErrConnDone) {
+		err = errors.Join(err, cerr)
+	}
+	return err
 }
 
 // OpenDB opens the database at path as a *sql.DB configured as the store
@@ -290,7 +384,9 @@ func (s *Store) Close() error {
 	if s.rq != nil && s.rq != s.wq {
 		err = s.rq.Close()
 	}
-	if s.wq != nil {
+	if s.wc != nil {
+		err = errors.Join(err, s.wc.close())
+	} else if s.wq != nil {
 		err = errors.Join(err, s.wq.Close())
 	}
 	if s.r != nil && s.r != s.w {
@@ -302,16 +398,27 @@ func (s *Store) Close() error {
 	return err
 }
 
+// execer runs a statement inside a write transaction (SAVEPOINT and the
+// like): the held connection, or the transaction of an in-memory database.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // write runs fn in one write transaction (BEGIN IMMEDIATE: it holds the
 // database's write lock from its first statement, so what it reads stays
 // true until it commits). On a file opened for reading it fails with
 // engine.ErrPermission and begins nothing.
-func (s *Store) write(ctx context.Context, fn func(q *queries, tx *sql.Tx) error) error {
+func (s *Store) write(ctx context.Context, fn func(q *queries, tx execer) error) error {
 	if s.tenantErr != nil {
 		return s.tenantErr
 	}
 	if s.readOnly != "" {
 		return fmt.Errorf("%w: %s; the store was opened for reading", engine.ErrPermission, s.readOnly)
+	}
+	if s.wc != nil {
+		return storeError(s.wc.run(ctx, func() error {
+			return fn(&queries{db: s.wc.q, tenant: s.tenant}, s.wc.conn)
+		}))
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {

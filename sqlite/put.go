@@ -24,8 +24,16 @@ func (s *Store) Put(ctx context.Context, p engine.PutRequest) (engine.SnapshotRe
 	if err := checkPut(p); err != nil {
 		return engine.SnapshotResult{}, err
 	}
+	if p.Summary == "" {
+		// Made before the write begins, outside the writer's lock, where
+		// other writers wait.
+		var err error
+		if p.Summary, err = defaultSummary(p.Messages, p.State); err != nil {
+			return engine.SnapshotResult{}, err
+		}
+	}
 	var res engine.SnapshotResult
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		var err error
 		res, err = s.put(ctx, q, p, uuid.Nil)
 		return err

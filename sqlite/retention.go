@@ -106,7 +106,7 @@ func (s *Store) PreviewSweepBatch(ctx context.Context, p engine.Policy, after st
 // sweepBatch is SweepBatch, or with preview PreviewSweepBatch.
 func (s *Store) sweepBatch(ctx context.Context, p engine.Policy, after string, size int, preview bool) (engine.SweepBatchResult, error) {
 	var res engine.SweepBatchResult
-	err := s.write(ctx, func(q *queries, tx *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, tx execer) error {
 		now := s.now()
 		ids, err := q.ThreadIDsAfter(ctx, sqlitedb.ThreadIDsAfterParams{After: after, MaxRows: int64(size)})
 		if err != nil {
@@ -197,7 +197,7 @@ func (s *Store) Expiry(ctx context.Context, threadID string) (time.Time, bool, e
 // thread, KeepNone or KeepLatest, and returns how many rows it changed.
 func (s *Store) SetExpiry(ctx context.Context, threadID string, at time.Time, p engine.Policy) (int64, error) {
 	var n int64
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		var err error
 		n, err = q.ThreadSetExpiry(ctx, sqlitedb.ThreadSetExpiryParams{
 			ThreadID: threadID, ExpiresAt: sql.NullInt64{Int64: at.UnixMicro(), Valid: !at.IsZero()},

@@ -18,7 +18,7 @@ import (
 // line, in the same transaction. Errors: engine.ErrNotFound.
 func (s *Store) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*engine.RewindResult, error) {
 	var res *engine.RewindResult
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		l, err := q.CheckpointLinkByID(ctx, id)
 		if err != nil {
 			return dbError(fmt.Sprintf("checkpoint %s", id), err)
@@ -154,7 +154,7 @@ func (s *Store) Tree(ctx context.Context, threadID string) ([]engine.TreeNode, e
 // when id is in use.
 func (s *Store) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name string, id uuid.UUID) (engine.BranchResult, error) {
 	var res engine.BranchResult
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		src, err := q.CheckpointGetByID(ctx, fromID)
 		if err != nil {
 			return dbError(fmt.Sprintf("source checkpoint %s", fromID), err)
@@ -243,7 +243,7 @@ func (s *Store) Branches(ctx context.Context, threadID string) ([]engine.BranchI
 // itself.
 func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (engine.MergeResult, error) {
 	var res engine.MergeResult
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		src, err := headRow(ctx, q, branchThread, namespace)
 		if err != nil {
 			return dbError(fmt.Sprintf("branch thread %q has no checkpoint in namespace %q", branchThread, namespace), err)
@@ -294,7 +294,7 @@ func (s *Store) CopyThread(ctx context.Context, src, dst string) ([]engine.Copie
 		return nil, fmt.Errorf("%w: cannot copy thread %q onto itself", engine.ErrInvalidInput, src)
 	}
 	var copied []engine.CopiedID
-	err := s.write(ctx, func(q *queries, _ *sql.Tx) error {
+	err := s.write(ctx, func(q *queries, _ execer) error {
 		threads, err := q.ThreadListRows(ctx, src)
 		if err != nil {
 			return dbError("read the thread", err)

@@ -19,7 +19,7 @@ const (
 // encoding/json accepts, or "" when it finds no reason: bytes that are not
 // UTF-8, an escaped UTF-16 surrogate that is not half of a pair, the escape
 // \u0000, or a number beyond numeric's range. (Nesting deeper than
-// encoding/json reads, 10,000 levels, is refused by json.Valid first;
+// encoding/json reads, 10,000 levels, is refused by Valid first;
 // Postgres's own limit, from its stack, is deeper at the default
 // max_stack_depth.) text must be valid JSON text.
 //
