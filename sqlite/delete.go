@@ -103,23 +103,24 @@ func deleteCheckpoints(ctx context.Context, q *queries, ids []uuid.UUID) (int64,
 			return 0, dbError("rebase a delta", err)
 		}
 	}
-	all := make([]uuid.UUID, 0, len(doomed))
-	for _, k := range order {
-		all = append(all, groups[k]...)
-	}
 	var n int64
-	err := chunks(all, func(part []uuid.UUID) error {
-		if err := q.ThreadClearRewoundTo(ctx, nullIDs(part)); err != nil {
-			return dbError("un-rewind threads", err)
-		}
-		k, err := q.CheckpointDeleteMany(ctx, part)
+	for _, k := range order {
+		err := chunks(groups[k], func(part []uuid.UUID) error {
+			if err := q.ThreadClearRewoundTo(ctx, k.thread, k.namespace, nullIDs(part)); err != nil {
+				return dbError("un-rewind threads", err)
+			}
+			d, err := q.CheckpointDeleteMany(ctx, part)
+			if err != nil {
+				return dbError("delete checkpoints", err)
+			}
+			n += d
+			return nil
+		})
 		if err != nil {
-			return dbError("delete checkpoints", err)
+			return n, err
 		}
-		n += k
-		return nil
-	})
-	return n, err
+	}
+	return n, nil
 }
 
 func nullIDs(ids []uuid.UUID) []uuid.NullUUID {
