@@ -67,7 +67,7 @@ func benchSize(b *testing.B, name string, def, atLeast int) int {
 }
 
 // scaleThreads is PGCHECKPOINT_BENCH_THREADS.
-func scaleThreads(b *testing.B) int { return benchSize(b, "PGCHECKPOINT_BENCH_THREADS", 10000, 10) }
+func scaleThreads(b *testing.B) int { return benchSize(b, "PGCHECKPOINT_BENCH_THREADS", 10000, 200) }
 
 // scalePerThread is how many checkpoints each thread of the listing and
 // the sweep holds.
@@ -202,11 +202,11 @@ func sweepWriters(b *testing.B, write func(thread string) error, stop <-chan str
 }
 
 // sweepRound times del with two writers running, and the writers alone
-// for as long just before it; it returns del's duration and the writers'
+// for window just before it; it returns del's duration and the writers'
 // p99 during it over their p99 before it.
-func sweepRound(b *testing.B, write func(thread string) error, del func() error) (time.Duration, float64) {
+func sweepRound(b *testing.B, window time.Duration, write func(thread string) error, del func() error) (time.Duration, float64) {
 	stop := make(chan struct{})
-	go func() { time.Sleep(2 * time.Second); close(stop) }()
+	go func() { time.Sleep(window); close(stop) }()
 	before := sweepWriters(b, write, stop)
 	stop = make(chan struct{})
 	var during []time.Duration
@@ -228,6 +228,9 @@ func scaleSweep(b *testing.B) {
 	ctx := context.Background()
 	threads := scaleThreads(b)
 	const keep = 5
+	// The writers' time alone before each sweep: 2 s at 10,000 threads,
+	// less on the small sets CI runs.
+	window := max(100*time.Millisecond, 2*time.Second*time.Duration(threads)/10000)
 	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 	state := json.RawMessage(`{"note":"a write during the sweep"}`)
 	write := func(thread string) error {
@@ -271,11 +274,11 @@ func scaleSweep(b *testing.B) {
 		scaleFill(b, d.Pool, threads)
 		b.StartTimer()
 		runOurs := func() {
-			t, r := sweepRound(b, write, sweep)
+			t, r := sweepRound(b, window, write, sweep)
 			ours, oursP99 = append(ours, t), append(oursP99, r)
 		}
 		runBare := func() {
-			t, r := sweepRound(b, write, bare)
+			t, r := sweepRound(b, window, write, bare)
 			theirs, theirsP99 = append(theirs, t), append(theirsP99, r)
 		}
 		// One fill serves both: the bare sweep deletes from the copy.
@@ -316,7 +319,7 @@ func longState(i int) json.RawMessage {
 func scaleLong(b *testing.B) {
 	d := pgtest.NewDB(b)
 	ctx := context.Background()
-	steps := benchSize(b, "PGCHECKPOINT_BENCH_LONG_STEPS", 50000, 20)
+	steps := benchSize(b, "PGCHECKPOINT_BENCH_LONG_STEPS", 50000, 100)
 	// The conversation is written with asynchronous commit, to save
 	// minutes of flushes; what is measured then commits durably.
 	cfg := d.Pool.Config()

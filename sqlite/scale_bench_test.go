@@ -57,7 +57,7 @@ func benchSize(b *testing.B, name string, def, atLeast int) int {
 	return n
 }
 
-func scaleThreads(b *testing.B) int { return benchSize(b, "PGCHECKPOINT_BENCH_THREADS", 10000, 10) }
+func scaleThreads(b *testing.B) int { return benchSize(b, "PGCHECKPOINT_BENCH_THREADS", 10000, 200) }
 
 const scalePerThread = 20
 
@@ -225,11 +225,11 @@ func sweepWriters(b *testing.B, write func(thread string) error, stop <-chan str
 }
 
 // sweepRound times del with two writers running, and the writers alone
-// for 2 s just before it; it returns del's duration and the writers' p99
+// for window just before it; it returns del's duration and the writers' p99
 // during it over their p99 before it.
-func sweepRound(b *testing.B, write func(thread string) error, del func() error) (time.Duration, float64) {
+func sweepRound(b *testing.B, window time.Duration, write func(thread string) error, del func() error) (time.Duration, float64) {
 	stop := make(chan struct{})
-	go func() { time.Sleep(2 * time.Second); close(stop) }()
+	go func() { time.Sleep(window); close(stop) }()
 	before := sweepWriters(b, write, stop)
 	stop = make(chan struct{})
 	var during []time.Duration
@@ -251,6 +251,9 @@ func scaleSweep(b *testing.B) {
 	ctx := context.Background()
 	threads := scaleThreads(b)
 	const keep = 5
+	// The writers' time alone before each sweep: 2 s at 10,000 threads,
+	// less on the small sets CI runs.
+	window := max(100*time.Millisecond, 2*time.Second*time.Duration(threads)/10000)
 	state := json.RawMessage(`{"note":"a write during the sweep"}`)
 	write := func(thread string) error {
 		_, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread, State: state})
@@ -318,7 +321,7 @@ func scaleSweep(b *testing.B) {
 		b.StopTimer()
 		scaleFill(b, bare, threads)
 		b.StartTimer()
-		_, r := sweepRound(b, write, sweep)
+		_, r := sweepRound(b, window, write, sweep)
 		oursP99 = append(oursP99, r)
 	}
 	b.StopTimer()
@@ -348,7 +351,7 @@ func longState(i int) json.RawMessage {
 func scaleLong(b *testing.B) {
 	eng, bare := scaleSetup(b)
 	ctx := context.Background()
-	steps := benchSize(b, "PGCHECKPOINT_BENCH_LONG_STEPS", 50000, 20)
+	steps := benchSize(b, "PGCHECKPOINT_BENCH_LONG_STEPS", 50000, 100)
 	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "long", Messages: longMessage(1), State: longState(1)}); err != nil {
 		b.Fatal(err)
 	}
