@@ -1,4 +1,7 @@
--- Back to version 21: thread_head_seq reads the tables itself, and the view goes.
+-- Back to version 21: thread_head_seq reads the tables itself, the view
+-- goes, checkpoint_lineage is taken for 1,000 rows again.
+
+ALTER FUNCTION pgcheckpoint.checkpoint_lineage(uuid, integer) ROWS 1000;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head_seq(p_thread_id text, p_namespace text DEFAULT ''::text)
  RETURNS bigint

@@ -601,7 +601,7 @@ COMMENT ON FUNCTION pgcheckpoint.checkpoint_last_message(uuid) IS 'The last mess
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_lineage(p_checkpoint_id uuid, p_max_depth integer DEFAULT NULL::integer)
  RETURNS TABLE(depth integer, thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, metadata jsonb, next_node text, size_bytes bigint)
  LANGUAGE sql
- STABLE
+ STABLE ROWS 100
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     WITH RECURSIVE walk AS (
