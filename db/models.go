@@ -225,6 +225,19 @@ type PgcheckpointTenantThread struct {
 	TenantID           string
 }
 
+// Each thread and namespace of the session's tenant (its metadata and creation time) with its head (seq, id, step, summary, creation time): the rewound-to checkpoint when the thread was rewound since its last write (and it is one of the thread and namespace), else the newest; NULLs when there is no checkpoint. thread_head_seq and the thread listing read it.
+type PgcheckpointTenantThreadHead struct {
+	ThreadID         string
+	Namespace        string
+	Metadata         json.RawMessage
+	CreatedAt        time.Time
+	Seq              int64
+	HeadCheckpointID uuid.UUID
+	HeadStep         int64
+	HeadSummary      string
+	HeadCreatedAt    time.Time
+}
+
 // The thread locks of the session's tenant (see tenant_checkpoints).
 type PgcheckpointTenantThreadLock struct {
 	ThreadID string

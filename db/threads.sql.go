@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -139,14 +140,11 @@ func (q *Queries) ThreadListBranches(ctx context.Context, threadID string) ([]Th
 const ThreadListHeads = `-- name: ThreadListHeads :many
 SELECT DISTINCT ON (t.thread_id)
        t.thread_id, t.namespace, t.metadata, t.created_at,
-       coalesce(h.checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS head_checkpoint_id,
-       coalesce(h.step, 0)::bigint AS head_step,
-       coalesce(h.summary, '')::text AS head_summary,
-       coalesce(h.created_at, t.created_at)::timestamptz AS head_created_at
-FROM pgcheckpoint.tenant_threads t
-LEFT JOIN pgcheckpoint.tenant_checkpoints h
-  ON h.thread_id = t.thread_id AND h.namespace = t.namespace
- AND h.seq = pgcheckpoint.thread_head_seq(t.thread_id, t.namespace)
+       coalesce(t.head_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS head_checkpoint_id,
+       coalesce(t.head_step, 0)::bigint AS head_step,
+       coalesce(t.head_summary, '')::text AS head_summary,
+       coalesce(t.head_created_at, t.created_at)::timestamptz AS head_created_at
+FROM pgcheckpoint.tenant_thread_heads t
 WHERE t.thread_id > $1::text
 ORDER BY t.thread_id, t.namespace
 LIMIT $2::int
@@ -160,7 +158,7 @@ type ThreadListHeadsParams struct {
 type ThreadListHeadsRow struct {
 	ThreadID         string
 	Namespace        string
-	Metadata         []byte
+	Metadata         json.RawMessage
 	CreatedAt        time.Time
 	HeadCheckpointID uuid.UUID
 	HeadStep         int64
@@ -169,8 +167,10 @@ type ThreadListHeadsRow struct {
 }
 
 // One row per thread with its head: DISTINCT ON picks the root namespace
-// (” sorts first) and walks the threads primary key, so a page reads about
-// max_rows thread rows and one head each, however many checkpoints there are.
+// (” sorts first) and walks the threads primary key; tenant_thread_heads,
+// inlined, finds each head with one index probe in the plan. A page reads
+// about max_rows thread rows and one head each, however many checkpoints
+// there are.
 func (q *Queries) ThreadListHeads(ctx context.Context, arg ThreadListHeadsParams) ([]ThreadListHeadsRow, error) {
 	rows, err := q.db.Query(ctx, ThreadListHeads, arg.After, arg.MaxRows)
 	if err != nil {

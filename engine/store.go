@@ -58,6 +58,9 @@ type Store interface {
 	// checkpoint when the thread was rewound, else the newest. ErrNotFound
 	// when the thread has no checkpoint.
 	Head(ctx context.Context, threadID, namespace string) (*Checkpoint, error)
+	// HeadID returns the id of Head's checkpoint, reading none of its
+	// content. ErrNotFound when the thread has no checkpoint.
+	HeadID(ctx context.Context, threadID, namespace string) (uuid.UUID, error)
 	// ListCheckpoints returns checkpoints without content, newest first
 	// (see ListQuery). ErrNotFound for a Before cursor that is not a
 	// checkpoint of the thread and namespace.

@@ -232,6 +232,20 @@ func (s tracedStore) Get(ctx context.Context, id uuid.UUID) (*Checkpoint, error)
 	return c, nil
 }
 
+func (s tracedStore) HeadID(ctx context.Context, threadID, namespace string) (uuid.UUID, error) {
+	if !s.t.on(ctx) {
+		return s.Store.HeadID(ctx, threadID, namespace)
+	}
+	ctx, end := s.t.span(ctx, "HeadID", threadAttrs(threadID, namespace)...)
+	id, err := s.Store.HeadID(ctx, threadID, namespace)
+	if err != nil {
+		end(err)
+		return uuid.Nil, err
+	}
+	end(nil, idAttr(id))
+	return id, nil
+}
+
 func (s tracedStore) Head(ctx context.Context, threadID, namespace string) (*Checkpoint, error) {
 	if !s.t.on(ctx) {
 		return s.Store.Head(ctx, threadID, namespace)

@@ -137,11 +137,13 @@ func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts Poi
 	start := opts.Before
 	skip := 1 // the cursor itself was on the previous page
 	if start == uuid.Nil {
-		head, err := e.LatestIn(ctx, threadID, opts.Namespace)
+		// The head's id alone: its content (the whole conversation) is
+		// not needed to list the line.
+		head, err := e.store.HeadID(ctx, threadID, opts.Namespace)
 		if err != nil {
 			return nil, fmt.Errorf("time travel points: %w", err)
 		}
-		start, skip = head.ID, 0
+		start, skip = head, 0
 	}
 	points, err := e.lineage(ctx, start, limit+skip)
 	if err != nil {

@@ -209,9 +209,23 @@ func testRewindToStep(t *testing.T, e *env) {
 }
 
 func testTimeTravelPoints(t *testing.T, e *env) {
-	ids := e.line("t", 25)
-	if _, err := e.eng.Rewind(e.ctx, ids[19]); err != nil {
+	line := e.line("t", 25)
+	if _, err := e.eng.Rewind(e.ctx, line[19]); err != nil {
 		t.Fatal(err)
+	}
+	// Rewound, not written since: the head is the rewound-to checkpoint,
+	// not the newest, for the points and for the thread listing.
+	rewound := slices.Clone(line[:20])
+	slices.Reverse(rewound)
+	if page, err := e.eng.TimeTravelPoints(e.ctx, "t", engine.PointsOptions{}); err != nil {
+		t.Fatal(err)
+	} else if got := ids(page); !slices.Equal(got, rewound) {
+		t.Fatalf("points of the rewound thread: got %d %v, want the 20 from the rewound-to checkpoint back", len(got), got)
+	}
+	if threads, err := e.eng.ListThreads(e.ctx, engine.ThreadListOptions{}); err != nil {
+		t.Fatal(err)
+	} else if len(threads) != 1 || threads[0].HeadID != line[19] || threads[0].HeadStep != 20 {
+		t.Fatalf("thread listing of the rewound thread: %+v, want its head %s at step 20", threads, line[19])
 	}
 	side := e.snap(engine.SnapshotInput{ThreadID: "t"}).ID // the head: a new line from step 20
 	for _, limit := range []int{7, 1, 21, 0} {
@@ -233,7 +247,7 @@ func testTimeTravelPoints(t *testing.T, e *env) {
 			}
 			cursor = page[len(page)-1].ID
 		}
-		want := append(slices.Clone(ids[:20]), side)
+		want := append(slices.Clone(line[:20]), side)
 		slices.Reverse(want)
 		if !slices.Equal(got, want) {
 			t.Fatalf("limit %d: points: got %d %v, want the 21 of the head's line, newest first", limit, len(got), got)

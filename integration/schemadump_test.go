@@ -385,7 +385,10 @@ SELECT c.oid, c.oid::regclass::text, c.relpersistence = 'p', coalesce(array_to_s
        c.relreplident::text, CASE c.relkind WHEN 'v' THEN pg_get_viewdef(c.oid) ELSE '' END
 FROM pg_class c
 WHERE c.relnamespace = $1 AND c.relkind = $2 AND NOT (c.relkind = 'r' AND c.relname = $3)
-ORDER BY c.relname COLLATE "C"`, d.ns, kind, schema.VersionTable)
+-- Views in the order they were made: a view reads only views made before
+-- it (one it reads cannot be dropped and made again without it), so each
+-- is written after them. Other relations by name.
+ORDER BY CASE WHEN c.relkind = 'v' THEN c.oid::bigint END, c.relname COLLATE "C"`, d.ns, kind, schema.VersionTable)
 	if err != nil {
 		return nil, err
 	}

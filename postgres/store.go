@@ -298,6 +298,15 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, erro
 	return pgCheckpoint(db.CheckpointGetHeadRow(row))
 }
 
+// HeadID implements engine.Store.
+func (s *Store) HeadID(ctx context.Context, threadID, namespace string) (uuid.UUID, error) {
+	id, err := s.q.CheckpointHeadID(ctx, db.CheckpointHeadIDParams{ThreadID: threadID, Namespace: namespace})
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("head of thread %q namespace %q: %w", threadID, namespace, storeError(err))
+	}
+	return id, nil
+}
+
 // Head implements engine.Store.
 func (s *Store) Head(ctx context.Context, threadID, namespace string) (*engine.Checkpoint, error) {
 	row, err := s.q.CheckpointGetHead(ctx, db.CheckpointGetHeadParams{ThreadID: threadID, Namespace: namespace})

@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 21 has it:
+-- The pgcheckpoint schema as a database migrated to version 23 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/) make the schema and are its
@@ -601,7 +601,7 @@ COMMENT ON FUNCTION pgcheckpoint.checkpoint_last_message(uuid) IS 'The last mess
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_lineage(p_checkpoint_id uuid, p_max_depth integer DEFAULT NULL::integer)
  RETURNS TABLE(depth integer, thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, metadata jsonb, next_node text, size_bytes bigint)
  LANGUAGE sql
- STABLE
+ STABLE ROWS 100
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     WITH RECURSIVE walk AS (
@@ -1629,28 +1629,19 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head_seq(p_thread_id text, p_name
  SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
-    v_rewound_to uuid;
-    v_seq        bigint;
+    v_seq bigint;
 BEGIN
-    SELECT t.rewound_to INTO v_rewound_to
-    FROM pgcheckpoint.tenant_threads t
-    WHERE t.thread_id = p_thread_id AND t.namespace = p_namespace;
-    IF v_rewound_to IS NOT NULL THEN
-        -- By id alone (see checkpoint_put), then checked.
-        SELECT CASE WHEN c.thread_id = p_thread_id AND c.namespace = p_namespace THEN c.seq END
-          INTO v_seq
+    SELECT h.seq INTO v_seq
+    FROM pgcheckpoint.tenant_thread_heads h
+    WHERE h.thread_id = p_thread_id AND h.namespace = p_namespace;
+    IF NOT FOUND THEN
+        -- Checkpoints without their thread row (a bulk load): the newest.
+        SELECT c.seq INTO v_seq
         FROM pgcheckpoint.tenant_checkpoints c
-        WHERE c.checkpoint_id = v_rewound_to
+        WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
+        ORDER BY c.seq DESC
         LIMIT 1;
-        IF v_seq IS NOT NULL THEN
-            RETURN v_seq;
-        END IF;
     END IF;
-    SELECT c.seq INTO v_seq
-    FROM pgcheckpoint.tenant_checkpoints c
-    WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
-    ORDER BY c.seq DESC
-    LIMIT 1;
     RETURN v_seq;
 END;
 $function$;
@@ -1869,26 +1860,6 @@ CREATE VIEW pgcheckpoint.checkpoint_info WITH (security_invoker=true) AS
    FROM pgcheckpoint.checkpoints c;
 COMMENT ON VIEW pgcheckpoint.checkpoint_info IS 'Each checkpoint without its content (messages, state, tool results and delta columns): what listings show. Summary and metadata are in stored form (U+0000 kept as an escape, see the engine docs).';
 
-CREATE VIEW pgcheckpoint.tenant_checkpoint_info WITH (security_invoker=true) AS
- SELECT c.thread_id,
-    c.namespace,
-    c.seq,
-    c.checkpoint_id,
-    c.parent_checkpoint_id,
-    c.merge_parent_id,
-    c.step,
-    c.created_at,
-    c.trigger,
-    c.tags,
-    c.summary,
-    c.metadata,
-    c.format,
-    c.next_node,
-    c.size_bytes
-   FROM pgcheckpoint.checkpoints c
-  WHERE (c.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_checkpoint_info IS 'checkpoint_info of the session''s tenant alone (as tenant_checkpoints): what the store''s listings read.';
-
 CREATE VIEW pgcheckpoint.tenant_checkpoints WITH (security_invoker=true, check_option=local) AS
  SELECT checkpoints.thread_id,
     checkpoints.namespace,
@@ -1922,18 +1893,6 @@ CREATE VIEW pgcheckpoint.tenant_checkpoints WITH (security_invoker=true, check_o
   WHERE (checkpoints.tenant_id = pgcheckpoint.current_tenant());
 COMMENT ON VIEW pgcheckpoint.tenant_checkpoints IS 'The checkpoints of the session''s tenant (pgcheckpoint.current_tenant()); none with no tenant set, whatever the role (a superuser''s too). Every SQL function and every statement of the store reads and writes checkpoints through it; a row written through it must be of the tenant (CHECK OPTION).';
 
-CREATE VIEW pgcheckpoint.tenant_data_keys WITH (security_invoker=true, check_option=local) AS
- SELECT data_keys.tenant_id,
-    data_keys.thread_id,
-    data_keys.kek_id,
-    data_keys.wrapped_key,
-    data_keys.created_at,
-    data_keys.rewrapped_at,
-    data_keys.shredded_at
-   FROM pgcheckpoint.data_keys
-  WHERE (data_keys.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_data_keys IS 'The data keys of the session''s tenant (see tenant_checkpoints).';
-
 CREATE VIEW pgcheckpoint.tenant_pending_writes WITH (security_invoker=true, check_option=local) AS
  SELECT pending_writes.thread_id,
     pending_writes.namespace,
@@ -1948,14 +1907,6 @@ CREATE VIEW pgcheckpoint.tenant_pending_writes WITH (security_invoker=true, chec
    FROM pgcheckpoint.pending_writes
   WHERE (pending_writes.tenant_id = pgcheckpoint.current_tenant());
 COMMENT ON VIEW pgcheckpoint.tenant_pending_writes IS 'The pending writes of the session''s tenant (see tenant_checkpoints).';
-
-CREATE VIEW pgcheckpoint.tenant_thread_locks WITH (security_invoker=true, check_option=local) AS
- SELECT thread_locks.thread_id,
-    thread_locks.taken,
-    thread_locks.tenant_id
-   FROM pgcheckpoint.thread_locks
-  WHERE (thread_locks.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_thread_locks IS 'The thread locks of the session''s tenant (see tenant_checkpoints).';
 
 CREATE VIEW pgcheckpoint.tenant_threads WITH (security_invoker=true, check_option=local) AS
  SELECT threads.thread_id,
@@ -1973,6 +1924,78 @@ CREATE VIEW pgcheckpoint.tenant_threads WITH (security_invoker=true, check_optio
    FROM pgcheckpoint.threads
   WHERE (threads.tenant_id = pgcheckpoint.current_tenant());
 COMMENT ON VIEW pgcheckpoint.tenant_threads IS 'The threads of the session''s tenant (see tenant_checkpoints).';
+
+CREATE VIEW pgcheckpoint.tenant_thread_locks WITH (security_invoker=true, check_option=local) AS
+ SELECT thread_locks.thread_id,
+    thread_locks.taken,
+    thread_locks.tenant_id
+   FROM pgcheckpoint.thread_locks
+  WHERE (thread_locks.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_thread_locks IS 'The thread locks of the session''s tenant (see tenant_checkpoints).';
+
+CREATE VIEW pgcheckpoint.tenant_data_keys WITH (security_invoker=true, check_option=local) AS
+ SELECT data_keys.tenant_id,
+    data_keys.thread_id,
+    data_keys.kek_id,
+    data_keys.wrapped_key,
+    data_keys.created_at,
+    data_keys.rewrapped_at,
+    data_keys.shredded_at
+   FROM pgcheckpoint.data_keys
+  WHERE (data_keys.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_data_keys IS 'The data keys of the session''s tenant (see tenant_checkpoints).';
+
+CREATE VIEW pgcheckpoint.tenant_checkpoint_info WITH (security_invoker=true) AS
+ SELECT c.thread_id,
+    c.namespace,
+    c.seq,
+    c.checkpoint_id,
+    c.parent_checkpoint_id,
+    c.merge_parent_id,
+    c.step,
+    c.created_at,
+    c.trigger,
+    c.tags,
+    c.summary,
+    c.metadata,
+    c.format,
+    c.next_node,
+    c.size_bytes
+   FROM pgcheckpoint.checkpoints c
+  WHERE (c.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_checkpoint_info IS 'checkpoint_info of the session''s tenant alone (as tenant_checkpoints): what the store''s listings read.';
+
+CREATE VIEW pgcheckpoint.tenant_thread_heads WITH (security_invoker=true) AS
+ SELECT t.thread_id,
+    t.namespace,
+    t.metadata,
+    t.created_at,
+    h.seq,
+    h.checkpoint_id AS head_checkpoint_id,
+    h.step AS head_step,
+    h.summary AS head_summary,
+    h.created_at AS head_created_at
+   FROM (pgcheckpoint.tenant_threads t
+     LEFT JOIN LATERAL (( SELECT c.seq,
+            c.checkpoint_id,
+            c.step,
+            c.summary,
+            c.created_at
+           FROM pgcheckpoint.tenant_checkpoints c
+          WHERE ((c.checkpoint_id = t.rewound_to) AND (c.thread_id = t.thread_id) AND (c.namespace = t.namespace))
+         LIMIT 1)
+        UNION ALL
+        ( SELECT c.seq,
+            c.checkpoint_id,
+            c.step,
+            c.summary,
+            c.created_at
+           FROM pgcheckpoint.tenant_checkpoints c
+          WHERE ((c.thread_id = t.thread_id) AND (c.namespace = t.namespace))
+          ORDER BY c.seq DESC
+         LIMIT 1)
+ LIMIT 1) h ON (true));
+COMMENT ON VIEW pgcheckpoint.tenant_thread_heads IS 'Each thread and namespace of the session''s tenant (its metadata and creation time) with its head (seq, id, step, summary, creation time): the rewound-to checkpoint when the thread was rewound since its last write (and it is one of the thread and namespace), else the newest; NULLs when there is no checkpoint. thread_head_seq and the thread listing read it.';
 
 -- Row-level security, and defaults that call the functions
 

@@ -38,12 +38,9 @@ func chunks[T any](ids []T, fn func([]T) error) error {
 // thread rewound to a deleted checkpoint is no longer rewound. It returns
 // how many it deleted; unknown ids are skipped.
 func deleteCheckpoints(ctx context.Context, q *queries, ids []uuid.UUID) (int64, error) {
-	type place struct{ thread, namespace string }
-	doomed := map[uuid.UUID]bool{}
-	groups := map[place][]uuid.UUID{}
-	var order []place
+	var d doomedSet
 	for _, id := range ids {
-		if doomed[id] {
+		if d.doomed[id] {
 			continue
 		}
 		l, err := q.CheckpointLinkByID(ctx, id)
@@ -52,13 +49,42 @@ func deleteCheckpoints(ctx context.Context, q *queries, ids []uuid.UUID) (int64,
 		} else if err != nil {
 			return 0, dbError("read a checkpoint to delete", err)
 		}
-		doomed[id] = true
-		k := place{l.ThreadID, l.Namespace}
-		if groups[k] == nil {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], id)
+		d.add(l.ThreadID, l.Namespace, id)
 	}
+	return d.delete(ctx, q)
+}
+
+// doomedSet is what deleteCheckpoints deletes: ids grouped by thread and
+// namespace, in the order first seen. A caller that has just read the
+// rows (retention) fills it without looking each id up again.
+type doomedSet struct {
+	doomed map[uuid.UUID]bool
+	groups map[threadNamespace][]uuid.UUID
+	order  []threadNamespace
+}
+
+type threadNamespace struct{ thread, namespace string }
+
+// add puts checkpoint id, of thread and namespace, in the set.
+func (d *doomedSet) add(thread, namespace string, id uuid.UUID) {
+	if d.doomed == nil {
+		d.doomed, d.groups = map[uuid.UUID]bool{}, map[threadNamespace][]uuid.UUID{}
+	}
+	if d.doomed[id] {
+		return
+	}
+	d.doomed[id] = true
+	k := threadNamespace{thread, namespace}
+	if d.groups[k] == nil {
+		d.order = append(d.order, k)
+	}
+	d.groups[k] = append(d.groups[k], id)
+}
+
+// delete is deleteCheckpoints of the set: its kept deltas rebased, its
+// rewinds cleared, its rows deleted.
+func (d *doomedSet) delete(ctx context.Context, q *queries) (int64, error) {
+	doomed, groups, order := d.doomed, d.groups, d.order
 	if len(doomed) == 0 {
 		return 0, nil
 	}
@@ -103,23 +129,24 @@ func deleteCheckpoints(ctx context.Context, q *queries, ids []uuid.UUID) (int64,
 			return 0, dbError("rebase a delta", err)
 		}
 	}
-	all := make([]uuid.UUID, 0, len(doomed))
-	for _, k := range order {
-		all = append(all, groups[k]...)
-	}
 	var n int64
-	err := chunks(all, func(part []uuid.UUID) error {
-		if err := q.ThreadClearRewoundTo(ctx, nullIDs(part)); err != nil {
-			return dbError("un-rewind threads", err)
-		}
-		k, err := q.CheckpointDeleteMany(ctx, part)
+	for _, k := range order {
+		err := chunks(groups[k], func(part []uuid.UUID) error {
+			if err := q.ThreadClearRewoundTo(ctx, k.thread, k.namespace, nullIDs(part)); err != nil {
+				return dbError("un-rewind threads", err)
+			}
+			d, err := q.CheckpointDeleteMany(ctx, part)
+			if err != nil {
+				return dbError("delete checkpoints", err)
+			}
+			n += d
+			return nil
+		})
 		if err != nil {
-			return dbError("delete checkpoints", err)
+			return n, err
 		}
-		n += k
-		return nil
-	})
-	return n, err
+	}
+	return n, nil
 }
 
 func nullIDs(ids []uuid.UUID) []uuid.NullUUID {

@@ -42,7 +42,7 @@ func applyPolicy(ctx context.Context, q *queries, threadID string, p engine.Poli
 	}
 	cutoff := now.Add(-p.Age()).UnixMicro()
 	var doomed []engine.Deleted
-	var ids []uuid.UUID
+	var set doomedSet // the rows just read: no id looked up again
 	for start := 0; start < len(rows); {
 		end := start
 		for end < len(rows) && rows[end].Namespace == rows[start].Namespace {
@@ -71,14 +71,14 @@ func applyPolicy(ctx context.Context, q *queries, threadID string, p engine.Poli
 				continue
 			}
 			doomed = append(doomed, engine.Deleted{ThreadID: threadID, Namespace: r.Namespace, ID: r.CheckpointID, Step: r.Step})
-			ids = append(ids, r.CheckpointID)
+			set.add(threadID, r.Namespace, r.CheckpointID)
 		}
 		start = end
 	}
-	if len(ids) == 0 {
+	if len(doomed) == 0 {
 		return nil, nil
 	}
-	if _, err := deleteCheckpoints(ctx, q, ids); err != nil {
+	if _, err := set.delete(ctx, q); err != nil {
 		return nil, err
 	}
 	return doomed, nil

@@ -158,8 +158,8 @@ func (q *queries) ThreadClearExpiry(ctx context.Context, threadID string) error 
 	return q.db.ThreadClearExpiry(ctx, sqlitedb.ThreadClearExpiryParams{TenantID: q.tenant, ThreadID: threadID})
 }
 
-func (q *queries) ThreadClearRewoundTo(ctx context.Context, ids []uuid.NullUUID) error {
-	return q.db.ThreadClearRewoundTo(ctx, sqlitedb.ThreadClearRewoundToParams{TenantID: q.tenant, Ids: ids})
+func (q *queries) ThreadClearRewoundTo(ctx context.Context, threadID, namespace string, ids []uuid.NullUUID) error {
+	return q.db.ThreadClearRewoundTo(ctx, sqlitedb.ThreadClearRewoundToParams{TenantID: q.tenant, ThreadID: threadID, Namespace: namespace, Ids: ids})
 }
 
 func (q *queries) ThreadDelete(ctx context.Context, threadID string) error {

@@ -214,8 +214,7 @@ func TestQueriesSearchByTenantFirst(t *testing.T) {
 	// A search by tenant alone (or a range after it) is a tenant's
 	// listing: these queries list a tenant's threads, or its checkpoints
 	// with a run id.
-	byTenant := map[string]bool{"ThreadListHeads": true, "ThreadIDsAfter": true, "CheckpointListWithRunID": true,
-		"ThreadClearRewoundTo": true}
+	byTenant := map[string]bool{"ThreadListHeads": true, "ThreadIDsAfter": true, "CheckpointListWithRunID": true}
 	search := regexp.MustCompile(`^SEARCH \w+ USING (?:COVERING )?INDEX \w+ \(tenant_id=\?(?: AND (\w+)[=>])?`)
 	files, _ := filepath.Glob("queries/*.sql")
 	for _, f := range files {

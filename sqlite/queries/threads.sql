@@ -25,8 +25,11 @@ UPDATE threads SET rewound_to = @rewound_to
 WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace;
 
 -- name: ThreadClearRewoundTo :exec
--- Un-rewinds the threads rewound to one of ids (about to be deleted).
-UPDATE threads SET rewound_to = NULL WHERE tenant_id = @tenant_id AND rewound_to IN (sqlc.slice(ids));
+-- Un-rewinds a thread's namespace rewound to one of ids, its checkpoints
+-- about to be deleted: by the primary key (a rewind names a checkpoint of
+-- its own thread and namespace), not a scan of every thread.
+UPDATE threads SET rewound_to = NULL
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace AND rewound_to IN (sqlc.slice(ids));
 
 -- name: ThreadDelete :exec
 DELETE FROM threads WHERE tenant_id = @tenant_id AND thread_id = @thread_id;

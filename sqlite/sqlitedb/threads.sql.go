@@ -28,19 +28,26 @@ func (q *Queries) ThreadClearExpiry(ctx context.Context, arg ThreadClearExpiryPa
 }
 
 const ThreadClearRewoundTo = `-- name: ThreadClearRewoundTo :exec
-UPDATE threads SET rewound_to = NULL WHERE tenant_id = ?1 AND rewound_to IN (/*SLICE:ids*/?)
+UPDATE threads SET rewound_to = NULL
+WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3 AND rewound_to IN (/*SLICE:ids*/?)
 `
 
 type ThreadClearRewoundToParams struct {
-	TenantID string
-	Ids      []uuid.NullUUID
+	TenantID  string
+	ThreadID  string
+	Namespace string
+	Ids       []uuid.NullUUID
 }
 
-// Un-rewinds the threads rewound to one of ids (about to be deleted).
+// Un-rewinds a thread's namespace rewound to one of ids, its checkpoints
+// about to be deleted: by the primary key (a rewind names a checkpoint of
+// its own thread and namespace), not a scan of every thread.
 func (q *Queries) ThreadClearRewoundTo(ctx context.Context, arg ThreadClearRewoundToParams) error {
 	query := ThreadClearRewoundTo
 	var queryParams []interface{}
 	queryParams = append(queryParams, arg.TenantID)
+	queryParams = append(queryParams, arg.ThreadID)
+	queryParams = append(queryParams, arg.Namespace)
 	if len(arg.Ids) > 0 {
 		for _, v := range arg.Ids {
 			queryParams = append(queryParams, v)
