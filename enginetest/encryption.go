@@ -325,27 +325,34 @@ func testDumpHoldsNoPlaintext(t *testing.T, e *cryptEnv) {
 // (base64, nonce, tag, origin). Both read back.
 func testCompressedByDefault(t *testing.T, e *cryptEnv) {
 	var db *sql.DB
+	// A long message (DEFLATE) and a short state value (an S2 block).
 	long := mustJSON([]string{strings.Repeat("the agent reads the tool result and answers. ", 50)})
+	short := mustJSON(map[string]string{"plan": strings.Repeat("search, ", 10)})
+	stored := map[bool][2]int{}
 	for _, c := range []struct {
 		thread     string
 		noCompress bool
 	}{{"compressed", false}, {"uncompressed", true}} {
 		eng := e.open(nil, engine.Config{Encryption: engine.Encryption{NoCompress: c.noCompress}})
-		res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: c.thread, Messages: long})
+		res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: c.thread, Messages: long, State: short})
 		if db == nil {
 			db = e.h.SQL(t, e.url) // once the engine has migrated the database
 		}
-		var stored string
-		if err := db.QueryRowContext(e.ctx, "SELECT messages FROM checkpoints WHERE checkpoint_id = $1", res.ID.String()).Scan(&stored); err != nil {
+		var messages, state string
+		if err := db.QueryRowContext(e.ctx, "SELECT messages, state FROM checkpoints WHERE checkpoint_id = $1", res.ID.String()).Scan(&messages, &state); err != nil {
 			t.Fatal(err)
 		}
-		if shorter := len(stored) < len(long); shorter == c.noCompress {
-			t.Errorf("%s: %d bytes stored for %d of plaintext", c.thread, len(stored), len(long))
+		if shorter := len(messages) < len(long); shorter == c.noCompress {
+			t.Errorf("%s: %d bytes of messages stored for %d of plaintext", c.thread, len(messages), len(long))
 		}
+		stored[c.noCompress] = [2]int{len(messages), len(state)}
 		got, err := eng.Get(e.ctx, res.ID)
-		if err != nil || !sameJSON(got.Messages, long) {
+		if err != nil || !sameJSON(got.Messages, long) || !sameJSON(got.State, short) {
 			t.Fatalf("%s: read back %v", c.thread, err)
 		}
+	}
+	if stored[false][1] >= stored[true][1] {
+		t.Errorf("a short state value stored in %d bytes compressed, %d with NoCompress", stored[false][1], stored[true][1])
 	}
 }
 
