@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -518,6 +519,7 @@ func testTamperingFailsClosed(t *testing.T, e *cryptEnv) {
 			st["a"] = "planted"
 			return string(mustJSON(st))
 		}},
+		{"a plaintext tool result", "tool_results", a2, func(string) string { return `{"a":"planted"}` }},
 	} {
 		orig := column(tc.col, tc.id)
 		set(tc.col, tc.id, tc.value(orig))
@@ -545,6 +547,11 @@ func testTamperingFailsClosed(t *testing.T, e *cryptEnv) {
 		t.Fatal(err)
 	}
 	check("a pending write moved", a2)
+	// A plaintext pending write.
+	if _, err := db.ExecContext(e.ctx, `UPDATE pending_writes SET value = $1 WHERE checkpoint_id = $2`, `"planted"`, a3.String()); err != nil {
+		t.Fatal(err)
+	}
+	check("a plaintext pending write", a3)
 	// A thread's wrapped key copied over another's.
 	if _, err := db.ExecContext(e.ctx, `UPDATE data_keys SET wrapped_key = (SELECT wrapped_key FROM data_keys WHERE thread_id = 'a')
 		WHERE thread_id = 'b'`); err != nil {
@@ -610,10 +617,33 @@ func testRewrap(t *testing.T, e *cryptEnv) {
 			Messages: json.RawMessage(fmt.Sprintf(`[{"n":%d}]`, i))})
 		ids = append(ids, res.ID)
 	}
+	db := e.h.SQL(t, e.url)
+	content := func() (out []string) {
+		rows, err := db.QueryContext(e.ctx, "SELECT checkpoint_id, messages, state, tool_results FROM checkpoints ORDER BY checkpoint_id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, m, s, tr string
+			if err := rows.Scan(&id, &m, &s, &tr); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, id+m+s+tr)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := content()
 	rot := e.open(parse(newText+"\n"+oldText), engine.Config{})
 	r, err := rot.RewrapKeys(e.ctx)
 	if err != nil || r.Rewrapped != 3 {
 		t.Fatalf("rewrap: %+v, %v; want 3 keys", r, err)
+	}
+	if after := content(); !slices.Equal(before, after) || len(after) != len(ids) {
+		t.Fatalf("rewrap rewrote content: %d rows before, %d after", len(before), len(after))
 	}
 	onlyNew := e.open(parse(newText), engine.Config{})
 	onlyOld := e.open(parse(oldText), engine.Config{})
