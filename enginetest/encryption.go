@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -50,6 +51,7 @@ var encryptionTests = []struct {
 	{name: "RewrapKeepsEverythingReadable", fn: testRewrap},
 	{name: "ExportsCarryCiphertextAndWrappedKeys", fn: testEncryptedExport},
 	{name: "ShreddingErasesOneThread", fn: testShredding},
+	{name: "ShreddingWithHeldKeysReachesBackups", fn: testShreddingReachesBackups},
 	{name: "TenantsKeepTheirKeys", fn: testTenantsKeepTheirKeys, tenant: true},
 	{name: "CopyOfAnEncryptedThreadReadsBackUnderItsOwnKey", fn: testEncryptedCopy},
 	{name: "CopyOfAnEncryptedThreadStaysInItsTenant", fn: testEncryptedCopyInTenant, tenant: true},
@@ -690,6 +692,95 @@ func testShredding(t *testing.T, e *cryptEnv) {
 			t.Errorf("the dump holds %q", m)
 		}
 	}
+}
+
+// A backup of the key rows taken before ShredThread, put back after it,
+// reads the thread again when the database held the wrapped data key
+// (LocalKeys), and does not with a KeyShredder (HeldKeys), which held the
+// key itself and destroyed it; other threads read either way. A rotation
+// under HeldKeys leaves no second copy of a key with the provider.
+func testShreddingReachesBackups(t *testing.T, e *cryptEnv) {
+	e.open(nil, engine.Config{}) // migrates the database
+	db := e.h.SQL(t, e.url)
+	type row struct {
+		kek     string
+		wrapped []byte
+	}
+	backup := func(thread string) row {
+		var r row
+		if err := db.QueryRowContext(e.ctx, "SELECT kek_id, wrapped_key FROM data_keys WHERE thread_id = $1", thread).Scan(&r.kek, &r.wrapped); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	restore := func(thread string, r row) {
+		if _, err := db.ExecContext(e.ctx, "UPDATE data_keys SET kek_id = $1, wrapped_key = $2, shredded_at = NULL WHERE thread_id = $3", r.kek, r.wrapped, thread); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	kek := engine.NewKeyText("held")
+	parse := func(s string) *engine.LocalKeys {
+		k, err := engine.ParseLocalKeys(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	held := &engine.HeldKeys{Dir: dir, KEKs: parse(kek)}
+	for _, c := range []struct {
+		name     string
+		keys     engine.KeyProvider
+		readable bool // after the backup is put back
+	}{{"local", e.keys, true}, {"held", held, false}} {
+		eng := e.open(c.keys, engine.Config{})
+		gone := e.writeMarkers(eng, c.name+"-erased")
+		kept := e.writeMarkers(eng, c.name+"-kept")
+		saved := backup(c.name + "-erased")
+		if had, err := eng.ShredThread(e.ctx, c.name+"-erased"); err != nil || !had {
+			t.Fatalf("%s: shred: %v, %v", c.name, had, err)
+		}
+		restore(c.name+"-erased", saved)
+		fresh := e.open(c.keys, engine.Config{})
+		got, err := fresh.Latest(e.ctx, c.name+"-erased")
+		if c.readable {
+			if err != nil || !bytes.Contains(got.Messages, []byte(gone[1])) {
+				t.Fatalf("%s: a backup put back: %v (the database held the wrapped key: it reads)", c.name, err)
+			}
+		} else {
+			refused(t, c.name+": a backup put back", got, err, gone...)
+		}
+		if head, err := fresh.Latest(e.ctx, c.name+"-kept"); err != nil || !bytes.Contains(head.Messages, []byte(kept[1])) {
+			t.Fatalf("%s: the other thread: %v", c.name, err)
+		}
+	}
+	// A rotation: the new wrapping replaces the old file, and a backup of
+	// the row from before it no longer unwraps.
+	files := func() int {
+		list, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	// The other threads' rows would not unwrap under the rotated provider.
+	if _, err := db.ExecContext(e.ctx, "DELETE FROM data_keys WHERE thread_id <> 'held-kept'"); err != nil {
+		t.Fatal(err)
+	}
+	before, saved := files(), backup("held-kept")
+	rotated := &engine.HeldKeys{Dir: dir, KEKs: parse(engine.NewKeyText("held2") + "\n" + kek)}
+	if r, err := e.open(rotated, engine.Config{}).RewrapKeys(e.ctx); err != nil || r.Rewrapped != 1 {
+		t.Fatalf("rewrap: %+v, %v", r, err)
+	}
+	if n := files(); n != before {
+		t.Fatalf("%d key files after the rotation, %d before", n, before)
+	}
+	if _, err := e.open(rotated, engine.Config{}).Latest(e.ctx, "held-kept"); err != nil {
+		t.Fatalf("after the rotation: %v", err)
+	}
+	restore("held-kept", saved)
+	got, err := e.open(rotated, engine.Config{}).Latest(e.ctx, "held-kept")
+	refused(t, "a backup from before the rotation", got, err)
 }
 
 // The digests that drive delta storage are keyed per thread: the same
