@@ -599,6 +599,15 @@ func testWrongKeysFailClosed(t *testing.T, e *cryptEnv) {
 	plain := e.plain(engine.Config{})
 	c, err = plain.Get(e.ctx, head.ID)
 	refused(t, "no encryption configured", c, err, markers...)
+	// A plaintext checkpoint written into the thread by an Engine that
+	// does not encrypt (a misconfigured process) is refused when read.
+	res, err := plain.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "secret", Messages: json.RawMessage(`["planted"]`),
+		State: json.RawMessage(`{"k":"planted"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = eng.Get(e.ctx, res.ID)
+	refused(t, "a plaintext checkpoint in an encrypted thread", c, err)
 }
 
 // RewrapKeys puts every data key under the new key-encryption key, and
