@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/klauspost/compress/s2"
 
 	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
@@ -56,11 +57,13 @@ type Encryption struct {
 	// key stays plaintext and filterable.
 	MetadataKeys []string
 	// NoCompress turns off the compression of values before they are
-	// encrypted. By default a value of 128 bytes or more is compressed
-	// (DEFLATE, on its own) when that makes it smaller: a ciphertext does
-	// not compress, so without it an encrypted thread loses what the
+	// encrypted. By default a value of 32 bytes or more is compressed, on
+	// its own, when that makes it smaller (an S2 block below 1 KiB, which
+	// costs a fraction of a µs each way; DEFLATE from 1 KiB): a ciphertext
+	// does not compress, so without it an encrypted thread loses what the
 	// stores' compression saves (1.7x the storage of an unencrypted thread
-	// in docs/performance.md's 1,000-step benchmark, against 1.1x compressed).
+	// in docs/performance.md's 1,000-step benchmark, against 1.1x
+	// compressed), and writes several times the bytes to the WAL.
 	// The cost is a side channel: a compressed value's length depends on
 	// how much of its text repeats. Whoever can see the sizes of stored
 	// values (not the keys) and can also put text into the same value as
@@ -136,7 +139,14 @@ type dataKey struct {
 const (
 	encodingRaw   = 0
 	encodingFlate = 1
-	compressMin   = 128 // smaller values: the decompressor's setup (a few µs) costs more than it saves
+	encodingS2    = 2
+	// s2Min: from here a value is compressed as an S2 block (no setup, a
+	// fraction of a µs each way); smaller ones save too little.
+	s2Min = 32
+	// flateMin: from here DEFLATE, which compresses text further than S2
+	// but costs a few µs per value to read (its decoder's tables) and
+	// to write (its encoder's reset).
+	flateMin = 1024
 )
 
 var flateWriters = sync.Pool{New: func() any {
@@ -184,7 +194,15 @@ func inflate(dst, src []byte) ([]byte, error) {
 
 // encode appends a value's plaintext as it is encrypted to dst.
 func (k *dataKey) encode(dst, value []byte) []byte {
-	if k.compress && len(value) >= compressMin {
+	if k.compress && len(value) >= s2Min && len(value) < flateMin {
+		n := s2.MaxEncodedLen(len(value))
+		dst = slices.Grow(dst, 1+n)
+		if out := s2.Encode(dst[len(dst)+1:len(dst)+1+n], value); len(out) < len(value) {
+			dst = append(dst, encodingS2)
+			return dst[:len(dst)+len(out)]
+		}
+	}
+	if k.compress && len(value) >= flateMin {
 		buf := bytes.NewBuffer(dst)
 		buf.Grow(len(value)/2 + 16)
 		buf.WriteByte(encodingFlate)
@@ -210,6 +228,13 @@ func decode(dst []byte, what func() string, body []byte) ([]byte, error) {
 	case len(body) > 0 && body[0] == encodingFlate:
 		if out, err := inflate(dst, body[1:]); err == nil {
 			return out, nil
+		}
+	case len(body) > 0 && body[0] == encodingS2:
+		if n, err := s2.DecodedLen(body[1:]); err == nil {
+			dst = slices.Grow(dst, n)
+			if out, err := s2.Decode(dst[len(dst):len(dst)+n], body[1:]); err == nil && len(out) == n {
+				return dst[:len(dst)+n], nil
+			}
 		}
 	}
 	return nil, fmt.Errorf("%w: %s: an unknown encoding inside the ciphertext", ErrEncrypted, what())

@@ -591,6 +591,17 @@ func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 			if ok {
 				r.Rewrapped++
 			}
+			if sh, held := e.crypt.keys.(KeyShredder); held {
+				// The wrapping no row holds any longer: the old one, or
+				// ours when another writer changed the row first.
+				unused := WrappedKey{KEKID: w.KEKID, Wrapped: w.Wrapped}
+				if !ok {
+					unused = WrappedKey{KEKID: kek, Wrapped: wrapped}
+				}
+				if err := sh.ShredKey(ctx, unused.KEKID, unused.Wrapped, ad); err != nil {
+					return r, fmt.Errorf("rewrap keys: thread %q: shred the replaced key: %w", w.ThreadID, err)
+				}
+			}
 		}
 	}
 }
@@ -603,10 +614,12 @@ func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 // until deleted (DeleteThreads). A backup of the database taken before
 // the shredding still holds the wrapped key: whoever holds that backup and
 // the key-encryption key can read the thread. To make shredding reach
-// backups, keep data keys out of the database's backups: a KeyProvider
-// that stores each data key itself and returns a reference as the wrapped
-// key, deleting it on request, or destroy the KEK that wrapped the key in
-// every backup. Other processes may use a key they unwrapped for up to
+// backups, keep data keys out of the database's backups: a KeyShredder
+// (HeldKeys, or one over a KMS) holds each data key itself, the database
+// only a reference, and ShredThread has it destroy the key first; or
+// destroy the KEK that wrapped the key in every backup. (A RewrapKeys
+// running at the same moment can leave the key it wrapped with the
+// provider.) Other processes may use a key they unwrapped for up to
 // Encryption.KeyCacheTTL. It reports whether the thread had a key.
 // Errors: ErrInvalidInput for an Engine that does not encrypt or a bad
 // thread id.
@@ -620,6 +633,19 @@ func (e *Engine) ShredThread(ctx context.Context, threadID string) (_ bool, err 
 		return false, fmt.Errorf("shred thread: %w", err)
 	}
 	e.crypt.forget(e.Tenant(), threadID)
+	if sh, held := e.crypt.keys.(KeyShredder); held {
+		// The provider's copy first: should the row's shredding fail, the
+		// content is still erased, and a retry finds the row to shred.
+		w, err := e.store.DataKey(ctx, threadID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return false, fmt.Errorf("shred thread %q: %w", threadID, err)
+		}
+		if err == nil && w.Wrapped != nil {
+			if err := sh.ShredKey(ctx, w.KEKID, w.Wrapped, wrapAD(e.Tenant(), threadID)); err != nil {
+				return false, fmt.Errorf("shred thread %q: %w: the key provider did not shred the data key: %v", threadID, ErrEncrypted, err)
+			}
+		}
+	}
 	had, err := e.store.ShredDataKey(ctx, threadID)
 	e.crypt.forget(e.Tenant(), threadID)
 	if err != nil {

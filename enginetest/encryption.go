@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,6 +51,7 @@ var encryptionTests = []struct {
 	{name: "RewrapKeepsEverythingReadable", fn: testRewrap},
 	{name: "ExportsCarryCiphertextAndWrappedKeys", fn: testEncryptedExport},
 	{name: "ShreddingErasesOneThread", fn: testShredding},
+	{name: "ShreddingWithHeldKeysReachesBackups", fn: testShreddingReachesBackups},
 	{name: "TenantsKeepTheirKeys", fn: testTenantsKeepTheirKeys, tenant: true},
 	{name: "CopyOfAnEncryptedThreadReadsBackUnderItsOwnKey", fn: testEncryptedCopy},
 	{name: "CopyOfAnEncryptedThreadStaysInItsTenant", fn: testEncryptedCopyInTenant, tenant: true},
@@ -325,27 +328,34 @@ func testDumpHoldsNoPlaintext(t *testing.T, e *cryptEnv) {
 // (base64, nonce, tag, origin). Both read back.
 func testCompressedByDefault(t *testing.T, e *cryptEnv) {
 	var db *sql.DB
+	// A long message (DEFLATE) and a short state value (an S2 block).
 	long := mustJSON([]string{strings.Repeat("the agent reads the tool result and answers. ", 50)})
+	short := mustJSON(map[string]string{"plan": strings.Repeat("search, ", 10)})
+	stored := map[bool][2]int{}
 	for _, c := range []struct {
 		thread     string
 		noCompress bool
 	}{{"compressed", false}, {"uncompressed", true}} {
 		eng := e.open(nil, engine.Config{Encryption: engine.Encryption{NoCompress: c.noCompress}})
-		res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: c.thread, Messages: long})
+		res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: c.thread, Messages: long, State: short})
 		if db == nil {
 			db = e.h.SQL(t, e.url) // once the engine has migrated the database
 		}
-		var stored string
-		if err := db.QueryRowContext(e.ctx, "SELECT messages FROM checkpoints WHERE checkpoint_id = $1", res.ID.String()).Scan(&stored); err != nil {
+		var messages, state string
+		if err := db.QueryRowContext(e.ctx, "SELECT messages, state FROM checkpoints WHERE checkpoint_id = $1", res.ID.String()).Scan(&messages, &state); err != nil {
 			t.Fatal(err)
 		}
-		if shorter := len(stored) < len(long); shorter == c.noCompress {
-			t.Errorf("%s: %d bytes stored for %d of plaintext", c.thread, len(stored), len(long))
+		if shorter := len(messages) < len(long); shorter == c.noCompress {
+			t.Errorf("%s: %d bytes of messages stored for %d of plaintext", c.thread, len(messages), len(long))
 		}
+		stored[c.noCompress] = [2]int{len(messages), len(state)}
 		got, err := eng.Get(e.ctx, res.ID)
-		if err != nil || !sameJSON(got.Messages, long) {
+		if err != nil || !sameJSON(got.Messages, long) || !sameJSON(got.State, short) {
 			t.Fatalf("%s: read back %v", c.thread, err)
 		}
+	}
+	if stored[false][1] >= stored[true][1] {
+		t.Errorf("a short state value stored in %d bytes compressed, %d with NoCompress", stored[false][1], stored[true][1])
 	}
 }
 
@@ -511,6 +521,7 @@ func testTamperingFailsClosed(t *testing.T, e *cryptEnv) {
 			st["a"] = "planted"
 			return string(mustJSON(st))
 		}},
+		{"a plaintext tool result", "tool_results", a2, func(string) string { return `{"a":"planted"}` }},
 	} {
 		orig := column(tc.col, tc.id)
 		set(tc.col, tc.id, tc.value(orig))
@@ -538,6 +549,11 @@ func testTamperingFailsClosed(t *testing.T, e *cryptEnv) {
 		t.Fatal(err)
 	}
 	check("a pending write moved", a2)
+	// A plaintext pending write.
+	if _, err := db.ExecContext(e.ctx, `UPDATE pending_writes SET value = $1 WHERE checkpoint_id = $2`, `"planted"`, a3.String()); err != nil {
+		t.Fatal(err)
+	}
+	check("a plaintext pending write", a3)
 	// A thread's wrapped key copied over another's.
 	if _, err := db.ExecContext(e.ctx, `UPDATE data_keys SET wrapped_key = (SELECT wrapped_key FROM data_keys WHERE thread_id = 'a')
 		WHERE thread_id = 'b'`); err != nil {
@@ -583,6 +599,15 @@ func testWrongKeysFailClosed(t *testing.T, e *cryptEnv) {
 	plain := e.plain(engine.Config{})
 	c, err = plain.Get(e.ctx, head.ID)
 	refused(t, "no encryption configured", c, err, markers...)
+	// A plaintext checkpoint written into the thread by an Engine that
+	// does not encrypt (a misconfigured process) is refused when read.
+	res, err := plain.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "secret", Messages: json.RawMessage(`["planted"]`),
+		State: json.RawMessage(`{"k":"planted"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = eng.Get(e.ctx, res.ID)
+	refused(t, "a plaintext checkpoint in an encrypted thread", c, err)
 }
 
 // RewrapKeys puts every data key under the new key-encryption key, and
@@ -603,10 +628,33 @@ func testRewrap(t *testing.T, e *cryptEnv) {
 			Messages: json.RawMessage(fmt.Sprintf(`[{"n":%d}]`, i))})
 		ids = append(ids, res.ID)
 	}
+	db := e.h.SQL(t, e.url)
+	content := func() (out []string) {
+		rows, err := db.QueryContext(e.ctx, "SELECT checkpoint_id, messages, state, tool_results FROM checkpoints ORDER BY checkpoint_id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, m, s, tr string
+			if err := rows.Scan(&id, &m, &s, &tr); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, id+m+s+tr)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := content()
 	rot := e.open(parse(newText+"\n"+oldText), engine.Config{})
 	r, err := rot.RewrapKeys(e.ctx)
 	if err != nil || r.Rewrapped != 3 {
 		t.Fatalf("rewrap: %+v, %v; want 3 keys", r, err)
+	}
+	if after := content(); !slices.Equal(before, after) || len(after) != len(ids) {
+		t.Fatalf("rewrap rewrote content: %d rows before, %d after", len(before), len(after))
 	}
 	onlyNew := e.open(parse(newText), engine.Config{})
 	onlyOld := e.open(parse(oldText), engine.Config{})
@@ -653,6 +701,95 @@ func testShredding(t *testing.T, e *cryptEnv) {
 			t.Errorf("the dump holds %q", m)
 		}
 	}
+}
+
+// A backup of the key rows taken before ShredThread, put back after it,
+// reads the thread again when the database held the wrapped data key
+// (LocalKeys), and does not with a KeyShredder (HeldKeys), which held the
+// key itself and destroyed it; other threads read either way. A rotation
+// under HeldKeys leaves no second copy of a key with the provider.
+func testShreddingReachesBackups(t *testing.T, e *cryptEnv) {
+	e.open(nil, engine.Config{}) // migrates the database
+	db := e.h.SQL(t, e.url)
+	type row struct {
+		kek     string
+		wrapped []byte
+	}
+	backup := func(thread string) row {
+		var r row
+		if err := db.QueryRowContext(e.ctx, "SELECT kek_id, wrapped_key FROM data_keys WHERE thread_id = $1", thread).Scan(&r.kek, &r.wrapped); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	restore := func(thread string, r row) {
+		if _, err := db.ExecContext(e.ctx, "UPDATE data_keys SET kek_id = $1, wrapped_key = $2, shredded_at = NULL WHERE thread_id = $3", r.kek, r.wrapped, thread); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	kek := engine.NewKeyText("held")
+	parse := func(s string) *engine.LocalKeys {
+		k, err := engine.ParseLocalKeys(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	held := &engine.HeldKeys{Dir: dir, KEKs: parse(kek)}
+	for _, c := range []struct {
+		name     string
+		keys     engine.KeyProvider
+		readable bool // after the backup is put back
+	}{{"local", e.keys, true}, {"held", held, false}} {
+		eng := e.open(c.keys, engine.Config{})
+		gone := e.writeMarkers(eng, c.name+"-erased")
+		kept := e.writeMarkers(eng, c.name+"-kept")
+		saved := backup(c.name + "-erased")
+		if had, err := eng.ShredThread(e.ctx, c.name+"-erased"); err != nil || !had {
+			t.Fatalf("%s: shred: %v, %v", c.name, had, err)
+		}
+		restore(c.name+"-erased", saved)
+		fresh := e.open(c.keys, engine.Config{})
+		got, err := fresh.Latest(e.ctx, c.name+"-erased")
+		if c.readable {
+			if err != nil || !bytes.Contains(got.Messages, []byte(gone[1])) {
+				t.Fatalf("%s: a backup put back: %v (the database held the wrapped key: it reads)", c.name, err)
+			}
+		} else {
+			refused(t, c.name+": a backup put back", got, err, gone...)
+		}
+		if head, err := fresh.Latest(e.ctx, c.name+"-kept"); err != nil || !bytes.Contains(head.Messages, []byte(kept[1])) {
+			t.Fatalf("%s: the other thread: %v", c.name, err)
+		}
+	}
+	// A rotation: the new wrapping replaces the old file, and a backup of
+	// the row from before it no longer unwraps.
+	files := func() int {
+		list, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	// The other threads' rows would not unwrap under the rotated provider.
+	if _, err := db.ExecContext(e.ctx, "DELETE FROM data_keys WHERE thread_id <> 'held-kept'"); err != nil {
+		t.Fatal(err)
+	}
+	before, saved := files(), backup("held-kept")
+	rotated := &engine.HeldKeys{Dir: dir, KEKs: parse(engine.NewKeyText("held2") + "\n" + kek)}
+	if r, err := e.open(rotated, engine.Config{}).RewrapKeys(e.ctx); err != nil || r.Rewrapped != 1 {
+		t.Fatalf("rewrap: %+v, %v", r, err)
+	}
+	if n := files(); n != before {
+		t.Fatalf("%d key files after the rotation, %d before", n, before)
+	}
+	if _, err := e.open(rotated, engine.Config{}).Latest(e.ctx, "held-kept"); err != nil {
+		t.Fatalf("after the rotation: %v", err)
+	}
+	restore("held-kept", saved)
+	got, err := e.open(rotated, engine.Config{}).Latest(e.ctx, "held-kept")
+	refused(t, "a backup from before the rotation", got, err)
 }
 
 // The digests that drive delta storage are keyed per thread: the same

@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/url"
 	"os/exec"
+	"strings"
 	"testing"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx" driver
@@ -89,5 +92,87 @@ func TestEncryptionKeyMadeInARolledBackTransaction(t *testing.T) {
 	got, err := other.Get(ctx, res.ID)
 	if err != nil || string(got.Messages) != `["kept"]` {
 		t.Fatalf("another engine reads %v: %v", got, err)
+	}
+}
+
+// The SQL functions that rebuild a checkpoint from its deltas
+// (checkpoint_materialize for psql, checkpoint_materialize_json for the
+// engine) return an encrypted thread's structure: every message and every
+// top-level key of the state and tool results, each value a ciphertext of
+// its own and none in plaintext; the engine reads that back exactly.
+func TestEncryptedDeltasRebuiltBySQL(t *testing.T) {
+	d := pgtest.NewDB(t)
+	ctx := context.Background()
+	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{DeltaMinBytes: -1, Encryption: engine.Encryption{Keys: keys}})
+	var messages []string
+	state := map[string]string{"kept": "MARKER-kept-state"}
+	tools := map[string]string{}
+	var head engine.SnapshotResult
+	for i := range 5 {
+		messages = append(messages, fmt.Sprintf("MARKER-message-%d", i))
+		state[fmt.Sprintf("step%d", i)] = fmt.Sprintf("MARKER-state-%d", i)
+		tools[fmt.Sprintf("call%d", i%2)] = fmt.Sprintf("MARKER-tool-%d", i)
+		in := engine.SnapshotInput{ThreadID: "t"}
+		for v, p := range map[*json.RawMessage]any{&in.Messages: messages, &in.State: state, &in.ToolResults: tools} {
+			if *v, err = json.Marshal(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if head, err = eng.Snapshot(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := eng.Latest(ctx, "t")
+	if err != nil || got.Format != engine.StorageDelta {
+		t.Fatalf("head: %v (want a delta), %v", got, err)
+	}
+	// Values are ciphertexts: check the structure, not the values.
+	sealed := func(what string, v any) {
+		if s, ok := v.(string); !ok || !strings.HasPrefix(s, "$pgc1$") {
+			t.Errorf("%s: %v is not a ciphertext", what, v)
+		}
+	}
+	for fn, query := range map[string]string{
+		"checkpoint_materialize": "SELECT messages::text, state::text, tool_results::text FROM pgcheckpoint.checkpoint_materialize($1)",
+		"checkpoint_materialize_json": `SELECT convert_from(messages, 'UTF8'), convert_from(state, 'UTF8'), convert_from(tool_results, 'UTF8')
+			FROM pgcheckpoint.checkpoint_materialize_json($1)`,
+	} {
+		var m, s, tr []byte
+		if err := d.Pool.QueryRow(ctx, query, head.ID).Scan(&m, &s, &tr); err != nil {
+			t.Fatalf("%s: %v", fn, err)
+		}
+		if text := string(m) + string(s) + string(tr); strings.Contains(text, "MARKER") {
+			t.Errorf("%s returns plaintext: %s", fn, text)
+		}
+		var gotMessages []any
+		var gotState, gotTools map[string]any
+		for v, p := range map[*[]byte]any{&m: &gotMessages, &s: &gotState, &tr: &gotTools} {
+			if err := json.Unmarshal(*v, p); err != nil {
+				t.Fatalf("%s: %v", fn, err)
+			}
+		}
+		if len(gotMessages) != len(messages) {
+			t.Errorf("%s: %d messages, want %d", fn, len(gotMessages), len(messages))
+		}
+		for i, v := range gotMessages {
+			sealed(fmt.Sprintf("%s message %d", fn, i), v)
+		}
+		for name, pair := range map[string][2]any{"state": {gotState, state}, "tool results": {gotTools, tools}} {
+			got, want := pair[0].(map[string]any), pair[1].(map[string]string)
+			if len(got) != len(want) {
+				t.Errorf("%s: %s has %d keys, want %d", fn, name, len(got), len(want))
+			}
+			for k := range want {
+				sealed(fmt.Sprintf("%s %s key %q", fn, name, k), got[k])
+			}
+		}
+	}
+	var wantState map[string]string
+	if err := json.Unmarshal(got.State, &wantState); err != nil || !maps.Equal(wantState, state) || !strings.Contains(string(got.Messages), "MARKER-message-4") {
+		t.Fatalf("the engine reads back %s %s: %v", got.Messages, got.State, err)
 	}
 }

@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// KeyShredder is a KeyProvider that holds data keys itself (the database
+// keeps only a reference to each): ShredThread calls ShredKey before it
+// shreds the thread's key row, so that no copy of that row (a backup of
+// the database, a replica, an export) unwraps again, and RewrapKeys calls
+// it for the wrapping a rotation replaced. ShredKey must succeed for a key
+// it no longer holds.
+type KeyShredder interface {
+	KeyProvider
+	// ShredKey destroys what the provider holds for a data key that
+	// WrapKey returned as (kekID, wrapped) with aad.
+	ShredKey(ctx context.Context, kekID string, wrapped, aad []byte) error
+}
+
+// HeldKeys is a KeyShredder for development and tests, as LocalKeys is a
+// KeyProvider: each data key is kept in a file of its own in Dir,
+// wrapped there by KEKs, and the database's key row holds only the file's
+// random 16-byte reference. ShredThread deletes the file, so a backup of
+// the database taken before the shredding no longer reads the thread:
+// crypto-shredding that reaches backups, provided Dir itself is kept out
+// of the database's backups. A production provider does the same over a
+// KMS or Vault (a stored secret per data key, destroyed by ShredKey).
+type HeldKeys struct {
+	Dir  string      // where the keys are kept; made if missing
+	KEKs KeyProvider // wraps each key in its file (LocalKeys, a KMS)
+}
+
+const heldRefSize = 16
+
+// path is the file of a reference: its hex text, never stored text.
+func (h *HeldKeys) path(ref []byte) (string, error) {
+	if len(ref) != heldRefSize {
+		return "", fmt.Errorf("a held key reference of %d bytes; they are %d", len(ref), heldRefSize)
+	}
+	return filepath.Join(h.Dir, hex.EncodeToString(ref)), nil
+}
+
+// WrapKey implements KeyProvider: it wraps dataKey with KEKs, writes it
+// to a new file and returns the file's reference.
+func (h *HeldKeys) WrapKey(ctx context.Context, dataKey, aad []byte) (string, []byte, error) {
+	kek, wrapped, err := h.KEKs.WrapKey(ctx, dataKey, aad)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.MkdirAll(h.Dir, 0o700); err != nil {
+		return "", nil, err
+	}
+	ref := make([]byte, heldRefSize)
+	_, _ = rand.Read(ref)
+	path, _ := h.path(ref)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", nil, err
+	}
+	_, err = f.Write(wrapped)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return "", nil, err
+	}
+	return kek, ref, nil
+}
+
+// UnwrapKey implements KeyProvider: it reads the file of ref and unwraps
+// it with KEKs. It fails for a shredded key.
+func (h *HeldKeys) UnwrapKey(ctx context.Context, kekID string, ref, aad []byte) ([]byte, error) {
+	path, err := h.path(ref)
+	if err != nil {
+		return nil, err
+	}
+	wrapped, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errors.New("no data key is held for this reference (shredded, or never held here)")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return h.KEKs.UnwrapKey(ctx, kekID, wrapped, aad)
+}
+
+// ShredKey implements KeyShredder: it deletes the file of ref.
+func (h *HeldKeys) ShredKey(_ context.Context, _ string, ref, _ []byte) error {
+	path, err := h.path(ref)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if d, err := os.Open(h.Dir); err == nil {
+		defer d.Close()
+		return d.Sync() // the deletion is durable before the key row is shredded
+	}
+	return nil
+}
