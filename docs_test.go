@@ -157,7 +157,7 @@ func checkPaths(t *testing.T, c readmecheck.Command) {
 
 // goTestFlags are the go test flags the docs may use: true takes a value.
 var goTestFlags = map[string]bool{
-	"short": false, "v": false, "race": false, "c": false, "update": false,
+	"short": false, "v": false, "race": false, "c": false, "update": false, "fold": false,
 	"run": true, "bench": true, "benchtime": true, "count": true, "timeout": true,
 	"fuzz": true, "fuzztime": true, "fuzzminimizetime": true, "parallel": true,
 }
@@ -192,8 +192,8 @@ func checkGoTest(t *testing.T, c readmecheck.Command) {
 		switch name {
 		case "run", "bench", "fuzz":
 			patterns[name] = val
-		case "update":
-			patterns["-update"] = ""
+		case "update", "fold":
+			patterns["-"+name] = ""
 		}
 	}
 	if len(pkgs) == 0 {
@@ -213,9 +213,9 @@ func checkGoTest(t *testing.T, c readmecheck.Command) {
 			continue
 		}
 		for flag, pat := range patterns {
-			if flag == "-update" {
-				if !dirSourceHas(t, dir, `flag.Bool("update"`) {
-					t.Errorf("%s: package %s defines no -update flag", c.Where(), p)
+			if flag == "-update" || flag == "-fold" {
+				if !dirSourceHas(t, dir, `flag.Bool("`+flag[1:]+`"`) {
+					t.Errorf("%s: package %s defines no %s flag", c.Where(), p, flag)
 				}
 				continue
 			}

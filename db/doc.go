@@ -25,8 +25,7 @@
 // name, never by position.
 //
 // There are no deprecated forms before 1.0: a query renamed or replaced
-// before then keeps no old name, and neither does a SQL function
-// (migration 15 dropped the last aliases).
+// before then keeps no old name, and neither does a SQL function.
 //
 // # What you may not
 //

@@ -285,11 +285,12 @@ func testRandomHistories(t *testing.T, e *env) {
 	}
 	var formats [4]struct{ full, delta atomic.Int64 }
 	var left atomic.Int64
-	// The bounds below are for 6 seeds (CI); a -short run's fewer seeds
-	// meet their share.
-	seeds := Rounds(6, 2)
+	// The bounds below are for 6 seeds (CI); a -short run's one seed
+	// meets its share: seed 1, whose history is long enough for the
+	// default configuration to store deltas (seed 0's is not).
+	seeds := Rounds(6, 1)
 	t.Run("seeds", func(t *testing.T) {
-		for seed := range uint64(seeds) {
+		for _, seed := range []uint64{1, 0, 2, 3, 4, 5}[:seeds] {
 			t.Run(fmt.Sprint(seed), func(t *testing.T) {
 				t.Parallel()
 				e := newEnv(t, e.h)

@@ -129,7 +129,7 @@ func refused(t *testing.T, what string, c *engine.Checkpoint, err error, markers
 func testEncryptedRandomHistories(t *testing.T, e *cryptEnv) {
 	configs := []engine.Config{{FullSnapshots: true}, {DeltaMinBytes: -1},
 		{DeltaRun: 4, DeltaMinBytes: -1, Encryption: engine.Encryption{NoCompress: true}}}
-	for seed := range uint64(3) {
+	for seed := range uint64(Rounds(3, 1)) {
 		var writers []HistoryWriter
 		for i, c := range configs {
 			writers = append(writers, HistoryWriter{Engine: e.open(nil, c), Thread: fmt.Sprintf("enc-%d-%d", seed, i)})

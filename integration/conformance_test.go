@@ -62,7 +62,7 @@ func TestConformanceBetweenStores(t *testing.T) {
 // database's own role, which row-level security does not hold: tenant B
 // neither sees nor changes tenant A's rows all the same, since every
 // statement of the store and every SQL function reads and writes the
-// tables through the views of the session's tenant (migration 21). The
+// tables through the views of the session's tenant. The
 // sessions start with no tenant (what an Engine bound to none gets is
 // DefaultTenant's, set by the store).
 func TestTenantsAsSuperuser(t *testing.T) {

@@ -29,8 +29,8 @@ func currentSchemaFile(dump string) string {
 	return fmt.Sprintf(`-- The pgcheckpoint schema as a database migrated to version %d has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
--- do not edit. The migrations (migrations/) make the schema and are its
--- history; after adding one, regenerate this file with
+-- do not edit. The migrations (migrations/: the baseline, and any after
+-- it) make the schema; after adding one, regenerate this file with
 --
 --   %s
 --

@@ -28,6 +28,7 @@ import (
 // within their bounds. (Both paths apply the same SQL functions, see
 // TestWriteRulesFromSQL.)
 func TestWritePathsStoreRandomHistoriesAlike(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	ctx := b.ctx
 	modes := []struct {
@@ -42,7 +43,7 @@ func TestWritePathsStoreRandomHistoriesAlike(t *testing.T) {
 		{"k4-1st", engine.Config{DeltaRun: 4, DeltaMinBytes: -1}, true},
 		{"full-1st", engine.Config{FullSnapshots: true}, true},
 	}
-	seeds := enginetest.Rounds(8, 2) // the bound on deltas below is for 8
+	seeds := enginetest.Rounds(8, 1) // the bound on deltas below is for 8
 	for seed := range uint64(seeds) {
 		var writers []enginetest.HistoryWriter
 		for _, m := range modes {
@@ -92,6 +93,7 @@ func TestWritePathsStoreRandomHistoriesAlike(t *testing.T) {
 // like the retention benchmark's bulk load) is no base: the next Snapshot
 // stores its checkpoint whole, on either path, and the one after is a delta.
 func TestSnapshotOnAHeadWithoutDigests(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	for _, single := range []bool{false, true} {
 		thread := fmt.Sprintf("bare-%v", single)
@@ -141,6 +143,7 @@ func (b *bundle) storedFormat(t *testing.T, id uuid.UUID) string {
 // checkpoint_materialize(); it gets deltas too, and an engine writing on
 // the same thread stays exact.
 func TestDeltaFromPlainSQL(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	put := `SELECT checkpoint_id FROM pgcheckpoint.checkpoint_put('sql', '', pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}',
 		$1::jsonb, $2::jsonb, '{}', '', 0)`
@@ -203,6 +206,7 @@ func toBytes(ss []string) [][]byte {
 // thread_copy copies deltas as deltas, branch and merge copy whole
 // content, and Prune (keep latest) rewrites the delta head it keeps whole.
 func TestDeltaStorageAcrossTimeTravel(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	var msgs []string
 	var ids []uuid.UUID
@@ -255,6 +259,7 @@ func TestDeltaStorageAcrossTimeTravel(t *testing.T) {
 // with), and the next is a delta. The default minimum is
 // DefaultDeltaMinBytes. Every checkpoint reads back as written.
 func TestSmallSnapshotsAreStoredWhole(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	// state returns a state of exactly size bytes whose "v" key is v.
 	state := func(size int, v string) json.RawMessage {
@@ -308,6 +313,7 @@ func TestSmallSnapshotsAreStoredWhole(t *testing.T) {
 // stored whole, on either path, and the one after is a delta again; an
 // Append on it (a delta from the change alone) reads back exactly too.
 func TestDigestsFromBeforeTheChainNeverMatch(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	for _, single := range []bool{false, true} {
 		thread := fmt.Sprintf("old-digest-%v", single)

@@ -124,7 +124,7 @@ func TestEachRoutineHasOneName(t *testing.T) {
 	}
 }
 
-// aliasOf recognizes the shapes of alias migration 12 wrote (the SQL ones
+// aliasOf recognizes the shapes of alias the schema once had (the SQL ones
 // and the PL/pgSQL procedure), and no more than a call with the caller's
 // own arguments: TestEachRoutineHasOneName cannot pass for want of a match.
 func TestAliasOfFindsWrappers(t *testing.T) {

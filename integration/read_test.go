@@ -17,7 +17,6 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
-	"github.com/pgcheckpoint/pgcheckpoint/schema"
 )
 
 // The text the engine reads (checkpoint_materialize_json, and checkpoint_rebuild_json, which it
@@ -234,7 +233,7 @@ func TestGetRebuildsADeltaOnceAndAFullCheckpointNever(t *testing.T) {
 }
 
 // A checkpoint whose format is neither 'full' nor 'delta' (nothing writes
-// one, and no CHECK refuses one since migration 10: a row changed by hand)
+// one, and no CHECK refuses one: a row changed by hand)
 // reads as error PC004, like a chain that does not reach a full snapshot:
 // a full checkpoint changed so, a delta changed so, and every delta on
 // either, from the engine and from every SQL reader, never as content and
@@ -363,82 +362,6 @@ func TestUnknownFormatReadsAsAnError(t *testing.T) {
 		var n int
 		if err := other.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints`).Scan(&n); err != nil || n != 0 {
 			t.Errorf("%s: the refused import wrote %d checkpoints (%v)", c.name, n, err)
-		}
-	}
-}
-
-// Rows written by earlier versions of the schema (before delta storage,
-// and with deltas whose digests the database computed) read exactly after
-// migrating up, through every read path.
-func TestRowsWrittenByEarlierVersionsRead(t *testing.T) {
-	t.Parallel()
-	d := pgtest.EmptyDB(t)
-	ctx := t.Context()
-	m := schema.NewMigrator(d.URL)
-	type written struct {
-		id                         uuid.UUID
-		thread, msgs, state, tools string
-	}
-	var all []written
-	put := func(thread string, i int, msgs []string, state, tools string) {
-		t.Helper()
-		w := written{thread: thread, msgs: "[" + strings.Join(msgs, ",") + "]", state: state, tools: tools}
-		if err := d.Pool.QueryRow(ctx, `SELECT checkpoint_id FROM pgcheckpoint.checkpoint_put($1, '', pgcheckpoint.uuid_v7(), NULL,
-			'manual', '{}', '', $2, $3, $4, $5, '', 0)`, thread, fmt.Sprintf(`{"i":%d}`, i), w.msgs, w.state, w.tools).Scan(&w.id); err != nil {
-			t.Fatalf("%s: checkpoint %d: %v", thread, i, err)
-		}
-		all = append(all, w)
-	}
-	var msgs []string
-	long := strings.Repeat("lorem ipsum ", 30)
-	for _, v := range []uint{2, 9} {
-		if err := m.Goto(ctx, v); err != nil {
-			t.Fatal(err)
-		}
-		thread := fmt.Sprintf("v%d", v)
-		for i := range 8 {
-			msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"%s %d é"}`, long, i))
-			state := fmt.Sprintf(`{"turn":%d,"keep":"same","gone":%t}`, i, i < 4)
-			if i >= 4 {
-				state = fmt.Sprintf(`{"turn":%d,"keep":"same"}`, i)
-			}
-			put(thread, i, msgs, state, fmt.Sprintf(`{"tool%d":"result %d"}`, i%3, i))
-		}
-	}
-	if err := m.Up(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var v9deltas int
-	if err := d.Pool.QueryRow(ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = 'v9' AND format = 'delta'`).Scan(&v9deltas); err != nil || v9deltas < 4 {
-		t.Fatalf("%d deltas written at version 9 (%v); the test needs some", v9deltas, err)
-	}
-	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
-	for _, w := range all {
-		c, err := eng.Get(ctx, w.id)
-		if err != nil {
-			t.Fatalf("%s: get %s: %v", w.thread, w.id, err)
-		}
-		jsonEqual(t, w.thread+" messages", c.Messages, []byte(w.msgs))
-		jsonEqual(t, w.thread+" state", c.State, []byte(w.state))
-		jsonEqual(t, w.thread+" tool results", c.ToolResults, []byte(w.tools))
-	}
-	for _, thread := range []string{"v2", "v9"} {
-		head, err := eng.Latest(ctx, thread)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := all[len(all)-1]; thread == "v9" && head.ID != want.id || thread == "v2" && head.ID != all[7].id {
-			t.Fatalf("%s: Latest is %s", thread, head.ID)
-		}
-		infos, err := eng.ListCheckpoints(ctx, thread, engine.ListOptions{})
-		if err != nil || len(infos) != 8 {
-			t.Fatalf("%s: %d checkpoints listed, %v", thread, len(infos), err)
-		}
-		for i, info := range infos {
-			jsonEqual(t, thread+" metadata", info.Metadata, []byte(fmt.Sprintf(`{"i":%d}`, 7-i)))
-			if (info.ParentID == uuid.Nil) != (i == 7) {
-				t.Fatalf("%s: checkpoint %d listed with parent %s", thread, 7-i, info.ParentID)
-			}
 		}
 	}
 }

@@ -129,6 +129,7 @@ func TestSweepProcedureGoesThroughEveryThread(t *testing.T) {
 // batch rolls back whole, earlier (committed) batches stay done, and every
 // checkpoint still reads back.
 func TestSweepKilledMidBatchLeavesThreadsReadable(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	lines := map[string][]uuid.UUID{}
 	for i := range 9 {

@@ -205,7 +205,7 @@ func TestRolesOwnerMigratesOthersOnlyReadTheVersion(t *testing.T) {
 		if r := runCLI(t, bin, env, "up"); r.code != 0 || !strings.Contains(r.stdout, latest) {
 			t.Fatalf("migrate up on a migrated database: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		for _, args := range [][]string{{"down", "1"}, {"force", "1"}} {
+		for _, args := range [][]string{{"down", "1"}, {"force", "--", "-1"}} { // -1: no version
 			if r := runCLI(t, bin, env, args...); r.code == 0 || !strings.Contains(r.stderr, "42501") && !strings.Contains(r.stderr, "permission denied") {
 				t.Fatalf("migrate %v by a role that is not the owner: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
 			}

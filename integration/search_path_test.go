@@ -30,8 +30,7 @@ var committingProcedures = []string{"thread_gc_sweep"}
 // operator or a function of its own in it; an aggregate through its
 // support functions. The exceptions are named above, each for a reason
 // Postgres gives, and checked by behaviour instead; a new routine without
-// a SET clause fails here. (Deprecated aliases, which migration 15 drops,
-// are left out.)
+// a SET clause fails here.
 func TestEveryRoutinePinsItsSearchPath(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

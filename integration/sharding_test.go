@@ -36,7 +36,7 @@ var onTable = regexp.MustCompile(`(?i)pgcheckpoint\.(checkpoints|threads|pending
 // notByThread lists every statement of queries/ and queries/internal and
 // every SQL function body that reads or writes a table without naming a
 // thread, with the reason. Every statement filters by tenant: it reads
-// and writes through the views of the session's tenant (migration 21),
+// and writes through the views of the session's tenant,
 // whose tenant_id = pgcheckpoint.current_tenant() joins the thread in the
 // index condition; row-level security adds the same for the roles it
 // holds.
@@ -147,7 +147,7 @@ func TestStatementsNameTheirThread(t *testing.T) {
 		"pgcheckpoint.threads_branched_from_thread_idx":        "branched_from_thread, tenant_id", // the branches of a thread, by their source
 		"pgcheckpoint.threads_tenant_idx":                      "tenant_id, thread_id",            // a tenant's threads in order (ListThreads)
 		"pgcheckpoint.threads_expires_at_idx":                  "tenant_id, expires_at",           // a sweep's expired threads, one tenant
-		"pgcheckpoint.threads_swept_at_idx":                    "swept_at NULLS FIRST, tenant_id", // a sweep's least recently swept threads (see migration 19)
+		"pgcheckpoint.threads_swept_at_idx":                    "swept_at NULLS FIRST, tenant_id", // a sweep's least recently swept threads
 		"pgcheckpoint.checkpoints_metadata_idx":                "",                                // GIN on jsonb: no text column without btree_gin; it filters rows the key has narrowed to one thread
 	}
 	if _, err := pgx.ForEachRow(rows, []any{&idx, &def}, func() error {

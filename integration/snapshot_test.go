@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,8 +27,25 @@ func TestMain(m *testing.M) {
 	if code, ok := enginetest.Child(); ok {
 		os.Exit(code)
 	}
+	parallelUnlessGiven()
 	os.Exit(pgtest.Main(m))
 }
+
+// parallelUnlessGiven runs testsPerCPU parallel tests per CPU at once
+// unless -parallel was given: the tests wait on Postgres (round trips,
+// locks, other processes) more than they compute, so Go's default (one
+// per CPU) leaves the CPUs idle much of the run.
+func parallelUnlessGiven() {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", strconv.Itoa(testsPerCPU*runtime.GOMAXPROCS(0)))
+	}
+}
+
+// testsPerCPU is how many tests run at once per CPU by default.
+const testsPerCPU = 3
 
 type bundle struct {
 	db  *pgtest.DB

@@ -17,8 +17,8 @@ import (
 // a UUIDv7 (another version, or version 7 with another variant than RFC
 // 9562's) and an unknown trigger, with PC003 from every writing function,
 // so that no client of the API stores what an export of the thread could
-// not import. (A bare INSERT into the table is not held to it: see
-// migration 18 for what CHECK constraints would cost.)
+// not import. (A bare INSERT into the table is not held to it: CHECK
+// constraints would cost every write.)
 func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

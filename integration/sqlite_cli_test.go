@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,29 +136,40 @@ func TestMigrateSQLiteFile(t *testing.T) {
 			t.Fatalf("migrate %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
 		}
 	}
-	want([]string{"up"}, "version 3 of 3")
-	want([]string{"up"}, "version 3 of 3")
-	want([]string{"version"}, "version 3 of 3")
-	want([]string{"down", "-all"}, "version 0 of 3")
-	want([]string{"goto", "3"}, "version 3 of 3")
+	latest := itoa(sqlite.LatestVersion())
+	want([]string{"up"}, "version "+latest+" of "+latest)
+	want([]string{"up"}, "version "+latest+" of "+latest)
+	want([]string{"version"}, "version "+latest+" of "+latest)
+	want([]string{"down", "-all"}, "version 0 of "+latest)
+	want([]string{"goto", latest}, "version "+latest+" of "+latest)
 	if r := runCLI(t, bin, env, "-database", url, "force", "1"); r.code != 1 || !strings.Contains(r.stderr, "not for SQLite") {
 		t.Fatalf("force on SQLite: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// list and sql answer for the store the URL names: SQLite's
 	// migrations for a sqlite: URL (-database or DATABASE_URL), Postgres's
-	// for a Postgres URL or none.
-	sqliteUp, err := sqlite.Migrations.ReadFile("migrations/000001_init.up.sql")
+	// for a Postgres URL or none. Each store's first migration is a
+	// version the other store lacks.
+	sqliteMigrations := schema.MigrationsIn(sqliteFS(t))
+	sqliteFirst := sqliteMigrations[0]
+	sqliteUp, err := fs.ReadFile(sqliteFS(t), fmt.Sprintf("%06d_%s.up.sql", sqliteFirst.Version, sqliteFirst.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sqliteDown, err := sqlite.Migrations.ReadFile("migrations/000001_init.down.sql")
+	sqliteDown, err := fs.ReadFile(sqliteFS(t), fmt.Sprintf("%06d_%s.down.sql", sqliteFirst.Version, sqliteFirst.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const sqliteList = "000001 init\n000002 tenants\n000003 encryption\n"
-	pgFirst, err := schema.SQL(1, true)
+	sqliteList := ""
+	for _, m := range sqliteMigrations {
+		sqliteList += fmt.Sprintf("%06d %s\n", m.Version, m.Name)
+	}
+	pgFirstVersion := schema.Migrations()[0].Version
+	pgFirst, err := schema.SQL(pgFirstVersion, true)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := schema.SQL(sqliteFirst.Version, true); err == nil {
+		t.Fatalf("Postgres has a migration %d too: the cases below cannot tell the stores apart", sqliteFirst.Version)
 	}
 	pgList := ""
 	for _, m := range schema.Migrations() {
@@ -172,19 +184,19 @@ func TestMigrateSQLiteFile(t *testing.T) {
 		{env, []string{"-database", missing, "list"}, sqliteList},
 		{append(env, "DATABASE_URL="+missing), []string{"list"}, sqliteList},
 		{env, []string{"list", "--database", missing}, sqliteList},
-		{env, []string{"-database", missing, "sql", "1"}, string(sqliteUp)},
-		{append(env, "DATABASE_URL="+missing), []string{"sql", "1", "down"}, string(sqliteDown)},
+		{env, []string{"-database", missing, "sql", itoa(sqliteFirst.Version)}, string(sqliteUp)},
+		{append(env, "DATABASE_URL="+missing), []string{"sql", itoa(sqliteFirst.Version), "down"}, string(sqliteDown)},
 		{env, []string{"list"}, pgList},
 		{env, []string{"-database", "postgres://nobody@127.0.0.1:1/none", "list"}, pgList},
-		{env, []string{"sql", "1"}, pgFirst},
+		{env, []string{"sql", itoa(pgFirstVersion)}, pgFirst},
 	} {
 		r := runCLI(t, bin, c.env, c.args...)
 		if r.code != 0 || r.stdout != c.want {
 			t.Errorf("migrate %v: exit %d\n%.300s\n%s", c.args, r.code, r.stdout, r.stderr)
 		}
 	}
-	if r := runCLI(t, bin, env, "-database", missing, "sql", "4"); r.code != 1 || !strings.Contains(r.stderr, "no such migration version: 4 (latest is 3)") {
-		t.Errorf("migrate sql 4 on SQLite: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := runCLI(t, bin, env, "-database", missing, "sql", itoa(pgFirstVersion)); r.code != 1 || !strings.Contains(r.stderr, "no such migration version: "+itoa(pgFirstVersion)+" (latest is "+latest+")") {
+		t.Errorf("migrate sql %d on SQLite: exit %d\n%s%s", pgFirstVersion, r.code, r.stdout, r.stderr)
 	}
 	if _, err := os.Stat(strings.TrimPrefix(missing, "sqlite:")); !os.IsNotExist(err) {
 		t.Errorf("list or sql created the file: %v", err)

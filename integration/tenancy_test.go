@@ -192,7 +192,6 @@ var sqlProbes = map[string]sqlProbe{
 	"checkpoint_delete_many(uuid[])":             {sql: `SELECT * FROM pgcheckpoint.checkpoint_delete_many(ARRAY['{id0}', '{id1}', '{id2}', '{sub}']::uuid[])`, named: true},
 	"checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer)": {
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_delta('[]', '{}', '{}', NULL, NULL, NULL, '{id3}', 1, 1, 0, NULL, NULL, NULL, 50)`},
-	"checkpoint_id_lock(uuid)":          {sql: `SELECT pgcheckpoint.checkpoint_id_lock('{id0}')`, note: "an advisory lock on the id (deprecated): no row is read"},
 	"checkpoint_last_message(uuid)":     {sql: `SELECT pgcheckpoint.checkpoint_last_message('{id3}')`, named: true},
 	"checkpoint_lineage(uuid,integer)":  {sql: `SELECT * FROM pgcheckpoint.checkpoint_lineage('{id3}')`, named: true},
 	"checkpoint_materialize(uuid)":      {sql: `SELECT * FROM pgcheckpoint.checkpoint_materialize('{id3}')`, named: true},

@@ -25,7 +25,7 @@ import (
 //	               roles script (row-level security adds its policy to
 //	               each scan) against the same as a superuser
 //	get/view       the statement's read of the tenant view (its filter
-//	               tenant_id = current_tenant(), migration 21) against
+//	               tenant_id = current_tenant()) against
 //	               the same read of the table; as a superuser
 //	get/engine     Engine.Get as the application role against Engine.Get
 //	               as a superuser, both bound to the tenant

@@ -16,6 +16,7 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
 )
 
 // urlSecret is a password given in URLs that no output may show.
@@ -103,6 +104,7 @@ func TestEveryEntryPointTakesTheSameURLs(t *testing.T) {
 	pgURL, pgqlURL, kvURL := pgForms(t, d.URL, "", "", "", false)
 	file := filepath.Join(t.TempDir(), "walk.db")
 	latest := fmt.Sprintf("version %d of %d", schema.Latest(), schema.Latest())
+	sqliteLatest := fmt.Sprintf("version %d of %d", sqlite.LatestVersion(), sqlite.LatestVersion())
 
 	const sqliteAdvice = "migrate a SQLite file with pgcheckpoint.Open(ctx, url, pgcheckpoint.Options{Migrate: true}), sqlite.Open(ctx, path, sqlite.Options{Migrate: true}) or `migrate -database sqlite:PATH up`"
 	type cli struct {
@@ -122,9 +124,9 @@ func TestEveryEntryPointTakesTheSameURLs(t *testing.T) {
 		{"postgres://", pgURL, nil, "", nil, "", cli{0, ""}, cli{0, latest}},
 		{"postgresql://", pgqlURL, nil, "", nil, "", cli{0, ""}, cli{0, latest}},
 		{"keyword/value", kvURL, nil, "", nil, "", cli{0, ""}, cli{0, latest}},
-		{"sqlite:PATH", "sqlite:" + file, nil, "", schema.ErrNotPostgres, sqliteAdvice, cli{0, ""}, cli{0, "version 3 of 3"}},
+		{"sqlite:PATH", "sqlite:" + file, nil, "", schema.ErrNotPostgres, sqliteAdvice, cli{0, ""}, cli{0, sqliteLatest}},
 		// ckpt opens without migrating: a new in-memory database is empty.
-		{"sqlite::memory:", "sqlite::memory:", nil, "", schema.ErrNotPostgres, sqliteAdvice, cli{1, "not migrated"}, cli{0, "version 3 of 3"}},
+		{"sqlite::memory:", "sqlite::memory:", nil, "", schema.ErrNotPostgres, sqliteAdvice, cli{1, "not migrated"}, cli{0, sqliteLatest}},
 
 		{"empty", "", pgcheckpoint.ErrBadURL, "none given", schema.ErrBadURL, "none given", cli{2, "no database"}, cli{2, "no database"}},
 		{"mysql://", "mysql://u:" + urlSecret + "@h/db", pgcheckpoint.ErrBadURL, `"mysql://...": want postgres://`, schema.ErrBadURL, `"mysql://...": want postgres://`,

@@ -13,8 +13,8 @@ import (
 // setTenant sets the tenant of the transaction it runs in (transaction-
 // local: it ends with the transaction, so it never outlives it on a pooled
 // server connection). Every statement and SQL function reads and writes
-// through the views of the session's tenant (tenant_checkpoints, ...:
-// migration 21), which show that transaction the tenant's rows alone
+// through the views of the session's tenant (tenant_checkpoints, ...),
+// which show that transaction the tenant's rows alone
 // whatever the role, a superuser's too; row-level security holds the
 // other roles to the same (see pgcheckpoint.current_tenant()).
 const setTenant = "SELECT pg_catalog.set_config('pgcheckpoint.tenant', $1, true)"

@@ -1,8 +1,8 @@
 -- The pgcheckpoint schema as a database migrated to version 23 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
--- do not edit. The migrations (migrations/) make the schema and are its
--- history; after adding one, regenerate this file with
+-- do not edit. The migrations (migrations/: the baseline, and any after
+-- it) make the schema; after adding one, regenerate this file with
 --
 --   go test ./integration -run '^TestCurrentSchema$' -update
 --
@@ -76,8 +76,8 @@ COMMENT ON COLUMN pgcheckpoint.checkpoints.delta_run IS 'Format ''delta'': how m
 COMMENT ON COLUMN pgcheckpoint.checkpoints.delta_depth IS 'How many base links lead from this checkpoint to a full one, at most (a read follows them): 0 for a full snapshot.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state_removed IS 'Format ''delta'': the top-level state keys of the base that this checkpoint no longer has.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results_removed IS 'Format ''delta'': the tool result keys of the base that this checkpoint no longer has.';
-COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_count IS 'The number of messages of the whole snapshot (either format). NULL on rows written before delta storage.';
-COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_digest IS 'The list digest of the whole message list: L(n) of the chain L(0) = 32 zero bytes, L(i) = SHA-256(L(i-1) || 16-byte digest of message i) (see message_chain). A descendant whose chain has this value at messages_count is an append. Rows written before migration 6 hold SHA-256 of the concatenated digests, which no chain value matches: their children are stored whole. NULL: unknown (a child is stored whole).';
+COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_count IS 'The number of messages of the whole snapshot (either format). NULL: unknown (a child is stored whole).';
+COMMENT ON COLUMN pgcheckpoint.checkpoints.messages_digest IS 'The list digest of the whole message list: L(n) of the chain L(0) = 32 zero bytes, L(i) = SHA-256(L(i-1) || 16-byte digest of message i) (see message_chain). A descendant whose chain has this value at messages_count is an append. NULL: unknown (a child is stored whole).';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.state_digests IS 'Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of its text: as the engine sent it, or as jsonb spells it for writes from SQL), for the whole state: what a descendant compares to find changed keys. NULL: unknown.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tool_results_digests IS 'Like state_digests, for tool_results.';
 COMMENT ON COLUMN pgcheckpoint.checkpoints.tenant_id IS 'The tenant the checkpoint belongs to: the second column of every key, after the thread (or the checkpoint id). Row-level security shows a session only its tenant''s rows (pgcheckpoint.current_tenant()); a new row takes that tenant.';
@@ -571,14 +571,6 @@ AS $function$
         OFFSET 0) d
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer) IS 'How a checkpoint with this content (messages, state, tool results, with their digests: the message chain, see message_chain, and key digests) is stored on the given parent (its id and the thread_head_for_write columns): one row, the columns to insert. A delta (see checkpoints.format) on the base (the parent while delta_run_continues, else the anchor of its run, see run_anchor) when the base''s messages are a prefix of these by the chained list digest and the delta is smaller than the whole; else whole. p_delta_run 1, or no digests: whole.';
-
-CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_id_lock(p_checkpoint_id uuid)
- RETURNS void
- LANGUAGE sql
- SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ SELECT pg_catalog.pg_advisory_xact_lock(1885563753, pg_catalog.uuid_hash(p_checkpoint_id)) $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) IS 'Takes an advisory lock on a checkpoint id until the end of the transaction: (1885563753, uuid_hash(checkpoint_id)) in pg_locks. Writes no longer take it (version 16): the unique constraint checkpoints_checkpoint_id_tenant_id_key holds ids unique in a tenant. Kept for scripts that call it; its key is the id alone, whatever the tenant.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_id_lock(uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_last_message(p_checkpoint_id uuid)
  RETURNS jsonb

@@ -18,7 +18,7 @@ import (
 )
 
 // Delta storage, the rules of the Postgres store (pgcheckpoint.checkpoint_delta,
-// delta_run_continues and run_anchor, migrations/000010_write_once.up.sql)
+// delta_run_continues and run_anchor, schema/current.sql)
 // computed in Go. A delta row (format 'delta') holds, against its base, an
 // earlier checkpoint of the same thread and namespace:
 //

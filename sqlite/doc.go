@@ -61,8 +61,7 @@
 //
 // # Tenants
 //
-// Every table's key begins with tenant_id, then thread_id (migration 2
-// moved the rows of a version 1 file to engine.DefaultTenant), and a
+// Every table's key begins with tenant_id, then thread_id, and a
 // checkpoint id is unique per tenant. Store.ForTenant returns the store
 // bound to a tenant, sharing its connections and prepared statements; an
 // unbound store is the default tenant's. Every query takes tenant_id and

@@ -51,8 +51,10 @@ func newMigrator(db *sql.DB) (*migrate.Migrate, error) {
 // Migrate migrates db (opened with OpenDB, or any *sql.DB of the
 // modernc.org/sqlite driver) up to LatestVersion with golang-migrate's
 // sqlite driver. Several processes may migrate one file at once: the
-// migrations are idempotent, and one that finds another's migration in
-// flight (golang-migrate's dirty flag) waits for it, up to a minute.
+// migrations are idempotent (a migration run again by a process that read
+// the version before another applied it changes nothing), and one that
+// finds another's migration in flight (golang-migrate's dirty flag) waits
+// for it, up to a minute.
 // Errors: ErrNewerSchema, ErrNotDatabase, ErrDirtySchema.
 func Migrate(ctx context.Context, db *sql.DB) error {
 	if err := CheckVersion(ctx, db); err == nil {
@@ -84,34 +86,9 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 		case errors.As(err, &dirty):
 			return fmt.Errorf("migrate up: %w: version %d", ErrDirtySchema, dirty.Version)
 		default:
-			if ok, aerr := ranElsewhere(ctx, db, m); aerr != nil {
-				return fmt.Errorf("migrate up: %w", errors.Join(openError(err), aerr))
-			} else if ok {
-				continue // on from version 2, clean now
-			}
 			return fmt.Errorf("migrate up: %w", openError(err))
 		}
 	}
-}
-
-// ranElsewhere answers a migration that failed because another process
-// applied it first: two processes that read version 1 at once both run
-// migration 2, and the second fails on its first statement (adding
-// tenant_id to threads, which the first made), with nothing changed but
-// golang-migrate's dirty flag at 2. A migration is one transaction, so
-// threads with tenant_id means migration 2 is applied whole: the version
-// is set clean at 2 and ranElsewhere reports true (Migrate goes on from
-// there).
-func ranElsewhere(ctx context.Context, db *sql.DB, m *migrate.Migrate) (bool, error) {
-	v, dirty, err := Version(ctx, db)
-	if err != nil || !dirty || v != 2 {
-		return false, err
-	}
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('threads') WHERE name = 'tenant_id'`).Scan(&n); err != nil || n == 0 {
-		return false, err
-	}
-	return true, m.Force(2)
 }
 
 // MigrateDown migrates db all the way down: every table of the store is

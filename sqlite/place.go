@@ -17,7 +17,7 @@ import (
 
 // Where a new checkpoint goes on its thread's line, and what writing it
 // does to the thread row: the rules of pgcheckpoint.thread_head_for_write
-// and thread_after_write on Postgres (migrations/000010_write_once.up.sql),
+// and thread_after_write on Postgres (schema/current.sql),
 // in one place for every write that builds on a thread's line (Put,
 // PutAppend, Merge).
 

@@ -1,19 +1,14 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/google/uuid"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
@@ -106,98 +101,6 @@ func TestEveryQueryIsAboutOneTenant(t *testing.T) {
 	}
 }
 
-// Migration 2 moves every row of a version 1 file to the default tenant,
-// where an Engine that names no tenant reads it as before; run again on a
-// migrated file (two processes migrating at once) it fails and changes
-// nothing; migrated down, the default tenant's rows are kept.
-func TestMigrationToTenants(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "v1.db")
-	s, err := Open(ctx, path, Options{Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := engine.New(s, engine.Config{DeltaMinBytes: -1})
-	defer eng.Close()
-	msgs := `[{"role":"user","content":"hello"}]`
-	var ids []uuid.UUID
-	for i := range 3 {
-		res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run", Messages: json.RawMessage(msgs),
-			State: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, res.ID)
-		msgs = msgs[:len(msgs)-1] + fmt.Sprintf(`,{"role":"assistant","content":"step %d"}]`, i)
-	}
-	if _, err := eng.PutWrites(ctx, ids[1], "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`1`)}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eng.Branch(ctx, ids[1], "alt"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := eng.Rewind(ctx, ids[1]); err != nil {
-		t.Fatal(err)
-	}
-	dump := func() string {
-		t.Helper()
-		var b bytes.Buffer
-		if _, err := eng.Export(ctx, "run", &b, engine.ExportOptions{Branches: true}); err != nil {
-			t.Fatal(err)
-		}
-		return b.String()
-	}
-	want := dump()
-	other, err := eng.ForTenant("other")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run", State: json.RawMessage(`{}`)}); err != nil {
-		t.Fatal(err)
-	}
-
-	// Down to version 1: the default tenant's rows stay, other's go.
-	m, err := newMigrator(s.w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Migrate(1); err != nil {
-		t.Fatalf("migrate down to 1: %v", err)
-	}
-	var n int
-	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM checkpoints`).Scan(&n); err != nil || n != 4 {
-		t.Fatalf("version 1 holds %d checkpoints (%v), want the default tenant's 4", n, err)
-	}
-	// Up again: the rows of version 1 are the default tenant's.
-	if err := Migrate(ctx, s.w); err != nil {
-		t.Fatal(err)
-	}
-	if got := dump(); got != want {
-		t.Errorf("after migrating down and up the default tenant reads\n%s\nwant\n%s", got, want)
-	}
-	if _, err := other.Latest(ctx, "run"); !errors.Is(err, engine.ErrNotFound) {
-		t.Errorf("tenant other after down and up: %v, want ErrNotFound", err)
-	}
-
-	// Migration 2 run again, as a second process racing the first would:
-	// it fails, and changes nothing.
-	up, err := Migrations.ReadFile("migrations/000002_tenants.up.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.ExecContext(ctx, string(up)); err == nil {
-		t.Error("migration 2 ran twice")
-	}
-	tx.Rollback()
-	if got := dump(); got != want {
-		t.Error("migration 2 run again changed the rows")
-	}
-}
-
 // Every query reads the tables through an index that begins with
 // tenant_id (the keys: tenant_id, thread_id, ...; a checkpoint id is
 // unique per tenant): no query scans a table, or a tenant's rows where it
@@ -257,11 +160,10 @@ func TestQueriesSearchByTenantFirst(t *testing.T) {
 	}
 }
 
-// A process that runs migration 2 after another applied it (both read
-// version 1 at once) fails on migration 2's first statement; Migrate
-// finds the migration applied and leaves the version clean, the rows as
-// they were.
-func TestMigrationToTenantsRacedByAnotherProcess(t *testing.T) {
+// A process that runs the first migration after another applied it (both
+// read "no version" at once, opening a new file) changes nothing:
+// Migrate leaves the version clean and every tenant's rows as they were.
+func TestFirstMigrationRacedByAnotherProcess(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "race.db"), Options{Migrate: true})
 	if err != nil {
@@ -275,12 +177,12 @@ func TestMigrationToTenantsRacedByAnotherProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The second process read version 1: it runs migration 2 again.
+	// The second process read no version: it runs every migration again.
 	m, err := newMigrator(s.w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Force(1); err != nil {
+	if err := m.Force(-1); err != nil {
 		t.Fatal(err)
 	}
 	if err := Migrate(ctx, s.w); err != nil {

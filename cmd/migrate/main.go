@@ -7,7 +7,8 @@
 //
 //	migrate -database postgres://... up
 //	migrate version
-//	migrate sql 1 up > pgcheckpoint_000001.up.sql
+//	migrate list
+//	migrate sql V up > pgcheckpoint_V.up.sql
 //
 // The database comes from -database or DATABASE_URL. Run with no arguments
 // for the list of commands.

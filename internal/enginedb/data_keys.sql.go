@@ -25,8 +25,7 @@ type DataKeyGetRow struct {
 	ShreddedAt pgtype.Timestamptz
 }
 
-// The data keys of encrypted threads (DDL in schema/current.sql,
-// migration 000020_encryption).
+// The data keys of encrypted threads (DDL in schema/current.sql).
 func (q *Queries) DataKeyGet(ctx context.Context, threadID string) (DataKeyGetRow, error) {
 	row := q.db.QueryRow(ctx, DataKeyGet, threadID)
 	var i DataKeyGetRow

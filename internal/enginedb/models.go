@@ -60,9 +60,9 @@ type PgcheckpointCheckpoint struct {
 	StateRemoved []string
 	// Format 'delta': the tool result keys of the base that this checkpoint no longer has.
 	ToolResultsRemoved []string
-	// The number of messages of the whole snapshot (either format). NULL on rows written before delta storage.
+	// The number of messages of the whole snapshot (either format). NULL: unknown (a child is stored whole).
 	MessagesCount pgtype.Int4
-	// The list digest of the whole message list: L(n) of the chain L(0) = 32 zero bytes, L(i) = SHA-256(L(i-1) || 16-byte digest of message i) (see message_chain). A descendant whose chain has this value at messages_count is an append. Rows written before migration 6 hold SHA-256 of the concatenated digests, which no chain value matches: their children are stored whole. NULL: unknown (a child is stored whole).
+	// The list digest of the whole message list: L(n) of the chain L(0) = 32 zero bytes, L(i) = SHA-256(L(i-1) || 16-byte digest of message i) (see message_chain). A descendant whose chain has this value at messages_count is an append. NULL: unknown (a child is stored whole).
 	MessagesDigest []byte
 	// Per top-level state key, a digest of its value (base64 of 16 bytes of SHA-256 of its text: as the engine sent it, or as jsonb spells it for writes from SQL), for the whole state: what a descendant compares to find changed keys. NULL: unknown.
 	StateDigests json.RawMessage

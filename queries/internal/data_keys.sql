@@ -1,5 +1,4 @@
--- The data keys of encrypted threads (DDL in schema/current.sql,
--- migration 000020_encryption).
+-- The data keys of encrypted threads (DDL in schema/current.sql).
 
 -- name: DataKeyGet :one
 SELECT thread_id, kek_id, wrapped_key, shredded_at

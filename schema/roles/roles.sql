@@ -13,7 +13,7 @@
 --             tables, with BYPASSRLS (support, audits, pg_dump). It is the
 --             one role here that row-level security does not hold, so keep
 --             it to people. The SQL functions and the tenant_* views
---             (migration 21) show the session's tenant alone, whatever
+--             show the session's tenant alone, whatever
 --             the role, the operator's and a superuser's too: the
 --             operator sees every tenant in the tables themselves (and
 --             the view checkpoint_info), nothing through a function with
@@ -21,8 +21,8 @@
 --
 -- Two walls keep tenants apart. Every SQL function and every statement
 -- of the engine reads and writes through views of the session's tenant
--- (migration 21), which hold every role. Row-level security (migration
--- 19) holds whoever reads the tables themselves: the owner, the
+-- (tenant_checkpoints, ...), which hold every role. Row-level security
+-- holds whoever reads the tables themselves: the owner, the
 -- application and read-only roles run without BYPASSRLS (and not as
 -- superusers, whom it never holds); the script takes BYPASSRLS away
 -- from them if they have it, stops if the application or read-only role
@@ -48,8 +48,8 @@
 -- Later migrations need no new run: the default privileges below grant the
 -- new tables and functions the owner creates. Which functions read-only
 -- roles may call is the migrations' affair: every function that can write
--- is VOLATILE and not executable by PUBLIC (see 000008_roles.up.sql), the
--- others are.
+-- is VOLATILE and not executable by PUBLIC (see the REVOKE statements of
+-- schema/current.sql), the others are.
 --
 -- This file is not a migration (golang-migrate and schema.FS read only the
 -- NNNNNN_name.up.sql and .down.sql files of the folder above).

@@ -1,6 +1,6 @@
 -- Queries about checkpoints. The table's current DDL is in
--- ../migrations/000002_tenants.up.sql, which sqlc reads after
--- 000001_init.up.sql. Every statement is about one tenant: it filters
+-- ../migrations/ (the baseline, and any migration after it), which sqlc
+-- reads. Every statement is about one tenant: it filters
 -- every table it reads by tenant_id = @tenant_id (joins included) and
 -- writes that tenant_id; the store fills @tenant_id from the tenant it is
 -- bound to, in one place (tenantQueries in the package). The head of a

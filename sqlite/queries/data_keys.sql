@@ -1,4 +1,4 @@
--- The data keys of encrypted threads (DDL in ../migrations/000003_encryption.up.sql).
+-- The data keys of encrypted threads (DDL in ../migrations/).
 
 -- name: DataKeyGet :one
 SELECT thread_id, kek_id, wrapped_key, shredded_at

@@ -1,4 +1,4 @@
--- Queries about pending writes (DDL in ../migrations/000002_tenants.up.sql).
+-- Queries about pending writes (DDL in ../migrations/).
 -- Each is about one tenant, as in checkpoints.sql.
 
 -- name: PendingWriteInsert :execrows

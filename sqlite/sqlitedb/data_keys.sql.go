@@ -29,7 +29,7 @@ type DataKeyGetRow struct {
 	ShreddedAt sql.NullInt64
 }
 
-// The data keys of encrypted threads (DDL in ../migrations/000003_encryption.up.sql).
+// The data keys of encrypted threads (DDL in ../migrations/).
 func (q *Queries) DataKeyGet(ctx context.Context, arg DataKeyGetParams) (DataKeyGetRow, error) {
 	row := q.queryRow(ctx, q.dataKeyGetStmt, DataKeyGet, arg.TenantID, arg.ThreadID)
 	var i DataKeyGetRow

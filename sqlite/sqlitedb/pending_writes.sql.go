@@ -32,7 +32,7 @@ type PendingWriteInsertParams struct {
 	CreatedAt     int64
 }
 
-// Queries about pending writes (DDL in ../migrations/000002_tenants.up.sql).
+// Queries about pending writes (DDL in ../migrations/).
 // Each is about one tenant, as in checkpoints.sql.
 // Records one write; a position already recorded keeps its value (0 rows).
 func (q *Queries) PendingWriteInsert(ctx context.Context, arg PendingWriteInsertParams) (int64, error) {

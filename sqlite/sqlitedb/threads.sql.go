@@ -230,7 +230,7 @@ type ThreadInsertParams struct {
 	ExpireAction       string
 }
 
-// Queries about threads (DDL in ../migrations/000002_tenants.up.sql).
+// Queries about threads (DDL in ../migrations/).
 // Each is about one tenant, as in checkpoints.sql.
 func (q *Queries) ThreadInsert(ctx context.Context, arg ThreadInsertParams) error {
 	_, err := q.exec(ctx, q.threadInsertStmt, ThreadInsert,

@@ -1,22 +1,24 @@
--- Tenants (issue 29): a tenant_id column, first in every key, on every
--- table; every existing row goes to the tenant 'default'
--- (engine.DefaultTenant). Two tenants may use the same thread ids and
--- checkpoint ids: a checkpoint id is unique per tenant. Every query of the
--- store filters by the tenant it is bound to (see package sqlite); a file
--- is one trust domain: whoever can open it reads every tenant.
+-- The SQLite store's schema at version 3, whole. Before 0.1.0 every
+-- migration was folded into this one (docs/contributing.md, "Migrations");
+-- it was generated from a file migrated to version 3 with
 --
--- SQLite cannot change a primary key: each table is rebuilt (made anew,
--- filled, the old one dropped, the new one renamed), with every index the
--- old one had, now led by tenant_id. The first statement adds tenant_id to
--- the old threads table, which fails on a file this migration already ran
--- on: a second process that runs it at once fails with nothing changed,
--- where a rebuild run twice would move every tenant's rows to 'default'
--- (sqlite.Migrate then finds the migration applied and clears the dirty
--- flag golang-migrate set).
+--   go test ./integration -run '^TestFoldMigrations$' -fold
+--
+-- and is never edited: a later migration changes what it made.
+--
+-- The same rows as the Postgres schema (schema/current.sql) in SQLite's
+-- types: ids (uuid) TEXT, the canonical 36-character form; times INTEGER,
+-- microseconds since the Unix epoch (UTC), as precise as Postgres
+-- timestamptz; JSON (jsonb) TEXT, exactly as the engine handed it over
+-- (its stored form, NUL characters escaped: see engine/nul.go); text[]
+-- TEXT holding a JSON array of strings. Every key starts with tenant_id,
+-- then thread_id.
+--
+-- Every statement is IF NOT EXISTS: several processes that open a new file
+-- with Options.Migrate at once may each run this migration; all of them
+-- succeed and the schema is made once.
 
-ALTER TABLE threads ADD COLUMN tenant_id TEXT NOT NULL DEFAULT 'default';
-
-CREATE TABLE threads_v2 (
+CREATE TABLE IF NOT EXISTS threads (
     tenant_id            TEXT    NOT NULL CHECK (length(tenant_id) BETWEEN 1 AND 255),
     thread_id            TEXT    NOT NULL CHECK (length(thread_id) BETWEEN 1 AND 255),
     namespace            TEXT    NOT NULL DEFAULT '' CHECK (length(namespace) <= 255),
@@ -37,16 +39,7 @@ CREATE TABLE threads_v2 (
     PRIMARY KEY (tenant_id, thread_id, namespace)
 );
 
-INSERT INTO threads_v2 (tenant_id, thread_id, namespace, rewound_to, metadata, created_at, branch_name,
-                        branched_from, branched_from_thread, swept_at, expires_at, expire_action)
-SELECT tenant_id, thread_id, namespace, rewound_to, metadata, created_at, branch_name,
-       branched_from, branched_from_thread, swept_at, expires_at, expire_action
-FROM threads;
-
--- The columns are ordered small first, content last: SQLite reads a row's
--- columns in order, so listings and lookups that stop before the content
--- never read its overflow pages.
-CREATE TABLE checkpoints_v2 (
+CREATE TABLE IF NOT EXISTS checkpoints (
     tenant_id            TEXT    NOT NULL CHECK (length(tenant_id) BETWEEN 1 AND 255),
     thread_id            TEXT    NOT NULL,
     namespace            TEXT    NOT NULL DEFAULT '',
@@ -87,17 +80,7 @@ CREATE TABLE checkpoints_v2 (
     UNIQUE (tenant_id, checkpoint_id)
 );
 
-INSERT INTO checkpoints_v2 (tenant_id, thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id,
-    step, created_at, trigger, tags, summary, next_node, size_bytes, format, base_checkpoint_id, delta_run, delta_depth,
-    messages_count, messages_digest, state_digests, tool_results_digests, metadata, state_removed, tool_results_removed,
-    messages, state, tool_results)
-SELECT 'default', thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id,
-    step, created_at, trigger, tags, summary, next_node, size_bytes, format, base_checkpoint_id, delta_run, delta_depth,
-    messages_count, messages_digest, state_digests, tool_results_digests, metadata, state_removed, tool_results_removed,
-    messages, state, tool_results
-FROM checkpoints;
-
-CREATE TABLE pending_writes_v2 (
+CREATE TABLE IF NOT EXISTS pending_writes (
     tenant_id      TEXT    NOT NULL CHECK (length(tenant_id) BETWEEN 1 AND 255),
     thread_id      TEXT    NOT NULL,
     namespace      TEXT    NOT NULL DEFAULT '',
@@ -110,22 +93,20 @@ CREATE TABLE pending_writes_v2 (
     created_at     INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, thread_id, namespace, checkpoint_seq, task_id, idx),
     FOREIGN KEY (tenant_id, thread_id, namespace, checkpoint_seq)
-        REFERENCES checkpoints_v2 (tenant_id, thread_id, namespace, seq) ON DELETE CASCADE
+        REFERENCES checkpoints (tenant_id, thread_id, namespace, seq) ON DELETE CASCADE
 );
 
-INSERT INTO pending_writes_v2 (tenant_id, thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel,
-                               value, created_at)
-SELECT 'default', thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value, created_at
-FROM pending_writes;
-
-DROP TABLE pending_writes;
-DROP TABLE checkpoints;
-DROP INDEX IF EXISTS threads_branched_from_thread_idx;
-DROP TABLE threads;
-
-ALTER TABLE threads_v2 RENAME TO threads;
-ALTER TABLE checkpoints_v2 RENAME TO checkpoints;
-ALTER TABLE pending_writes_v2 RENAME TO pending_writes;
-
-CREATE INDEX threads_branched_from_thread_idx ON threads (tenant_id, branched_from_thread)
+CREATE INDEX IF NOT EXISTS threads_branched_from_thread_idx ON threads (tenant_id, branched_from_thread)
     WHERE branched_from_thread IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS data_keys (
+    tenant_id    TEXT    NOT NULL CHECK (length(tenant_id) BETWEEN 1 AND 255),
+    thread_id    TEXT    NOT NULL CHECK (length(thread_id) BETWEEN 1 AND 255),
+    kek_id       TEXT    NOT NULL,
+    wrapped_key  BLOB,
+    created_at   INTEGER NOT NULL,
+    rewrapped_at INTEGER,
+    shredded_at  INTEGER,
+    PRIMARY KEY (tenant_id, thread_id),
+    CHECK ((wrapped_key IS NULL) = (shredded_at IS NOT NULL))
+);

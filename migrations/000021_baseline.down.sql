@@ -1,0 +1,77 @@
+-- Reverts 000021_baseline.up.sql: drops every object it made (a view
+-- first, then its table; the functions last, which defaults and policies
+-- call). The pgcheckpoint schema stays, as the migration tool made it: it
+-- holds the version table. Generated with the up migration.
+
+DROP VIEW
+    pgcheckpoint.checkpoint_info,
+    pgcheckpoint.tenant_checkpoint_info,
+    pgcheckpoint.tenant_checkpoints,
+    pgcheckpoint.tenant_data_keys,
+    pgcheckpoint.tenant_pending_writes,
+    pgcheckpoint.tenant_thread_locks,
+    pgcheckpoint.tenant_threads;
+
+DROP TABLE
+    pgcheckpoint.checkpoints,
+    pgcheckpoint.data_keys,
+    pgcheckpoint.pending_writes,
+    pgcheckpoint.thread_locks,
+    pgcheckpoint.threads;
+
+DROP AGGREGATE
+    pgcheckpoint.delta_merge(jsonb,text[]);
+
+DROP FUNCTION
+    pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint),
+    pgcheckpoint.checkpoint_check(uuid,text),
+    pgcheckpoint.checkpoint_default_summary(jsonb,jsonb),
+    pgcheckpoint.checkpoint_delete_before(text,text,bigint),
+    pgcheckpoint.checkpoint_delete_for_runs(text[]),
+    pgcheckpoint.checkpoint_delete_many(uuid[]),
+    pgcheckpoint.checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer),
+    pgcheckpoint.checkpoint_last_message(uuid),
+    pgcheckpoint.checkpoint_lineage(uuid,integer),
+    pgcheckpoint.checkpoint_materialize(uuid),
+    pgcheckpoint.checkpoint_materialize_json(uuid),
+    pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb),
+    pgcheckpoint.checkpoint_rebuild_json(uuid),
+    pgcheckpoint.checkpoint_rewind(uuid,boolean),
+    pgcheckpoint.current_tenant(),
+    pgcheckpoint.delta_chain(uuid),
+    pgcheckpoint.delta_keys(jsonb,jsonb,jsonb),
+    pgcheckpoint.delta_merge_step(jsonb,jsonb,text[]),
+    pgcheckpoint.delta_run_continues(integer,integer),
+    pgcheckpoint.json_text(jsonb),
+    pgcheckpoint.key_digests(jsonb),
+    pgcheckpoint.message_chain(bytea,bytea),
+    pgcheckpoint.message_chain_at(bytea,integer),
+    pgcheckpoint.message_digests(jsonb),
+    pgcheckpoint.message_summary(jsonb),
+    pgcheckpoint.pending_writes_json(text,text,bigint),
+    pgcheckpoint.retention_policy_check(text,integer,interval),
+    pgcheckpoint.run_anchor(uuid,integer),
+    pgcheckpoint.thread_after_write(text,text),
+    pgcheckpoint.thread_branch(uuid,text,text,uuid),
+    pgcheckpoint.thread_copy(text,text),
+    pgcheckpoint.thread_delete(text),
+    pgcheckpoint.thread_expire(text),
+    pgcheckpoint.thread_gc(text,text,integer,interval),
+    pgcheckpoint.thread_gc_batch(text,integer,interval,text,integer),
+    pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone),
+    pgcheckpoint.thread_gc_many(text[],text,integer,interval),
+    pgcheckpoint.thread_head(text,text),
+    pgcheckpoint.thread_head_for_write(text,text,uuid,uuid),
+    pgcheckpoint.thread_head_seq(text,text),
+    pgcheckpoint.thread_lock(text),
+    pgcheckpoint.thread_lock_many(text[]),
+    pgcheckpoint.thread_merge(text,text,uuid,text),
+    pgcheckpoint.thread_prune_many(text[],boolean),
+    pgcheckpoint.thread_tree(text),
+    pgcheckpoint.unescaped_text(text,text),
+    pgcheckpoint.uuid_v7(timestamp with time zone);
+
+DROP PROCEDURE
+    pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval,text);
+
+COMMENT ON SCHEMA pgcheckpoint IS NULL;
