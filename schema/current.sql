@@ -1852,6 +1852,26 @@ CREATE VIEW pgcheckpoint.checkpoint_info WITH (security_invoker=true) AS
    FROM pgcheckpoint.checkpoints c;
 COMMENT ON VIEW pgcheckpoint.checkpoint_info IS 'Each checkpoint without its content (messages, state, tool results and delta columns): what listings show. Summary and metadata are in stored form (U+0000 kept as an escape, see the engine docs).';
 
+CREATE VIEW pgcheckpoint.tenant_checkpoint_info WITH (security_invoker=true) AS
+ SELECT c.thread_id,
+    c.namespace,
+    c.seq,
+    c.checkpoint_id,
+    c.parent_checkpoint_id,
+    c.merge_parent_id,
+    c.step,
+    c.created_at,
+    c.trigger,
+    c.tags,
+    c.summary,
+    c.metadata,
+    c.format,
+    c.next_node,
+    c.size_bytes
+   FROM pgcheckpoint.checkpoints c
+  WHERE (c.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_checkpoint_info IS 'checkpoint_info of the session''s tenant alone (as tenant_checkpoints): what the store''s listings read.';
+
 CREATE VIEW pgcheckpoint.tenant_checkpoints WITH (security_invoker=true, check_option=local) AS
  SELECT checkpoints.thread_id,
     checkpoints.namespace,
@@ -1885,6 +1905,18 @@ CREATE VIEW pgcheckpoint.tenant_checkpoints WITH (security_invoker=true, check_o
   WHERE (checkpoints.tenant_id = pgcheckpoint.current_tenant());
 COMMENT ON VIEW pgcheckpoint.tenant_checkpoints IS 'The checkpoints of the session''s tenant (pgcheckpoint.current_tenant()); none with no tenant set, whatever the role (a superuser''s too). Every SQL function and every statement of the store reads and writes checkpoints through it; a row written through it must be of the tenant (CHECK OPTION).';
 
+CREATE VIEW pgcheckpoint.tenant_data_keys WITH (security_invoker=true, check_option=local) AS
+ SELECT data_keys.tenant_id,
+    data_keys.thread_id,
+    data_keys.kek_id,
+    data_keys.wrapped_key,
+    data_keys.created_at,
+    data_keys.rewrapped_at,
+    data_keys.shredded_at
+   FROM pgcheckpoint.data_keys
+  WHERE (data_keys.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_data_keys IS 'The data keys of the session''s tenant (see tenant_checkpoints).';
+
 CREATE VIEW pgcheckpoint.tenant_pending_writes WITH (security_invoker=true, check_option=local) AS
  SELECT pending_writes.thread_id,
     pending_writes.namespace,
@@ -1899,6 +1931,14 @@ CREATE VIEW pgcheckpoint.tenant_pending_writes WITH (security_invoker=true, chec
    FROM pgcheckpoint.pending_writes
   WHERE (pending_writes.tenant_id = pgcheckpoint.current_tenant());
 COMMENT ON VIEW pgcheckpoint.tenant_pending_writes IS 'The pending writes of the session''s tenant (see tenant_checkpoints).';
+
+CREATE VIEW pgcheckpoint.tenant_thread_locks WITH (security_invoker=true, check_option=local) AS
+ SELECT thread_locks.thread_id,
+    thread_locks.taken,
+    thread_locks.tenant_id
+   FROM pgcheckpoint.thread_locks
+  WHERE (thread_locks.tenant_id = pgcheckpoint.current_tenant());
+COMMENT ON VIEW pgcheckpoint.tenant_thread_locks IS 'The thread locks of the session''s tenant (see tenant_checkpoints).';
 
 CREATE VIEW pgcheckpoint.tenant_threads WITH (security_invoker=true, check_option=local) AS
  SELECT threads.thread_id,
@@ -1916,46 +1956,6 @@ CREATE VIEW pgcheckpoint.tenant_threads WITH (security_invoker=true, check_optio
    FROM pgcheckpoint.threads
   WHERE (threads.tenant_id = pgcheckpoint.current_tenant());
 COMMENT ON VIEW pgcheckpoint.tenant_threads IS 'The threads of the session''s tenant (see tenant_checkpoints).';
-
-CREATE VIEW pgcheckpoint.tenant_thread_locks WITH (security_invoker=true, check_option=local) AS
- SELECT thread_locks.thread_id,
-    thread_locks.taken,
-    thread_locks.tenant_id
-   FROM pgcheckpoint.thread_locks
-  WHERE (thread_locks.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_thread_locks IS 'The thread locks of the session''s tenant (see tenant_checkpoints).';
-
-CREATE VIEW pgcheckpoint.tenant_data_keys WITH (security_invoker=true, check_option=local) AS
- SELECT data_keys.tenant_id,
-    data_keys.thread_id,
-    data_keys.kek_id,
-    data_keys.wrapped_key,
-    data_keys.created_at,
-    data_keys.rewrapped_at,
-    data_keys.shredded_at
-   FROM pgcheckpoint.data_keys
-  WHERE (data_keys.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_data_keys IS 'The data keys of the session''s tenant (see tenant_checkpoints).';
-
-CREATE VIEW pgcheckpoint.tenant_checkpoint_info WITH (security_invoker=true) AS
- SELECT c.thread_id,
-    c.namespace,
-    c.seq,
-    c.checkpoint_id,
-    c.parent_checkpoint_id,
-    c.merge_parent_id,
-    c.step,
-    c.created_at,
-    c.trigger,
-    c.tags,
-    c.summary,
-    c.metadata,
-    c.format,
-    c.next_node,
-    c.size_bytes
-   FROM pgcheckpoint.checkpoints c
-  WHERE (c.tenant_id = pgcheckpoint.current_tenant());
-COMMENT ON VIEW pgcheckpoint.tenant_checkpoint_info IS 'checkpoint_info of the session''s tenant alone (as tenant_checkpoints): what the store''s listings read.';
 
 CREATE VIEW pgcheckpoint.tenant_thread_heads WITH (security_invoker=true) AS
  SELECT t.thread_id,

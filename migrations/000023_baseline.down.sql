@@ -1,4 +1,4 @@
--- Reverts 000021_baseline.up.sql: drops every object it made (a view
+-- Reverts 000023_baseline.up.sql: drops every object it made (a view
 -- first, then its table; the functions last, which defaults and policies
 -- call). The pgcheckpoint schema stays, as the migration tool made it: it
 -- holds the version table. Generated with the up migration.
@@ -9,6 +9,7 @@ DROP VIEW
     pgcheckpoint.tenant_checkpoints,
     pgcheckpoint.tenant_data_keys,
     pgcheckpoint.tenant_pending_writes,
+    pgcheckpoint.tenant_thread_heads,
     pgcheckpoint.tenant_thread_locks,
     pgcheckpoint.tenant_threads;
 

@@ -1,7 +1,7 @@
--- pgcheckpoint's schema at version 21, whole: tables, views, functions,
+-- pgcheckpoint's schema at version 23, whole: tables, views, functions,
 -- their comments and privileges. Before 0.1.0 every migration was folded
 -- into this one (docs/contributing.md, "Migrations"); it was generated
--- from the catalog of a database migrated to version 21 with
+-- from the catalog of a database migrated to version 23 with
 --
 --   go test ./integration -run '^TestFoldMigrations$' -fold
 --
@@ -593,7 +593,7 @@ COMMENT ON FUNCTION pgcheckpoint.checkpoint_last_message(uuid) IS 'The last mess
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_lineage(p_checkpoint_id uuid, p_max_depth integer DEFAULT NULL::integer)
  RETURNS TABLE(depth integer, thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, metadata jsonb, next_node text, size_bytes bigint)
  LANGUAGE sql
- STABLE
+ STABLE ROWS 100
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     WITH RECURSIVE walk AS (
@@ -1621,28 +1621,19 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head_seq(p_thread_id text, p_name
  SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
-    v_rewound_to uuid;
-    v_seq        bigint;
+    v_seq bigint;
 BEGIN
-    SELECT t.rewound_to INTO v_rewound_to
-    FROM pgcheckpoint.tenant_threads t
-    WHERE t.thread_id = p_thread_id AND t.namespace = p_namespace;
-    IF v_rewound_to IS NOT NULL THEN
-        -- By id alone (see checkpoint_put), then checked.
-        SELECT CASE WHEN c.thread_id = p_thread_id AND c.namespace = p_namespace THEN c.seq END
-          INTO v_seq
+    SELECT h.seq INTO v_seq
+    FROM pgcheckpoint.tenant_thread_heads h
+    WHERE h.thread_id = p_thread_id AND h.namespace = p_namespace;
+    IF NOT FOUND THEN
+        -- Checkpoints without their thread row (a bulk load): the newest.
+        SELECT c.seq INTO v_seq
         FROM pgcheckpoint.tenant_checkpoints c
-        WHERE c.checkpoint_id = v_rewound_to
+        WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
+        ORDER BY c.seq DESC
         LIMIT 1;
-        IF v_seq IS NOT NULL THEN
-            RETURN v_seq;
-        END IF;
     END IF;
-    SELECT c.seq INTO v_seq
-    FROM pgcheckpoint.tenant_checkpoints c
-    WHERE c.thread_id = p_thread_id AND c.namespace = p_namespace
-    ORDER BY c.seq DESC
-    LIMIT 1;
     RETURN v_seq;
 END;
 $function$;
@@ -1965,6 +1956,38 @@ CREATE VIEW pgcheckpoint.tenant_threads WITH (security_invoker=true, check_optio
    FROM pgcheckpoint.threads
   WHERE (threads.tenant_id = pgcheckpoint.current_tenant());
 COMMENT ON VIEW pgcheckpoint.tenant_threads IS 'The threads of the session''s tenant (see tenant_checkpoints).';
+
+CREATE VIEW pgcheckpoint.tenant_thread_heads WITH (security_invoker=true) AS
+ SELECT t.thread_id,
+    t.namespace,
+    t.metadata,
+    t.created_at,
+    h.seq,
+    h.checkpoint_id AS head_checkpoint_id,
+    h.step AS head_step,
+    h.summary AS head_summary,
+    h.created_at AS head_created_at
+   FROM (pgcheckpoint.tenant_threads t
+     LEFT JOIN LATERAL (( SELECT c.seq,
+            c.checkpoint_id,
+            c.step,
+            c.summary,
+            c.created_at
+           FROM pgcheckpoint.tenant_checkpoints c
+          WHERE ((c.checkpoint_id = t.rewound_to) AND (c.thread_id = t.thread_id) AND (c.namespace = t.namespace))
+         LIMIT 1)
+        UNION ALL
+        ( SELECT c.seq,
+            c.checkpoint_id,
+            c.step,
+            c.summary,
+            c.created_at
+           FROM pgcheckpoint.tenant_checkpoints c
+          WHERE ((c.thread_id = t.thread_id) AND (c.namespace = t.namespace))
+          ORDER BY c.seq DESC
+         LIMIT 1)
+ LIMIT 1) h ON (true));
+COMMENT ON VIEW pgcheckpoint.tenant_thread_heads IS 'Each thread and namespace of the session''s tenant (its metadata and creation time) with its head (seq, id, step, summary, creation time): the rewound-to checkpoint when the thread was rewound since its last write (and it is one of the thread and namespace), else the newest; NULLs when there is no checkpoint. thread_head_seq and the thread listing read it.';
 
 -- Row-level security, and defaults that call the functions
 
