@@ -255,25 +255,6 @@ func (q *Queries) CheckpointGetHead(ctx context.Context, arg CheckpointGetHeadPa
 	return i, err
 }
 
-const CheckpointHeadID = `-- name: CheckpointHeadID :one
-SELECT c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
-WHERE c.thread_id = $1::text AND c.namespace = $2::text
-  AND c.seq = pgcheckpoint.thread_head_seq($1::text, $2::text)
-`
-
-type CheckpointHeadIDParams struct {
-	ThreadID  string
-	Namespace string
-}
-
-// The id of CheckpointGetHead's checkpoint, without its content.
-func (q *Queries) CheckpointHeadID(ctx context.Context, arg CheckpointHeadIDParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, CheckpointHeadID, arg.ThreadID, arg.Namespace)
-	var checkpoint_id uuid.UUID
-	err := row.Scan(&checkpoint_id)
-	return checkpoint_id, err
-}
-
 const CheckpointLineage = `-- name: CheckpointLineage :many
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes, l.depth::int AS depth
 FROM pgcheckpoint.checkpoint_lineage($1::uuid, $2::int) AS l

@@ -300,7 +300,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, erro
 
 // HeadID implements engine.Store.
 func (s *Store) HeadID(ctx context.Context, threadID, namespace string) (uuid.UUID, error) {
-	id, err := s.q.CheckpointHeadID(ctx, db.CheckpointHeadIDParams{ThreadID: threadID, Namespace: namespace})
+	id, err := s.eq.CheckpointHeadID(ctx, enginedb.CheckpointHeadIDParams{ThreadID: threadID, Namespace: namespace})
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("head of thread %q namespace %q: %w", threadID, namespace, storeError(err))
 	}

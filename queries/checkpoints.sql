@@ -76,12 +76,6 @@ FROM pgcheckpoint.tenant_checkpoint_info c
 CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) m
 WHERE c.checkpoint_id = @checkpoint_id;
 
--- name: CheckpointHeadID :one
--- The id of CheckpointGetHead's checkpoint, without its content.
-SELECT c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
-WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
-  AND c.seq = pgcheckpoint.thread_head_seq(@thread_id::text, @namespace::text);
-
 -- name: CheckpointGetHead :one
 -- The head of a thread and namespace: the checkpoint the next write builds
 -- on (see pgcheckpoint.thread_head_seq), read as CheckpointGetByID reads one.

@@ -69,3 +69,22 @@ func (q *Queries) CheckpointGetSeq(ctx context.Context, arg CheckpointGetSeqPara
 	err := row.Scan(&seq)
 	return seq, err
 }
+
+const CheckpointHeadID = `-- name: CheckpointHeadID :one
+SELECT c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
+WHERE c.thread_id = $1::text AND c.namespace = $2::text
+  AND c.seq = pgcheckpoint.thread_head_seq($1::text, $2::text)
+`
+
+type CheckpointHeadIDParams struct {
+	ThreadID  string
+	Namespace string
+}
+
+// The id of CheckpointGetHead's checkpoint, without its content.
+func (q *Queries) CheckpointHeadID(ctx context.Context, arg CheckpointHeadIDParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, CheckpointHeadID, arg.ThreadID, arg.Namespace)
+	var checkpoint_id uuid.UUID
+	err := row.Scan(&checkpoint_id)
+	return checkpoint_id, err
+}

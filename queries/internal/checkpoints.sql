@@ -105,3 +105,9 @@ FROM pgcheckpoint.checkpoint_lineage(
 WHERE l.step <= @max_step::bigint AND l.thread_id = @thread_id::text AND l.namespace = @namespace::text
 ORDER BY 2
 LIMIT 1;
+
+-- name: CheckpointHeadID :one
+-- The id of CheckpointGetHead's checkpoint, without its content.
+SELECT c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
+WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
+  AND c.seq = pgcheckpoint.thread_head_seq(@thread_id::text, @namespace::text);
