@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,13 +14,9 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/benchratio"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
-
-func p99(d []time.Duration) time.Duration {
-	slices.Sort(d)
-	return d[len(d)*99/100]
-}
 
 // BenchmarkGCSweep fills the tables with 100 checkpoints on each of
 // PGCHECKPOINT_BENCH_GC_THREADS threads (default 10,000: 1,000,000
@@ -124,7 +119,7 @@ func BenchmarkGCSweep(b *testing.B) {
 	b.ReportMetric(float64(res.Deleted)/elapsed.Seconds(), "rows-deleted/s")
 	b.ReportMetric(elapsed.Seconds(), "sweep-s")
 	b.ReportMetric(float64(res.LongestBatch)/1e6, "longest-txn-ms")
-	pb, pd := p99(before), p99(during)
+	pb, pd := benchratio.P99(before), benchratio.P99(during)
 	b.ReportMetric(float64(pb)/1e6, "p99-before-ms")
 	b.ReportMetric(float64(pd)/1e6, "p99-during-ms")
 	b.ReportMetric(float64(pd)/float64(pb), "p99-ratio")

@@ -7,7 +7,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -162,67 +161,6 @@ func scaleListThreads(b *testing.B) {
 	}
 }
 
-// sweepWriters runs two writers, each on a thread of its own, until stop
-// is closed, and returns their latencies.
-func sweepWriters(b *testing.B, write func(thread string) error, stop <-chan struct{}) []time.Duration {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for w := range 2 {
-		thread := fmt.Sprintf("writer-%d", w)
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				t0 := time.Now()
-				if err := write(thread); err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				lat = append(lat, time.Since(t0))
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
-	if len(lat) == 0 {
-		b.Fatal("the writers wrote nothing")
-	}
-	return lat
-}
-
-// sweepRound times del with two writers running, and the writers alone
-// for window just before it; it returns del's duration and the writers'
-// p99 during it over their p99 before it.
-func sweepRound(b *testing.B, window time.Duration, write func(thread string) error, del func() error) (time.Duration, float64) {
-	stop := make(chan struct{})
-	go func() { time.Sleep(window); close(stop) }()
-	before := sweepWriters(b, write, stop)
-	stop = make(chan struct{})
-	var during []time.Duration
-	var wg sync.WaitGroup
-	wg.Go(func() { during = sweepWriters(b, write, stop) })
-	t0 := time.Now()
-	err := del()
-	elapsed := time.Since(t0)
-	close(stop)
-	wg.Wait()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return elapsed, float64(p99(during)) / float64(p99(before))
-}
-
 func scaleSweep(b *testing.B) {
 	d := pgtest.NewDB(b)
 	ctx := context.Background()
@@ -274,11 +212,11 @@ func scaleSweep(b *testing.B) {
 		scaleFill(b, d.Pool, threads)
 		b.StartTimer()
 		runOurs := func() {
-			t, r := sweepRound(b, window, write, sweep)
+			t, r := benchratio.SweepRound(b, window, write, sweep)
 			ours, oursP99 = append(ours, t), append(oursP99, r)
 		}
 		runBare := func() {
-			t, r := sweepRound(b, window, write, bare)
+			t, r := benchratio.SweepRound(b, window, write, bare)
 			theirs, theirsP99 = append(theirs, t), append(theirsP99, r)
 		}
 		// One fill serves both: the bare sweep deletes from the copy.
@@ -355,8 +293,8 @@ func scaleLong(b *testing.B) {
 		b.StopTimer()
 		p50 := benchratio.Median(lat)
 		b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
-		b.ReportMetric(float64(p99(lat).Microseconds()), "p99-µs")
-		b.ReportMetric(float64(p99(lat))/float64(p50), "p99-x-p50")
+		b.ReportMetric(float64(benchratio.P99(lat).Microseconds()), "p99-µs")
+		b.ReportMetric(float64(benchratio.P99(lat))/float64(p50), "p99-x-p50")
 	})
 	// The bare copies: the head's whole content in one row, and the
 	// listing's columns of every row.

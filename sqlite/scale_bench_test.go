@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -180,72 +179,6 @@ func scaleListThreads(b *testing.B) {
 	}
 }
 
-func p99(d []time.Duration) time.Duration {
-	slices.Sort(d)
-	return d[len(d)*99/100]
-}
-
-// sweepWriters runs two writers, each on a thread of its own, until stop
-// is closed, and returns their latencies.
-func sweepWriters(b *testing.B, write func(thread string) error, stop <-chan struct{}) []time.Duration {
-	var mu sync.Mutex
-	var lat []time.Duration
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for w := range 2 {
-		thread := fmt.Sprintf("writer-%d", w)
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				t0 := time.Now()
-				if err := write(thread); err != nil {
-					errs <- err
-					return
-				}
-				mu.Lock()
-				lat = append(lat, time.Since(t0))
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
-	if len(lat) == 0 {
-		b.Fatal("the writers wrote nothing")
-	}
-	return lat
-}
-
-// sweepRound times del with two writers running, and the writers alone
-// for window just before it; it returns del's duration and the writers' p99
-// during it over their p99 before it.
-func sweepRound(b *testing.B, window time.Duration, write func(thread string) error, del func() error) (time.Duration, float64) {
-	stop := make(chan struct{})
-	go func() { time.Sleep(window); close(stop) }()
-	before := sweepWriters(b, write, stop)
-	stop = make(chan struct{})
-	var during []time.Duration
-	var wg sync.WaitGroup
-	wg.Go(func() { during = sweepWriters(b, write, stop) })
-	t0 := time.Now()
-	err := del()
-	elapsed := time.Since(t0)
-	close(stop)
-	wg.Wait()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return elapsed, float64(p99(during)) / float64(p99(before))
-}
-
 func scaleSweep(b *testing.B) {
 	eng, bare := scaleSetup(b)
 	ctx := context.Background()
@@ -321,7 +254,7 @@ func scaleSweep(b *testing.B) {
 		b.StopTimer()
 		scaleFill(b, bare, threads)
 		b.StartTimer()
-		_, r := sweepRound(b, window, write, sweep)
+		_, r := benchratio.SweepRound(b, window, write, sweep)
 		oursP99 = append(oursP99, r)
 	}
 	b.StopTimer()
@@ -376,8 +309,8 @@ func scaleLong(b *testing.B) {
 		b.StopTimer()
 		p50 := benchratio.Median(lat)
 		b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
-		b.ReportMetric(float64(p99(lat).Microseconds()), "p99-µs")
-		b.ReportMetric(float64(p99(lat))/float64(p50), "p99-x-p50")
+		b.ReportMetric(float64(benchratio.P99(lat).Microseconds()), "p99-µs")
+		b.ReportMetric(float64(benchratio.P99(lat))/float64(p50), "p99-x-p50")
 	})
 	head, err := eng.Latest(ctx, "long")
 	if err != nil {

@@ -113,3 +113,70 @@ func State() json.RawMessage {
 	b, _ := json.Marshal(m)
 	return b
 }
+
+// P99 returns the 99th percentile of d, which it sorts.
+func P99(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)*99/100]
+}
+
+// sweepWriters runs two writers, each on a thread of its own, until stop
+// is closed, and returns their latencies.
+func sweepWriters(b *testing.B, write func(thread string) error, stop <-chan struct{}) []time.Duration {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for w := range 2 {
+		thread := fmt.Sprintf("writer-%d", w)
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				t0 := time.Now()
+				if err := write(thread); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				lat = append(lat, time.Since(t0))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	if len(lat) == 0 {
+		b.Fatal("the writers wrote nothing")
+	}
+	return lat
+}
+
+// SweepRound times del with two writers running, and the writers alone
+// for window just before it; it returns del's duration and the writers'
+// p99 during it over their p99 before it.
+func SweepRound(b *testing.B, window time.Duration, write func(thread string) error, del func() error) (time.Duration, float64) {
+	stop := make(chan struct{})
+	go func() { time.Sleep(window); close(stop) }()
+	before := sweepWriters(b, write, stop)
+	stop = make(chan struct{})
+	var during []time.Duration
+	var wg sync.WaitGroup
+	wg.Go(func() { during = sweepWriters(b, write, stop) })
+	t0 := time.Now()
+	err := del()
+	elapsed := time.Since(t0)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return elapsed, float64(P99(during)) / float64(P99(before))
+}
