@@ -71,11 +71,24 @@ func (h *HeldKeys) WrapKey(ctx context.Context, dataKey, aad []byte) (string, []
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = syncDir(h.Dir) // the file's name is durable before a key row names it
+	}
 	if err != nil {
 		_ = os.Remove(path)
 		return "", nil, err
 	}
 	return kek, ref, nil
+}
+
+// syncDir makes the names in dir durable (a file made or removed there).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // UnwrapKey implements KeyProvider: it reads the file of ref and unwraps
@@ -104,9 +117,10 @@ func (h *HeldKeys) ShredKey(_ context.Context, _ string, ref, _ []byte) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	if d, err := os.Open(h.Dir); err == nil {
-		defer d.Close()
-		return d.Sync() // the deletion is durable before the key row is shredded
+	// The deletion is durable before the key row is shredded (no Dir: no
+	// key was ever held there).
+	if err := syncDir(h.Dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }
