@@ -737,6 +737,21 @@ func (c *crypter) newKey(ctx context.Context, tenant, thread string) ([]byte, Wr
 	return dek, WrappedKey{ThreadID: thread, KEKID: kek, Wrapped: wrapped}, nil
 }
 
+// shreddedError is ErrEncrypted for a thread whose key w was shredded.
+func shreddedError(w WrappedKey) error {
+	return fmt.Errorf("%w: thread %q's data key was shredded at %s: its content is erased", ErrEncrypted, w.ThreadID, w.ShreddedAt.UTC().Format(time.RFC3339))
+}
+
+// shredUnused has a KeyShredder destroy a wrapping that no key row holds
+// (a new key that lost the race to be a thread's first); other providers
+// keep nothing to destroy.
+func (c *crypter) shredUnused(ctx context.Context, k WrappedKey, tenant string) error {
+	if sh, held := c.keys.(KeyShredder); held {
+		return sh.ShredKey(ctx, k.KEKID, k.Wrapped, wrapAD(tenant, k.ThreadID))
+	}
+	return nil
+}
+
 // key returns a thread's data key: from the cache, else the store's row
 // unwrapped by the provider; with create, a thread without one gets a new
 // key (the first writer's, when several race). inTx: s runs in a caller's
@@ -764,8 +779,12 @@ func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, creat
 		if w, err = s.PutDataKey(ctx, mine); err != nil {
 			return nil, fmt.Errorf("store the data key of thread %q: %w", thread, err)
 		}
-		if w.KEKID != mine.KEKID || !bytes.Equal(w.Wrapped, mine.Wrapped) {
-			fresh = nil // another writer's key came first
+		if !sameWrapping(w, mine) {
+			// Another writer's key came first: no row holds mine.
+			fresh = nil
+			// Should the provider fail to, the key is left for
+			// Engine.PruneKeys: the write goes on.
+			_ = c.shredUnused(ctx, mine, tenant)
 		}
 	case errors.Is(err, ErrNotFound):
 		return nil, fmt.Errorf("%w: thread %q has no data key", ErrEncrypted, thread)
@@ -773,12 +792,21 @@ func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, creat
 		return nil, fmt.Errorf("read the data key of thread %q: %w", thread, err)
 	}
 	if w.Wrapped == nil || !w.ShreddedAt.IsZero() {
-		return nil, fmt.Errorf("%w: thread %q's data key was shredded at %s: its content is erased", ErrEncrypted, thread, w.ShreddedAt.UTC().Format(time.RFC3339))
+		return nil, shreddedError(w)
 	}
 	dek := fresh
-	if dek == nil {
-		if dek, err = c.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, wrapAD(tenant, thread)); err != nil {
+	for attempt := 0; dek == nil; attempt++ {
+		if dek, err = c.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, wrapAD(tenant, thread)); err == nil {
+			break
+		}
+		// A KeyShredder destroys a wrapping once a rotation replaced it
+		// in the row: a row changed since it was read is read again.
+		now, rerr := s.DataKey(ctx, thread)
+		if rerr != nil || sameWrapping(now, w) || attempt == maxKeyRowAttempts {
 			return nil, fmt.Errorf("%w: the key provider does not unwrap thread %q's data key (key-encryption key %q): %v", ErrEncrypted, thread, w.KEKID, err)
+		}
+		if w = now; w.Wrapped == nil {
+			return nil, shreddedError(w)
 		}
 	}
 	k, err := newDataKey(tenant, thread, dek)

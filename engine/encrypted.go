@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -559,7 +560,6 @@ func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 	if e.crypt == nil {
 		return r, fmt.Errorf("rewrap keys: %w: the engine has no Config.Encryption", ErrInvalidInput)
 	}
-	tenant := e.Tenant()
 	after := ""
 	for {
 		keys, err := e.store.DataKeys(ctx, after, 100)
@@ -571,39 +571,146 @@ func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 		}
 		for _, w := range keys {
 			after = w.ThreadID
-			if w.Wrapped == nil {
-				r.Shredded++
-				continue
-			}
-			ad := wrapAD(tenant, w.ThreadID)
-			dek, err := e.crypt.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, ad)
-			if err != nil {
-				return r, fmt.Errorf("rewrap keys: %w: thread %q (key-encryption key %q): %v", ErrEncrypted, w.ThreadID, w.KEKID, err)
-			}
-			kek, wrapped, err := e.crypt.keys.WrapKey(ctx, dek, ad)
-			if err != nil {
-				return r, fmt.Errorf("rewrap keys: %w: thread %q: %v", ErrEncrypted, w.ThreadID, err)
-			}
-			ok, err := e.store.RewrapDataKey(ctx, w, WrappedKey{ThreadID: w.ThreadID, KEKID: kek, Wrapped: wrapped})
+			rewrapped, shredded, err := e.rewrapKey(ctx, w)
 			if err != nil {
 				return r, fmt.Errorf("rewrap keys: thread %q: %w", w.ThreadID, err)
 			}
-			if ok {
+			if rewrapped {
 				r.Rewrapped++
 			}
-			if sh, held := e.crypt.keys.(KeyShredder); held {
-				// The wrapping no row holds any longer: the old one, or
-				// ours when another writer changed the row first.
-				unused := WrappedKey{KEKID: w.KEKID, Wrapped: w.Wrapped}
-				if !ok {
-					unused = WrappedKey{KEKID: kek, Wrapped: wrapped}
-				}
-				if err := sh.ShredKey(ctx, unused.KEKID, unused.Wrapped, ad); err != nil {
-					return r, fmt.Errorf("rewrap keys: thread %q: shred the replaced key: %w", w.ThreadID, err)
+			if shredded {
+				r.Shredded++
+			}
+		}
+	}
+}
+
+// rewrapKey wraps the data key of w's thread, read as w, again under the
+// provider's current KEK, if the row is still w: it reports whether it
+// did, or whether the key is shredded. Under a KeyShredder it has the
+// provider destroy whichever wrapping no row holds afterwards: the old
+// one, or its own when the row changed first (another rotation, a
+// shredding). A row that changed before the old wrapping was unwrapped is
+// read again: a KeyShredder may have destroyed what the row held.
+// Errors: ErrEncrypted when a key still in its row does not unwrap.
+func (e *Engine) rewrapKey(ctx context.Context, w WrappedKey) (rewrapped, shredded bool, err error) {
+	ad := wrapAD(e.Tenant(), w.ThreadID)
+	for attempt := 0; ; attempt++ {
+		if w.Wrapped == nil {
+			return false, true, nil
+		}
+		dek, err := e.crypt.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, ad)
+		if err != nil {
+			now, rerr := e.store.DataKey(ctx, w.ThreadID)
+			switch {
+			case errors.Is(rerr, ErrNotFound):
+				return false, false, nil
+			case rerr != nil:
+				return false, false, rerr
+			case sameWrapping(now, w) || attempt == maxKeyRowAttempts:
+				return false, false, fmt.Errorf("%w: key-encryption key %q: %v", ErrEncrypted, w.KEKID, err)
+			}
+			w = now
+			continue
+		}
+		kek, wrapped, err := e.crypt.keys.WrapKey(ctx, dek, ad)
+		if err != nil {
+			return false, false, fmt.Errorf("%w: %v", ErrEncrypted, err)
+		}
+		mine := WrappedKey{ThreadID: w.ThreadID, KEKID: kek, Wrapped: wrapped}
+		ok, err := e.store.RewrapDataKey(ctx, w, mine)
+		if err != nil {
+			// Whether mine was stored is unknown: PruneKeys removes it
+			// if not.
+			return false, false, err
+		}
+		if sh, held := e.crypt.keys.(KeyShredder); held {
+			unused := w
+			if !ok {
+				unused = mine
+			}
+			if err := sh.ShredKey(ctx, unused.KEKID, unused.Wrapped, ad); err != nil {
+				return ok, false, fmt.Errorf("shred the replaced key: %w", err)
+			}
+		}
+		return ok, false, nil
+	}
+}
+
+// maxKeyRowAttempts bounds how often a call reads a key row again that
+// changed under it: each change is another caller's progress.
+const maxKeyRowAttempts = 8
+
+// sameWrapping reports whether a and b are the same wrapping of a key.
+func sameWrapping(a, b WrappedKey) bool {
+	return a.KEKID == b.KEKID && bytes.Equal(a.Wrapped, b.Wrapped)
+}
+
+// MinKeyPruneGrace is the least grace PruneKeys takes.
+const MinKeyPruneGrace = time.Minute
+
+// PruneKeys has the key provider, a KeyPruner such as HeldKeys, destroy
+// the data keys it holds that no key row names and that it made more
+// than grace ago, and returns how many it destroyed. Such keys are left
+// by a thread's first write that rolled back (a caller's transaction) or
+// failed, a process that stopped between making a key and storing its
+// row or between a rotation and the shredding of the wrapping it
+// replaced; a key that lost the race to be a thread's first, or that a
+// rotation or a shredding replaced, is destroyed at once. The rows of e's
+// tenant and of each of tenants are read: a provider that holds the keys
+// of other tenants too must be given them all, else it destroys theirs.
+// grace must be longer than any transaction that writes a thread's first
+// checkpoint: the row of a key made in a transaction not yet committed is
+// seen by no one else, and the key would be destroyed under it.
+// Errors: ErrInvalidInput for an Engine that does not encrypt, a provider
+// that is not a KeyPruner, a grace under MinKeyPruneGrace, a bad tenant.
+func (e *Engine) PruneKeys(ctx context.Context, grace time.Duration, tenants ...string) (_ int, err error) {
+	ctx, done := e.tel.call(ctx, "PruneKeys")
+	defer func() { done(err) }()
+	if e.crypt == nil {
+		return 0, fmt.Errorf("prune keys: %w: the engine has no Config.Encryption", ErrInvalidInput)
+	}
+	p, ok := e.crypt.keys.(KeyPruner)
+	if !ok {
+		return 0, fmt.Errorf("prune keys: %w: the key provider (%T) holds no data keys to prune", ErrInvalidInput, e.crypt.keys)
+	}
+	if grace < MinKeyPruneGrace {
+		return 0, fmt.Errorf("prune keys: %w: a grace of %s; it is at least %s, longer than any transaction that makes a key", ErrInvalidInput, grace, MinKeyPruneGrace)
+	}
+	// Taken before the rows are read: a key made before it whose row
+	// is not among them never had one, or lost it.
+	before := time.Now().Add(-grace)
+	engines := []*Engine{e}
+	for _, t := range tenants {
+		te, err := e.ForTenant(t)
+		if err != nil {
+			return 0, fmt.Errorf("prune keys: %w", err)
+		}
+		engines = append(engines, te)
+	}
+	named := map[string]bool{}
+	for _, te := range engines {
+		for after := ""; ; {
+			keys, err := te.store.DataKeys(ctx, after, 1000)
+			if err != nil {
+				return 0, fmt.Errorf("prune keys: %w", err)
+			}
+			if len(keys) == 0 {
+				break
+			}
+			for _, k := range keys {
+				after = k.ThreadID
+				if k.Wrapped != nil {
+					named[string(k.Wrapped)] = true
 				}
 			}
 		}
 	}
+	n, err := p.PruneKeys(ctx, before, func(wrapped []byte) bool { return named[string(wrapped)] })
+	if err != nil {
+		return n, fmt.Errorf("prune keys: %w", err)
+	}
+	return n, nil
 }
 
 // ShredThread erases a thread's content by deleting its data key
@@ -616,13 +723,16 @@ func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 // the key-encryption key can read the thread. To make shredding reach
 // backups, keep data keys out of the database's backups: a KeyShredder
 // (HeldKeys, or one over a KMS) holds each data key itself, the database
-// only a reference, and ShredThread has it destroy the key first; or
-// destroy the KEK that wrapped the key in every backup. (A RewrapKeys
-// running at the same moment can leave the key it wrapped with the
-// provider.) Other processes may use a key they unwrapped for up to
-// Encryption.KeyCacheTTL. It reports whether the thread had a key.
-// Errors: ErrInvalidInput for an Engine that does not encrypt or a bad
-// thread id.
+// only a reference, and ShredThread has it destroy the wrapping it
+// shredded in the row (one a RewrapKeys running at the same moment made
+// included); or destroy the KEK that wrapped the key in every backup.
+// Should the provider fail to destroy the key, or the process stop
+// before it does, the key row is shredded all the same and the key is
+// named by no row: PruneKeys destroys it. Other processes may use a key
+// they unwrapped for up to Encryption.KeyCacheTTL. It reports whether the
+// thread had a key. Errors: ErrInvalidInput for an Engine that does not
+// encrypt or a bad thread id; the provider's error, with true, when it
+// did not destroy the key; ErrTransient when the key row kept changing.
 func (e *Engine) ShredThread(ctx context.Context, threadID string) (_ bool, err error) {
 	ctx, done := e.tel.call(ctx, "ShredThread", attrThread.String(threadID))
 	defer func() { done(err) }()
@@ -633,23 +743,39 @@ func (e *Engine) ShredThread(ctx context.Context, threadID string) (_ bool, err 
 		return false, fmt.Errorf("shred thread: %w", err)
 	}
 	e.crypt.forget(e.Tenant(), threadID)
-	if sh, held := e.crypt.keys.(KeyShredder); held {
-		// The provider's copy first: should the row's shredding fail, the
-		// content is still erased, and a retry finds the row to shred.
+	defer e.crypt.forget(e.Tenant(), threadID)
+	sh, held := e.crypt.keys.(KeyShredder)
+	for attempt := 0; ; attempt++ {
 		w, err := e.store.DataKey(ctx, threadID)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		switch {
+		case errors.Is(err, ErrNotFound):
+			w = WrappedKey{ThreadID: threadID} // recorded as shredded, so it never gets a key
+		case err != nil:
+			return false, fmt.Errorf("shred thread %q: %w", threadID, err)
+		case w.Wrapped == nil:
+			return false, nil
+		}
+		shredded, err := e.store.ShredDataKey(ctx, w)
+		if err != nil {
 			return false, fmt.Errorf("shred thread %q: %w", threadID, err)
 		}
-		if err == nil && w.Wrapped != nil {
+		if shredded && held && w.Wrapped != nil {
+			// The row first, then the provider's copy of what it held: a
+			// rotation or a reader that read the row before sees either
+			// the key or the row shredded, never a key row whose key is
+			// gone.
 			if err := sh.ShredKey(ctx, w.KEKID, w.Wrapped, wrapAD(e.Tenant(), threadID)); err != nil {
-				return false, fmt.Errorf("shred thread %q: %w: the key provider did not shred the data key: %v", threadID, ErrEncrypted, err)
+				return true, fmt.Errorf("shred thread %q: the key row is shredded, but the key provider did not destroy the key (PruneKeys will): %w", threadID, err)
 			}
 		}
+		if shredded {
+			return w.Wrapped != nil, nil
+		}
+		// The row changed since it was read (a rotation re-wrapped it, a
+		// first write made it): what the provider holds for it now is
+		// destroyed in turn.
+		if attempt == maxKeyRowAttempts {
+			return false, fmt.Errorf("shred thread %q: %w: its key row changed %d times while it was shredded; try again", threadID, ErrTransient, attempt+1)
+		}
 	}
-	had, err := e.store.ShredDataKey(ctx, threadID)
-	e.crypt.forget(e.Tenant(), threadID)
-	if err != nil {
-		return false, fmt.Errorf("shred thread %q: %w", threadID, err)
-	}
-	return had, nil
 }

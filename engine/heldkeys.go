@@ -9,19 +9,31 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // KeyShredder is a KeyProvider that holds data keys itself (the database
-// keeps only a reference to each): ShredThread calls ShredKey before it
-// shreds the thread's key row, so that no copy of that row (a backup of
-// the database, a replica, an export) unwraps again, and RewrapKeys calls
-// it for the wrapping a rotation replaced. ShredKey must succeed for a key
-// it no longer holds.
+// keeps only a reference to each): ShredThread calls ShredKey for the
+// wrapping it shredded in the thread's key row, so that no copy of that
+// row (a backup of the database, a replica, an export) unwraps again;
+// RewrapKeys calls it for the wrapping a rotation replaced, and a
+// thread's first write for a new key that another writer's beat. ShredKey
+// must succeed for a key it no longer holds.
 type KeyShredder interface {
 	KeyProvider
 	// ShredKey destroys what the provider holds for a data key that
 	// WrapKey returned as (kekID, wrapped) with aad.
 	ShredKey(ctx context.Context, kekID string, wrapped, aad []byte) error
+}
+
+// KeyPruner is a KeyShredder that can also destroy, in bulk, the data
+// keys that no key row names: see Engine.PruneKeys.
+type KeyPruner interface {
+	KeyShredder
+	// PruneKeys destroys every data key the provider holds that it made
+	// before before and whose wrapped form (as WrapKey returned it)
+	// referenced reports false for, and returns how many it destroyed.
+	PruneKeys(ctx context.Context, before time.Time, referenced func(wrapped []byte) bool) (int, error)
 }
 
 // HeldKeys is a KeyShredder for development and tests, as LocalKeys is a
@@ -123,4 +135,42 @@ func (h *HeldKeys) ShredKey(_ context.Context, _ string, ref, _ []byte) error {
 		return err
 	}
 	return nil
+}
+
+// PruneKeys implements KeyPruner: it deletes the key files in Dir last
+// written before before whose reference referenced reports false. Files
+// whose names are not references are left alone.
+func (h *HeldKeys) PruneKeys(_ context.Context, before time.Time, referenced func(ref []byte) bool) (int, error) {
+	list, err := os.ReadDir(h.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, f := range list {
+		ref, err := hex.DecodeString(f.Name())
+		if err != nil || len(ref) != heldRefSize || !f.Type().IsRegular() {
+			continue
+		}
+		info, err := f.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // shredded meanwhile
+		}
+		if err != nil {
+			return n, err
+		}
+		if !info.ModTime().Before(before) || referenced(ref) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(h.Dir, f.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	if n > 0 {
+		return n, syncDir(h.Dir)
+	}
+	return n, nil
 }

@@ -168,10 +168,13 @@ type Store interface {
 	// is still old's (same KEK id and bytes, not shredded), and reports
 	// whether it did.
 	RewrapDataKey(ctx context.Context, old, k WrappedKey) (bool, error)
-	// ShredDataKey deletes a thread's wrapped data key, keeping a record
-	// of when (its Wrapped nil), so the thread cannot get a new key; it
-	// reports whether there was a key to delete.
-	ShredDataKey(ctx context.Context, threadID string) (bool, error)
+	// ShredDataKey deletes the wrapped data key of old.ThreadID if it is
+	// still old's (same KEK id and bytes), keeping a record of when (its
+	// Wrapped nil), so the thread cannot get a new key; for an old with no
+	// Wrapped it writes that record if the thread has no key row. It
+	// reports whether it did: false when the row is not old (re-wrapped,
+	// made or shredded meanwhile).
+	ShredDataKey(ctx context.Context, old WrappedKey) (bool, error)
 	// BranchSource returns the thread a branch was forked from ("" for a
 	// thread that is not a branch): where the keys of what its first
 	// checkpoint copied are, once the source checkpoint is deleted.

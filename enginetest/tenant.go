@@ -91,6 +91,7 @@ var tenantProbes = map[string]tenantProbe{
 	"Encrypted":        {note: "reads the configuration, no rows"},
 	"RewrapKeys":       {note: "needs an encrypting Engine: the encryption suite's TenantsKeepTheirKeys has tenant B rewrap and shred on A's thread ids"},
 	"ShredThread":      {note: "needs an encrypting Engine: the encryption suite's TenantsKeepTheirKeys has tenant B rewrap and shred on A's thread ids"},
+	"PruneKeys":        {note: "needs an Engine over HeldKeys: the encryption suite's PruneKeysKeepsEveryTenantNamed prunes as one tenant"},
 	"Append": {named: true, call: func(ctx context.Context, b *engine.Engine, x tenantTarget) (string, error) {
 		_, err := b.Append(ctx, engine.AppendInput{ThreadID: x.thread, Messages: json.RawMessage(`[{"role":"user","content":"b"}]`)})
 		return "", err

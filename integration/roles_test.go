@@ -491,6 +491,16 @@ func runEveryEngineMethod(t *testing.T, ctx context.Context, eng *engine.Engine,
 			return err
 		}},
 		{"ShredThread", func() error { _, err := encrypted.ShredThread(ctx, "encrypted"); return err }},
+		{"PruneKeys", func() error {
+			keys, err := engine.ParseLocalKeys(engine.NewKeyText("roles"))
+			if err != nil {
+				return err
+			}
+			held := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{Encryption: engine.Encryption{
+				Keys: &engine.HeldKeys{Dir: t.TempDir(), KEKs: keys}}})
+			_, err = held.PruneKeys(ctx, time.Hour)
+			return err
+		}},
 		{"WithTx", func() error {
 			tx, err := pool.Begin(ctx)
 			if err != nil {

@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
@@ -34,6 +36,12 @@ func (s *Store) PutDataKey(ctx context.Context, k engine.WrappedKey) (engine.Wra
 	r, err := s.eq.DataKeyInsert(ctx, enginedb.DataKeyInsertParams{
 		ThreadID: k.ThreadID, KekID: k.KEKID, WrappedKey: k.Wrapped,
 	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Another writer's key, committed while this insert waited on
+		// it, is newer than the statement's snapshot: the next
+		// statement reads it.
+		return s.DataKey(ctx, k.ThreadID)
+	}
 	if err != nil {
 		return engine.WrappedKey{}, storeError(err)
 	}
@@ -65,13 +73,15 @@ func (s *Store) RewrapDataKey(ctx context.Context, old, k engine.WrappedKey) (bo
 // ShredDataKey implements engine.Store: the key's bytes are gone from the
 // row at once, from the table's files once vacuumed (a backup or a WAL
 // archive made before keeps them).
-func (s *Store) ShredDataKey(ctx context.Context, threadID string) (bool, error) {
-	n, err := s.eq.DataKeyShred(ctx, threadID)
-	if err != nil {
-		return false, storeError(err)
-	}
-	if n == 0 {
-		err = s.eq.DataKeyTombstone(ctx, threadID)
+func (s *Store) ShredDataKey(ctx context.Context, old engine.WrappedKey) (bool, error) {
+	var n int64
+	var err error
+	if old.Wrapped == nil {
+		n, err = s.eq.DataKeyTombstone(ctx, old.ThreadID)
+	} else {
+		n, err = s.eq.DataKeyShred(ctx, enginedb.DataKeyShredParams{
+			ThreadID: old.ThreadID, KekID: old.KEKID, WrappedKey: old.Wrapped,
+		})
 	}
 	return n == 1, storeError(err)
 }

@@ -86,16 +86,16 @@ func (s *Store) RewrapDataKey(ctx context.Context, old, k engine.WrappedKey) (bo
 // ShredDataKey implements engine.Store: the key's bytes are gone from the
 // row at once, from the file's free pages and WAL once they are reused or
 // checkpointed (a copy of the file made before keeps them).
-func (s *Store) ShredDataKey(ctx context.Context, threadID string) (bool, error) {
+func (s *Store) ShredDataKey(ctx context.Context, old engine.WrappedKey) (bool, error) {
 	var n int64
 	err := s.write(ctx, func(q *queries, _ execer) error {
-		now := sql.NullInt64{Int64: s.now().UnixMicro(), Valid: true}
+		now := s.now().UnixMicro()
 		var err error
-		if n, err = q.DataKeyShred(ctx, sqlitedb.DataKeyShredParams{Now: now, ThreadID: threadID}); err != nil {
-			return dbError("shred a data key", err)
-		}
-		if n == 0 {
-			err = q.DataKeyTombstone(ctx, sqlitedb.DataKeyTombstoneParams{Now: now.Int64, ThreadID: threadID})
+		if old.Wrapped == nil {
+			n, err = q.DataKeyTombstone(ctx, sqlitedb.DataKeyTombstoneParams{Now: now, ThreadID: old.ThreadID})
+		} else {
+			n, err = q.DataKeyShred(ctx, sqlitedb.DataKeyShredParams{Now: sql.NullInt64{Int64: now, Valid: true},
+				ThreadID: old.ThreadID, KekID: old.KEKID, WrappedKey: old.Wrapped})
 		}
 		return dbError("shred a data key", err)
 	})

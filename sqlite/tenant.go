@@ -261,7 +261,7 @@ func (q *queries) DataKeyShred(ctx context.Context, p sqlitedb.DataKeyShredParam
 	return q.db.DataKeyShred(ctx, p)
 }
 
-func (q *queries) DataKeyTombstone(ctx context.Context, p sqlitedb.DataKeyTombstoneParams) error {
+func (q *queries) DataKeyTombstone(ctx context.Context, p sqlitedb.DataKeyTombstoneParams) (int64, error) {
 	p.TenantID = q.tenant
 	return q.db.DataKeyTombstone(ctx, p)
 }

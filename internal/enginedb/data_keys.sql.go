@@ -183,27 +183,40 @@ func (q *Queries) DataKeyRewrap(ctx context.Context, arg DataKeyRewrapParams) (i
 const DataKeyShred = `-- name: DataKeyShred :execrows
 UPDATE pgcheckpoint.tenant_data_keys
 SET kek_id = '', wrapped_key = NULL, shredded_at = now()
-WHERE thread_id = $1::text AND wrapped_key IS NOT NULL
+WHERE thread_id = $1::text
+  AND kek_id = $2::text AND wrapped_key = $3::bytea
 `
 
-func (q *Queries) DataKeyShred(ctx context.Context, threadID string) (int64, error) {
-	result, err := q.db.Exec(ctx, DataKeyShred, threadID)
+type DataKeyShredParams struct {
+	ThreadID   string
+	KekID      string
+	WrappedKey []byte
+}
+
+// Shreds the thread's key if it is still the one the engine read (0 rows:
+// it changed meanwhile, or is shredded already).
+func (q *Queries) DataKeyShred(ctx context.Context, arg DataKeyShredParams) (int64, error) {
+	result, err := q.db.Exec(ctx, DataKeyShred, arg.ThreadID, arg.KekID, arg.WrappedKey)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected(), nil
 }
 
-const DataKeyTombstone = `-- name: DataKeyTombstone :exec
+const DataKeyTombstone = `-- name: DataKeyTombstone :execrows
 INSERT INTO pgcheckpoint.tenant_data_keys (thread_id, kek_id, wrapped_key, shredded_at)
 VALUES ($1::text, '', NULL, now())
 ON CONFLICT (tenant_id, thread_id) DO NOTHING
 `
 
-// Records a thread as shredded when it had no key, so it never gets one.
-func (q *Queries) DataKeyTombstone(ctx context.Context, threadID string) error {
-	_, err := q.db.Exec(ctx, DataKeyTombstone, threadID)
-	return err
+// Records a thread as shredded when it has no key, so it never gets one
+// (0 rows: it has a key row).
+func (q *Queries) DataKeyTombstone(ctx context.Context, threadID string) (int64, error) {
+	result, err := q.db.Exec(ctx, DataKeyTombstone, threadID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const ThreadBranchSource = `-- name: ThreadBranchSource :many

@@ -34,12 +34,16 @@ WHERE thread_id = @thread_id::text
   AND kek_id = @old_kek_id::text AND wrapped_key = @old_wrapped_key::bytea;
 
 -- name: DataKeyShred :execrows
+-- Shreds the thread's key if it is still the one the engine read (0 rows:
+-- it changed meanwhile, or is shredded already).
 UPDATE pgcheckpoint.tenant_data_keys
 SET kek_id = '', wrapped_key = NULL, shredded_at = now()
-WHERE thread_id = @thread_id::text AND wrapped_key IS NOT NULL;
+WHERE thread_id = @thread_id::text
+  AND kek_id = @kek_id::text AND wrapped_key = @wrapped_key::bytea;
 
--- name: DataKeyTombstone :exec
--- Records a thread as shredded when it had no key, so it never gets one.
+-- name: DataKeyTombstone :execrows
+-- Records a thread as shredded when it has no key, so it never gets one
+-- (0 rows: it has a key row).
 INSERT INTO pgcheckpoint.tenant_data_keys (thread_id, kek_id, wrapped_key, shredded_at)
 VALUES (@thread_id::text, '', NULL, now())
 ON CONFLICT (tenant_id, thread_id) DO NOTHING;

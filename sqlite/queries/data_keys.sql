@@ -24,11 +24,16 @@ WHERE tenant_id = @tenant_id AND thread_id = @thread_id
   AND kek_id = @old_kek_id AND wrapped_key = @old_wrapped_key;
 
 -- name: DataKeyShred :execrows
+-- Shreds the thread's key if it is still the one the engine read (0 rows:
+-- it changed meanwhile, or is shredded already).
 UPDATE data_keys
 SET kek_id = '', wrapped_key = NULL, shredded_at = @now
-WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND wrapped_key IS NOT NULL;
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id
+  AND kek_id = @kek_id AND wrapped_key = @wrapped_key;
 
--- name: DataKeyTombstone :exec
+-- name: DataKeyTombstone :execrows
+-- Records a thread as shredded when it has no key, so it never gets one
+-- (0 rows: it has a key row).
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
 VALUES (@tenant_id, @thread_id, '', NULL, @now, @now)
 ON CONFLICT (tenant_id, thread_id) DO NOTHING;

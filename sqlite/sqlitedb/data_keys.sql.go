@@ -183,24 +183,35 @@ func (q *Queries) DataKeyRewrap(ctx context.Context, arg DataKeyRewrapParams) (i
 const DataKeyShred = `-- name: DataKeyShred :execrows
 UPDATE data_keys
 SET kek_id = '', wrapped_key = NULL, shredded_at = ?1
-WHERE tenant_id = ?2 AND thread_id = ?3 AND wrapped_key IS NOT NULL
+WHERE tenant_id = ?2 AND thread_id = ?3
+  AND kek_id = ?4 AND wrapped_key = ?5
 `
 
 type DataKeyShredParams struct {
-	Now      sql.NullInt64
-	TenantID string
-	ThreadID string
+	Now        sql.NullInt64
+	TenantID   string
+	ThreadID   string
+	KekID      string
+	WrappedKey []byte
 }
 
+// Shreds the thread's key if it is still the one the engine read (0 rows:
+// it changed meanwhile, or is shredded already).
 func (q *Queries) DataKeyShred(ctx context.Context, arg DataKeyShredParams) (int64, error) {
-	result, err := q.exec(ctx, q.dataKeyShredStmt, DataKeyShred, arg.Now, arg.TenantID, arg.ThreadID)
+	result, err := q.exec(ctx, q.dataKeyShredStmt, DataKeyShred,
+		arg.Now,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.KekID,
+		arg.WrappedKey,
+	)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected()
 }
 
-const DataKeyTombstone = `-- name: DataKeyTombstone :exec
+const DataKeyTombstone = `-- name: DataKeyTombstone :execrows
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
 VALUES (?1, ?2, '', NULL, ?3, ?3)
 ON CONFLICT (tenant_id, thread_id) DO NOTHING
@@ -212,9 +223,14 @@ type DataKeyTombstoneParams struct {
 	Now      int64
 }
 
-func (q *Queries) DataKeyTombstone(ctx context.Context, arg DataKeyTombstoneParams) error {
-	_, err := q.exec(ctx, q.dataKeyTombstoneStmt, DataKeyTombstone, arg.TenantID, arg.ThreadID, arg.Now)
-	return err
+// Records a thread as shredded when it has no key, so it never gets one
+// (0 rows: it has a key row).
+func (q *Queries) DataKeyTombstone(ctx context.Context, arg DataKeyTombstoneParams) (int64, error) {
+	result, err := q.exec(ctx, q.dataKeyTombstoneStmt, DataKeyTombstone, arg.TenantID, arg.ThreadID, arg.Now)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const ThreadBranchSource = `-- name: ThreadBranchSource :many

@@ -1,0 +1,256 @@
+package enginetest
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+)
+
+// heldEnv is a HeldKeys directory and what a test reads of it.
+type heldEnv struct {
+	*cryptEnv
+	dir string
+}
+
+func (e *cryptEnv) held() *heldEnv {
+	return &heldEnv{cryptEnv: e, dir: e.t.TempDir()}
+}
+
+// provider is a HeldKeys over dir whose KEKs are keys (ParseLocalKeys's
+// format, the current one first).
+func (h *heldEnv) provider(keys ...string) *engine.HeldKeys {
+	h.t.Helper()
+	text := ""
+	for _, k := range keys {
+		text += k + "\n"
+	}
+	l, err := engine.ParseLocalKeys(text)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return &engine.HeldKeys{Dir: h.dir, KEKs: l}
+}
+
+// files returns the references of the key files in dir, sorted.
+func (h *heldEnv) files() []string {
+	h.t.Helper()
+	list, err := os.ReadDir(h.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, f := range list {
+		out = append(out, f.Name())
+	}
+	return out
+}
+
+// named returns the references the live key rows of eng's tenant hold,
+// sorted.
+func (h *heldEnv) named(eng *engine.Engine) []string {
+	h.t.Helper()
+	keys, err := eng.Store().DataKeys(h.ctx, "", 1<<20)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, k := range keys {
+		if k.Wrapped != nil {
+			out = append(out, hex.EncodeToString(k.Wrapped))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// age sets a key file's times to d ago.
+func (h *heldEnv) age(ref string, d time.Duration) {
+	h.t.Helper()
+	at := time.Now().Add(-d)
+	if err := os.Chtimes(filepath.Join(h.dir, ref), at, at); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// ShredThread and RewrapKeys race, round after round, under HeldKeys:
+// whichever comes first, once both end no key of the shredded thread is
+// left with the provider (the key files are those the live rows name),
+// and another thread reads throughout and after.
+func testShredRacesRewrap(t *testing.T, e *cryptEnv) {
+	h := e.held()
+	kekA, kekB := engine.NewKeyText("a"), engine.NewKeyText("b")
+	// Two rotations in turn, each wrapping under the other's current key.
+	rotations := []*engine.Engine{
+		e.open(h.provider(kekB, kekA), engine.Config{}),
+		e.open(h.provider(kekA, kekB), engine.Config{}),
+	}
+	shredder := e.open(h.provider(kekA, kekB), engine.Config{})
+	reader := e.open(h.provider(kekA, kekB), engine.Config{})
+	writer := e.open(h.provider(kekA, kekB), engine.Config{})
+	kept := snapWith(t, e.ctx, writer, engine.SnapshotInput{ThreadID: "kept", Messages: json.RawMessage(`["kept"]`)})
+	// The shredded threads' ids sort before "kept": a rotation reaches
+	// them first, while the shredding is under way.
+
+	const rounds = 100
+	leaks := 0
+	for i := range rounds {
+		thread := fmt.Sprintf("gone-%d", i)
+		snapWith(t, e.ctx, writer, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["gone"]`)})
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make([]error, 3)
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errs[0] = shredder.ShredThread(e.ctx, thread)
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errs[1] = rotations[i%2].RewrapKeys(e.ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errs[2] = reader.Get(e.ctx, kept.ID)
+		}()
+		close(start)
+		wg.Wait()
+		for j, what := range []string{"shred", "rewrap", "a read of another thread"} {
+			if errs[j] != nil {
+				t.Fatalf("round %d: %s: %v", i, what, errs[j])
+			}
+		}
+		if files, named := h.files(), h.named(writer); !slices.Equal(files, named) {
+			leaks++
+			t.Logf("round %d: key files %v; the live rows name %v", i, files, named)
+			// The next rounds start from what the rows name.
+			for _, f := range files {
+				if !slices.Contains(named, f) {
+					_ = os.Remove(filepath.Join(h.dir, f))
+				}
+			}
+		}
+		if c, err := writer.Get(e.ctx, kept.ID); err != nil || string(c.Messages) != `["kept"]` {
+			t.Fatalf("round %d: the other thread: %v", i, err)
+		}
+	}
+	if leaks > 0 {
+		t.Fatalf("%d of %d rounds left a key file of the shredded thread with the provider", leaks, rounds)
+	}
+}
+
+// Writers racing to make a thread's first key leave one key file: each
+// loser destroys the key it made.
+func testFirstWriteRaceLeavesOneKey(t *testing.T, e *cryptEnv) {
+	h := e.held()
+	kek := engine.NewKeyText("k")
+	const writers, rounds = 6, 8
+	engs := make([]*engine.Engine, writers)
+	for i := range engs {
+		engs[i] = e.open(h.provider(kek), engine.Config{})
+	}
+	for r := range rounds {
+		thread := fmt.Sprintf("first-%d", r)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make([]error, writers)
+		for i, eng := range engs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[i] = eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(fmt.Sprintf(`[%d]`, i))})
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("round %d: %v", r, err)
+		}
+	}
+	if files, named := h.files(), h.named(engs[0]); !slices.Equal(files, named) || len(named) != rounds {
+		t.Fatalf("%d key files %v; the %d key rows name %v", len(files), files, len(named), named)
+	}
+	for _, eng := range engs {
+		if cs, err := eng.ListCheckpoints(e.ctx, "first-0", engine.ListOptions{}); err != nil || len(cs) != writers {
+			t.Fatalf("first-0: %d checkpoints, %v; want %d", len(cs), err, writers)
+		}
+	}
+}
+
+// PruneKeys destroys the key files no key row names that are older than
+// its grace (as a first write that rolled back, or a process stopped
+// between making a key and storing its row, leaves them), and keeps
+// every named one, a tenant's named too, and a new unnamed one (a key
+// whose row may not be committed yet).
+func testPruneKeys(t *testing.T, e *cryptEnv) {
+	h := e.held()
+	keys := h.provider(engine.NewKeyText("k"))
+	eng := e.open(keys, engine.Config{})
+	a, err := eng.ForTenant("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var heads []engine.SnapshotResult
+	for _, w := range []*engine.Engine{eng, eng, a} {
+		heads = append(heads, snapWith(t, e.ctx, w, engine.SnapshotInput{ThreadID: fmt.Sprintf("t%d", len(heads)), Messages: json.RawMessage(`["kept"]`)}))
+	}
+	orphan := func() string {
+		_, ref, err := keys.WrapKey(e.ctx, make([]byte, 32), []byte("a key whose row never came"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hex.EncodeToString(ref)
+	}
+	old, fresh := orphan(), orphan()
+	for _, f := range h.files() {
+		if f != fresh {
+			h.age(f, 2*time.Hour)
+		}
+	}
+	if _, err := eng.PruneKeys(e.ctx, time.Second); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("a grace of a second: %v, want ErrInvalidInput", err)
+	}
+	if _, err := e.open(nil, engine.Config{}).PruneKeys(e.ctx, time.Hour); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("a provider that holds no keys: %v, want ErrInvalidInput", err)
+	}
+	n, err := eng.PruneKeys(e.ctx, time.Hour, "a")
+	if err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v; want the old orphan alone", n, err)
+	}
+	want := append(h.named(eng), h.named(a)...)
+	want = append(want, fresh)
+	slices.Sort(want)
+	if files := h.files(); !slices.Equal(files, want) || slices.Contains(files, old) {
+		t.Fatalf("after the prune: %v, want %v", files, want)
+	}
+	for i, w := range []*engine.Engine{eng, eng, a} {
+		if _, err := w.Get(e.ctx, heads[i].ID); err != nil {
+			t.Fatalf("t%d after the prune: %v", i, err)
+		}
+	}
+	// Without tenant a named, its key is no one's: it goes.
+	if n, err := eng.PruneKeys(e.ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("prune without tenant a: %d, %v; want a's key", n, err)
+	}
+	c, err := e.open(keys, engine.Config{}).ForTenant("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Get(e.ctx, heads[2].ID)
+	refused(t, "a tenant left out of a prune", got, err)
+}
