@@ -84,10 +84,10 @@ func (h *heldEnv) age(ref string, d time.Duration) {
 	}
 }
 
-// ShredThread and RewrapKeys race, round after round, under HeldKeys:
-// whichever comes first, once both end no key of the shredded thread is
-// left with the provider (the key files are those the live rows name),
-// and another thread reads throughout and after.
+// ShredThread and two RewrapKeys race, round after round, under
+// HeldKeys: whichever comes first, once all end the thread is shredded,
+// no key of it is left with the provider (the key files are those the
+// live rows name), and another thread reads throughout and after.
 func testShredRacesRewrap(t *testing.T, e *cryptEnv) {
 	h := e.held()
 	kekA, kekB := engine.NewKeyText("a"), engine.NewKeyText("b")
@@ -107,11 +107,11 @@ func testShredRacesRewrap(t *testing.T, e *cryptEnv) {
 	leaks := 0
 	for i := range rounds {
 		thread := fmt.Sprintf("gone-%d", i)
-		snapWith(t, e.ctx, writer, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["gone"]`)})
+		gone := snapWith(t, e.ctx, writer, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["gone"]`)})
 		var wg sync.WaitGroup
 		start := make(chan struct{})
-		errs := make([]error, 3)
-		wg.Add(3)
+		errs := make([]error, 4)
+		wg.Add(4)
 		go func() {
 			defer wg.Done()
 			<-start
@@ -127,9 +127,14 @@ func testShredRacesRewrap(t *testing.T, e *cryptEnv) {
 			<-start
 			_, errs[2] = reader.Get(e.ctx, kept.ID)
 		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errs[3] = rotations[(i+1)%2].RewrapKeys(e.ctx)
+		}()
 		close(start)
 		wg.Wait()
-		for j, what := range []string{"shred", "rewrap", "a read of another thread"} {
+		for j, what := range []string{"shred", "a rotation", "a read of another thread", "a second rotation"} {
 			if errs[j] != nil {
 				t.Fatalf("round %d: %s: %v", i, what, errs[j])
 			}
@@ -147,6 +152,8 @@ func testShredRacesRewrap(t *testing.T, e *cryptEnv) {
 		if c, err := writer.Get(e.ctx, kept.ID); err != nil || string(c.Messages) != `["kept"]` {
 			t.Fatalf("round %d: the other thread: %v", i, err)
 		}
+		c, err := writer.Get(e.ctx, gone.ID)
+		refused(t, fmt.Sprintf("round %d: the shredded thread", i), c, err)
 	}
 	if leaks > 0 {
 		t.Fatalf("%d of %d rounds left a key file of the shredded thread with the provider", leaks, rounds)

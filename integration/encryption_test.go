@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx" driver
 
@@ -91,6 +94,72 @@ func TestEncryptionKeyMadeInARolledBackTransaction(t *testing.T) {
 	other := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), cfg)
 	got, err := other.Get(ctx, res.ID)
 	if err != nil || string(got.Messages) != `["kept"]` {
+		t.Fatalf("another engine reads %v: %v", got, err)
+	}
+}
+
+// A held data key made inside a caller's transaction that rolls back is
+// named by no row: PruneKeys leaves it while it is newer than the grace
+// (its row could be uncommitted still) and removes it once older; the
+// thread's next write makes a key of its own, which reads back.
+func TestHeldKeyOfARolledBackTransactionIsPruned(t *testing.T) {
+	d := pgtest.NewDB(t)
+	ctx := context.Background()
+	keks, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := func() []string {
+		list, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range list {
+			out = append(out, f.Name())
+		}
+		return out
+	}
+	cfg := engine.Config{Encryption: engine.Encryption{Keys: &engine.HeldKeys{Dir: dir, KEKs: keks}}}
+	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), cfg)
+	tx, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inTx, err := eng.WithTx(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inTx.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["rolled back"]`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	orphan := files()
+	if len(orphan) != 1 {
+		t.Fatalf("key files after the rollback: %v, want the rolled-back write's", orphan)
+	}
+	if n, err := eng.PruneKeys(ctx, time.Hour); err != nil || n != 0 {
+		t.Fatalf("prune within the grace: %d, %v; want none", n, err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, orphan[0]), old, old); err != nil {
+		t.Fatal(err)
+	}
+	res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["kept"]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := eng.PruneKeys(ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("prune past the grace: %d, %v; want the rolled-back key", n, err)
+	}
+	if left := files(); len(left) != 1 || left[0] == orphan[0] {
+		t.Fatalf("key files after the prune: %v; want the committed key alone", left)
+	}
+	other := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), cfg)
+	if got, err := other.Get(ctx, res.ID); err != nil || string(got.Messages) != `["kept"]` {
 		t.Fatalf("another engine reads %v: %v", got, err)
 	}
 }
