@@ -78,3 +78,83 @@ func TestEncryptedShowDiffAndRewrap(t *testing.T) {
 		t.Fatalf("diff with the new key file: %q", diff)
 	}
 }
+
+// With --held-keys (or $PGCHECKPOINT_HELD_KEYS) ckpt reads the data keys
+// an engine over HeldKeys keeps in that directory: show and diff decrypt,
+// rewrap writes the new wrappings there and deletes the files they
+// replace; without the directory, or without --keys, ckpt says so.
+func TestHeldKeysShowDiffAndRewrap(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	held := filepath.Join(dir, "held")
+	url := "sqlite:" + filepath.Join(dir, "held.db")
+	oldKey, newKey := engine.NewKeyText("old"), engine.NewKeyText("new")
+	writeKeys := func(name string, keys ...string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	oldFile, bothFile, newFile := writeKeys("old", oldKey), writeKeys("both", newKey, oldKey), writeKeys("new", newKey)
+	keks, err := engine.LocalKeysFromFile(oldFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := pgcheckpoint.Open(ctx, url, pgcheckpoint.Options{Migrate: true, Config: engine.Config{Encryption: engine.Encryption{
+		Keys: &engine.HeldKeys{Dir: held, KEKs: keks}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["MARKER"]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["MARKER","second"]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Close()
+	files := func() []string {
+		list, err := os.ReadDir(held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range list {
+			out = append(out, f.Name())
+		}
+		return out
+	}
+	before := files()
+
+	var out, errOut bytes.Buffer
+	err = run(ctx, []string{"--database", url, "--keys", oldFile, "show", a.ID.String()}, &out, &errOut, terminals{})
+	if !errors.Is(err, engine.ErrEncrypted) || !strings.Contains(hint(err), "--held-keys") || out.Len() != 0 {
+		t.Fatalf("show without the held keys: %v (hint %q), output %q", err, hint(err), out.String())
+	}
+	err = run(ctx, []string{"--database", url, "--held-keys", held, "show", a.ID.String()}, &out, &errOut, terminals{})
+	if ue := (usageError{}); !errors.As(err, &ue) || !strings.Contains(err.Error(), "--keys") {
+		t.Fatalf("--held-keys without --keys: %v, want a usage error naming --keys", err)
+	}
+	if shown, _ := runCkpt(t, terminals{}, "--database", url, "--keys", oldFile, "--held-keys", held, "show", a.ID.String()); !strings.Contains(shown, "MARKER") {
+		t.Fatalf("show with the held keys: %q", shown)
+	}
+	t.Setenv(heldKeysEnv, held)
+	if diff, _ := runCkpt(t, terminals{}, "--database", url, "--keys", oldFile, "diff", a.ID.String(), b.ID.String()); !strings.Contains(diff, "second") {
+		t.Fatalf("diff with $%s: %q", heldKeysEnv, diff)
+	}
+	if rewrapped, _ := runCkpt(t, terminals{}, "--database", url, "--keys", bothFile, "rewrap"); !strings.Contains(rewrapped, "rewrapped 1 data keys") {
+		t.Fatalf("rewrap: %q", rewrapped)
+	}
+	if after := files(); len(after) != 1 || len(before) != 1 || after[0] == before[0] {
+		t.Fatalf("held key files: %v before the rewrap, %v after; want one replaced by one", before, after)
+	}
+	if shown, _ := runCkpt(t, terminals{}, "--database", url, "--keys", newFile, "show", b.ID.String()); !strings.Contains(shown, "MARKER") {
+		t.Fatalf("show with the new key alone: %q", shown)
+	}
+	err = run(ctx, []string{"--database", url, "--keys", oldFile, "show", b.ID.String()}, &out, &errOut, terminals{})
+	if !errors.Is(err, engine.ErrEncrypted) {
+		t.Fatalf("show with the old key after rewrap: %v", err)
+	}
+}

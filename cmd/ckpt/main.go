@@ -128,6 +128,10 @@ Flags, before or after the command:
                    id=base64 per line, the current one first (default: the
                    keys themselves in $PGCHECKPOINT_KEYS); without them an
                    encrypted thread's content is not shown
+  --held-keys DIR  where the data keys are held when the database keeps
+                   only references to them (engine.HeldKeys; default:
+                   $PGCHECKPOINT_HELD_KEYS); --keys gives the keys that
+                   wrap them
 
 IDs are checkpoint ids as ckpt log prints them. Exit status: 0 success,
 1 failure (not found, database error), 2 bad usage.
@@ -165,6 +169,7 @@ type cli struct {
 	dryRun         bool   // delete, gc: say what would go, delete nothing
 	yes            bool   // delete, gc: no question asked
 	keyFile        string // --keys
+	heldKeys       string // --held-keys
 
 	eng *engine.Engine
 	// base is the Engine opened (eng is it bound to the tenant): the one
@@ -217,7 +222,7 @@ func hint(err error) string {
 		}
 	}
 	if errors.Is(err, engine.ErrEncrypted) {
-		return "\n(the content is encrypted: pass the key-encryption keys with --keys FILE or $PGCHECKPOINT_KEYS; with them, it was erased or altered)"
+		return "\n(the content is encrypted: pass the key-encryption keys with --keys FILE or $PGCHECKPOINT_KEYS, and --held-keys DIR where the data keys are held; with them, it was erased or altered)"
 	}
 	if errors.Is(err, engine.ErrPermission) {
 		return "\n(a read-only role runs threads, log, show, diff, tree and export; connect as a role that may write for the rest)"
@@ -337,21 +342,45 @@ func commonFlags(fs *flag.FlagSet, c *cli) {
 	fs.StringVar(&c.tenant, "tenant", c.tenant, "read and write this tenant alone (default $PGCHECKPOINT_TENANT, else the default tenant)")
 	fs.BoolVar(&c.json, "json", c.json, "JSON output")
 	fs.StringVar(&c.keyFile, "keys", c.keyFile, "key file of encrypted threads (id=base64 lines, current first; default $PGCHECKPOINT_KEYS holds the keys)")
+	fs.StringVar(&c.heldKeys, "held-keys", c.heldKeys, "directory of held data keys (engine.HeldKeys), wrapped there by --keys (default $"+heldKeysEnv+")")
 }
 
 // keysEnv holds the key-encryption keys themselves when --keys is not
 // given (engine.ParseLocalKeys's format).
 const keysEnv = "PGCHECKPOINT_KEYS"
 
-// keys returns the key provider --keys or $PGCHECKPOINT_KEYS give, or nil.
+// heldKeysEnv names the directory of held data keys when --held-keys is
+// not given.
+const heldKeysEnv = "PGCHECKPOINT_HELD_KEYS"
+
+// keys returns the key provider --keys or $PGCHECKPOINT_KEYS give, or nil;
+// with --held-keys or $PGCHECKPOINT_HELD_KEYS, a HeldKeys over that
+// directory whose files those keys wrap.
 func (c *cli) keys() (engine.KeyProvider, error) {
+	var keks *engine.LocalKeys
+	var err error
 	switch {
 	case c.keyFile != "":
-		return engine.LocalKeysFromFile(c.keyFile)
+		keks, err = engine.LocalKeysFromFile(c.keyFile)
 	case os.Getenv(keysEnv) != "":
-		return engine.LocalKeysFromEnv(keysEnv)
+		keks, err = engine.LocalKeysFromEnv(keysEnv)
 	}
-	return nil, nil
+	if err != nil {
+		return nil, err
+	}
+	dir := c.heldKeys
+	if dir == "" {
+		dir = os.Getenv(heldKeysEnv)
+	}
+	switch {
+	case dir != "" && keks == nil:
+		return nil, fmt.Errorf("--held-keys %s: the key-encryption keys that wrap the held keys are needed too: --keys FILE or $%s", dir, keysEnv)
+	case dir != "":
+		return &engine.HeldKeys{Dir: dir, KEKs: keks}, nil
+	case keks == nil:
+		return nil, nil // a nil *LocalKeys is not a nil KeyProvider
+	}
+	return keks, nil
 }
 
 // connect opens the store the URL names and checks that it answers, so a
