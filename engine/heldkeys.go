@@ -44,6 +44,9 @@ type KeyPruner interface {
 // crypto-shredding that reaches backups, provided Dir itself is kept out
 // of the database's backups. A production provider does the same over a
 // KMS or Vault (a stored secret per data key, destroyed by ShredKey).
+// A key whose row never committed (a first write rolled back, a process
+// stopped between the file and the row) stays until Engine.PruneKeys
+// removes it.
 type HeldKeys struct {
 	Dir  string      // where the keys are kept; made if missing
 	KEKs KeyProvider // wraps each key in its file (LocalKeys, a KMS)
