@@ -572,14 +572,14 @@ func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 		for _, w := range keys {
 			after = w.ThreadID
 			rewrapped, shredded, err := e.rewrapKey(ctx, w)
-			if err != nil {
-				return r, fmt.Errorf("rewrap keys: thread %q: %w", w.ThreadID, err)
-			}
 			if rewrapped {
 				r.Rewrapped++
 			}
 			if shredded {
 				r.Shredded++
+			}
+			if err != nil {
+				return r, fmt.Errorf("rewrap keys: thread %q: %w", w.ThreadID, err)
 			}
 		}
 	}
