@@ -549,7 +549,9 @@ type RewrapResult struct {
 // any content: the rotation of a KEK. Give the provider the new key as
 // current and the old one for unwrapping, call RewrapKeys, then remove the
 // old key from the provider. Each key is replaced only if no one changed
-// it meanwhile; a concurrent run is harmless. Run it once per tenant
+// it meanwhile; a concurrent run, or ShredThread, is harmless: under a
+// KeyShredder the provider destroys whichever wrapping no row holds
+// afterwards, the old one or the new. Run it once per tenant
 // (ForTenant). Errors: ErrInvalidInput for an Engine that does not
 // encrypt; ErrEncrypted when a key does not unwrap (the keys before it
 // stay rewrapped: run it again once the provider holds the key).
