@@ -18,7 +18,7 @@ import (
 // delta write then takes about 50 times its server time, a whole one 3
 // times), so they have none and name everything schema-qualified instead,
 // which TestRoutinesUnderAHostileSearchPath checks.
-var inlinedHelpers = []string{"checkpoint_default_summary", "current_tenant", "checkpoint_delta", "checkpoint_materialize_json",
+var inlinedHelpers = []string{"checkpoint_content_json", "checkpoint_default_summary", "current_tenant", "checkpoint_delta", "checkpoint_materialize_json",
 	"delta_keys", "delta_run_continues", "json_text", "message_chain_at", "thread_head_for_write", "unescaped_text"}
 
 // committingProcedures are the procedures that commit, which Postgres

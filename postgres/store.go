@@ -269,16 +269,18 @@ func pgInfo(r db.PgcheckpointTenantCheckpointInfo) engine.CheckpointInfo {
 }
 
 // pgCheckpoint maps a row with content and pending writes, as the Get and
-// head queries return it. The content is JSON text as Postgres wrote it
-// (see pgcheckpoint.checkpoint_materialize_json): taken as it is, not validated again.
+// head queries return it. The content is {messages, state, tool_results}
+// as JSON text Postgres wrote (see pgcheckpoint.checkpoint_content_json):
+// taken as it is, not validated again.
 func pgCheckpoint(r db.CheckpointGetHeadRow) (*engine.Checkpoint, error) {
 	c := &engine.Checkpoint{
 		CheckpointInfo: pgInfo(r.PgcheckpointTenantCheckpointInfo),
-		Messages:       r.Messages,
-		State:          r.State,
-		ToolResults:    r.ToolResults,
 		PendingWrites:  []engine.PendingWrite{},
 	}
+	if len(r.Content) != 3 {
+		return nil, fmt.Errorf("content of checkpoint %s: %d parts, want 3 (messages, state, tool results)", c.ID, len(r.Content))
+	}
+	c.Messages, c.State, c.ToolResults = r.Content[0], r.Content[1], r.Content[2]
 	if r.PendingWrites != "" {
 		if err := json.Unmarshal([]byte(r.PendingWrites), &c.PendingWrites); err != nil {
 			return nil, fmt.Errorf("decode pending writes of checkpoint %s: %w", c.ID, err)

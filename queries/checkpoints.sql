@@ -59,34 +59,40 @@ FROM pgcheckpoint.checkpoint_append(
 
 -- name: CheckpointGetByID :one
 -- A checkpoint with its whole content and its pending writes (ordered by
--- task and index) as one JSON array, in one statement: the content is
--- pgcheckpoint.checkpoint_materialize_json, which the planner inlines, so a full
--- checkpoint costs index lookups and no function call. The JSON comes as
--- bytes of text, as Postgres wrote it: a jsonb column scanned into
--- json.RawMessage would be validated again by encoding/json on the client.
+-- task and index) as one JSON array, in one statement. The content is
+-- {messages, state, tool_results} as JSON text in bytes, as Postgres
+-- wrote it (a jsonb column scanned into json.RawMessage would be validated
+-- again by encoding/json on the client): pgcheckpoint.checkpoint_content_json,
+-- which the planner inlines, of the row read by id in a scalar subquery,
+-- so a full checkpoint costs one index probe and no function call, and
+-- the plan has no join (each plan node costs every execution its start).
 -- Pending writes are aggregated only for a checkpoint that has some (the
 -- probe here saves the call of pending_writes_json, which probes again).
-SELECT sqlc.embed(c), m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
+SELECT sqlc.embed(c),
+       (SELECT pgcheckpoint.checkpoint_content_json(x.checkpoint_id, x.format, x.messages, x.state, x.tool_results)
+        FROM pgcheckpoint.tenant_checkpoints x
+        WHERE x.checkpoint_id = c.checkpoint_id)::bytea[] AS content,
        CASE WHEN EXISTS (SELECT FROM pgcheckpoint.tenant_pending_writes w
                          WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
             THEN pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text
             ELSE ''
        END::text AS pending_writes
 FROM pgcheckpoint.tenant_checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) m
 WHERE c.checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointGetHead :one
 -- The head of a thread and namespace: the checkpoint the next write builds
 -- on (see pgcheckpoint.thread_head_seq), read as CheckpointGetByID reads one.
-SELECT sqlc.embed(c), m.messages::bytea AS messages, m.state::bytea AS state, m.tool_results::bytea AS tool_results,
+SELECT sqlc.embed(c),
+       (SELECT pgcheckpoint.checkpoint_content_json(x.checkpoint_id, x.format, x.messages, x.state, x.tool_results)
+        FROM pgcheckpoint.tenant_checkpoints x
+        WHERE x.checkpoint_id = c.checkpoint_id)::bytea[] AS content,
        CASE WHEN EXISTS (SELECT FROM pgcheckpoint.tenant_pending_writes w
                          WHERE w.thread_id = c.thread_id AND w.namespace = c.namespace AND w.checkpoint_seq = c.seq)
             THEN pgcheckpoint.pending_writes_json(c.thread_id, c.namespace, c.seq)::text
             ELSE ''
        END::text AS pending_writes
 FROM pgcheckpoint.tenant_checkpoint_info c
-CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize_json(c.checkpoint_id) m
 WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
   AND c.seq = pgcheckpoint.thread_head_seq(@thread_id::text, @namespace::text);
 

@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 23 has it:
+-- The pgcheckpoint schema as a database migrated to version 24 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/: the baseline, and any after
@@ -391,6 +391,19 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(uuid,text) IS 'Raises PC003 unless the id is a UUIDv7 (version 7, the variant of RFC 9562) and the trigger (NULL: manual) one of tool_call, llm_call, state_change, task_boundary, manual, interval: the rules every function that writes a checkpoint applies, as the engine does.';
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_content_json(p_checkpoint_id uuid, p_format text, p_messages jsonb, p_state jsonb, p_tool_results jsonb)
+ RETURNS bytea[]
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+    SELECT CASE WHEN p_format OPERATOR(pg_catalog.=) 'full'
+                THEN ARRAY[pg_catalog.substr(pg_catalog.jsonb_send(p_messages), 2),
+                           pg_catalog.substr(pg_catalog.jsonb_send(p_state), 2),
+                           pg_catalog.substr(pg_catalog.jsonb_send(p_tool_results), 2)]
+                ELSE pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id) END
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb) IS 'The whole content of the checkpoint row given by its id, format, messages, state and tool_results columns, as JSON text in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte): {messages, state, tool_results}. A full row''s own columns, a delta rebuilt (checkpoint_rebuild_json). Inlined into the statement that reads the row, so a full checkpoint costs no function call. What the engine reads: usage: SELECT pgcheckpoint.checkpoint_content_json(c.checkpoint_id, c.format, c.messages, c.state, c.tool_results) FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = ''<checkpoint id>''. Error PC004 as checkpoint_materialize.';
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_default_summary(p_messages jsonb, p_state jsonb)
  RETURNS text
  LANGUAGE sql
@@ -665,18 +678,14 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_materialize_json(p_checkpoint
  LANGUAGE sql
  STABLE PARALLEL SAFE ROWS 1
 AS $function$
-    SELECT CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
-                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.messages), 2) ELSE d.messages END,
-           CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
-                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.state), 2) ELSE d.state END,
-           CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
-                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.tool_results), 2) ELSE d.tool_results END
-    FROM pgcheckpoint.tenant_checkpoints c
-    LEFT JOIN LATERAL pgcheckpoint.checkpoint_rebuild_json(
-        CASE WHEN c.format OPERATOR(pg_catalog.<>) 'full' THEN c.checkpoint_id END) d ON true
-    WHERE c.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id
+    SELECT j.content[1], j.content[2], j.content[3]
+    -- OFFSET 0 keeps the subquery whole, so the content is computed once.
+    FROM (SELECT pgcheckpoint.checkpoint_content_json(c.checkpoint_id, c.format, c.messages, c.state, c.tool_results) AS content
+          FROM pgcheckpoint.tenant_checkpoints c
+          WHERE c.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id
+          OFFSET 0) j
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS 'checkpoint_materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of checkpoint_materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as checkpoint_materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS 'checkpoint_materialize''s columns as JSON text, in bytes (checkpoint_content_json''s three elements); no row for an unknown id. The text of checkpoint_materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as checkpoint_materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_state_digests jsonb DEFAULT NULL::jsonb, p_tool_results_digests jsonb DEFAULT NULL::jsonb, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
@@ -821,15 +830,17 @@ COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id uuid)
- RETURNS TABLE(messages bytea, state bytea, tool_results bytea)
+ RETURNS bytea[]
  LANGUAGE plpgsql
- STABLE PARALLEL SAFE STRICT ROWS 1
+ STABLE PARALLEL SAFE STRICT
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
+DECLARE
+    v_content bytea[];
 BEGIN
-    RETURN QUERY
-    SELECT coalesce(string_agg(substr(s.b, CASE WHEN x.depth = x.first THEN 2 ELSE 3 END,
+    SELECT ARRAY[
+           coalesce(string_agg(substr(s.b, CASE WHEN x.depth = x.first THEN 2 ELSE 3 END,
                                       octet_length(s.b) - CASE WHEN x.depth = x.first THEN 1 ELSE 2 END
                                                         - CASE WHEN x.depth = x.last THEN 0 ELSE 1 END),
                                decode('2c20', 'hex') ORDER BY x.depth DESC) -- ', '
@@ -838,7 +849,8 @@ BEGIN
            substr(jsonb_send(pgcheckpoint.delta_merge(x.state, x.state_removed ORDER BY x.depth DESC)
                              FILTER (WHERE x.state <> '{}' OR cardinality(x.state_removed) > 0)), 2),
            substr(jsonb_send(pgcheckpoint.delta_merge(x.tool_results, x.tool_results_removed ORDER BY x.depth DESC)
-                             FILTER (WHERE x.tool_results <> '{}' OR cardinality(x.tool_results_removed) > 0)), 2)
+                             FILTER (WHERE x.tool_results <> '{}' OR cardinality(x.tool_results_removed) > 0)), 2)]
+      INTO v_content
     FROM (SELECT e.*, max(e.depth) FILTER (WHERE NOT e.empty) OVER () AS first,
                       min(e.depth) FILTER (WHERE NOT e.empty) OVER () AS last
           FROM (SELECT ch.*, pg_column_size(ch.messages) <= 8 AND jsonb_array_length(ch.messages) = 0 AS empty
@@ -846,9 +858,10 @@ BEGIN
     -- jsonb's send format: a version byte, then the text.
     CROSS JOIN LATERAL jsonb_send(x.messages) AS s(b)
     HAVING count(*) > 0;
+    RETURN v_content;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see checkpoint_materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as checkpoint_materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes: {messages, state, tool_results} (see checkpoint_content_json, which reads a full checkpoint without it). NULL for an unknown id. Error PC004 as checkpoint_materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rewind(p_checkpoint_id uuid, p_truncate boolean DEFAULT false)
  RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint, head_step bigint, checkpoints bigint, truncated bigint)
@@ -914,9 +927,13 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.current_tenant()
  LANGUAGE sql
  STABLE PARALLEL SAFE
 AS $function$
-    SELECT CASE WHEN pg_catalog.current_setting('pgcheckpoint.tenant', true) OPERATOR(pg_catalog.=) ''
-                THEN NULL
-                ELSE pg_catalog.current_setting('pgcheckpoint.tenant', true) END
+    -- The setting, or NULL for '': '.+' matches every text of one
+    -- character or more whole (a dot matches a newline too) and nothing
+    -- in ''. One read of the setting, where a CASE reads it twice: every
+    -- scan of a tenant view evaluates this, so its cost is in every
+    -- statement (NULLIF would do the same with an operator that the
+    -- search_path resolves).
+    SELECT pg_catalog.substring(pg_catalog.current_setting('pgcheckpoint.tenant', true), '.+')
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.current_tenant() IS 'The session''s tenant: the setting pgcheckpoint.tenant, NULL when it is unset or '''' (after a transaction-local set ends, an unset placeholder setting reads '''', not NULL). Set it for a transaction with SET LOCAL pgcheckpoint.tenant = ''acme'' or SELECT set_config(''pgcheckpoint.tenant'', ''acme'', true); the row-level security policies of every table compare tenant_id with it, and new rows take it as their tenant_id.';
 
