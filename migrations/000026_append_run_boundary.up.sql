@@ -201,28 +201,29 @@ BEGIN
           AND a.state_digests IS NOT NULL AND a.tool_results_digests IS NOT NULL;
         IF v_base_id IS NOT NULL THEN
             WITH RECURSIVE run AS (
-                SELECT 0 AS depth, c.base_checkpoint_id, c.delta_run, c.messages, c.state, c.state_removed,
-                       c.tool_results, c.tool_results_removed
+                SELECT 0 AS depth, c.base_checkpoint_id, c.delta_run, c.messages, c.state, c.tool_results
                 FROM pgcheckpoint.tenant_checkpoints c
                 WHERE c.checkpoint_id = v_head_id
                 UNION ALL
                 -- The run's deltas only: the anchor's content is not read.
-                SELECT r.depth + 1, b.base_checkpoint_id, b.delta_run, b.messages, b.state, b.state_removed,
-                       b.tool_results, b.tool_results_removed
+                SELECT r.depth + 1, b.base_checkpoint_id, b.delta_run, b.messages, b.state, b.tool_results
                 FROM run r
                 CROSS JOIN LATERAL (
-                    SELECT b.base_checkpoint_id, b.delta_run, b.messages, b.state, b.state_removed,
-                           b.tool_results, b.tool_results_removed
+                    SELECT b.base_checkpoint_id, b.delta_run, b.messages, b.state, b.tool_results
                     FROM pgcheckpoint.tenant_checkpoints b
                     WHERE b.checkpoint_id = r.base_checkpoint_id AND b.delta_run > 0
                     LIMIT 1) b
                 WHERE r.delta_run > 0
             )
-            SELECT jsonb_path_query_array(jsonb_agg(r.messages ORDER BY r.depth DESC), '$[*][*]') || v_messages,
-                   (pgcheckpoint.delta_merge(r.state, r.state_removed ORDER BY r.depth DESC) - v_rm_state) || v_set_state,
-                   (pgcheckpoint.delta_merge(r.tool_results, r.tool_results_removed ORDER BY r.depth DESC) - v_rm_tools) || v_set_tools
-              INTO v_new_msgs, v_new_state, v_new_tools
-            FROM run r;
+            -- Of each key set in the run, its last value: delta_keys
+            -- keeps those the new digests have (not removed since).
+            SELECT (SELECT jsonb_path_query_array(jsonb_agg(r.messages ORDER BY r.depth DESC), '$[*][*]') FROM run r)
+                   || v_messages,
+                   coalesce((SELECT jsonb_object_agg(e.key, e.value ORDER BY r.depth DESC) FROM run r, jsonb_each(r.state) e), '{}')
+                   || v_set_state,
+                   coalesce((SELECT jsonb_object_agg(e.key, e.value ORDER BY r.depth DESC) FROM run r, jsonb_each(r.tool_results) e), '{}')
+                   || v_set_tools
+              INTO v_new_msgs, v_new_state, v_new_tools;
         ELSE
             -- No anchor (after p_delta_run - 1 anchors): whole.
             SELECT m.messages || v_messages, (m.state - v_rm_state) || v_set_state,
