@@ -16,11 +16,11 @@ import (
 )
 
 // PutAppend writes the head's content with a change applied, in one write
-// transaction (see engine.Store). On a head with digests whose run may
-// grow, it stores a delta on the head made of the change alone, with
-// digests continued from the head's: no content of the head is read. Else
-// it rebuilds the head's content, applies the change and writes the whole
-// as Put does (which may still make it a delta on the run's anchor).
+// transaction (see engine.Store). On a head with digests, the digests go
+// on from the head's and it is stored as appendStored decides, from the
+// change and the head's run alone. On a head without digests it rebuilds
+// the head's content, applies the change and writes the whole as Put does
+// (which may still make it a delta on the run's anchor).
 func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.SnapshotResult, error) {
 	if a.DeltaRun < 1 || len(a.MessageDigests)%jsontext.DigestSize != 0 || a.SetStateDigests == nil || a.SetToolResultsDigests == nil {
 		return engine.SnapshotResult{}, fmt.Errorf("%w: an append needs a delta run and the digests of its change", engine.ErrInvalidInput)
@@ -129,9 +129,10 @@ func appendSize(ctx context.Context, q *queries, head *link, a engine.AppendRequ
 	return size, nil
 }
 
-// appendWhole writes an append at pl whole: the head's content rebuilt,
-// the change applied, written as Put writes it (planDelta may still make
-// it a delta on the run's anchor).
+// appendWhole writes an append on a head without digests: the head's
+// content rebuilt, the change applied, written as Put writes it with
+// digests computed (planDelta may still make it a delta on the run's
+// anchor).
 func (s *Store) appendWhole(ctx context.Context, q *queries, pl place, a engine.AppendRequest) (engine.SnapshotResult, error) {
 	row, err := q.CheckpointGetByID(ctx, pl.parent.CheckpointID)
 	if err != nil {

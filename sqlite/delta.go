@@ -31,7 +31,9 @@ import (
 // stored whole; a read follows at most 2(R-1) links. A checkpoint whose
 // messages are not an append of the base's (by digest), or whose delta is
 // no smaller than the whole, is stored whole. Metadata, tags, summary and
-// next node are always stored whole.
+// next node are always stored whole. An Append is stored by the same run
+// rule (appendStored) from the change and the run's deltas, never from the
+// content before the anchor.
 
 // link is what a write needs of its parent or base: no content.
 type link = sqlitedb.CheckpointLinkByIDRow
