@@ -51,8 +51,10 @@ type AppendInput struct {
 // Latest, Diff) exactly as if its whole content had been sent to Snapshot.
 // Its cost on the client, on the wire and in the database follows the size
 // of the change: it is stored as a delta on the head whenever the head's
-// run allows (Config.DeltaRun), and whole at the points where a Snapshot
-// would start a new run (then the store rebuilds the head's content once).
+// run allows (Config.DeltaRun), at the end of a run as a delta on the run's
+// anchor made of the run's changes and this one, and whole only after
+// DeltaRun-1 anchors, where a Snapshot would be stored whole too (then the
+// store rebuilds the head's content once).
 // With Config.FullSnapshots every append is stored whole. The default
 // summary needs the last message: an append without messages and without
 // Summary makes the store read the head's content. Config.MaxSnapshotBytes

@@ -40,10 +40,14 @@ type Store interface {
 	Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
 	// PutAppend writes one checkpoint whose content is the head's (of the
 	// thread and namespace) with a change applied (see AppendRequest), and
-	// makes it the head: parent the head, step the head's + 1. It is
-	// stored as a delta on the head whenever the head has digests and its
-	// run may grow, else whole (the store then rebuilds the head's
-	// content). ErrNotFound when the thread has no checkpoint in the
+	// makes it the head: parent the head, step the head's + 1. When the
+	// head has digests it is stored from the change and the head's run
+	// alone, reading nothing before the run's anchor: a delta on the head
+	// while its run may grow, a delta on the run's anchor (the run's
+	// deltas and the change) at the end of the run, and whole only where
+	// the run has no anchor (after DeltaRun-1 anchors: the store then
+	// rebuilds the head's content). On a head without digests, whole.
+	// ErrNotFound when the thread has no checkpoint in the
 	// namespace; ErrHeadMoved when a.OnHead is set and is not the head.
 	// ErrSnapshotTooLarge when its content would be over a.MaxSizeBytes.
 	// A.ID that exists is a retry when it was written by the same append

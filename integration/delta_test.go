@@ -376,3 +376,74 @@ func TestDigestsFromBeforeTheChainNeverMatch(t *testing.T) {
 		}
 	}
 }
+
+// An Append at the end of a delta run is stored from the run alone: a
+// delta on the run's anchor made of the run's deltas and the change,
+// reading nothing written before the anchor (which would cost the whole
+// conversation: rebuilding it, and hashing every message again). Here the
+// anchor is made unreadable (its format is neither full nor delta, so
+// rebuilding it, or anything on it, is PC004): the append at the end of
+// the run still succeeds, on the anchor, and once the mark is undone the
+// thread reads back whole, with the run's state changes and removals.
+func TestAppendAtTheEndOfARunReadsOnlyTheRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	eng := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{DeltaRun: 4, DeltaMinBytes: -1})
+	// Write 5 is the anchor of the run 6, 7, 8, and write 9 ends it.
+	changes := []struct{ set, remove string }{
+		{`{"a":1,"b":1,"c":1}`, ""}, {`{"a":2}`, ""}, {`{"d":3}`, ""}, {`{"b":4}`, ""}, {`{"a":5}`, ""},
+		{`{"e":6,"a":6}`, ""}, {`{"e":7}`, "c"}, {`{"f":8}`, "e"}, {`{"g":9}`, "d"},
+	}
+	setFormat := func(id uuid.UUID, format string) {
+		t.Helper()
+		if _, err := b.db.Pool.Exec(b.ctx, `UPDATE pgcheckpoint.checkpoints SET format = $2 WHERE checkpoint_id = $1`, id, format); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []string
+	var ids []uuid.UUID
+	var anchorFormat string
+	for i, c := range changes {
+		all = append(all, fmt.Sprintf(`{"content":"message %d %s","role":"user"}`, i, strings.Repeat("z", 160)))
+		var res engine.SnapshotResult
+		var err error
+		if i == 0 {
+			res, err = eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "t", State: json.RawMessage(c.set),
+				Messages: json.RawMessage("[" + all[0] + "]")})
+		} else {
+			if i == len(changes)-1 {
+				// Make the anchor unreadable: its content, and what it
+				// builds on, cannot be rebuilt (PC004).
+				anchorFormat = b.storedFormat(t, ids[4])
+				setFormat(ids[4], "damaged")
+			}
+			var remove []string
+			if c.remove != "" {
+				remove = []string{c.remove}
+			}
+			res, err = eng.Append(b.ctx, engine.AppendInput{ThreadID: "t", SetState: json.RawMessage(c.set), RemoveState: remove,
+				Messages: json.RawMessage("[" + all[i] + "]")})
+		}
+		if err != nil {
+			t.Fatalf("write %d: %v", i+1, err)
+		}
+		ids = append(ids, res.ID)
+	}
+	setFormat(ids[4], anchorFormat)
+	var format string
+	var base *uuid.UUID
+	var run int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT format, base_checkpoint_id, delta_run FROM pgcheckpoint.checkpoints
+		WHERE checkpoint_id = $1`, ids[len(ids)-1]).Scan(&format, &base, &run); err != nil {
+		t.Fatal(err)
+	}
+	if format != "delta" || base == nil || *base != ids[4] || run != 0 {
+		t.Errorf("the append ending the run is stored %s on %v (run %d), want a delta on write 5 (run 0)", format, base, run)
+	}
+	head, err := eng.Latest(b.ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, "the head's messages", head.Messages, []byte("["+strings.Join(all, ",")+"]"))
+	jsonEqual(t, "the head's state", head.State, []byte(`{"a":6,"b":4,"f":8,"g":9}`))
+}

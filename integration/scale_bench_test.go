@@ -38,7 +38,9 @@ import (
 //	long/append an Append (one ~100-byte message, one state key) at step
 //	            PGCHECKPOINT_BENCH_LONG_STEPS (default 50,000) of a
 //	            conversation written by Append: p99-x-p50 is its p99 over its
-//	            p50 (every run boundary is in the sample: one append in 50)
+//	            p50 (every run boundary is in the sample: one append in 50);
+//	            bare-p99-x-p50 the same of an INSERT of the same change into
+//	            a plain table, interleaved (what the server's flushes give)
 //	long/latest Latest of that thread against a primary-key read of the
 //	            same whole content (messages and state) from a plain row
 //	long/points the first page of TimeTravelPoints against a SELECT of the
@@ -280,8 +282,11 @@ func scaleLong(b *testing.B) {
 	b.Logf("%d steps written in %s", steps, time.Since(t0).Round(time.Millisecond))
 	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 	step := steps
+	if _, err := d.Pool.Exec(ctx, `CREATE TABLE bench_changes (id bigserial PRIMARY KEY, messages jsonb NOT NULL, state jsonb NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
 	b.Run("append", func(b *testing.B) {
-		var lat []time.Duration
+		var lat, bareLat []time.Duration
 		for range b.N {
 			step++
 			t0 := time.Now()
@@ -289,12 +294,18 @@ func scaleLong(b *testing.B) {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))
+			t0 = time.Now()
+			if _, err := d.Pool.Exec(ctx, `INSERT INTO bench_changes (messages, state) VALUES ($1, $2)`, longMessage(step), longState(step)); err != nil {
+				b.Fatal(err)
+			}
+			bareLat = append(bareLat, time.Since(t0))
 		}
 		b.StopTimer()
 		p50 := benchratio.Median(lat)
 		b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 		b.ReportMetric(float64(benchratio.P99(lat).Microseconds()), "p99-µs")
 		b.ReportMetric(float64(benchratio.P99(lat))/float64(p50), "p99-x-p50")
+		b.ReportMetric(float64(benchratio.P99(bareLat))/float64(benchratio.Median(bareLat)), "bare-p99-x-p50")
 	})
 	// The bare copies: the head's whole content in one row, and the
 	// listing's columns of every row.

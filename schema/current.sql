@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 24 has it:
+-- The pgcheckpoint schema as a database migrated to version 26 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/: the baseline, and any after
@@ -217,6 +217,19 @@ DECLARE
     v_head_tools  jsonb;
     v_size        bigint; -- the new checkpoint's size_bytes
     v_put record;
+    -- The new row's storage: a delta on v_base_id (the head, or the
+    -- anchor of the head's run) of what was appended and set since it,
+    -- or whole (v_base_id NULL).
+    v_base_id     uuid;
+    v_base_run    integer;
+    v_base_depth  integer;
+    v_base_state  jsonb;
+    v_base_tools  jsonb;
+    v_new_msgs    jsonb;
+    v_new_state   jsonb;
+    v_new_tools   jsonb;
+    v_state_rm    text[] := '{}';
+    v_tools_rm    text[] := '{}';
 BEGIN
     IF p_thread_id IS NULL OR length(p_thread_id) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
@@ -311,11 +324,10 @@ BEGIN
         END IF;
     END IF;
 
-    IF NOT coalesce(pgcheckpoint.delta_run_continues(v_head_run, p_delta_run), false) OR v_head_count IS NULL
-       OR octet_length(v_head_digest) IS DISTINCT FROM 32 OR v_head_state IS NULL OR v_head_tools IS NULL THEN
-        -- Stored whole: the head's content with the change, written by
-        -- checkpoint_put on the head (which computes the digests, and may
-        -- still store a delta on the run's anchor).
+    IF v_head_count IS NULL OR octet_length(v_head_digest) IS DISTINCT FROM 32 OR v_head_state IS NULL OR v_head_tools IS NULL THEN
+        -- A head without digests: stored whole, the head's content with
+        -- the change, written by checkpoint_put on the head (which
+        -- computes the digests, and may store a delta on the run's anchor).
         SELECT * INTO v_put
         FROM pgcheckpoint.checkpoint_materialize(v_head_id) m
         CROSS JOIN LATERAL pgcheckpoint.checkpoint_put(
@@ -331,8 +343,7 @@ BEGIN
         RETURN;
     END IF;
 
-    -- A delta on the head made of the change alone; the digests go on from
-    -- the head's.
+    -- The digests go on from the head's.
     v_msg_dig := coalesce(p_message_digests, pgcheckpoint.message_digests(v_messages));
     v_state_dig := (v_head_state - v_rm_state) || coalesce(p_set_state_digests, pgcheckpoint.key_digests(v_set_state));
     v_tools_dig := (v_head_tools - v_rm_tools) || coalesce(p_set_tool_results_digests, pgcheckpoint.key_digests(v_set_tools));
@@ -345,20 +356,83 @@ BEGIN
                  ELSE pg_catalog.jsonb_build_array(pgcheckpoint.checkpoint_last_message(v_head_id)) END,
             v_state_dig);
     END IF;
+
+    -- Where it is stored, as checkpoint_delta decides for the whole
+    -- content (delta_run_continues, run_anchor), from the change and the
+    -- head's run alone: nothing before the run's anchor is read or hashed.
+    IF coalesce(pgcheckpoint.delta_run_continues(v_head_run, p_delta_run), false) THEN
+        -- A delta on the head made of the change.
+        v_base_id := v_head_id;
+        v_base_run := v_head_run + 1;
+        v_base_depth := v_head_depth;
+        v_base_state := v_head_state;
+        v_base_tools := v_head_tools;
+        v_new_msgs := v_messages;
+        v_new_state := v_set_state;
+        v_new_tools := v_set_tools;
+    ELSE
+        -- The run is as long as allowed: a delta on its anchor made of the
+        -- run's deltas (oldest first) and the change.
+        SELECT a.checkpoint_id, 0, a.delta_depth, a.state_digests, a.tool_results_digests
+          INTO v_base_id, v_base_run, v_base_depth, v_base_state, v_base_tools
+        FROM pgcheckpoint.run_anchor(v_head_id, p_delta_run) a
+        WHERE a.messages_count IS NOT NULL AND octet_length(a.messages_digest) = 32
+          AND a.state_digests IS NOT NULL AND a.tool_results_digests IS NOT NULL;
+        IF v_base_id IS NOT NULL THEN
+            WITH RECURSIVE run AS (
+                SELECT 0 AS depth, c.base_checkpoint_id, c.delta_run, c.messages, c.state, c.tool_results
+                FROM pgcheckpoint.tenant_checkpoints c
+                WHERE c.checkpoint_id = v_head_id
+                UNION ALL
+                -- The run's deltas only: the anchor's content is not read.
+                SELECT r.depth + 1, b.base_checkpoint_id, b.delta_run, b.messages, b.state, b.tool_results
+                FROM run r
+                CROSS JOIN LATERAL (
+                    SELECT b.base_checkpoint_id, b.delta_run, b.messages, b.state, b.tool_results
+                    FROM pgcheckpoint.tenant_checkpoints b
+                    WHERE b.checkpoint_id = r.base_checkpoint_id AND b.delta_run > 0
+                    LIMIT 1) b
+                WHERE r.delta_run > 0
+            )
+            -- Of each key set in the run, its last value: delta_keys
+            -- keeps those the new digests have (not removed since).
+            SELECT (SELECT jsonb_path_query_array(jsonb_agg(r.messages ORDER BY r.depth DESC), '$[*][*]') FROM run r)
+                   || v_messages,
+                   coalesce((SELECT jsonb_object_agg(e.key, e.value ORDER BY r.depth DESC) FROM run r, jsonb_each(r.state) e), '{}')
+                   || v_set_state,
+                   coalesce((SELECT jsonb_object_agg(e.key, e.value ORDER BY r.depth DESC) FROM run r, jsonb_each(r.tool_results) e), '{}')
+                   || v_set_tools
+              INTO v_new_msgs, v_new_state, v_new_tools;
+        ELSE
+            -- No anchor (after p_delta_run - 1 anchors): whole.
+            SELECT m.messages || v_messages, (m.state - v_rm_state) || v_set_state,
+                   (m.tool_results - v_rm_tools) || v_set_tools
+              INTO v_new_msgs, v_new_state, v_new_tools
+            FROM pgcheckpoint.checkpoint_materialize(v_head_id) m;
+        END IF;
+    END IF;
+
+    IF v_base_id IS NOT NULL THEN
+        -- Of the keys set since the base, those whose digest differs from
+        -- the base's; the base's keys that are gone.
+        SELECT s.changed, s.removed, t.changed, t.removed
+          INTO v_new_state, v_state_rm, v_new_tools, v_tools_rm
+        FROM pgcheckpoint.delta_keys(v_new_state, v_state_dig, v_base_state) s,
+             pgcheckpoint.delta_keys(v_new_tools, v_tools_dig, v_base_tools) t;
+    END IF;
     INSERT INTO pgcheckpoint.tenant_checkpoints AS c (
         thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
         trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
         messages, state, tool_results, state_removed, tool_results_removed, messages_count,
         messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
-    SELECT p_thread_id, v_ns, v_next_seq, p_checkpoint_id, v_head_id, v_next_step,
+    VALUES (p_thread_id, v_ns, v_next_seq, p_checkpoint_id, v_head_id, v_next_step,
            coalesce(p_trigger, 'manual'), coalesce(p_tags, '{}'), v_summary, v_metadata,
-           'delta', v_head_id, v_head_run + 1, v_head_depth + 1, v_messages, s.changed, t.changed,
-           s.removed, t.removed, v_head_count + v_msg_count,
+           CASE WHEN v_base_id IS NULL THEN 'full' ELSE 'delta' END, v_base_id,
+           coalesce(v_base_run, 0), coalesce(v_base_depth + 1, 0), v_new_msgs, v_new_state, v_new_tools,
+           v_state_rm, v_tools_rm, v_head_count + v_msg_count,
            CASE WHEN v_msg_count = 0 THEN v_head_digest
                 ELSE pgcheckpoint.message_chain_at(pgcheckpoint.message_chain(v_head_digest, v_msg_dig), v_msg_count) END,
-           v_state_dig, v_tools_dig, coalesce(p_next_node, ''), v_size
-    FROM pgcheckpoint.delta_keys(v_set_state, v_state_dig, v_head_state) s,
-         pgcheckpoint.delta_keys(v_set_tools, v_tools_dig, v_head_tools) t
+           v_state_dig, v_tools_dig, coalesce(p_next_node, ''), v_size)
     RETURNING c.parent_checkpoint_id, c.step, c.created_at
       INTO parent_checkpoint_id, step, created_at;
     IF NOT v_thread_seen OR v_rewound_to IS NOT NULL THEN
@@ -369,7 +443,7 @@ BEGIN
     inserted := true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. Stored as a delta on the head made of the change alone when the head has digests and its run may grow (digests continued from the head''s: message_digests holds 16 bytes per appended message, see message_digests), else whole through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it; the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. When the head has digests, the new ones go on from them (message_digests holds 16 bytes per appended message, see message_digests) and it is stored from the change and the head''s run alone, never reading or hashing content before the run''s anchor: while the head''s run may grow (delta_run_continues), a delta on the head made of the change; at the end of the run, a delta on its anchor (run_anchor) made of the run''s deltas and the change; whole when the run has no anchor. A head without digests: whole, through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it; the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_checkpoint_id uuid, p_trigger text)

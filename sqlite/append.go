@@ -16,11 +16,11 @@ import (
 )
 
 // PutAppend writes the head's content with a change applied, in one write
-// transaction (see engine.Store). On a head with digests whose run may
-// grow, it stores a delta on the head made of the change alone, with
-// digests continued from the head's: no content of the head is read. Else
-// it rebuilds the head's content, applies the change and writes the whole
-// as Put does (which may still make it a delta on the run's anchor).
+// transaction (see engine.Store). On a head with digests, the digests go
+// on from the head's and it is stored as appendStored decides, from the
+// change and the head's run alone. On a head without digests it rebuilds
+// the head's content, applies the change and writes the whole as Put does
+// (which may still make it a delta on the run's anchor).
 func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.SnapshotResult, error) {
 	if a.DeltaRun < 1 || len(a.MessageDigests)%jsontext.DigestSize != 0 || a.SetStateDigests == nil || a.SetToolResultsDigests == nil {
 		return engine.SnapshotResult{}, fmt.Errorf("%w: an append needs a delta run and the digests of its change", engine.ErrInvalidInput)
@@ -57,23 +57,19 @@ func (s *Store) putAppend(ctx context.Context, q *queries, a engine.AppendReques
 	if a.SizeBytes, err = appendSize(ctx, q, head, a); err != nil {
 		return engine.SnapshotResult{}, err
 	}
-	if !deltaRunContinues(head, a.DeltaRun) || !hasDigests(head) {
+	if !hasDigests(head) {
 		return s.appendWhole(ctx, q, pl, a)
 	}
-	st := deltaOn(head, true)
-	st.messages, st.state, st.tools = a.Messages, a.SetState, a.SetToolResults
-	stateDigests, stateRemoved, err := appendKeyDigests([]byte(head.StateDigests.String), a.SetStateDigests, a.RemoveState)
+	stateDigests, err := appendKeyDigests([]byte(head.StateDigests.String), a.SetStateDigests, a.RemoveState)
 	if err != nil {
 		return engine.SnapshotResult{}, fmt.Errorf("state: %w", err)
 	}
-	toolsDigests, toolsRemoved, err := appendKeyDigests([]byte(head.ToolResultsDigests.String), a.SetToolResultsDigests, a.RemoveToolResults)
+	toolsDigests, err := appendKeyDigests([]byte(head.ToolResultsDigests.String), a.SetToolResultsDigests, a.RemoveToolResults)
 	if err != nil {
 		return engine.SnapshotResult{}, fmt.Errorf("tool results: %w", err)
 	}
-	if st.stateRemoved, err = json.Marshal(stateRemoved); err != nil {
-		return engine.SnapshotResult{}, err
-	}
-	if st.toolsRemoved, err = json.Marshal(toolsRemoved); err != nil {
+	st, err := appendStored(ctx, q, head, a, stateDigests, toolsDigests)
+	if err != nil {
 		return engine.SnapshotResult{}, err
 	}
 	listDigest := head.MessagesDigest
@@ -133,9 +129,10 @@ func appendSize(ctx context.Context, q *queries, head *link, a engine.AppendRequ
 	return size, nil
 }
 
-// appendWhole writes an append at pl whole: the head's content rebuilt,
-// the change applied, written as Put writes it (planDelta may still make
-// it a delta on the run's anchor).
+// appendWhole writes an append on a head without digests: the head's
+// content rebuilt, the change applied, written as Put writes it with
+// digests computed (planDelta may still make it a delta on the run's
+// anchor).
 func (s *Store) appendWhole(ctx context.Context, q *queries, pl place, a engine.AppendRequest) (engine.SnapshotResult, error) {
 	row, err := q.CheckpointGetByID(ctx, pl.parent.CheckpointID)
 	if err != nil {
@@ -199,25 +196,92 @@ func applyChange(c content, a engine.AppendRequest) (content, error) {
 }
 
 // appendKeyDigests returns the key digests of the head's object with the
-// set keys' digests put in and the removed keys dropped, and the removed
-// keys the head has (the others remove nothing).
-func appendKeyDigests(headDigests, setDigests []byte, removed []string) (json.RawMessage, []string, error) {
+// set keys' digests put in and the removed keys dropped.
+func appendKeyDigests(headDigests, setDigests []byte, removed []string) (json.RawMessage, error) {
 	var keys map[string]string
 	if err := json.Unmarshal(headDigests, &keys); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	had := []string{}
 	for _, k := range removed {
-		if _, ok := keys[k]; ok {
-			had = append(had, k)
-			delete(keys, k)
-		}
+		delete(keys, k)
 	}
 	if err := json.Unmarshal(setDigests, &keys); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	out, err := json.Marshal(keys)
-	return out, had, err
+	return json.Marshal(keys)
+}
+
+// appendStored is how an append on head (which has digests) is stored,
+// decided from the change and the run head ends, never from content before
+// the run's anchor (see the top of delta.go): while head's run may grow, a
+// delta on head made of the change; at the end of the run, a delta on its
+// anchor made of the run's deltas and the change (what planDelta stores for
+// the whole content there, without reading or hashing the whole); whole
+// when the run has no anchor with digests (after DeltaRun-1 anchors), the
+// head's content rebuilt. stateDigests and toolsDigests are the new
+// checkpoint's. Unlike planDelta it stores a delta even when the delta is
+// no smaller than the whole: the whole is not at hand to compare.
+func appendStored(ctx context.Context, q *queries, head *link, a engine.AppendRequest, stateDigests, toolsDigests []byte) (stored, error) {
+	base, continues := head, deltaRunContinues(head, a.DeltaRun)
+	var run []sqlitedb.CheckpointRunByIDRow
+	if !continues {
+		var err error
+		if run, base, err = runOf(ctx, q, head, a.DeltaRun); err != nil {
+			return stored{}, err
+		}
+		if base == nil || !hasDigests(base) {
+			row, err := q.CheckpointGetByID(ctx, head.CheckpointID)
+			if err != nil {
+				return stored{}, dbError("read the head", err)
+			}
+			c, err := appended(ctx, q, row, a)
+			return storeWhole(c), err
+		}
+	}
+	// What the run (oldest first) and then the change appended and set
+	// since base.
+	st := deltaOn(base, continues)
+	arrays := make([][]byte, 0, len(run)+1)
+	var state, tools []member
+	var err error
+	for i := len(run) - 1; i >= 0; i-- {
+		arrays = append(arrays, []byte(run[i].Messages))
+		if state, err = applyKeys(state, []byte(run[i].State), []byte(run[i].StateRemoved)); err != nil {
+			return stored{}, fmt.Errorf("state: %w", err)
+		}
+		if tools, err = applyKeys(tools, []byte(run[i].ToolResults), []byte(run[i].ToolResultsRemoved)); err != nil {
+			return stored{}, fmt.Errorf("tool results: %w", err)
+		}
+	}
+	st.messages = a.Messages
+	if len(run) > 0 {
+		if st.messages, err = concatArrays(append(arrays, a.Messages)...); err != nil {
+			return stored{}, err
+		}
+	}
+	for _, part := range []struct {
+		name               string
+		ms                 []member
+		set, digests, base []byte
+		remove             []string
+		changed, removed   *[]byte
+	}{
+		{"state", state, a.SetState, stateDigests, []byte(base.StateDigests.String), a.RemoveState, &st.state, &st.stateRemoved},
+		{"tool results", tools, a.SetToolResults, toolsDigests, []byte(base.ToolResultsDigests.String), a.RemoveToolResults, &st.tools, &st.toolsRemoved},
+	} {
+		remove, err := json.Marshal(nonNil(part.remove))
+		if err != nil {
+			return stored{}, err
+		}
+		ms, err := applyKeys(part.ms, part.set, remove)
+		if err != nil {
+			return stored{}, fmt.Errorf("%s: %w", part.name, err)
+		}
+		if *part.changed, *part.removed, err = keyDelta(joinObject(ms), part.digests, part.base); err != nil {
+			return stored{}, fmt.Errorf("%s: %w", part.name, err)
+		}
+	}
+	return st, nil
 }
 
 // lastMessage returns the last message of checkpoint id as a JSON array

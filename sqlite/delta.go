@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -33,7 +31,9 @@ import (
 // stored whole; a read follows at most 2(R-1) links. A checkpoint whose
 // messages are not an append of the base's (by digest), or whose delta is
 // no smaller than the whole, is stored whole. Metadata, tags, summary and
-// next node are always stored whole.
+// next node are always stored whole. An Append is stored by the same run
+// rule (appendStored) from the change and the run's deltas, never from the
+// content before the anchor.
 
 // link is what a write needs of its parent or base: no content.
 type link = sqlitedb.CheckpointLinkByIDRow
@@ -78,24 +78,11 @@ func planDelta(ctx context.Context, q *queries, parent *link, c content, d diges
 	continues := deltaRunContinues(parent, deltaRun)
 	if !continues {
 		// The run is as long as allowed: go back to where it started.
-		anchor := *parent
-		for anchor.DeltaRun > 0 {
-			if !anchor.BaseCheckpointID.Valid {
-				return whole, nil
-			}
-			b, err := q.CheckpointLinkByID(ctx, anchor.BaseCheckpointID.UUID)
-			if errors.Is(err, sql.ErrNoRows) {
-				return whole, nil
-			} else if err != nil {
-				return stored{}, dbError("read the base of a delta", err)
-			}
-			anchor = b
+		_, anchor, err := runOf(ctx, q, parent, deltaRun)
+		if err != nil || anchor == nil {
+			return whole, err
 		}
-		if anchor.ThreadID != parent.ThreadID || anchor.Namespace != parent.Namespace ||
-			anchor.DeltaDepth+1 >= int64(deltaRun) {
-			return whole, nil
-		}
-		base = &anchor
+		base = anchor
 	}
 	if !hasDigests(base) {
 		return whole, nil
@@ -134,6 +121,34 @@ func planDelta(ctx context.Context, q *queries, parent *link, c content, d diges
 // hold fewer than deltaRun deltas (deltaRun 1: no deltas).
 func deltaRunContinues(parent *link, deltaRun int) bool {
 	return deltaRun > 1 && parent.DeltaRun+1 < int64(deltaRun)
+}
+
+// runOf returns the deltas of the run that checkpoint l ends (those whose
+// delta_run is above 0: l first, then its bases; none when l's delta_run
+// is 0) with their content, and the run's anchor, the base the run started
+// from: nil when the run is broken (a base missing), or when the anchor is
+// in another thread or namespace or a delta on it would be deltaRun links
+// deep or more (pgcheckpoint.run_anchor on Postgres). One statement; the
+// anchor's content is not read.
+func runOf(ctx context.Context, q *queries, l *link, deltaRun int) ([]sqlitedb.CheckpointRunByIDRow, *link, error) {
+	rows, err := q.CheckpointRunByID(ctx, l.CheckpointID)
+	if err != nil {
+		return nil, nil, dbError("read the run of a delta", err)
+	}
+	slices.SortFunc(rows, func(a, b sqlitedb.CheckpointRunByIDRow) int { return cmp.Compare(a.Depth, b.Depth) })
+	if len(rows) == 0 {
+		return nil, nil, nil
+	}
+	last := rows[len(rows)-1]
+	anchor := &link{ThreadID: last.ThreadID, Namespace: last.Namespace, Seq: last.Seq, CheckpointID: last.CheckpointID,
+		Step: last.Step, Format: last.Format, BaseCheckpointID: last.BaseCheckpointID, DeltaRun: last.DeltaRun,
+		DeltaDepth: last.DeltaDepth, MessagesCount: last.MessagesCount, MessagesDigest: last.MessagesDigest,
+		StateDigests: last.StateDigests, ToolResultsDigests: last.ToolResultsDigests, SizeBytes: last.SizeBytes}
+	if anchor.DeltaRun > 0 || anchor.ThreadID != l.ThreadID || anchor.Namespace != l.Namespace ||
+		anchor.DeltaDepth+1 >= int64(deltaRun) {
+		return nil, nil, nil
+	}
+	return rows[:len(rows)-1], anchor, nil
 }
 
 // hasDigests reports whether a checkpoint has the digests of its whole

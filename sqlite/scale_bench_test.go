@@ -31,7 +31,9 @@ import (
 //	sweep       a KeepLastN(5) Sweep of them against a bare batched DELETE;
 //	            the writers' p99 during it over their p99 before it
 //	long/append p99 over p50 of an Append at step
-//	            PGCHECKPOINT_BENCH_LONG_STEPS (default 50,000)
+//	            PGCHECKPOINT_BENCH_LONG_STEPS (default 50,000); bare-p99-x-p50
+//	            the same of an INSERT of the same change into a plain
+//	            table, interleaved (what the disk's flushes give)
 //	long/latest, long/points
 //	            Latest and the first page of TimeTravelPoints of that thread
 //	            against reads of the same whole content and rows
@@ -296,8 +298,11 @@ func scaleLong(b *testing.B) {
 	}
 	b.Logf("%d steps written in %s", steps, time.Since(t0).Round(time.Millisecond))
 	step := steps
+	if _, err := bare.Exec(`CREATE TABLE bench_changes (id INTEGER PRIMARY KEY, messages TEXT NOT NULL, state TEXT NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
 	b.Run("append", func(b *testing.B) {
-		var lat []time.Duration
+		var lat, bareLat []time.Duration
 		for range b.N {
 			step++
 			t0 := time.Now()
@@ -305,12 +310,18 @@ func scaleLong(b *testing.B) {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))
+			t0 = time.Now()
+			if _, err := bare.Exec(`INSERT INTO bench_changes (messages, state) VALUES (?, ?)`, string(longMessage(step)), string(longState(step))); err != nil {
+				b.Fatal(err)
+			}
+			bareLat = append(bareLat, time.Since(t0))
 		}
 		b.StopTimer()
 		p50 := benchratio.Median(lat)
 		b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 		b.ReportMetric(float64(benchratio.P99(lat).Microseconds()), "p99-µs")
 		b.ReportMetric(float64(benchratio.P99(lat))/float64(p50), "p99-x-p50")
+		b.ReportMetric(float64(benchratio.P99(bareLat))/float64(benchratio.Median(bareLat)), "bare-p99-x-p50")
 	})
 	head, err := eng.Latest(ctx, "long")
 	if err != nil {

@@ -377,3 +377,83 @@ func TestSeqFollowsTheNewestStepTheParent(t *testing.T) {
 		}
 	}
 }
+
+// An Append at the end of a delta run is stored from the run alone: a
+// delta on the run's anchor made of the run's deltas and the change,
+// reading nothing written before the anchor (which would cost the whole
+// conversation). Here what comes before the anchor is made unreadable (the
+// thread's first checkpoint, stored whole, is marked a delta on no base):
+// the append at the end of the run still succeeds, on the anchor, and once
+// the mark is undone the thread reads back whole, with the run's state
+// changes and removals.
+func TestAppendAtTheEndOfARunReadsOnlyTheRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, engine.Config{DeltaRun: 4, DeltaMinBytes: -1})
+	// Writes 1 to 8 (see TestDeltaRunLimit): write 5 is the anchor of the
+	// run 6, 7, 8, and write 9 ends it.
+	changes := []struct{ set, remove string }{
+		{`{"a":1,"b":1,"c":1}`, ""}, {`{"a":2}`, ""}, {`{"d":3}`, ""}, {`{"b":4}`, ""}, {`{"a":5}`, ""},
+		{`{"e":6,"a":6}`, ""}, {`{"e":7}`, "c"}, {`{"f":8}`, "e"}, {`{"g":9}`, "d"},
+	}
+	var all []string
+	var ids []uuid.UUID
+	for i, c := range changes {
+		all = append(all, chatMessage(i))
+		var res engine.SnapshotResult
+		var err error
+		if i == 0 {
+			res, err = b.eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", State: json.RawMessage(c.set),
+				Messages: json.RawMessage("[" + all[0] + "]")})
+		} else {
+			if i == len(changes)-1 {
+				// Break what comes before the anchor.
+				setFormat(t, b.path, ids[0], "delta")
+			}
+			var remove []string
+			if c.remove != "" {
+				remove = []string{c.remove}
+			}
+			res, err = b.eng.Append(ctx, engine.AppendInput{ThreadID: "t", SetState: json.RawMessage(c.set), RemoveState: remove,
+				Messages: json.RawMessage("[" + all[i] + "]")})
+		}
+		if err != nil {
+			t.Fatalf("write %d: %v", i+1, err)
+		}
+		ids = append(ids, res.ID)
+	}
+	setFormat(t, b.path, ids[0], "full")
+	cps := export(t, b.eng, "t").checkpoints
+	if last := cps[len(cps)-1]; last.Storage != "delta" || last.BaseID == nil || *last.BaseID != ids[4] || last.DeltaRun != 0 {
+		t.Errorf("the append ending the run is stored %s on %v (run %d), want a delta on write 5 (run 0)", last.Storage, last.BaseID, last.DeltaRun)
+	}
+	head, err := b.eng.Latest(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(head.Messages) != "["+strings.Join(all, ",")+"]" {
+		t.Errorf("the head's messages read %s", head.Messages)
+	}
+	if want := `{"a":6,"b":4,"f":8,"g":9}`; !jsonSame(head.State, want) {
+		t.Errorf("the head's state reads %s, want %s", head.State, want)
+	}
+}
+
+// setFormat changes how a checkpoint's row says it is stored, by hand.
+func setFormat(t *testing.T, path string, id uuid.UUID, format string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE checkpoints SET format = ? WHERE checkpoint_id = ?`, format, id.String()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// jsonSame reports whether got is the JSON value want.
+func jsonSame(got []byte, want string) bool {
+	var g, w any
+	return json.Unmarshal(got, &g) == nil && json.Unmarshal([]byte(want), &w) == nil && fmt.Sprint(g) == fmt.Sprint(w)
+}

@@ -195,6 +195,31 @@ ORDER BY c.thread_id, c.namespace, c.seq;
 -- name: CheckpointCount :one
 SELECT count(*) FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace;
 
+-- name: CheckpointRunByID :many
+-- The delta run a checkpoint ends (see delta.go in the package): the
+-- checkpoint and its bases while their delta_run is above 0, then the first
+-- at 0, the run's anchor, each with its depth (0 the checkpoint) and
+-- CheckpointLinkByID's columns; in one statement. The content (messages,
+-- state, tool results and removed keys) only of the run's deltas, never
+-- the anchor's, which may be a whole conversation. The caller orders the
+-- rows by depth.
+WITH RECURSIVE run AS (
+    SELECT 0 AS depth, c.checkpoint_id AS id, c.base_checkpoint_id AS next_id, c.delta_run AS delta_run
+    FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.checkpoint_id = @checkpoint_id
+    UNION ALL
+    SELECT ch.depth + 1, b.checkpoint_id, b.base_checkpoint_id, b.delta_run
+    FROM run ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.next_id
+    WHERE ch.delta_run > 0 AND ch.depth < 65536
+)
+SELECT ch.depth, b.thread_id, b.namespace, b.seq, b.checkpoint_id, b.step, b.format, b.base_checkpoint_id, b.delta_run,
+       b.delta_depth, b.messages_count, b.messages_digest, b.state_digests, b.tool_results_digests, b.size_bytes,
+       CAST(CASE WHEN b.delta_run > 0 THEN b.state_removed ELSE '[]' END AS TEXT) AS state_removed,
+       CAST(CASE WHEN b.delta_run > 0 THEN b.tool_results_removed ELSE '[]' END AS TEXT) AS tool_results_removed,
+       CAST(CASE WHEN b.delta_run > 0 THEN b.messages ELSE '[]' END AS TEXT) AS messages,
+       CAST(CASE WHEN b.delta_run > 0 THEN b.state ELSE '{}' END AS TEXT) AS state,
+       CAST(CASE WHEN b.delta_run > 0 THEN b.tool_results ELSE '{}' END AS TEXT) AS tool_results
+FROM run ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.id;
+
 -- name: CheckpointDeltaChain :many
 -- A delta checkpoint's chain: the checkpoint, its base, the base's base,
 -- and so on to a full one, each in the same thread and namespace, with its

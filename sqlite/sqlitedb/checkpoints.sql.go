@@ -973,6 +973,104 @@ func (q *Queries) CheckpointRewriteWhole(ctx context.Context, arg CheckpointRewr
 	return err
 }
 
+const CheckpointRunByID = `-- name: CheckpointRunByID :many
+WITH RECURSIVE run AS (
+    SELECT 0 AS depth, c.checkpoint_id AS id, c.base_checkpoint_id AS next_id, c.delta_run AS delta_run
+    FROM checkpoints c WHERE c.tenant_id = ?1 AND c.checkpoint_id = ?2
+    UNION ALL
+    SELECT ch.depth + 1, b.checkpoint_id, b.base_checkpoint_id, b.delta_run
+    FROM run ch CROSS JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.next_id
+    WHERE ch.delta_run > 0 AND ch.depth < 65536
+)
+SELECT ch.depth, b.thread_id, b.namespace, b.seq, b.checkpoint_id, b.step, b.format, b.base_checkpoint_id, b.delta_run,
+       b.delta_depth, b.messages_count, b.messages_digest, b.state_digests, b.tool_results_digests, b.size_bytes,
+       CAST(CASE WHEN b.delta_run > 0 THEN b.state_removed ELSE '[]' END AS TEXT) AS state_removed,
+       CAST(CASE WHEN b.delta_run > 0 THEN b.tool_results_removed ELSE '[]' END AS TEXT) AS tool_results_removed,
+       CAST(CASE WHEN b.delta_run > 0 THEN b.messages ELSE '[]' END AS TEXT) AS messages,
+       CAST(CASE WHEN b.delta_run > 0 THEN b.state ELSE '{}' END AS TEXT) AS state,
+       CAST(CASE WHEN b.delta_run > 0 THEN b.tool_results ELSE '{}' END AS TEXT) AS tool_results
+FROM run ch CROSS JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.id
+`
+
+type CheckpointRunByIDParams struct {
+	TenantID     string
+	CheckpointID uuid.UUID
+}
+
+type CheckpointRunByIDRow struct {
+	Depth              int64
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	Step               int64
+	Format             string
+	BaseCheckpointID   uuid.NullUUID
+	DeltaRun           int64
+	DeltaDepth         int64
+	MessagesCount      sql.NullInt64
+	MessagesDigest     []byte
+	StateDigests       sql.NullString
+	ToolResultsDigests sql.NullString
+	SizeBytes          int64
+	StateRemoved       string
+	ToolResultsRemoved string
+	Messages           string
+	State              string
+	ToolResults        string
+}
+
+// The delta run a checkpoint ends (see delta.go in the package): the
+// checkpoint and its bases while their delta_run is above 0, then the first
+// at 0, the run's anchor, each with its depth (0 the checkpoint) and
+// CheckpointLinkByID's columns; in one statement. The content (messages,
+// state, tool results and removed keys) only of the run's deltas, never
+// the anchor's, which may be a whole conversation. The caller orders the
+// rows by depth.
+func (q *Queries) CheckpointRunByID(ctx context.Context, arg CheckpointRunByIDParams) ([]CheckpointRunByIDRow, error) {
+	rows, err := q.query(ctx, q.checkpointRunByIDStmt, CheckpointRunByID, arg.TenantID, arg.CheckpointID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CheckpointRunByIDRow{}
+	for rows.Next() {
+		var i CheckpointRunByIDRow
+		if err := rows.Scan(
+			&i.Depth,
+			&i.ThreadID,
+			&i.Namespace,
+			&i.Seq,
+			&i.CheckpointID,
+			&i.Step,
+			&i.Format,
+			&i.BaseCheckpointID,
+			&i.DeltaRun,
+			&i.DeltaDepth,
+			&i.MessagesCount,
+			&i.MessagesDigest,
+			&i.StateDigests,
+			&i.ToolResultsDigests,
+			&i.SizeBytes,
+			&i.StateRemoved,
+			&i.ToolResultsRemoved,
+			&i.Messages,
+			&i.State,
+			&i.ToolResults,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const ThreadTree = `-- name: ThreadTree :many
 WITH RECURSIVE family AS (
     SELECT CAST(?2 AS TEXT) AS thread_id

@@ -81,6 +81,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.checkpointRewriteWholeStmt, err = db.PrepareContext(ctx, CheckpointRewriteWhole); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointRewriteWhole: %w", err)
 	}
+	if q.checkpointRunByIDStmt, err = db.PrepareContext(ctx, CheckpointRunByID); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointRunByID: %w", err)
+	}
 	if q.dataKeyGetStmt, err = db.PrepareContext(ctx, DataKeyGet); err != nil {
 		return nil, fmt.Errorf("error preparing query DataKeyGet: %w", err)
 	}
@@ -263,6 +266,11 @@ func (q *Queries) Close() error {
 	if q.checkpointRewriteWholeStmt != nil {
 		if cerr := q.checkpointRewriteWholeStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing checkpointRewriteWholeStmt: %w", cerr)
+		}
+	}
+	if q.checkpointRunByIDStmt != nil {
+		if cerr := q.checkpointRunByIDStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointRunByIDStmt: %w", cerr)
 		}
 	}
 	if q.dataKeyGetStmt != nil {
@@ -463,6 +471,7 @@ type Queries struct {
 	checkpointPlaceNewestStmt        *sql.Stmt
 	checkpointReadStmt               *sql.Stmt
 	checkpointRewriteWholeStmt       *sql.Stmt
+	checkpointRunByIDStmt            *sql.Stmt
 	dataKeyGetStmt                   *sql.Stmt
 	dataKeyImportStmt                *sql.Stmt
 	dataKeyInsertStmt                *sql.Stmt
@@ -516,6 +525,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		checkpointPlaceNewestStmt:        q.checkpointPlaceNewestStmt,
 		checkpointReadStmt:               q.checkpointReadStmt,
 		checkpointRewriteWholeStmt:       q.checkpointRewriteWholeStmt,
+		checkpointRunByIDStmt:            q.checkpointRunByIDStmt,
 		dataKeyGetStmt:                   q.dataKeyGetStmt,
 		dataKeyImportStmt:                q.dataKeyImportStmt,
 		dataKeyInsertStmt:                q.dataKeyInsertStmt,
