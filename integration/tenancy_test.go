@@ -226,6 +226,8 @@ var sqlProbes = map[string]sqlProbe{
 		sql: `SELECT * FROM pgcheckpoint.thread_gc_batch('keep_last_n', 1, NULL, '', 100)`},
 	"thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone)": {
 		sql: `SELECT pgcheckpoint.thread_gc_batch_oldest('keep_last_n', 1, NULL, 100, now() + interval '1 day')`},
+	"thread_gc_doomed_many(text[],text,integer,interval)": {
+		sql: `SELECT * FROM pgcheckpoint.thread_gc_doomed_many(ARRAY['{thread}', '{branch}'], 'keep_last_n', 1, NULL)`, named: true},
 	"thread_gc_many(text[],text,integer,interval)": {sql: `SELECT * FROM pgcheckpoint.thread_gc_many(ARRAY['{thread}', '{branch}'], 'keep_last_n', 1, NULL)`},
 	"thread_gc_sweep(text,integer,interval,integer,interval,interval,text)": {
 		sql: `CALL pgcheckpoint.thread_gc_sweep('keep_last_n', 1)`, note: "a procedure: it commits, so it runs outside a transaction, in the session's tenant"},

@@ -1481,40 +1481,9 @@ BEGIN
         RETURN;
     END IF;
     PERFORM pgcheckpoint.thread_lock(p_thread_id);
-
-    WITH heads AS MATERIALIZED (
-        SELECT t.namespace, pgcheckpoint.thread_head_seq(t.thread_id, t.namespace) AS seq
-        FROM pgcheckpoint.tenant_threads t
-        WHERE t.thread_id = p_thread_id
-    ), ranked AS (
-        SELECT c.namespace, c.seq, c.checkpoint_id, c.step, c.created_at,
-               row_number() OVER (PARTITION BY c.namespace ORDER BY c.seq) AS pos,
-               count(*) OVER (PARTITION BY c.namespace) AS total
-        FROM pgcheckpoint.tenant_checkpoints c
-        WHERE c.thread_id = p_thread_id
-    ), marks AS (
-        -- keep_milestones: the n positions between the first and the newest.
-        SELECT DISTINCT l.namespace, (1 + round(i * (l.total - 1)::numeric / (p_n + 1)))::bigint AS pos
-        FROM (SELECT DISTINCT r.namespace, r.total FROM ranked r) l, generate_series(1, p_n) i
-        WHERE p_policy = 'keep_milestones'
-    ), doomed AS (
-        SELECT r.checkpoint_id, r.namespace, r.step
-        FROM ranked r
-        LEFT JOIN marks m ON m.namespace = r.namespace AND m.pos = r.pos
-        WHERE NOT CASE p_policy
-                WHEN 'keep_last_n' THEN r.pos > r.total - p_n
-                WHEN 'keep_age' THEN r.created_at >= now() - p_age
-                WHEN 'keep_milestones' THEN r.pos = 1 OR r.pos = r.total OR m.pos IS NOT NULL
-                END
-          AND NOT EXISTS (SELECT 1 FROM heads h WHERE h.namespace = r.namespace AND h.seq = r.seq)
-          -- A branch's source, while the branch exists.
-          AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads b
-                          WHERE b.branched_from_thread = p_thread_id AND b.branched_from = r.checkpoint_id)
-    )
     SELECT array_agg(d.checkpoint_id), array_agg(d.namespace), array_agg(d.step)
       INTO v_ids, v_ns, v_steps
-    FROM doomed d;
-
+    FROM pgcheckpoint.thread_gc_doomed_many(ARRAY[p_thread_id], p_policy, p_n, p_age) d;
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
@@ -1572,14 +1541,65 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone) IS 'One batch of thread_gc_sweep: thread_gc_many for up to p_batch_size threads not swept since p_swept_before, least recently swept first. Returns how many threads it took (0: none was left).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone) FROM PUBLIC;
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_doomed_many(p_thread_ids text[], p_policy text, p_n integer, p_age interval)
+ RETURNS TABLE(thread_id text, namespace text, seq bigint, checkpoint_id uuid, step bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    -- One generic plan for every policy (the policy is a parameter of it):
+    -- a custom plan would be made again at each call.
+    RETURN QUERY
+    WITH ranked AS (
+        SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.created_at,
+               row_number() OVER w AS pos,
+               count(*) OVER (PARTITION BY c.thread_id, c.namespace) AS total
+        FROM pgcheckpoint.tenant_checkpoints c
+        WHERE c.thread_id = ANY (p_thread_ids)
+        WINDOW w AS (PARTITION BY c.thread_id, c.namespace ORDER BY c.seq)
+    ), heads AS MATERIALIZED (
+        SELECT h.thread_id, h.namespace, h.seq
+        FROM pgcheckpoint.tenant_thread_heads h
+        WHERE h.thread_id = ANY (p_thread_ids)
+    ), sources AS MATERIALIZED (
+        SELECT b.branched_from_thread AS thread_id, b.branched_from AS checkpoint_id
+        FROM pgcheckpoint.tenant_threads b
+        WHERE b.branched_from_thread = ANY (p_thread_ids)
+    )
+    SELECT r.thread_id, r.namespace, r.seq, r.checkpoint_id, r.step
+    FROM ranked r
+    LEFT JOIN heads h ON h.thread_id = r.thread_id AND h.namespace = r.namespace
+    WHERE NOT CASE p_policy
+            WHEN 'keep_last_n' THEN r.pos > r.total - p_n
+            WHEN 'keep_age' THEN r.created_at >= now() - p_age
+            -- keep_milestones: the first, the newest and the n positions
+            -- evenly spaced between them.
+            WHEN 'keep_milestones' THEN r.pos = 1 OR r.pos = r.total
+                 OR EXISTS (SELECT 1 FROM generate_series(1, p_n) i
+                            WHERE 1 + round(i * (r.total - 1)::numeric / (p_n + 1)) = r.pos)
+            WHEN 'keep_all' THEN true
+            END
+      -- Never a head: the thread's, or the newest of a namespace that has
+      -- no thread row (a bulk load; see thread_head_seq).
+      AND r.seq IS DISTINCT FROM coalesce(h.seq, CASE WHEN r.pos = r.total THEN r.seq END)
+      -- Never a branch's source, while the branch exists.
+      AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.thread_id = r.thread_id AND s.checkpoint_id = r.checkpoint_id);
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_doomed_many(text[],text,integer,interval) IS 'What a retention policy (keep_all, keep_last_n(n), keep_age(age), keep_milestones(n)) deletes of the given threads now, every namespace: never a head (the rewound-to checkpoint after a rewind), never a branch''s source while the branch exists. The one statement of that rule: thread_gc and thread_gc_many delete what it returns. Reads only (a preview); it does not check the policy (retention_policy_check) and returns nothing for an unknown one. Usage: SELECT * FROM pgcheckpoint.thread_gc_doomed_many(ARRAY[''run-42''], ''keep_last_n'', 10, NULL).';
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_many(p_thread_ids text[], p_policy text, p_n integer, p_age interval)
  RETURNS TABLE(threads integer, expired integer, failed integer, deleted bigint)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     v_thread  text;
-    v_threads integer := 0;
+    v_rest    text[];
     v_expired integer := 0;
     v_failed  integer := 0;
     v_deleted bigint := 0;
@@ -1587,26 +1607,48 @@ DECLARE
 BEGIN
     PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
     PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
-    FOR v_thread IN SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1 LOOP
+    v_rest := ARRAY(SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1);
+    -- Expired threads each alone; one whose expiry fails is left as it was.
+    FOR v_thread IN
+        SELECT DISTINCT t.thread_id FROM pgcheckpoint.tenant_threads t
+        WHERE t.thread_id = ANY (v_rest) AND t.expires_at <= now()
+        ORDER BY 1
+    LOOP
         BEGIN
             v_n := pgcheckpoint.thread_expire(v_thread);
             IF v_n IS NOT NULL THEN
                 v_expired := v_expired + 1;
-            ELSIF p_policy <> 'keep_all' THEN
-                SELECT count(*) INTO v_n FROM pgcheckpoint.thread_gc(v_thread, p_policy, p_n, p_age);
+                v_deleted := v_deleted + v_n;
             END IF;
-            v_deleted := v_deleted + coalesce(v_n, 0);
         EXCEPTION WHEN OTHERS THEN
             RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', v_thread, SQLERRM, SQLSTATE;
             v_failed := v_failed + 1;
         END;
-        UPDATE pgcheckpoint.tenant_threads t SET swept_at = now() WHERE t.thread_id = v_thread;
-        v_threads := v_threads + 1;
+        v_rest := array_remove(v_rest, v_thread);
     END LOOP;
-    RETURN QUERY SELECT v_threads, v_expired, v_failed, v_deleted;
+    -- The others in one statement. Should it fail, each alone (thread_gc),
+    -- so that a thread that fails is the only one left as it was.
+    IF p_policy <> 'keep_all' AND cardinality(v_rest) > 0 THEN
+        BEGIN
+            v_deleted := v_deleted + pgcheckpoint.checkpoint_delete_many(ARRAY(
+                SELECT d.checkpoint_id FROM pgcheckpoint.thread_gc_doomed_many(v_rest, p_policy, p_n, p_age) d));
+        EXCEPTION WHEN OTHERS THEN
+            FOREACH v_thread IN ARRAY v_rest LOOP
+                BEGIN
+                    SELECT count(*) INTO v_n FROM pgcheckpoint.thread_gc(v_thread, p_policy, p_n, p_age);
+                    v_deleted := v_deleted + v_n;
+                EXCEPTION WHEN OTHERS THEN
+                    RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', v_thread, SQLERRM, SQLSTATE;
+                    v_failed := v_failed + 1;
+                END;
+            END LOOP;
+        END;
+    END IF;
+    UPDATE pgcheckpoint.tenant_threads t SET swept_at = now() WHERE t.thread_id = ANY (p_thread_ids);
+    RETURN QUERY SELECT (SELECT count(DISTINCT x)::integer FROM unnest(p_thread_ids) x), v_expired, v_failed, v_deleted;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired or put through the policy, and marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). Returns how many threads, expired, failed, and how many checkpoints deleted.';
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired one by its expiry, the others through the policy all at once (thread_gc_doomed_many, then checkpoint_delete_many), and every one marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). Returns how many threads, expired, failed, and how many checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) FROM PUBLIC;
 
 CREATE OR REPLACE PROCEDURE pgcheckpoint.thread_gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval, IN p_tenant text DEFAULT NULL::text)
@@ -1760,12 +1802,16 @@ REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_lock(text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_lock_many(p_thread_ids text[])
  RETURNS void
- LANGUAGE sql
+ LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-    SELECT pgcheckpoint.thread_lock(t.id)
+BEGIN
+    -- PL/pgSQL, not SQL: its statement is planned once per session, where
+    -- a SQL function's was planned again at every call.
+    PERFORM pgcheckpoint.thread_lock(t.id)
     FROM (SELECT DISTINCT x AS id FROM unnest(p_thread_ids) x WHERE x IS NOT NULL) t
-    ORDER BY hashtext(t.id), t.id
+    ORDER BY hashtext(t.id), t.id;
+END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_lock_many(text[]) IS 'Takes the lock of each thread in the array (see thread_lock) until the end of the transaction, in one order (hashtext of the id, then the id): every routine that takes several takes them in this order, so that none deadlocks with another. Locks already held are taken again at no cost; NULL ids are skipped.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_lock_many(text[]) FROM PUBLIC;

@@ -1,0 +1,146 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
+)
+
+// TestSweepBatchKeepsHeadsSourcesAndBases sweeps several threads in one
+// thread_gc_many call (the statement a sweep's batch runs): a plain
+// thread, a rewound one, one with a branch and one whose namespace has no
+// thread row each keep what keep_last_n keeps plus their head and their
+// branch's source, every kept delta reads back whole (its base, if
+// deleted, rewritten first), the same-named thread of another tenant is
+// left alone, and thread_gc_doomed_many named beforehand exactly what
+// went.
+func TestSweepBatchKeepsHeadsSourcesAndBases(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	lines := map[string][]uuid.UUID{}
+	for _, thread := range []string{"plain", "rewound", "source", "loaded"} {
+		lines[thread] = b.line(t, thread, 8)
+	}
+	if _, err := b.eng.Rewind(b.ctx, lines["rewound"][2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.Branch(b.ctx, lines["source"][1], "fork"); err != nil {
+		t.Fatal(err)
+	}
+	// A bulk load leaves checkpoints without their thread row: the newest
+	// is still the head.
+	if _, err := b.db.Pool.Exec(b.ctx, `DELETE FROM pgcheckpoint.threads WHERE thread_id = 'loaded'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE pgcheckpoint.checkpoints SET created_at = now() - interval '1 day' WHERE thread_id = 'loaded'`); err != nil {
+		t.Fatal(err)
+	}
+	other := tenantEngine(t, b.db.Pool, postgres.Options{}, "other")
+	for i := range 8 {
+		if _, err := other.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "plain", State: json.RawMessage(fmt.Sprintf(`{"i": %d}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	threads := []string{"plain", "rewound", "source", "fork"}
+	want := map[string][]int{"plain": {6, 7}, "rewound": {2, 6, 7}, "source": {1, 6, 7}}
+
+	rows, err := b.db.Pool.Query(b.ctx, `SELECT checkpoint_id FROM pgcheckpoint.thread_gc_doomed_many($1, 'keep_last_n', 2, NULL)`, threads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	previewed, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string][]uuid.UUID{}
+	for _, thread := range threads {
+		before[thread] = b.left(t, thread)
+	}
+
+	var n, expired, failed int
+	var deleted int64
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT * FROM pgcheckpoint.thread_gc_many($1, 'keep_last_n', 2, NULL)`, threads).
+		Scan(&n, &expired, &failed, &deleted); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(threads) || expired != 0 || failed != 0 || deleted != 6+5+5 {
+		t.Fatalf("thread_gc_many: %d threads, %d expired, %d failed, %d deleted; want %d, 0, 0, 16", n, expired, failed, deleted, len(threads))
+	}
+	var gone []uuid.UUID
+	for _, thread := range threads {
+		left := b.left(t, thread)
+		for _, id := range before[thread] {
+			if !slices.Contains(left, id) {
+				gone = append(gone, id)
+			}
+		}
+	}
+	slices.SortFunc(previewed, func(x, y uuid.UUID) int { return slices.Compare(x[:], y[:]) })
+	slices.SortFunc(gone, func(x, y uuid.UUID) int { return slices.Compare(x[:], y[:]) })
+	if !slices.Equal(previewed, gone) {
+		t.Fatalf("thread_gc_doomed_many named %d checkpoints, the sweep deleted %d:\n%v\n%v", len(previewed), len(gone), previewed, gone)
+	}
+
+	var others int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE tenant_id = 'other'`).Scan(&others); err != nil || others != 8 {
+		t.Fatalf("the other tenant's thread keeps %d checkpoints of 8 (%v)", others, err)
+	}
+	// checkLine reads every checkpoint in this session's tenant.
+	if _, err := b.db.Pool.Exec(b.ctx, `DELETE FROM pgcheckpoint.checkpoints WHERE tenant_id = 'other'`); err != nil {
+		t.Fatal(err)
+	}
+	for thread, keep := range want {
+		b.checkLine(t, thread, lines[thread], keep)
+	}
+	// keep_age on the loaded thread: all eight are old, the newest stays.
+	if _, err := b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_gc_many(ARRAY['loaded'], 'keep_age', NULL, interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	b.checkLine(t, "loaded", lines["loaded"], []int{7})
+
+}
+
+// TestSweepBatchSkipsOnlyTheThreadThatFails: when one thread of a batch
+// cannot be swept (here a trigger refuses to delete its rows), the others
+// are swept all the same, that thread is left whole and counted failed,
+// and every thread is marked swept.
+func TestSweepBatchSkipsOnlyTheThreadThatFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	lines := map[string][]uuid.UUID{}
+	for _, thread := range []string{"a", "b", "c"} {
+		lines[thread] = b.line(t, thread, 6)
+	}
+	for _, q := range []string{
+		`CREATE FUNCTION public.refuse_b() RETURNS trigger LANGUAGE plpgsql AS $$
+		 BEGIN IF OLD.thread_id = 'b' THEN RAISE EXCEPTION 'thread b may not lose a checkpoint'; END IF; RETURN OLD; END $$`,
+		`CREATE TRIGGER refuse_b BEFORE DELETE ON pgcheckpoint.checkpoints FOR EACH ROW EXECUTE FUNCTION public.refuse_b()`,
+	} {
+		if _, err := b.db.Pool.Exec(b.ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n, expired, failed int
+	var deleted int64
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT * FROM pgcheckpoint.thread_gc_many(ARRAY['a', 'b', 'c'], 'keep_last_n', 1, NULL)`).
+		Scan(&n, &expired, &failed, &deleted); err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 || expired != 0 || failed != 1 || deleted != 10 {
+		t.Fatalf("thread_gc_many: %d threads, %d expired, %d failed, %d deleted; want 3, 0, 1, 10", n, expired, failed, deleted)
+	}
+	b.checkLine(t, "a", lines["a"], []int{5})
+	b.checkLine(t, "b", lines["b"], span(0, 6))
+	b.checkLine(t, "c", lines["c"], []int{5})
+	var unswept int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.threads WHERE swept_at IS NULL`).Scan(&unswept); err != nil || unswept != 0 {
+		t.Fatalf("%d threads not marked swept (%v)", unswept, err)
+	}
+}
