@@ -217,6 +217,13 @@ func TestMigrateCLI(t *testing.T) {
 	if r := runCLI(t, bin, env, "force", latest); r.code != 0 || r.stdout != "version "+latest+" of "+latest+"\n" {
 		t.Fatalf("force: %+v", r)
 	}
+	// -1 (no version), as the usage offers it, is a version, not a flag.
+	if r := runCLI(t, bin, env, "force", "-1"); r.code != 0 || r.stdout != "version 0 of "+latest+"\n" {
+		t.Fatalf("force -1: %+v", r)
+	}
+	if r := runCLI(t, bin, env, "force", latest, "-database", d.URL); r.code != 0 || r.stdout != "version "+latest+" of "+latest+"\n" {
+		t.Fatalf("force after -1: %+v", r)
+	}
 
 	// Bad usage: exit 2 and a message saying what is wrong.
 	for _, c := range []struct {

@@ -1,7 +1,8 @@
 // Package pgtest gives each test its own freshly migrated Postgres database,
 // quickly: the migrations run once per server into a template database, and
 // every test gets a clone of it (CREATE DATABASE ... TEMPLATE), dropped when
-// the test ends.
+// the test ends, or emptied and handed to a later test when its test
+// changed nothing but rows (see recycler).
 //
 // The server is found as:
 //   - PGCHECKPOINT_TEST_DATABASE_URL, if set: a URL to any database of a
@@ -96,6 +97,9 @@ type DB struct {
 	Pool *pgxpool.Pool
 	// Name is the database's name.
 	Name string
+
+	fresh fresh // when it was handed out (see recycler)
+	held  bool  // its pool's sessions SET ROLE to HeldRole
 }
 
 type server struct {
@@ -108,6 +112,8 @@ type server struct {
 	// templateUsersKey for as long as this test binary may use the
 	// template (see leaveNothing).
 	user *pgxpool.Conn
+	// recycled keeps the databases of ended tests for the next ones.
+	recycled recycler
 }
 
 var (
@@ -146,6 +152,11 @@ func Main(m *testing.M) int {
 // harness started.
 func finish() {
 	if shared != nil {
+		if shared.stop == nil { // a server that outlives the tests
+			if err := shared.dropFree(); err != nil {
+				fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+			}
+		}
 		if shared.user != nil {
 			if err := shared.leaveNothing(); err != nil {
 				fmt.Fprintf(os.Stderr, "pgtest: dropping the template database: %v\n", err)
@@ -164,7 +175,9 @@ func finish() {
 
 // NewDB returns a new database, migrated to the latest version, that only
 // this test uses, whose sessions start in tenant engine.DefaultTenant (see
-// DB.NoTenant). It is dropped when the test ends.
+// DB.NoTenant). It is dropped when the test ends, or, if the test passed
+// and changed nothing but rows, emptied and given to a later test: either
+// way the next test meets a fresh clone's state.
 func NewDB(tb testing.TB) *DB {
 	tb.Helper()
 	return newDB(tb, true)
@@ -188,6 +201,9 @@ func newDB(tb testing.TB, migrated bool) *DB {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
+		if migrated && !tb.Failed() && srv.recycle(d) {
+			return
+		}
 		if err := srv.dropDB(d); err != nil {
 			tb.Error(err)
 		}
@@ -222,9 +238,18 @@ func MainWithDatabase(m *testing.M, env string) int {
 	return code
 }
 
-// createDB creates a database, a clone of the template when migrated, and
-// connects to it.
+// createDB creates a database, a clone of the template when migrated
+// (or takes one that a test has given back, see recycler), and connects to
+// it.
 func (srv *server) createDB(migrated bool) (*DB, error) {
+	if migrated {
+		if d := srv.recycled.takeFree(); d != nil {
+			if d, err := srv.reuse(d); err == nil {
+				return d, nil
+			}
+			_ = srv.dropDB(d)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 	defer cancel()
 	name := "pgct_" + randomHex(8)
@@ -257,7 +282,15 @@ func (srv *server) createDB(migrated bool) (*DB, error) {
 	if err == nil {
 		var pool *pgxpool.Pool
 		if pool, err = connectPool(ctx, url, held); err == nil {
-			return &DB{URL: url, Pool: pool, Name: name}, nil
+			d := &DB{URL: url, Pool: pool, Name: name, held: held}
+			if !migrated {
+				return d, nil
+			}
+			srv.recycled.learn(ctx, url)
+			if d.fresh, err = handOut(ctx, pool); err == nil {
+				return d, nil
+			}
+			pool.Close()
 		}
 		err = fmt.Errorf("pgtest: connect to %s on %s: %w", name, srv.how, err)
 	}

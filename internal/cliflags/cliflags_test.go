@@ -20,6 +20,14 @@ func TestParse(t *testing.T) {
 		{[]string{"down", "-all", "--database=u"}, "u", true, []string{"down"}},
 		{[]string{"sql", "1", "down", "-database", "u"}, "u", false, []string{"sql", "1", "down"}},
 		{[]string{"log", "--", "-database"}, "", false, []string{"log", "-database"}},
+		// A negative number is positional, not a flag; as a flag's value it
+		// stays the value.
+		{[]string{"force", "-1"}, "", false, []string{"force", "-1"}},
+		{[]string{"force", "-1", "-database", "u"}, "u", false, []string{"force", "-1"}},
+		{[]string{"-all", "force", "-database", "u", "-2.5", "x"}, "u", true, []string{"force", "-2.5", "x"}},
+		{[]string{"force", "-database", "-1", "-3"}, "-1", false, []string{"force", "-3"}},
+		{[]string{"force", "--database=-1", "-3"}, "-1", false, []string{"force", "-3"}},
+		{[]string{"force", "--", "-1"}, "", false, []string{"force", "-1"}},
 	} {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
