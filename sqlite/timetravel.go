@@ -97,10 +97,9 @@ func (s *Store) FindOnHeadLine(ctx context.Context, threadID, namespace string, 
 // Lineage returns checkpoint id and its ancestors, newest first, across
 // branch threads, at most limit of them (limit <= 0: all); an unknown id
 // gives an empty list. Format is left empty, as on Postgres. A page
-// (limit > 0) is first read as a range of the thread's rows by seq, which
-// is the lineage when each row is the parent of the one before; otherwise
-// (a rewind in the range, a deleted parent, a walk that goes on into a
-// branch's source) the parents are walked one by one.
+// (limit > 0) is first read as a range of the thread's rows by seq, kept
+// when engine.LinePage says it is the page; otherwise the parents are
+// walked one by one.
 func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.CheckpointInfo, error) {
 	rq, err := s.readQueries()
 	if err != nil {
@@ -114,14 +113,14 @@ func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.
 		if len(rows) == 0 {
 			return nil, nil
 		}
-		if rangeIsLine(rows, limit) {
-			out := make([]engine.CheckpointInfo, len(rows))
-			for i, r := range rows {
-				if out[i], err = checkpointInfo(r.ThreadID, r.Namespace, r.Seq, r.CheckpointID, r.ParentCheckpointID, r.MergeParentID,
-					r.Step, r.CreatedAt, r.Trigger, r.Tags, r.Summary, r.Metadata, r.NextNode, r.SizeBytes, r.Format); err != nil {
-					return nil, err
-				}
+		out := make([]engine.CheckpointInfo, len(rows))
+		for i, r := range rows {
+			if out[i], err = checkpointInfo(r.ThreadID, r.Namespace, r.Seq, r.CheckpointID, r.ParentCheckpointID, r.MergeParentID,
+				r.Step, r.CreatedAt, r.Trigger, r.Tags, r.Summary, r.Metadata, r.NextNode, r.SizeBytes, r.Format); err != nil {
+				return nil, err
 			}
+		}
+		if engine.LinePage(out, limit) {
 			return out, nil
 		}
 	}
@@ -141,19 +140,6 @@ func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.
 		}
 	}
 	return out, nil
-}
-
-// rangeIsLine reports whether rows, read by CheckpointLineRange for a
-// lineage of at most limit checkpoints, are that lineage whole: each row
-// the parent of the one before, and the walk ending there (limit rows, or
-// a first checkpoint with no parent).
-func rangeIsLine(rows []sqlitedb.CheckpointLineRangeRow, limit int) bool {
-	for i := 1; i < len(rows); i++ {
-		if rows[i-1].ParentCheckpointID != (uuid.NullUUID{UUID: rows[i].CheckpointID, Valid: true}) {
-			return false
-		}
-	}
-	return len(rows) == limit || !rows[len(rows)-1].ParentCheckpointID.Valid
 }
 
 // Tree returns the checkpoints of a thread and of the branches forked from

@@ -88,3 +88,62 @@ func (q *Queries) CheckpointHeadID(ctx context.Context, arg CheckpointHeadIDPara
 	err := row.Scan(&checkpoint_id)
 	return checkpoint_id, err
 }
+
+const CheckpointLineRange = `-- name: CheckpointLineRange :many
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes
+FROM (SELECT x.thread_id, x.namespace, x.seq FROM pgcheckpoint.tenant_checkpoints x
+      WHERE x.checkpoint_id = $1::uuid LIMIT 1) s
+JOIN pgcheckpoint.tenant_checkpoint_info c
+  ON c.thread_id = s.thread_id AND c.namespace = s.namespace AND c.seq <= s.seq
+ORDER BY c.seq DESC
+LIMIT $2::int
+`
+
+type CheckpointLineRangeParams struct {
+	CheckpointID uuid.UUID
+	MaxRows      int32
+}
+
+type CheckpointLineRangeRow struct {
+	PgcheckpointTenantCheckpointInfo PgcheckpointTenantCheckpointInfo
+}
+
+// A checkpoint and the checkpoints written before it in its thread and
+// namespace, newest first, at most max_rows: a page of its lineage when
+// engine.LinePage says so (one range of the key, where
+// pgcheckpoint.checkpoint_lineage looks each parent up).
+func (q *Queries) CheckpointLineRange(ctx context.Context, arg CheckpointLineRangeParams) ([]CheckpointLineRangeRow, error) {
+	rows, err := q.db.Query(ctx, CheckpointLineRange, arg.CheckpointID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CheckpointLineRangeRow{}
+	for rows.Next() {
+		var i CheckpointLineRangeRow
+		if err := rows.Scan(
+			&i.PgcheckpointTenantCheckpointInfo.ThreadID,
+			&i.PgcheckpointTenantCheckpointInfo.Namespace,
+			&i.PgcheckpointTenantCheckpointInfo.Seq,
+			&i.PgcheckpointTenantCheckpointInfo.CheckpointID,
+			&i.PgcheckpointTenantCheckpointInfo.ParentCheckpointID,
+			&i.PgcheckpointTenantCheckpointInfo.MergeParentID,
+			&i.PgcheckpointTenantCheckpointInfo.Step,
+			&i.PgcheckpointTenantCheckpointInfo.CreatedAt,
+			&i.PgcheckpointTenantCheckpointInfo.Trigger,
+			&i.PgcheckpointTenantCheckpointInfo.Tags,
+			&i.PgcheckpointTenantCheckpointInfo.Summary,
+			&i.PgcheckpointTenantCheckpointInfo.Metadata,
+			&i.PgcheckpointTenantCheckpointInfo.Format,
+			&i.PgcheckpointTenantCheckpointInfo.NextNode,
+			&i.PgcheckpointTenantCheckpointInfo.SizeBytes,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -111,3 +111,16 @@ LIMIT 1;
 SELECT c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
 WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
   AND c.seq = pgcheckpoint.thread_head_seq(@thread_id::text, @namespace::text);
+
+-- name: CheckpointLineRange :many
+-- A checkpoint and the checkpoints written before it in its thread and
+-- namespace, newest first, at most max_rows: a page of its lineage when
+-- engine.LinePage says so (one range of the key, where
+-- pgcheckpoint.checkpoint_lineage looks each parent up).
+SELECT sqlc.embed(c)
+FROM (SELECT x.thread_id, x.namespace, x.seq FROM pgcheckpoint.tenant_checkpoints x
+      WHERE x.checkpoint_id = @checkpoint_id::uuid LIMIT 1) s
+JOIN pgcheckpoint.tenant_checkpoint_info c
+  ON c.thread_id = s.thread_id AND c.namespace = s.namespace AND c.seq <= s.seq
+ORDER BY c.seq DESC
+LIMIT @max_rows::int;

@@ -171,7 +171,7 @@ ORDER BY w.depth;
 -- namespace, newest first, at most max_rows: its lineage while each row is
 -- the parent of the one before (a thread never rewound, or not within the
 -- rows read), where CheckpointLineage looks each parent up on its own.
--- The caller checks the links (Store.Lineage).
+-- The caller checks the links (engine.LinePage).
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
        c.created_at, c.trigger, c.tags, c.summary, c.next_node, c.size_bytes, c.format, c.metadata
 FROM checkpoints s CROSS JOIN checkpoints c

@@ -332,7 +332,7 @@ type CheckpointLineRangeRow struct {
 // namespace, newest first, at most max_rows: its lineage while each row is
 // the parent of the one before (a thread never rewound, or not within the
 // rows read), where CheckpointLineage looks each parent up on its own.
-// The caller checks the links (Store.Lineage).
+// The caller checks the links (engine.LinePage).
 func (q *Queries) CheckpointLineRange(ctx context.Context, arg CheckpointLineRangeParams) ([]CheckpointLineRangeRow, error) {
 	rows, err := q.query(ctx, q.checkpointLineRangeStmt, CheckpointLineRange, arg.TenantID, arg.CheckpointID, arg.MaxRows)
 	if err != nil {
