@@ -90,18 +90,21 @@ func (q *Queries) CheckpointHeadID(ctx context.Context, arg CheckpointHeadIDPara
 }
 
 const CheckpointLineRange = `-- name: CheckpointLineRange :many
+WITH s AS (
+    SELECT x.thread_id, x.namespace, x.seq FROM pgcheckpoint.tenant_checkpoints x
+    WHERE x.checkpoint_id = $2::uuid LIMIT 1
+)
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes
-FROM (SELECT x.thread_id, x.namespace, x.seq FROM pgcheckpoint.tenant_checkpoints x
-      WHERE x.checkpoint_id = $1::uuid LIMIT 1) s
-JOIN pgcheckpoint.tenant_checkpoint_info c
-  ON c.thread_id = s.thread_id AND c.namespace = s.namespace AND c.seq <= s.seq
+FROM pgcheckpoint.tenant_checkpoint_info c
+WHERE c.thread_id = (SELECT s.thread_id FROM s) AND c.namespace = (SELECT s.namespace FROM s)
+  AND c.seq <= (SELECT s.seq FROM s)
 ORDER BY c.seq DESC
-LIMIT $2::int
+LIMIT $1::int
 `
 
 type CheckpointLineRangeParams struct {
-	CheckpointID uuid.UUID
 	MaxRows      int32
+	CheckpointID uuid.UUID
 }
 
 type CheckpointLineRangeRow struct {
@@ -111,9 +114,12 @@ type CheckpointLineRangeRow struct {
 // A checkpoint and the checkpoints written before it in its thread and
 // namespace, newest first, at most max_rows: a page of its lineage when
 // engine.LinePage says so (one range of the key, where
-// pgcheckpoint.checkpoint_lineage looks each parent up).
+// pgcheckpoint.checkpoint_lineage looks each parent up). The key comes
+// as plain values (scalar subqueries of one look-up): one backward index
+// scan that stops at max_rows, where a join reads the thread's rows and
+// sorts them.
 func (q *Queries) CheckpointLineRange(ctx context.Context, arg CheckpointLineRangeParams) ([]CheckpointLineRangeRow, error) {
-	rows, err := q.db.Query(ctx, CheckpointLineRange, arg.CheckpointID, arg.MaxRows)
+	rows, err := q.db.Query(ctx, CheckpointLineRange, arg.MaxRows, arg.CheckpointID)
 	if err != nil {
 		return nil, err
 	}
