@@ -194,6 +194,26 @@ func (e *Engine) lineage(ctx context.Context, id uuid.UUID, n int) ([]Checkpoint
 	return infos, nil
 }
 
+// LinePage reports whether infos, a checkpoint and the checkpoints written
+// before it in its thread and namespace, newest first, read for a page of
+// its lineage of at most limit checkpoints, are that page: each the parent
+// of the one before, and the walk ending there (limit of them, or a first
+// checkpoint with no parent). A store reads a page of a lineage so where
+// it can (one range of an index, where a walk looks each parent up), and
+// walks the parents when LinePage says no: a rewind within the range, a
+// deleted parent, a lineage that goes on into a branch's source.
+func LinePage(infos []CheckpointInfo, limit int) bool {
+	if len(infos) == 0 {
+		return false
+	}
+	for i := 1; i < len(infos); i++ {
+		if infos[i-1].ParentID != infos[i].ID {
+			return false
+		}
+	}
+	return len(infos) == limit || infos[len(infos)-1].ParentID == uuid.Nil
+}
+
 // BranchResult describes a new branch.
 type BranchResult struct {
 	// ThreadID is the branch's thread: "<source thread>-branch-<name>-<6 hex>".

@@ -43,6 +43,7 @@ var onTable = regexp.MustCompile(`(?i)pgcheckpoint\.(checkpoints|threads|pending
 var notByThread = map[string]string{
 	"query CheckpointGetByID":              globalCheckpointID,
 	"query CheckpointLineage":              globalCheckpointID + " (then its ancestors, in its thread and the threads it branched from)",
+	"query CheckpointLineRange":            globalCheckpointID + " (then the rows before it in its thread, by key)",
 	"query CheckpointRewind":               globalCheckpointID + " (then locks and changes its thread)",
 	"query CheckpointImportIDsInUse":       globalCheckpointID + " (ids of an import, all of them)",
 	"query CheckpointDeleteForRuns":        "deletes by run id (metadata), in every thread of the tenant: a run may span threads",

@@ -456,8 +456,26 @@ func (s *Store) FindOnHeadLine(ctx context.Context, threadID, namespace string, 
 	return row.CheckpointID, nil
 }
 
-// Lineage implements engine.Store.
+// Lineage implements engine.Store. A page (limit > 0) is first read as a
+// range of the thread's key, kept when engine.LinePage says it is the
+// page; otherwise pgcheckpoint.checkpoint_lineage walks the parents.
 func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.CheckpointInfo, error) {
+	if limit > 0 {
+		rows, err := s.eq.CheckpointLineRange(ctx, enginedb.CheckpointLineRangeParams{CheckpointID: id, MaxRows: int32(limit)})
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if len(rows) == 0 {
+			return nil, nil
+		}
+		out := make([]engine.CheckpointInfo, len(rows))
+		for i, r := range rows {
+			out[i] = pgInfo(db.PgcheckpointTenantCheckpointInfo(r.PgcheckpointTenantCheckpointInfo))
+		}
+		if engine.LinePage(out, limit) {
+			return out, nil
+		}
+	}
 	maxDepth := pgtype.Int4{}
 	if limit > 0 {
 		maxDepth = pgtype.Int4{Int32: int32(limit - 1), Valid: true}

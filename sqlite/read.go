@@ -48,16 +48,16 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (*engine.Checkpoint, erro
 // (CheckpointLinkHead has the rule), reading none of its content. Errors:
 // engine.ErrNotFound when the thread has no checkpoint there.
 func (s *Store) HeadID(ctx context.Context, threadID, namespace string) (uuid.UUID, error) {
-	var id uuid.UUID
-	err := s.read(ctx, func(q *queries) error {
-		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
-		if err != nil {
-			return dbError(fmt.Sprintf("head of thread %q namespace %q", threadID, namespace), err)
-		}
-		id = head.CheckpointID
-		return nil
-	})
-	return id, err
+	// One statement, consistent on its own: no transaction around it.
+	rq, err := s.readQueries()
+	if err != nil {
+		return uuid.Nil, err
+	}
+	head, err := rq.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
+	if err != nil {
+		return uuid.Nil, storeError(dbError(fmt.Sprintf("head of thread %q namespace %q", threadID, namespace), err))
+	}
+	return head.CheckpointID, nil
 }
 
 // Head returns the head of a thread and namespace, whole. Errors:

@@ -306,3 +306,59 @@ func TestDamagedChainReadsAsErrDamaged(t *testing.T) {
 		t.Errorf("Latest on a damaged chain: %v, want ErrDamaged", err)
 	}
 }
+
+// A page of a lineage (Lineage with a limit, read as a range of the
+// thread's rows where it can be) is the first rows of the whole lineage
+// (the walk parent by parent), from every checkpoint: on a line with a
+// rewind in it, and on a branch, whose lineage goes on into its source.
+func TestLineagePageIsPrefixOfWalk(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, engine.Config{})
+	var ids []uuid.UUID
+	snap := func(thread string) uuid.UUID {
+		t.Helper()
+		r, err := b.eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread, Messages: msgs(1, thread)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+		return r.ID
+	}
+	snap("src")
+	second := snap("src")
+	snap("src")
+	if _, err := b.eng.Rewind(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	from := snap("src")
+	snap("src")
+	br, err := b.eng.Branch(ctx, from, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, br.CheckpointID)
+	snap(br.ThreadID)
+	snap(br.ThreadID)
+	for _, id := range ids {
+		whole, err := b.store.Lineage(ctx, id, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for limit := 1; limit <= len(whole)+1; limit++ {
+			page, err := b.store.Lineage(ctx, id, limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := whole[:min(limit, len(whole))]
+			if len(page) != len(want) {
+				t.Fatalf("lineage of %s, limit %d: %d checkpoints, want %d", id, limit, len(page), len(want))
+			}
+			for i := range want {
+				if page[i].ID != want[i].ID || page[i].ThreadID != want[i].ThreadID || page[i].Step != want[i].Step {
+					t.Fatalf("lineage of %s, limit %d, row %d: %s (%s step %d), want %s (%s step %d)", id, limit, i,
+						page[i].ID, page[i].ThreadID, page[i].Step, want[i].ID, want[i].ThreadID, want[i].Step)
+				}
+			}
+		}
+	}
+}

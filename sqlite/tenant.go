@@ -85,6 +85,11 @@ func (q *queries) CheckpointInsert(ctx context.Context, p sqlitedb.CheckpointIns
 	return q.db.CheckpointInsert(ctx, p)
 }
 
+func (q *queries) CheckpointLineRange(ctx context.Context, p sqlitedb.CheckpointLineRangeParams) ([]sqlitedb.CheckpointLineRangeRow, error) {
+	p.TenantID = q.tenant
+	return q.db.CheckpointLineRange(ctx, p)
+}
+
 func (q *queries) CheckpointLineage(ctx context.Context, p sqlitedb.CheckpointLineageParams) ([]sqlitedb.CheckpointLineageRow, error) {
 	p.TenantID = q.tenant
 	return q.db.CheckpointLineage(ctx, p)

@@ -96,15 +96,37 @@ func (s *Store) FindOnHeadLine(ctx context.Context, threadID, namespace string, 
 
 // Lineage returns checkpoint id and its ancestors, newest first, across
 // branch threads, at most limit of them (limit <= 0: all); an unknown id
-// gives an empty list. Format is left empty, as on Postgres.
+// gives an empty list. Format is left empty, as on Postgres. A page
+// (limit > 0) is first read as a range of the thread's rows by seq, kept
+// when engine.LinePage says it is the page; otherwise the parents are
+// walked one by one.
 func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.CheckpointInfo, error) {
-	maxDepth := int64(-1)
-	if limit > 0 {
-		maxDepth = int64(limit - 1)
-	}
 	rq, err := s.readQueries()
 	if err != nil {
 		return nil, err
+	}
+	if limit > 0 {
+		rows, err := rq.CheckpointLineRange(ctx, sqlitedb.CheckpointLineRangeParams{CheckpointID: id, MaxRows: int64(limit)})
+		if err != nil {
+			return nil, dbError(fmt.Sprintf("lineage of checkpoint %s", id), err)
+		}
+		if len(rows) == 0 {
+			return nil, nil
+		}
+		out := make([]engine.CheckpointInfo, len(rows))
+		for i, r := range rows {
+			if out[i], err = checkpointInfo(r.ThreadID, r.Namespace, r.Seq, r.CheckpointID, r.ParentCheckpointID, r.MergeParentID,
+				r.Step, r.CreatedAt, r.Trigger, r.Tags, r.Summary, r.Metadata, r.NextNode, r.SizeBytes, r.Format); err != nil {
+				return nil, err
+			}
+		}
+		if engine.LinePage(out, limit) {
+			return out, nil
+		}
+	}
+	maxDepth := int64(-1)
+	if limit > 0 {
+		maxDepth = int64(limit - 1)
 	}
 	rows, err := rq.CheckpointLineage(ctx, sqlitedb.CheckpointLineageParams{CheckpointID: id, MaxDepth: maxDepth})
 	if err != nil {

@@ -166,6 +166,20 @@ SELECT CAST(w.depth AS INTEGER) AS depth, c.thread_id, c.namespace, c.seq, c.che
 FROM walk w CROSS JOIN checkpoints c ON c.tenant_id = @tenant_id AND c.checkpoint_id = w.id
 ORDER BY w.depth;
 
+-- name: CheckpointLineRange :many
+-- A checkpoint and the checkpoints written before it in its thread and
+-- namespace, newest first, at most max_rows: its lineage while each row is
+-- the parent of the one before (a thread never rewound, or not within the
+-- rows read), where CheckpointLineage looks each parent up on its own.
+-- The caller checks the links (engine.LinePage).
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
+       c.created_at, c.trigger, c.tags, c.summary, c.next_node, c.size_bytes, c.format, c.metadata
+FROM checkpoints s CROSS JOIN checkpoints c
+  ON c.tenant_id = s.tenant_id AND c.thread_id = s.thread_id AND c.namespace = s.namespace AND c.seq <= s.seq
+WHERE s.tenant_id = @tenant_id AND s.checkpoint_id = @checkpoint_id
+ORDER BY c.seq DESC
+LIMIT @max_rows;
+
 -- name: ThreadTree :many
 -- Every checkpoint of a thread and of the branches forked from it,
 -- recursively, with both parents and whether it is its namespace's head,

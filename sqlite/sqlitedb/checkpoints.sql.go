@@ -294,6 +294,84 @@ func (q *Queries) CheckpointInsert(ctx context.Context, arg CheckpointInsertPara
 	return err
 }
 
+const CheckpointLineRange = `-- name: CheckpointLineRange :many
+SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step,
+       c.created_at, c.trigger, c.tags, c.summary, c.next_node, c.size_bytes, c.format, c.metadata
+FROM checkpoints s CROSS JOIN checkpoints c
+  ON c.tenant_id = s.tenant_id AND c.thread_id = s.thread_id AND c.namespace = s.namespace AND c.seq <= s.seq
+WHERE s.tenant_id = ?1 AND s.checkpoint_id = ?2
+ORDER BY c.seq DESC
+LIMIT ?3
+`
+
+type CheckpointLineRangeParams struct {
+	TenantID     string
+	CheckpointID uuid.UUID
+	MaxRows      int64
+}
+
+type CheckpointLineRangeRow struct {
+	ThreadID           string
+	Namespace          string
+	Seq                int64
+	CheckpointID       uuid.UUID
+	ParentCheckpointID uuid.NullUUID
+	MergeParentID      uuid.NullUUID
+	Step               int64
+	CreatedAt          int64
+	Trigger            string
+	Tags               string
+	Summary            string
+	NextNode           string
+	SizeBytes          int64
+	Format             string
+	Metadata           string
+}
+
+// A checkpoint and the checkpoints written before it in its thread and
+// namespace, newest first, at most max_rows: its lineage while each row is
+// the parent of the one before (a thread never rewound, or not within the
+// rows read), where CheckpointLineage looks each parent up on its own.
+// The caller checks the links (engine.LinePage).
+func (q *Queries) CheckpointLineRange(ctx context.Context, arg CheckpointLineRangeParams) ([]CheckpointLineRangeRow, error) {
+	rows, err := q.query(ctx, q.checkpointLineRangeStmt, CheckpointLineRange, arg.TenantID, arg.CheckpointID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CheckpointLineRangeRow{}
+	for rows.Next() {
+		var i CheckpointLineRangeRow
+		if err := rows.Scan(
+			&i.ThreadID,
+			&i.Namespace,
+			&i.Seq,
+			&i.CheckpointID,
+			&i.ParentCheckpointID,
+			&i.MergeParentID,
+			&i.Step,
+			&i.CreatedAt,
+			&i.Trigger,
+			&i.Tags,
+			&i.Summary,
+			&i.NextNode,
+			&i.SizeBytes,
+			&i.Format,
+			&i.Metadata,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const CheckpointLineage = `-- name: CheckpointLineage :many
 WITH RECURSIVE walk AS (
     SELECT 0 AS depth, c.checkpoint_id AS id

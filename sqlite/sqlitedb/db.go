@@ -45,6 +45,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.checkpointInsertStmt, err = db.PrepareContext(ctx, CheckpointInsert); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointInsert: %w", err)
 	}
+	if q.checkpointLineRangeStmt, err = db.PrepareContext(ctx, CheckpointLineRange); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointLineRange: %w", err)
+	}
 	if q.checkpointLineageStmt, err = db.PrepareContext(ctx, CheckpointLineage); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointLineage: %w", err)
 	}
@@ -206,6 +209,11 @@ func (q *Queries) Close() error {
 	if q.checkpointInsertStmt != nil {
 		if cerr := q.checkpointInsertStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing checkpointInsertStmt: %w", cerr)
+		}
+	}
+	if q.checkpointLineRangeStmt != nil {
+		if cerr := q.checkpointLineRangeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointLineRangeStmt: %w", cerr)
 		}
 	}
 	if q.checkpointLineageStmt != nil {
@@ -459,6 +467,7 @@ type Queries struct {
 	checkpointExportPageStmt         *sql.Stmt
 	checkpointGetByIDStmt            *sql.Stmt
 	checkpointInsertStmt             *sql.Stmt
+	checkpointLineRangeStmt          *sql.Stmt
 	checkpointLineageStmt            *sql.Stmt
 	checkpointLinkByIDStmt           *sql.Stmt
 	checkpointLinkHeadStmt           *sql.Stmt
@@ -513,6 +522,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		checkpointExportPageStmt:         q.checkpointExportPageStmt,
 		checkpointGetByIDStmt:            q.checkpointGetByIDStmt,
 		checkpointInsertStmt:             q.checkpointInsertStmt,
+		checkpointLineRangeStmt:          q.checkpointLineRangeStmt,
 		checkpointLineageStmt:            q.checkpointLineageStmt,
 		checkpointLinkByIDStmt:           q.checkpointLinkByIDStmt,
 		checkpointLinkHeadStmt:           q.checkpointLinkHeadStmt,
