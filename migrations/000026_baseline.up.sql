@@ -1,7 +1,7 @@
--- pgcheckpoint's schema at version 23, whole: tables, views, functions,
+-- pgcheckpoint's schema at version 26, whole: tables, views, functions,
 -- their comments and privileges. Before 0.1.0 every migration was folded
 -- into this one (docs/contributing.md, "Migrations"); it was generated
--- from the catalog of a database migrated to version 23 with
+-- from the catalog of a database migrated to version 26 with
 --
 --   go test ./integration -run '^TestFoldMigrations$' -fold
 --
@@ -217,6 +217,19 @@ DECLARE
     v_head_tools  jsonb;
     v_size        bigint; -- the new checkpoint's size_bytes
     v_put record;
+    -- The new row's storage: a delta on v_base_id (the head, or the
+    -- anchor of the head's run) of what was appended and set since it,
+    -- or whole (v_base_id NULL).
+    v_base_id     uuid;
+    v_base_run    integer;
+    v_base_depth  integer;
+    v_base_state  jsonb;
+    v_base_tools  jsonb;
+    v_new_msgs    jsonb;
+    v_new_state   jsonb;
+    v_new_tools   jsonb;
+    v_state_rm    text[] := '{}';
+    v_tools_rm    text[] := '{}';
 BEGIN
     IF p_thread_id IS NULL OR length(p_thread_id) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
@@ -311,11 +324,10 @@ BEGIN
         END IF;
     END IF;
 
-    IF NOT coalesce(pgcheckpoint.delta_run_continues(v_head_run, p_delta_run), false) OR v_head_count IS NULL
-       OR octet_length(v_head_digest) IS DISTINCT FROM 32 OR v_head_state IS NULL OR v_head_tools IS NULL THEN
-        -- Stored whole: the head's content with the change, written by
-        -- checkpoint_put on the head (which computes the digests, and may
-        -- still store a delta on the run's anchor).
+    IF v_head_count IS NULL OR octet_length(v_head_digest) IS DISTINCT FROM 32 OR v_head_state IS NULL OR v_head_tools IS NULL THEN
+        -- A head without digests: stored whole, the head's content with
+        -- the change, written by checkpoint_put on the head (which
+        -- computes the digests, and may store a delta on the run's anchor).
         SELECT * INTO v_put
         FROM pgcheckpoint.checkpoint_materialize(v_head_id) m
         CROSS JOIN LATERAL pgcheckpoint.checkpoint_put(
@@ -331,8 +343,7 @@ BEGIN
         RETURN;
     END IF;
 
-    -- A delta on the head made of the change alone; the digests go on from
-    -- the head's.
+    -- The digests go on from the head's.
     v_msg_dig := coalesce(p_message_digests, pgcheckpoint.message_digests(v_messages));
     v_state_dig := (v_head_state - v_rm_state) || coalesce(p_set_state_digests, pgcheckpoint.key_digests(v_set_state));
     v_tools_dig := (v_head_tools - v_rm_tools) || coalesce(p_set_tool_results_digests, pgcheckpoint.key_digests(v_set_tools));
@@ -345,20 +356,83 @@ BEGIN
                  ELSE pg_catalog.jsonb_build_array(pgcheckpoint.checkpoint_last_message(v_head_id)) END,
             v_state_dig);
     END IF;
+
+    -- Where it is stored, as checkpoint_delta decides for the whole
+    -- content (delta_run_continues, run_anchor), from the change and the
+    -- head's run alone: nothing before the run's anchor is read or hashed.
+    IF coalesce(pgcheckpoint.delta_run_continues(v_head_run, p_delta_run), false) THEN
+        -- A delta on the head made of the change.
+        v_base_id := v_head_id;
+        v_base_run := v_head_run + 1;
+        v_base_depth := v_head_depth;
+        v_base_state := v_head_state;
+        v_base_tools := v_head_tools;
+        v_new_msgs := v_messages;
+        v_new_state := v_set_state;
+        v_new_tools := v_set_tools;
+    ELSE
+        -- The run is as long as allowed: a delta on its anchor made of the
+        -- run's deltas (oldest first) and the change.
+        SELECT a.checkpoint_id, 0, a.delta_depth, a.state_digests, a.tool_results_digests
+          INTO v_base_id, v_base_run, v_base_depth, v_base_state, v_base_tools
+        FROM pgcheckpoint.run_anchor(v_head_id, p_delta_run) a
+        WHERE a.messages_count IS NOT NULL AND octet_length(a.messages_digest) = 32
+          AND a.state_digests IS NOT NULL AND a.tool_results_digests IS NOT NULL;
+        IF v_base_id IS NOT NULL THEN
+            WITH RECURSIVE run AS (
+                SELECT 0 AS depth, c.base_checkpoint_id, c.delta_run, c.messages, c.state, c.tool_results
+                FROM pgcheckpoint.tenant_checkpoints c
+                WHERE c.checkpoint_id = v_head_id
+                UNION ALL
+                -- The run's deltas only: the anchor's content is not read.
+                SELECT r.depth + 1, b.base_checkpoint_id, b.delta_run, b.messages, b.state, b.tool_results
+                FROM run r
+                CROSS JOIN LATERAL (
+                    SELECT b.base_checkpoint_id, b.delta_run, b.messages, b.state, b.tool_results
+                    FROM pgcheckpoint.tenant_checkpoints b
+                    WHERE b.checkpoint_id = r.base_checkpoint_id AND b.delta_run > 0
+                    LIMIT 1) b
+                WHERE r.delta_run > 0
+            )
+            -- Of each key set in the run, its last value: delta_keys
+            -- keeps those the new digests have (not removed since).
+            SELECT (SELECT jsonb_path_query_array(jsonb_agg(r.messages ORDER BY r.depth DESC), '$[*][*]') FROM run r)
+                   || v_messages,
+                   coalesce((SELECT jsonb_object_agg(e.key, e.value ORDER BY r.depth DESC) FROM run r, jsonb_each(r.state) e), '{}')
+                   || v_set_state,
+                   coalesce((SELECT jsonb_object_agg(e.key, e.value ORDER BY r.depth DESC) FROM run r, jsonb_each(r.tool_results) e), '{}')
+                   || v_set_tools
+              INTO v_new_msgs, v_new_state, v_new_tools;
+        ELSE
+            -- No anchor (after p_delta_run - 1 anchors): whole.
+            SELECT m.messages || v_messages, (m.state - v_rm_state) || v_set_state,
+                   (m.tool_results - v_rm_tools) || v_set_tools
+              INTO v_new_msgs, v_new_state, v_new_tools
+            FROM pgcheckpoint.checkpoint_materialize(v_head_id) m;
+        END IF;
+    END IF;
+
+    IF v_base_id IS NOT NULL THEN
+        -- Of the keys set since the base, those whose digest differs from
+        -- the base's; the base's keys that are gone.
+        SELECT s.changed, s.removed, t.changed, t.removed
+          INTO v_new_state, v_state_rm, v_new_tools, v_tools_rm
+        FROM pgcheckpoint.delta_keys(v_new_state, v_state_dig, v_base_state) s,
+             pgcheckpoint.delta_keys(v_new_tools, v_tools_dig, v_base_tools) t;
+    END IF;
     INSERT INTO pgcheckpoint.tenant_checkpoints AS c (
         thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
         trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
         messages, state, tool_results, state_removed, tool_results_removed, messages_count,
         messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
-    SELECT p_thread_id, v_ns, v_next_seq, p_checkpoint_id, v_head_id, v_next_step,
+    VALUES (p_thread_id, v_ns, v_next_seq, p_checkpoint_id, v_head_id, v_next_step,
            coalesce(p_trigger, 'manual'), coalesce(p_tags, '{}'), v_summary, v_metadata,
-           'delta', v_head_id, v_head_run + 1, v_head_depth + 1, v_messages, s.changed, t.changed,
-           s.removed, t.removed, v_head_count + v_msg_count,
+           CASE WHEN v_base_id IS NULL THEN 'full' ELSE 'delta' END, v_base_id,
+           coalesce(v_base_run, 0), coalesce(v_base_depth + 1, 0), v_new_msgs, v_new_state, v_new_tools,
+           v_state_rm, v_tools_rm, v_head_count + v_msg_count,
            CASE WHEN v_msg_count = 0 THEN v_head_digest
                 ELSE pgcheckpoint.message_chain_at(pgcheckpoint.message_chain(v_head_digest, v_msg_dig), v_msg_count) END,
-           v_state_dig, v_tools_dig, coalesce(p_next_node, ''), v_size
-    FROM pgcheckpoint.delta_keys(v_set_state, v_state_dig, v_head_state) s,
-         pgcheckpoint.delta_keys(v_set_tools, v_tools_dig, v_head_tools) t
+           v_state_dig, v_tools_dig, coalesce(p_next_node, ''), v_size)
     RETURNING c.parent_checkpoint_id, c.step, c.created_at
       INTO parent_checkpoint_id, step, created_at;
     IF NOT v_thread_seen OR v_rewound_to IS NOT NULL THEN
@@ -369,7 +443,7 @@ BEGIN
     inserted := true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. Stored as a delta on the head made of the change alone when the head has digests and its run may grow (digests continued from the head''s: message_digests holds 16 bytes per appended message, see message_digests), else whole through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it; the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. When the head has digests, the new ones go on from them (message_digests holds 16 bytes per appended message, see message_digests) and it is stored from the change and the head''s run alone, never reading or hashing content before the run''s anchor: while the head''s run may grow (delta_run_continues), a delta on the head made of the change; at the end of the run, a delta on its anchor (run_anchor) made of the run''s deltas and the change; whole when the run has no anchor. A head without digests: whole, through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it; the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_checkpoint_id uuid, p_trigger text)
@@ -390,6 +464,19 @@ BEGIN
 END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(uuid,text) IS 'Raises PC003 unless the id is a UUIDv7 (version 7, the variant of RFC 9562) and the trigger (NULL: manual) one of tool_call, llm_call, state_change, task_boundary, manual, interval: the rules every function that writes a checkpoint applies, as the engine does.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_content_json(p_checkpoint_id uuid, p_format text, p_messages jsonb, p_state jsonb, p_tool_results jsonb)
+ RETURNS bytea[]
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+    SELECT CASE WHEN p_format OPERATOR(pg_catalog.=) 'full'
+                THEN ARRAY[pg_catalog.substr(pg_catalog.jsonb_send(p_messages), 2),
+                           pg_catalog.substr(pg_catalog.jsonb_send(p_state), 2),
+                           pg_catalog.substr(pg_catalog.jsonb_send(p_tool_results), 2)]
+                ELSE pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id) END
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb) IS 'The whole content of the checkpoint row given by its id, format, messages, state and tool_results columns, as JSON text in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte): {messages, state, tool_results}. A full row''s own columns, a delta rebuilt (checkpoint_rebuild_json). Inlined into the statement that reads the row, so a full checkpoint costs no function call. What the engine reads: usage: SELECT pgcheckpoint.checkpoint_content_json(c.checkpoint_id, c.format, c.messages, c.state, c.tool_results) FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = ''<checkpoint id>''. Error PC004 as checkpoint_materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_default_summary(p_messages jsonb, p_state jsonb)
  RETURNS text
@@ -665,18 +752,14 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_materialize_json(p_checkpoint
  LANGUAGE sql
  STABLE PARALLEL SAFE ROWS 1
 AS $function$
-    SELECT CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
-                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.messages), 2) ELSE d.messages END,
-           CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
-                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.state), 2) ELSE d.state END,
-           CASE WHEN c.format OPERATOR(pg_catalog.=) 'full'
-                THEN pg_catalog.substr(pg_catalog.jsonb_send(c.tool_results), 2) ELSE d.tool_results END
-    FROM pgcheckpoint.tenant_checkpoints c
-    LEFT JOIN LATERAL pgcheckpoint.checkpoint_rebuild_json(
-        CASE WHEN c.format OPERATOR(pg_catalog.<>) 'full' THEN c.checkpoint_id END) d ON true
-    WHERE c.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id
+    SELECT j.content[1], j.content[2], j.content[3]
+    -- OFFSET 0 keeps the subquery whole, so the content is computed once.
+    FROM (SELECT pgcheckpoint.checkpoint_content_json(c.checkpoint_id, c.format, c.messages, c.state, c.tool_results) AS content
+          FROM pgcheckpoint.tenant_checkpoints c
+          WHERE c.checkpoint_id OPERATOR(pg_catalog.=) p_checkpoint_id
+          OFFSET 0) j
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS 'checkpoint_materialize''s columns as JSON text, in bytes (what jsonb''s binary send format carries, in the client encoding, without its version byte); no row for an unknown id. What the engine reads: the text of checkpoint_materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as checkpoint_materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS 'checkpoint_materialize''s columns as JSON text, in bytes (checkpoint_content_json''s three elements); no row for an unknown id. The text of checkpoint_materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as checkpoint_materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_state_digests jsonb DEFAULT NULL::jsonb, p_tool_results_digests jsonb DEFAULT NULL::jsonb, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
@@ -821,15 +904,17 @@ COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id uuid)
- RETURNS TABLE(messages bytea, state bytea, tool_results bytea)
+ RETURNS bytea[]
  LANGUAGE plpgsql
- STABLE PARALLEL SAFE STRICT ROWS 1
+ STABLE PARALLEL SAFE STRICT
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 #variable_conflict use_column
+DECLARE
+    v_content bytea[];
 BEGIN
-    RETURN QUERY
-    SELECT coalesce(string_agg(substr(s.b, CASE WHEN x.depth = x.first THEN 2 ELSE 3 END,
+    SELECT ARRAY[
+           coalesce(string_agg(substr(s.b, CASE WHEN x.depth = x.first THEN 2 ELSE 3 END,
                                       octet_length(s.b) - CASE WHEN x.depth = x.first THEN 1 ELSE 2 END
                                                         - CASE WHEN x.depth = x.last THEN 0 ELSE 1 END),
                                decode('2c20', 'hex') ORDER BY x.depth DESC) -- ', '
@@ -838,7 +923,8 @@ BEGIN
            substr(jsonb_send(pgcheckpoint.delta_merge(x.state, x.state_removed ORDER BY x.depth DESC)
                              FILTER (WHERE x.state <> '{}' OR cardinality(x.state_removed) > 0)), 2),
            substr(jsonb_send(pgcheckpoint.delta_merge(x.tool_results, x.tool_results_removed ORDER BY x.depth DESC)
-                             FILTER (WHERE x.tool_results <> '{}' OR cardinality(x.tool_results_removed) > 0)), 2)
+                             FILTER (WHERE x.tool_results <> '{}' OR cardinality(x.tool_results_removed) > 0)), 2)]
+      INTO v_content
     FROM (SELECT e.*, max(e.depth) FILTER (WHERE NOT e.empty) OVER () AS first,
                       min(e.depth) FILTER (WHERE NOT e.empty) OVER () AS last
           FROM (SELECT ch.*, pg_column_size(ch.messages) <= 8 AND jsonb_array_length(ch.messages) = 0 AS empty
@@ -846,9 +932,10 @@ BEGIN
     -- jsonb's send format: a version byte, then the text.
     CROSS JOIN LATERAL jsonb_send(x.messages) AS s(b)
     HAVING count(*) > 0;
+    RETURN v_content;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes (see checkpoint_materialize_json, which reads a full checkpoint without it). No row for an unknown id. Error PC004 as checkpoint_materialize.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes: {messages, state, tool_results} (see checkpoint_content_json, which reads a full checkpoint without it). NULL for an unknown id. Error PC004 as checkpoint_materialize.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rewind(p_checkpoint_id uuid, p_truncate boolean DEFAULT false)
  RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint, head_step bigint, checkpoints bigint, truncated bigint)
@@ -914,9 +1001,13 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.current_tenant()
  LANGUAGE sql
  STABLE PARALLEL SAFE
 AS $function$
-    SELECT CASE WHEN pg_catalog.current_setting('pgcheckpoint.tenant', true) OPERATOR(pg_catalog.=) ''
-                THEN NULL
-                ELSE pg_catalog.current_setting('pgcheckpoint.tenant', true) END
+    -- The setting, or NULL for '': '.+' matches every text of one
+    -- character or more whole (a dot matches a newline too) and nothing
+    -- in ''. One read of the setting, where a CASE reads it twice: every
+    -- scan of a tenant view evaluates this, so its cost is in every
+    -- statement (NULLIF would do the same with an operator that the
+    -- search_path resolves).
+    SELECT pg_catalog.substring(pg_catalog.current_setting('pgcheckpoint.tenant', true), '.+')
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.current_tenant() IS 'The session''s tenant: the setting pgcheckpoint.tenant, NULL when it is unset or '''' (after a transaction-local set ends, an unset placeholder setting reads '''', not NULL). Set it for a transaction with SET LOCAL pgcheckpoint.tenant = ''acme'' or SELECT set_config(''pgcheckpoint.tenant'', ''acme'', true); the row-level security policies of every table compare tenant_id with it, and new rows take it as their tenant_id.';
 
@@ -1390,40 +1481,9 @@ BEGIN
         RETURN;
     END IF;
     PERFORM pgcheckpoint.thread_lock(p_thread_id);
-
-    WITH heads AS MATERIALIZED (
-        SELECT t.namespace, pgcheckpoint.thread_head_seq(t.thread_id, t.namespace) AS seq
-        FROM pgcheckpoint.tenant_threads t
-        WHERE t.thread_id = p_thread_id
-    ), ranked AS (
-        SELECT c.namespace, c.seq, c.checkpoint_id, c.step, c.created_at,
-               row_number() OVER (PARTITION BY c.namespace ORDER BY c.seq) AS pos,
-               count(*) OVER (PARTITION BY c.namespace) AS total
-        FROM pgcheckpoint.tenant_checkpoints c
-        WHERE c.thread_id = p_thread_id
-    ), marks AS (
-        -- keep_milestones: the n positions between the first and the newest.
-        SELECT DISTINCT l.namespace, (1 + round(i * (l.total - 1)::numeric / (p_n + 1)))::bigint AS pos
-        FROM (SELECT DISTINCT r.namespace, r.total FROM ranked r) l, generate_series(1, p_n) i
-        WHERE p_policy = 'keep_milestones'
-    ), doomed AS (
-        SELECT r.checkpoint_id, r.namespace, r.step
-        FROM ranked r
-        LEFT JOIN marks m ON m.namespace = r.namespace AND m.pos = r.pos
-        WHERE NOT CASE p_policy
-                WHEN 'keep_last_n' THEN r.pos > r.total - p_n
-                WHEN 'keep_age' THEN r.created_at >= now() - p_age
-                WHEN 'keep_milestones' THEN r.pos = 1 OR r.pos = r.total OR m.pos IS NOT NULL
-                END
-          AND NOT EXISTS (SELECT 1 FROM heads h WHERE h.namespace = r.namespace AND h.seq = r.seq)
-          -- A branch's source, while the branch exists.
-          AND NOT EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads b
-                          WHERE b.branched_from_thread = p_thread_id AND b.branched_from = r.checkpoint_id)
-    )
     SELECT array_agg(d.checkpoint_id), array_agg(d.namespace), array_agg(d.step)
       INTO v_ids, v_ns, v_steps
-    FROM doomed d;
-
+    FROM pgcheckpoint.thread_gc_doomed_many(ARRAY[p_thread_id], p_policy, p_n, p_age) d;
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
@@ -1481,14 +1541,65 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone) IS 'One batch of thread_gc_sweep: thread_gc_many for up to p_batch_size threads not swept since p_swept_before, least recently swept first. Returns how many threads it took (0: none was left).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone) FROM PUBLIC;
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_doomed_many(p_thread_ids text[], p_policy text, p_n integer, p_age interval)
+ RETURNS TABLE(thread_id text, namespace text, seq bigint, checkpoint_id uuid, step bigint)
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    -- One generic plan for every policy (the policy is a parameter of it):
+    -- a custom plan would be made again at each call.
+    RETURN QUERY
+    WITH ranked AS (
+        SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.created_at,
+               row_number() OVER w AS pos,
+               count(*) OVER (PARTITION BY c.thread_id, c.namespace) AS total
+        FROM pgcheckpoint.tenant_checkpoints c
+        WHERE c.thread_id = ANY (p_thread_ids)
+        WINDOW w AS (PARTITION BY c.thread_id, c.namespace ORDER BY c.seq)
+    ), heads AS MATERIALIZED (
+        SELECT h.thread_id, h.namespace, h.seq
+        FROM pgcheckpoint.tenant_thread_heads h
+        WHERE h.thread_id = ANY (p_thread_ids)
+    ), sources AS MATERIALIZED (
+        SELECT b.branched_from_thread AS thread_id, b.branched_from AS checkpoint_id
+        FROM pgcheckpoint.tenant_threads b
+        WHERE b.branched_from_thread = ANY (p_thread_ids)
+    )
+    SELECT r.thread_id, r.namespace, r.seq, r.checkpoint_id, r.step
+    FROM ranked r
+    LEFT JOIN heads h ON h.thread_id = r.thread_id AND h.namespace = r.namespace
+    WHERE NOT CASE p_policy
+            WHEN 'keep_last_n' THEN r.pos > r.total - p_n
+            WHEN 'keep_age' THEN r.created_at >= now() - p_age
+            -- keep_milestones: the first, the newest and the n positions
+            -- evenly spaced between them.
+            WHEN 'keep_milestones' THEN r.pos = 1 OR r.pos = r.total
+                 OR EXISTS (SELECT 1 FROM generate_series(1, p_n) i
+                            WHERE 1 + round(i * (r.total - 1)::numeric / (p_n + 1)) = r.pos)
+            WHEN 'keep_all' THEN true
+            END
+      -- Never a head: the thread's, or the newest of a namespace that has
+      -- no thread row (a bulk load; see thread_head_seq).
+      AND r.seq IS DISTINCT FROM coalesce(h.seq, CASE WHEN r.pos = r.total THEN r.seq END)
+      -- Never a branch's source, while the branch exists.
+      AND NOT EXISTS (SELECT 1 FROM sources s WHERE s.thread_id = r.thread_id AND s.checkpoint_id = r.checkpoint_id);
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_doomed_many(text[],text,integer,interval) IS 'What a retention policy (keep_all, keep_last_n(n), keep_age(age), keep_milestones(n)) deletes of the given threads now, every namespace: never a head (the rewound-to checkpoint after a rewind), never a branch''s source while the branch exists. The one statement of that rule: thread_gc and thread_gc_many delete what it returns. Reads only (a preview); it does not check the policy (retention_policy_check) and returns nothing for an unknown one. Usage: SELECT * FROM pgcheckpoint.thread_gc_doomed_many(ARRAY[''run-42''], ''keep_last_n'', 10, NULL).';
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_many(p_thread_ids text[], p_policy text, p_n integer, p_age interval)
  RETURNS TABLE(threads integer, expired integer, failed integer, deleted bigint)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 DECLARE
     v_thread  text;
-    v_threads integer := 0;
+    v_rest    text[];
     v_expired integer := 0;
     v_failed  integer := 0;
     v_deleted bigint := 0;
@@ -1496,26 +1607,48 @@ DECLARE
 BEGIN
     PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
     PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
-    FOR v_thread IN SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1 LOOP
+    v_rest := ARRAY(SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1);
+    -- Expired threads each alone; one whose expiry fails is left as it was.
+    FOR v_thread IN
+        SELECT DISTINCT t.thread_id FROM pgcheckpoint.tenant_threads t
+        WHERE t.thread_id = ANY (v_rest) AND t.expires_at <= now()
+        ORDER BY 1
+    LOOP
         BEGIN
             v_n := pgcheckpoint.thread_expire(v_thread);
             IF v_n IS NOT NULL THEN
                 v_expired := v_expired + 1;
-            ELSIF p_policy <> 'keep_all' THEN
-                SELECT count(*) INTO v_n FROM pgcheckpoint.thread_gc(v_thread, p_policy, p_n, p_age);
+                v_deleted := v_deleted + v_n;
             END IF;
-            v_deleted := v_deleted + coalesce(v_n, 0);
         EXCEPTION WHEN OTHERS THEN
             RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', v_thread, SQLERRM, SQLSTATE;
             v_failed := v_failed + 1;
         END;
-        UPDATE pgcheckpoint.tenant_threads t SET swept_at = now() WHERE t.thread_id = v_thread;
-        v_threads := v_threads + 1;
+        v_rest := array_remove(v_rest, v_thread);
     END LOOP;
-    RETURN QUERY SELECT v_threads, v_expired, v_failed, v_deleted;
+    -- The others in one statement. Should it fail, each alone (thread_gc),
+    -- so that a thread that fails is the only one left as it was.
+    IF p_policy <> 'keep_all' AND cardinality(v_rest) > 0 THEN
+        BEGIN
+            v_deleted := v_deleted + pgcheckpoint.checkpoint_delete_many(ARRAY(
+                SELECT d.checkpoint_id FROM pgcheckpoint.thread_gc_doomed_many(v_rest, p_policy, p_n, p_age) d));
+        EXCEPTION WHEN OTHERS THEN
+            FOREACH v_thread IN ARRAY v_rest LOOP
+                BEGIN
+                    SELECT count(*) INTO v_n FROM pgcheckpoint.thread_gc(v_thread, p_policy, p_n, p_age);
+                    v_deleted := v_deleted + v_n;
+                EXCEPTION WHEN OTHERS THEN
+                    RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', v_thread, SQLERRM, SQLSTATE;
+                    v_failed := v_failed + 1;
+                END;
+            END LOOP;
+        END;
+    END IF;
+    UPDATE pgcheckpoint.tenant_threads t SET swept_at = now() WHERE t.thread_id = ANY (p_thread_ids);
+    RETURN QUERY SELECT (SELECT count(DISTINCT x)::integer FROM unnest(p_thread_ids) x), v_expired, v_failed, v_deleted;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired or put through the policy, and marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). Returns how many threads, expired, failed, and how many checkpoints deleted.';
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired one by its expiry, the others through the policy all at once (thread_gc_doomed_many, then checkpoint_delete_many), and every one marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). Returns how many threads, expired, failed, and how many checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) FROM PUBLIC;
 
 CREATE OR REPLACE PROCEDURE pgcheckpoint.thread_gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval, IN p_tenant text DEFAULT NULL::text)
@@ -1669,12 +1802,16 @@ REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_lock(text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_lock_many(p_thread_ids text[])
  RETURNS void
- LANGUAGE sql
+ LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-    SELECT pgcheckpoint.thread_lock(t.id)
+BEGIN
+    -- PL/pgSQL, not SQL: its statement is planned once per session, where
+    -- a SQL function's was planned again at every call.
+    PERFORM pgcheckpoint.thread_lock(t.id)
     FROM (SELECT DISTINCT x AS id FROM unnest(p_thread_ids) x WHERE x IS NOT NULL) t
-    ORDER BY hashtext(t.id), t.id
+    ORDER BY hashtext(t.id), t.id;
+END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_lock_many(text[]) IS 'Takes the lock of each thread in the array (see thread_lock) until the end of the transaction, in one order (hashtext of the id, then the id): every routine that takes several takes them in this order, so that none deadlocks with another. Locks already held are taken again at no cost; NULL ids are skipped.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_lock_many(text[]) FROM PUBLIC;

@@ -1,4 +1,4 @@
--- Reverts 000023_baseline.up.sql: drops every object it made (a view
+-- Reverts 000026_baseline.up.sql: drops every object it made (a view
 -- first, then its table; the functions last, which defaults and policies
 -- call). The pgcheckpoint schema stays, as the migration tool made it: it
 -- holds the version table. Generated with the up migration.
@@ -26,6 +26,7 @@ DROP AGGREGATE
 DROP FUNCTION
     pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint),
     pgcheckpoint.checkpoint_check(uuid,text),
+    pgcheckpoint.checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb),
     pgcheckpoint.checkpoint_default_summary(jsonb,jsonb),
     pgcheckpoint.checkpoint_delete_before(text,text,bigint),
     pgcheckpoint.checkpoint_delete_for_runs(text[]),
@@ -60,6 +61,7 @@ DROP FUNCTION
     pgcheckpoint.thread_gc(text,text,integer,interval),
     pgcheckpoint.thread_gc_batch(text,integer,interval,text,integer),
     pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone),
+    pgcheckpoint.thread_gc_doomed_many(text[],text,integer,interval),
     pgcheckpoint.thread_gc_many(text[],text,integer,interval),
     pgcheckpoint.thread_head(text,text),
     pgcheckpoint.thread_head_for_write(text,text,uuid,uuid),
