@@ -241,21 +241,16 @@ func appendStored(ctx context.Context, q *queries, head *link, a engine.AppendRe
 	// What the run (oldest first) and then the change appended and set
 	// since base.
 	st := deltaOn(base, continues)
-	arrays := make([][]byte, 0, len(run)+1)
-	var state, tools []member
-	var err error
-	for i := len(run) - 1; i >= 0; i-- {
-		arrays = append(arrays, []byte(run[i].Messages))
-		if state, err = applyKeys(state, []byte(run[i].State), []byte(run[i].StateRemoved)); err != nil {
-			return stored{}, fmt.Errorf("state: %w", err)
-		}
-		if tools, err = applyKeys(tools, []byte(run[i].ToolResults), []byte(run[i].ToolResultsRemoved)); err != nil {
-			return stored{}, fmt.Errorf("tool results: %w", err)
-		}
+	arrays, state, tools, err := applyDeltas(nil, nil, len(run), func(i int) deltaCols {
+		d := run[len(run)-1-i]
+		return deltaCols{d.Messages, d.State, d.StateRemoved, d.ToolResults, d.ToolResultsRemoved}
+	})
+	if err != nil {
+		return stored{}, err
 	}
 	st.messages = a.Messages
 	if len(run) > 0 {
-		if st.messages, err = concatArrays(append(arrays, a.Messages)...); err != nil {
+		if st.messages, err = concatArrays(append(arrays, string(a.Messages))...); err != nil {
 			return stored{}, err
 		}
 	}

@@ -252,14 +252,6 @@ func materialize(ctx context.Context, q *queries, row storedRow) (content, error
 		return content{}, err
 	}
 	full := chain[len(chain)-1]
-	arrays := make([]string, 0, len(chain))
-	for i := len(chain) - 1; i >= 0; i-- {
-		arrays = append(arrays, chain[i].Messages)
-	}
-	msgs, err := concatArrays(arrays...)
-	if err != nil {
-		return content{}, err
-	}
 	state, err := objectMembers([]byte(full.State))
 	if err != nil {
 		return content{}, err
@@ -268,16 +260,44 @@ func materialize(ctx context.Context, q *queries, row storedRow) (content, error
 	if err != nil {
 		return content{}, err
 	}
-	for i := len(chain) - 2; i >= 0; i-- {
-		d := chain[i]
-		if state, err = applyKeys(state, []byte(d.State), []byte(d.StateRemoved)); err != nil {
-			return content{}, err
-		}
-		if tools, err = applyKeys(tools, []byte(d.ToolResults), []byte(d.ToolResultsRemoved)); err != nil {
-			return content{}, err
-		}
+	deltas := chain[:len(chain)-1]
+	arrays, state, tools, err := applyDeltas(state, tools, len(deltas), func(i int) deltaCols {
+		d := deltas[len(deltas)-1-i]
+		return deltaCols{d.Messages, d.State, d.StateRemoved, d.ToolResults, d.ToolResultsRemoved}
+	})
+	if err != nil {
+		return content{}, err
+	}
+	msgs, err := concatArrays(append([]string{full.Messages}, arrays...)...)
+	if err != nil {
+		return content{}, err
 	}
 	return content{msgs, joinObject(state), joinObject(tools)}, nil
+}
+
+// deltaCols are what a delta row stores: the messages it appends, the
+// state and tool result keys it sets and those it removes.
+type deltaCols struct {
+	messages, state, stateRemoved, tools, toolsRemoved string
+}
+
+// applyDeltas applies n deltas, oldest first (delta(0) is the oldest), to
+// state and tools, and returns the message arrays they append, in order:
+// the one rule for rebuilding a delta and for an Append at a run's end,
+// which is a delta on the run's anchor made of the run and the change.
+func applyDeltas(state, tools []member, n int, delta func(i int) deltaCols) (messages []string, _, _ []member, err error) {
+	messages = make([]string, 0, n)
+	for i := range n {
+		d := delta(i)
+		messages = append(messages, d.messages)
+		if state, err = applyKeys(state, []byte(d.state), []byte(d.stateRemoved)); err != nil {
+			return nil, nil, nil, fmt.Errorf("state: %w", err)
+		}
+		if tools, err = applyKeys(tools, []byte(d.tools), []byte(d.toolsRemoved)); err != nil {
+			return nil, nil, nil, fmt.Errorf("tool results: %w", err)
+		}
+	}
+	return messages, state, tools, nil
 }
 
 // deltaChain returns the chain a delta row is rebuilt from, the row itself
