@@ -57,7 +57,8 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // negativeNumberAt returns the index of the first argument before any "--"
-// that is a negative number where the flag package would read a flag, or
+// that is a negative integer (digits alone: not -inf, -1e5 or -0x1) where
+// the flag package would read a flag, or
 // -1 if there is none.
 func negativeNumberAt(fs *flag.FlagSet, args []string) int {
 	for i := 0; i < len(args); i++ {
@@ -68,7 +69,7 @@ func negativeNumberAt(fs *flag.FlagSet, args []string) int {
 		if len(a) < 2 || a[0] != '-' {
 			continue
 		}
-		if _, err := strconv.ParseFloat(a, 64); err == nil && fs.Lookup(a[1:]) == nil {
+		if _, err := strconv.Atoi(a); err == nil && fs.Lookup(a[1:]) == nil {
 			return i
 		}
 		// A flag; skip its value when it is the next argument.
