@@ -807,7 +807,9 @@ func testListThreads(t *testing.T, e *env) {
 		// A sub-graph's checkpoints do not make a second thread entry.
 		e.snap(engine.SnapshotInput{ThreadID: thread, Namespace: "sub"})
 	}
-	// A thread with only a sub-graph shows that namespace's head.
+	// A thread with only sub-graphs shows the head of the first namespace
+	// in namespace order, not in write order.
+	e.snap(engine.SnapshotInput{ThreadID: "thread-99", Namespace: "two"})
 	onlySub := e.snap(engine.SnapshotInput{ThreadID: "thread-99", Namespace: "sub"})
 	var got []engine.ThreadInfo
 	after := ""

@@ -36,7 +36,10 @@ DELETE FROM threads WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
 
 -- name: ThreadListHeads :many
 -- One row per thread after a thread id, with the head of its root
--- namespace, or else of its first namespace.
+-- namespace, or else of its first namespace. The root namespace ('', the
+-- least text) is taken without looking at the thread's other rows, and a
+-- thread that is not rewound without looking for its rewind: the two
+-- probes a listing would otherwise pay per thread (issue 28).
 SELECT t.thread_id, t.namespace, t.metadata, t.created_at,
        h.checkpoint_id AS head_checkpoint_id, h.step AS head_step, h.summary AS head_summary,
        h.created_at AS head_created_at
@@ -44,13 +47,16 @@ FROM threads t
 LEFT JOIN checkpoints h
   ON h.tenant_id = t.tenant_id AND h.thread_id = t.thread_id AND h.namespace = t.namespace
  AND h.seq = coalesce(
+        CASE WHEN t.rewound_to IS NOT NULL THEN
         (SELECT r.seq FROM checkpoints r
          WHERE r.tenant_id = t.tenant_id AND r.checkpoint_id = t.rewound_to
-           AND r.thread_id = t.thread_id AND r.namespace = t.namespace),
+           AND r.thread_id = t.thread_id AND r.namespace = t.namespace) END,
         (SELECT max(m.seq) FROM checkpoints m
          WHERE m.tenant_id = t.tenant_id AND m.thread_id = t.thread_id AND m.namespace = t.namespace))
 WHERE t.tenant_id = @tenant_id AND t.thread_id > @after
-  AND t.namespace = (SELECT min(f.namespace) FROM threads f WHERE f.tenant_id = t.tenant_id AND f.thread_id = t.thread_id)
+  AND (t.namespace = ''
+       OR NOT EXISTS (SELECT 1 FROM threads f
+                      WHERE f.tenant_id = t.tenant_id AND f.thread_id = t.thread_id AND f.namespace < t.namespace))
 ORDER BY t.thread_id
 LIMIT @max_rows;
 
