@@ -5,7 +5,7 @@ package cliflags
 
 import (
 	"flag"
-	"strconv"
+	"regexp"
 	"strings"
 )
 
@@ -57,9 +57,11 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 // negativeNumberAt returns the index of the first argument before any "--"
-// that is a negative integer (digits alone: not -inf, -1e5 or -0x1) where
-// the flag package would read a flag, or
-// -1 if there is none.
+// that is a negative number (digits, with a decimal point or not: not
+// -inf, -1e5 or -0x1) where the flag package would read a flag, or -1 if
+// there is none.
+var negativeNumber = regexp.MustCompile(`^-[0-9]+(\.[0-9]+)?$`)
+
 func negativeNumberAt(fs *flag.FlagSet, args []string) int {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -69,7 +71,7 @@ func negativeNumberAt(fs *flag.FlagSet, args []string) int {
 		if len(a) < 2 || a[0] != '-' {
 			continue
 		}
-		if _, err := strconv.Atoi(a); err == nil && fs.Lookup(a[1:]) == nil {
+		if negativeNumber.MatchString(a) && fs.Lookup(a[1:]) == nil {
 			return i
 		}
 		// A flag; skip its value when it is the next argument.

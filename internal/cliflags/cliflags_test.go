@@ -43,4 +43,13 @@ func TestParse(t *testing.T) {
 	if _, err := Parse(fs, []string{"up", "--nope"}); err == nil {
 		t.Error("an unknown flag after the command parsed")
 	}
+	// Only digits make a number: a mistyped flag that Go would parse as a
+	// float is still a flag, and an unknown one.
+	for _, a := range []string{"-inf", "-NaN", "-1e5", "-0x1p3"} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if pos, err := Parse(fs, []string{"force", a}); err == nil {
+			t.Errorf("Parse(force %s) = %q; want an unknown flag", a, pos)
+		}
+	}
 }
