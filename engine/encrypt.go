@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -587,6 +588,7 @@ func (k *dataKey) writeAD(dst []byte, checkpoint uuid.UUID, taskID string, idx i
 // it has unwrapped, shared by the Engines WithTx and ForTenant make.
 type crypter struct {
 	keys     KeyProvider
+	log      *slog.Logger    // Config.Logger: failures of best-effort work
 	metadata map[string]bool // nil: no metadata key is encrypted
 	ttl      time.Duration
 	compress bool
@@ -680,11 +682,11 @@ type cachedKey struct {
 	at  time.Time
 }
 
-func newCrypter(c Encryption) *crypter {
+func newCrypter(c Encryption, log *slog.Logger) *crypter {
 	if c.Keys == nil {
 		return nil
 	}
-	cr := &crypter{keys: c.Keys, ttl: c.KeyCacheTTL, compress: !c.NoCompress, cache: map[string]cachedKey{}}
+	cr := &crypter{keys: c.Keys, log: log, ttl: c.KeyCacheTTL, compress: !c.NoCompress, cache: map[string]cachedKey{}}
 	if cr.ttl == 0 {
 		cr.ttl = DefaultKeyCacheTTL
 	}
@@ -783,8 +785,11 @@ func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, creat
 			// Another writer's key came first: no row holds mine.
 			fresh = nil
 			// Should the provider fail to, the key is left for
-			// Engine.PruneKeys: the write goes on.
-			_ = c.shredUnused(ctx, mine, tenant)
+			// Engine.PruneKeys and the failure logged: the write goes on.
+			if err := c.shredUnused(ctx, mine, tenant); err != nil {
+				c.log.LogAttrs(ctx, slog.LevelWarn, "pgcheckpoint: the key provider did not destroy a new data key that lost the race to be its thread's first; Engine.PruneKeys will",
+					slog.String("tenant", tenant), slog.String("thread_id", thread), slog.Any("error", err))
+			}
 		}
 	case errors.Is(err, ErrNotFound):
 		return nil, fmt.Errorf("%w: thread %q has no data key", ErrEncrypted, thread)

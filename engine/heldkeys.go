@@ -132,8 +132,9 @@ func (h *HeldKeys) ShredKey(_ context.Context, _ string, ref, _ []byte) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	// The deletion is durable before the key row is shredded (no Dir: no
-	// key was ever held there).
+	// The deletion is durable when ShredKey returns (no Dir: no key was
+	// ever held there). Engine.ShredThread shreds the key row first, then
+	// calls ShredKey: a reader never meets a row whose key is gone.
 	if err := syncDir(h.Dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
