@@ -708,15 +708,37 @@ func (c *crypter) metadataKeys() map[string]bool {
 	return c.metadata
 }
 
+const wrapADPrefix = "pgcheckpoint data key v1"
+
 // wrapAD is the associated data a data key is wrapped with: a wrapped key
 // copied to another tenant's or thread's row does not unwrap.
 func wrapAD(tenant, thread string) []byte {
-	out := []byte("pgcheckpoint data key v1")
+	out := []byte(wrapADPrefix)
 	for _, s := range []string{tenant, thread} {
 		out = binary.BigEndian.AppendUint32(out, uint32(len(s)))
 		out = append(out, s...)
 	}
 	return out
+}
+
+// wrapADTenant returns the tenant a wrapAD names; false for associated
+// data of another form.
+func wrapADTenant(aad []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(aad, []byte(wrapADPrefix))
+	var parts []string
+	for range 2 {
+		if !ok || len(rest) < 4 {
+			return "", false
+		}
+		n := binary.BigEndian.Uint32(rest)
+		rest = rest[4:]
+		if uint64(len(rest)) < uint64(n) {
+			return "", false
+		}
+		parts = append(parts, string(rest[:n]))
+		rest = rest[n:]
+	}
+	return parts[0], len(rest) == 0
 }
 
 // forget drops a thread's key from the cache.

@@ -682,9 +682,13 @@ const MinKeyPruneGrace = time.Minute
 // failed, a process that stopped between making a key and storing its
 // row or between a rotation and the shredding of the wrapping it
 // replaced; a key that lost the race to be a thread's first, or that a
-// rotation or a shredding replaced, is destroyed at once. The rows of e's
-// tenant and of each of tenants are read: a provider that holds the keys
-// of other tenants too must be given them all, else it destroys theirs.
+// rotation or a shredding replaced, is destroyed at once. Only the keys
+// of e's tenant and of each of tenants are considered, against the rows
+// of those tenants: the keys of a tenant not named are kept (HeldKeys
+// tells a key's tenant by its file's name). The limit: two databases that
+// share one provider (one HeldKeys directory) and have tenants of the
+// same name cannot be told apart, and a prune through one destroys the
+// other's keys of those tenants; give each database a provider of its own.
 // grace must be longer than any transaction that writes a thread's first
 // checkpoint: the row of a key made in a transaction not yet committed is
 // seen by no one else, and the key would be destroyed under it.
@@ -738,7 +742,11 @@ func (e *Engine) PruneKeys(ctx context.Context, grace time.Duration, tenants ...
 			}
 		}
 	}
-	n, err := p.PruneKeys(ctx, before, func(wrapped []byte) bool { return named[string(wrapped)] })
+	names := make([]string, len(engines))
+	for i, te := range engines {
+		names[i] = te.Tenant()
+	}
+	n, err := p.PruneKeys(ctx, names, before, func(wrapped []byte) bool { return named[string(wrapped)] })
 	if err != nil {
 		return n, fmt.Errorf("prune keys: %w", err)
 	}

@@ -54,7 +54,7 @@ var encryptionTests = []struct {
 	{name: "ShreddingWithHeldKeysReachesBackups", fn: testShreddingReachesBackups},
 	{name: "ShreddingRacingARotationLeavesNoHeldKey", fn: testShredRacesRewrap},
 	{name: "FirstWritesRacingLeaveOneHeldKey", fn: testFirstWriteRaceLeavesOneKey},
-	{name: "PruneKeysKeepsEveryTenantNamed", fn: testPruneKeys},
+	{name: "PruneKeysKeepsTheKeysOfTenantsNotNamed", fn: testPruneKeys},
 	{name: "TenantsKeepTheirKeys", fn: testTenantsKeepTheirKeys, tenant: true},
 	{name: "CopyOfAnEncryptedThreadReadsBackUnderItsOwnKey", fn: testEncryptedCopy},
 	{name: "CopyOfAnEncryptedThreadStaysInItsTenant", fn: testEncryptedCopyInTenant, tenant: true},
