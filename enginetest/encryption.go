@@ -55,6 +55,7 @@ var encryptionTests = []struct {
 	{name: "ShreddingRacingARotationLeavesNoHeldKey", fn: testShredRacesRewrap},
 	{name: "FirstWritesRacingLeaveOneHeldKey", fn: testFirstWriteRaceLeavesOneKey},
 	{name: "PruneKeysKeepsTheKeysOfTenantsNotNamed", fn: testPruneKeys},
+	{name: "KeyNotDestroyedIsReported", fn: testKeyNotDestroyed},
 	{name: "TenantsKeepTheirKeys", fn: testTenantsKeepTheirKeys, tenant: true},
 	{name: "CopyOfAnEncryptedThreadReadsBackUnderItsOwnKey", fn: testEncryptedCopy},
 	{name: "CopyOfAnEncryptedThreadStaysInItsTenant", fn: testEncryptedCopyInTenant, tenant: true},

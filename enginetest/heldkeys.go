@@ -1,6 +1,7 @@
 package enginetest
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -290,5 +291,41 @@ func testPruneKeys(t *testing.T, e *cryptEnv) {
 		if _, err := w.Get(e.ctx, heads[i].ID); err != nil {
 			t.Fatalf("t%d after the prunes: %v", i, err)
 		}
+	}
+}
+
+// unshredding is HeldKeys whose ShredKey fails.
+type unshredding struct{ *engine.HeldKeys }
+
+func (u unshredding) ShredKey(context.Context, string, []byte, []byte) error {
+	return errors.New("the provider is down")
+}
+
+// A provider that does not destroy a key no row names any more is
+// reported with ErrKeyNotDestroyed: by ShredThread (with true, the row
+// shredded all the same) and by RewrapKeys (the row rewrapped all the
+// same; the thread reads under the new wrapping). The key file stays,
+// for PruneKeys.
+func testKeyNotDestroyed(t *testing.T, e *cryptEnv) {
+	h := e.held()
+	kekA, kekB := engine.NewKeyText("a"), engine.NewKeyText("b")
+	eng := e.open(unshredding{h.provider(kekA)}, engine.Config{})
+	gone := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "gone", Messages: json.RawMessage(`["gone"]`)})
+	kept := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "kept", Messages: json.RawMessage(`["kept"]`)})
+	had, err := eng.ShredThread(e.ctx, "gone")
+	if !had || !errors.Is(err, engine.ErrKeyNotDestroyed) {
+		t.Fatalf("shred: %v, %v; want true, ErrKeyNotDestroyed", had, err)
+	}
+	c, err := eng.Get(e.ctx, gone.ID)
+	refused(t, "the shredded thread", c, err)
+	rotated := e.open(unshredding{h.provider(kekB, kekA)}, engine.Config{})
+	if _, err := rotated.RewrapKeys(e.ctx); !errors.Is(err, engine.ErrKeyNotDestroyed) {
+		t.Fatalf("rewrap: %v, want ErrKeyNotDestroyed", err)
+	}
+	if got, err := e.open(h.provider(kekB), engine.Config{}).Get(e.ctx, kept.ID); err != nil || string(got.Messages) != `["kept"]` {
+		t.Fatalf("the rewrapped thread under the new key alone: %v, %v", got, err)
+	}
+	if files, named := h.files(), h.named(eng); len(files) != 3 || len(named) != 1 {
+		t.Fatalf("key files %v, named %v; want the shredded and the replaced keys left besides the named one", files, named)
 	}
 }
