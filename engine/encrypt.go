@@ -767,13 +767,44 @@ func shreddedError(w WrappedKey) error {
 }
 
 // shredUnused has a KeyShredder destroy a wrapping that no key row holds
-// (a new key that lost the race to be a thread's first); other providers
-// keep nothing to destroy.
+// (a new key that lost the race to be a thread's first, a wrapping a
+// rotation replaced or made too late); other providers keep nothing to
+// destroy.
 func (c *crypter) shredUnused(ctx context.Context, k WrappedKey, tenant string) error {
 	if sh, held := c.keys.(KeyShredder); held {
 		return sh.ShredKey(ctx, k.KEKID, k.Wrapped, wrapAD(tenant, k.ThreadID))
 	}
 	return nil
+}
+
+// unwrapRow unwraps w, a thread's key row as read. A KeyShredder destroys
+// a wrapping once a rotation or a shredding replaced it in the row: when
+// w does not unwrap and the row changed since it was read, the row is
+// read again, up to maxKeyRowAttempts times. It returns the key and the
+// row it unwrapped; for a row found shredded, no key and no error.
+// Errors: ErrEncrypted when the row, unchanged, does not unwrap;
+// ErrNotFound when the row is gone; the store's errors.
+func (c *crypter) unwrapRow(ctx context.Context, s Store, tenant string, w WrappedKey) ([]byte, WrappedKey, error) {
+	ad := wrapAD(tenant, w.ThreadID)
+	for attempt := 0; ; attempt++ {
+		if w.Wrapped == nil {
+			return nil, w, nil
+		}
+		dek, err := c.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, ad)
+		if err == nil {
+			return dek, w, nil
+		}
+		now, rerr := s.DataKey(ctx, w.ThreadID)
+		switch {
+		case errors.Is(rerr, ErrNotFound):
+			return nil, w, fmt.Errorf("thread %q's key row: %w", w.ThreadID, rerr)
+		case rerr != nil:
+			return nil, w, fmt.Errorf("read the data key of thread %q: %w", w.ThreadID, rerr)
+		case sameWrapping(now, w) || attempt == maxKeyRowAttempts:
+			return nil, w, fmt.Errorf("%w: the key provider does not unwrap thread %q's data key (key-encryption key %q): %v", ErrEncrypted, w.ThreadID, w.KEKID, err)
+		}
+		w = now
+	}
 }
 
 // key returns a thread's data key: from the cache, else the store's row
@@ -822,17 +853,14 @@ func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, creat
 		return nil, shreddedError(w)
 	}
 	dek := fresh
-	for attempt := 0; dek == nil; attempt++ {
-		if dek, err = c.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, wrapAD(tenant, thread)); err == nil {
-			break
-		}
-		// A KeyShredder destroys a wrapping once a rotation replaced it
-		// in the row: a row changed since it was read is read again.
-		now, rerr := s.DataKey(ctx, thread)
-		if rerr != nil || sameWrapping(now, w) || attempt == maxKeyRowAttempts {
-			return nil, fmt.Errorf("%w: the key provider does not unwrap thread %q's data key (key-encryption key %q): %v", ErrEncrypted, thread, w.KEKID, err)
-		}
-		if w = now; w.Wrapped == nil {
+	if dek == nil {
+		dek, w, err = c.unwrapRow(ctx, s, tenant, w)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil, fmt.Errorf("%w: thread %q has no data key", ErrEncrypted, thread)
+		case err != nil:
+			return nil, err
+		case dek == nil:
 			return nil, shreddedError(w)
 		}
 	}

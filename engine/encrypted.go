@@ -618,49 +618,38 @@ func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 // provider destroy whichever wrapping no row holds afterwards: the old
 // one, or its own when the row changed first (another rotation, a
 // shredding). A row that changed before the old wrapping was unwrapped is
-// read again: a KeyShredder may have destroyed what the row held.
+// read again (unwrapRow): a KeyShredder may have destroyed what the row
+// held.
 // Errors: ErrEncrypted when a key still in its row does not unwrap, or
 // does not wrap; ErrKeyNotDestroyed; the store's errors.
 func (e *Engine) rewrapKey(ctx context.Context, w WrappedKey) (rewrapped, shredded bool, err error) {
-	ad := wrapAD(e.Tenant(), w.ThreadID)
-	for attempt := 0; ; attempt++ {
-		if w.Wrapped == nil {
-			return false, true, nil
-		}
-		dek, err := e.crypt.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, ad)
-		if err != nil {
-			now, rerr := e.store.DataKey(ctx, w.ThreadID)
-			switch {
-			case errors.Is(rerr, ErrNotFound):
-				return false, false, nil
-			case rerr != nil:
-				return false, false, rerr
-			case sameWrapping(now, w) || attempt == maxKeyRowAttempts:
-				return false, false, fmt.Errorf("%w: key-encryption key %q: %v", ErrEncrypted, w.KEKID, err)
-			}
-			w = now
-			continue
-		}
-		kek, wrapped, err := e.crypt.keys.WrapKey(ctx, dek, ad)
-		if err != nil {
-			return false, false, fmt.Errorf("%w: %v", ErrEncrypted, err)
-		}
-		mine := WrappedKey{ThreadID: w.ThreadID, KEKID: kek, Wrapped: wrapped}
-		ok, err := e.store.RewrapDataKey(ctx, w, mine)
-		if err != nil {
-			// Whether mine was stored is unknown: PruneKeys removes it
-			// if not.
-			return false, false, err
-		}
-		unused := w
-		if !ok {
-			unused = mine
-		}
-		if err := e.crypt.shredUnused(ctx, unused, e.Tenant()); err != nil {
-			return ok, false, fmt.Errorf("%w: the wrapping replaced (PruneKeys will destroy it): %v", ErrKeyNotDestroyed, err)
-		}
-		return ok, false, nil
+	dek, w, err := e.crypt.unwrapRow(ctx, e.store, e.Tenant(), w)
+	switch {
+	case errors.Is(err, ErrNotFound): // the thread was deleted
+		return false, false, nil
+	case err != nil:
+		return false, false, err
+	case dek == nil:
+		return false, true, nil
 	}
+	kek, wrapped, err := e.crypt.keys.WrapKey(ctx, dek, wrapAD(e.Tenant(), w.ThreadID))
+	if err != nil {
+		return false, false, fmt.Errorf("%w: %v", ErrEncrypted, err)
+	}
+	mine := WrappedKey{ThreadID: w.ThreadID, KEKID: kek, Wrapped: wrapped}
+	ok, err := e.store.RewrapDataKey(ctx, w, mine)
+	if err != nil {
+		// Whether mine was stored is unknown: PruneKeys removes it if not.
+		return false, false, err
+	}
+	unused := w
+	if !ok {
+		unused = mine
+	}
+	if err := e.crypt.shredUnused(ctx, unused, e.Tenant()); err != nil {
+		return ok, false, fmt.Errorf("%w: the wrapping replaced (PruneKeys will destroy it): %v", ErrKeyNotDestroyed, err)
+	}
+	return ok, false, nil
 }
 
 // maxKeyRowAttempts bounds how often a call reads a key row again that
