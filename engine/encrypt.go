@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -587,6 +588,7 @@ func (k *dataKey) writeAD(dst []byte, checkpoint uuid.UUID, taskID string, idx i
 // it has unwrapped, shared by the Engines WithTx and ForTenant make.
 type crypter struct {
 	keys     KeyProvider
+	log      *slog.Logger    // Config.Logger: failures of best-effort work
 	metadata map[string]bool // nil: no metadata key is encrypted
 	ttl      time.Duration
 	compress bool
@@ -680,11 +682,11 @@ type cachedKey struct {
 	at  time.Time
 }
 
-func newCrypter(c Encryption) *crypter {
+func newCrypter(c Encryption, log *slog.Logger) *crypter {
 	if c.Keys == nil {
 		return nil
 	}
-	cr := &crypter{keys: c.Keys, ttl: c.KeyCacheTTL, compress: !c.NoCompress, cache: map[string]cachedKey{}}
+	cr := &crypter{keys: c.Keys, log: log, ttl: c.KeyCacheTTL, compress: !c.NoCompress, cache: map[string]cachedKey{}}
 	if cr.ttl == 0 {
 		cr.ttl = DefaultKeyCacheTTL
 	}
@@ -706,15 +708,37 @@ func (c *crypter) metadataKeys() map[string]bool {
 	return c.metadata
 }
 
+const wrapADPrefix = "pgcheckpoint data key v1"
+
 // wrapAD is the associated data a data key is wrapped with: a wrapped key
 // copied to another tenant's or thread's row does not unwrap.
 func wrapAD(tenant, thread string) []byte {
-	out := []byte("pgcheckpoint data key v1")
+	out := []byte(wrapADPrefix)
 	for _, s := range []string{tenant, thread} {
 		out = binary.BigEndian.AppendUint32(out, uint32(len(s)))
 		out = append(out, s...)
 	}
 	return out
+}
+
+// wrapADTenant returns the tenant a wrapAD names; false for associated
+// data of another form.
+func wrapADTenant(aad []byte) (string, bool) {
+	rest, ok := bytes.CutPrefix(aad, []byte(wrapADPrefix))
+	var parts []string
+	for range 2 {
+		if !ok || len(rest) < 4 {
+			return "", false
+		}
+		n := binary.BigEndian.Uint32(rest)
+		rest = rest[4:]
+		if uint64(len(rest)) < uint64(n) {
+			return "", false
+		}
+		parts = append(parts, string(rest[:n]))
+		rest = rest[n:]
+	}
+	return parts[0], len(rest) == 0
 }
 
 // forget drops a thread's key from the cache.
@@ -743,13 +767,44 @@ func shreddedError(w WrappedKey) error {
 }
 
 // shredUnused has a KeyShredder destroy a wrapping that no key row holds
-// (a new key that lost the race to be a thread's first); other providers
-// keep nothing to destroy.
+// (a new key that lost the race to be a thread's first, a wrapping a
+// rotation replaced or made too late); other providers keep nothing to
+// destroy.
 func (c *crypter) shredUnused(ctx context.Context, k WrappedKey, tenant string) error {
 	if sh, held := c.keys.(KeyShredder); held {
 		return sh.ShredKey(ctx, k.KEKID, k.Wrapped, wrapAD(tenant, k.ThreadID))
 	}
 	return nil
+}
+
+// unwrapRow unwraps w, a thread's key row as read. A KeyShredder destroys
+// a wrapping once a rotation or a shredding replaced it in the row: when
+// w does not unwrap and the row changed since it was read, the row is
+// read again, up to maxKeyRowAttempts times. It returns the key and the
+// row it unwrapped; for a row found shredded, no key and no error.
+// Errors: ErrEncrypted when the row, unchanged, does not unwrap;
+// ErrNotFound when the row is gone; the store's errors.
+func (c *crypter) unwrapRow(ctx context.Context, s Store, tenant string, w WrappedKey) ([]byte, WrappedKey, error) {
+	ad := wrapAD(tenant, w.ThreadID)
+	for attempt := 0; ; attempt++ {
+		if w.Wrapped == nil {
+			return nil, w, nil
+		}
+		dek, err := c.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, ad)
+		if err == nil {
+			return dek, w, nil
+		}
+		now, rerr := s.DataKey(ctx, w.ThreadID)
+		switch {
+		case errors.Is(rerr, ErrNotFound):
+			return nil, w, fmt.Errorf("thread %q's key row: %w", w.ThreadID, rerr)
+		case rerr != nil:
+			return nil, w, fmt.Errorf("read the data key of thread %q: %w", w.ThreadID, rerr)
+		case sameWrapping(now, w) || attempt == maxKeyRowAttempts:
+			return nil, w, fmt.Errorf("%w: the key provider does not unwrap thread %q's data key (key-encryption key %q): %v", ErrEncrypted, w.ThreadID, w.KEKID, err)
+		}
+		w = now
+	}
 }
 
 // key returns a thread's data key: from the cache, else the store's row
@@ -783,8 +838,11 @@ func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, creat
 			// Another writer's key came first: no row holds mine.
 			fresh = nil
 			// Should the provider fail to, the key is left for
-			// Engine.PruneKeys: the write goes on.
-			_ = c.shredUnused(ctx, mine, tenant)
+			// Engine.PruneKeys and the failure logged: the write goes on.
+			if err := c.shredUnused(ctx, mine, tenant); err != nil {
+				c.log.LogAttrs(ctx, slog.LevelWarn, "pgcheckpoint: the key provider did not destroy a new data key that lost the race to be its thread's first; Engine.PruneKeys will",
+					slog.String("tenant", tenant), slog.String("thread_id", thread), slog.Any("error", err))
+			}
 		}
 	case errors.Is(err, ErrNotFound):
 		return nil, fmt.Errorf("%w: thread %q has no data key", ErrEncrypted, thread)
@@ -795,17 +853,14 @@ func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, creat
 		return nil, shreddedError(w)
 	}
 	dek := fresh
-	for attempt := 0; dek == nil; attempt++ {
-		if dek, err = c.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, wrapAD(tenant, thread)); err == nil {
-			break
-		}
-		// A KeyShredder destroys a wrapping once a rotation replaced it
-		// in the row: a row changed since it was read is read again.
-		now, rerr := s.DataKey(ctx, thread)
-		if rerr != nil || sameWrapping(now, w) || attempt == maxKeyRowAttempts {
-			return nil, fmt.Errorf("%w: the key provider does not unwrap thread %q's data key (key-encryption key %q): %v", ErrEncrypted, thread, w.KEKID, err)
-		}
-		if w = now; w.Wrapped == nil {
+	if dek == nil {
+		dek, w, err = c.unwrapRow(ctx, s, tenant, w)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil, fmt.Errorf("%w: thread %q has no data key", ErrEncrypted, thread)
+		case err != nil:
+			return nil, err
+		case dek == nil:
 			return nil, shreddedError(w)
 		}
 	}

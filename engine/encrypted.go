@@ -19,8 +19,26 @@ func (e *Engine) Encrypted() bool { return e.crypt != nil }
 
 // dataKey returns a thread's data key (see crypter.key).
 func (e *Engine) dataKey(ctx context.Context, thread string, create bool) (*dataKey, error) {
+	return e.crypt.key(ctx, e.store, e.Tenant(), thread, create, e.inTx())
+}
+
+// inTx reports whether e runs in a caller's transaction (WithTx).
+func (e *Engine) inTx() bool {
 	ts, ok := e.base.(TxStore)
-	return e.crypt.key(ctx, e.store, e.Tenant(), thread, create, ok && ts.InTx())
+	return ok && ts.InTx()
+}
+
+// refuseHeldInTx is ErrInvalidInput for a call that has a KeyShredder
+// destroy keys (RewrapKeys, ShredThread, PruneKeys) made in a caller's
+// transaction: the provider destroys a key at once, the rows that stop
+// naming it only when the transaction commits, so a rollback would leave
+// committed rows naming destroyed keys, and readers outside would meet
+// them before the commit.
+func (e *Engine) refuseHeldInTx(op string) error {
+	if _, held := e.crypt.keys.(KeyShredder); held && e.inTx() {
+		return fmt.Errorf("%s: %w: the key provider (%T) destroys keys at once, and a caller's transaction may roll back the rows that stop naming them; call it outside the transaction", op, ErrInvalidInput, e.crypt.keys)
+	}
+	return nil
 }
 
 // checkPlaintext applies the stores' JSON rule (CheckJSON) to content the
@@ -321,8 +339,7 @@ func (e *Engine) originThreads(ctx context.Context, c CheckpointInfo, origins ma
 	if e.crypt.knownOrigins(e.Tenant(), c, origins, threads) {
 		return threads, end, map[uuid.UUID]bool{}, nil
 	}
-	ts, ok := e.base.(TxStore)
-	remember := !ok || !ts.InTx() // a caller's transaction may roll back what it reads
+	remember := !e.inTx() // a caller's transaction may roll back what it reads
 	limit := 2*e.cfg.DeltaRun + 2
 	queue := []uuid.UUID{c.ID}
 	seen := map[uuid.UUID]bool{}
@@ -553,14 +570,22 @@ type RewrapResult struct {
 // KeyShredder the provider destroys whichever wrapping no row holds
 // afterwards, the old one or the new. Run it once per tenant
 // (ForTenant). Errors: ErrInvalidInput for an Engine that does not
-// encrypt; ErrEncrypted when a key does not unwrap (the keys before it
-// stay rewrapped: run it again once the provider holds the key).
+// encrypt, or one in a caller's transaction (WithTx) whose provider is a
+// KeyShredder (it would destroy the old wrappings before the commit);
+// ErrEncrypted when a key does not unwrap or the provider does not wrap
+// it again (the keys before it stay rewrapped: run it again once the
+// provider holds the key); ErrKeyNotDestroyed when a KeyShredder did not
+// destroy a wrapping no row holds any more (the row is rewrapped all the
+// same; PruneKeys destroys it); the store's errors.
 func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 	ctx, done := e.tel.call(ctx, "RewrapKeys")
 	defer func() { done(err) }()
 	var r RewrapResult
 	if e.crypt == nil {
 		return r, fmt.Errorf("rewrap keys: %w: the engine has no Config.Encryption", ErrInvalidInput)
+	}
+	if err := e.refuseHeldInTx("rewrap keys"); err != nil {
+		return r, err
 	}
 	after := ""
 	for {
@@ -593,50 +618,38 @@ func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 // provider destroy whichever wrapping no row holds afterwards: the old
 // one, or its own when the row changed first (another rotation, a
 // shredding). A row that changed before the old wrapping was unwrapped is
-// read again: a KeyShredder may have destroyed what the row held.
-// Errors: ErrEncrypted when a key still in its row does not unwrap.
+// read again (unwrapRow): a KeyShredder may have destroyed what the row
+// held.
+// Errors: ErrEncrypted when a key still in its row does not unwrap, or
+// does not wrap; ErrKeyNotDestroyed; the store's errors.
 func (e *Engine) rewrapKey(ctx context.Context, w WrappedKey) (rewrapped, shredded bool, err error) {
-	ad := wrapAD(e.Tenant(), w.ThreadID)
-	for attempt := 0; ; attempt++ {
-		if w.Wrapped == nil {
-			return false, true, nil
-		}
-		dek, err := e.crypt.keys.UnwrapKey(ctx, w.KEKID, w.Wrapped, ad)
-		if err != nil {
-			now, rerr := e.store.DataKey(ctx, w.ThreadID)
-			switch {
-			case errors.Is(rerr, ErrNotFound):
-				return false, false, nil
-			case rerr != nil:
-				return false, false, rerr
-			case sameWrapping(now, w) || attempt == maxKeyRowAttempts:
-				return false, false, fmt.Errorf("%w: key-encryption key %q: %v", ErrEncrypted, w.KEKID, err)
-			}
-			w = now
-			continue
-		}
-		kek, wrapped, err := e.crypt.keys.WrapKey(ctx, dek, ad)
-		if err != nil {
-			return false, false, fmt.Errorf("%w: %v", ErrEncrypted, err)
-		}
-		mine := WrappedKey{ThreadID: w.ThreadID, KEKID: kek, Wrapped: wrapped}
-		ok, err := e.store.RewrapDataKey(ctx, w, mine)
-		if err != nil {
-			// Whether mine was stored is unknown: PruneKeys removes it
-			// if not.
-			return false, false, err
-		}
-		if sh, held := e.crypt.keys.(KeyShredder); held {
-			unused := w
-			if !ok {
-				unused = mine
-			}
-			if err := sh.ShredKey(ctx, unused.KEKID, unused.Wrapped, ad); err != nil {
-				return ok, false, fmt.Errorf("shred the replaced key: %w", err)
-			}
-		}
-		return ok, false, nil
+	dek, w, err := e.crypt.unwrapRow(ctx, e.store, e.Tenant(), w)
+	switch {
+	case errors.Is(err, ErrNotFound): // the thread was deleted
+		return false, false, nil
+	case err != nil:
+		return false, false, err
+	case dek == nil:
+		return false, true, nil
 	}
+	kek, wrapped, err := e.crypt.keys.WrapKey(ctx, dek, wrapAD(e.Tenant(), w.ThreadID))
+	if err != nil {
+		return false, false, fmt.Errorf("%w: %v", ErrEncrypted, err)
+	}
+	mine := WrappedKey{ThreadID: w.ThreadID, KEKID: kek, Wrapped: wrapped}
+	ok, err := e.store.RewrapDataKey(ctx, w, mine)
+	if err != nil {
+		// Whether mine was stored is unknown: PruneKeys removes it if not.
+		return false, false, err
+	}
+	unused := w
+	if !ok {
+		unused = mine
+	}
+	if err := e.crypt.shredUnused(ctx, unused, e.Tenant()); err != nil {
+		return ok, false, fmt.Errorf("%w: the wrapping replaced (PruneKeys will destroy it): %v", ErrKeyNotDestroyed, err)
+	}
+	return ok, false, nil
 }
 
 // maxKeyRowAttempts bounds how often a call reads a key row again that
@@ -658,14 +671,21 @@ const MinKeyPruneGrace = time.Minute
 // failed, a process that stopped between making a key and storing its
 // row or between a rotation and the shredding of the wrapping it
 // replaced; a key that lost the race to be a thread's first, or that a
-// rotation or a shredding replaced, is destroyed at once. The rows of e's
-// tenant and of each of tenants are read: a provider that holds the keys
-// of other tenants too must be given them all, else it destroys theirs.
+// rotation or a shredding replaced, is destroyed at once. Only the keys
+// of e's tenant and of each of tenants are considered, against the rows
+// of those tenants: the keys of a tenant not named are kept (HeldKeys
+// tells a key's tenant by its file's name). The limit: two databases that
+// share one provider (one HeldKeys directory) and have tenants of the
+// same name cannot be told apart, and a prune through one destroys the
+// other's keys of those tenants; give each database a provider of its own.
 // grace must be longer than any transaction that writes a thread's first
 // checkpoint: the row of a key made in a transaction not yet committed is
 // seen by no one else, and the key would be destroyed under it.
+// PruneKeys is refused in a caller's transaction (WithTx): it destroys
+// keys at once, and the transaction could roll back.
 // Errors: ErrInvalidInput for an Engine that does not encrypt, a provider
-// that is not a KeyPruner, a grace under MinKeyPruneGrace, a bad tenant.
+// that is not a KeyPruner, an Engine in a caller's transaction, a grace
+// under MinKeyPruneGrace, a bad tenant.
 func (e *Engine) PruneKeys(ctx context.Context, grace time.Duration, tenants ...string) (_ int, err error) {
 	ctx, done := e.tel.call(ctx, "PruneKeys")
 	defer func() { done(err) }()
@@ -675,6 +695,9 @@ func (e *Engine) PruneKeys(ctx context.Context, grace time.Duration, tenants ...
 	p, ok := e.crypt.keys.(KeyPruner)
 	if !ok {
 		return 0, fmt.Errorf("prune keys: %w: the key provider (%T) holds no data keys to prune", ErrInvalidInput, e.crypt.keys)
+	}
+	if err := e.refuseHeldInTx("prune keys"); err != nil {
+		return 0, err
 	}
 	if grace < MinKeyPruneGrace {
 		return 0, fmt.Errorf("prune keys: %w: a grace of %s; it is at least %s, longer than any transaction that makes a key", ErrInvalidInput, grace, MinKeyPruneGrace)
@@ -708,7 +731,11 @@ func (e *Engine) PruneKeys(ctx context.Context, grace time.Duration, tenants ...
 			}
 		}
 	}
-	n, err := p.PruneKeys(ctx, before, func(wrapped []byte) bool { return named[string(wrapped)] })
+	names := make([]string, len(engines))
+	for i, te := range engines {
+		names[i] = te.Tenant()
+	}
+	n, err := p.PruneKeys(ctx, names, before, func(wrapped []byte) bool { return named[string(wrapped)] })
 	if err != nil {
 		return n, fmt.Errorf("prune keys: %w", err)
 	}
@@ -733,8 +760,12 @@ func (e *Engine) PruneKeys(ctx context.Context, grace time.Duration, tenants ...
 // named by no row: PruneKeys destroys it. Other processes may use a key
 // they unwrapped for up to Encryption.KeyCacheTTL. It reports whether the
 // thread had a key. Errors: ErrInvalidInput for an Engine that does not
-// encrypt or a bad thread id; the provider's error, with true, when it
-// did not destroy the key; ErrTransient when the key row kept changing.
+// encrypt, a bad thread id, or an Engine in a caller's transaction
+// (WithTx) whose provider is a KeyShredder (it would destroy the key
+// before the commit, and a rollback would leave the row naming a
+// destroyed key; LocalKeys may shred in a transaction); ErrKeyNotDestroyed,
+// with true, when the row is shredded but the provider did not destroy
+// the key; ErrTransient when the key row kept changing.
 func (e *Engine) ShredThread(ctx context.Context, threadID string) (_ bool, err error) {
 	ctx, done := e.tel.call(ctx, "ShredThread", attrThread.String(threadID))
 	defer func() { done(err) }()
@@ -743,6 +774,9 @@ func (e *Engine) ShredThread(ctx context.Context, threadID string) (_ bool, err 
 	}
 	if err := checkID("thread id", threadID, false); err != nil {
 		return false, fmt.Errorf("shred thread: %w", err)
+	}
+	if err := e.refuseHeldInTx("shred thread"); err != nil {
+		return false, err
 	}
 	e.crypt.forget(e.Tenant(), threadID)
 	defer e.crypt.forget(e.Tenant(), threadID)
@@ -767,7 +801,7 @@ func (e *Engine) ShredThread(ctx context.Context, threadID string) (_ bool, err 
 			// the key or the row shredded, never a key row whose key is
 			// gone.
 			if err := sh.ShredKey(ctx, w.KEKID, w.Wrapped, wrapAD(e.Tenant(), threadID)); err != nil {
-				return true, fmt.Errorf("shred thread %q: the key row is shredded, but the key provider did not destroy the key (PruneKeys will): %w", threadID, err)
+				return true, fmt.Errorf("shred thread %q: %w: the key row is shredded (PruneKeys will destroy the key): %v", threadID, ErrKeyNotDestroyed, err)
 			}
 		}
 		if shredded {

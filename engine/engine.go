@@ -83,7 +83,9 @@ type Config struct {
 	Triggers []Trigger
 
 	// Logger receives the failures of SnapshotSafe, WrapTool, Scope and
-	// interval snapshots; nil means slog.Default().
+	// interval snapshots, and (level warn) a KeyShredder's failure to
+	// destroy a new data key that lost the race to be its thread's first;
+	// nil means slog.Default().
 	Logger *slog.Logger
 
 	// OnSnapshotFailure, when set, is called after each failure that
@@ -166,7 +168,7 @@ func New(store Store, cfg Config) *Engine {
 		cfg.Logger = slog.Default()
 	}
 	tel := newTelemetry(cfg)
-	return &Engine{store: tracedStore{store, tel}, base: store, tel: tel, cfg: cfg, crypt: newCrypter(cfg.Encryption), enabled: newTriggerSet(cfg.Triggers),
+	return &Engine{store: tracedStore{store, tel}, base: store, tel: tel, cfg: cfg, crypt: newCrypter(cfg.Encryption, cfg.Logger), enabled: newTriggerSet(cfg.Triggers),
 		retentionErr: cfg.Retention.checkFor(useRetention), failures: new(atomic.Int64)}
 }
 
@@ -197,6 +199,11 @@ func New(store Store, cfg Config) *Engine {
 // written by others during the export can come out mixed; begin tx as
 // Repeatable Read for one consistent snapshot, as Export has outside a
 // transaction.
+//
+// Under a KeyShredder (HeldKeys), RewrapKeys, ShredThread and PruneKeys
+// return ErrInvalidInput inside tx: the provider destroys keys at once,
+// and a rollback would leave committed rows naming destroyed keys. Call
+// them outside the transaction.
 //
 // Errors: ErrInvalidInput when e's store is not Postgres.
 func (e *Engine) WithTx(tx pgx.Tx) (*Engine, error) {

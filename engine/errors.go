@@ -99,6 +99,13 @@ var (
 	// thread whose content is encrypted.
 	ErrEncrypted = errors.New("pgcheckpoint: encrypted content cannot be read without its key")
 
+	// ErrKeyNotDestroyed: a KeyShredder (HeldKeys) failed to destroy a
+	// data key that no key row names any more (ShredThread shredded the
+	// row, RewrapKeys replaced the wrapping): the database is as the call
+	// meant, and Engine.PruneKeys destroys the key later; until then the
+	// provider still holds it.
+	ErrKeyNotDestroyed = errors.New("pgcheckpoint: the key provider did not destroy a data key no row names")
+
 	// ErrTransient: the database failed the call for a reason that passes:
 	// the connection was lost or refused, the server is shutting down or
 	// starting, a serialization failure or deadlock, too many connections,

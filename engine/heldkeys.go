@@ -3,12 +3,14 @@ package engine
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -31,9 +33,12 @@ type KeyShredder interface {
 type KeyPruner interface {
 	KeyShredder
 	// PruneKeys destroys every data key the provider holds that it made
-	// before before and whose wrapped form (as WrapKey returned it)
-	// referenced reports false for, and returns how many it destroyed.
-	PruneKeys(ctx context.Context, before time.Time, referenced func(wrapped []byte) bool) (int, error)
+	// before before, for a thread of one of tenants (the associated data
+	// WrapKey was given names the tenant and thread), and whose wrapped
+	// form (as WrapKey returned it) referenced reports false for, and
+	// returns how many it destroyed. The keys of other tenants, and any
+	// whose tenant it cannot tell, are kept.
+	PruneKeys(ctx context.Context, tenants []string, before time.Time, referenced func(wrapped []byte) bool) (int, error)
 }
 
 // HeldKeys is a KeyShredder for development and tests, as LocalKeys is a
@@ -47,6 +52,11 @@ type KeyPruner interface {
 // A key whose row never committed (a first write rolled back, a process
 // stopped between the file and the row) stays until Engine.PruneKeys
 // removes it.
+//
+// A key file is named by its tenant and its reference: heldTenantTag of
+// the tenant, "-", the reference in hex. HeldKeys serves only the
+// Engine's own data keys (the associated data names the tenant and
+// thread): WrapKey refuses other associated data.
 type HeldKeys struct {
 	Dir  string      // where the keys are kept; made if missing
 	KEKs KeyProvider // wraps each key in its file (LocalKeys, a KMS)
@@ -54,12 +64,24 @@ type HeldKeys struct {
 
 const heldRefSize = 16
 
-// path is the file of a reference: its hex text, never stored text.
-func (h *HeldKeys) path(ref []byte) (string, error) {
+// heldTenantTag is the start of the names of a tenant's key files: 16 hex
+// digits of the SHA-256 of its name.
+func heldTenantTag(tenant string) string {
+	sum := sha256.Sum256([]byte(tenant))
+	return hex.EncodeToString(sum[:8])
+}
+
+// path is the file of a reference made with aad: its tenant's tag and
+// its hex text, never stored text.
+func (h *HeldKeys) path(ref, aad []byte) (string, error) {
 	if len(ref) != heldRefSize {
 		return "", fmt.Errorf("a held key reference of %d bytes; they are %d", len(ref), heldRefSize)
 	}
-	return filepath.Join(h.Dir, hex.EncodeToString(ref)), nil
+	tenant, ok := wrapADTenant(aad)
+	if !ok {
+		return "", errors.New("HeldKeys holds the engine's data keys alone: the associated data does not name a tenant and thread")
+	}
+	return filepath.Join(h.Dir, heldTenantTag(tenant)+"-"+hex.EncodeToString(ref)), nil
 }
 
 // WrapKey implements KeyProvider: it wraps dataKey with KEKs, writes it
@@ -74,7 +96,10 @@ func (h *HeldKeys) WrapKey(ctx context.Context, dataKey, aad []byte) (string, []
 	}
 	ref := make([]byte, heldRefSize)
 	_, _ = rand.Read(ref)
-	path, _ := h.path(ref)
+	path, err := h.path(ref, aad)
+	if err != nil {
+		return "", nil, err
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", nil, err
@@ -109,7 +134,7 @@ func syncDir(dir string) error {
 // UnwrapKey implements KeyProvider: it reads the file of ref and unwraps
 // it with KEKs. It fails for a shredded key.
 func (h *HeldKeys) UnwrapKey(ctx context.Context, kekID string, ref, aad []byte) ([]byte, error) {
-	path, err := h.path(ref)
+	path, err := h.path(ref, aad)
 	if err != nil {
 		return nil, err
 	}
@@ -124,26 +149,32 @@ func (h *HeldKeys) UnwrapKey(ctx context.Context, kekID string, ref, aad []byte)
 }
 
 // ShredKey implements KeyShredder: it deletes the file of ref.
-func (h *HeldKeys) ShredKey(_ context.Context, _ string, ref, _ []byte) error {
-	path, err := h.path(ref)
+func (h *HeldKeys) ShredKey(_ context.Context, _ string, ref, aad []byte) error {
+	path, err := h.path(ref, aad)
 	if err != nil {
 		return err
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	// The deletion is durable before the key row is shredded (no Dir: no
-	// key was ever held there).
+	// The deletion is durable when ShredKey returns (no Dir: no key was
+	// ever held there). Engine.ShredThread shreds the key row first, then
+	// calls ShredKey: a reader never meets a row whose key is gone.
 	if err := syncDir(h.Dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil
 }
 
-// PruneKeys implements KeyPruner: it deletes the key files in Dir last
-// written before before whose reference referenced reports false. Files
-// whose names are not references are left alone.
-func (h *HeldKeys) PruneKeys(_ context.Context, before time.Time, referenced func(ref []byte) bool) (int, error) {
+// PruneKeys implements KeyPruner: it deletes the key files in Dir of
+// tenants last written before before whose reference referenced reports
+// false. Files of other tenants, and files whose names are not a tenant's
+// tag and a reference, are left alone.
+func (h *HeldKeys) PruneKeys(_ context.Context, tenants []string, before time.Time, referenced func(ref []byte) bool) (int, error) {
+	tags := map[string]bool{}
+	for _, t := range tenants {
+		tags[heldTenantTag(t)] = true
+	}
 	list, err := os.ReadDir(h.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
@@ -153,8 +184,9 @@ func (h *HeldKeys) PruneKeys(_ context.Context, before time.Time, referenced fun
 	}
 	n := 0
 	for _, f := range list {
-		ref, err := hex.DecodeString(f.Name())
-		if err != nil || len(ref) != heldRefSize || !f.Type().IsRegular() {
+		tag, hexRef, _ := strings.Cut(f.Name(), "-")
+		ref, err := hex.DecodeString(hexRef)
+		if !tags[tag] || err != nil || len(ref) != heldRefSize || !f.Type().IsRegular() {
 			continue
 		}
 		info, err := f.Info()

@@ -1,6 +1,7 @@
 package enginetest
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,7 +42,8 @@ func (h *heldEnv) provider(keys ...string) *engine.HeldKeys {
 	return &engine.HeldKeys{Dir: h.dir, KEKs: l}
 }
 
-// files returns the references of the key files in dir, sorted.
+// files returns the references of the key files in dir, sorted: each
+// file's name after its tenant's tag.
 func (h *heldEnv) files() []string {
 	h.t.Helper()
 	list, err := os.ReadDir(h.dir)
@@ -52,8 +55,13 @@ func (h *heldEnv) files() []string {
 	}
 	var out []string
 	for _, f := range list {
-		out = append(out, f.Name())
+		_, ref, ok := strings.Cut(f.Name(), "-")
+		if !ok {
+			ref = f.Name()
+		}
+		out = append(out, ref)
 	}
+	slices.Sort(out)
 	return out
 }
 
@@ -75,13 +83,37 @@ func (h *heldEnv) named(eng *engine.Engine) []string {
 	return out
 }
 
-// age sets a key file's times to d ago.
+// age sets the times of the key file of ref (or the file named ref) to d
+// ago.
 func (h *heldEnv) age(ref string, d time.Duration) {
 	h.t.Helper()
-	at := time.Now().Add(-d)
-	if err := os.Chtimes(filepath.Join(h.dir, ref), at, at); err != nil {
+	names, err := filepath.Glob(filepath.Join(h.dir, "*-"+ref))
+	if err != nil {
 		h.t.Fatal(err)
 	}
+	names = append(names, filepath.Join(h.dir, ref))
+	at := time.Now().Add(-d)
+	for _, name := range names {
+		if err := os.Chtimes(name, at, at); err != nil && !errors.Is(err, os.ErrNotExist) {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// orphan writes a thread with eng and deletes its key row, as a first
+// write that rolled back leaves its key: held, named by no row. It
+// returns the key's reference.
+func (h *heldEnv) orphan(eng *engine.Engine, thread string) string {
+	h.t.Helper()
+	snapWith(h.t, h.ctx, eng, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["orphan"]`)})
+	w, err := eng.Store().DataKey(h.ctx, thread)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.h.SQL(h.t, h.url).ExecContext(h.ctx, "DELETE FROM data_keys WHERE thread_id = $1", thread); err != nil {
+		h.t.Fatal(err)
+	}
+	return hex.EncodeToString(w.Wrapped)
 }
 
 // ShredThread and two RewrapKeys race, round after round, under
@@ -201,9 +233,10 @@ func testFirstWriteRaceLeavesOneKey(t *testing.T, e *cryptEnv) {
 
 // PruneKeys destroys the key files no key row names that are older than
 // its grace (as a first write that rolled back, or a process stopped
-// between making a key and storing its row, leaves them), and keeps
-// every named one, a tenant's named too, and a new unnamed one (a key
-// whose row may not be committed yet).
+// between making a key and storing its row, leaves them), of the engine's
+// tenant and the tenants named alone: it keeps every named key, a new
+// unnamed one (a key whose row may not be committed yet), every key of a
+// tenant not named, and files of unknown form.
 func testPruneKeys(t *testing.T, e *cryptEnv) {
 	h := e.held()
 	keys := h.provider(engine.NewKeyText("k"))
@@ -216,14 +249,14 @@ func testPruneKeys(t *testing.T, e *cryptEnv) {
 	for _, w := range []*engine.Engine{eng, eng, a} {
 		heads = append(heads, snapWith(t, e.ctx, w, engine.SnapshotInput{ThreadID: fmt.Sprintf("t%d", len(heads)), Messages: json.RawMessage(`["kept"]`)}))
 	}
-	orphan := func() string {
-		_, ref, err := keys.WrapKey(e.ctx, make([]byte, 32), []byte("a key whose row never came"))
-		if err != nil {
+	old, fresh, ofA := h.orphan(eng, "old"), h.orphan(eng, "fresh"), h.orphan(a, "of-a")
+	// Files of no form HeldKeys makes: a bare reference, another name.
+	bare := hex.EncodeToString(make([]byte, 16))
+	for _, name := range []string{bare, "notes"} {
+		if err := os.WriteFile(filepath.Join(h.dir, name), []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return hex.EncodeToString(ref)
 	}
-	old, fresh := orphan(), orphan()
 	for _, f := range h.files() {
 		if f != fresh {
 			h.age(f, 2*time.Hour)
@@ -235,29 +268,64 @@ func testPruneKeys(t *testing.T, e *cryptEnv) {
 	if _, err := e.open(nil, engine.Config{}).PruneKeys(e.ctx, time.Hour); !errors.Is(err, engine.ErrInvalidInput) {
 		t.Fatalf("a provider that holds no keys: %v, want ErrInvalidInput", err)
 	}
-	n, err := eng.PruneKeys(e.ctx, time.Hour, "a")
-	if err != nil || n != 1 {
-		t.Fatalf("prune: %d, %v; want the old orphan alone", n, err)
+	all := h.files()
+	// Without tenant a named, its keys are not considered: a's key and
+	// a's orphan stay.
+	if n, err := eng.PruneKeys(e.ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("prune without tenant a: %d, %v; want the old orphan of the engine's tenant alone", n, err)
 	}
-	want := append(h.named(eng), h.named(a)...)
-	want = append(want, fresh)
+	want := slices.DeleteFunc(slices.Clone(all), func(f string) bool { return f == old })
+	if files := h.files(); !slices.Equal(files, want) {
+		t.Fatalf("after the prune without tenant a: %v, want %v", files, want)
+	}
+	if n, err := eng.PruneKeys(e.ctx, time.Hour, "a"); err != nil || n != 1 {
+		t.Fatalf("prune with tenant a: %d, %v; want a's orphan alone", n, err)
+	}
+	want = append(h.named(eng), h.named(a)...)
+	want = append(want, fresh, bare, "notes")
 	slices.Sort(want)
-	if files := h.files(); !slices.Equal(files, want) || slices.Contains(files, old) {
+	if files := h.files(); !slices.Equal(files, want) || slices.Contains(files, ofA) {
 		t.Fatalf("after the prune: %v, want %v", files, want)
 	}
 	for i, w := range []*engine.Engine{eng, eng, a} {
 		if _, err := w.Get(e.ctx, heads[i].ID); err != nil {
-			t.Fatalf("t%d after the prune: %v", i, err)
+			t.Fatalf("t%d after the prunes: %v", i, err)
 		}
 	}
-	// Without tenant a named, its key is no one's: it goes.
-	if n, err := eng.PruneKeys(e.ctx, time.Hour); err != nil || n != 1 {
-		t.Fatalf("prune without tenant a: %d, %v; want a's key", n, err)
+}
+
+// unshredding is HeldKeys whose ShredKey fails.
+type unshredding struct{ *engine.HeldKeys }
+
+func (u unshredding) ShredKey(context.Context, string, []byte, []byte) error {
+	return errors.New("the provider is down")
+}
+
+// A provider that does not destroy a key no row names any more is
+// reported with ErrKeyNotDestroyed: by ShredThread (with true, the row
+// shredded all the same) and by RewrapKeys (the row rewrapped all the
+// same; the thread reads under the new wrapping). The key file stays,
+// for PruneKeys.
+func testKeyNotDestroyed(t *testing.T, e *cryptEnv) {
+	h := e.held()
+	kekA, kekB := engine.NewKeyText("a"), engine.NewKeyText("b")
+	eng := e.open(unshredding{h.provider(kekA)}, engine.Config{})
+	gone := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "gone", Messages: json.RawMessage(`["gone"]`)})
+	kept := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "kept", Messages: json.RawMessage(`["kept"]`)})
+	had, err := eng.ShredThread(e.ctx, "gone")
+	if !had || !errors.Is(err, engine.ErrKeyNotDestroyed) {
+		t.Fatalf("shred: %v, %v; want true, ErrKeyNotDestroyed", had, err)
 	}
-	c, err := e.open(keys, engine.Config{}).ForTenant("a")
-	if err != nil {
-		t.Fatal(err)
+	c, err := eng.Get(e.ctx, gone.ID)
+	refused(t, "the shredded thread", c, err)
+	rotated := e.open(unshredding{h.provider(kekB, kekA)}, engine.Config{})
+	if _, err := rotated.RewrapKeys(e.ctx); !errors.Is(err, engine.ErrKeyNotDestroyed) {
+		t.Fatalf("rewrap: %v, want ErrKeyNotDestroyed", err)
 	}
-	got, err := c.Get(e.ctx, heads[2].ID)
-	refused(t, "a tenant left out of a prune", got, err)
+	if got, err := e.open(h.provider(kekB), engine.Config{}).Get(e.ctx, kept.ID); err != nil || string(got.Messages) != `["kept"]` {
+		t.Fatalf("the rewrapped thread under the new key alone: %v, %v", got, err)
+	}
+	if files, named := h.files(), h.named(eng); len(files) != 3 || len(named) != 1 {
+		t.Fatalf("key files %v, named %v; want the shredded and the replaced keys left besides the named one", files, named)
+	}
 }

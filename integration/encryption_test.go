@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +163,98 @@ func TestHeldKeyOfARolledBackTransactionIsPruned(t *testing.T) {
 	other := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), cfg)
 	if got, err := other.Get(ctx, res.ID); err != nil || string(got.Messages) != `["kept"]` {
 		t.Fatalf("another engine reads %v: %v", got, err)
+	}
+}
+
+// Under HeldKeys, RewrapKeys, ShredThread and PruneKeys are refused in a
+// caller's transaction (ErrInvalidInput, the transaction still usable):
+// the provider would destroy keys before the commit, and the rollback
+// leave rows naming them. Nothing changes: the key files are as they
+// were, and the thread reads after the rollback. LocalKeys keeps nothing
+// to destroy: RewrapKeys runs in a transaction.
+func TestHeldKeysAreNotDestroyedInATransaction(t *testing.T) {
+	d := pgtest.NewDB(t)
+	ctx := context.Background()
+	keks, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	files := func() []string {
+		list, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range list {
+			out = append(out, f.Name())
+		}
+		return out
+	}
+	cfg := engine.Config{Encryption: engine.Encryption{Keys: &engine.HeldKeys{Dir: dir, KEKs: keks}, KeyCacheTTL: -1}}
+	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), cfg)
+	res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["kept"]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := files()
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(filepath.Join(dir, before[0]), old, old); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	inTx, err := eng.WithTx(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The key row is gone in tx: a prune that went ahead would destroy
+	// the key the committed row names.
+	if _, err := tx.Exec(ctx, "DELETE FROM pgcheckpoint.data_keys"); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func() error{
+		"RewrapKeys":  func() error { _, err := inTx.RewrapKeys(ctx); return err },
+		"ShredThread": func() error { _, err := inTx.ShredThread(ctx, "t"); return err },
+		"PruneKeys":   func() error { _, err := inTx.PruneKeys(ctx, time.Hour); return err },
+	}
+	for _, name := range []string{"RewrapKeys", "ShredThread", "PruneKeys"} {
+		if err := calls[name](); !errors.Is(err, engine.ErrInvalidInput) {
+			t.Fatalf("%s in a transaction: %v, want ErrInvalidInput", name, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("the transaction after the refusals: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := files(); !slices.Equal(after, before) {
+		t.Fatalf("key files after the refused calls: %v, want %v", after, before)
+	}
+	if got, err := eng.Get(ctx, res.ID); err != nil || string(got.Messages) != `["kept"]` {
+		t.Fatalf("the thread after the rollback: %v, %v", got, err)
+	}
+
+	d = pgtest.NewDB(t)
+	local := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{Encryption: engine.Encryption{Keys: keks}})
+	if _, err := local.Snapshot(ctx, engine.SnapshotInput{ThreadID: "l", Messages: json.RawMessage(`["local"]`)}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err = d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	inTx, err = local.WithTx(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inTx.RewrapKeys(ctx); err != nil {
+		t.Fatalf("RewrapKeys under LocalKeys in a transaction: %v", err)
 	}
 }
 
