@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -769,13 +768,7 @@ func testShreddingReachesBackups(t *testing.T, e *cryptEnv) {
 	}
 	// A rotation: the new wrapping replaces the old file, and a backup of
 	// the row from before it no longer unwraps.
-	files := func() int {
-		list, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(list)
-	}
+	files := func() int { return len(HeldKeyFiles(t, dir)) }
 	// The other threads' rows would not unwrap under the rotated provider.
 	if _, err := db.ExecContext(e.ctx, "DELETE FROM data_keys WHERE thread_id <> 'held-kept'"); err != nil {
 		t.Fatal(err)

@@ -42,22 +42,35 @@ func (h *heldEnv) provider(keys ...string) *engine.HeldKeys {
 	return &engine.HeldKeys{Dir: h.dir, KEKs: l}
 }
 
-// files returns the references of the key files in dir, sorted: each
-// file's name after its tenant's tag.
-func (h *heldEnv) files() []string {
-	h.t.Helper()
-	list, err := os.ReadDir(h.dir)
+// HeldKeyFiles returns the names of the files in dir, the directory of
+// an engine.HeldKeys, sorted; none when dir does not exist. For tests of
+// what a shredding or a rotation leaves with the provider.
+func HeldKeyFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	list, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	var out []string
 	for _, f := range list {
-		_, ref, ok := strings.Cut(f.Name(), "-")
+		out = append(out, f.Name())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// files returns the references of the key files in dir, sorted: each
+// file's name after its tenant's tag.
+func (h *heldEnv) files() []string {
+	h.t.Helper()
+	var out []string
+	for _, name := range HeldKeyFiles(h.t, h.dir) {
+		_, ref, ok := strings.Cut(name, "-")
 		if !ok {
-			ref = f.Name()
+			ref = name
 		}
 		out = append(out, ref)
 	}

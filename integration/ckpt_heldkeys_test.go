@@ -3,12 +3,12 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
@@ -39,17 +39,7 @@ func TestCkptHeldKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := func() []string {
-		list, err := os.ReadDir(held)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, f := range list {
-			out = append(out, f.Name())
-		}
-		return out
-	}
+	files := func() []string { return enginetest.HeldKeyFiles(t, held) }
 	before := files()
 	env := func(extra ...string) []string {
 		return append([]string{"DATABASE_URL=" + d.URL}, extra...)

@@ -112,17 +112,7 @@ func TestHeldKeyOfARolledBackTransactionIsPruned(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	files := func() []string {
-		list, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, f := range list {
-			out = append(out, f.Name())
-		}
-		return out
-	}
+	files := func() []string { return enginetest.HeldKeyFiles(t, dir) }
 	cfg := engine.Config{Encryption: engine.Encryption{Keys: &engine.HeldKeys{Dir: dir, KEKs: keks}}}
 	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), cfg)
 	tx, err := d.Pool.Begin(ctx)
@@ -180,17 +170,7 @@ func TestHeldKeysAreNotDestroyedInATransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	files := func() []string {
-		list, err := os.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, f := range list {
-			out = append(out, f.Name())
-		}
-		return out
-	}
+	files := func() []string { return enginetest.HeldKeyFiles(t, dir) }
 	cfg := engine.Config{Encryption: engine.Encryption{Keys: &engine.HeldKeys{Dir: dir, KEKs: keks}, KeyCacheTTL: -1}}
 	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), cfg)
 	res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["kept"]`)})

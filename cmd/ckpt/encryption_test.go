@@ -12,6 +12,7 @@ import (
 
 	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/enginetest"
 )
 
 // ckpt show and diff decrypt with --keys (or $PGCHECKPOINT_KEYS), say
@@ -115,17 +116,7 @@ func TestHeldKeysShowDiffAndRewrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng.Close()
-	files := func() []string {
-		list, err := os.ReadDir(held)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, f := range list {
-			out = append(out, f.Name())
-		}
-		return out
-	}
+	files := func() []string { return enginetest.HeldKeyFiles(t, held) }
 	before := files()
 
 	var out, errOut bytes.Buffer
