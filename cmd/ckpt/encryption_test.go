@@ -23,14 +23,7 @@ func TestEncryptedShowDiffAndRewrap(t *testing.T) {
 	dir := t.TempDir()
 	url := "sqlite:" + filepath.Join(dir, "enc.db")
 	oldKey, newKey := engine.NewKeyText("old"), engine.NewKeyText("new")
-	writeKeys := func(name string, keys ...string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	oldFile, bothFile, newFile := writeKeys("old", oldKey), writeKeys("both", newKey, oldKey), writeKeys("new", newKey)
+	oldFile, bothFile, newFile := writeKeys(t, dir, "old", oldKey), writeKeys(t, dir, "both", newKey, oldKey), writeKeys(t, dir, "new", newKey)
 	keys, err := engine.LocalKeysFromFile(oldFile)
 	if err != nil {
 		t.Fatal(err)
@@ -90,14 +83,7 @@ func TestHeldKeysShowDiffAndRewrap(t *testing.T) {
 	held := filepath.Join(dir, "held")
 	url := "sqlite:" + filepath.Join(dir, "held.db")
 	oldKey, newKey := engine.NewKeyText("old"), engine.NewKeyText("new")
-	writeKeys := func(name string, keys ...string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
-	oldFile, bothFile, newFile := writeKeys("old", oldKey), writeKeys("both", newKey, oldKey), writeKeys("new", newKey)
+	oldFile, bothFile, newFile := writeKeys(t, dir, "old", oldKey), writeKeys(t, dir, "both", newKey, oldKey), writeKeys(t, dir, "new", newKey)
 	keks, err := engine.LocalKeysFromFile(oldFile)
 	if err != nil {
 		t.Fatal(err)
@@ -148,4 +134,15 @@ func TestHeldKeysShowDiffAndRewrap(t *testing.T) {
 	if !errors.Is(err, engine.ErrEncrypted) {
 		t.Fatalf("show with the old key after rewrap: %v", err)
 	}
+}
+
+// writeKeys writes a key file named name in dir, one key a line (the
+// current first), and returns its path.
+func writeKeys(t *testing.T, dir, name string, keys ...string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(strings.Join(keys, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
