@@ -244,10 +244,15 @@ func MainWithDatabase(m *testing.M, env string) int {
 func (srv *server) createDB(migrated bool) (*DB, error) {
 	if migrated {
 		if d := srv.recycled.takeFree(); d != nil {
-			if d, err := srv.reuse(d); err == nil {
-				return d, nil
+			reused, err := srv.reuse(d)
+			if err == nil {
+				return reused, nil
 			}
-			_ = srv.dropDB(d)
+			// Not reusable after all: dropped, or the failure is the test's,
+			// not a database left on the server unseen.
+			if derr := srv.dropDB(d); derr != nil {
+				return nil, fmt.Errorf("pgtest: drop database %s, which could not be reused (%v): %w", d.Name, err, derr)
+			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
