@@ -50,7 +50,17 @@ type baseline struct {
 	kept      string   // a query hashing the rows of the others
 	keptRows  string   // its value on a fresh clone
 	dbSetting []string // the database's settings, as NewDB sets them
+	stats     string   // the planner's size of each table on a fresh clone (statsQuery)
 }
+
+// statsQuery lists what the planner knows of each table's size
+// (relpages, reltuples: -1 until a VACUUM or ANALYZE). TRUNCATE sets it
+// back to a fresh clone's; an autovacuum ANALYZE of a table emptied but
+// once busy would record it as known empty (reltuples 0), and the
+// planner would then plan other scans than on a fresh clone.
+const statsQuery = `SELECT coalesce(string_agg(format('%s:%s:%s', c.oid::regclass, c.relpages, c.reltuples), ',' ORDER BY c.oid::regclass::text), '')
+	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'`
 
 // fresh marks a database as handed out now: a catalog row written by a
 // later transaction than the one stored here is the test's.
@@ -148,6 +158,9 @@ func readBaseline(ctx context.Context, conn *pgx.Conn) (*baseline, error) {
 	if b.dbSetting, err = dbSettings(ctx, conn); err != nil {
 		return nil, err
 	}
+	if err := conn.QueryRow(ctx, statsQuery).Scan(&b.stats); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -221,6 +234,13 @@ func (srv *server) recycle(d *DB) bool {
 			return false
 		}
 	}
+	// The test's counts of changed rows go too, so autovacuum does not
+	// ANALYZE the emptied tables (see statsQuery).
+	if _, err := tx.Exec(ctx, `SELECT pg_stat_reset_single_table_counters(c.oid)
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'`); err != nil {
+		return false
+	}
 	f, err := handOut(ctx, tx)
 	if err != nil || tx.Commit(ctx) != nil {
 		return false
@@ -254,6 +274,13 @@ func (srv *server) reuse(d *DB) (*DB, error) {
 	pool, err := connectPool(ctx, d.URL, d.held)
 	if err != nil {
 		return nil, err
+	}
+	// What the planner knows of the tables' sizes, as on a fresh clone:
+	// checked as the database is taken, the last moment before the test.
+	var stats string
+	if err := pool.QueryRow(ctx, statsQuery).Scan(&stats); err != nil || stats != srv.recycled.base.stats {
+		pool.Close()
+		return nil, fmt.Errorf("the planner's statistics differ from a fresh clone's (%v)", err)
 	}
 	d.Pool = pool
 	return d, nil
