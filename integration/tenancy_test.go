@@ -805,3 +805,29 @@ func TestTenantsSweepOneTenant(t *testing.T) {
 		t.Fatalf("after tenant B's sweep (session setting): %d and %d checkpoints, want 3 and 6", a, b)
 	}
 }
+
+// The Get and head queries read through the views of the session's
+// tenant, which keep tenants apart where row-level security does not: in a
+// superuser's session (the tests' pool's, unless PGCHECKPOINT_TEST_HELD_ROLE
+// is set). Tenant B's Get of A's checkpoint and its Latest of A's thread
+// find nothing; A reads both.
+func TestTenantsGetAndHeadThroughViews(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := pgtest.NewDB(t)
+	a := tenantEngine(t, d.Pool, postgres.Options{}, "tenant-a")
+	b := tenantEngine(t, d.Pool, postgres.Options{}, "tenant-b")
+	x := writeTenantData(t, ctx, a)
+	if c, err := b.Get(ctx, x.ids[3]); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("B's Get of A's checkpoint: %v, %v; want ErrNotFound", c, err)
+	}
+	if c, err := b.Latest(ctx, x.thread); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("B's Latest of A's thread: %v, %v; want ErrNotFound", c, err)
+	}
+	if c, err := a.Get(ctx, x.ids[3]); err != nil || !strings.Contains(string(c.Messages), secret) {
+		t.Fatalf("A's Get: %v, %v", c, err)
+	}
+	if c, err := a.Latest(ctx, x.thread); err != nil || c.ID != x.ids[3] {
+		t.Fatalf("A's Latest: %v, %v; want %s", c, err, x.ids[3])
+	}
+}
