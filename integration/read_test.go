@@ -431,3 +431,56 @@ func TestUnknownFormatReadsAsAnError(t *testing.T) {
 func damaged(err error) bool {
 	return errors.Is(err, engine.ErrDamaged) && sqlState(err) == "PC004"
 }
+
+// A delta on a long conversation is rebuilt without a temporary file: the
+// full row's messages, far over work_mem here, are turned into text once,
+// never inside a sort or a function scan (which spilled them to disk: a
+// Latest of a 50,000-step thread wrote its 4.4 MB twice). temp_file_limit
+// 0 makes any temporary file an error.
+func TestRebuildOfALongConversationWritesNoTemporaryFile(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	msgs := make([]string, 20000)
+	for i := range msgs {
+		msgs[i] = fmt.Sprintf(`{"role":"user","content":"turn %d of a long conversation"}`, i)
+	}
+	b.snap(t, engine.SnapshotInput{ThreadID: "long", Messages: json.RawMessage("[" + strings.Join(msgs, ",") + "]")})
+	var head engine.SnapshotResult
+	for i := range 5 {
+		var err error
+		if head, err = b.eng.Append(b.ctx, engine.AppendInput{ThreadID: "long", Messages: json.RawMessage(fmt.Sprintf(`[{"n":%d}]`, i)),
+			SetState: json.RawMessage(fmt.Sprintf(`{"k%d":%d}`, i%2, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := b.storedFormat(t, head.ID); f != "delta" {
+		t.Fatalf("the head is stored %s; the test needs a delta", f)
+	}
+	// A session of its own (the pool's may be a role that cannot set
+	// temp_file_limit).
+	conn, err := pgx.Connect(b.ctx, b.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(b.ctx)
+	if _, err := conn.Exec(b.ctx, `SET work_mem = '1MB'; SET temp_file_limit = 0`); err != nil {
+		t.Fatal(err)
+	}
+	var content [][]byte
+	if err := conn.QueryRow(b.ctx, `SELECT pgcheckpoint.checkpoint_rebuild_json($1)`, head.ID).Scan(&content); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(b.ctx, `RESET temp_file_limit`); err != nil {
+		t.Fatal(err)
+	}
+	var same bool
+	if err := conn.QueryRow(b.ctx, `
+		SELECT $2::bytea[] = ARRAY[substr(jsonb_send(m.messages), 2), substr(jsonb_send(m.state), 2), substr(jsonb_send(m.tool_results), 2)]
+		FROM pgcheckpoint.checkpoint_materialize($1) m`, head.ID, content).Scan(&same); err != nil {
+		t.Fatal(err)
+	}
+	if len(content) != 3 || len(content[0]) < 1_200_000 || !same {
+		t.Fatalf("rebuilt %d parts (%d bytes of messages), same as materialize: %v; want 3, over 1,200,000 bytes (work_mem 1 MB), the same",
+			len(content), len(content[0]), same)
+	}
+}

@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 26 has it:
+-- The pgcheckpoint schema as a database migrated to version 30 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/: the baseline, and any after
@@ -911,28 +911,44 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id 
 AS $function$
 #variable_conflict use_column
 DECLARE
-    v_content bytea[];
+    v_base  jsonb; -- the messages of the chain's full row, its oldest
+    v_rest  bytea; -- the deltas' messages as JSON text, without brackets
+    v_state jsonb;
+    v_tools jsonb;
+    v_text  bytea;
 BEGIN
-    SELECT ARRAY[
-           coalesce(string_agg(substr(s.b, CASE WHEN x.depth = x.first THEN 2 ELSE 3 END,
-                                      octet_length(s.b) - CASE WHEN x.depth = x.first THEN 1 ELSE 2 END
-                                                        - CASE WHEN x.depth = x.last THEN 0 ELSE 1 END),
-                               decode('2c20', 'hex') ORDER BY x.depth DESC) -- ', '
-                        FILTER (WHERE NOT x.empty),
-                    decode('5b5d', 'hex')), -- []
-           substr(jsonb_send(pgcheckpoint.delta_merge(x.state, x.state_removed ORDER BY x.depth DESC)
-                             FILTER (WHERE x.state <> '{}' OR cardinality(x.state_removed) > 0)), 2),
-           substr(jsonb_send(pgcheckpoint.delta_merge(x.tool_results, x.tool_results_removed ORDER BY x.depth DESC)
-                             FILTER (WHERE x.tool_results <> '{}' OR cardinality(x.tool_results_removed) > 0)), 2)]
-      INTO v_content
-    FROM (SELECT e.*, max(e.depth) FILTER (WHERE NOT e.empty) OVER () AS first,
-                      min(e.depth) FILTER (WHERE NOT e.empty) OVER () AS last
-          FROM (SELECT ch.*, pg_column_size(ch.messages) <= 8 AND jsonb_array_length(ch.messages) = 0 AS empty
-                FROM pgcheckpoint.delta_chain(p_checkpoint_id) ch) e) x
-    -- jsonb's send format: a version byte, then the text.
-    CROSS JOIN LATERAL jsonb_send(x.messages) AS s(b)
-    HAVING count(*) > 0;
-    RETURN v_content;
+    -- The full row's messages, the bulk of a long conversation, are turned
+    -- into text once, here, never inside a sort or a function scan, which
+    -- would write them to a temporary file past work_mem. The deltas'
+    -- texts are joined in chain order, oldest first.
+    WITH ch AS MATERIALIZED (
+        SELECT ch.* FROM pgcheckpoint.delta_chain(p_checkpoint_id) ch
+    )
+    SELECT (SELECT c.messages FROM ch c ORDER BY c.depth DESC LIMIT 1),
+           (SELECT string_agg(substr(d.b, 3, octet_length(d.b) - 3), decode('2c20', 'hex') ORDER BY d.depth DESC) -- ', '
+            FROM (SELECT c.depth, jsonb_send(c.messages) AS b -- a version byte, then the text
+                  FROM ch c
+                  WHERE c.depth < (SELECT max(o.depth) FROM ch o)
+                    AND NOT (pg_column_size(c.messages) <= 8 AND jsonb_array_length(c.messages) = 0)
+                  OFFSET 0) d),
+           (SELECT pgcheckpoint.delta_merge(c.state, c.state_removed ORDER BY c.depth DESC)
+                   FILTER (WHERE c.state <> '{}' OR cardinality(c.state_removed) > 0) FROM ch c),
+           (SELECT pgcheckpoint.delta_merge(c.tool_results, c.tool_results_removed ORDER BY c.depth DESC)
+                   FILTER (WHERE c.tool_results <> '{}' OR cardinality(c.tool_results_removed) > 0) FROM ch c)
+      INTO v_base, v_rest, v_state, v_tools;
+    IF v_base IS NULL THEN
+        RETURN NULL; -- an unknown id
+    END IF;
+    IF pg_column_size(v_base) <= 8 AND jsonb_array_length(v_base) = 0 THEN
+        v_text := CASE WHEN v_rest IS NULL THEN decode('5b5d', 'hex') -- []
+                       ELSE decode('5b', 'hex') || v_rest || decode('5d', 'hex') END;
+    ELSIF v_rest IS NULL THEN
+        v_text := substr(jsonb_send(v_base), 2);
+    ELSE
+        v_text := jsonb_send(v_base);
+        v_text := substr(v_text, 2, octet_length(v_text) - 2) || decode('2c20', 'hex') || v_rest || decode('5d', 'hex');
+    END IF;
+    RETURN ARRAY[v_text, substr(jsonb_send(v_state), 2), substr(jsonb_send(v_tools), 2)];
 END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes: {messages, state, tool_results} (see checkpoint_content_json, which reads a full checkpoint without it). NULL for an unknown id. Error PC004 as checkpoint_materialize.';
