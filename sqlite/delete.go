@@ -96,9 +96,7 @@ func (d *doomedSet) delete(ctx context.Context, q *queries) (int64, error) {
 	var rebases []rebase
 	for _, k := range order {
 		err := chunks(groups[k], func(part []uuid.UUID) error {
-			orphans, err := q.CheckpointListDeltasOn(ctx, sqlitedb.CheckpointListDeltasOnParams{
-				ThreadID: k.thread, Namespace: k.namespace, Ids: nullIDs(part),
-			})
+			orphans, err := q.CheckpointListDeltasOn(ctx, k.thread, k.namespace, part)
 			if err != nil {
 				return dbError("find deltas to rebase", err)
 			}
@@ -132,7 +130,7 @@ func (d *doomedSet) delete(ctx context.Context, q *queries) (int64, error) {
 	var n int64
 	for _, k := range order {
 		err := chunks(groups[k], func(part []uuid.UUID) error {
-			if err := q.ThreadClearRewoundTo(ctx, k.thread, k.namespace, nullIDs(part)); err != nil {
+			if err := q.ThreadClearRewoundTo(ctx, k.thread, k.namespace, part); err != nil {
 				return dbError("un-rewind threads", err)
 			}
 			d, err := q.CheckpointDeleteMany(ctx, part)
@@ -149,12 +147,20 @@ func (d *doomedSet) delete(ctx context.Context, q *queries) (int64, error) {
 	return n, nil
 }
 
-func nullIDs(ids []uuid.UUID) []uuid.NullUUID {
-	out := make([]uuid.NullUUID, len(ids))
+// idList is ids as the statements that take many ids bind them: a JSON
+// array of their canonical text, the form the id columns hold.
+func idList(ids []uuid.UUID) string {
+	b := make([]byte, 0, 2+len(ids)*39)
+	b = append(b, '[')
 	for i, id := range ids {
-		out[i] = uuid.NullUUID{UUID: id, Valid: true}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, id.String()...)
+		b = append(b, '"')
 	}
-	return out
+	return string(append(b, ']'))
 }
 
 // deleteThread deletes every row of a thread inside a write transaction.

@@ -161,6 +161,28 @@ type writeConn struct {
 	conn                    *sql.Conn
 	begin, commit, rollback *sql.Stmt
 	q                       *sqlitedb.Queries
+	// texts holds the statements a write runs by their text (SAVEPOINT and
+	// the like, see ExecContext), each prepared on its first use.
+	texts map[string]*sql.Stmt
+}
+
+// ExecContext runs a statement given by its text inside a write (under
+// mu): prepared on its first use and kept for the connection's life, where
+// the driver would compile it again on every call. Its callers pass
+// constant texts, so the statements kept are few.
+func (wc *writeConn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st := wc.texts[query]
+	if st == nil {
+		var err error
+		if st, err = wc.conn.PrepareContext(ctx, query); err != nil {
+			return nil, err
+		}
+		if wc.texts == nil {
+			wc.texts = map[string]*sql.Stmt{}
+		}
+		wc.texts[query] = st
+	}
+	return st.ExecContext(ctx, args...)
 }
 
 // holdWriter takes the one connection of w (nothing else of the store runs
@@ -226,6 +248,10 @@ func (wc *writeConn) close() error {
 			err = errors.Join(err, st.Close())
 		}
 	}
+	for _, st := range wc.texts {
+		err = errors.Join(err, st.Close())
+	}
+	wc.texts = nil
 	if cerr := wc.conn.Close(); !errors.Is(cerr, sql.ErrConnDone) {
 		err = errors.Join(err, cerr)
 	}
@@ -417,7 +443,7 @@ func (s *Store) write(ctx context.Context, fn func(q *queries, tx execer) error)
 	}
 	if s.wc != nil {
 		return storeError(s.wc.run(ctx, func() error {
-			return fn(&queries{db: s.wc.q, tenant: s.tenant}, s.wc.conn)
+			return fn(&queries{db: s.wc.q, tenant: s.tenant}, s.wc)
 		}))
 	}
 	tx, err := s.w.BeginTx(ctx, nil)

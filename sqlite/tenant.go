@@ -63,7 +63,7 @@ func (q *queries) CheckpointDeleteByThread(ctx context.Context, threadID string)
 }
 
 func (q *queries) CheckpointDeleteMany(ctx context.Context, ids []uuid.UUID) (int64, error) {
-	return q.db.CheckpointDeleteMany(ctx, sqlitedb.CheckpointDeleteManyParams{TenantID: q.tenant, Ids: ids})
+	return q.db.CheckpointDeleteMany(ctx, sqlitedb.CheckpointDeleteManyParams{TenantID: q.tenant, Ids: idList(ids)})
 }
 
 func (q *queries) CheckpointDeltaChain(ctx context.Context, p sqlitedb.CheckpointDeltaChainParams) ([]sqlitedb.CheckpointDeltaChainRow, error) {
@@ -113,9 +113,10 @@ func (q *queries) CheckpointListByThread(ctx context.Context, p sqlitedb.Checkpo
 	return q.db.CheckpointListByThread(ctx, p)
 }
 
-func (q *queries) CheckpointListDeltasOn(ctx context.Context, p sqlitedb.CheckpointListDeltasOnParams) ([]uuid.UUID, error) {
-	p.TenantID = q.tenant
-	return q.db.CheckpointListDeltasOn(ctx, p)
+func (q *queries) CheckpointListDeltasOn(ctx context.Context, threadID, namespace string, ids []uuid.UUID) ([]uuid.UUID, error) {
+	return q.db.CheckpointListDeltasOn(ctx, sqlitedb.CheckpointListDeltasOnParams{
+		TenantID: q.tenant, ThreadID: threadID, Namespace: namespace, Ids: idList(ids),
+	})
 }
 
 func (q *queries) CheckpointListForRetention(ctx context.Context, threadID string) ([]sqlitedb.CheckpointListForRetentionRow, error) {
@@ -167,8 +168,10 @@ func (q *queries) ThreadClearExpiry(ctx context.Context, threadID string) error 
 	return q.db.ThreadClearExpiry(ctx, sqlitedb.ThreadClearExpiryParams{TenantID: q.tenant, ThreadID: threadID})
 }
 
-func (q *queries) ThreadClearRewoundTo(ctx context.Context, threadID, namespace string, ids []uuid.NullUUID) error {
-	return q.db.ThreadClearRewoundTo(ctx, sqlitedb.ThreadClearRewoundToParams{TenantID: q.tenant, ThreadID: threadID, Namespace: namespace, Ids: ids})
+func (q *queries) ThreadClearRewoundTo(ctx context.Context, threadID, namespace string, ids []uuid.UUID) error {
+	return q.db.ThreadClearRewoundTo(ctx, sqlitedb.ThreadClearRewoundToParams{
+		TenantID: q.tenant, ThreadID: threadID, Namespace: namespace, Ids: idList(ids),
+	})
 }
 
 func (q *queries) ThreadDelete(ctx context.Context, threadID string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -85,5 +86,59 @@ func TestWriteEndedEarlyRollsBack(t *testing.T) {
 	}
 	if n := count(); n != 1 {
 		t.Errorf("%d checkpoints, want 1", n)
+	}
+}
+
+// A thread whose sweep fails is rolled back to its savepoint, left as it
+// was (the rebase of its kept delta undone), and counted; the batch's
+// other threads are swept and committed.
+func TestSweepFailedThreadLeftAsItWas(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "sweep.db"), Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(s, engine.Config{})
+	defer eng.Close()
+	for _, th := range []string{"bad", "good"} {
+		if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: th, State: json.RawMessage(`{"a":1}`)}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			in := engine.AppendInput{ThreadID: th, Messages: json.RawMessage(`[{"role":"user","content":"hi"}]`),
+				SetState: json.RawMessage(fmt.Sprintf(`{"b":%d}`, i))}
+			if _, err := eng.Append(ctx, in); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The delete of bad's rows fails, after its kept delta was rebased.
+	if _, err := s.w.ExecContext(ctx, `CREATE TRIGGER refuse_bad BEFORE DELETE ON checkpoints
+		WHEN old.thread_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END`); err != nil {
+		t.Fatal(err)
+	}
+	rows := func(th string) (n, deltas int) {
+		if err := s.w.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE format = 'delta')
+			FROM checkpoints WHERE thread_id = ?`, th).Scan(&n, &deltas); err != nil {
+			t.Fatal(err)
+		}
+		return n, deltas
+	}
+	n0, d0 := rows("bad")
+	if d0 == 0 {
+		t.Fatalf("bad has no delta to rebase (%d rows)", n0)
+	}
+	res, err := eng.Sweep(ctx, engine.KeepLastN(1), engine.SweepOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Failed != 1 || res.Deleted != 2 {
+		t.Errorf("sweep: %+v; want 1 thread failed and 2 checkpoints deleted", res)
+	}
+	if n, d := rows("bad"); n != n0 || d != d0 {
+		t.Errorf("bad after its failed sweep: %d rows, %d deltas; want %d and %d as before", n, d, n0, d0)
+	}
+	if n, d := rows("good"); n != 1 || d != 0 {
+		t.Errorf("good after the sweep: %d rows, %d deltas; want its head alone, rebased whole", n, d)
 	}
 }

@@ -116,10 +116,13 @@ SELECT * FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_i
 
 -- name: CheckpointListDeltasOn :many
 -- The delta checkpoints of a thread and namespace based on one of ids
--- (candidates for a rebase before ids are deleted).
+-- (candidates for a rebase before ids are deleted). ids is a JSON array
+-- of ids (see idList in the package): one statement text whatever their
+-- number, prepared once, where a list of parameters would be compiled
+-- again on every call.
 SELECT checkpoint_id FROM checkpoints
 WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace AND format = 'delta'
-  AND base_checkpoint_id IN (sqlc.slice(ids));
+  AND base_checkpoint_id IN (SELECT value FROM json_each(CAST(@ids AS TEXT)));
 
 -- name: CheckpointRewriteWhole :exec
 -- Stores a checkpoint whole (a rebase): its content was rebuilt by the
@@ -132,7 +135,9 @@ WHERE tenant_id = @tenant_id AND checkpoint_id = @checkpoint_id;
 
 -- name: CheckpointDeleteMany :execrows
 -- Deletes checkpoints by id, with their pending writes (ON DELETE CASCADE).
-DELETE FROM checkpoints WHERE tenant_id = @tenant_id AND checkpoint_id IN (sqlc.slice(ids));
+-- ids is a JSON array of ids, as for CheckpointListDeltasOn.
+DELETE FROM checkpoints
+WHERE tenant_id = @tenant_id AND checkpoint_id IN (SELECT value FROM json_each(CAST(@ids AS TEXT)));
 
 -- name: CheckpointDeleteByThread :execrows
 DELETE FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id;

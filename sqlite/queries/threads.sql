@@ -27,9 +27,11 @@ WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespa
 -- name: ThreadClearRewoundTo :exec
 -- Un-rewinds a thread's namespace rewound to one of ids, its checkpoints
 -- about to be deleted: by the primary key (a rewind names a checkpoint of
--- its own thread and namespace), not a scan of every thread.
+-- its own thread and namespace), not a scan of every thread. ids is a
+-- JSON array of ids, as for CheckpointListDeltasOn.
 UPDATE threads SET rewound_to = NULL
-WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace AND rewound_to IN (sqlc.slice(ids));
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace
+  AND rewound_to IN (SELECT value FROM json_each(CAST(@ids AS TEXT)));
 
 -- name: ThreadDelete :exec
 DELETE FROM threads WHERE tenant_id = @tenant_id AND thread_id = @thread_id;

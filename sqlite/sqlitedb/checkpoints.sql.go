@@ -8,7 +8,6 @@ package sqlitedb
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"github.com/google/uuid"
 )
@@ -48,28 +47,19 @@ func (q *Queries) CheckpointDeleteByThread(ctx context.Context, arg CheckpointDe
 }
 
 const CheckpointDeleteMany = `-- name: CheckpointDeleteMany :execrows
-DELETE FROM checkpoints WHERE tenant_id = ?1 AND checkpoint_id IN (/*SLICE:ids*/?)
+DELETE FROM checkpoints
+WHERE tenant_id = ?1 AND checkpoint_id IN (SELECT value FROM json_each(CAST(?2 AS TEXT)))
 `
 
 type CheckpointDeleteManyParams struct {
 	TenantID string
-	Ids      []uuid.UUID
+	Ids      string
 }
 
 // Deletes checkpoints by id, with their pending writes (ON DELETE CASCADE).
+// ids is a JSON array of ids, as for CheckpointListDeltasOn.
 func (q *Queries) CheckpointDeleteMany(ctx context.Context, arg CheckpointDeleteManyParams) (int64, error) {
-	query := CheckpointDeleteMany
-	var queryParams []interface{}
-	queryParams = append(queryParams, arg.TenantID)
-	if len(arg.Ids) > 0 {
-		for _, v := range arg.Ids {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
-	}
-	result, err := q.exec(ctx, nil, query, queryParams...)
+	result, err := q.exec(ctx, q.checkpointDeleteManyStmt, CheckpointDeleteMany, arg.TenantID, arg.Ids)
 	if err != nil {
 		return 0, err
 	}
@@ -660,33 +650,28 @@ func (q *Queries) CheckpointListByThread(ctx context.Context, arg CheckpointList
 const CheckpointListDeltasOn = `-- name: CheckpointListDeltasOn :many
 SELECT checkpoint_id FROM checkpoints
 WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3 AND format = 'delta'
-  AND base_checkpoint_id IN (/*SLICE:ids*/?)
+  AND base_checkpoint_id IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
 `
 
 type CheckpointListDeltasOnParams struct {
 	TenantID  string
 	ThreadID  string
 	Namespace string
-	Ids       []uuid.NullUUID
+	Ids       string
 }
 
 // The delta checkpoints of a thread and namespace based on one of ids
-// (candidates for a rebase before ids are deleted).
+// (candidates for a rebase before ids are deleted). ids is a JSON array
+// of ids (see idList in the package): one statement text whatever their
+// number, prepared once, where a list of parameters would be compiled
+// again on every call.
 func (q *Queries) CheckpointListDeltasOn(ctx context.Context, arg CheckpointListDeltasOnParams) ([]uuid.UUID, error) {
-	query := CheckpointListDeltasOn
-	var queryParams []interface{}
-	queryParams = append(queryParams, arg.TenantID)
-	queryParams = append(queryParams, arg.ThreadID)
-	queryParams = append(queryParams, arg.Namespace)
-	if len(arg.Ids) > 0 {
-		for _, v := range arg.Ids {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
-	}
-	rows, err := q.query(ctx, nil, query, queryParams...)
+	rows, err := q.query(ctx, q.checkpointListDeltasOnStmt, CheckpointListDeltasOn,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.Namespace,
+		arg.Ids,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,6 @@ package sqlitedb
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"github.com/google/uuid"
 )
@@ -29,34 +28,28 @@ func (q *Queries) ThreadClearExpiry(ctx context.Context, arg ThreadClearExpiryPa
 
 const ThreadClearRewoundTo = `-- name: ThreadClearRewoundTo :exec
 UPDATE threads SET rewound_to = NULL
-WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3 AND rewound_to IN (/*SLICE:ids*/?)
+WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3
+  AND rewound_to IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
 `
 
 type ThreadClearRewoundToParams struct {
 	TenantID  string
 	ThreadID  string
 	Namespace string
-	Ids       []uuid.NullUUID
+	Ids       string
 }
 
 // Un-rewinds a thread's namespace rewound to one of ids, its checkpoints
 // about to be deleted: by the primary key (a rewind names a checkpoint of
-// its own thread and namespace), not a scan of every thread.
+// its own thread and namespace), not a scan of every thread. ids is a
+// JSON array of ids, as for CheckpointListDeltasOn.
 func (q *Queries) ThreadClearRewoundTo(ctx context.Context, arg ThreadClearRewoundToParams) error {
-	query := ThreadClearRewoundTo
-	var queryParams []interface{}
-	queryParams = append(queryParams, arg.TenantID)
-	queryParams = append(queryParams, arg.ThreadID)
-	queryParams = append(queryParams, arg.Namespace)
-	if len(arg.Ids) > 0 {
-		for _, v := range arg.Ids {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
-	}
-	_, err := q.exec(ctx, nil, query, queryParams...)
+	_, err := q.exec(ctx, q.threadClearRewoundToStmt, ThreadClearRewoundTo,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.Namespace,
+		arg.Ids,
+	)
 	return err
 }
 
