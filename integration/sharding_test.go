@@ -50,6 +50,7 @@ var notByThread = map[string]string{
 	"query ThreadListHeads":                "lists the tenant's threads, in thread id order (a page of keys)",
 	"query DataKeyList":                    "lists the tenant's data keys, in thread id order (a page of keys, for RewrapKeys): one tenant, so one shard when distributed by tenant",
 	"function checkpoint_delete_for_runs":  "deletes by run id (metadata), in every thread of the tenant; locks each thread it finds",
+	"function checkpoint_delete_many":      globalCheckpointID + " (finds the ids' threads; checkpoint_delete_many_in then locks them and deletes by key)",
 	"function checkpoint_lineage":          globalCheckpointID,
 	"function checkpoint_materialize":      globalCheckpointID,
 	"function checkpoint_materialize_json": globalCheckpointID,

@@ -2,12 +2,14 @@ package integration
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
@@ -143,4 +145,53 @@ func TestSweepBatchSkipsOnlyTheThreadThatFails(t *testing.T) {
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.threads WHERE swept_at IS NULL`).Scan(&unswept); err != nil || unswept != 0 {
 		t.Fatalf("%d threads not marked swept (%v)", unswept, err)
 	}
+}
+
+// TestCheckpointDeleteManyInKeepsToItsThreads calls
+// checkpoint_delete_many_in (the deletion a sweep's batch runs, told the
+// threads it locked) with ids of two threads and one thread named: it
+// waits for that thread's lock, deletes that thread's checkpoint, rebasing
+// the kept deltas built on it, and leaves the other thread's, whose lock
+// it was not told to take.
+func TestCheckpointDeleteManyInKeepsToItsThreads(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a, other := b.line(t, "a", 4), b.line(t, "other", 4)
+	ids := []uuid.UUID{a[1], other[1]}
+
+	// Thread a's lock held elsewhere: the call waits for it.
+	holder, err := b.db.Pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(b.ctx)
+	if _, err := holder.Exec(b.ctx, `SELECT pgcheckpoint.thread_lock('a')`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := b.db.Pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(b.ctx)
+	if _, err := tx.Exec(b.ctx, `SET LOCAL lock_timeout = '200ms'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(b.ctx, `SELECT pgcheckpoint.checkpoint_delete_many_in(ARRAY['a'], $1)`, ids)
+	if pe := (*pgconn.PgError)(nil); !errors.As(err, &pe) || pe.Code != "55P03" {
+		t.Fatalf("checkpoint_delete_many_in with thread a's lock held elsewhere: %v; want it to wait (55P03 at the lock timeout)", err)
+	}
+	tx.Rollback(b.ctx)
+	if err := holder.Rollback(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	var n int64
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT pgcheckpoint.checkpoint_delete_many_in(ARRAY['a'], $1)`, ids).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("checkpoint_delete_many_in deleted %d, want 1 (thread a's)", n)
+	}
+	b.checkLine(t, "a", a, []int{0, 2, 3})
+	b.checkLine(t, "other", other, []int{0, 1, 2, 3})
 }

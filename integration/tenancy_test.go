@@ -191,6 +191,7 @@ var sqlProbes = map[string]sqlProbe{
 	"checkpoint_delete_before(text,text,bigint)":           {sql: `SELECT pgcheckpoint.checkpoint_delete_before('{thread}', '', 100)`},
 	"checkpoint_delete_for_runs(text[])":                   {sql: `SELECT pgcheckpoint.checkpoint_delete_for_runs(ARRAY['run-a'])`},
 	"checkpoint_delete_many(uuid[])":                       {sql: `SELECT * FROM pgcheckpoint.checkpoint_delete_many(ARRAY['{id0}', '{id1}', '{id2}', '{sub}']::uuid[])`, named: true},
+	"checkpoint_delete_many_in(text[],uuid[])":             {sql: `SELECT * FROM pgcheckpoint.checkpoint_delete_many_in(ARRAY['{thread}'], ARRAY['{id0}', '{id1}', '{id2}', '{sub}']::uuid[])`, named: true},
 	"checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer)": {
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_delta('[]', '{}', '{}', NULL, NULL, NULL, '{id3}', 1, 1, 0, NULL, NULL, NULL, 50)`},
 	"checkpoint_last_message(uuid)":     {sql: `SELECT pgcheckpoint.checkpoint_last_message('{id3}')`, named: true},

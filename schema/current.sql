@@ -535,18 +535,31 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delete_many(p_checkpoint_ids 
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-DECLARE
-    v_threads text[];
-    v_count   bigint;
 BEGIN
-    -- The lock of every thread touched (see thread_lock_many). A caller
-    -- holding some already takes them again at no cost.
-    v_threads := ARRAY(
+    -- The threads the ids name; checkpoint_delete_many_in locks them, then
+    -- reads the rows again.
+    RETURN pgcheckpoint.checkpoint_delete_many_in(ARRAY(
         SELECT DISTINCT c.thread_id
         FROM unnest(p_checkpoint_ids) i
         CROSS JOIN LATERAL (
-            SELECT c.thread_id FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = i) c);
-    PERFORM pgcheckpoint.thread_lock_many(v_threads);
+            SELECT c.thread_id FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = i) c),
+        p_checkpoint_ids);
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_many(uuid[]) IS 'Deletes the given checkpoints (with their pending writes) under their threads'' locks, first rewriting as full snapshots the kept delta checkpoints that build on them, so every kept checkpoint stays readable; a thread rewound to a deleted checkpoint is no longer rewound. Returns the number deleted.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_many(uuid[]) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delete_many_in(p_thread_ids text[], p_checkpoint_ids uuid[])
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_count bigint;
+BEGIN
+    -- The threads' locks (see thread_lock_many); a caller that holds them
+    -- (thread_gc_many) takes them again at the cost of one row update each.
+    PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
 
     -- Read under the locks, so every write to these threads is either seen
     -- here or waits for this transaction.
@@ -556,7 +569,7 @@ BEGIN
         CROSS JOIN LATERAL (
             SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
             WHERE c.checkpoint_id = i.id) c
-        WHERE c.thread_id = ANY (v_threads)
+        WHERE c.thread_id = ANY (p_thread_ids)
     ), orphans AS (
         -- Kept deltas based on a doomed checkpoint. A base is an ancestor,
         -- written earlier: only later rows can be its deltas.
@@ -593,8 +606,8 @@ BEGIN
     RETURN v_count;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_many(uuid[]) IS 'Deletes the given checkpoints (with their pending writes) under their threads'' locks, first rewriting as full snapshots the kept delta checkpoints that build on them, so every kept checkpoint stays readable; a thread rewound to a deleted checkpoint is no longer rewound. Returns the number deleted.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_many(uuid[]) FROM PUBLIC;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_many_in(text[],uuid[]) IS 'checkpoint_delete_many of the given threads: deletes those of the given checkpoints that belong to one of the threads (an id of another thread is left), under the threads'' locks, rebasing kept deltas and clearing a rewind to a deleted checkpoint as checkpoint_delete_many does. For a caller that knows the threads (thread_gc_many): no look-up of each id''s thread. Returns the number deleted.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_many_in(text[],uuid[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delta(p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_message_chain bytea, p_state_digests jsonb, p_tool_results_digests jsonb, p_parent_checkpoint_id uuid, p_parent_delta_run integer, p_parent_delta_depth integer, p_parent_messages_count integer, p_parent_messages_digest bytea, p_parent_state_digests jsonb, p_parent_tool_results_digests jsonb, p_delta_run integer)
  RETURNS TABLE(format text, base_checkpoint_id uuid, delta_run integer, delta_depth integer, messages jsonb, state jsonb, tool_results jsonb, state_removed text[], tool_results_removed text[])
@@ -1646,7 +1659,8 @@ BEGIN
     -- so that a thread that fails is the only one left as it was.
     IF p_policy <> 'keep_all' AND cardinality(v_rest) > 0 THEN
         BEGIN
-            v_deleted := v_deleted + pgcheckpoint.checkpoint_delete_many(ARRAY(
+            -- The threads are known and locked: no look-up of each id's.
+            v_deleted := v_deleted + pgcheckpoint.checkpoint_delete_many_in(v_rest, ARRAY(
                 SELECT d.checkpoint_id FROM pgcheckpoint.thread_gc_doomed_many(v_rest, p_policy, p_n, p_age) d));
         EXCEPTION WHEN OTHERS THEN
             FOREACH v_thread IN ARRAY v_rest LOOP
