@@ -1,4 +1,4 @@
--- Reverts 000026_baseline.up.sql: drops every object it made (a view
+-- Reverts 000030_baseline.up.sql: drops every object it made (a view
 -- first, then its table; the functions last, which defaults and policies
 -- call). The pgcheckpoint schema stays, as the migration tool made it: it
 -- holds the version table. Generated with the up migration.
@@ -31,6 +31,7 @@ DROP FUNCTION
     pgcheckpoint.checkpoint_delete_before(text,text,bigint),
     pgcheckpoint.checkpoint_delete_for_runs(text[]),
     pgcheckpoint.checkpoint_delete_many(uuid[]),
+    pgcheckpoint.checkpoint_delete_many_in(text[],uuid[]),
     pgcheckpoint.checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer),
     pgcheckpoint.checkpoint_last_message(uuid),
     pgcheckpoint.checkpoint_lineage(uuid,integer),

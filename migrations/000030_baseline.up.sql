@@ -1,7 +1,7 @@
--- pgcheckpoint's schema at version 26, whole: tables, views, functions,
+-- pgcheckpoint's schema at version 30, whole: tables, views, functions,
 -- their comments and privileges. Before 0.1.0 every migration was folded
 -- into this one (docs/contributing.md, "Migrations"); it was generated
--- from the catalog of a database migrated to version 26 with
+-- from the catalog of a database migrated to version 30 with
 --
 --   go test ./integration -run '^TestFoldMigrations$' -fold
 --
@@ -535,18 +535,31 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delete_many(p_checkpoint_ids 
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-DECLARE
-    v_threads text[];
-    v_count   bigint;
 BEGIN
-    -- The lock of every thread touched (see thread_lock_many). A caller
-    -- holding some already takes them again at no cost.
-    v_threads := ARRAY(
+    -- The threads the ids name; checkpoint_delete_many_in locks them, then
+    -- reads the rows again.
+    RETURN pgcheckpoint.checkpoint_delete_many_in(ARRAY(
         SELECT DISTINCT c.thread_id
         FROM unnest(p_checkpoint_ids) i
         CROSS JOIN LATERAL (
-            SELECT c.thread_id FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = i) c);
-    PERFORM pgcheckpoint.thread_lock_many(v_threads);
+            SELECT c.thread_id FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = i) c),
+        p_checkpoint_ids);
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_many(uuid[]) IS 'Deletes the given checkpoints (with their pending writes) under their threads'' locks, first rewriting as full snapshots the kept delta checkpoints that build on them, so every kept checkpoint stays readable; a thread rewound to a deleted checkpoint is no longer rewound. Returns the number deleted.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_many(uuid[]) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delete_many_in(p_thread_ids text[], p_checkpoint_ids uuid[])
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_count bigint;
+BEGIN
+    -- The threads' locks (see thread_lock_many); a caller that holds them
+    -- (thread_gc_many) takes them again at the cost of one row update each.
+    PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
 
     -- Read under the locks, so every write to these threads is either seen
     -- here or waits for this transaction.
@@ -556,7 +569,7 @@ BEGIN
         CROSS JOIN LATERAL (
             SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
             WHERE c.checkpoint_id = i.id) c
-        WHERE c.thread_id = ANY (v_threads)
+        WHERE c.thread_id = ANY (p_thread_ids)
     ), orphans AS (
         -- Kept deltas based on a doomed checkpoint. A base is an ancestor,
         -- written earlier: only later rows can be its deltas.
@@ -593,8 +606,8 @@ BEGIN
     RETURN v_count;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_many(uuid[]) IS 'Deletes the given checkpoints (with their pending writes) under their threads'' locks, first rewriting as full snapshots the kept delta checkpoints that build on them, so every kept checkpoint stays readable; a thread rewound to a deleted checkpoint is no longer rewound. Returns the number deleted.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_many(uuid[]) FROM PUBLIC;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_many_in(text[],uuid[]) IS 'checkpoint_delete_many of the given threads: deletes those of the given checkpoints that belong to one of the threads (an id of another thread is left), under the threads'' locks, rebasing kept deltas and clearing a rewind to a deleted checkpoint as checkpoint_delete_many does. For a caller that knows the threads (thread_gc_many): no look-up of each id''s thread. Returns the number deleted.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_many_in(text[],uuid[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delta(p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_message_chain bytea, p_state_digests jsonb, p_tool_results_digests jsonb, p_parent_checkpoint_id uuid, p_parent_delta_run integer, p_parent_delta_depth integer, p_parent_messages_count integer, p_parent_messages_digest bytea, p_parent_state_digests jsonb, p_parent_tool_results_digests jsonb, p_delta_run integer)
  RETURNS TABLE(format text, base_checkpoint_id uuid, delta_run integer, delta_depth integer, messages jsonb, state jsonb, tool_results jsonb, state_removed text[], tool_results_removed text[])
@@ -911,28 +924,44 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id 
 AS $function$
 #variable_conflict use_column
 DECLARE
-    v_content bytea[];
+    v_base  jsonb; -- the messages of the chain's full row, its oldest
+    v_rest  bytea; -- the deltas' messages as JSON text, without brackets
+    v_state jsonb;
+    v_tools jsonb;
+    v_text  bytea;
 BEGIN
-    SELECT ARRAY[
-           coalesce(string_agg(substr(s.b, CASE WHEN x.depth = x.first THEN 2 ELSE 3 END,
-                                      octet_length(s.b) - CASE WHEN x.depth = x.first THEN 1 ELSE 2 END
-                                                        - CASE WHEN x.depth = x.last THEN 0 ELSE 1 END),
-                               decode('2c20', 'hex') ORDER BY x.depth DESC) -- ', '
-                        FILTER (WHERE NOT x.empty),
-                    decode('5b5d', 'hex')), -- []
-           substr(jsonb_send(pgcheckpoint.delta_merge(x.state, x.state_removed ORDER BY x.depth DESC)
-                             FILTER (WHERE x.state <> '{}' OR cardinality(x.state_removed) > 0)), 2),
-           substr(jsonb_send(pgcheckpoint.delta_merge(x.tool_results, x.tool_results_removed ORDER BY x.depth DESC)
-                             FILTER (WHERE x.tool_results <> '{}' OR cardinality(x.tool_results_removed) > 0)), 2)]
-      INTO v_content
-    FROM (SELECT e.*, max(e.depth) FILTER (WHERE NOT e.empty) OVER () AS first,
-                      min(e.depth) FILTER (WHERE NOT e.empty) OVER () AS last
-          FROM (SELECT ch.*, pg_column_size(ch.messages) <= 8 AND jsonb_array_length(ch.messages) = 0 AS empty
-                FROM pgcheckpoint.delta_chain(p_checkpoint_id) ch) e) x
-    -- jsonb's send format: a version byte, then the text.
-    CROSS JOIN LATERAL jsonb_send(x.messages) AS s(b)
-    HAVING count(*) > 0;
-    RETURN v_content;
+    -- The full row's messages, the bulk of a long conversation, are turned
+    -- into text once, here, never inside a sort or a function scan, which
+    -- would write them to a temporary file past work_mem. The deltas'
+    -- texts are joined in chain order, oldest first.
+    WITH ch AS MATERIALIZED (
+        SELECT ch.* FROM pgcheckpoint.delta_chain(p_checkpoint_id) ch
+    )
+    SELECT (SELECT c.messages FROM ch c ORDER BY c.depth DESC LIMIT 1),
+           (SELECT string_agg(substr(d.b, 3, octet_length(d.b) - 3), decode('2c20', 'hex') ORDER BY d.depth DESC) -- ', '
+            FROM (SELECT c.depth, jsonb_send(c.messages) AS b -- a version byte, then the text
+                  FROM ch c
+                  WHERE c.depth < (SELECT max(o.depth) FROM ch o)
+                    AND NOT (pg_column_size(c.messages) <= 8 AND jsonb_array_length(c.messages) = 0)
+                  OFFSET 0) d),
+           (SELECT pgcheckpoint.delta_merge(c.state, c.state_removed ORDER BY c.depth DESC)
+                   FILTER (WHERE c.state <> '{}' OR cardinality(c.state_removed) > 0) FROM ch c),
+           (SELECT pgcheckpoint.delta_merge(c.tool_results, c.tool_results_removed ORDER BY c.depth DESC)
+                   FILTER (WHERE c.tool_results <> '{}' OR cardinality(c.tool_results_removed) > 0) FROM ch c)
+      INTO v_base, v_rest, v_state, v_tools;
+    IF v_base IS NULL THEN
+        RETURN NULL; -- an unknown id
+    END IF;
+    IF pg_column_size(v_base) <= 8 AND jsonb_array_length(v_base) = 0 THEN
+        v_text := CASE WHEN v_rest IS NULL THEN decode('5b5d', 'hex') -- []
+                       ELSE decode('5b', 'hex') || v_rest || decode('5d', 'hex') END;
+    ELSIF v_rest IS NULL THEN
+        v_text := substr(jsonb_send(v_base), 2);
+    ELSE
+        v_text := jsonb_send(v_base);
+        v_text := substr(v_text, 2, octet_length(v_text) - 2) || decode('2c20', 'hex') || v_rest || decode('5d', 'hex');
+    END IF;
+    RETURN ARRAY[v_text, substr(jsonb_send(v_state), 2), substr(jsonb_send(v_tools), 2)];
 END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_rebuild_json(uuid) IS 'A checkpoint''s whole content rebuilt from pgcheckpoint.delta_chain, as JSON text in bytes: {messages, state, tool_results} (see checkpoint_content_json, which reads a full checkpoint without it). NULL for an unknown id. Error PC004 as checkpoint_materialize.';
@@ -1630,7 +1659,8 @@ BEGIN
     -- so that a thread that fails is the only one left as it was.
     IF p_policy <> 'keep_all' AND cardinality(v_rest) > 0 THEN
         BEGIN
-            v_deleted := v_deleted + pgcheckpoint.checkpoint_delete_many(ARRAY(
+            -- The threads are known and locked: no look-up of each id's.
+            v_deleted := v_deleted + pgcheckpoint.checkpoint_delete_many_in(v_rest, ARRAY(
                 SELECT d.checkpoint_id FROM pgcheckpoint.thread_gc_doomed_many(v_rest, p_policy, p_n, p_age) d));
         EXCEPTION WHEN OTHERS THEN
             FOREACH v_thread IN ARRAY v_rest LOOP
