@@ -195,3 +195,32 @@ func TestCheckpointDeleteManyInKeepsToItsThreads(t *testing.T) {
 	b.checkLine(t, "a", a, []int{0, 2, 3})
 	b.checkLine(t, "other", other, []int{0, 1, 2, 3})
 }
+
+// thread_gc_many locks every thread of its batch once, and again (in
+// checkpoint_delete_many_in) only those it deletes from: each lock taken
+// is a row version of thread_locks, and most threads of a steady sweep
+// have nothing to delete.
+func TestSweepBatchLocksAgainOnlyThreadsItDeletesFrom(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.line(t, "doomed", 4)
+	b.line(t, "kept", 2)
+	taken := func() (doomed, kept int64) {
+		t.Helper()
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT
+			(SELECT taken FROM pgcheckpoint.thread_locks WHERE thread_id = 'doomed'),
+			(SELECT taken FROM pgcheckpoint.thread_locks WHERE thread_id = 'kept')`).Scan(&doomed, &kept); err != nil {
+			t.Fatal(err)
+		}
+		return doomed, kept
+	}
+	d0, k0 := taken()
+	var deleted int64
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT deleted FROM pgcheckpoint.thread_gc_many(ARRAY['doomed', 'kept'], 'keep_last_n', 2, NULL)`).Scan(&deleted); err != nil {
+		t.Fatal(err)
+	}
+	d1, k1 := taken()
+	if deleted != 2 || d1-d0 != 2 || k1-k0 != 1 {
+		t.Fatalf("deleted %d, locks taken: doomed %d, kept %d; want 2 deleted, doomed's lock taken twice and kept's once", deleted, d1-d0, k1-k0)
+	}
+}

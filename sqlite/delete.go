@@ -15,8 +15,8 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite/sqlitedb"
 )
 
-// sliceChunk bounds the ids bound to one statement (SQLite's limit on
-// parameters is 32766).
+// sliceChunk bounds the ids one statement takes (in one JSON array, see
+// idList), so that no statement builds an unbounded list in memory.
 const sliceChunk = 500
 
 // chunks calls fn with ids a chunk at a time.

@@ -1,7 +1,7 @@
--- pgcheckpoint's schema at version 30, whole: tables, views, functions,
+-- pgcheckpoint's schema at version 31, whole: tables, views, functions,
 -- their comments and privileges. Before 0.1.0 every migration was folded
 -- into this one (docs/contributing.md, "Migrations"); it was generated
--- from the catalog of a database migrated to version 30 with
+-- from the catalog of a database migrated to version 31 with
 --
 --   go test ./integration -run '^TestFoldMigrations$' -fold
 --
@@ -1633,6 +1633,8 @@ DECLARE
     v_failed  integer := 0;
     v_deleted bigint := 0;
     v_n       bigint;
+    v_threads text[];
+    v_ids     uuid[];
 BEGIN
     PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
     PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
@@ -1659,9 +1661,14 @@ BEGIN
     -- so that a thread that fails is the only one left as it was.
     IF p_policy <> 'keep_all' AND cardinality(v_rest) > 0 THEN
         BEGIN
-            -- The threads are known and locked: no look-up of each id's.
-            v_deleted := v_deleted + pgcheckpoint.checkpoint_delete_many_in(v_rest, ARRAY(
-                SELECT d.checkpoint_id FROM pgcheckpoint.thread_gc_doomed_many(v_rest, p_policy, p_n, p_age) d));
+            -- The threads are known and locked: no look-up of each id's,
+            -- and only those with something to delete are locked again.
+            SELECT coalesce(array_agg(DISTINCT d.thread_id), '{}'), coalesce(array_agg(d.checkpoint_id), '{}')
+            INTO v_threads, v_ids
+            FROM pgcheckpoint.thread_gc_doomed_many(v_rest, p_policy, p_n, p_age) d;
+            IF cardinality(v_ids) > 0 THEN
+                v_deleted := v_deleted + pgcheckpoint.checkpoint_delete_many_in(v_threads, v_ids);
+            END IF;
         EXCEPTION WHEN OTHERS THEN
             FOREACH v_thread IN ARRAY v_rest LOOP
                 BEGIN
@@ -1678,7 +1685,7 @@ BEGIN
     RETURN QUERY SELECT (SELECT count(DISTINCT x)::integer FROM unnest(p_thread_ids) x), v_expired, v_failed, v_deleted;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired one by its expiry, the others through the policy all at once (thread_gc_doomed_many, then checkpoint_delete_many), and every one marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). Returns how many threads, expired, failed, and how many checkpoints deleted.';
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired one by its expiry, the others through the policy all at once (thread_gc_doomed_many, then checkpoint_delete_many_in), and every one marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). Returns how many threads, expired, failed, and how many checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) FROM PUBLIC;
 
 CREATE OR REPLACE PROCEDURE pgcheckpoint.thread_gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval, IN p_tenant text DEFAULT NULL::text)
@@ -1843,7 +1850,7 @@ BEGIN
     ORDER BY hashtext(t.id), t.id;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_lock_many(text[]) IS 'Takes the lock of each thread in the array (see thread_lock) until the end of the transaction, in one order (hashtext of the id, then the id): every routine that takes several takes them in this order, so that none deadlocks with another. Locks already held are taken again at no cost; NULL ids are skipped.';
+COMMENT ON FUNCTION pgcheckpoint.thread_lock_many(text[]) IS 'Takes the lock of each thread in the array (see thread_lock) until the end of the transaction, in one order (hashtext of the id, then the id): every routine that takes several takes them in this order, so that none deadlocks with another. A lock already held is taken again without waiting (its row updated once more); NULL ids are skipped.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_lock_many(text[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_merge(p_branch_thread_id text, p_into_thread_id text, p_checkpoint_id uuid, p_namespace text DEFAULT ''::text)
