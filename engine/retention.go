@@ -248,7 +248,8 @@ type SweepOptions struct {
 	// TimeBudget stops the sweep after the batch during which it runs out;
 	// zero means no limit. SweepResult.Next says where to go on.
 	TimeBudget time.Duration
-	// After starts the sweep after this thread id ("" from the first).
+	// After starts the sweep after this thread id ("" from the first),
+	// in the order of ListThreads (by the id's bytes).
 	After string
 	// Pause is a sleep between batches, which leaves the server's CPU to
 	// the application's writes: a sweep on a busy, small server is gentler

@@ -169,7 +169,9 @@ type ThreadListOptions struct {
 	// Limit is the page size: default 100, at most MaxListLimit.
 	Limit int
 	// After is the keyset cursor: only threads whose id sorts after it.
-	// Pass the last ThreadID of a page to get the next page.
+	// Pass the last ThreadID of a page to get the next page. Thread ids
+	// (and namespaces) sort by their bytes, as Go compares strings, on
+	// every store whatever the database's collation: "B" before "a".
 	After string
 }
 

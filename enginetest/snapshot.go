@@ -854,6 +854,57 @@ func testListThreads(t *testing.T, e *env) {
 	}
 }
 
+// testThreadIDsSortByBytes: thread ids and namespaces sort by their
+// bytes (the UTF-8 of their text) on every store, whatever the database's
+// collation: ListThreads' pages, its After cursor, the head shown for a
+// thread with only sub-graphs and the sweep's After cursor. The ids are
+// ones a language's collation orders otherwise (case, accents,
+// punctuation, digits).
+func testThreadIDsSortByBytes(t *testing.T, e *env) {
+	ids := []string{"a", "B", "Z", "_x", "é", "e", "ä", "10", "9", "a b", "aB", "ab", "Ab"}
+	for _, id := range ids {
+		e.snap(engine.SnapshotInput{ThreadID: id})
+	}
+	// A thread with sub-graphs alone shows the first namespace by bytes.
+	e.snap(engine.SnapshotInput{ThreadID: "ns", Namespace: "b"})
+	upper := e.snap(engine.SnapshotInput{ThreadID: "ns", Namespace: "B"})
+	want := slices.Sorted(slices.Values(append(slices.Clone(ids), "ns")))
+	var got []string
+	after := ""
+	for pages := 0; pages <= len(want); pages++ {
+		page, err := e.eng.ListThreads(e.ctx, engine.ThreadListOptions{Limit: 2, After: after})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, th := range page {
+			got = append(got, th.ThreadID)
+			if th.ThreadID == "ns" && (th.Namespace != "B" || th.HeadID != upper.ID) {
+				t.Errorf("thread with sub-graphs only shows namespace %q, want %q (its first by bytes)", th.Namespace, "B")
+			}
+		}
+		after = page[len(page)-1].ThreadID
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ListThreads in pages of 2: %q, want the ids by their bytes %q", got, want)
+	}
+	res, err := e.eng.Sweep(e.ctx, engine.KeepLastN(1), engine.SweepOptions{After: "Z", BatchSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := 0
+	for _, id := range want {
+		if id > "Z" {
+			later++
+		}
+	}
+	if res.Threads != later || !res.Done {
+		t.Fatalf("Sweep after %q saw %d threads (done %v), want the %d after it by bytes", "Z", res.Threads, res.Done, later)
+	}
+}
+
 func testNamespaces(t *testing.T, e *env) {
 	root := e.snap(engine.SnapshotInput{ThreadID: "t", State: json.RawMessage(`{"g": "root"}`)})
 	sub1 := e.snap(engine.SnapshotInput{ThreadID: "t", Namespace: "child", State: json.RawMessage(`{"g": "child"}`)})

@@ -20,8 +20,8 @@ COMMENT ON SCHEMA pgcheckpoint IS 'pgcheckpoint: durable step-level checkpoints 
 -- Tables
 
 CREATE TABLE pgcheckpoint.checkpoints (
-    thread_id text NOT NULL,
-    namespace text DEFAULT ''::text NOT NULL,
+    thread_id text COLLATE pg_catalog."C" NOT NULL,
+    namespace text COLLATE pg_catalog."C" DEFAULT ''::text NOT NULL,
     seq bigint NOT NULL,
     checkpoint_id uuid NOT NULL,
     parent_checkpoint_id uuid,
@@ -47,7 +47,7 @@ CREATE TABLE pgcheckpoint.checkpoints (
     messages_digest bytea,
     state_digests jsonb,
     tool_results_digests jsonb,
-    tenant_id text NOT NULL,
+    tenant_id text COLLATE pg_catalog."C" NOT NULL,
     CONSTRAINT checkpoints_pkey PRIMARY KEY (thread_id, tenant_id, namespace, seq),
     CONSTRAINT checkpoints_checkpoint_id_tenant_id_key UNIQUE (checkpoint_id, tenant_id)
 );
@@ -84,8 +84,8 @@ COMMENT ON COLUMN pgcheckpoint.checkpoints.tenant_id IS 'The tenant the checkpoi
 COMMENT ON CONSTRAINT checkpoints_checkpoint_id_tenant_id_key ON pgcheckpoint.checkpoints IS 'A checkpoint id names one checkpoint in its tenant, whatever the thread, the client or the isolation level. Two tenants may hold the same id.';
 
 CREATE TABLE pgcheckpoint.data_keys (
-    tenant_id text NOT NULL,
-    thread_id text NOT NULL,
+    tenant_id text COLLATE pg_catalog."C" NOT NULL,
+    thread_id text COLLATE pg_catalog."C" NOT NULL,
     kek_id text NOT NULL,
     wrapped_key bytea,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
@@ -105,16 +105,16 @@ COMMENT ON COLUMN pgcheckpoint.data_keys.rewrapped_at IS 'When the key was last 
 COMMENT ON COLUMN pgcheckpoint.data_keys.shredded_at IS 'When the key was deleted (ShredThread): the thread''s content is erased.';
 
 CREATE TABLE pgcheckpoint.pending_writes (
-    thread_id text NOT NULL,
-    namespace text DEFAULT ''::text NOT NULL,
+    thread_id text COLLATE pg_catalog."C" NOT NULL,
+    namespace text COLLATE pg_catalog."C" DEFAULT ''::text NOT NULL,
     checkpoint_seq bigint NOT NULL,
     checkpoint_id uuid NOT NULL,
-    task_id text NOT NULL,
+    task_id text COLLATE pg_catalog."C" NOT NULL,
     idx integer NOT NULL,
-    channel text NOT NULL,
+    channel text COLLATE pg_catalog."C" NOT NULL,
     value jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    tenant_id text NOT NULL,
+    tenant_id text COLLATE pg_catalog."C" NOT NULL,
     CONSTRAINT pending_writes_pkey PRIMARY KEY (thread_id, tenant_id, namespace, checkpoint_seq, task_id, idx),
     CONSTRAINT pending_writes_idx_nonnegative CHECK ((idx >= 0)),
     CONSTRAINT pending_writes_task_id_nonempty CHECK ((task_id <> ''::text)),
@@ -133,9 +133,9 @@ COMMENT ON COLUMN pgcheckpoint.pending_writes.created_at IS 'When the write was 
 COMMENT ON COLUMN pgcheckpoint.pending_writes.tenant_id IS 'The tenant of the checkpoint (see checkpoints.tenant_id).';
 
 CREATE TABLE pgcheckpoint.thread_locks (
-    thread_id text NOT NULL,
+    thread_id text COLLATE pg_catalog."C" NOT NULL,
     taken bigint DEFAULT 1 NOT NULL,
-    tenant_id text NOT NULL,
+    tenant_id text COLLATE pg_catalog."C" NOT NULL,
     CONSTRAINT thread_locks_pkey PRIMARY KEY (thread_id, tenant_id)
 );
 COMMENT ON TABLE pgcheckpoint.thread_locks IS 'One row per thread that has been written: its lock. pgcheckpoint.thread_lock() updates the row, which holds other writers of the thread until the transaction ends and, under REPEATABLE READ or SERIALIZABLE, fails with SQLSTATE 40001 when the previous holder committed after the transaction''s snapshot. Taking it needs UPDATE on this table. A row goes with its thread (thread_delete).';
@@ -144,18 +144,18 @@ COMMENT ON COLUMN pgcheckpoint.thread_locks.taken IS 'How many times the lock wa
 COMMENT ON COLUMN pgcheckpoint.thread_locks.tenant_id IS 'The tenant of the thread (see checkpoints.tenant_id).';
 
 CREATE TABLE pgcheckpoint.threads (
-    thread_id text NOT NULL,
-    namespace text DEFAULT ''::text NOT NULL,
+    thread_id text COLLATE pg_catalog."C" NOT NULL,
+    namespace text COLLATE pg_catalog."C" DEFAULT ''::text NOT NULL,
     rewound_to uuid,
     metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     branch_name text,
     branched_from uuid,
-    branched_from_thread text,
+    branched_from_thread text COLLATE pg_catalog."C",
     swept_at timestamp with time zone,
     expires_at timestamp with time zone,
     expire_action text DEFAULT 'delete'::text NOT NULL,
-    tenant_id text NOT NULL,
+    tenant_id text COLLATE pg_catalog."C" NOT NULL,
     CONSTRAINT threads_pkey PRIMARY KEY (thread_id, tenant_id, namespace),
     CONSTRAINT threads_expire_action_known CHECK ((expire_action = ANY (ARRAY['delete'::text, 'keep_latest'::text]))),
     CONSTRAINT threads_metadata_object CHECK ((jsonb_typeof(metadata) = 'object'::text)),
@@ -1945,7 +1945,7 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.thread_tree(p_thread_id text)
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     WITH RECURSIVE family AS (
-        SELECT p_thread_id AS thread_id
+        SELECT p_thread_id COLLATE pg_catalog."C" AS thread_id -- as the column (a recursive term keeps one collation)
         UNION
         SELECT t.thread_id
         FROM pgcheckpoint.tenant_threads t

@@ -480,7 +480,7 @@ func (srv *server) leaveNothing() error {
 
 // ensureTemplate makes, once per server and migration set, a database with
 // every migration applied. The name carries a hash of the migration files,
-// so a changed migration gets a new template.
+// so a changed migration (or templateLocale) gets a new template.
 func ensureTemplate(ctx context.Context, admin *pgxpool.Pool, adminURL string) (string, error) {
 	name := "pgct_template_" + migrationsHash()
 	conn, err := admin.Acquire(ctx)
@@ -504,7 +504,7 @@ func ensureTemplate(ctx context.Context, admin *pgxpool.Pool, adminURL string) (
 	if _, err := conn.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", pgx.Identifier{building}.Sanitize())); err != nil {
 		return "", err
 	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()+templateLocale); err != nil {
 		return "", err
 	}
 	url, err := databaseURL(adminURL, building)
@@ -523,8 +523,16 @@ func ensureTemplate(ctx context.Context, admin *pgxpool.Pool, adminURL string) (
 	return name, nil
 }
 
+// templateLocale is how the template database sorts text: a language's
+// order (ICU's en-US: case and accents second, punctuation first), as the
+// databases of most installations do, not the byte order of the C locale
+// that initdb gives a test cluster. What must not depend on it (the order
+// of thread ids) is tested under it.
+const templateLocale = " TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C' LOCALE_PROVIDER icu ICU_LOCALE 'en-US'"
+
 func migrationsHash() string {
 	h := sha256.New()
+	h.Write([]byte(templateLocale))
 	entries, _ := fs.ReadDir(schema.FS, ".")
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {

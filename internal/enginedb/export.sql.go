@@ -204,7 +204,7 @@ func (q *Queries) ThreadExportRows(ctx context.Context, threadID string) ([]Thre
 
 const ThreadExportTree = `-- name: ThreadExportTree :many
 WITH RECURSIVE tree AS (
-    SELECT $1::text AS thread_id
+    SELECT ($1::text) COLLATE "C" AS thread_id -- as the column (a recursive term keeps one collation)
     UNION
     SELECT t.thread_id
     FROM tree

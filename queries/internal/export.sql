@@ -4,7 +4,7 @@
 -- (a branch after the thread it was forked from). UNION without a depth
 -- column ends even on a cycle of branch links (a damaged table).
 WITH RECURSIVE tree AS (
-    SELECT @thread_id::text AS thread_id
+    SELECT (@thread_id::text) COLLATE "C" AS thread_id -- as the column (a recursive term keeps one collation)
     UNION
     SELECT t.thread_id
     FROM tree
