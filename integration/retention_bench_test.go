@@ -52,9 +52,7 @@ func BenchmarkGCSweep(b *testing.B) {
 		FROM generate_series(1, $1) t, generate_series(1, $2) s`, threads, perThread); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := d.Pool.Exec(ctx, `VACUUM ANALYZE pgcheckpoint.checkpoints`); err != nil {
-		b.Fatal(err)
-	}
+	d.AsOwner(b, `VACUUM ANALYZE pgcheckpoint.checkpoints`)
 	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 	state := json.RawMessage(`{"note":"a write during the sweep"}`)
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
@@ -75,35 +76,52 @@ func scaleThreads(b *testing.B) int { return benchSize(b, "PGCHECKPOINT_BENCH_TH
 const scalePerThread = 20
 
 // scaleFill writes threads threads ("s000001", ...) of scalePerThread
-// checkpoints each in bulk with SQL (a chain of whole rows, as a store of
-// small snapshots holds them), and a plain copy: bench_threads and
-// bench_ckpts, with the same keys.
-func scaleFill(b *testing.B, pool *pgxpool.Pool, threads int) {
+// checkpoints each (scaleRows), and a plain copy: bench_threads and
+// bench_ckpts, with the same keys; then analyzes both.
+func scaleFill(b *testing.B, d *pgtest.DB, threads int) {
+	scaleRows(b, d.Pool, threads)
 	ctx := context.Background()
 	for _, q := range []string{
-		`TRUNCATE pgcheckpoint.threads, pgcheckpoint.checkpoints, pgcheckpoint.pending_writes`,
 		`DROP TABLE IF EXISTS bench_threads, bench_ckpts`,
-		`INSERT INTO pgcheckpoint.threads (thread_id, metadata)
-		 SELECT 's' || lpad(t::text, 6, '0'), jsonb_build_object('user', 'u-' || t % 100)
-		 FROM generate_series(1, $1) t`,
-		`INSERT INTO pgcheckpoint.checkpoints (thread_id, seq, checkpoint_id, parent_checkpoint_id, step, summary, state, size_bytes)
-		 SELECT 's' || lpad(t::text, 6, '0'), s, md5(t || ':' || s)::uuid,
-		        CASE WHEN s > 1 THEN md5(t || ':' || (s - 1))::uuid END, s, 'step ' || s,
-		        jsonb_build_object('step', s, 'note', repeat('agent state ', 15)), 200
-		 FROM generate_series(1, $1) t, generate_series(1, ` + strconv.Itoa(scalePerThread) + `) s`,
 		`CREATE TABLE bench_threads AS SELECT thread_id, metadata, created_at FROM pgcheckpoint.threads`,
 		`ALTER TABLE bench_threads ADD PRIMARY KEY (thread_id)`,
 		`CREATE TABLE bench_ckpts AS SELECT thread_id, seq, checkpoint_id, parent_checkpoint_id, step, created_at, summary, state
 		 FROM pgcheckpoint.checkpoints`,
 		`ALTER TABLE bench_ckpts ADD PRIMARY KEY (thread_id, seq)`,
-		`VACUUM ANALYZE pgcheckpoint.threads, pgcheckpoint.checkpoints, bench_threads, bench_ckpts`,
+	} {
+		if _, err := d.Pool.Exec(ctx, q); err != nil {
+			b.Fatalf("%s: %v", q, err)
+		}
+	}
+	d.AsOwner(b, `VACUUM ANALYZE pgcheckpoint.threads, pgcheckpoint.checkpoints, bench_threads, bench_ckpts`)
+}
+
+// scaleRows empties the pgcheckpoint tables and writes threads threads
+// ("s000001", ...) of scalePerThread checkpoints each in bulk with SQL: a
+// chain of whole rows, as a store of small snapshots holds them, with ids
+// in no order.
+func scaleRows(tb testing.TB, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, threads int) {
+	tb.Helper()
+	ctx := context.Background()
+	for _, q := range []string{
+		`TRUNCATE pgcheckpoint.threads, pgcheckpoint.checkpoints, pgcheckpoint.pending_writes`,
+		`INSERT INTO pgcheckpoint.threads (thread_id, metadata)
+		 SELECT 's' || lpad(t::text, 6, '0'), jsonb_build_object('user', 'u-' || t % 100)
+		 FROM generate_series(1, $1::int) t`,
+		`INSERT INTO pgcheckpoint.checkpoints (thread_id, seq, checkpoint_id, parent_checkpoint_id, step, summary, state, size_bytes)
+		 SELECT 's' || lpad(t::text, 6, '0'), s, md5(t || ':' || s)::uuid,
+		        CASE WHEN s > 1 THEN md5(t || ':' || (s - 1))::uuid END, s, 'step ' || s,
+		        jsonb_build_object('step', s, 'note', repeat('agent state ', 15)), 200
+		 FROM generate_series(1, $1::int) t, generate_series(1, ` + strconv.Itoa(scalePerThread) + `) s`,
 	} {
 		var args []any
 		if slices.Contains([]byte(q), '$') {
 			args = append(args, threads)
 		}
-		if _, err := pool.Exec(ctx, q, args...); err != nil {
-			b.Fatalf("%s: %v", q, err)
+		if _, err := db.Exec(ctx, q, args...); err != nil {
+			tb.Fatalf("%s: %v", q, err)
 		}
 	}
 }
@@ -112,7 +130,7 @@ func scaleListThreads(b *testing.B) {
 	d := pgtest.NewDB(b)
 	ctx := context.Background()
 	threads := scaleThreads(b)
-	scaleFill(b, d.Pool, threads)
+	scaleFill(b, d, threads)
 	eng := engine.New(postgres.NewStore(d.Pool, postgres.Options{}), engine.Config{})
 	const page = 100
 	bareQuery := `
@@ -214,7 +232,7 @@ func scaleSweep(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
-		scaleFill(b, d.Pool, threads)
+		scaleFill(b, d, threads)
 		b.StartTimer()
 		runOurs := func() {
 			t, r := benchratio.SweepRound(b, window, write, sweep)
@@ -326,10 +344,10 @@ func scaleLong(b *testing.B) {
 		SELECT thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, merge_parent_id, step, created_at,
 		       trigger, tags, summary, metadata, format, next_node, size_bytes
 		FROM pgcheckpoint.checkpoints;
-		ALTER TABLE bench_meta ADD PRIMARY KEY (thread_id, namespace, seq);
-		ANALYZE bench_meta, bench_whole, pgcheckpoint.checkpoints`); err != nil {
+		ALTER TABLE bench_meta ADD PRIMARY KEY (thread_id, namespace, seq)`); err != nil {
 		b.Fatal(err)
 	}
+	d.AsOwner(b, `ANALYZE bench_meta, bench_whole, pgcheckpoint.checkpoints`)
 	b.Logf("head: %d bytes of messages and state", len(head.Messages)+len(head.State))
 	b.Run("latest", func(b *testing.B) {
 		b.ReportMetric(alternate(b, func() error {
