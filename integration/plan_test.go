@@ -2,10 +2,12 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgcheckpoint/pgcheckpoint/db"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/integration/pgtest"
 )
@@ -83,5 +85,81 @@ func TestCachedPlansStayIndexLookupsOnLongThreads(t *testing.T) {
 	// A row or two per call; a scan of the thread fetches 600 per call.
 	if perCall := read / (3 * calls); perCall > 5 {
 		t.Fatalf("%d rows fetched by index per call on a 600-checkpoint thread: a cached plan scans the thread", perCall)
+	}
+}
+
+// The thread listing's plan, made before the tables were analyzed (a new
+// installation, a bulk load), must read each listed thread's head by index,
+// not walk the thread: its rewound-to lookup once named the thread and
+// namespace beside the id, and a plan could then scan every checkpoint of
+// every listed thread for a rewind most threads do not have. Counted with
+// the transaction's own statistics, as above.
+func TestCachedListingPlanReadsNoThreadWhole(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, b.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	b.db.HoldRole(t)
+	if _, err := conn.Exec(ctx, "SET ROLE "+pgtest.HeldRole); err != nil {
+		t.Fatal(err)
+	}
+	// The listing benchmark's threads, loaded as it loads them; s000002
+	// rewound to its first checkpoint.
+	const threads = 10000
+	scaleRows(t, conn, threads)
+	if _, err := conn.Exec(ctx, `UPDATE pgcheckpoint.threads SET rewound_to = md5('2:1')::uuid WHERE thread_id = 's000002'`); err != nil {
+		t.Fatal(err)
+	}
+	q := db.New(conn)
+	const page = 100
+	list := func() {
+		t.Helper()
+		rows, err := q.ThreadListHeads(ctx, db.ThreadListHeadsParams{After: "", MaxRows: page})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != page {
+			t.Fatalf("listed %d threads, want %d", len(rows), page)
+		}
+		for i, r := range rows {
+			want := int64(scalePerThread)
+			if r.ThreadID == "s000002" {
+				want = 1
+			}
+			if r.ThreadID != fmt.Sprintf("s%06d", i+1) || r.HeadStep != want {
+				t.Fatalf("row %d: %s at step %d; want s%06d at step %d", i, r.ThreadID, r.HeadStep, i+1, want)
+			}
+		}
+	}
+	// The plans are made now, with no statistics.
+	for range 10 {
+		list()
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	q = q.WithTx(tx)
+	fetched := func() int64 {
+		var n int64
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(idx_tup_fetch), 0) FROM pg_stat_xact_user_tables
+			WHERE schemaname = 'pgcheckpoint' AND relname = 'checkpoints'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := fetched()
+	const calls = 10
+	for range calls {
+		list()
+	}
+	// A head a thread and one rewind: 101 rows a page; walks fetch 2,100.
+	if perCall := (fetched() - before) / calls; perCall > 2*page {
+		t.Fatalf("%d rows fetched by index per listing of %d threads of %d checkpoints: the plan walks the threads", perCall, page, scalePerThread)
 	}
 }

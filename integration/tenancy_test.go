@@ -236,6 +236,7 @@ var sqlProbes = map[string]sqlProbe{
 	"thread_head_for_write(text,text,uuid,uuid)": {
 		sql: `SELECT * FROM pgcheckpoint.thread_head_for_write('{thread}', '', '{new}', '{id3}')`, echoes: true, note: "wanted_parent is p_parent_checkpoint_id"},
 	"thread_head_seq(text,text)":        {sql: `SELECT pgcheckpoint.thread_head_seq('{thread}', '')`, named: true},
+	"thread_list_heads(text,integer)":   {sql: `SELECT * FROM pgcheckpoint.thread_list_heads('', 100)`, note: "lists the caller's own threads"},
 	"thread_lock(text)":                 {sql: `SELECT pgcheckpoint.thread_lock('{thread}')`, note: "makes the caller's own lock row"},
 	"thread_lock_many(text[])":          {sql: `SELECT pgcheckpoint.thread_lock_many(ARRAY['{thread}', '{branch}'])`, note: "makes the caller's own lock rows"},
 	"thread_merge(text,text,uuid,text)": {sql: `SELECT * FROM pgcheckpoint.thread_merge('{branch}', '{thread}', '{new}')`, named: true},

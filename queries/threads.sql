@@ -1,19 +1,10 @@
 -- name: ThreadListHeads :many
--- One row per thread with its head: DISTINCT ON picks the root namespace
--- ('' sorts first) and walks the threads primary key; tenant_thread_heads,
--- inlined, finds each head with one index probe in the plan. A page reads
--- about max_rows thread rows and one head each, however many checkpoints
--- there are.
-SELECT DISTINCT ON (t.thread_id)
-       t.thread_id, t.namespace, t.metadata, t.created_at,
-       coalesce(t.head_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS head_checkpoint_id,
-       coalesce(t.head_step, 0)::bigint AS head_step,
-       coalesce(t.head_summary, '')::text AS head_summary,
-       coalesce(t.head_created_at, t.created_at)::timestamptz AS head_created_at
-FROM pgcheckpoint.tenant_thread_heads t
-WHERE t.thread_id > @after::text
-ORDER BY t.thread_id, t.namespace
-LIMIT @max_rows::int;
+-- A page of threads with their heads (see pgcheckpoint.thread_list_heads).
+SELECT h.thread_id::text AS thread_id, h.namespace::text AS namespace, h.metadata::jsonb AS metadata,
+       h.created_at::timestamptz AS created_at, h.head_checkpoint_id::uuid AS head_checkpoint_id,
+       h.head_step::bigint AS head_step, h.head_summary::text AS head_summary,
+       h.head_created_at::timestamptz AS head_created_at
+FROM pgcheckpoint.thread_list_heads(@after::text, @max_rows::int) AS h;
 
 -- name: ThreadDelete :one
 -- See pgcheckpoint.thread_delete: every table, under the thread lock.

@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 31 has it:
+-- The pgcheckpoint schema as a database migrated to version 33 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/: the baseline, and any after
@@ -1809,6 +1809,40 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_head_seq(text,text) IS 'The seq of a thread''s head: the rewound-to checkpoint if the thread was rewound since its last write, else the newest. NULL when the thread has no checkpoint.';
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_list_heads(p_after text, p_max_rows integer)
+ RETURNS TABLE(thread_id text, namespace text, metadata jsonb, created_at timestamp with time zone, head_checkpoint_id uuid, head_step bigint, head_summary text, head_created_at timestamp with time zone)
+ LANGUAGE plpgsql
+ STABLE PARALLEL SAFE ROWS 100
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+#variable_conflict use_column
+BEGIN
+    -- One row per thread with its head: DISTINCT ON keeps the root
+    -- namespace ('' sorts first) and walks the threads primary key;
+    -- tenant_thread_heads, inlined, finds each head with one index probe.
+    -- A page reads about p_max_rows thread rows and one head each, however
+    -- many checkpoints there are.
+    -- The plan is generic, made once per session: the same for every
+    -- cursor and page size, where a plan made for each call cost more
+    -- than the page's reads (the plan cache otherwise keeps planning
+    -- anew, its generic estimate for an unknown LIMIT being a tenth of the
+    -- threads).
+    RETURN QUERY
+    SELECT DISTINCT ON (t.thread_id)
+           t.thread_id, t.namespace, t.metadata, t.created_at,
+           coalesce(t.head_checkpoint_id, '00000000-0000-0000-0000-000000000000'::uuid),
+           coalesce(t.head_step, 0::bigint),
+           coalesce(t.head_summary, ''::text),
+           coalesce(t.head_created_at, t.created_at)
+    FROM pgcheckpoint.tenant_thread_heads t
+    WHERE t.thread_id > p_after
+    ORDER BY t.thread_id, t.namespace
+    LIMIT p_max_rows;
+END
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_list_heads(text,integer) IS 'A page of the session''s tenant''s threads after thread id p_after (byte order; '''' for the first page), at most p_max_rows: each thread''s root namespace with its metadata, creation time and head (id, step, summary, creation time; the nil id, 0, '''' and the thread''s creation time when it has no checkpoint). The engine''s ListThreads.';
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_lock(p_thread_id text)
  RETURNS void
  LANGUAGE plpgsql
@@ -2142,14 +2176,22 @@ CREATE VIEW pgcheckpoint.tenant_thread_heads WITH (security_invoker=true) AS
     h.summary AS head_summary,
     h.created_at AS head_created_at
    FROM (pgcheckpoint.tenant_threads t
-     LEFT JOIN LATERAL (( SELECT c.seq,
-            c.checkpoint_id,
-            c.step,
-            c.summary,
-            c.created_at
-           FROM pgcheckpoint.tenant_checkpoints c
-          WHERE ((c.checkpoint_id = t.rewound_to) AND (c.thread_id = t.thread_id) AND (c.namespace = t.namespace))
-         LIMIT 1)
+     LEFT JOIN LATERAL ( SELECT r.seq,
+            r.checkpoint_id,
+            r.step,
+            r.summary,
+            r.created_at
+           FROM ( SELECT c.seq,
+                    c.checkpoint_id,
+                    c.step,
+                    c.summary,
+                    c.created_at,
+                    c.thread_id,
+                    c.namespace
+                   FROM pgcheckpoint.tenant_checkpoints c
+                  WHERE (c.checkpoint_id = t.rewound_to)
+                 LIMIT 1) r
+          WHERE ((r.thread_id = t.thread_id) AND (r.namespace = t.namespace))
         UNION ALL
         ( SELECT c.seq,
             c.checkpoint_id,

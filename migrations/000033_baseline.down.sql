@@ -1,4 +1,4 @@
--- Reverts 000031_baseline.up.sql: drops every object it made (a view
+-- Reverts 000033_baseline.up.sql: drops every object it made (a view
 -- first, then its table; the functions last, which defaults and policies
 -- call). The pgcheckpoint schema stays, as the migration tool made it: it
 -- holds the version table. Generated with the up migration.
@@ -67,6 +67,7 @@ DROP FUNCTION
     pgcheckpoint.thread_head(text,text),
     pgcheckpoint.thread_head_for_write(text,text,uuid,uuid),
     pgcheckpoint.thread_head_seq(text,text),
+    pgcheckpoint.thread_list_heads(text,integer),
     pgcheckpoint.thread_lock(text),
     pgcheckpoint.thread_lock_many(text[]),
     pgcheckpoint.thread_merge(text,text,uuid,text),
