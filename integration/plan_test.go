@@ -92,8 +92,9 @@ func TestCachedPlansStayIndexLookupsOnLongThreads(t *testing.T) {
 // installation, a bulk load), must read each listed thread's head by index,
 // not walk the thread: its rewound-to lookup once named the thread and
 // namespace beside the id, and a plan could then scan every checkpoint of
-// every listed thread for a rewind most threads do not have. Counted with
-// the transaction's own statistics, as above.
+// every listed thread for a rewind most threads do not have. Nor does it
+// start that lookup for a thread without a rewind. Counted with the
+// transaction's own statistics, as above.
 func TestCachedListingPlanReadsNoThreadWhole(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -145,21 +146,27 @@ func TestCachedListingPlanReadsNoThreadWhole(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	q = q.WithTx(tx)
-	fetched := func() int64 {
-		var n int64
-		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(idx_tup_fetch), 0) FROM pg_stat_xact_user_tables
-			WHERE schemaname = 'pgcheckpoint' AND relname = 'checkpoints'`).Scan(&n); err != nil {
+	// Index scans started and rows they fetched on checkpoints.
+	counts := func() (scans, rows int64) {
+		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(idx_scan), 0), coalesce(sum(idx_tup_fetch), 0) FROM pg_stat_xact_user_tables
+			WHERE schemaname = 'pgcheckpoint' AND relname = 'checkpoints'`).Scan(&scans, &rows); err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return scans, rows
 	}
-	before := fetched()
+	scans0, rows0 := counts()
 	const calls = 10
 	for range calls {
 		list()
 	}
+	scans, rows := counts()
 	// A head a thread and one rewind: 101 rows a page; walks fetch 2,100.
-	if perCall := (fetched() - before) / calls; perCall > 2*page {
+	if perCall := (rows - rows0) / calls; perCall > 2*page {
 		t.Fatalf("%d rows fetched by index per listing of %d threads of %d checkpoints: the plan walks the threads", perCall, page, scalePerThread)
+	}
+	// One head lookup a thread, and a rewound-to lookup for the one
+	// rewound thread alone, not one for each thread.
+	if perCall := (scans - scans0) / calls; perCall > page+page/10 {
+		t.Fatalf("%d index scans per listing of %d threads, one rewound: a rewound-to lookup for every thread", perCall, page)
 	}
 }

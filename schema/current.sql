@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 33 has it:
+-- The pgcheckpoint schema as a database migrated to version 34 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/: the baseline, and any after
@@ -2189,7 +2189,7 @@ CREATE VIEW pgcheckpoint.tenant_thread_heads WITH (security_invoker=true) AS
                     c.thread_id,
                     c.namespace
                    FROM pgcheckpoint.tenant_checkpoints c
-                  WHERE (c.checkpoint_id = t.rewound_to)
+                  WHERE ((t.rewound_to IS NOT NULL) AND (c.checkpoint_id = t.rewound_to))
                  LIMIT 1) r
           WHERE ((r.thread_id = t.thread_id) AND (r.namespace = t.namespace))
         UNION ALL

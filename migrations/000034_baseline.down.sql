@@ -1,4 +1,4 @@
--- Reverts 000033_baseline.up.sql: drops every object it made (a view
+-- Reverts 000034_baseline.up.sql: drops every object it made (a view
 -- first, then its table; the functions last, which defaults and policies
 -- call). The pgcheckpoint schema stays, as the migration tool made it: it
 -- holds the version table. Generated with the up migration.

@@ -1,7 +1,7 @@
--- pgcheckpoint's schema at version 33, whole: tables, views, functions,
+-- pgcheckpoint's schema at version 34, whole: tables, views, functions,
 -- their comments and privileges. Before 0.1.0 every migration was folded
 -- into this one (docs/contributing.md, "Migrations"); it was generated
--- from the catalog of a database migrated to version 33 with
+-- from the catalog of a database migrated to version 34 with
 --
 --   go test ./integration -run '^TestFoldMigrations$' -fold
 --
@@ -2189,7 +2189,7 @@ CREATE VIEW pgcheckpoint.tenant_thread_heads WITH (security_invoker=true) AS
                     c.thread_id,
                     c.namespace
                    FROM pgcheckpoint.tenant_checkpoints c
-                  WHERE (c.checkpoint_id = t.rewound_to)
+                  WHERE ((t.rewound_to IS NOT NULL) AND (c.checkpoint_id = t.rewound_to))
                  LIMIT 1) r
           WHERE ((r.thread_id = t.thread_id) AND (r.namespace = t.namespace))
         UNION ALL
