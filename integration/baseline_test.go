@@ -399,16 +399,17 @@ CREATE SCHEMA IF NOT EXISTS %s;
 		return "", "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `-- Reverts %s.up.sql: drops every object it made (a view
--- first, then its table; the functions last, which defaults and policies
--- call). The pgcheckpoint schema stays, as the migration tool made it: it
+	fmt.Fprintf(&b, `-- Reverts %s.up.sql: drops every object it made (a function that
+-- returns a view's rows, then the view, then its table; the other
+-- functions last, which defaults and policies call). The pgcheckpoint schema stays, as the migration tool made it: it
 -- holds the version table. Generated with the up migration.
 `, file)
 	for _, kind := range []struct{ drop, query string }{
+		{"FUNCTION", `SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = $1::regnamespace AND p.prokind = 'f' AND ` + returnsViewRows + ` ORDER BY p.proname, 1`},
 		{"VIEW", `SELECT c.oid::regclass::text FROM pg_class c WHERE c.relnamespace = $1::regnamespace AND c.relkind = 'v' ORDER BY c.relname`},
 		{"TABLE", `SELECT c.oid::regclass::text FROM pg_class c WHERE c.relnamespace = $1::regnamespace AND c.relkind = 'r' AND c.relname <> '` + schema.VersionTable + `' ORDER BY c.relname`},
 		{"AGGREGATE", `SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = $1::regnamespace AND p.prokind = 'a' ORDER BY p.proname, 1`},
-		{"FUNCTION", `SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = $1::regnamespace AND p.prokind = 'f' ORDER BY p.proname, 1`},
+		{"FUNCTION", `SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = $1::regnamespace AND p.prokind = 'f' AND NOT ` + returnsViewRows + ` ORDER BY p.proname, 1`},
 		{"PROCEDURE", `SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = $1::regnamespace AND p.prokind = 'p' ORDER BY p.proname, 1`},
 	} {
 		rows, err := tx.Query(ctx, kind.query, schema.Name)

@@ -24,6 +24,11 @@ func catalog(t *testing.T, pool *pgxpool.Pool) string {
 	return s
 }
 
+// returnsViewRows is true of a function of pg_proc p whose result is the
+// row type of a view: it is created after the views, and dropped before.
+const returnsViewRows = `EXISTS (SELECT FROM pg_type t JOIN pg_class r ON r.oid = t.typrelid
+    WHERE t.oid = p.prorettype AND r.relkind = 'v')`
+
 // dumpSchema writes the pgcheckpoint schema of a database as SQL, read
 // from its catalog: every table with its columns, constraints, indexes and
 // triggers, every view, every function and procedure with its whole body,
@@ -126,7 +131,9 @@ func (d *dumper) dump() error {
 	// Functions are written after the tables, in name order, not in the
 	// order they call each other: their bodies are checked when called,
 	// not when created. Views come after the functions (and aggregates),
-	// which they may call (the tenant views call current_tenant()).
+	// which they may call (the tenant views call current_tenant()); a
+	// function that returns a view's rows comes after the views, whose row
+	// type it names.
 	d.out.WriteString("SET check_function_bodies = false;\n\nCREATE SCHEMA " + name + ";\n")
 	d.writeExtras(objectKey{"pg_namespace", d.ns, 0})
 	d.out.WriteString("\n-- Tables\n")
@@ -134,13 +141,16 @@ func (d *dumper) dump() error {
 	if err := d.tables(); err != nil {
 		return err
 	}
-	if err := d.functions(); err != nil {
+	if err := d.functions(false); err != nil {
 		return err
 	}
 	if err := d.aggregates(); err != nil {
 		return err
 	}
 	if err := d.views(); err != nil {
+		return err
+	}
+	if err := d.functions(true); err != nil {
 		return err
 	}
 	d.writeSecurity()
@@ -697,16 +707,20 @@ func (d *dumper) views() error {
 
 // functions writes each function and procedure, whole, in the order of
 // their names and then their arguments, with its comment and privileges.
-func (d *dumper) functions() error {
+func (d *dumper) functions(ofViews bool) error {
 	rows, err := d.tx.Query(d.ctx, `
 SELECT p.oid, pg_get_functiondef(p.oid)
 FROM pg_proc p
-WHERE p.pronamespace = $1 AND p.prokind IN ('f', 'p')
-ORDER BY p.proname COLLATE "C", pg_get_function_identity_arguments(p.oid) COLLATE "C"`, d.ns)
+WHERE p.pronamespace = $1 AND p.prokind IN ('f', 'p') AND `+returnsViewRows+` = $2
+ORDER BY p.proname COLLATE "C", pg_get_function_identity_arguments(p.oid) COLLATE "C"`, d.ns, ofViews)
 	if err != nil {
 		return err
 	}
-	d.out.WriteString("\n-- Functions and procedures\n")
+	if ofViews {
+		d.out.WriteString("\n-- Functions that return a view's rows\n")
+	} else {
+		d.out.WriteString("\n-- Functions and procedures\n")
+	}
 	var oid uint32
 	var def string
 	_, err = pgx.ForEachRow(rows, []any{&oid, &def}, func() error {

@@ -194,10 +194,11 @@ var sqlProbes = map[string]sqlProbe{
 	"checkpoint_delete_many_in(text[],uuid[])":             {sql: `SELECT * FROM pgcheckpoint.checkpoint_delete_many_in(ARRAY['{thread}'], ARRAY['{id0}', '{id1}', '{id2}', '{sub}']::uuid[])`, named: true},
 	"checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer)": {
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_delta('[]', '{}', '{}', NULL, NULL, NULL, '{id3}', 1, 1, 0, NULL, NULL, NULL, 50)`},
-	"checkpoint_last_message(uuid)":     {sql: `SELECT pgcheckpoint.checkpoint_last_message('{id3}')`, named: true},
-	"checkpoint_lineage(uuid,integer)":  {sql: `SELECT * FROM pgcheckpoint.checkpoint_lineage('{id3}')`, named: true},
-	"checkpoint_materialize(uuid)":      {sql: `SELECT * FROM pgcheckpoint.checkpoint_materialize('{id3}')`, named: true},
-	"checkpoint_materialize_json(uuid)": {sql: `SELECT * FROM pgcheckpoint.checkpoint_materialize_json('{id3}')`, named: true},
+	"checkpoint_last_message(uuid)":       {sql: `SELECT pgcheckpoint.checkpoint_last_message('{id3}')`, named: true},
+	"checkpoint_lineage(uuid,integer)":    {sql: `SELECT * FROM pgcheckpoint.checkpoint_lineage('{id3}')`, named: true},
+	"checkpoint_line_range(uuid,integer)": {sql: `SELECT * FROM pgcheckpoint.checkpoint_line_range('{id3}', 100)`, named: true},
+	"checkpoint_materialize(uuid)":        {sql: `SELECT * FROM pgcheckpoint.checkpoint_materialize('{id3}')`, named: true},
+	"checkpoint_materialize_json(uuid)":   {sql: `SELECT * FROM pgcheckpoint.checkpoint_materialize_json('{id3}')`, named: true},
 	"checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb)": {
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_put('{thread}', '', '{new}', '{id2}', 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`, named: true},
 	"checkpoint_rebuild_json(uuid)":                 {sql: `SELECT * FROM pgcheckpoint.checkpoint_rebuild_json('{id3}')`, named: true},

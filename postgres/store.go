@@ -470,7 +470,7 @@ func (s *Store) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]engine.
 		}
 		out := make([]engine.CheckpointInfo, len(rows))
 		for i, r := range rows {
-			out[i] = pgInfo(db.PgcheckpointTenantCheckpointInfo(r.PgcheckpointTenantCheckpointInfo))
+			out[i] = pgInfo(db.PgcheckpointTenantCheckpointInfo(r))
 		}
 		if engine.LinePage(out, limit) {
 			return out, nil

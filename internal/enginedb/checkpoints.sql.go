@@ -90,59 +90,43 @@ func (q *Queries) CheckpointHeadID(ctx context.Context, arg CheckpointHeadIDPara
 }
 
 const CheckpointLineRange = `-- name: CheckpointLineRange :many
-WITH s AS (
-    SELECT x.thread_id, x.namespace, x.seq FROM pgcheckpoint.tenant_checkpoints x
-    WHERE x.checkpoint_id = $2::uuid LIMIT 1
-)
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_parent_id, c.step, c.created_at, c.trigger, c.tags, c.summary, c.metadata, c.format, c.next_node, c.size_bytes
-FROM pgcheckpoint.tenant_checkpoint_info c
-WHERE c.thread_id = (SELECT s.thread_id FROM s) AND c.namespace = (SELECT s.namespace FROM s)
-  AND c.seq <= (SELECT s.seq FROM s)
-ORDER BY c.seq DESC
-LIMIT $1::int
+FROM pgcheckpoint.checkpoint_line_range($1::uuid, $2::int) AS c
 `
 
 type CheckpointLineRangeParams struct {
-	MaxRows      int32
 	CheckpointID uuid.UUID
-}
-
-type CheckpointLineRangeRow struct {
-	PgcheckpointTenantCheckpointInfo PgcheckpointTenantCheckpointInfo
+	MaxRows      int32
 }
 
 // A checkpoint and the checkpoints written before it in its thread and
 // namespace, newest first, at most max_rows: a page of its lineage when
-// engine.LinePage says so (one range of the key, where
-// pgcheckpoint.checkpoint_lineage looks each parent up). The key comes
-// as plain values (scalar subqueries of one look-up): one backward index
-// scan that stops at max_rows, where a join reads the thread's rows and
-// sorts them.
-func (q *Queries) CheckpointLineRange(ctx context.Context, arg CheckpointLineRangeParams) ([]CheckpointLineRangeRow, error) {
-	rows, err := q.db.Query(ctx, CheckpointLineRange, arg.MaxRows, arg.CheckpointID)
+// engine.LinePage says so (see pgcheckpoint.checkpoint_line_range).
+func (q *Queries) CheckpointLineRange(ctx context.Context, arg CheckpointLineRangeParams) ([]PgcheckpointTenantCheckpointInfo, error) {
+	rows, err := q.db.Query(ctx, CheckpointLineRange, arg.CheckpointID, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []CheckpointLineRangeRow{}
+	items := []PgcheckpointTenantCheckpointInfo{}
 	for rows.Next() {
-		var i CheckpointLineRangeRow
+		var i PgcheckpointTenantCheckpointInfo
 		if err := rows.Scan(
-			&i.PgcheckpointTenantCheckpointInfo.ThreadID,
-			&i.PgcheckpointTenantCheckpointInfo.Namespace,
-			&i.PgcheckpointTenantCheckpointInfo.Seq,
-			&i.PgcheckpointTenantCheckpointInfo.CheckpointID,
-			&i.PgcheckpointTenantCheckpointInfo.ParentCheckpointID,
-			&i.PgcheckpointTenantCheckpointInfo.MergeParentID,
-			&i.PgcheckpointTenantCheckpointInfo.Step,
-			&i.PgcheckpointTenantCheckpointInfo.CreatedAt,
-			&i.PgcheckpointTenantCheckpointInfo.Trigger,
-			&i.PgcheckpointTenantCheckpointInfo.Tags,
-			&i.PgcheckpointTenantCheckpointInfo.Summary,
-			&i.PgcheckpointTenantCheckpointInfo.Metadata,
-			&i.PgcheckpointTenantCheckpointInfo.Format,
-			&i.PgcheckpointTenantCheckpointInfo.NextNode,
-			&i.PgcheckpointTenantCheckpointInfo.SizeBytes,
+			&i.ThreadID,
+			&i.Namespace,
+			&i.Seq,
+			&i.CheckpointID,
+			&i.ParentCheckpointID,
+			&i.MergeParentID,
+			&i.Step,
+			&i.CreatedAt,
+			&i.Trigger,
+			&i.Tags,
+			&i.Summary,
+			&i.Metadata,
+			&i.Format,
+			&i.NextNode,
+			&i.SizeBytes,
 		); err != nil {
 			return nil, err
 		}

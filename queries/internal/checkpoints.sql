@@ -115,18 +115,6 @@ WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text
 -- name: CheckpointLineRange :many
 -- A checkpoint and the checkpoints written before it in its thread and
 -- namespace, newest first, at most max_rows: a page of its lineage when
--- engine.LinePage says so (one range of the key, where
--- pgcheckpoint.checkpoint_lineage looks each parent up). The key comes
--- as plain values (scalar subqueries of one look-up): one backward index
--- scan that stops at max_rows, where a join reads the thread's rows and
--- sorts them.
-WITH s AS (
-    SELECT x.thread_id, x.namespace, x.seq FROM pgcheckpoint.tenant_checkpoints x
-    WHERE x.checkpoint_id = @checkpoint_id::uuid LIMIT 1
-)
-SELECT sqlc.embed(c)
-FROM pgcheckpoint.tenant_checkpoint_info c
-WHERE c.thread_id = (SELECT s.thread_id FROM s) AND c.namespace = (SELECT s.namespace FROM s)
-  AND c.seq <= (SELECT s.seq FROM s)
-ORDER BY c.seq DESC
-LIMIT @max_rows::int;
+-- engine.LinePage says so (see pgcheckpoint.checkpoint_line_range).
+SELECT c.*
+FROM pgcheckpoint.checkpoint_line_range(@checkpoint_id::uuid, @max_rows::int) AS c;

@@ -1,7 +1,7 @@
--- pgcheckpoint's schema at version 34, whole: tables, views, functions,
+-- pgcheckpoint's schema at version 35, whole: tables, views, functions,
 -- their comments and privileges. Before 0.1.0 every migration was folded
 -- into this one (docs/contributing.md, "Migrations"); it was generated
--- from the catalog of a database migrated to version 34 with
+-- from the catalog of a database migrated to version 35 with
 --
 --   go test ./integration -run '^TestFoldMigrations$' -fold
 --
@@ -2204,6 +2204,38 @@ CREATE VIEW pgcheckpoint.tenant_thread_heads WITH (security_invoker=true) AS
          LIMIT 1)
  LIMIT 1) h ON (true));
 COMMENT ON VIEW pgcheckpoint.tenant_thread_heads IS 'Each thread and namespace of the session''s tenant (its metadata and creation time) with its head (seq, id, step, summary, creation time): the rewound-to checkpoint when the thread was rewound since its last write (and it is one of the thread and namespace), else the newest; NULLs when there is no checkpoint. thread_head_seq and the thread listing read it.';
+
+-- Functions that return a view's rows
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_line_range(p_checkpoint_id uuid, p_max_rows integer)
+ RETURNS SETOF pgcheckpoint.tenant_checkpoint_info
+ LANGUAGE plpgsql
+ STABLE PARALLEL SAFE ROWS 100
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+BEGIN
+    -- One range of the thread's key: the key comes as plain values
+    -- (scalar subqueries of one look-up by id), so the plan is one
+    -- backward index scan that stops at p_max_rows, where a join would
+    -- read the thread's rows and sort them. The plan is generic, made
+    -- once per session: with statistics the plan cache otherwise plans
+    -- every call anew (its estimate for an unknown LIMIT makes the generic
+    -- plan look dearer), at about what running it costs.
+    RETURN QUERY
+    WITH s AS (
+        SELECT x.thread_id, x.namespace, x.seq FROM pgcheckpoint.tenant_checkpoints x
+        WHERE x.checkpoint_id = p_checkpoint_id LIMIT 1
+    )
+    SELECT c.*
+    FROM pgcheckpoint.tenant_checkpoint_info c
+    WHERE c.thread_id = (SELECT s.thread_id FROM s) AND c.namespace = (SELECT s.namespace FROM s)
+      AND c.seq <= (SELECT s.seq FROM s)
+    ORDER BY c.seq DESC
+    LIMIT p_max_rows;
+END
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_line_range(uuid,integer) IS 'A checkpoint of the session''s tenant and the checkpoints written before it in its thread and namespace, newest first, at most p_max_rows (tenant_checkpoint_info rows): a page of its lineage when no rewind lies inside it, read as one range of the key (checkpoint_lineage walks parent by parent). Nothing for an unknown id.';
 
 -- Row-level security, and defaults that call the functions
 

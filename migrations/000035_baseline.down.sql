@@ -1,7 +1,10 @@
--- Reverts 000034_baseline.up.sql: drops every object it made (a view
--- first, then its table; the functions last, which defaults and policies
--- call). The pgcheckpoint schema stays, as the migration tool made it: it
+-- Reverts 000035_baseline.up.sql: drops every object it made (a function that
+-- returns a view's rows, then the view, then its table; the other
+-- functions last, which defaults and policies call). The pgcheckpoint schema stays, as the migration tool made it: it
 -- holds the version table. Generated with the up migration.
+
+DROP FUNCTION
+    pgcheckpoint.checkpoint_line_range(uuid,integer);
 
 DROP VIEW
     pgcheckpoint.checkpoint_info,
