@@ -20,19 +20,8 @@ import (
 // statistics, so the test does not depend on timing.
 func TestCachedPlansStayIndexLookupsOnLongThreads(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, b.db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	// As the application runs: a role that row-level security holds, whose
-	// plans have the tenant's qualifier (a superuser's have none).
-	b.db.HoldRole(t)
-	if _, err := conn.Exec(ctx, "SET ROLE "+pgtest.HeldRole); err != nil {
-		t.Fatal(err)
-	}
+	conn := heldConn(t)
 	put := func(tx pgx.Tx, parent any) {
 		t.Helper()
 		if _, err := tx.Exec(ctx, `SELECT * FROM pgcheckpoint.checkpoint_put('long', '', $1, $2, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`,
@@ -61,17 +50,7 @@ func TestCachedPlansStayIndexLookupsOnLongThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	// The view also holds counts not yet flushed from earlier transactions
-	// of this connection: measure the difference.
-	fetched := func() int64 {
-		var n int64
-		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(idx_tup_fetch), 0) FROM pg_stat_xact_user_tables
-			WHERE schemaname = 'pgcheckpoint' AND relname = 'checkpoints'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	before := fetched()
+	_, before := indexReads(t, tx)
 	const calls = 10
 	for range calls {
 		put(tx, nil)
@@ -81,7 +60,8 @@ func TestCachedPlansStayIndexLookupsOnLongThreads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	read := fetched() - before
+	_, after := indexReads(t, tx)
+	read := after - before
 	// A row or two per call; a scan of the thread fetches 600 per call.
 	if perCall := read / (3 * calls); perCall > 5 {
 		t.Fatalf("%d rows fetched by index per call on a 600-checkpoint thread: a cached plan scans the thread", perCall)
@@ -97,17 +77,8 @@ func TestCachedPlansStayIndexLookupsOnLongThreads(t *testing.T) {
 // transaction's own statistics, as above.
 func TestCachedListingPlanReadsNoThreadWhole(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, b.db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	b.db.HoldRole(t)
-	if _, err := conn.Exec(ctx, "SET ROLE "+pgtest.HeldRole); err != nil {
-		t.Fatal(err)
-	}
+	conn := heldConn(t)
 	// The listing benchmark's threads, loaded as it loads them; s000002
 	// rewound to its first checkpoint.
 	const threads = 10000
@@ -146,20 +117,12 @@ func TestCachedListingPlanReadsNoThreadWhole(t *testing.T) {
 	}
 	defer tx.Rollback(ctx)
 	q = q.WithTx(tx)
-	// Index scans started and rows they fetched on checkpoints.
-	counts := func() (scans, rows int64) {
-		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(idx_scan), 0), coalesce(sum(idx_tup_fetch), 0) FROM pg_stat_xact_user_tables
-			WHERE schemaname = 'pgcheckpoint' AND relname = 'checkpoints'`).Scan(&scans, &rows); err != nil {
-			t.Fatal(err)
-		}
-		return scans, rows
-	}
-	scans0, rows0 := counts()
+	scans0, rows0 := indexReads(t, tx)
 	const calls = 10
 	for range calls {
 		list()
 	}
-	scans, rows := counts()
+	scans, rows := indexReads(t, tx)
 	// A head a thread and one rewind: 101 rows a page; walks fetch 2,100.
 	if perCall := (rows - rows0) / calls; perCall > 2*page {
 		t.Fatalf("%d rows fetched by index per listing of %d threads of %d checkpoints: the plan walks the threads", perCall, page, scalePerThread)
@@ -169,4 +132,36 @@ func TestCachedListingPlanReadsNoThreadWhole(t *testing.T) {
 	if perCall := (scans - scans0) / calls; perCall > page+page/10 {
 		t.Fatalf("%d index scans per listing of %d threads, one rewound: a rewound-to lookup for every thread", perCall, page)
 	}
+}
+
+// heldConn connects to a new test database as the application runs: as a
+// role that row-level security holds, whose plans have the tenant's
+// qualifier (a superuser's have none). Closed when the test ends.
+func heldConn(t *testing.T) *pgx.Conn {
+	t.Helper()
+	b := setup(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, b.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.WithoutCancel(ctx)) })
+	b.db.HoldRole(t)
+	if _, err := conn.Exec(ctx, "SET ROLE "+pgtest.HeldRole); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// indexReads returns how many index scans tx has started on the
+// checkpoints table and how many rows they fetched. The view also holds
+// counts not yet flushed from earlier transactions of the connection:
+// compare two readings.
+func indexReads(t *testing.T, tx pgx.Tx) (scans, rows int64) {
+	t.Helper()
+	if err := tx.QueryRow(context.Background(), `SELECT coalesce(sum(idx_scan), 0), coalesce(sum(idx_tup_fetch), 0)
+		FROM pg_stat_xact_user_tables WHERE schemaname = 'pgcheckpoint' AND relname = 'checkpoints'`).Scan(&scans, &rows); err != nil {
+		t.Fatal(err)
+	}
+	return scans, rows
 }

@@ -52,6 +52,7 @@ var notByThread = map[string]string{
 	"function checkpoint_delete_for_runs":  "deletes by run id (metadata), in every thread of the tenant; locks each thread it finds",
 	"function checkpoint_delete_many":      globalCheckpointID + " (finds the ids' threads; checkpoint_delete_many_in then locks them and deletes by key)",
 	"function checkpoint_lineage":          globalCheckpointID,
+	"function checkpoint_line_range":       globalCheckpointID + " (then the rows before it in its thread, by key)",
 	"function checkpoint_materialize":      globalCheckpointID,
 	"function checkpoint_materialize_json": globalCheckpointID,
 	"function delta_chain":                 globalCheckpointID + " (the base links of a delta stay in its thread)",
