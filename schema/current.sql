@@ -1,4 +1,4 @@
--- The pgcheckpoint schema as a database migrated to version 35 has it:
+-- The pgcheckpoint schema as a database migrated to version 36 has it:
 -- tables, views and functions, whole, with their comments and the
 -- privileges the migrations set. Generated from such a database's catalog:
 -- do not edit. The migrations (migrations/: the baseline, and any after
@@ -2176,22 +2176,14 @@ CREATE VIEW pgcheckpoint.tenant_thread_heads WITH (security_invoker=true) AS
     h.summary AS head_summary,
     h.created_at AS head_created_at
    FROM (pgcheckpoint.tenant_threads t
-     LEFT JOIN LATERAL ( SELECT r.seq,
-            r.checkpoint_id,
-            r.step,
-            r.summary,
-            r.created_at
-           FROM ( SELECT c.seq,
-                    c.checkpoint_id,
-                    c.step,
-                    c.summary,
-                    c.created_at,
-                    c.thread_id,
-                    c.namespace
-                   FROM pgcheckpoint.tenant_checkpoints c
-                  WHERE ((t.rewound_to IS NOT NULL) AND (c.checkpoint_id = t.rewound_to))
-                 LIMIT 1) r
-          WHERE ((r.thread_id = t.thread_id) AND (r.namespace = t.namespace))
+     LEFT JOIN LATERAL (( SELECT c.seq,
+            c.checkpoint_id,
+            c.step,
+            c.summary,
+            c.created_at
+           FROM pgcheckpoint.tenant_checkpoints c
+          WHERE ((t.rewound_to IS NOT NULL) AND (c.checkpoint_id = t.rewound_to) AND (c.thread_id = t.thread_id) AND (c.namespace = t.namespace))
+         LIMIT 1)
         UNION ALL
         ( SELECT c.seq,
             c.checkpoint_id,

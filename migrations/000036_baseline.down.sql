@@ -1,4 +1,4 @@
--- Reverts 000035_baseline.up.sql: drops every object it made (a function that
+-- Reverts 000036_baseline.up.sql: drops every object it made (a function that
 -- returns a view's rows, then the view, then its table; the other
 -- functions last, which defaults and policies call). The pgcheckpoint schema stays, as the migration tool made it: it
 -- holds the version table. Generated with the up migration.

@@ -1,7 +1,7 @@
--- pgcheckpoint's schema at version 35, whole: tables, views, functions,
+-- pgcheckpoint's schema at version 36, whole: tables, views, functions,
 -- their comments and privileges. Before 0.1.0 every migration was folded
 -- into this one (docs/contributing.md, "Migrations"); it was generated
--- from the catalog of a database migrated to version 35 with
+-- from the catalog of a database migrated to version 36 with
 --
 --   go test ./integration -run '^TestFoldMigrations$' -fold
 --
@@ -2176,22 +2176,14 @@ CREATE VIEW pgcheckpoint.tenant_thread_heads WITH (security_invoker=true) AS
     h.summary AS head_summary,
     h.created_at AS head_created_at
    FROM (pgcheckpoint.tenant_threads t
-     LEFT JOIN LATERAL ( SELECT r.seq,
-            r.checkpoint_id,
-            r.step,
-            r.summary,
-            r.created_at
-           FROM ( SELECT c.seq,
-                    c.checkpoint_id,
-                    c.step,
-                    c.summary,
-                    c.created_at,
-                    c.thread_id,
-                    c.namespace
-                   FROM pgcheckpoint.tenant_checkpoints c
-                  WHERE ((t.rewound_to IS NOT NULL) AND (c.checkpoint_id = t.rewound_to))
-                 LIMIT 1) r
-          WHERE ((r.thread_id = t.thread_id) AND (r.namespace = t.namespace))
+     LEFT JOIN LATERAL (( SELECT c.seq,
+            c.checkpoint_id,
+            c.step,
+            c.summary,
+            c.created_at
+           FROM pgcheckpoint.tenant_checkpoints c
+          WHERE ((t.rewound_to IS NOT NULL) AND (c.checkpoint_id = t.rewound_to) AND (c.thread_id = t.thread_id) AND (c.namespace = t.namespace))
+         LIMIT 1)
         UNION ALL
         ( SELECT c.seq,
             c.checkpoint_id,
