@@ -260,6 +260,7 @@ var errPreview = errors.New("sqlite: a preview rolls back")
 func (s *Store) prune(ctx context.Context, threadIDs []string, p engine.Policy, preview bool) (engine.DeleteResult, error) {
 	var r engine.DeleteResult
 	err := s.write(ctx, func(q *queries, _ execer) error {
+		r = engine.DeleteResult{} // a write may run again (see writeConn.run)
 		now := s.now()
 		for _, t := range threadIDs {
 			d, err := pruneThread(ctx, q, t, p, now)

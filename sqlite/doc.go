@@ -23,12 +23,14 @@
 // # Guarantees, with SQLite's means
 //
 // The file is in WAL mode, with a busy timeout (Options.BusyTimeout),
-// foreign keys on and synchronous=FULL. Every write is one transaction that
-// starts with BEGIN IMMEDIATE: it holds the database's write lock from its
+// foreign keys on and synchronous=FULL. Every write is all or nothing in a
+// transaction that starts with BEGIN IMMEDIATE, which holds the database's write lock from its
 // first statement, so the parent, step and seq it reads and assigns stay
 // true until it commits, whichever goroutine or process writes next. In a
-// process, writes go through one connection and queue in Go, in order; other
-// processes wait in SQLite's busy handler. Reads use a pool of their own
+// process, writes go through one connection and queue in Go; writes that
+// queue share a transaction and its commit (one sync of the file for
+// them all), each in a savepoint of its own, so a write that fails takes
+// back its own work alone. Other processes wait in SQLite's busy handler. Reads use a pool of their own
 // (Options.MaxReaders) and read a snapshot without waiting for writers. An
 // in-memory database lives in one connection, which serves reads and
 // writes.

@@ -140,7 +140,8 @@ func fromOptString(s *string) sql.NullString {
 // Import calls fn with a writer inside one write transaction, committed
 // when fn returns nil and rolled back otherwise.
 func (s *Store) Import(ctx context.Context, fn func(engine.ImportWriter) error) error {
-	return s.write(ctx, func(q *queries, _ execer) error {
+	// Alone: fn reads its source once, so it cannot run again.
+	return s.writeAlone(ctx, func(q *queries, _ execer) error {
 		return fn(&importWriter{q: q, threads: map[string]bool{}})
 	})
 }

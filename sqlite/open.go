@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sqlite3lib "modernc.org/sqlite/lib"
@@ -155,15 +156,37 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 // the store's life, with every statement a write runs prepared on it once,
 // BEGIN IMMEDIATE and COMMIT included: through database/sql's transactions
 // the driver would compile those two again for every write. Writers of
-// this process take turns on it (mu).
+// this process take turns on it (mu), and writers that queue share a
+// commit (see run).
 type writeConn struct {
-	mu                      sync.Mutex
+	mu      sync.Mutex
+	waiting atomic.Int32 // writers blocked on mu
+	// group is the open transaction's commit, which the writes done in it
+	// wait for; nil outside a transaction.
+	group                   *commitGroup
 	conn                    *sql.Conn
 	begin, commit, rollback *sql.Stmt
-	q                       *sqlitedb.Queries
+	// savepoint, release and rollbackTo bound a write that joins an open
+	// transaction (see run).
+	savepoint, release, rollbackTo *sql.Stmt
+	q                              *sqlitedb.Queries
 	// texts holds the statements a write runs by their text (SAVEPOINT and
 	// the like, see ExecContext), each prepared on its first use.
 	texts map[string]*sql.Stmt
+}
+
+// maxGroup is how many writes at most share one commit.
+const maxGroup = 32
+
+// commitGroup is one transaction's commit, shared by the writes done in
+// it.
+type commitGroup struct {
+	writes int           // writes done in the transaction so far
+	done   chan struct{} // closed when the transaction ended
+	err    error         // the COMMIT's error, set before done closes
+	// lost: the transaction ended without a COMMIT (a later write's error
+	// took it all back): its writes must run again.
+	lost bool
 }
 
 // ExecContext runs a statement given by its text inside a write (under
@@ -196,7 +219,11 @@ func holdWriter(ctx context.Context, w *sql.DB) (*writeConn, error) {
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
-	}{{&wc.begin, `BEGIN IMMEDIATE`}, {&wc.commit, `COMMIT`}, {&wc.rollback, `ROLLBACK`}} {
+	}{
+		{&wc.begin, `BEGIN IMMEDIATE`}, {&wc.commit, `COMMIT`}, {&wc.rollback, `ROLLBACK`},
+		{&wc.savepoint, `SAVEPOINT pgcheckpoint_write`}, {&wc.release, `RELEASE pgcheckpoint_write`},
+		{&wc.rollbackTo, `ROLLBACK TO pgcheckpoint_write`},
+	} {
 		if *p.stmt, err = conn.PrepareContext(ctx, p.sql); err != nil {
 			return nil, errors.Join(fmt.Errorf("prepare: %w", err), wc.close())
 		}
@@ -207,33 +234,158 @@ func holdWriter(ctx context.Context, w *sql.DB) (*writeConn, error) {
 	return wc, nil
 }
 
-// run runs fn in one write transaction on the held connection. Whatever
-// ends it other than a COMMIT that succeeds (an error, a cancelled
-// context, a panic) rolls it back, under a context that cannot be
-// cancelled: the connection is never left inside a transaction.
-func (wc *writeConn) run(ctx context.Context, fn func() error) (err error) {
-	wc.mu.Lock()
-	defer wc.mu.Unlock()
-	if _, err := wc.begin.ExecContext(ctx); err != nil {
-		return fmt.Errorf("begin: %w", err)
+// run runs fn in a write transaction on the held connection and returns
+// once the transaction committed (nil) or fn's work was taken back (an
+// error). Writes that queue for the connection share a transaction and
+// its commit, one sync of the file for them all: a write that finds
+// others waiting leaves the transaction open for the next, which runs in
+// a savepoint, and the last of them (or the maxGroup-th) commits. A write
+// that ends any other way than by fn returning nil with its context live
+// (an error, a cancelled context, a panic) takes back its own work alone:
+// its savepoint, or the whole transaction when it is the first in it.
+// Where SQLite took the whole transaction back itself (a statement
+// interrupted by its context, a full disk), the writes done in it run
+// again, each in its own goroutine (fn may run more than once: it sets
+// what it returns, never adds to it). The COMMIT runs under a context
+// that cannot be cancelled: the connection is never left inside a
+// transaction, and no write's cancellation takes back the others'.
+func (wc *writeConn) run(ctx context.Context, fn func() error) error {
+	for {
+		g, err := wc.runIn(ctx, fn, false)
+		if g == nil {
+			return err
+		}
+		<-g.done
+		if !g.lost {
+			return g.err
+		}
 	}
-	done := false
+}
+
+// runAlone runs fn in a transaction of its own, which it commits: for a
+// write that cannot run twice (an import reads its source once). The
+// writes in the open transaction are committed first.
+func (wc *writeConn) runAlone(ctx context.Context, fn func() error) error {
+	_, err := wc.runIn(ctx, fn, true)
+	return err
+}
+
+// runIn runs fn in the open transaction, or in one it begins, and then
+// settles the transaction (see settle). It returns the group to wait for
+// when fn's work awaits the next writer's commit, or nil and the outcome
+// of fn (and of the COMMIT, if it ran it). Whoever takes mu while a
+// transaction is open settles it before letting go: the writes in it wait
+// for that.
+func (wc *writeConn) runIn(ctx context.Context, fn func() error, alone bool) (wait *commitGroup, err error) {
+	wc.waiting.Add(1)
+	wc.mu.Lock()
+	wc.waiting.Add(-1)
+	defer wc.mu.Unlock()
+	g := wc.group
+	if g != nil && alone {
+		if _, err := wc.settle(ctx, g, true); err != nil {
+			return nil, fmt.Errorf("the commit of the writes before: %w", err)
+		}
+		g = nil
+	}
+	first := g == nil
+	if first {
+		if _, err := wc.begin.ExecContext(ctx); err != nil {
+			return nil, fmt.Errorf("begin: %w", err)
+		}
+		g = &commitGroup{done: make(chan struct{})}
+		wc.group = g
+	} else if _, err := wc.savepoint.ExecContext(ctx); err != nil {
+		// Nothing of this write to take back.
+		_, _ = wc.settle(ctx, g, false)
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	ran := false
 	defer func() {
-		if !done {
-			// After some errors (SQLITE_FULL, an I/O error) SQLite has
-			// rolled back already; ROLLBACK then fails, with nothing to
-			// undo.
-			_, _ = wc.rollback.ExecContext(context.WithoutCancel(ctx))
+		if !ran && wc.takeBack(ctx, g, first) { // fn panicked
+			_, _ = wc.settle(ctx, g, alone)
 		}
 	}()
-	if err := fn(); err != nil {
-		return err
+	err = fn()
+	ran = true
+	if err == nil {
+		err = ctx.Err()
 	}
-	if _, err := wc.commit.ExecContext(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+	if err == nil && !first {
+		if _, rerr := wc.release.ExecContext(ctx); rerr != nil {
+			err = fmt.Errorf("release: %w", rerr)
+		}
 	}
-	done = true
-	return nil
+	if err != nil {
+		if !wc.takeBack(ctx, g, first) {
+			return nil, err
+		}
+	} else {
+		g.writes++
+	}
+	left, cerr := wc.settle(ctx, g, alone)
+	switch {
+	case err != nil:
+		return nil, err
+	case left:
+		return g, nil
+	}
+	return nil, cerr
+}
+
+// settle leaves the open transaction to the next waiting writer while
+// writes are waiting and the group is not full (left), unless it must end
+// now, or ends it: a COMMIT when writes are in it, a ROLLBACK otherwise.
+// err is the COMMIT's.
+func (wc *writeConn) settle(ctx context.Context, g *commitGroup, now bool) (left bool, err error) {
+	if !now && g.writes > 0 && g.writes < maxGroup && wc.waiting.Load() > 0 {
+		return true, nil
+	}
+	ctx = context.WithoutCancel(ctx)
+	if g.writes > 0 {
+		if _, err = wc.commit.ExecContext(ctx); err != nil {
+			err = fmt.Errorf("commit: %w", err)
+		}
+	}
+	if g.writes == 0 || err != nil {
+		// A COMMIT that failed can leave the transaction open.
+		_, _ = wc.rollback.ExecContext(ctx)
+	}
+	g.err = err
+	wc.end(g, false)
+	return false, err
+}
+
+// takeBack takes back the work of a write that failed: its savepoint, or
+// the whole transaction when it was the first in it. It reports whether
+// the transaction is still open (the writes done in it before stay);
+// otherwise it ended the group, whose writes then run again.
+func (wc *writeConn) takeBack(ctx context.Context, g *commitGroup, first bool) (open bool) {
+	ctx = context.WithoutCancel(ctx)
+	if !first {
+		if _, err := wc.rollbackTo.ExecContext(ctx); err == nil {
+			if _, err := wc.release.ExecContext(ctx); err == nil {
+				return true
+			}
+		}
+	}
+	// After some errors (SQLITE_FULL, an I/O error, an interrupted write)
+	// SQLite has rolled back already; ROLLBACK then fails, with nothing
+	// to undo.
+	_, _ = wc.rollback.ExecContext(ctx)
+	wc.end(g, g.writes > 0)
+	return false
+}
+
+// end ends the group of the transaction that ended: its writes stop
+// waiting, and run again if it was lost.
+func (wc *writeConn) end(g *commitGroup, lost bool) {
+	if wc.group != g {
+		return
+	}
+	wc.group = nil
+	g.lost = lost
+	close(g.done)
 }
 
 // close releases the statements and the connection; closed again, it does
@@ -243,7 +395,7 @@ func (wc *writeConn) close() error {
 	if wc.q != nil {
 		err = wc.q.Close()
 	}
-	for _, st := range []*sql.Stmt{wc.begin, wc.commit, wc.rollback} {
+	for _, st := range []*sql.Stmt{wc.begin, wc.commit, wc.rollback, wc.savepoint, wc.release, wc.rollbackTo} {
 		if st != nil {
 			err = errors.Join(err, st.Close())
 		}
@@ -432,9 +584,21 @@ type execer interface {
 
 // write runs fn in one write transaction (BEGIN IMMEDIATE: it holds the
 // database's write lock from its first statement, so what it reads stays
-// true until it commits). On a file opened for reading it fails with
+// true until it commits), which other writes of the store may share (see
+// writeConn.run): fn may run more than once, so it sets what it returns
+// and never adds to it. On a file opened for reading it fails with
 // engine.ErrPermission and begins nothing.
 func (s *Store) write(ctx context.Context, fn func(q *queries, tx execer) error) error {
+	return s.writeIn(ctx, fn, false)
+}
+
+// writeAlone is write for a write that cannot run twice (see
+// writeConn.runAlone): it shares its transaction with no other write.
+func (s *Store) writeAlone(ctx context.Context, fn func(q *queries, tx execer) error) error {
+	return s.writeIn(ctx, fn, true)
+}
+
+func (s *Store) writeIn(ctx context.Context, fn func(q *queries, tx execer) error, alone bool) error {
 	if s.tenantErr != nil {
 		return s.tenantErr
 	}
@@ -442,7 +606,11 @@ func (s *Store) write(ctx context.Context, fn func(q *queries, tx execer) error)
 		return fmt.Errorf("%w: %s; the store was opened for reading", engine.ErrPermission, s.readOnly)
 	}
 	if s.wc != nil {
-		return storeError(s.wc.run(ctx, func() error {
+		run := s.wc.run
+		if alone {
+			run = s.wc.runAlone
+		}
+		return storeError(run(ctx, func() error {
 			return fn(&queries{db: s.wc.q, tenant: s.tenant}, s.wc)
 		}))
 	}

@@ -280,6 +280,7 @@ func (s *Store) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writ
 	}
 	var n int64
 	err := s.write(ctx, func(q *queries, _ execer) error {
+		n = 0 // a write may run again (see writeConn.run)
 		l, err := q.CheckpointLinkByID(ctx, id)
 		if err != nil {
 			return dbError(fmt.Sprintf("checkpoint %s", id), err)
