@@ -259,7 +259,8 @@ var errPreview = errors.New("sqlite: a preview rolls back")
 // prune is PruneThreads, or with preview PreviewPrune.
 func (s *Store) prune(ctx context.Context, threadIDs []string, p engine.Policy, preview bool) (engine.DeleteResult, error) {
 	var r engine.DeleteResult
-	err := s.write(ctx, func(q *queries, _ execer) error {
+	// Alone, as a sweep's batch (see sweepBatch).
+	err := s.writeAlone(ctx, func(q *queries, _ execer) error {
 		r = engine.DeleteResult{} // a write may run again (see writeConn.run)
 		now := s.now()
 		for _, t := range threadIDs {

@@ -263,8 +263,9 @@ func (wc *writeConn) run(ctx context.Context, fn func() error) error {
 }
 
 // runAlone runs fn in a transaction of its own, which it commits: for a
-// write that cannot run twice (an import reads its source once). The
-// writes in the open transaction are committed first.
+// write that cannot run twice (an import reads its source once) or a long
+// one (see Store.writeAlone). The writes in the open transaction are
+// committed first.
 func (wc *writeConn) runAlone(ctx context.Context, fn func() error) error {
 	_, err := wc.runIn(ctx, fn, true)
 	return err
@@ -593,7 +594,9 @@ func (s *Store) write(ctx context.Context, fn func(q *queries, tx execer) error)
 }
 
 // writeAlone is write for a write that cannot run twice (see
-// writeConn.runAlone): it shares its transaction with no other write.
+// writeConn.runAlone), or a long one that the short writes queued behind
+// it should not wait for to commit (a batch of many threads): it shares
+// its transaction with no other write.
 func (s *Store) writeAlone(ctx context.Context, fn func(q *queries, tx execer) error) error {
 	return s.writeIn(ctx, fn, true)
 }
