@@ -259,9 +259,9 @@ var errPreview = errors.New("sqlite: a preview rolls back")
 // prune is PruneThreads, or with preview PreviewPrune.
 func (s *Store) prune(ctx context.Context, threadIDs []string, p engine.Policy, preview bool) (engine.DeleteResult, error) {
 	var r engine.DeleteResult
-	// Alone, as a sweep's batch (see sweepBatch).
+	// Alone, as a sweep's batch (see sweepBatch); alone, fn runs once, so
+	// it may add to r.
 	err := s.writeAlone(ctx, func(q *queries, _ execer) error {
-		r = engine.DeleteResult{} // a write may run again (see writeConn.run)
 		now := s.now()
 		for _, t := range threadIDs {
 			d, err := pruneThread(ctx, q, t, p, now)

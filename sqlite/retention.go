@@ -107,9 +107,9 @@ func (s *Store) PreviewSweepBatch(ctx context.Context, p engine.Policy, after st
 func (s *Store) sweepBatch(ctx context.Context, p engine.Policy, after string, size int, preview bool) (engine.SweepBatchResult, error) {
 	var res engine.SweepBatchResult
 	// Alone: the writes that queue behind a batch of many threads do not
-	// wait for it to share its commit.
+	// wait for it to share its commit (and fn runs once, so it may add to
+	// res).
 	err := s.writeAlone(ctx, func(q *queries, tx execer) error {
-		res = engine.SweepBatchResult{} // a write may run again (see writeConn.run)
 		now := s.now()
 		ids, err := q.ThreadIDsAfter(ctx, sqlitedb.ThreadIDsAfterParams{After: after, MaxRows: int64(size)})
 		if err != nil {
