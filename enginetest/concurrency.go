@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
@@ -132,31 +134,58 @@ func testWriterProcesses(t *testing.T, e *env) {
 	checkWriters(t, e)
 }
 
-// A writer process killed (SIGKILL) while writing leaves whole checkpoints
-// only: every acknowledged write is there, every listed checkpoint reads
-// back whole, the chain from the head is unbroken, and the thread takes
-// new writes where it left off.
+// Two writer processes on one thread, each killed (SIGKILL) while writing
+// (4 goroutines each, whose writes share transactions where the store
+// does), leave whole checkpoints only: every acknowledged write is there,
+// every listed checkpoint reads back whole, the chain from the head is
+// unbroken, and the thread takes new writes where it left off.
 func testKilledWriter(t *testing.T, e *env) {
 	for round, cfg := range []string{"deltas", "default"} {
 		thread := "crashy-" + cfg
-		cmd := e.child("writer", map[string]string{envThread: thread, envCount: "-1", envWorkers: "4", envConfig: cfg})
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
+		var cmds []*exec.Cmd
+		var logs []*ackLog
+		for range 2 {
+			cmd := e.child("writer", map[string]string{envThread: thread, envCount: "-1", envWorkers: "4", envConfig: cfg})
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			cmds, logs = append(cmds, cmd), append(logs, readAcks(stdout))
+		}
+		// Each is killed once it has written 50, at a moment of its own
+		// (the two wait at once: neither writes on while the other is
+		// awaited).
+		var wg sync.WaitGroup
+		waitErrs := make([]error, len(cmds))
+		for i, cmd := range cmds {
+			wg.Go(func() {
+				for deadline := time.Now().Add(20 * time.Second); len(logs[i].written()) < 50; {
+					if time.Now().After(deadline) {
+						waitErrs[i] = fmt.Errorf("writer %d: %d acknowledged writes in 20 s", i, len(logs[i].written()))
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				err := cmd.Wait()
+				var exitErr *exec.ExitError
+				if waitErrs[i] == nil && (!errors.As(err, &exitErr) || exitErr.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL) {
+					waitErrs[i] = fmt.Errorf("writer %d was not killed mid-run: %v", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(waitErrs...); err != nil {
 			t.Fatal(err)
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		var acked []uuid.UUID
+		for _, log := range logs {
+			<-log.done
+			acked = append(acked, log.written()...)
 		}
-		log := readAcks(stdout)
-		waitFor(t, "100 acknowledged writes", func() bool { return len(log.written()) >= 100 })
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		err = cmd.Wait()
-		var exitErr *exec.ExitError
-		if !errors.As(err, &exitErr) || exitErr.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("the writer was not killed mid-run: %v", err)
-		}
-		<-log.done
-		acked := log.written()
 		// A server may still finish a write the dead process sent: wait
 		// until the count stays put.
 		n, stable := -1, 0
