@@ -115,11 +115,26 @@ func (s *Store) sweepBatch(ctx context.Context, p engine.Policy, after string, s
 		if err != nil {
 			return dbError("list threads", err)
 		}
+		if len(ids) == 0 {
+			return nil
+		}
+		last := ids[len(ids)-1]
+		due, err := q.ThreadExpiriesDue(ctx, sqlitedb.ThreadExpiriesDueParams{
+			After: after, Last: last, Now: sql.NullInt64{Int64: now.UnixMicro(), Valid: true},
+		})
+		if err != nil {
+			return dbError("read the expiries", err)
+		}
+		keepsLatest := make(map[string]bool, len(due))
+		for _, d := range due {
+			keepsLatest[d.ThreadID] = d.KeepLatest
+		}
 		for _, t := range ids {
 			if _, err := tx.ExecContext(ctx, `SAVEPOINT sweep_thread`); err != nil {
 				return dbError("savepoint", err)
 			}
-			expired, n, err := sweepThread(ctx, q, t, p, now)
+			keep, expiring := keepsLatest[t]
+			expired, n, err := sweepThread(ctx, q, t, p, expiring, keep, now)
 			if err != nil {
 				if _, rerr := tx.ExecContext(ctx, `ROLLBACK TO sweep_thread`); rerr != nil {
 					return dbError("roll back a failed thread", errors.Join(err, rerr))
@@ -134,14 +149,13 @@ func (s *Store) sweepBatch(ctx context.Context, p engine.Policy, after string, s
 			if _, err := tx.ExecContext(ctx, `RELEASE sweep_thread`); err != nil {
 				return dbError("release savepoint", err)
 			}
-			if err := q.ThreadSetSwept(ctx, sqlitedb.ThreadSetSweptParams{
-				ThreadID: t, SweptAt: sql.NullInt64{Int64: now.UnixMicro(), Valid: true},
-			}); err != nil {
-				return dbError("mark the thread swept", err)
-			}
-			res.Threads++
-			res.LastThreadID = t
 		}
+		if err := q.ThreadSetSwept(ctx, sqlitedb.ThreadSetSweptParams{
+			After: after, Last: last, SweptAt: sql.NullInt64{Int64: now.UnixMicro(), Valid: true},
+		}); err != nil {
+			return dbError("mark the threads swept", err)
+		}
+		res.Threads, res.LastThreadID = len(ids), last
 		if preview {
 			return errPreview
 		}
@@ -153,18 +167,14 @@ func (s *Store) sweepBatch(ctx context.Context, p engine.Policy, after string, s
 	return res, err
 }
 
-// sweepThread applies a thread's expiry if it is due, else the policy.
-func sweepThread(ctx context.Context, q *queries, threadID string, p engine.Policy, now time.Time) (expired bool, n int64, err error) {
-	keepLatest, err := q.ThreadExpiryKeepsLatest(ctx, sqlitedb.ThreadExpiryKeepsLatestParams{
-		ThreadID: threadID, Now: sql.NullInt64{Int64: now.UnixMicro(), Valid: true},
-	})
+// sweepThread applies a thread's expiry if one is due (expiring; keep:
+// it keeps the heads), else the policy.
+func sweepThread(ctx context.Context, q *queries, threadID string, p engine.Policy, expiring, keep bool, now time.Time) (expired bool, n int64, err error) {
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	case !expiring:
 		r, err := pruneThread(ctx, q, threadID, p, now)
 		return false, r.Deleted, err
-	case err != nil:
-		return false, 0, dbError("read the expiry", err)
-	case !keepLatest:
+	case !keep:
 		r, err := pruneThread(ctx, q, threadID, engine.KeepNone(), now)
 		return true, r.Deleted, err
 	}

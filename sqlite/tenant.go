@@ -182,9 +182,9 @@ func (q *queries) ThreadExists(ctx context.Context, threadID string) (int64, err
 	return q.db.ThreadExists(ctx, sqlitedb.ThreadExistsParams{TenantID: q.tenant, ThreadID: threadID})
 }
 
-func (q *queries) ThreadExpiryKeepsLatest(ctx context.Context, p sqlitedb.ThreadExpiryKeepsLatestParams) (bool, error) {
+func (q *queries) ThreadExpiriesDue(ctx context.Context, p sqlitedb.ThreadExpiriesDueParams) ([]sqlitedb.ThreadExpiriesDueRow, error) {
 	p.TenantID = q.tenant
-	return q.db.ThreadExpiryKeepsLatest(ctx, p)
+	return q.db.ThreadExpiriesDue(ctx, p)
 }
 
 func (q *queries) ThreadExportTree(ctx context.Context, p sqlitedb.ThreadExportTreeParams) ([]string, error) {

@@ -141,4 +141,9 @@ func TestSweepFailedThreadLeftAsItWas(t *testing.T) {
 	if n, d := rows("good"); n != 1 || d != 0 {
 		t.Errorf("good after the sweep: %d rows, %d deltas; want its head alone, rebased whole", n, d)
 	}
+	// Both were swept, the one that failed too.
+	var unswept int
+	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM threads WHERE swept_at IS NULL`).Scan(&unswept); err != nil || unswept != 0 {
+		t.Errorf("%d threads not marked swept (%v)", unswept, err)
+	}
 }

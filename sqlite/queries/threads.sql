@@ -82,19 +82,26 @@ SET expires_at = @expires_at,
     expire_action = CASE WHEN CAST(@keep_latest AS BOOLEAN) THEN 'keep_latest' ELSE 'delete' END
 WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
 
--- name: ThreadExpiryKeepsLatest :one
--- Whether the due expiry of a thread keeps its heads (false: it deletes
--- the thread); no row when none is due.
-SELECT CAST(expire_action = 'keep_latest' AS BOOLEAN) AS keep_latest FROM threads
-WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND expires_at <= @now
-ORDER BY expires_at
-LIMIT 1;
+-- name: ThreadExpiriesDue :many
+-- The threads of a sweep batch (after after, up to and including last)
+-- whose expiry is due at now, each once, with whether that expiry keeps
+-- its heads (false: it deletes the thread): of the thread's rows due, the
+-- earliest (SQLite takes a bare column from the row min() chose).
+SELECT thread_id, CAST(min(expires_at) AS INTEGER) AS expires_at,
+       CAST(expire_action = 'keep_latest' AS BOOLEAN) AS keep_latest
+FROM threads
+WHERE tenant_id = @tenant_id AND thread_id > @after AND thread_id <= @last AND expires_at <= @now
+GROUP BY thread_id
+ORDER BY thread_id;
 
 -- name: ThreadClearExpiry :exec
 UPDATE threads SET expires_at = NULL WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
 
 -- name: ThreadSetSwept :exec
-UPDATE threads SET swept_at = @swept_at WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
+-- Marks the threads of a sweep batch (after after, up to and including
+-- last) swept.
+UPDATE threads SET swept_at = @swept_at
+WHERE tenant_id = @tenant_id AND thread_id > @after AND thread_id <= @last;
 
 -- name: ThreadGetExpiry :one
 -- When a thread expires and what its expiry keeps ('delete' or

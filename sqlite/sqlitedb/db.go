@@ -132,8 +132,8 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.threadExistsStmt, err = db.PrepareContext(ctx, ThreadExists); err != nil {
 		return nil, fmt.Errorf("error preparing query ThreadExists: %w", err)
 	}
-	if q.threadExpiryKeepsLatestStmt, err = db.PrepareContext(ctx, ThreadExpiryKeepsLatest); err != nil {
-		return nil, fmt.Errorf("error preparing query ThreadExpiryKeepsLatest: %w", err)
+	if q.threadExpiriesDueStmt, err = db.PrepareContext(ctx, ThreadExpiriesDue); err != nil {
+		return nil, fmt.Errorf("error preparing query ThreadExpiriesDue: %w", err)
 	}
 	if q.threadExportTreeStmt, err = db.PrepareContext(ctx, ThreadExportTree); err != nil {
 		return nil, fmt.Errorf("error preparing query ThreadExportTree: %w", err)
@@ -356,9 +356,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing threadExistsStmt: %w", cerr)
 		}
 	}
-	if q.threadExpiryKeepsLatestStmt != nil {
-		if cerr := q.threadExpiryKeepsLatestStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing threadExpiryKeepsLatestStmt: %w", cerr)
+	if q.threadExpiriesDueStmt != nil {
+		if cerr := q.threadExpiriesDueStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing threadExpiriesDueStmt: %w", cerr)
 		}
 	}
 	if q.threadExportTreeStmt != nil {
@@ -496,7 +496,7 @@ type Queries struct {
 	threadClearRewoundToStmt         *sql.Stmt
 	threadDeleteStmt                 *sql.Stmt
 	threadExistsStmt                 *sql.Stmt
-	threadExpiryKeepsLatestStmt      *sql.Stmt
+	threadExpiriesDueStmt            *sql.Stmt
 	threadExportTreeStmt             *sql.Stmt
 	threadGetStmt                    *sql.Stmt
 	threadGetExpiryStmt              *sql.Stmt
@@ -551,7 +551,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		threadClearRewoundToStmt:         q.threadClearRewoundToStmt,
 		threadDeleteStmt:                 q.threadDeleteStmt,
 		threadExistsStmt:                 q.threadExistsStmt,
-		threadExpiryKeepsLatestStmt:      q.threadExpiryKeepsLatestStmt,
+		threadExpiriesDueStmt:            q.threadExpiriesDueStmt,
 		threadExportTreeStmt:             q.threadExportTreeStmt,
 		threadGetStmt:                    q.threadGetStmt,
 		threadGetExpiryStmt:              q.threadGetExpiryStmt,

@@ -86,26 +86,58 @@ func (q *Queries) ThreadExists(ctx context.Context, arg ThreadExistsParams) (int
 	return found, err
 }
 
-const ThreadExpiryKeepsLatest = `-- name: ThreadExpiryKeepsLatest :one
-SELECT CAST(expire_action = 'keep_latest' AS BOOLEAN) AS keep_latest FROM threads
-WHERE tenant_id = ?1 AND thread_id = ?2 AND expires_at <= ?3
-ORDER BY expires_at
-LIMIT 1
+const ThreadExpiriesDue = `-- name: ThreadExpiriesDue :many
+SELECT thread_id, CAST(min(expires_at) AS INTEGER) AS expires_at,
+       CAST(expire_action = 'keep_latest' AS BOOLEAN) AS keep_latest
+FROM threads
+WHERE tenant_id = ?1 AND thread_id > ?2 AND thread_id <= ?3 AND expires_at <= ?4
+GROUP BY thread_id
+ORDER BY thread_id
 `
 
-type ThreadExpiryKeepsLatestParams struct {
+type ThreadExpiriesDueParams struct {
 	TenantID string
-	ThreadID string
+	After    string
+	Last     string
 	Now      sql.NullInt64
 }
 
-// Whether the due expiry of a thread keeps its heads (false: it deletes
-// the thread); no row when none is due.
-func (q *Queries) ThreadExpiryKeepsLatest(ctx context.Context, arg ThreadExpiryKeepsLatestParams) (bool, error) {
-	row := q.queryRow(ctx, q.threadExpiryKeepsLatestStmt, ThreadExpiryKeepsLatest, arg.TenantID, arg.ThreadID, arg.Now)
-	var keep_latest bool
-	err := row.Scan(&keep_latest)
-	return keep_latest, err
+type ThreadExpiriesDueRow struct {
+	ThreadID   string
+	ExpiresAt  int64
+	KeepLatest bool
+}
+
+// The threads of a sweep batch (after after, up to and including last)
+// whose expiry is due at now, each once, with whether that expiry keeps
+// its heads (false: it deletes the thread): of the thread's rows due, the
+// earliest (SQLite takes a bare column from the row min() chose).
+func (q *Queries) ThreadExpiriesDue(ctx context.Context, arg ThreadExpiriesDueParams) ([]ThreadExpiriesDueRow, error) {
+	rows, err := q.query(ctx, q.threadExpiriesDueStmt, ThreadExpiriesDue,
+		arg.TenantID,
+		arg.After,
+		arg.Last,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ThreadExpiriesDueRow{}
+	for rows.Next() {
+		var i ThreadExpiriesDueRow
+		if err := rows.Scan(&i.ThreadID, &i.ExpiresAt, &i.KeepLatest); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const ThreadGet = `-- name: ThreadGet :one
@@ -467,16 +499,25 @@ func (q *Queries) ThreadSetRewoundTo(ctx context.Context, arg ThreadSetRewoundTo
 }
 
 const ThreadSetSwept = `-- name: ThreadSetSwept :exec
-UPDATE threads SET swept_at = ?1 WHERE tenant_id = ?2 AND thread_id = ?3
+UPDATE threads SET swept_at = ?1
+WHERE tenant_id = ?2 AND thread_id > ?3 AND thread_id <= ?4
 `
 
 type ThreadSetSweptParams struct {
 	SweptAt  sql.NullInt64
 	TenantID string
-	ThreadID string
+	After    string
+	Last     string
 }
 
+// Marks the threads of a sweep batch (after after, up to and including
+// last) swept.
 func (q *Queries) ThreadSetSwept(ctx context.Context, arg ThreadSetSweptParams) error {
-	_, err := q.exec(ctx, q.threadSetSweptStmt, ThreadSetSwept, arg.SweptAt, arg.TenantID, arg.ThreadID)
+	_, err := q.exec(ctx, q.threadSetSweptStmt, ThreadSetSwept,
+		arg.SweptAt,
+		arg.TenantID,
+		arg.After,
+		arg.Last,
+	)
 	return err
 }
