@@ -128,27 +128,26 @@ func deltaRunContinues(parent *link, deltaRun int) bool {
 // is 0) with their content, and the run's anchor, the base the run started
 // from: nil when the run is broken (a base missing), or when the anchor is
 // in another thread or namespace or a delta on it would be deltaRun links
-// deep or more (pgcheckpoint.run_anchor on Postgres). One statement; the
-// anchor's content is not read.
+// deep or more (pgcheckpoint.run_anchor on Postgres). Two statements: the
+// run, then the anchor's link by id; the anchor's content is not read.
 func runOf(ctx context.Context, q *queries, l *link, deltaRun int) ([]sqlitedb.CheckpointRunByIDRow, *link, error) {
 	rows, err := q.CheckpointRunByID(ctx, l.CheckpointID)
 	if err != nil {
 		return nil, nil, dbError("read the run of a delta", err)
 	}
 	slices.SortFunc(rows, func(a, b sqlitedb.CheckpointRunByIDRow) int { return cmp.Compare(a.Depth, b.Depth) })
-	if len(rows) == 0 {
+	if len(rows) == 0 || rows[len(rows)-1].DeltaRun > 0 {
 		return nil, nil, nil
 	}
-	last := rows[len(rows)-1]
-	anchor := &link{ThreadID: last.ThreadID, Namespace: last.Namespace, Seq: last.Seq, CheckpointID: last.CheckpointID,
-		Step: last.Step, Format: last.Format, BaseCheckpointID: last.BaseCheckpointID, DeltaRun: last.DeltaRun,
-		DeltaDepth: last.DeltaDepth, MessagesCount: last.MessagesCount, MessagesDigest: last.MessagesDigest,
-		StateDigests: last.StateDigests, ToolResultsDigests: last.ToolResultsDigests, SizeBytes: last.SizeBytes}
+	anchor, err := q.CheckpointLinkByID(ctx, rows[len(rows)-1].CheckpointID)
+	if err != nil {
+		return nil, nil, dbError("read the anchor of a run", err)
+	}
 	if anchor.DeltaRun > 0 || anchor.ThreadID != l.ThreadID || anchor.Namespace != l.Namespace ||
 		anchor.DeltaDepth+1 >= int64(deltaRun) {
 		return nil, nil, nil
 	}
-	return rows[:len(rows)-1], anchor, nil
+	return rows[:len(rows)-1], &anchor, nil
 }
 
 // hasDigests reports whether a checkpoint has the digests of its whole

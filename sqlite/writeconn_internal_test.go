@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
@@ -145,5 +147,46 @@ func TestSweepFailedThreadLeftAsItWas(t *testing.T) {
 	var unswept int
 	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM threads WHERE swept_at IS NULL`).Scan(&unswept); err != nil || unswept != 0 {
 		t.Errorf("%d threads not marked swept (%v)", unswept, err)
+	}
+}
+
+// A run whose anchor is in another thread or namespace (as a forged row
+// could make it) has no anchor for a new delta, whose chain must stay in
+// its thread and namespace: runOf says none.
+func TestRunAnchoredElsewhereHasNoAnchor(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "run.db"), Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(s, engine.Config{DeltaMinBytes: -1}) // every write a delta that can be
+	defer eng.Close()
+	ids := map[string]uuid.UUID{}
+	for _, th := range []string{"a", "b"} {
+		res, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: th, State: json.RawMessage(`{"k":0}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[th] = res.ID
+	}
+	head, err := eng.Append(ctx, engine.AppendInput{ThreadID: "b", SetState: json.RawMessage(`{"k":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &queries{db: s.wc.q, tenant: s.tenant}
+	l, err := q.CheckpointLinkByID(ctx, head.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, anchor, err := runOf(ctx, q, &l, 2); err != nil || anchor == nil || anchor.CheckpointID != ids["b"] {
+		t.Fatalf("the run of b's head: anchor %v, %v; want b's first checkpoint", anchor, err)
+	}
+	// As a forged row could have it: b's head a delta on a's checkpoint.
+	if _, err := s.w.ExecContext(ctx, `UPDATE checkpoints SET base_checkpoint_id = ? WHERE checkpoint_id = ?`,
+		ids["a"].String(), head.ID.String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, anchor, err := runOf(ctx, q, &l, 2); err != nil || anchor != nil {
+		t.Fatalf("a run anchored in another thread: anchor %v, %v; want none", anchor, err)
 	}
 }

@@ -217,11 +217,12 @@ SELECT count(*) FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @t
 -- name: CheckpointRunByID :many
 -- The delta run a checkpoint ends (see delta.go in the package): the
 -- checkpoint and its bases while their delta_run is above 0, then the first
--- at 0, the run's anchor, each with its depth (0 the checkpoint) and
--- CheckpointLinkByID's columns; in one statement. The content (messages,
--- state, tool results and removed keys) only of the run's deltas, never
--- the anchor's, which may be a whole conversation. The caller orders the
--- rows by depth.
+-- at 0, the run's anchor, each with its depth (0 the checkpoint), id and
+-- delta_run; in one statement. The content (messages, state, tool results
+-- and removed keys) only of the run's deltas, never the anchor's, which
+-- may be a whole conversation; the anchor's other columns are read by id
+-- (CheckpointLinkByID): each column of each row costs the driver as much
+-- as the walk's look-ups. The caller orders the rows by depth.
 WITH RECURSIVE run AS (
     SELECT 0 AS depth, c.checkpoint_id AS id, c.base_checkpoint_id AS next_id, c.delta_run AS delta_run
     FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.checkpoint_id = @checkpoint_id
@@ -230,8 +231,7 @@ WITH RECURSIVE run AS (
     FROM run ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.next_id
     WHERE ch.delta_run > 0 AND ch.depth < 65536
 )
-SELECT ch.depth, b.thread_id, b.namespace, b.seq, b.checkpoint_id, b.step, b.format, b.base_checkpoint_id, b.delta_run,
-       b.delta_depth, b.messages_count, b.messages_digest, b.state_digests, b.tool_results_digests, b.size_bytes,
+SELECT ch.depth, b.checkpoint_id, b.delta_run,
        CAST(CASE WHEN b.delta_run > 0 THEN b.state_removed ELSE '[]' END AS TEXT) AS state_removed,
        CAST(CASE WHEN b.delta_run > 0 THEN b.tool_results_removed ELSE '[]' END AS TEXT) AS tool_results_removed,
        CAST(CASE WHEN b.delta_run > 0 THEN b.messages ELSE '[]' END AS TEXT) AS messages,

@@ -1045,8 +1045,7 @@ WITH RECURSIVE run AS (
     FROM run ch CROSS JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.next_id
     WHERE ch.delta_run > 0 AND ch.depth < 65536
 )
-SELECT ch.depth, b.thread_id, b.namespace, b.seq, b.checkpoint_id, b.step, b.format, b.base_checkpoint_id, b.delta_run,
-       b.delta_depth, b.messages_count, b.messages_digest, b.state_digests, b.tool_results_digests, b.size_bytes,
+SELECT ch.depth, b.checkpoint_id, b.delta_run,
        CAST(CASE WHEN b.delta_run > 0 THEN b.state_removed ELSE '[]' END AS TEXT) AS state_removed,
        CAST(CASE WHEN b.delta_run > 0 THEN b.tool_results_removed ELSE '[]' END AS TEXT) AS tool_results_removed,
        CAST(CASE WHEN b.delta_run > 0 THEN b.messages ELSE '[]' END AS TEXT) AS messages,
@@ -1062,20 +1061,8 @@ type CheckpointRunByIDParams struct {
 
 type CheckpointRunByIDRow struct {
 	Depth              int64
-	ThreadID           string
-	Namespace          string
-	Seq                int64
 	CheckpointID       uuid.UUID
-	Step               int64
-	Format             string
-	BaseCheckpointID   uuid.NullUUID
 	DeltaRun           int64
-	DeltaDepth         int64
-	MessagesCount      sql.NullInt64
-	MessagesDigest     []byte
-	StateDigests       sql.NullString
-	ToolResultsDigests sql.NullString
-	SizeBytes          int64
 	StateRemoved       string
 	ToolResultsRemoved string
 	Messages           string
@@ -1085,11 +1072,12 @@ type CheckpointRunByIDRow struct {
 
 // The delta run a checkpoint ends (see delta.go in the package): the
 // checkpoint and its bases while their delta_run is above 0, then the first
-// at 0, the run's anchor, each with its depth (0 the checkpoint) and
-// CheckpointLinkByID's columns; in one statement. The content (messages,
-// state, tool results and removed keys) only of the run's deltas, never
-// the anchor's, which may be a whole conversation. The caller orders the
-// rows by depth.
+// at 0, the run's anchor, each with its depth (0 the checkpoint), id and
+// delta_run; in one statement. The content (messages, state, tool results
+// and removed keys) only of the run's deltas, never the anchor's, which
+// may be a whole conversation; the anchor's other columns are read by id
+// (CheckpointLinkByID): each column of each row costs the driver as much
+// as the walk's look-ups. The caller orders the rows by depth.
 func (q *Queries) CheckpointRunByID(ctx context.Context, arg CheckpointRunByIDParams) ([]CheckpointRunByIDRow, error) {
 	rows, err := q.query(ctx, q.checkpointRunByIDStmt, CheckpointRunByID, arg.TenantID, arg.CheckpointID)
 	if err != nil {
@@ -1101,20 +1089,8 @@ func (q *Queries) CheckpointRunByID(ctx context.Context, arg CheckpointRunByIDPa
 		var i CheckpointRunByIDRow
 		if err := rows.Scan(
 			&i.Depth,
-			&i.ThreadID,
-			&i.Namespace,
-			&i.Seq,
 			&i.CheckpointID,
-			&i.Step,
-			&i.Format,
-			&i.BaseCheckpointID,
 			&i.DeltaRun,
-			&i.DeltaDepth,
-			&i.MessagesCount,
-			&i.MessagesDigest,
-			&i.StateDigests,
-			&i.ToolResultsDigests,
-			&i.SizeBytes,
 			&i.StateRemoved,
 			&i.ToolResultsRemoved,
 			&i.Messages,
