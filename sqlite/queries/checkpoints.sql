@@ -246,7 +246,8 @@ FROM run ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoin
 -- orders the rows by depth: an ORDER BY here would copy every row, the
 -- full snapshot's whole content included, through a sorter. CROSS JOIN
 -- keeps the join order: each base is looked up by (tenant_id,
--- checkpoint_id).
+-- checkpoint_id). Only the columns materialize reads: the driver's cost
+-- is per column and row.
 WITH RECURSIVE chain AS (
     SELECT 0 AS depth, c.checkpoint_id AS id, c.base_checkpoint_id AS next_id
     FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.checkpoint_id = @checkpoint_id
@@ -255,6 +256,5 @@ WITH RECURSIVE chain AS (
     FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.next_id
     WHERE b.thread_id = @thread_id AND b.namespace = @namespace AND ch.depth < 65536
 )
-SELECT ch.depth, b.checkpoint_id, b.format, b.base_checkpoint_id, b.state_removed, b.tool_results_removed,
-       b.messages, b.state, b.tool_results
+SELECT ch.depth, b.format, b.state_removed, b.tool_results_removed, b.messages, b.state, b.tool_results
 FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.id;

@@ -75,8 +75,7 @@ WITH RECURSIVE chain AS (
     FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.next_id
     WHERE b.thread_id = ?3 AND b.namespace = ?4 AND ch.depth < 65536
 )
-SELECT ch.depth, b.checkpoint_id, b.format, b.base_checkpoint_id, b.state_removed, b.tool_results_removed,
-       b.messages, b.state, b.tool_results
+SELECT ch.depth, b.format, b.state_removed, b.tool_results_removed, b.messages, b.state, b.tool_results
 FROM chain ch CROSS JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.id
 `
 
@@ -89,9 +88,7 @@ type CheckpointDeltaChainParams struct {
 
 type CheckpointDeltaChainRow struct {
 	Depth              int64
-	CheckpointID       uuid.UUID
 	Format             string
-	BaseCheckpointID   uuid.NullUUID
 	StateRemoved       string
 	ToolResultsRemoved string
 	Messages           string
@@ -105,7 +102,8 @@ type CheckpointDeltaChainRow struct {
 // orders the rows by depth: an ORDER BY here would copy every row, the
 // full snapshot's whole content included, through a sorter. CROSS JOIN
 // keeps the join order: each base is looked up by (tenant_id,
-// checkpoint_id).
+// checkpoint_id). Only the columns materialize reads: the driver's cost
+// is per column and row.
 func (q *Queries) CheckpointDeltaChain(ctx context.Context, arg CheckpointDeltaChainParams) ([]CheckpointDeltaChainRow, error) {
 	rows, err := q.query(ctx, q.checkpointDeltaChainStmt, CheckpointDeltaChain,
 		arg.TenantID,
@@ -122,9 +120,7 @@ func (q *Queries) CheckpointDeltaChain(ctx context.Context, arg CheckpointDeltaC
 		var i CheckpointDeltaChainRow
 		if err := rows.Scan(
 			&i.Depth,
-			&i.CheckpointID,
 			&i.Format,
-			&i.BaseCheckpointID,
 			&i.StateRemoved,
 			&i.ToolResultsRemoved,
 			&i.Messages,
