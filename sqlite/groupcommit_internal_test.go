@@ -231,3 +231,53 @@ func TestSharedTransactionTakenBackRunsItsWritesAgain(t *testing.T) {
 		t.Errorf("a: %d checkpoints, b: %d, c: %d, imported threads: %d; want 1, 0, 0 and 1", a, b, c, threads)
 	}
 }
+
+// A run alone that follows another at once (a sweep's next batch) lets the
+// write that queued behind the first go before it, every time: a Mutex
+// alone lets the goroutine that just unlocked it take it again before the
+// writer it woke.
+func TestRunAloneLetsQueuedWritesGoFirst(t *testing.T) {
+	s, snap, _ := groupStore(t)
+	ctx := context.Background()
+	for round := range 20 {
+		var mu sync.Mutex
+		var order []string
+		note := func(what string) {
+			mu.Lock()
+			order = append(order, what)
+			mu.Unlock()
+		}
+		holding, release := make(chan struct{}), make(chan struct{})
+		sweep := make(chan error, 1)
+		go func() {
+			err := s.writeAlone(ctx, func(*queries, execer) error {
+				close(holding)
+				<-release
+				return nil
+			})
+			if err == nil {
+				err = s.writeAlone(ctx, func(q *queries, _ execer) error {
+					note("alone")
+					return snap(ctx, q, "alone")
+				})
+			}
+			sweep <- err
+		}()
+		<-holding
+		write := make(chan error, 1)
+		go func() {
+			write <- s.write(ctx, func(q *queries, _ execer) error {
+				note("write")
+				return snap(ctx, q, "write")
+			})
+		}()
+		untilWaiting(t, s, 1)
+		close(release)
+		if err := errors.Join(<-sweep, <-write); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(order, ",") != "write,alone" {
+			t.Fatalf("round %d: ran %v; want the queued write before the second run alone", round, order)
+		}
+	}
+}

@@ -178,6 +178,11 @@ type writeConn struct {
 // maxGroup is how many writes at most share one commit.
 const maxGroup = 32
 
+// maxYield is how long at most a run alone (a sweep's batch, a prune, an
+// import) lets the writes queued for the connection go first (see
+// yieldToQueued).
+const maxYield = 10 * time.Millisecond
+
 // commitGroup is one transaction's commit, shared by the writes done in
 // it.
 type commitGroup struct {
@@ -278,6 +283,9 @@ func (wc *writeConn) runAlone(ctx context.Context, fn func() error) error {
 // transaction is open settles it before letting go: the writes in it wait
 // for that.
 func (wc *writeConn) runIn(ctx context.Context, fn func() error, alone bool) (wait *commitGroup, err error) {
+	if alone {
+		wc.yieldToQueued()
+	}
 	wc.waiting.Add(1)
 	wc.mu.Lock()
 	wc.waiting.Add(-1)
@@ -332,6 +340,19 @@ func (wc *writeConn) runIn(ctx context.Context, fn func() error, alone bool) (wa
 		return g, nil
 	}
 	return nil, cerr
+}
+
+// yieldToQueued lets the writes queued for the connection go before a run
+// alone: it waits until none is queued, at most maxYield. A sweep runs
+// batch after batch, and a Mutex lets the goroutine that just unlocked it
+// take it again before the writer it woke: without this, writes queued
+// behind a sweep waited out two or three batches (p50 2.8 ms where it was
+// 0.3 ms), not the one running. The writes queued run as one group (one
+// commit), so the wait is about one commit's.
+func (wc *writeConn) yieldToQueued() {
+	for deadline := time.Now().Add(maxYield); wc.waiting.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Microsecond)
+	}
 }
 
 // settle leaves the open transaction to the next waiting writer while
