@@ -173,6 +173,8 @@ type writeConn struct {
 	// texts holds the statements a write runs by their text (SAVEPOINT and
 	// the like, see ExecContext), each prepared on its first use.
 	texts map[string]*sql.Stmt
+	// yieldMax bounds yieldToQueued's wait: maxYield.
+	yieldMax time.Duration
 }
 
 // maxGroup is how many writes at most share one commit.
@@ -220,7 +222,7 @@ func holdWriter(ctx context.Context, w *sql.DB) (*writeConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	wc := &writeConn{conn: conn}
+	wc := &writeConn{conn: conn, yieldMax: maxYield}
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
@@ -343,14 +345,14 @@ func (wc *writeConn) runIn(ctx context.Context, fn func() error, alone bool) (wa
 }
 
 // yieldToQueued lets the writes queued for the connection go before a run
-// alone: it waits until none is queued, at most maxYield. A sweep runs
+// alone: it waits until none is queued, at most yieldMax. A sweep runs
 // batch after batch, and a Mutex lets the goroutine that just unlocked it
 // take it again before the writer it woke: without this, writes queued
 // behind a sweep waited out two or three batches (p50 2.8 ms where it was
 // 0.3 ms), not the one running. The writes queued run as one group (one
 // commit), so the wait is about one commit's.
 func (wc *writeConn) yieldToQueued() {
-	for deadline := time.Now().Add(maxYield); wc.waiting.Load() > 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(wc.yieldMax); wc.waiting.Load() > 0 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Microsecond)
 	}
 }
