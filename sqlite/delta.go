@@ -143,8 +143,7 @@ func runOf(ctx context.Context, q *queries, l *link, deltaRun int) ([]sqlitedb.C
 	if err != nil {
 		return nil, nil, dbError("read the anchor of a run", err)
 	}
-	if anchor.DeltaRun > 0 || anchor.ThreadID != l.ThreadID || anchor.Namespace != l.Namespace ||
-		anchor.DeltaDepth+1 >= int64(deltaRun) {
+	if anchor.ThreadID != l.ThreadID || anchor.Namespace != l.Namespace || anchor.DeltaDepth+1 >= int64(deltaRun) {
 		return nil, nil, nil
 	}
 	return rows[:len(rows)-1], &anchor, nil

@@ -152,7 +152,8 @@ func TestSweepFailedThreadLeftAsItWas(t *testing.T) {
 
 // A run whose anchor is in another thread or namespace (as a forged row
 // could make it) has no anchor for a new delta, whose chain must stay in
-// its thread and namespace: runOf says none.
+// its thread and namespace, and neither has a run whose base is missing:
+// runOf says none.
 func TestRunAnchoredElsewhereHasNoAnchor(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "run.db"), Options{Migrate: true})
@@ -188,5 +189,13 @@ func TestRunAnchoredElsewhereHasNoAnchor(t *testing.T) {
 	}
 	if _, anchor, err := runOf(ctx, q, &l, 2); err != nil || anchor != nil {
 		t.Fatalf("a run anchored in another thread: anchor %v, %v; want none", anchor, err)
+	}
+	// A broken run: the base is no row at all.
+	if _, err := s.w.ExecContext(ctx, `UPDATE checkpoints SET base_checkpoint_id = ? WHERE checkpoint_id = ?`,
+		uuid.New().String(), head.ID.String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, anchor, err := runOf(ctx, q, &l, 50); err != nil || anchor != nil {
+		t.Fatalf("a run whose base is missing: anchor %v, %v; want none", anchor, err)
 	}
 }
