@@ -351,6 +351,16 @@ func intervalGoroutines() int {
 	}
 }
 
+// noIntervalGoroutines waits for every interval snapshotter's goroutine to
+// have returned, failing the test if one is still there after waitFor's
+// deadline. Close (or Done) reports a goroutine whose work is over, which
+// may still be on its way out of loop for a moment (its deferred close of
+// done is not its last instruction), so counting at once can see it.
+func noIntervalGoroutines(t *testing.T, after string) {
+	t.Helper()
+	waitFor(t, "no interval goroutine "+after, func() bool { return intervalGoroutines() == 0 })
+}
+
 // Not parallel: it counts goroutines of the whole test binary.
 func testInterval(t *testing.T, e *env) {
 	if n := intervalGoroutines(); n != 0 {
@@ -371,9 +381,7 @@ func testInterval(t *testing.T, e *env) {
 	if err := iv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := intervalGoroutines(); n != 0 {
-		t.Fatalf("%d interval goroutines after Close", n)
-	}
+	noIntervalGoroutines(t, "after Close")
 	_ = iv.Close() // twice is fine
 	written := iv.Written()
 	time.Sleep(30 * time.Millisecond)
@@ -412,9 +420,7 @@ func testInterval(t *testing.T, e *env) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the snapshotter did not stop when its context ended")
 	}
-	if n := intervalGoroutines(); n != 0 {
-		t.Fatalf("%d interval goroutines after cancel", n)
-	}
+	noIntervalGoroutines(t, "after cancel")
 	if iv.Written() != 1 || e.eng.SnapshotFailures() != 1 {
 		t.Fatalf("written %d (want 1: the rest were unchanged), failures %d (want 1)", iv.Written(), e.eng.SnapshotFailures())
 	}
@@ -446,9 +452,7 @@ func testInterval(t *testing.T, e *env) {
 			t.Fatalf("%+v: %v", o, err)
 		}
 	}
-	if n := intervalGoroutines(); n != 0 {
-		t.Fatalf("%d interval goroutines after bad options", n)
-	}
+	noIntervalGoroutines(t, "after bad options")
 }
 
 func testResume(t *testing.T, e *env) {
