@@ -174,7 +174,7 @@ func (t tenantDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 		}
 		setting := len(set.QueuedQueries) > 0
 		set.QueuedQueries = append(set.QueuedQueries, b.QueuedQueries...)
-		br := &sessionBatchResults{BatchResults: c.SendBatch(ctx, set), done: done}
+		br := &onceBatchResults{BatchResults: c.SendBatch(ctx, set), done: done}
 		if setting {
 			_, _ = br.Exec()
 		}
@@ -183,7 +183,7 @@ func (t tenantDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 	set := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
 	set.Queue(setTenant, t.tenant)
 	set.QueuedQueries = append(set.QueuedQueries, b.QueuedQueries...)
-	br := t.DB.SendBatch(ctx, set)
+	br := &onceBatchResults{BatchResults: t.DB.SendBatch(ctx, set)}
 	// A setting that fails leaves its error in br, which the batch's own
 	// results then report.
 	_, _ = br.Exec()
@@ -277,21 +277,31 @@ func (r *batchRows) Close() {
 	}
 }
 
-// sessionBatchResults are the results of a batch on a connection of the
-// pool (Options.SessionTenant): Close records the setting and releases
-// the connection.
-type sessionBatchResults struct {
+// onceBatchResults are the results of every batch the store sends: Close
+// closes them once and gives every later call that first error. Over a
+// pool, pgx's Close hands the connection back, and pgx's Close called
+// again still touches that connection, by then another caller's: after a
+// failed batch it drops the batch's statements from the connection's
+// statement cache, a map the other caller is using (a data race, and a
+// fatal concurrent map write at worst). sqlc's batch QueryRow and Exec
+// close the results themselves, and the store closes them again to read
+// the error of the batch's end (oneRow, refusedRow). done, when set
+// (Options.SessionTenant), records the setting and releases the
+// connection, once.
+type onceBatchResults struct {
 	pgx.BatchResults
 	done   func(error)
 	closed bool
 	err    error
 }
 
-func (b *sessionBatchResults) Close() error {
+func (b *onceBatchResults) Close() error {
 	if !b.closed {
 		b.closed = true
 		b.err = b.BatchResults.Close()
-		b.done(b.err)
+		if b.done != nil {
+			b.done(b.err)
+		}
 	}
 	return b.err
 }
