@@ -223,7 +223,7 @@ func appendKeyDigests(headDigests, setDigests []byte, removed []string) (json.Ra
 // no smaller than the whole: the whole is not at hand to compare.
 func appendStored(ctx context.Context, q *queries, head *link, a engine.AppendRequest, stateDigests, toolsDigests []byte) (stored, error) {
 	base, continues := head, deltaRunContinues(head, a.DeltaRun)
-	var run []sqlitedb.CheckpointRunByIDRow
+	var run []sqlitedb.CheckpointRunRangeRow
 	if !continues {
 		var err error
 		if run, base, err = runOf(ctx, q, head, a.DeltaRun); err != nil {

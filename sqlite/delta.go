@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -126,27 +128,79 @@ func deltaRunContinues(parent *link, deltaRun int) bool {
 // runOf returns the deltas of the run that checkpoint l ends (those whose
 // delta_run is above 0: l first, then its bases; none when l's delta_run
 // is 0) with their content, and the run's anchor, the base the run started
-// from: nil when the run is broken (a base missing), or when the anchor is
-// in another thread or namespace or a delta on it would be deltaRun links
-// deep or more (pgcheckpoint.run_anchor on Postgres). Two statements: the
-// run, then the anchor's link by id; the anchor's content is not read.
-func runOf(ctx context.Context, q *queries, l *link, deltaRun int) ([]sqlitedb.CheckpointRunByIDRow, *link, error) {
-	rows, err := q.CheckpointRunByID(ctx, l.CheckpointID)
-	if err != nil {
-		return nil, nil, dbError("read the run of a delta", err)
+// from: nil when the run is broken (a base missing, a cycle), or when a
+// base is in another thread or namespace or a delta on the anchor would
+// be deltaRun links deep or more (pgcheckpoint.run_anchor on Postgres).
+// The walk is here alone; its rows are read by the key, a segment at a
+// time: a delta's bases are written before it in its thread and
+// namespace, so a run written without a rewind in between is its last
+// delta and the delta_run rows before it (one statement); a base not among
+// the rows read starts a segment of its own (its link by id, then the rows
+// before it). The anchor's link is then read by id, never its content.
+func runOf(ctx context.Context, q *queries, l *link, deltaRun int) ([]sqlitedb.CheckpointRunRangeRow, *link, error) {
+	if deltaRun <= 1 {
+		return nil, nil, nil // a delta on any anchor would be too deep
 	}
-	slices.SortFunc(rows, func(a, b sqlitedb.CheckpointRunByIDRow) int { return cmp.Compare(a.Depth, b.Depth) })
-	if len(rows) == 0 || rows[len(rows)-1].DeltaRun > 0 {
-		return nil, nil, nil
+	read := map[uuid.UUID]sqlitedb.CheckpointRunRangeRow{}
+	segment := func(seq, run int64) error {
+		// At most deltaRun rows a statement, whatever a row's delta_run says.
+		rows, err := q.CheckpointRunRange(ctx, sqlitedb.CheckpointRunRangeParams{
+			ThreadID: l.ThreadID, Namespace: l.Namespace, FromSeq: seq - min(max(run, 0), int64(deltaRun)), ToSeq: seq,
+		})
+		if err != nil {
+			return dbError("read the run of a delta", err)
+		}
+		for _, r := range rows {
+			read[r.CheckpointID] = r
+		}
+		return nil
 	}
-	anchor, err := q.CheckpointLinkByID(ctx, rows[len(rows)-1].CheckpointID)
+	if err := segment(l.Seq, l.DeltaRun); err != nil {
+		return nil, nil, err
+	}
+	var run []sqlitedb.CheckpointRunRangeRow
+	seen := map[uuid.UUID]bool{}
+	id := l.CheckpointID
+	for {
+		if seen[id] {
+			return nil, nil, nil // a cycle of forged bases
+		}
+		seen[id] = true
+		r, ok := read[id]
+		if !ok {
+			b, err := q.CheckpointLinkByID(ctx, id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, nil, nil
+			} else if err != nil {
+				return nil, nil, dbError("read the run of a delta", err)
+			}
+			if b.ThreadID != l.ThreadID || b.Namespace != l.Namespace {
+				return nil, nil, nil
+			}
+			if err := segment(b.Seq, b.DeltaRun); err != nil {
+				return nil, nil, err
+			}
+			if r, ok = read[id]; !ok {
+				return nil, nil, nil
+			}
+		}
+		if r.DeltaRun <= 0 {
+			break
+		}
+		run = append(run, r)
+		if !r.BaseCheckpointID.Valid {
+			return nil, nil, nil
+		}
+		id = r.BaseCheckpointID.UUID
+	}
+	anchor, err := q.CheckpointLinkByID(ctx, id)
 	if err != nil {
 		return nil, nil, dbError("read the anchor of a run", err)
 	}
-	if anchor.ThreadID != l.ThreadID || anchor.Namespace != l.Namespace || anchor.DeltaDepth+1 >= int64(deltaRun) {
+	if anchor.DeltaDepth+1 >= int64(deltaRun) {
 		return nil, nil, nil
 	}
-	return rows[:len(rows)-1], &anchor, nil
+	return run, &anchor, nil
 }
 
 // hasDigests reports whether a checkpoint has the digests of its whole

@@ -99,8 +99,9 @@ func (q *queries) CheckpointLinkByID(ctx context.Context, id uuid.UUID) (sqlited
 	return q.db.CheckpointLinkByID(ctx, sqlitedb.CheckpointLinkByIDParams{TenantID: q.tenant, CheckpointID: id})
 }
 
-func (q *queries) CheckpointRunByID(ctx context.Context, id uuid.UUID) ([]sqlitedb.CheckpointRunByIDRow, error) {
-	return q.db.CheckpointRunByID(ctx, sqlitedb.CheckpointRunByIDParams{TenantID: q.tenant, CheckpointID: id})
+func (q *queries) CheckpointRunRange(ctx context.Context, p sqlitedb.CheckpointRunRangeParams) ([]sqlitedb.CheckpointRunRangeRow, error) {
+	p.TenantID = q.tenant
+	return q.db.CheckpointRunRange(ctx, p)
 }
 
 func (q *queries) CheckpointLinkHead(ctx context.Context, p sqlitedb.CheckpointLinkHeadParams) (sqlitedb.CheckpointLinkHeadRow, error) {

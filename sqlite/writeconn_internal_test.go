@@ -199,3 +199,97 @@ func TestRunAnchoredElsewhereHasNoAnchor(t *testing.T) {
 		t.Fatalf("a run whose base is missing: anchor %v, %v; want none", anchor, err)
 	}
 }
+
+// A run whose deltas are not the rows just before its last one (a rewind
+// in the middle left rows of another line between them) is still walked
+// whole, a segment of rows at a time: the deltas in order, then the
+// anchor, and the append at its end is a delta on that anchor. A cycle of
+// forged bases is a broken run, not an endless walk.
+func TestRunAcrossARewind(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "run.db"), Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const deltaRun = 10
+	eng := engine.New(s, engine.Config{DeltaRun: deltaRun, DeltaMinBytes: -1})
+	defer eng.Close()
+	step := 0
+	write := func() uuid.UUID {
+		t.Helper()
+		step++
+		res, err := eng.Append(ctx, engine.AppendInput{ThreadID: "t",
+			Messages: json.RawMessage(fmt.Sprintf(`[{"role":"user","content":"turn %d"}]`, step)),
+			SetState: json.RawMessage(fmt.Sprintf(`{"k%d":%d}`, step%3, step))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.ID
+	}
+	first, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`[{"role":"user","content":"turn 0"}]`),
+		State: json.RawMessage(`{"k0":0}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line []uuid.UUID // the head's line after the anchor, oldest first
+	for range 3 {
+		line = append(line, write())
+	}
+	write() // two rows of a line left by the rewind below
+	write()
+	if _, err := eng.Rewind(ctx, line[2]); err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		line = append(line, write())
+	}
+	q := &queries{db: s.wc.q, tenant: s.tenant}
+	head, err := q.CheckpointLinkByID(ctx, line[len(line)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.DeltaRun != deltaRun-1 {
+		t.Fatalf("the head's delta_run is %d, want %d (a run as long as allowed)", head.DeltaRun, deltaRun-1)
+	}
+	run, anchor, err := runOf(ctx, q, &head, deltaRun)
+	if err != nil || anchor == nil || anchor.CheckpointID != first.ID {
+		t.Fatalf("the run of the head: anchor %v, %v; want the thread's first checkpoint %s", anchor, err, first.ID)
+	}
+	if len(run) != len(line) {
+		t.Fatalf("the run of the head has %d deltas, want %d", len(run), len(line))
+	}
+	for i, r := range run {
+		if want := line[len(line)-1-i]; r.CheckpointID != want {
+			t.Fatalf("delta %d of the run is %s, want %s", i, r.CheckpointID, want)
+		}
+	}
+	end := write()
+	var base uuid.UUID
+	var format string
+	var endRun int64
+	if err := s.w.QueryRowContext(ctx, `SELECT format, base_checkpoint_id, delta_run FROM checkpoints WHERE checkpoint_id = ?`,
+		end.String()).Scan(&format, &base, &endRun); err != nil {
+		t.Fatal(err)
+	}
+	if format != "delta" || base != first.ID || endRun != 0 {
+		t.Fatalf("the append at the run's end is stored %s on %s, delta_run %d; want a delta on the anchor %s, delta_run 0",
+			format, base, endRun, first.ID)
+	}
+	got, err := eng.Get(ctx, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(got.Messages, &msgs); err != nil || len(msgs) != 1+len(line)+1 {
+		t.Fatalf("the append at the run's end reads %d messages (%v), want %d", len(msgs), err, 1+len(line)+1)
+	}
+	// As a forged row could have it: the run's first delta based on the
+	// run's last.
+	if _, err := s.w.ExecContext(ctx, `UPDATE checkpoints SET base_checkpoint_id = ? WHERE checkpoint_id = ?`,
+		head.CheckpointID.String(), line[0].String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, anchor, err := runOf(ctx, q, &head, deltaRun); err != nil || anchor != nil {
+		t.Fatalf("a run whose bases make a cycle: anchor %v, %v; want none", anchor, err)
+	}
+}

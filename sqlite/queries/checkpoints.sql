@@ -214,30 +214,23 @@ ORDER BY c.thread_id, c.namespace, c.seq;
 -- name: CheckpointCount :one
 SELECT count(*) FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace;
 
--- name: CheckpointRunByID :many
--- The delta run a checkpoint ends (see delta.go in the package): the
--- checkpoint and its bases while their delta_run is above 0, then the first
--- at 0, the run's anchor, each with its depth (0 the checkpoint), id and
--- delta_run; in one statement. The content (messages, state, tool results
--- and removed keys) only of the run's deltas, never the anchor's, which
--- may be a whole conversation; the anchor's other columns are read by id
--- (CheckpointLinkByID): each column of each row costs the driver as much
--- as the walk's look-ups. The caller orders the rows by depth.
-WITH RECURSIVE run AS (
-    SELECT 0 AS depth, c.checkpoint_id AS id, c.base_checkpoint_id AS next_id, c.delta_run AS delta_run
-    FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.checkpoint_id = @checkpoint_id
-    UNION ALL
-    SELECT ch.depth + 1, b.checkpoint_id, b.base_checkpoint_id, b.delta_run
-    FROM run ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.next_id
-    WHERE ch.delta_run > 0 AND ch.depth < 65536
-)
-SELECT ch.depth, b.checkpoint_id, b.delta_run,
-       CAST(CASE WHEN b.delta_run > 0 THEN b.state_removed ELSE '[]' END AS TEXT) AS state_removed,
-       CAST(CASE WHEN b.delta_run > 0 THEN b.tool_results_removed ELSE '[]' END AS TEXT) AS tool_results_removed,
-       CAST(CASE WHEN b.delta_run > 0 THEN b.messages ELSE '[]' END AS TEXT) AS messages,
-       CAST(CASE WHEN b.delta_run > 0 THEN b.state ELSE '{}' END AS TEXT) AS state,
-       CAST(CASE WHEN b.delta_run > 0 THEN b.tool_results ELSE '{}' END AS TEXT) AS tool_results
-FROM run ch CROSS JOIN checkpoints b ON b.tenant_id = @tenant_id AND b.checkpoint_id = ch.id;
+-- name: CheckpointRunRange :many
+-- The checkpoints of a thread and namespace whose seq is from from_seq to
+-- to_seq, with what runOf (delta.go in the package) walks a delta run by:
+-- id, base and delta_run. The content (messages, state, tool results and
+-- removed keys) only of deltas in a run (delta_run above 0), never of an
+-- anchor, which may be a whole conversation. A run written without a
+-- rewind in between is the to_seq - from_seq + 1 rows before it, read by
+-- the key in one statement, where a walk by id looks each base up twice.
+SELECT seq, checkpoint_id, base_checkpoint_id, delta_run,
+       CAST(CASE WHEN delta_run > 0 THEN state_removed ELSE '[]' END AS TEXT) AS state_removed,
+       CAST(CASE WHEN delta_run > 0 THEN tool_results_removed ELSE '[]' END AS TEXT) AS tool_results_removed,
+       CAST(CASE WHEN delta_run > 0 THEN messages ELSE '[]' END AS TEXT) AS messages,
+       CAST(CASE WHEN delta_run > 0 THEN state ELSE '{}' END AS TEXT) AS state,
+       CAST(CASE WHEN delta_run > 0 THEN tool_results ELSE '{}' END AS TEXT) AS tool_results
+FROM checkpoints
+WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND namespace = @namespace
+  AND seq >= @from_seq AND seq <= @to_seq;
 
 -- name: CheckpointDeltaChain :many
 -- A delta checkpoint's chain: the checkpoint, its base, the base's base,

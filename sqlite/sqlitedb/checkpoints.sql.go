@@ -1032,32 +1032,30 @@ func (q *Queries) CheckpointRewriteWhole(ctx context.Context, arg CheckpointRewr
 	return err
 }
 
-const CheckpointRunByID = `-- name: CheckpointRunByID :many
-WITH RECURSIVE run AS (
-    SELECT 0 AS depth, c.checkpoint_id AS id, c.base_checkpoint_id AS next_id, c.delta_run AS delta_run
-    FROM checkpoints c WHERE c.tenant_id = ?1 AND c.checkpoint_id = ?2
-    UNION ALL
-    SELECT ch.depth + 1, b.checkpoint_id, b.base_checkpoint_id, b.delta_run
-    FROM run ch CROSS JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.next_id
-    WHERE ch.delta_run > 0 AND ch.depth < 65536
-)
-SELECT ch.depth, b.checkpoint_id, b.delta_run,
-       CAST(CASE WHEN b.delta_run > 0 THEN b.state_removed ELSE '[]' END AS TEXT) AS state_removed,
-       CAST(CASE WHEN b.delta_run > 0 THEN b.tool_results_removed ELSE '[]' END AS TEXT) AS tool_results_removed,
-       CAST(CASE WHEN b.delta_run > 0 THEN b.messages ELSE '[]' END AS TEXT) AS messages,
-       CAST(CASE WHEN b.delta_run > 0 THEN b.state ELSE '{}' END AS TEXT) AS state,
-       CAST(CASE WHEN b.delta_run > 0 THEN b.tool_results ELSE '{}' END AS TEXT) AS tool_results
-FROM run ch CROSS JOIN checkpoints b ON b.tenant_id = ?1 AND b.checkpoint_id = ch.id
+const CheckpointRunRange = `-- name: CheckpointRunRange :many
+SELECT seq, checkpoint_id, base_checkpoint_id, delta_run,
+       CAST(CASE WHEN delta_run > 0 THEN state_removed ELSE '[]' END AS TEXT) AS state_removed,
+       CAST(CASE WHEN delta_run > 0 THEN tool_results_removed ELSE '[]' END AS TEXT) AS tool_results_removed,
+       CAST(CASE WHEN delta_run > 0 THEN messages ELSE '[]' END AS TEXT) AS messages,
+       CAST(CASE WHEN delta_run > 0 THEN state ELSE '{}' END AS TEXT) AS state,
+       CAST(CASE WHEN delta_run > 0 THEN tool_results ELSE '{}' END AS TEXT) AS tool_results
+FROM checkpoints
+WHERE tenant_id = ?1 AND thread_id = ?2 AND namespace = ?3
+  AND seq >= ?4 AND seq <= ?5
 `
 
-type CheckpointRunByIDParams struct {
-	TenantID     string
-	CheckpointID uuid.UUID
+type CheckpointRunRangeParams struct {
+	TenantID  string
+	ThreadID  string
+	Namespace string
+	FromSeq   int64
+	ToSeq     int64
 }
 
-type CheckpointRunByIDRow struct {
-	Depth              int64
+type CheckpointRunRangeRow struct {
+	Seq                int64
 	CheckpointID       uuid.UUID
+	BaseCheckpointID   uuid.NullUUID
 	DeltaRun           int64
 	StateRemoved       string
 	ToolResultsRemoved string
@@ -1066,26 +1064,32 @@ type CheckpointRunByIDRow struct {
 	ToolResults        string
 }
 
-// The delta run a checkpoint ends (see delta.go in the package): the
-// checkpoint and its bases while their delta_run is above 0, then the first
-// at 0, the run's anchor, each with its depth (0 the checkpoint), id and
-// delta_run; in one statement. The content (messages, state, tool results
-// and removed keys) only of the run's deltas, never the anchor's, which
-// may be a whole conversation; the anchor's other columns are read by id
-// (CheckpointLinkByID): each column of each row costs the driver as much
-// as the walk's look-ups. The caller orders the rows by depth.
-func (q *Queries) CheckpointRunByID(ctx context.Context, arg CheckpointRunByIDParams) ([]CheckpointRunByIDRow, error) {
-	rows, err := q.query(ctx, q.checkpointRunByIDStmt, CheckpointRunByID, arg.TenantID, arg.CheckpointID)
+// The checkpoints of a thread and namespace whose seq is from from_seq to
+// to_seq, with what runOf (delta.go in the package) walks a delta run by:
+// id, base and delta_run. The content (messages, state, tool results and
+// removed keys) only of deltas in a run (delta_run above 0), never of an
+// anchor, which may be a whole conversation. A run written without a
+// rewind in between is the to_seq - from_seq + 1 rows before it, read by
+// the key in one statement, where a walk by id looks each base up twice.
+func (q *Queries) CheckpointRunRange(ctx context.Context, arg CheckpointRunRangeParams) ([]CheckpointRunRangeRow, error) {
+	rows, err := q.query(ctx, q.checkpointRunRangeStmt, CheckpointRunRange,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.Namespace,
+		arg.FromSeq,
+		arg.ToSeq,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []CheckpointRunByIDRow{}
+	items := []CheckpointRunRangeRow{}
 	for rows.Next() {
-		var i CheckpointRunByIDRow
+		var i CheckpointRunRangeRow
 		if err := rows.Scan(
-			&i.Depth,
+			&i.Seq,
 			&i.CheckpointID,
+			&i.BaseCheckpointID,
 			&i.DeltaRun,
 			&i.StateRemoved,
 			&i.ToolResultsRemoved,

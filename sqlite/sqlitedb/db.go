@@ -84,8 +84,8 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.checkpointRewriteWholeStmt, err = db.PrepareContext(ctx, CheckpointRewriteWhole); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointRewriteWhole: %w", err)
 	}
-	if q.checkpointRunByIDStmt, err = db.PrepareContext(ctx, CheckpointRunByID); err != nil {
-		return nil, fmt.Errorf("error preparing query CheckpointRunByID: %w", err)
+	if q.checkpointRunRangeStmt, err = db.PrepareContext(ctx, CheckpointRunRange); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointRunRange: %w", err)
 	}
 	if q.dataKeyGetStmt, err = db.PrepareContext(ctx, DataKeyGet); err != nil {
 		return nil, fmt.Errorf("error preparing query DataKeyGet: %w", err)
@@ -276,9 +276,9 @@ func (q *Queries) Close() error {
 			err = fmt.Errorf("error closing checkpointRewriteWholeStmt: %w", cerr)
 		}
 	}
-	if q.checkpointRunByIDStmt != nil {
-		if cerr := q.checkpointRunByIDStmt.Close(); cerr != nil {
-			err = fmt.Errorf("error closing checkpointRunByIDStmt: %w", cerr)
+	if q.checkpointRunRangeStmt != nil {
+		if cerr := q.checkpointRunRangeStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointRunRangeStmt: %w", cerr)
 		}
 	}
 	if q.dataKeyGetStmt != nil {
@@ -480,7 +480,7 @@ type Queries struct {
 	checkpointPlaceNewestStmt        *sql.Stmt
 	checkpointReadStmt               *sql.Stmt
 	checkpointRewriteWholeStmt       *sql.Stmt
-	checkpointRunByIDStmt            *sql.Stmt
+	checkpointRunRangeStmt           *sql.Stmt
 	dataKeyGetStmt                   *sql.Stmt
 	dataKeyImportStmt                *sql.Stmt
 	dataKeyInsertStmt                *sql.Stmt
@@ -535,7 +535,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		checkpointPlaceNewestStmt:        q.checkpointPlaceNewestStmt,
 		checkpointReadStmt:               q.checkpointReadStmt,
 		checkpointRewriteWholeStmt:       q.checkpointRewriteWholeStmt,
-		checkpointRunByIDStmt:            q.checkpointRunByIDStmt,
+		checkpointRunRangeStmt:           q.checkpointRunRangeStmt,
 		dataKeyGetStmt:                   q.dataKeyGetStmt,
 		dataKeyImportStmt:                q.dataKeyImportStmt,
 		dataKeyInsertStmt:                q.dataKeyInsertStmt,
