@@ -58,14 +58,14 @@ func (s *flakyStore) PutWrites(ctx context.Context, id uuid.UUID, taskID string,
 	return s.Store.PutWrites(ctx, id, taskID, writes)
 }
 
-// lost is a transient failure as a store reports it.
-var lost = fmt.Errorf("put: %w: %w", engine.ErrTransient, io.ErrUnexpectedEOF)
+// errLost is a transient failure as a store reports it.
+var errLost = fmt.Errorf("put: %w: %w", engine.ErrTransient, io.ErrUnexpectedEOF)
 
-// failFirst fails the first n calls with lost; commit: after writing.
+// failFirst fails the first n calls with errLost; commit: after writing.
 func failFirst(n int32, commit bool) func(context.Context, int32) (bool, error) {
 	return func(_ context.Context, call int32) (bool, error) {
 		if call <= n {
-			return commit, lost
+			return commit, errLost
 		}
 		return false, nil
 	}
@@ -236,7 +236,7 @@ func TestRetryNeverRetries(t *testing.T) {
 		defer cancel()
 		eng, flaky := newFlaky(t, forever, func(context.Context, int32) (bool, error) {
 			cancel()
-			return false, lost
+			return false, errLost
 		})
 		if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"}); err == nil {
 			t.Fatal("no error")

@@ -183,7 +183,7 @@ func testImportRefusesWhatNoWriteMakes(t *testing.T, e *env) {
 		{"a branch of itself", nil, ls.editRow(t, branch, "", func(r *engine.ExportThread) { r.BranchedFromThread = str(branch) }),
 			engine.ErrInvalidInput, ls.rowRecord(t, branch, ""), "is branched from itself"},
 		{"a branch source in another thread than the row says", nil, ls.editRow(t, branch, "", func(r *engine.ExportThread) { r.BranchedFromThread = str("elsewhere") }),
-			engine.ErrInvalidInput, ls.rowRecord(t, branch, ""), fmt.Sprintf(`a checkpoint of thread "run-1" namespace "", not of thread "elsewhere"`)},
+			engine.ErrInvalidInput, ls.rowRecord(t, branch, ""), `a checkpoint of thread "run-1" namespace "", not of thread "elsewhere"`},
 		{"a branch source on two rows", nil, ls.editRow(t, branch, "sub", func(r *engine.ExportThread) { r.BranchedFrom, r.BranchedFromThread = &ids[1], str("run-1") }),
 			engine.ErrInvalidInput, ls.rowRecord(t, branch, "sub"), fmt.Sprintf("thread %q names a branch source on two rows", branch)},
 		{"a namespace without a thread row", nil, string(Reseal([]byte(slices.Delete(slices.Clone(ls), subRow, subRow+1).text()))),

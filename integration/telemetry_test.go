@@ -54,7 +54,7 @@ func TestTelemetryOnPostgres(t *testing.T) {
 		}
 		attrs := map[string]string{}
 		for _, a := range s.Attributes {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		if attrs["pgcheckpoint.thread_id"] != "traced" || attrs["pgcheckpoint.step"] != "1" {
 			t.Errorf("%s: attributes %v", s.Name, attrs)
@@ -91,7 +91,7 @@ func TestTelemetryOfDeletes(t *testing.T) {
 		}
 		attrs := map[string]string{}
 		for _, a := range s.Attributes {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		switch {
 		case len(attrs) == 0:

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -554,16 +553,6 @@ func TestTenantsRoles(t *testing.T) {
 	if _, err := op.Exec(ctx, "DELETE FROM pgcheckpoint.checkpoints"); sqlState(err) != "42501" {
 		t.Errorf("the operator deletes: %v, want 42501 (it only reads)", err)
 	}
-}
-
-// sortedKeys is the keys of m in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Through PgBouncer in transaction mode with one server connection, which

@@ -29,10 +29,6 @@ func (f *serializationFailure) SendBatch(context.Context, *pgx.Batch) pgx.BatchR
 // pool is a DB that is not a transaction; it is never called.
 type pool struct{ DB }
 
-type failedRow struct{ err error }
-
-func (r failedRow) Scan(...any) error { return r.err }
-
 // Inside the caller's transaction a failed statement aborts it: nothing is
 // retried there, whether the Engine came from WithTx or from a store made over tx.
 func TestNoRetryInsideTheCallersTransaction(t *testing.T) {

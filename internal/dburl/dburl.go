@@ -82,9 +82,7 @@ func Parse(url string) (kind, target string, err error) {
 		return KindPostgres, url, nil
 	case strings.HasPrefix(url, "sqlite:"):
 		path := strings.TrimPrefix(url, "sqlite:")
-		if strings.HasPrefix(path, "//") {
-			path = strings.TrimPrefix(path, "//")
-		}
+		path = strings.TrimPrefix(path, "//")
 		if path == "" {
 			return "", "", fmt.Errorf("%w %q has no file path: use sqlite:PATH, e.g. sqlite:agent.db, or sqlite::memory:", ErrBadURL, url)
 		}
