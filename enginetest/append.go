@@ -489,3 +489,80 @@ func testIntervalAppends(t *testing.T, e *env) {
 		t.Fatalf("both Capture and CaptureChange: %v, want ErrInvalidInput", err)
 	}
 }
+
+// testRunEndAcrossARewind: a delta run whose rows are not the ones just
+// before its last delta (a rewind in the middle left another line's rows
+// between them) still ends in a delta on the run's anchor, written by
+// Append or by a whole Snapshot, and reads back whole.
+func testRunEndAcrossARewind(t *testing.T, e *env) {
+	const run = 10
+	eng := e.open(engine.Config{DeltaRun: run, DeltaMinBytes: -1})
+	for _, appends := range []bool{true, false} {
+		thread := fmt.Sprintf("run-end-rewind-%v", appends)
+		var msgs []string
+		state := map[string]int{}
+		write := func() uuid.UUID {
+			t.Helper()
+			i := len(msgs)
+			msg := fmt.Sprintf(`{"role":"user","content":"turn %d"}`, i)
+			key := fmt.Sprintf("k%d", i%3)
+			msgs, state[key] = append(msgs, msg), i
+			if i == 0 || !appends {
+				st, _ := json.Marshal(state)
+				res, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: thread,
+					Messages: json.RawMessage("[" + joinStrings(msgs) + "]"), State: st})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res.ID
+			}
+			res, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: thread, Messages: json.RawMessage("[" + msg + "]"),
+				SetState: json.RawMessage(fmt.Sprintf(`{%q:%d}`, key, i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res.ID
+		}
+		anchor := write()
+		var line []uuid.UUID
+		for range 3 {
+			line = append(line, write())
+		}
+		write() // two rows of a line the rewind leaves
+		write()
+		if _, err := eng.Rewind(e.ctx, line[2]); err != nil {
+			t.Fatal(err)
+		}
+		msgs = msgs[:4]
+		state = map[string]int{"k0": 3, "k1": 1, "k2": 2}
+		for range run - 1 - len(line) {
+			line = append(line, write())
+		}
+		end := write()
+		export, _ := exportWith(t, e.ctx, eng, thread, engine.ExportOptions{})
+		var got *engine.ExportCheckpoint
+		for _, l := range bytes.Split(bytes.TrimSpace(export), []byte("\n")) {
+			var c engine.ExportCheckpoint
+			if err := json.Unmarshal(l, &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Kind == "checkpoint" && c.ID == end {
+				got = &c
+			}
+		}
+		if got == nil {
+			t.Fatalf("append %v: the write at the run's end is not in the export", appends)
+		}
+		if got.Storage != engine.StorageDelta || got.BaseID == nil || *got.BaseID != anchor || got.DeltaRun != 0 || got.DeltaDepth != 1 {
+			t.Fatalf("append %v: the write at the run's end is stored %q on %v, run %d, depth %d; want a delta on the anchor %s, run 0, depth 1",
+				appends, got.Storage, got.BaseID, got.DeltaRun, got.DeltaDepth, anchor)
+		}
+		c, err := eng.Get(e.ctx, end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "[" + joinStrings(msgs) + "]"; !sameJSON(c.Messages, json.RawMessage(want)) {
+			t.Fatalf("append %v: the write at the run's end reads %s, want %s", appends, c.Messages, want)
+		}
+	}
+}

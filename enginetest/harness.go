@@ -108,6 +108,7 @@ var tests = []conformanceTest{
 	{name: "SizeLimitOnImport", fn: testSizeLimitOnImport},
 	// append.go
 	{name: "AppendHistoriesReadBackAsWrittenWhole", fn: testAppendHistories},
+	{name: "RunEndAcrossARewind", fn: testRunEndAcrossARewind},
 	{name: "AppendGuardOnTheHead", fn: testAppendGuard},
 	{name: "AppendRetryAndBadInput", fn: testAppendRetryAndBadInput},
 	{name: "IntervalWithCaptureChangeAppends", fn: testIntervalAppends},
