@@ -3,8 +3,10 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -42,6 +44,15 @@ import (
 //	               batch) after set_config in one batch, against the
 //	               statement alone on a session whose tenant was set when
 //	               it connected; as a superuser
+//	get/rls, snapshot/rls
+//	               Engine.Get and Engine.Snapshot as the application role,
+//	               against the same on a second database whose tables have
+//	               row-level security disabled: the policy's own cost
+//	get/role, snapshot/role
+//	               the same on that second database, as the application
+//	               role against as a superuser: what a role that is not a
+//	               superuser pays without row-level security (privilege
+//	               checks), which an installation without tenants pays too
 //
 // Each reports x (the first's median over the second's). Run it on a
 // durable server, as BenchmarkSpeed.
@@ -106,9 +117,9 @@ func BenchmarkTenantCost(b *testing.B) {
 			return p.SendBatch(ctx, batch).Close()
 		}
 	}
-	get := func(e *engine.Engine) func() error {
+	getOf := func(e *engine.Engine, id uuid.UUID) func() error {
 		return func() error {
-			c, err := e.Get(ctx, res.ID)
+			c, err := e.Get(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -116,6 +127,7 @@ func BenchmarkTenantCost(b *testing.B) {
 			return json.Unmarshal(c.State, &m)
 		}
 	}
+	get := func(e *engine.Engine) func() error { return getOf(e, res.ID) }
 	b.Run("get/setting", func(b *testing.B) {
 		b.ReportMetric(alternate(b, read(super, getView), readAfterSet(super, getView)), "x")
 	})
@@ -142,6 +154,60 @@ func BenchmarkTenantCost(b *testing.B) {
 	})
 	b.Run("snapshot/session", func(b *testing.B) {
 		b.ReportMetric(alternate(b, snapshot(sessionEng), snapshot(appEng)), "x")
+	})
+	// Two more installations, alike but for row-level security (the
+	// views' tenant filter stays in both), each filled and analyzed before
+	// the sessions measured plan a statement: the policy's cost and the
+	// role's, with the same data and statistics on both sides.
+	installation := func(rls bool) (app, super *engine.Engine, id uuid.UUID) {
+		set := setupTenants(b)
+		if !rls {
+			set.db.AsOwner(b, `ALTER TABLE pgcheckpoint.checkpoints NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;
+				ALTER TABLE pgcheckpoint.data_keys NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;
+				ALTER TABLE pgcheckpoint.pending_writes NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;
+				ALTER TABLE pgcheckpoint.thread_locks NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;
+				ALTER TABLE pgcheckpoint.threads NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY`)
+		}
+		fill := engineOver(pool(set.db.URL))
+		for i := range 1000 {
+			if _, err := fill.Snapshot(ctx, engine.SnapshotInput{ThreadID: fmt.Sprintf("fill-%02d", i%50), State: state}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		r, err := fill.Snapshot(ctx, engine.SnapshotInput{ThreadID: "bench", State: state})
+		if err != nil {
+			b.Fatal(err)
+		}
+		set.db.AsOwner(b, "VACUUM ANALYZE")
+		// The application role, no tenant set, reading the table itself:
+		// nothing where the policy holds, every row where it does not.
+		conn, err := pgx.Connect(ctx, set.appURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var seen int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pgcheckpoint.checkpoints").Scan(&seen); err != nil {
+			b.Fatal(err)
+		}
+		if want := map[bool]int{true: 0, false: 1001}[rls]; seen != want {
+			b.Fatalf("row-level security %v: the application role sees %d rows of the table, want %d", rls, seen, want)
+		}
+		return engineOver(pool(set.appURL)), engineOver(pool(set.db.URL)), r.ID
+	}
+	heldApp, _, heldID := installation(true)
+	openApp, openSuper, openID := installation(false)
+	b.Run("get/rls", func(b *testing.B) {
+		b.ReportMetric(alternate(b, getOf(openApp, openID), getOf(heldApp, heldID)), "x")
+	})
+	b.Run("snapshot/rls", func(b *testing.B) {
+		b.ReportMetric(alternate(b, snapshot(openApp), snapshot(heldApp)), "x")
+	})
+	b.Run("get/role", func(b *testing.B) {
+		b.ReportMetric(alternate(b, getOf(openSuper, openID), getOf(openApp, openID)), "x")
+	})
+	b.Run("snapshot/role", func(b *testing.B) {
+		b.ReportMetric(alternate(b, snapshot(openSuper), snapshot(openApp)), "x")
 	})
 	b.Run("snapshot/setting", func(b *testing.B) {
 		alone := func() error {
