@@ -68,3 +68,43 @@ func TestSessionTenant(t *testing.T) {
 		})
 	}
 }
+
+// postgres.Options.SessionTenant through PgBouncer (transaction mode, but
+// the store cannot tell one mode from another): every call outside a
+// transaction fails with postgres.ErrPooledSession before it sets a
+// tenant or writes, the write as well as the reads, and nothing is
+// written; the same pool with the default (the tenant set in each
+// transaction) works.
+func TestSessionTenantRefusesAPooler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ts := setupTenants(t)
+	via := startPgBouncer(t, ts.appURL)
+	pool, err := pgxpool.New(ctx, via+"&default_query_exec_mode=exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	eng := tenantEngine(t, pool, postgres.Options{SessionTenant: true}, "pooled")
+	_, err = eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", State: json.RawMessage(`{"a": 1}`)})
+	if !errors.Is(err, postgres.ErrPooledSession) {
+		t.Fatalf("Snapshot through PgBouncer with SessionTenant: %v, want ErrPooledSession", err)
+	}
+	if _, err := eng.Latest(ctx, "t"); !errors.Is(err, postgres.ErrPooledSession) {
+		t.Errorf("Latest: %v, want ErrPooledSession", err)
+	}
+	if _, err := eng.ListThreads(ctx, engine.ThreadListOptions{}); !errors.Is(err, postgres.ErrPooledSession) {
+		t.Errorf("ListThreads: %v, want ErrPooledSession", err)
+	}
+	if _, err := eng.DeleteThreads(ctx, "t"); !errors.Is(err, postgres.ErrPooledSession) {
+		t.Errorf("DeleteThreads: %v, want ErrPooledSession", err)
+	}
+	// The same pool, the tenant set in each transaction.
+	def := tenantEngine(t, pool, postgres.Options{}, "pooled")
+	if ths, err := def.ListThreads(ctx, engine.ThreadListOptions{}); err != nil || len(ths) != 0 {
+		t.Fatalf("after the refusals the tenant lists %d threads (%v), want none", len(ths), err)
+	}
+	if _, err := def.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", State: json.RawMessage(`{"a": 1}`)}); err != nil {
+		t.Fatalf("Snapshot through PgBouncer with the default: %v", err)
+	}
+}

@@ -96,12 +96,14 @@ type Options struct {
 	// on the connection after the store's statements, for whoever uses it
 	// next: so give the store a pool of its own (pgcheckpoint.Open's),
 	// with nothing else on it that sets pgcheckpoint.tenant, connected to
-	// Postgres directly or through a pooler in session mode. NEVER behind
-	// PgBouncer (or any pooler) in transaction or statement mode: there a
-	// statement may run on a server connection whose session another
-	// client set to another tenant. Over a connection or a transaction it
-	// does nothing; transactions (Begin, WithTx) set the tenant in the
-	// transaction as without it.
+	// Postgres directly. Behind a pooler in transaction or statement mode
+	// a statement could run on a server connection whose session another
+	// client set to another tenant, and a client cannot tell a pooler's
+	// mode: so the store checks each connection once, before its first
+	// statement, and refuses any that goes through a pooler
+	// (ErrPooledSession, nothing else sent). Over a connection or a
+	// transaction it does nothing; transactions (Begin, WithTx) set the
+	// tenant in the transaction as without it.
 	SessionTenant bool
 }
 

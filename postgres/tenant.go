@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -57,18 +58,45 @@ const setSessionTenant = "SELECT pg_catalog.set_config('pgcheckpoint.tenant', $1
 // store set its session to (Options.SessionTenant).
 const sessionKey = "pgcheckpoint.sessionTenant"
 
+// directKey is where a connection's CustomData records that it talks to
+// the server process it connected to (Options.SessionTenant).
+const directKey = "pgcheckpoint.direct"
+
+// ErrPooledSession is what a call of a store made with
+// Options.SessionTenant returns, having sent nothing else, when the
+// connection it took from its pool reaches Postgres through a pooler: the
+// server process that answers (pg_backend_pid()) is not the one the
+// connection was told about when it connected (its BackendKeyData, which
+// a pooler makes up). A session's tenant set there could be read by another
+// client's transaction. Use the default (the tenant set in each
+// transaction), which works behind any pooler.
+var ErrPooledSession = errors.New("pgcheckpoint: postgres.Options.SessionTenant over a connection through a pooler")
+
 // sessionBatch acquires a connection of t.pool and returns it with a batch
 // that starts with the setting of the session's tenant unless the store
 // set it already on that connection (then the batch is empty). done
 // records the setting when the batch succeeded, and forgets what the
 // connection had otherwise (a failed implicit transaction takes its
-// setting back with it); it releases the connection.
+// setting back with it); it releases the connection. A connection is first
+// checked to reach its own server process (ErrPooledSession), once.
 func (t tenantDB) sessionBatch(ctx context.Context) (c *pgxpool.Conn, b *pgx.Batch, done func(error), err error) {
 	c, err = t.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	data := c.Conn().PgConn().CustomData()
+	if data[directKey] == nil {
+		var pid int64
+		if err := c.QueryRow(ctx, "SELECT pg_catalog.pg_backend_pid()").Scan(&pid); err != nil {
+			c.Release()
+			return nil, nil, nil, err
+		}
+		if pid != int64(c.Conn().PgConn().PID()) {
+			c.Release()
+			return nil, nil, nil, ErrPooledSession
+		}
+		data[directKey] = true
+	}
 	b = &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 2)}
 	if data[sessionKey] != t.tenant {
 		b.Queue(setSessionTenant, t.tenant)
