@@ -72,14 +72,15 @@ func TestSessionTenant(t *testing.T) {
 // postgres.Options.SessionTenant through PgBouncer (transaction mode, but
 // the store cannot tell one mode from another): every call outside a
 // transaction fails with postgres.ErrPooledSession before it sets a
-// tenant or writes, the write as well as the reads, and nothing is
-// written; the same pool with the default (the tenant set in each
-// transaction) works.
+// tenant or writes, the write as well as the reads: the pooler's one
+// server connection has no tenant set afterwards and nothing is written;
+// the same pool with the default (the tenant set in each transaction)
+// works.
 func TestSessionTenantRefusesAPooler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ts := setupTenants(t)
-	via := startPgBouncer(t, ts.appURL)
+	via := startPgBouncerPool(t, ts.appURL, 1)
 	pool, err := pgxpool.New(ctx, via+"&default_query_exec_mode=exec")
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +99,13 @@ func TestSessionTenantRefusesAPooler(t *testing.T) {
 	}
 	if _, err := eng.DeleteThreads(ctx, "t"); !errors.Is(err, postgres.ErrPooledSession) {
 		t.Errorf("DeleteThreads: %v, want ErrPooledSession", err)
+	}
+	var session *string
+	if err := pool.QueryRow(ctx, "SELECT pg_catalog.current_setting('pgcheckpoint.tenant', true)").Scan(&session); err != nil {
+		t.Fatal(err)
+	}
+	if session != nil && *session != "" {
+		t.Fatalf("after the refusals the server session's tenant is %q, want none", *session)
 	}
 	// The same pool, the tenant set in each transaction.
 	def := tenantEngine(t, pool, postgres.Options{}, "pooled")
