@@ -196,8 +196,68 @@ func TestCheckpointDeleteManyInKeepsToItsThreads(t *testing.T) {
 	b.checkLine(t, "other", other, []int{0, 1, 2, 3})
 }
 
+// TestCheckpointDeleteKeysDeletesOnlyWhereTheIDIs calls
+// checkpoint_delete_keys (what a sweep's batch deletes through, given the
+// keys it read) with a key that holds another checkpoint than the id given
+// with it: nothing is deleted, no delta rebased, the thread's rewind to
+// that id kept. Given the right key (twice), it deletes that checkpoint
+// once, rebases the delta built on it and clears the rewind.
+func TestCheckpointDeleteKeysDeletesOnlyWhereTheIDIs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.line(t, "a", 4)
+	if _, err := b.eng.Rewind(b.ctx, a[1]); err != nil {
+		t.Fatal(err)
+	}
+	seq := func(id uuid.UUID) int64 {
+		t.Helper()
+		var s int64
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT seq FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	rewoundTo := func() *uuid.UUID {
+		t.Helper()
+		var r *uuid.UUID
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT rewound_to FROM pgcheckpoint.threads WHERE thread_id = 'a' AND namespace = ''`).Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	del := func(seqs []int64, ids []uuid.UUID) int64 {
+		t.Helper()
+		threads, namespaces := make([]string, len(ids)), make([]string, len(ids))
+		for i := range ids {
+			threads[i] = "a"
+		}
+		var n int64
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT pgcheckpoint.checkpoint_delete_keys($1, $2, $3, $4)`,
+			threads, namespaces, seqs, ids).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// a[1]'s id at a[2]'s key.
+	if n := del([]int64{seq(a[2])}, []uuid.UUID{a[1]}); n != 0 {
+		t.Fatalf("an id given with another checkpoint's key: %d deleted, want 0", n)
+	}
+	if r := rewoundTo(); r == nil || *r != a[1] {
+		t.Fatalf("rewound to %v after deleting nothing, want %s", r, a[1])
+	}
+	b.checkLine(t, "a", a, []int{0, 1, 2, 3})
+
+	if n := del([]int64{seq(a[1]), seq(a[1])}, []uuid.UUID{a[1], a[1]}); n != 1 {
+		t.Fatalf("a[1] at its key, given twice: %d deleted, want 1", n)
+	}
+	if r := rewoundTo(); r != nil {
+		t.Fatalf("rewound to %s after deleting it, want no rewind", *r)
+	}
+	b.checkLine(t, "a", a, []int{0, 2, 3})
+}
+
 // thread_gc_many locks every thread of its batch once, and again (in
-// checkpoint_delete_many_in) only those it deletes from: each lock taken
+// checkpoint_delete_keys) only those it deletes from: each lock taken
 // is a row version of thread_locks, and most threads of a steady sweep
 // have nothing to delete.
 func TestSweepBatchLocksAgainOnlyThreadsItDeletesFrom(t *testing.T) {

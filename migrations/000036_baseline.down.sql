@@ -33,6 +33,7 @@ DROP FUNCTION
     pgcheckpoint.checkpoint_default_summary(jsonb,jsonb),
     pgcheckpoint.checkpoint_delete_before(text,text,bigint),
     pgcheckpoint.checkpoint_delete_for_runs(text[]),
+    pgcheckpoint.checkpoint_delete_keys(text[],text[],bigint[],uuid[]),
     pgcheckpoint.checkpoint_delete_many(uuid[]),
     pgcheckpoint.checkpoint_delete_many_in(text[],uuid[]),
     pgcheckpoint.checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer),

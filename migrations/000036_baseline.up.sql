@@ -530,6 +530,66 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_for_runs(text[]) IS 'Deletes the checkpoints whose metadata has a run_id in the list, with their pending writes. Returns the number deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_for_runs(text[]) FROM PUBLIC;
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delete_keys(p_thread_ids text[], p_namespaces text[], p_seqs bigint[], p_checkpoint_ids uuid[])
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_count bigint;
+BEGIN
+    -- The threads' locks (see thread_lock_many); a caller that holds them
+    -- takes them again at the cost of one row update each.
+    PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
+
+    -- Under the locks, so every write to these threads is either seen here
+    -- or waits for this transaction. A row is deleted where its key holds
+    -- the id given, and what is deleted (not what was asked) is what kept
+    -- deltas are rebased from and rewinds cleared of: one probe a row.
+    WITH deleted AS (
+        DELETE FROM pgcheckpoint.tenant_checkpoints c
+        USING unnest(p_thread_ids, p_namespaces, p_seqs, p_checkpoint_ids) AS k(thread_id, namespace, seq, checkpoint_id)
+        WHERE c.thread_id = k.thread_id AND c.namespace = k.namespace AND c.seq = k.seq
+          AND c.checkpoint_id = k.checkpoint_id
+        RETURNING c.thread_id, c.namespace, c.seq, c.checkpoint_id
+    ), orphans AS (
+        -- Kept deltas based on a deleted checkpoint. A base is an ancestor,
+        -- written earlier: only later rows can be its deltas.
+        SELECT k.thread_id, k.namespace, k.seq, k.checkpoint_id
+        FROM (SELECT d.thread_id, d.namespace, min(d.seq) AS from_seq FROM deleted d GROUP BY 1, 2) t
+        JOIN pgcheckpoint.tenant_checkpoints k
+          ON k.thread_id = t.thread_id AND k.namespace = t.namespace AND k.seq > t.from_seq
+        WHERE k.format = 'delta'
+          AND k.base_checkpoint_id IN (SELECT d.checkpoint_id FROM deleted d)
+          AND k.checkpoint_id NOT IN (SELECT d.checkpoint_id FROM deleted d)
+    ), whole AS (
+        SELECT o.thread_id, o.namespace, o.seq, m.messages, m.state, m.tool_results
+        FROM orphans o CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(o.checkpoint_id) m
+    ), rebased AS (
+        UPDATE pgcheckpoint.tenant_checkpoints c
+        SET format = 'full', base_checkpoint_id = NULL, delta_run = 0, delta_depth = 0,
+            messages = w.messages, state = w.state,
+            tool_results = w.tool_results, state_removed = '{}', tool_results_removed = '{}'
+        FROM whole w
+        WHERE c.thread_id = w.thread_id AND c.namespace = w.namespace AND c.seq = w.seq
+        RETURNING 1
+    ), unrewound AS (
+        -- Driven by the threads' rows, few and seldom rewound, not by the
+        -- deleted rows: a join from those probed the threads once a row.
+        UPDATE pgcheckpoint.tenant_threads t SET rewound_to = NULL
+        WHERE t.thread_id = ANY (p_thread_ids) AND t.rewound_to IS NOT NULL
+          AND t.rewound_to = ANY (ARRAY(
+              SELECT d.checkpoint_id FROM deleted d
+              WHERE d.thread_id = t.thread_id AND d.namespace = t.namespace))
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_count FROM deleted;
+    RETURN v_count;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_keys(text[],text[],bigint[],uuid[]) IS 'Deletes checkpoints by key: the row at each (thread, namespace, seq) of the four arrays, read as one list of rows, if it holds the id given with it (else it is left); under the threads'' locks, rebasing kept deltas and clearing a rewind to a deleted checkpoint as checkpoint_delete_many does. For a caller that has the keys (thread_gc_many, checkpoint_delete_many_in). Returns the number deleted.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_keys(text[],text[],bigint[],uuid[]) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delete_many(p_checkpoint_ids uuid[])
  RETURNS bigint
  LANGUAGE plpgsql
@@ -557,56 +617,20 @@ AS $function$
 DECLARE
     v_count bigint;
 BEGIN
-    -- The threads' locks (see thread_lock_many); a caller that holds them
-    -- (thread_gc_many) takes them again at the cost of one row update each.
+    -- The threads' locks first, so the ids' rows are read under them.
     PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
-
-    -- Read under the locks, so every write to these threads is either seen
-    -- here or waits for this transaction.
-    WITH doomed AS (
-        SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id
-        FROM (SELECT DISTINCT x AS id FROM unnest(p_checkpoint_ids) x) i
-        CROSS JOIN LATERAL (
-            SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
-            WHERE c.checkpoint_id = i.id) c
-        WHERE c.thread_id = ANY (p_thread_ids)
-    ), orphans AS (
-        -- Kept deltas based on a doomed checkpoint. A base is an ancestor,
-        -- written earlier: only later rows can be its deltas.
-        SELECT k.thread_id, k.namespace, k.seq, k.checkpoint_id
-        FROM (SELECT d.thread_id, d.namespace, min(d.seq) AS from_seq FROM doomed d GROUP BY 1, 2) t
-        JOIN pgcheckpoint.tenant_checkpoints k
-          ON k.thread_id = t.thread_id AND k.namespace = t.namespace AND k.seq > t.from_seq
-        WHERE k.format = 'delta'
-          AND k.base_checkpoint_id IN (SELECT d.checkpoint_id FROM doomed d)
-          AND k.checkpoint_id NOT IN (SELECT d.checkpoint_id FROM doomed d)
-    ), whole AS (
-        SELECT o.thread_id, o.namespace, o.seq, m.messages, m.state, m.tool_results
-        FROM orphans o CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(o.checkpoint_id) m
-    ), rebased AS (
-        UPDATE pgcheckpoint.tenant_checkpoints c
-        SET format = 'full', base_checkpoint_id = NULL, delta_run = 0, delta_depth = 0,
-            messages = w.messages, state = w.state,
-            tool_results = w.tool_results, state_removed = '{}', tool_results_removed = '{}'
-        FROM whole w
-        WHERE c.thread_id = w.thread_id AND c.namespace = w.namespace AND c.seq = w.seq
-        RETURNING 1
-    ), unrewound AS (
-        UPDATE pgcheckpoint.tenant_threads t SET rewound_to = NULL
-        FROM doomed d
-        WHERE t.thread_id = d.thread_id AND t.namespace = d.namespace AND t.rewound_to = d.checkpoint_id
-        RETURNING 1
-    ), deleted AS (
-        DELETE FROM pgcheckpoint.tenant_checkpoints c
-        USING doomed d
-        WHERE c.thread_id = d.thread_id AND c.namespace = d.namespace AND c.seq = d.seq
-        RETURNING 1
-    )
-    SELECT count(*) INTO v_count FROM deleted;
+    SELECT pgcheckpoint.checkpoint_delete_keys(
+               array_agg(c.thread_id), array_agg(c.namespace), array_agg(c.seq), array_agg(c.checkpoint_id))
+    INTO v_count
+    FROM (SELECT DISTINCT x AS id FROM unnest(p_checkpoint_ids) x) i
+    CROSS JOIN LATERAL (
+        SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
+        WHERE c.checkpoint_id = i.id) c
+    WHERE c.thread_id = ANY (p_thread_ids);
     RETURN v_count;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_many_in(text[],uuid[]) IS 'checkpoint_delete_many of the given threads: deletes those of the given checkpoints that belong to one of the threads (an id of another thread is left), under the threads'' locks, rebasing kept deltas and clearing a rewind to a deleted checkpoint as checkpoint_delete_many does. For a caller that knows the threads (thread_gc_many): no look-up of each id''s thread. Returns the number deleted.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_delete_many_in(text[],uuid[]) IS 'checkpoint_delete_many of the given threads: deletes those of the given checkpoints that belong to one of the threads (an id of another thread is left), under the threads'' locks, rebasing kept deltas and clearing a rewind to a deleted checkpoint as checkpoint_delete_many does (checkpoint_delete_keys). For a caller that knows the threads: no look-up of each id''s thread. Returns the number deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_delete_many_in(text[],uuid[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_delta(p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_message_chain bytea, p_state_digests jsonb, p_tool_results_digests jsonb, p_parent_checkpoint_id uuid, p_parent_delta_run integer, p_parent_delta_depth integer, p_parent_messages_count integer, p_parent_messages_digest bytea, p_parent_state_digests jsonb, p_parent_tool_results_digests jsonb, p_delta_run integer)
@@ -1634,6 +1658,8 @@ DECLARE
     v_deleted bigint := 0;
     v_n       bigint;
     v_threads text[];
+    v_namespaces text[];
+    v_seqs    bigint[];
     v_ids     uuid[];
 BEGIN
     PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
@@ -1661,13 +1687,14 @@ BEGIN
     -- so that a thread that fails is the only one left as it was.
     IF p_policy <> 'keep_all' AND cardinality(v_rest) > 0 THEN
         BEGIN
-            -- The threads are known and locked: no look-up of each id's,
-            -- and only those with something to delete are locked again.
-            SELECT coalesce(array_agg(DISTINCT d.thread_id), '{}'), coalesce(array_agg(d.checkpoint_id), '{}')
-            INTO v_threads, v_ids
+            -- Deleted by the keys the policy read under the locks: no
+            -- look-up of each id, and only the threads with something to
+            -- delete are locked again.
+            SELECT coalesce(array_agg(d.thread_id), '{}'), array_agg(d.namespace), array_agg(d.seq), array_agg(d.checkpoint_id)
+            INTO v_threads, v_namespaces, v_seqs, v_ids
             FROM pgcheckpoint.thread_gc_doomed_many(v_rest, p_policy, p_n, p_age) d;
-            IF cardinality(v_ids) > 0 THEN
-                v_deleted := v_deleted + pgcheckpoint.checkpoint_delete_many_in(v_threads, v_ids);
+            IF cardinality(v_threads) > 0 THEN
+                v_deleted := v_deleted + pgcheckpoint.checkpoint_delete_keys(v_threads, v_namespaces, v_seqs, v_ids);
             END IF;
         EXCEPTION WHEN OTHERS THEN
             FOREACH v_thread IN ARRAY v_rest LOOP
@@ -1685,7 +1712,7 @@ BEGIN
     RETURN QUERY SELECT (SELECT count(DISTINCT x)::integer FROM unnest(p_thread_ids) x), v_expired, v_failed, v_deleted;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired one by its expiry, the others through the policy all at once (thread_gc_doomed_many, then checkpoint_delete_many_in), and every one marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). Returns how many threads, expired, failed, and how many checkpoints deleted.';
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired one by its expiry, the others through the policy all at once (thread_gc_doomed_many, then checkpoint_delete_keys), and every one marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). Returns how many threads, expired, failed, and how many checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) FROM PUBLIC;
 
 CREATE OR REPLACE PROCEDURE pgcheckpoint.thread_gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval, IN p_tenant text DEFAULT NULL::text)
