@@ -227,8 +227,13 @@ type BranchResult struct {
 // Branch forks a new thread from checkpoint fromID. Its first checkpoint
 // has the source's content and the source as parent, in the source's
 // namespace (merge it back with MergeBranchIn in that namespace); the
-// thread records the branch name and the source. Errors: ErrNotFound for an unknown source (or
-// one deleted meanwhile); ErrInvalidInput for an empty or over-long name.
+// thread records the branch name and the source. It holds the source's
+// thread while it writes (on Postgres, that thread's lock too), so a
+// retention policy applied meanwhile either sees the branch and keeps its
+// source or deletes the source first. Errors: ErrNotFound for an unknown
+// source (or one deleted meanwhile); ErrInvalidInput for an empty or
+// over-long name; ErrTransient under REPEATABLE READ or SERIALIZABLE when
+// the source's thread changed after the transaction's snapshot (retry it).
 func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ BranchResult, err error) {
 	ctx, done := e.tel.call(ctx, "Branch")
 	defer func() { done(err) }()

@@ -462,37 +462,39 @@ var staleCases = []staleCase{
 		},
 	},
 	{
-		name: "delete-after-a-delta",
-		// DeltaRun 2: the third checkpoint is a delta on the first (the
-		// anchor), which a delete of the steps below 3 removes: it must
-		// rewrite the third whole first, so it must see it.
-		prepare: func(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
-			// The layout, seen on a thread written the same way.
-			probe := seedThread(t, e, eng, "probe", 3)
-			var format string
-			var base uuid.UUID
-			if err := e.db.Pool.QueryRow(e.ctx, `SELECT format, base_checkpoint_id FROM pgcheckpoint.checkpoints
-				WHERE checkpoint_id = $1`, probe[2].ID).Scan(&format, &base); err != nil || format != "delta" || base != probe[0].ID {
-				t.Fatalf("the third checkpoint is %s on %s (%v), want a delta on the first", format, base, err)
-			}
-			seedThread(t, e, eng, "t", 2)
-			return staleState{thread: "t"}
-		},
-		hold: func(t *testing.T, e *isoEnv, s *staleState, inTx *engine.Engine) {
-			var err error
-			if s.held, err = inTx.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: s.thread,
-				Messages: growingMessages(3), State: json.RawMessage(`{"n":3}`)}); err != nil {
-				t.Fatal(err)
-			}
-		},
+		name:    "delete-after-a-delta",
+		prepare: prepareThirdIsADelta,
+		hold:    holdThirdAsADelta,
 		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) error {
 			res, err := eng.DeleteCheckpoints(e.ctx, engine.BeforeStep(s.thread, 3))
 			s.deleted = res.Deleted
 			return err
 		},
-		check: func(t *testing.T, e *isoEnv, s *staleState) {
-			checkThreadReads(t, e, s.thread)
+		check: checkStaleThreadReads,
+	},
+	{
+		// A prune (thread_gc_many) deletes the first two: the anchor too.
+		name:    "prune-after-a-delta",
+		prepare: prepareThirdIsADelta,
+		hold:    holdThirdAsADelta,
+		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) error {
+			res, err := eng.PruneThreads(e.ctx, engine.KeepLastN(1), s.thread)
+			s.deleted = res.Deleted
+			return err
 		},
+		check: checkStaleThreadReads,
+	},
+	{
+		// A sweep (thread_gc_batch) likewise, every thread in its batch.
+		name:    "sweep-after-a-delta",
+		prepare: prepareThirdIsADelta,
+		hold:    holdThirdAsADelta,
+		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) error {
+			res, err := eng.Sweep(e.ctx, engine.KeepLastN(1), engine.SweepOptions{})
+			s.deleted = res.Deleted
+			return err
+		},
+		check: checkStaleThreadReads,
 	},
 	{
 		name: "same-id-on-another-thread",
@@ -573,6 +575,45 @@ var staleCases = []staleCase{
 			return err
 		},
 	},
+}
+
+// prepareThirdIsADelta seeds two checkpoints on thread "t" of a
+// DeltaRun 2 engine, whose third will be a delta on the first (the
+// anchor): a delete of the steps below 3 removes the anchor, so it must
+// rewrite the third whole first, so it must see it.
+func prepareThirdIsADelta(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
+	t.Helper()
+	// The layout, seen on a thread written the same way.
+	probe := seedThread(t, e, eng, "probe", 3)
+	var format string
+	var base uuid.UUID
+	if err := e.db.Pool.QueryRow(e.ctx, `SELECT format, base_checkpoint_id FROM pgcheckpoint.checkpoints
+		WHERE checkpoint_id = $1`, probe[2].ID).Scan(&format, &base); err != nil || format != "delta" || base != probe[0].ID {
+		t.Fatalf("the third checkpoint is %s on %s (%v), want a delta on the first", format, base, err)
+	}
+	seedThread(t, e, eng, "t", 2)
+	return staleState{thread: "t"}
+}
+
+// holdThirdAsADelta writes the third checkpoint of prepareThirdIsADelta's
+// thread.
+func holdThirdAsADelta(t *testing.T, e *isoEnv, s *staleState, inTx *engine.Engine) {
+	t.Helper()
+	var err error
+	if s.held, err = inTx.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: s.thread,
+		Messages: growingMessages(3), State: json.RawMessage(`{"n":3}`)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkStaleThreadReads checks that every checkpoint of the case's thread
+// reads whole, the held write's among them.
+func checkStaleThreadReads(t *testing.T, e *isoEnv, s *staleState) {
+	t.Helper()
+	if e.countID(t, s.held.ID) != 1 {
+		t.Errorf("the held write %s is gone", s.held.ID)
+	}
+	checkThreadReads(t, e, s.thread)
 }
 
 // sqlWrite runs a writing SQL function through the engine's connection
@@ -685,5 +726,109 @@ func waitForIsoLockWaiter(t *testing.T, e *isoEnv, done <-chan error) {
 			t.Fatal("the write never waited for the holder's transaction")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A sweep never deletes a live branch's source, whichever of the two
+// commits first and at every isolation level: one holds its transaction
+// open (a branch made from the source, or a prune that deletes it) while
+// the other runs. The branch's first write takes its source's thread lock,
+// so the two queue there: a prune after the branch sees it and keeps the
+// source; a branch after the prune finds its source gone (ErrNotFound), or
+// under REPEATABLE READ fails with ErrTransient and, retried, finds it
+// gone.
+func TestIsolationBranchAndSweepOfItsSource(t *testing.T) {
+	t.Parallel()
+	levels := append([]isolation{{name: "read-committed"}}, testedIsolations()...)
+	type op func(e *isoEnv, eng *engine.Engine, src uuid.UUID) error
+	branch := func(e *isoEnv, eng *engine.Engine, src uuid.UUID) error {
+		_, err := eng.Branch(e.ctx, src, "side")
+		return err
+	}
+	prune := func(e *isoEnv, eng *engine.Engine, _ uuid.UUID) error {
+		_, err := eng.PruneThreads(e.ctx, engine.KeepLastN(1), "t")
+		return err
+	}
+	sweep := func(e *isoEnv, eng *engine.Engine, _ uuid.UUID) error {
+		_, err := eng.Sweep(e.ctx, engine.KeepLastN(1), engine.SweepOptions{})
+		return err
+	}
+	orders := []struct {
+		name       string
+		hold, wait op
+	}{
+		{"branch-then-prune", branch, prune},
+		{"branch-then-sweep", branch, sweep},
+		{"prune-then-branch", prune, branch},
+		{"sweep-then-branch", sweep, branch},
+	}
+	for _, iso := range levels {
+		for _, o := range orders {
+			t.Run(iso.name+"/"+o.name, func(t *testing.T) {
+				t.Parallel()
+				e := newIsoEnv(t, iso)
+				eng := e.engine(engine.Config{})
+				src := seedThread(t, e, eng, "t", 3)[0].ID
+
+				holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer holderTx.Rollback(context.WithoutCancel(e.ctx))
+				holder, err := eng.WithTx(holderTx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := o.hold(e, holder, src); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() {
+					done <- e.write(eng, retryHard, func(eng *engine.Engine, _ querier) error { return o.wait(e, eng, src) })
+				}()
+				// The other waits for the holder's locks.
+				var waited error
+				finished := false
+				for deadline := time.Now().Add(10 * time.Second); !finished; {
+					var waiting bool
+					if err := e.db.Pool.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+						WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+						t.Fatal(err)
+					}
+					if waiting {
+						break
+					}
+					select {
+					case waited = <-done:
+						finished = true
+					case <-time.After(5 * time.Millisecond):
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the second call neither waited nor ended")
+					}
+				}
+				if err := holderTx.Commit(e.ctx); err != nil {
+					t.Fatal(err)
+				}
+				if finished {
+					t.Errorf("the second call ended while the first's transaction was open: %v", waited)
+				} else {
+					waited = <-done
+				}
+				var branches int
+				if err := e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM pgcheckpoint.threads WHERE branched_from = $1`, src).Scan(&branches); err != nil {
+					t.Fatal(err)
+				}
+				switch sources := e.countID(t, src); {
+				case branches > 0 && sources == 0:
+					t.Fatalf("a branch of %s exists and its source was deleted (the second call: %v)", src, waited)
+				case branches == 0 && !errors.Is(waited, engine.ErrNotFound):
+					t.Fatalf("no branch was made and the branch returned %v, want ErrNotFound", waited)
+				case branches == 1 && waited != nil:
+					t.Fatalf("the second call: %v", waited)
+				}
+				checkThreadReads(t, e, "t")
+			})
+		}
 	}
 }

@@ -1350,6 +1350,7 @@ AS $function$
 #variable_conflict use_column
 DECLARE
     v_src pgcheckpoint.tenant_checkpoints%ROWTYPE;
+    v_src_thread text;
 BEGIN
     IF p_new_thread_id IS NULL OR length(p_new_thread_id) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
@@ -1358,7 +1359,15 @@ BEGIN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
     PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, NULL);
-    PERFORM pgcheckpoint.thread_lock(p_new_thread_id);
+    SELECT c.thread_id INTO v_src_thread FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
+    END IF;
+    -- The source's thread lock too: a sweep or delete of the source's
+    -- thread then either sees this branch (and keeps its source) or ran
+    -- first (and the source is read again below, under the lock, or under
+    -- REPEATABLE READ the lock fails with 40001).
+    PERFORM pgcheckpoint.thread_lock_many(ARRAY[p_new_thread_id, v_src_thread]);
     SELECT * INTO v_src FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
@@ -1384,13 +1393,13 @@ BEGIN
            v_src.size_bytes
     FROM pgcheckpoint.checkpoint_materialize(p_source_id) m;
     IF NOT FOUND THEN
-        -- Deleted since it was read (the source's thread lock is not held).
+        -- Deleted since it was read, by a statement that took no lock.
         RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
     END IF;
     RETURN QUERY SELECT p_new_thread_id, p_checkpoint_id, v_src.step + 1;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Errors: PC001 unknown source, PC002 the id is in use (23505 and 40001 as checkpoint_put), PC003 bad or existing thread id, an id that is not a UUIDv7.';
+COMMENT ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Takes the locks of the new thread and of the source''s thread, so a sweep or delete of the source''s thread either sees the branch (and keeps its source) or deletes the source first (and the branch fails with PC001; under REPEATABLE READ or SERIALIZABLE with 40001, which a retry turns into PC001). Errors: PC001 unknown source, PC002 the id is in use (23505 and 40001 as checkpoint_put), PC003 bad or existing thread id, an id that is not a UUIDv7.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_copy(p_source_thread_id text, p_target_thread_id text)
