@@ -86,6 +86,7 @@ var tests = []conformanceTest{
 	{name: "RetentionBadInputDeletesNothing", fn: testRetentionBadInput},
 	{name: "SweepAppliesPoliciesAndExpiry", fn: testSweep},
 	{name: "DeletesAndSweepsRaceWriters", fn: testDeletesAndSweepsRaceWriters},
+	{name: "SweepsKeepSourcesOfBranchesMadeMeanwhile", fn: testSweepsKeepSourcesOfBranchesMadeMeanwhile},
 	// deletes.go
 	{name: "DeletesMatchTheModel", fn: testDeletesMatchTheModel},
 	{name: "PruneThreadsMatchesTheModel", fn: testPruneThreadsMatchesTheModel},

@@ -356,6 +356,100 @@ func testSweep(t *testing.T, e *env) {
 	e.checkLine("t00", lines["t00"], []int{4, 5})
 }
 
+// Branches made from the newest checkpoints of threads that writers, a
+// sweep and prunes work on at once: no policy deletes a live branch's
+// source, whichever commits first. A branch whose source went first fails
+// with ErrNotFound; every branch that exists names a source that does.
+func testSweepsKeepSourcesOfBranchesMadeMeanwhile(t *testing.T, e *env) {
+	threads := []string{"ta", "tb", "tc"}
+	ctx := e.ctx
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	errs := make(chan error, 8)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		written  = map[string][]uuid.UUID{}
+		branched int
+	)
+	loop := func(seed uint64, f func(r *rand.Rand) error) {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(seed, 7))
+			for time.Now().Before(deadline) {
+				if err := f(r); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	loop(1, func(r *rand.Rand) error {
+		thread := threads[r.IntN(len(threads))]
+		res, err := e.eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread,
+			Messages: json.RawMessage(fmt.Sprintf(`[{"role":"user","content":"%d"}]`, r.IntN(1000)))})
+		if err == nil {
+			mu.Lock()
+			written[thread] = append(written[thread], res.ID)
+			mu.Unlock()
+		}
+		return err
+	})
+	loop(2, func(r *rand.Rand) error {
+		mu.Lock()
+		ids := written[threads[r.IntN(len(threads))]]
+		var from uuid.UUID
+		if len(ids) > 1 {
+			// One of the newest but the head: what KeepLastN(1) deletes next.
+			from = ids[max(0, len(ids)-2-r.IntN(2))]
+		}
+		mu.Unlock()
+		if from == uuid.Nil {
+			return nil
+		}
+		_, err := e.eng.Branch(ctx, from, "b")
+		switch {
+		case err == nil:
+			mu.Lock()
+			branched++
+			mu.Unlock()
+		case errors.Is(err, engine.ErrNotFound):
+		default:
+			return err
+		}
+		return nil
+	})
+	loop(3, func(*rand.Rand) error {
+		_, err := e.eng.Sweep(ctx, engine.KeepLastN(1), engine.SweepOptions{BatchSize: 2})
+		return err
+	})
+	loop(4, func(r *rand.Rand) error {
+		_, err := e.eng.PruneThreads(ctx, engine.KeepLastN(1), threads[r.IntN(len(threads))])
+		return err
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent call failed: %v", err)
+	}
+	if branched < 5 {
+		t.Fatalf("only %d branches made in 1.5 s", branched)
+	}
+	sources := 0
+	for _, thread := range threads {
+		bs, err := e.eng.Branches(ctx, thread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bs {
+			sources++
+			if _, err := e.eng.Get(ctx, b.FromID); err != nil {
+				t.Errorf("branch %q of %q: its source %s: %v", b.ThreadID, thread, b.FromID, err)
+			}
+		}
+	}
+	checkReadable(t, e.ctx, e.eng)
+	t.Logf("%d branches made, %d found with their sources", branched, sources)
+}
+
 // Writers, sweeps of several threads, deletes by run id across threads and
 // prunes of thread pairs run at once: no deadlock, no error, and afterwards
 // every checkpoint reads back exactly as written.
