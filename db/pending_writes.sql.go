@@ -18,6 +18,7 @@ WITH target AS (
     FROM pgcheckpoint.tenant_checkpoints c
     WHERE c.checkpoint_id = $1::uuid
     LIMIT 1
+    FOR KEY SHARE
 ), inserted AS (
     INSERT INTO pgcheckpoint.tenant_pending_writes
         (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)
@@ -46,7 +47,11 @@ type PendingWritePutManyRow struct {
 
 // Records a task's writes after a checkpoint, positions 0..n-1, in one
 // statement. A retried write of the same task and position is ignored.
-// found = 0 means the checkpoint does not exist.
+// found = 0 means the checkpoint does not exist. The checkpoint's row is
+// locked FOR KEY SHARE where it is read: a delete of it waits for this
+// statement's transaction, and one that committed meanwhile leaves
+// nothing to lock (found = 0; 40001 under REPEATABLE READ), so the writes
+// never land on another checkpoint written at its seq since.
 func (q *Queries) PendingWritePutMany(ctx context.Context, arg PendingWritePutManyParams) (PendingWritePutManyRow, error) {
 	row := q.db.QueryRow(ctx, PendingWritePutMany,
 		arg.CheckpointID,

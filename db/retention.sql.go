@@ -132,26 +132,24 @@ func (q *Queries) ThreadGetExpiry(ctx context.Context, threadID string) (ThreadG
 	return i, err
 }
 
-const ThreadSetExpiry = `-- name: ThreadSetExpiry :execrows
-UPDATE pgcheckpoint.tenant_threads t
-SET expires_at = $1::timestamptz,
-    expire_action = CASE WHEN $2::boolean THEN 'keep_latest' ELSE 'delete' END
-WHERE t.thread_id = $3::text
+const ThreadSetExpiry = `-- name: ThreadSetExpiry :one
+SELECT pgcheckpoint.thread_set_expiry($1::text, $2::timestamptz,
+                                      $3::boolean)::bigint AS updated
 `
 
 type ThreadSetExpiryParams struct {
+	ThreadID   string
 	ExpiresAt  pgtype.Timestamptz
 	KeepLatest bool
-	ThreadID   string
 }
 
 // Sets (or, with a NULL time, clears) the expiry of every namespace row of
-// a thread: once expired, a sweep keeps its heads (keep_latest) or deletes
-// it (see pgcheckpoint.thread_expire).
+// a thread, under its lock (see pgcheckpoint.thread_set_expiry): once
+// expired, a sweep keeps its heads (keep_latest) or deletes it (see
+// pgcheckpoint.thread_expire). The number of rows changed.
 func (q *Queries) ThreadSetExpiry(ctx context.Context, arg ThreadSetExpiryParams) (int64, error) {
-	result, err := q.db.Exec(ctx, ThreadSetExpiry, arg.ExpiresAt, arg.KeepLatest, arg.ThreadID)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	row := q.db.QueryRow(ctx, ThreadSetExpiry, arg.ThreadID, arg.ExpiresAt, arg.KeepLatest)
+	var updated int64
+	err := row.Scan(&updated)
+	return updated, err
 }

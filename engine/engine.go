@@ -526,8 +526,12 @@ func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) (_ []T
 // the same task keeps the first values. It returns how many writes were new.
 // Config.MaxSnapshotBytes bounds one call: its channels and values
 // together, in bytes as sent.
+// The writes go to that checkpoint or nowhere: one deleted meanwhile is
+// ErrNotFound, even where a newer checkpoint took its place in the thread.
 // Errors: ErrNotFound for an unknown checkpoint; ErrInvalidInput,
-// ErrInvalidJSON, ErrSnapshotTooLarge for bad input, with nothing written.
+// ErrInvalidJSON, ErrSnapshotTooLarge for bad input, with nothing written;
+// ErrTransient under REPEATABLE READ or SERIALIZABLE when the checkpoint
+// was deleted after the transaction's snapshot.
 func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (_ int64, err error) {
 	ctx, done := e.tel.callID(ctx, "PutWrites", id)
 	defer func() { done(err) }()

@@ -363,9 +363,12 @@ func (e *Engine) sweep(ctx context.Context, what string, p Policy, opts SweepOpt
 // the first Sweep (or SQL thread_gc_sweep) after that applies keep to it, KeepNone
 // (the thread is deleted) or KeepLatest (its heads are kept, and the
 // expiry cleared). A zero at clears the expiry. It deletes nothing itself.
+// It takes the thread's lock, so a sweep expiring the thread meanwhile
+// either finished first (ErrNotFound) or sees the new expiry.
 // Errors: ErrNotFound for a thread that does not exist; ErrInvalidInput for
 // another policy, a time outside years 1 to 9999 or a bad thread id, with
-// nothing changed.
+// nothing changed; ErrTransient under REPEATABLE READ or SERIALIZABLE when
+// the thread changed after the transaction's snapshot (retry it).
 func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.Time, keep Policy) (err error) {
 	ctx, done := e.tel.call(ctx, "SetThreadExpiry", attrThread.String(threadID))
 	defer func() { done(err) }()

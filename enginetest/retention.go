@@ -363,7 +363,9 @@ func testSweep(t *testing.T, e *env) {
 func testSweepsKeepSourcesOfBranchesMadeMeanwhile(t *testing.T, e *env) {
 	threads := []string{"ta", "tb", "tc"}
 	ctx := e.ctx
-	deadline := time.Now().Add(1500 * time.Millisecond)
+	// 1.5 s, and on a busy machine until 20 branches are made (30 s at most).
+	const enough = 20
+	start := time.Now()
 	errs := make(chan error, 8)
 	var (
 		wg       sync.WaitGroup
@@ -371,10 +373,16 @@ func testSweepsKeepSourcesOfBranchesMadeMeanwhile(t *testing.T, e *env) {
 		written  = map[string][]uuid.UUID{}
 		branched int
 	)
+	more := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		since := time.Since(start)
+		return since < 1500*time.Millisecond || branched < enough && since < 30*time.Second
+	}
 	loop := func(seed uint64, f func(r *rand.Rand) error) {
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(seed, 7))
-			for time.Now().Before(deadline) {
+			for more() {
 				if err := f(r); err != nil {
 					errs <- err
 					return
@@ -430,8 +438,8 @@ func testSweepsKeepSourcesOfBranchesMadeMeanwhile(t *testing.T, e *env) {
 	for err := range errs {
 		t.Errorf("concurrent call failed: %v", err)
 	}
-	if branched < 5 {
-		t.Fatalf("only %d branches made in 1.5 s", branched)
+	if branched < enough {
+		t.Fatalf("only %d branches made in %s", branched, time.Since(start).Round(time.Millisecond))
 	}
 	sources := 0
 	for _, thread := range threads {

@@ -832,3 +832,194 @@ func TestIsolationBranchAndSweepOfItsSource(t *testing.T) {
 		}
 	}
 }
+
+// Pending writes go to the checkpoint they name or nowhere: a checkpoint
+// deleted (a rewind that truncates) while its writes are recorded, and a
+// new head written at its seq in the same transaction, never receives
+// them, at every isolation level. The writes' call waits for the
+// deleter, then finds its checkpoint gone (ErrNotFound; under REPEATABLE
+// READ after ErrTransient and a retry).
+func TestIsolationPendingWritesOfACheckpointDeletedMeanwhile(t *testing.T) {
+	t.Parallel()
+	levels := append([]isolation{{name: "read-committed"}}, testedIsolations()...)
+	for _, iso := range levels {
+		t.Run(iso.name, func(t *testing.T) {
+			t.Parallel()
+			e := newIsoEnv(t, iso)
+			eng := e.engine(engine.Config{})
+			seeded := seedThread(t, e, eng, "t", 3)
+			gone := seeded[2].ID
+
+			holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holderTx.Rollback(context.WithoutCancel(e.ctx))
+			holder, err := eng.WithTx(holderTx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := holder.RewindAndTruncate(e.ctx, seeded[1].ID); err != nil {
+				t.Fatal(err)
+			}
+			head, err := holder.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The case needs the new head at the deleted one's seq (seqs
+			// go on from the highest left).
+			var goneSeq, headSeq int64
+			if err := e.db.Pool.QueryRow(e.ctx, `SELECT seq FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, gone).Scan(&goneSeq); err != nil {
+				t.Fatal(err)
+			}
+			if err := holderTx.QueryRow(e.ctx, `SELECT seq FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, head.ID).Scan(&headSeq); err != nil || headSeq != goneSeq {
+				t.Fatalf("the new head is at seq %d (%v), the deleted checkpoint at %d", headSeq, err, goneSeq)
+			}
+
+			waiter := e.engine(engine.Config{Retry: retryHard})
+			done := make(chan error, 1)
+			go func() {
+				done <- e.write(waiter, retryHard, func(eng *engine.Engine, _ querier) error {
+					_, err := eng.PutWrites(e.ctx, gone, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`"for the deleted one"`)}})
+					return err
+				})
+			}()
+			waitForIsoLockWaiter(t, e, done)
+			if err := holderTx.Commit(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; !errors.Is(err, engine.ErrNotFound) {
+				t.Errorf("the writes for the deleted checkpoint: %v, want ErrNotFound", err)
+			}
+			var n int
+			if err := e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM pgcheckpoint.pending_writes`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			cp, err := eng.Get(e.ctx, head.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 || len(cp.PendingWrites) != 0 {
+				t.Fatalf("%d pending writes stored; the new head (at the deleted one's seq) reads %d of them", n, len(cp.PendingWrites))
+			}
+		})
+	}
+}
+
+// An expiry cleared while a sweep runs is kept: the sweep that finds the
+// thread expired either deletes it first (and clearing then finds no
+// thread: ErrNotFound) or waits for the clearing and keeps the thread, at
+// every isolation level. Here the clearing holds its transaction open
+// while the sweep starts.
+func TestIsolationExpiryClearedWhileASweepRuns(t *testing.T) {
+	t.Parallel()
+	levels := append([]isolation{{name: "read-committed"}}, testedIsolations()...)
+	for _, iso := range levels {
+		t.Run(iso.name, func(t *testing.T) {
+			t.Parallel()
+			e := newIsoEnv(t, iso)
+			eng := e.engine(engine.Config{})
+			seedThread(t, e, eng, "t", 2)
+			if err := eng.SetThreadExpiry(e.ctx, "t", time.Now().Add(-time.Hour), engine.KeepNone()); err != nil {
+				t.Fatal(err)
+			}
+
+			holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holderTx.Rollback(context.WithoutCancel(e.ctx))
+			holder, err := eng.WithTx(holderTx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := holder.SetThreadExpiry(e.ctx, "t", time.Time{}, engine.KeepNone()); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				done <- e.write(eng, retryHard, func(eng *engine.Engine, _ querier) error {
+					_, err := eng.Sweep(e.ctx, engine.KeepAll(), engine.SweepOptions{})
+					return err
+				})
+			}()
+			waitForIsoLockWaiter(t, e, done)
+			if err := holderTx.Commit(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("the sweep: %v", err)
+			}
+			at, _, err := eng.ThreadExpiry(e.ctx, "t")
+			if err != nil || !at.IsZero() {
+				t.Fatalf("thread t after the sweep: expiry %v (%v), want the thread, not expiring", at, err)
+			}
+			checkLinearThread(t, e.db.Pool, "t", 2)
+		})
+	}
+}
+
+// A rewind to a checkpoint whose id moves to another thread while the
+// rewind waits for the first thread's lock (deleted there, written again
+// with the same id on another thread, in one transaction) rewinds the
+// thread where the checkpoint is once the lock is held, never the first
+// thread to a checkpoint of another (which would leave it unwritable).
+func TestIsolationRewindToACheckpointThatMovedThread(t *testing.T) {
+	t.Parallel()
+	levels := append([]isolation{{name: "read-committed"}}, testedIsolations()...)
+	for _, iso := range levels {
+		t.Run(iso.name, func(t *testing.T) {
+			t.Parallel()
+			e := newIsoEnv(t, iso)
+			eng := e.engine(engine.Config{})
+			moved := engine.NewCheckpointID()
+			if _, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "a", ID: moved}); err != nil {
+				t.Fatal(err)
+			}
+			aHead := seedThread(t, e, eng, "a", 2)[1]
+			seedThread(t, e, eng, "b", 1)
+
+			holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holderTx.Rollback(context.WithoutCancel(e.ctx))
+			holder, err := eng.WithTx(holderTx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := holder.DeleteCheckpoints(e.ctx, engine.BeforeStep("a", 2)); err != nil || res.Deleted != 1 {
+				t.Fatalf("delete the first of a: %+v, %v", res, err)
+			}
+			if _, err := holder.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "b", ID: moved}); err != nil {
+				t.Fatal(err)
+			}
+			var got *engine.RewindResult
+			done := make(chan error, 1)
+			go func() {
+				done <- e.write(eng, retryHard, func(eng *engine.Engine, _ querier) (err error) {
+					got, err = eng.Rewind(e.ctx, moved)
+					return err
+				})
+			}()
+			waitForIsoLockWaiter(t, e, done)
+			if err := holderTx.Commit(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("the rewind: %v", err)
+			}
+			if got.ThreadID != "b" {
+				t.Errorf("the rewind acted on thread %q, want b, where the checkpoint is", got.ThreadID)
+			}
+			var rewound *uuid.UUID
+			if err := e.db.Pool.QueryRow(e.ctx, `SELECT rewound_to FROM pgcheckpoint.threads WHERE thread_id = 'a'`).Scan(&rewound); err != nil || rewound != nil {
+				t.Errorf("thread a is rewound to %v (%v), want not rewound", rewound, err)
+			}
+			res, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "a"})
+			if err != nil || res.ParentID != aHead.ID {
+				t.Fatalf("a write on thread a after the rewind: parent %s (%v), want its head %s", res.ParentID, err, aHead.ID)
+			}
+		})
+	}
+}

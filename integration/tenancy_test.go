@@ -203,6 +203,7 @@ var sqlProbes = map[string]sqlProbe{
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_put('{thread}', '', '{new}', '{id2}', 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`, named: true},
 	"checkpoint_rebuild_json(uuid)":                 {sql: `SELECT * FROM pgcheckpoint.checkpoint_rebuild_json('{id3}')`, named: true},
 	"checkpoint_rewind(uuid,boolean)":               {sql: `SELECT * FROM pgcheckpoint.checkpoint_rewind('{id1}', true)`, named: true},
+	"checkpoint_thread_lock(uuid,text)":             {sql: `SELECT pgcheckpoint.checkpoint_thread_lock('{id1}', NULL)`, named: true},
 	"current_tenant()":                              {sql: `SELECT pgcheckpoint.current_tenant() IS NOT DISTINCT FROM nullif(current_setting('pgcheckpoint.tenant', true), '')`, note: "the session's own setting"},
 	"delta_chain(uuid)":                             {sql: `SELECT * FROM pgcheckpoint.delta_chain('{id3}')`, named: true},
 	"delta_keys(jsonb,jsonb,jsonb)":                 {sql: `SELECT pgcheckpoint.delta_keys('{}', '{}', '{}')`, note: "reads no table"},
@@ -236,15 +237,16 @@ var sqlProbes = map[string]sqlProbe{
 	"thread_head(text,text)": {sql: `SELECT pgcheckpoint.thread_head('{thread}', '')`, named: true},
 	"thread_head_for_write(text,text,uuid,uuid)": {
 		sql: `SELECT * FROM pgcheckpoint.thread_head_for_write('{thread}', '', '{new}', '{id3}')`, echoes: true, note: "wanted_parent is p_parent_checkpoint_id"},
-	"thread_head_seq(text,text)":        {sql: `SELECT pgcheckpoint.thread_head_seq('{thread}', '')`, named: true},
-	"thread_list_heads(text,integer)":   {sql: `SELECT * FROM pgcheckpoint.thread_list_heads('', 100)`, note: "lists the caller's own threads"},
-	"thread_lock(text)":                 {sql: `SELECT pgcheckpoint.thread_lock('{thread}')`, note: "makes the caller's own lock row"},
-	"thread_lock_many(text[])":          {sql: `SELECT pgcheckpoint.thread_lock_many(ARRAY['{thread}', '{branch}'])`, note: "makes the caller's own lock rows"},
-	"thread_merge(text,text,uuid,text)": {sql: `SELECT * FROM pgcheckpoint.thread_merge('{branch}', '{thread}', '{new}')`, named: true},
-	"thread_prune_many(text[],boolean)": {sql: `SELECT pgcheckpoint.thread_prune_many(ARRAY['{thread}', '{branch}'], false)`},
-	"thread_tree(text)":                 {sql: `SELECT * FROM pgcheckpoint.thread_tree('{thread}')`, named: true},
-	"unescaped_text(text,text)":         {sql: `SELECT pgcheckpoint.unescaped_text('x')`, note: "reads no table"},
-	"uuid_v7(timestamp with time zone)": {sql: `SELECT pgcheckpoint.uuid_v7() IS NOT NULL`, note: "reads no table"},
+	"thread_head_seq(text,text)":                               {sql: `SELECT pgcheckpoint.thread_head_seq('{thread}', '')`, named: true},
+	"thread_list_heads(text,integer)":                          {sql: `SELECT * FROM pgcheckpoint.thread_list_heads('', 100)`, note: "lists the caller's own threads"},
+	"thread_lock(text)":                                        {sql: `SELECT pgcheckpoint.thread_lock('{thread}')`, note: "makes the caller's own lock row"},
+	"thread_lock_many(text[])":                                 {sql: `SELECT pgcheckpoint.thread_lock_many(ARRAY['{thread}', '{branch}'])`, note: "makes the caller's own lock rows"},
+	"thread_merge(text,text,uuid,text)":                        {sql: `SELECT * FROM pgcheckpoint.thread_merge('{branch}', '{thread}', '{new}')`, named: true},
+	"thread_prune_many(text[],boolean)":                        {sql: `SELECT pgcheckpoint.thread_prune_many(ARRAY['{thread}', '{branch}'], false)`},
+	"thread_set_expiry(text,timestamp with time zone,boolean)": {sql: `SELECT pgcheckpoint.thread_set_expiry('{thread}', NULL, false)`},
+	"thread_tree(text)":                                        {sql: `SELECT * FROM pgcheckpoint.thread_tree('{thread}')`, named: true},
+	"unescaped_text(text,text)":                                {sql: `SELECT pgcheckpoint.unescaped_text('x')`, note: "reads no table"},
+	"uuid_v7(timestamp with time zone)":                        {sql: `SELECT pgcheckpoint.uuid_v7() IS NOT NULL`, note: "reads no table"},
 }
 
 var (

@@ -44,6 +44,7 @@ DROP FUNCTION
     pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb),
     pgcheckpoint.checkpoint_rebuild_json(uuid),
     pgcheckpoint.checkpoint_rewind(uuid,boolean),
+    pgcheckpoint.checkpoint_thread_lock(uuid,text),
     pgcheckpoint.current_tenant(),
     pgcheckpoint.delta_chain(uuid),
     pgcheckpoint.delta_keys(jsonb,jsonb,jsonb),
@@ -76,6 +77,7 @@ DROP FUNCTION
     pgcheckpoint.thread_lock_many(text[]),
     pgcheckpoint.thread_merge(text,text,uuid,text),
     pgcheckpoint.thread_prune_many(text[],boolean),
+    pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean),
     pgcheckpoint.thread_tree(text),
     pgcheckpoint.unescaped_text(text,text),
     pgcheckpoint.uuid_v7(timestamp with time zone);

@@ -1,12 +1,17 @@
 -- name: PendingWritePutMany :one
 -- Records a task's writes after a checkpoint, positions 0..n-1, in one
 -- statement. A retried write of the same task and position is ignored.
--- found = 0 means the checkpoint does not exist.
+-- found = 0 means the checkpoint does not exist. The checkpoint's row is
+-- locked FOR KEY SHARE where it is read: a delete of it waits for this
+-- statement's transaction, and one that committed meanwhile leaves
+-- nothing to lock (found = 0; 40001 under REPEATABLE READ), so the writes
+-- never land on another checkpoint written at its seq since.
 WITH target AS (
     SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id
     FROM pgcheckpoint.tenant_checkpoints c
     WHERE c.checkpoint_id = @checkpoint_id::uuid
     LIMIT 1
+    FOR KEY SHARE
 ), inserted AS (
     INSERT INTO pgcheckpoint.tenant_pending_writes
         (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)

@@ -14,14 +14,13 @@ SELECT coalesce(b.last_thread_id, '')::text AS last_thread_id, b.threads::int AS
 FROM pgcheckpoint.thread_gc_batch(@policy::text, @n::int, make_interval(0, 0, 0, 0, 0, 0, @age_seconds::float8),
                                   @after_thread_id::text, @batch_size::int) AS b;
 
--- name: ThreadSetExpiry :execrows
+-- name: ThreadSetExpiry :one
 -- Sets (or, with a NULL time, clears) the expiry of every namespace row of
--- a thread: once expired, a sweep keeps its heads (keep_latest) or deletes
--- it (see pgcheckpoint.thread_expire).
-UPDATE pgcheckpoint.tenant_threads t
-SET expires_at = sqlc.narg(expires_at)::timestamptz,
-    expire_action = CASE WHEN @keep_latest::boolean THEN 'keep_latest' ELSE 'delete' END
-WHERE t.thread_id = @thread_id::text;
+-- a thread, under its lock (see pgcheckpoint.thread_set_expiry): once
+-- expired, a sweep keeps its heads (keep_latest) or deletes it (see
+-- pgcheckpoint.thread_expire). The number of rows changed.
+SELECT pgcheckpoint.thread_set_expiry(@thread_id::text, sqlc.narg(expires_at)::timestamptz,
+                                      @keep_latest::boolean)::bigint AS updated;
 
 -- name: ThreadGetExpiry :one
 -- When a thread expires and what its expiry keeps ('delete' or

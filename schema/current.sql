@@ -1006,15 +1006,10 @@ DECLARE
     v_count     bigint;
     v_truncated bigint := 0;
 BEGIN
-    SELECT c.thread_id, c.namespace INTO v_thread, v_ns
-    FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
-    END IF;
-    PERFORM pgcheckpoint.thread_lock(v_thread);
-    -- Read again under the lock: it may have been deleted meanwhile.
-    SELECT c.step INTO v_step
-    FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
+    -- Read under its thread's lock: it may have been deleted meanwhile.
+    v_thread := pgcheckpoint.checkpoint_thread_lock(p_checkpoint_id, NULL);
+    SELECT c.namespace, c.step INTO v_ns, v_step
+    FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id AND c.thread_id = v_thread;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
     END IF;
@@ -1048,6 +1043,36 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_rewind(uuid,boolean) IS 'Makes a checkpoint the head of its thread; the next write takes it as parent. Deletes nothing unless p_truncate, which deletes only the checkpoints after it on the head''s line. Error PC001: unknown checkpoint.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_rewind(uuid,boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_thread_lock(p_checkpoint_id uuid, p_also_thread_id text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_thread text;
+BEGIN
+    -- Its thread is known only once it is read, and it can change while
+    -- the lock is awaited (deleted there, its id written again on another
+    -- thread): read again under the lock, in that thread, until they agree.
+    FOR i IN 1..3 LOOP
+        SELECT c.thread_id INTO v_thread
+        FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
+        END IF;
+        PERFORM pgcheckpoint.thread_lock_many(ARRAY[v_thread, p_also_thread_id]);
+        IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_checkpoints c
+                   WHERE c.checkpoint_id = p_checkpoint_id AND c.thread_id = v_thread) THEN
+            RETURN v_thread;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'checkpoint % moved between threads while its thread''s lock was awaited', p_checkpoint_id
+        USING ERRCODE = '40001';
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_thread_lock(uuid,text) IS 'Takes the lock of a checkpoint''s thread (and of p_also_thread_id, when not NULL, in the order thread_lock_many takes locks) until the end of the transaction, and returns that thread, where the checkpoint is once the lock is held: what changes a thread from one of its checkpoints found by id (a rewind, a branch from it) locks it here, so a delete or sweep of that thread ran first or waits. Errors: PC001 unknown checkpoint (or deleted while the lock was awaited); 40001 when its id moved to another thread three times while this waited (retry).';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_thread_lock(uuid,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.current_tenant()
  RETURNS text
@@ -1349,7 +1374,7 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.thread_branch(p_source_id uuid, p_new_th
 AS $function$
 #variable_conflict use_column
 DECLARE
-    v_src pgcheckpoint.tenant_checkpoints%ROWTYPE;
+    v_src        pgcheckpoint.tenant_checkpoints%ROWTYPE;
     v_src_thread text;
 BEGIN
     IF p_new_thread_id IS NULL OR length(p_new_thread_id) NOT BETWEEN 1 AND 255 THEN
@@ -1359,16 +1384,15 @@ BEGIN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
     PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, NULL);
-    SELECT c.thread_id INTO v_src_thread FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
-    END IF;
-    -- The source's thread lock too: a sweep or delete of the source's
-    -- thread then either sees this branch (and keeps its source) or ran
-    -- first (and the source is read again below, under the lock, or under
-    -- REPEATABLE READ the lock fails with 40001).
-    PERFORM pgcheckpoint.thread_lock_many(ARRAY[p_new_thread_id, v_src_thread]);
-    SELECT * INTO v_src FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_source_id LIMIT 1;
+    -- The source read under its thread's lock as well as the new thread's:
+    -- a sweep or delete of the source's thread then either sees this
+    -- branch (and keeps its source) or ran first (PC001; under REPEATABLE
+    -- READ the lock fails with 40001).
+    -- Two statements: the second's snapshot (READ COMMITTED) is taken
+    -- under the lock.
+    v_src_thread := pgcheckpoint.checkpoint_thread_lock(p_source_id, p_new_thread_id);
+    SELECT * INTO v_src FROM pgcheckpoint.tenant_checkpoints c
+    WHERE c.checkpoint_id = p_source_id AND c.thread_id = v_src_thread;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
     END IF;
@@ -2007,6 +2031,35 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) IS 'For each thread: keep only the head of each namespace (p_keep_latest) or delete the thread. Returns the number of checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_set_expiry(p_thread_id text, p_expires_at timestamp with time zone, p_keep_latest boolean)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_count bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_thread_id) THEN
+        RETURN 0;
+    END IF;
+    -- Under the thread's lock: a sweep expiring the thread meanwhile has
+    -- either finished (the thread is gone: 0) or waits and reads this.
+    PERFORM pgcheckpoint.thread_lock(p_thread_id);
+    UPDATE pgcheckpoint.tenant_threads t
+    SET expires_at = p_expires_at,
+        expire_action = CASE WHEN p_keep_latest THEN 'keep_latest' ELSE 'delete' END
+    WHERE t.thread_id = p_thread_id;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count = 0 THEN
+        -- Deleted while this waited: no lock row outlives its thread.
+        DELETE FROM pgcheckpoint.tenant_thread_locks l WHERE l.thread_id = p_thread_id;
+    END IF;
+    RETURN v_count;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean) IS 'Sets (or, with a NULL time, clears) when a thread expires, on every namespace row, under the thread''s lock: once expired, a sweep keeps its heads (p_keep_latest) or deletes it (see thread_expire). Returns the number of rows changed: 0 for an unknown thread, or one deleted meanwhile. A bare UPDATE of threads.expires_at does not wait for a sweep that is expiring the thread, which may then delete it after the UPDATE committed: call this instead. Usage: SELECT pgcheckpoint.thread_set_expiry(''run-42'', now() + interval ''7 days'', false).';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_tree(p_thread_id text)
  RETURNS TABLE(thread_id text, namespace text, seq bigint, checkpoint_id uuid, parent_checkpoint_id uuid, merge_parent_id uuid, step bigint, created_at timestamp with time zone, trigger text, tags text[], summary text, is_head boolean)
