@@ -40,10 +40,6 @@ func (e *Engine) copySealed(ctx context.Context, src, dst string) ([]CopiedID, e
 	if err != nil {
 		return nil, err
 	}
-	from, err := e.dataKey(ctx, src, false)
-	if err != nil {
-		return nil, err
-	}
 	dek, wrapped, err := e.crypt.newKey(ctx, e.Tenant(), dst)
 	if err != nil {
 		return nil, err
@@ -76,7 +72,18 @@ func (e *Engine) copySealed(ctx context.Context, src, dst string) ([]CopiedID, e
 			}
 		}
 	}
-	r := &resealer{from: from, to: to, ids: ids, s: to.sealer(), others: map[uuid.UUID][]*dataKey{}}
+	// src's own key, read at its first value: a branch that has written
+	// nothing holds only its source's values, and has no key.
+	var from *dataKey
+	srcKey := func() (*dataKey, error) {
+		if from == nil {
+			if from, err = e.dataKey(ctx, src, false); err != nil {
+				return nil, err
+			}
+		}
+		return from, nil
+	}
+	r := &resealer{src: src, srcKey: srcKey, to: to, ids: ids, s: to.sealer(), others: map[uuid.UUID][]*dataKey{}}
 	var outside map[uuid.UUID]string // ancestors of src's links out of it, read once needed
 	r.otherKeys = func(origin uuid.UUID) ([]*dataKey, error) {
 		if outside == nil {
@@ -187,10 +194,12 @@ func (e *Engine) outsideAncestors(ctx context.Context, rows []ExportCheckpoint, 
 // resealer moves the values of a thread's rows, as stored, from one data
 // key (the source thread's) to another (the copy's); see copySealed.
 type resealer struct {
-	from, to *dataKey
-	ids      CopyIDs
-	s        *sealer // to's
-	pt       []byte
+	src    string                   // the source thread
+	srcKey func() (*dataKey, error) // its key
+	to     *dataKey
+	ids    CopyIDs
+	s      *sealer // to's
+	pt     []byte
 	// otherKeys returns the keys that may open a value whose origin is
 	// not a checkpoint of the source (see keyFunc); others holds them.
 	otherKeys func(origin uuid.UUID) ([]*dataKey, error)
@@ -261,8 +270,14 @@ func (r *resealer) value(out []byte, what func() string, v []byte, field string,
 		return nil, err
 	}
 	origin, inside := r.ids.Lookup(env.origin)
-	keys := []*dataKey{r.from}
-	if !inside {
+	var keys []*dataKey
+	if inside {
+		k, err := r.srcKey()
+		if err != nil {
+			return nil, err
+		}
+		keys = []*dataKey{k}
+	} else {
 		origin = env.origin // deleted since, or another thread's: kept
 		if keys = r.others[origin]; keys == nil {
 			if keys, err = r.otherKeys(origin); err != nil {
@@ -274,7 +289,7 @@ func (r *resealer) value(out []byte, what func() string, v []byte, field string,
 	var plain []byte
 	for _, k := range keys {
 		if plain, r.pt, err = k.open(nil, r.pt, what, env, k.ad(env.origin, field, place...)); err == nil {
-			if k.thread != r.from.thread {
+			if k.thread != r.src {
 				return append(out, v...), nil // it opens with its own thread's key
 			}
 			break

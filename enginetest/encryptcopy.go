@@ -202,6 +202,50 @@ func testEncryptedCopy(t *testing.T, e *cryptEnv) {
 	}
 }
 
+// A branch that has written nothing of its own holds only its source's
+// values, sealed under the source thread's key, and has no data key: its
+// copy keeps those values as they are, reads back as the branch does,
+// and gets a key of its own for what it writes next.
+func testEncryptedCopyOfAFreshBranch(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{})
+	var last engine.SnapshotResult
+	for i := range 3 {
+		last = snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "src",
+			Messages: mustJSON([]string{fmt.Sprintf("SECRET %d", i)}), State: json.RawMessage(`{"k":"SECRET"}`)})
+	}
+	br, err := eng.Branch(e.ctx, last.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := eng.CopyThread(e.ctx, br.ThreadID, "copy")
+	if err != nil {
+		t.Fatalf("copy of a branch without writes of its own: %v", err)
+	}
+	if len(r.IDs) != 1 {
+		t.Fatalf("copied %+v, want the branch's one checkpoint", r.IDs)
+	}
+	a, err := eng.Get(e.ctx, br.CheckpointID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := eng.Get(e.ctx, r.IDs[0].New)
+	if err != nil {
+		t.Fatalf("the copy: %v", err)
+	}
+	jsonEqual(t, "messages", b.Messages, a.Messages)
+	jsonEqual(t, "state", b.State, a.State)
+	if b.ThreadID != "copy" || b.ParentID != last.ID {
+		t.Fatalf("the copy is on %q with parent %s, want on copy with parent %s", b.ThreadID, b.ParentID, last.ID)
+	}
+	if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: "copy", Messages: json.RawMessage(`["SECRET after"]`)}); err != nil {
+		t.Fatalf("a write on the copy: %v", err)
+	}
+	head, err := eng.Latest(e.ctx, "copy")
+	if err != nil || !bytes.Contains(head.Messages, []byte("SECRET after")) {
+		t.Fatalf("the copy's head after a write: %v", err)
+	}
+}
+
 // A copy made by an Engine bound to a tenant stays in that tenant: its
 // rows and its key are the tenant's, and another tenant sees nothing of
 // it, nor can take its id.
