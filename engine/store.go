@@ -320,6 +320,12 @@ type ImportWriter interface {
 	// checked: wrapped, or shredded with ShreddedAt set).
 	// ErrInvalidInput when the thread has another key already.
 	DataKey(ctx context.Context, k WrappedKey) error
+	// Export reads a thread of the database as Store.Export does (the
+	// thread alone), in the import's transaction and under the thread's
+	// lock, held until the import ends: nothing of the thread changes
+	// before the import commits. Call it before writing. ErrNotFound for
+	// an unknown thread.
+	Export(ctx context.Context, threadID string, sink ExportSink) error
 }
 
 // TxStore is a Store that can run inside a caller's pgx transaction: the

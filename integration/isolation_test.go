@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -1019,6 +1020,71 @@ func TestIsolationRewindToACheckpointThatMovedThread(t *testing.T) {
 			res, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "a"})
 			if err != nil || res.ParentID != aHead.ID {
 				t.Fatalf("a write on thread a after the rewind: parent %s (%v), want its head %s", res.ParentID, err, aHead.ID)
+			}
+		})
+	}
+}
+
+// An encrypted copy (which reads the thread, reseals it and writes the
+// copy) of a branch deleted meanwhile, together with its source, by a
+// transaction holding the branch's lock: the copy waits, then finds no
+// thread (ErrNotFound) and writes nothing; it never makes a branch whose
+// source retention has deleted.
+func TestIsolationEncryptedCopyOfABranchDeletedMeanwhile(t *testing.T) {
+	t.Parallel()
+	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels := append([]isolation{{name: "read-committed"}}, testedIsolations()...)
+	for _, iso := range levels {
+		t.Run(iso.name, func(t *testing.T) {
+			t.Parallel()
+			e := newIsoEnv(t, iso)
+			eng := e.engine(engine.Config{Encryption: engine.Encryption{Keys: keys}})
+			seeded := seedThread(t, e, eng, "y", 3)
+			br, err := eng.Branch(e.ctx, seeded[0].ID, "b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: br.ThreadID, Messages: json.RawMessage(`[{"role":"user","content":"on the branch"}]`)}); err != nil {
+				t.Fatal(err)
+			}
+
+			holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holderTx.Rollback(context.WithoutCancel(e.ctx))
+			holder, err := eng.WithTx(holderTx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := holder.DeleteThreads(e.ctx, br.ThreadID); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := holder.PruneThreads(e.ctx, engine.KeepLastN(1), "y"); err != nil || !slices.ContainsFunc(res.IDs, func(d engine.Deleted) bool { return d.ID == seeded[0].ID }) {
+				t.Fatalf("the prune of y deleted %v (%v), want the branch's source %s among them", res.IDs, err, seeded[0].ID)
+			}
+			done := make(chan error, 1)
+			go func() {
+				done <- e.write(eng, retryHard, func(eng *engine.Engine, _ querier) error {
+					_, err := eng.CopyThread(e.ctx, br.ThreadID, "copy")
+					return err
+				})
+			}()
+			waitForIsoLockWaiter(t, e, done)
+			if err := holderTx.Commit(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; !errors.Is(err, engine.ErrNotFound) {
+				t.Errorf("the copy of the deleted branch: %v, want ErrNotFound", err)
+			}
+			var n int
+			if err := e.db.Pool.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM pgcheckpoint.threads WHERE thread_id = 'copy')
+				+ (SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = 'copy')
+				+ (SELECT count(*) FROM pgcheckpoint.data_keys WHERE thread_id = 'copy')`).Scan(&n); err != nil || n != 0 {
+				t.Fatalf("the copy left %d rows (%v)", n, err)
 			}
 		})
 	}

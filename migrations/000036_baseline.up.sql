@@ -2052,13 +2052,14 @@ BEGIN
     WHERE t.thread_id = p_thread_id;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     IF v_count = 0 THEN
-        -- Deleted while this waited: no lock row outlives its thread.
-        DELETE FROM pgcheckpoint.tenant_thread_locks l WHERE l.thread_id = p_thread_id;
+        -- Deleted while this waited: an error, so that the lock row it
+        -- made goes with the transaction.
+        RAISE EXCEPTION 'thread % not found', p_thread_id USING ERRCODE = 'PC001';
     END IF;
     RETURN v_count;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean) IS 'Sets (or, with a NULL time, clears) when a thread expires, on every namespace row, under the thread''s lock: once expired, a sweep keeps its heads (p_keep_latest) or deletes it (see thread_expire). Returns the number of rows changed: 0 for an unknown thread, or one deleted meanwhile. A bare UPDATE of threads.expires_at does not wait for a sweep that is expiring the thread, which may then delete it after the UPDATE committed: call this instead. Usage: SELECT pgcheckpoint.thread_set_expiry(''run-42'', now() + interval ''7 days'', false).';
+COMMENT ON FUNCTION pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean) IS 'Sets (or, with a NULL time, clears) when a thread expires, on every namespace row, under the thread''s lock: once expired, a sweep keeps its heads (p_keep_latest) or deletes it (see thread_expire). Returns the number of rows changed: 0 for an unknown thread. Error PC001: the thread was deleted while this waited for its lock. A bare UPDATE of threads.expires_at does not wait for a sweep that is expiring the thread, which may then delete it after the UPDATE committed: call this instead. Usage: SELECT pgcheckpoint.thread_set_expiry(''run-42'', now() + interval ''7 days'', false).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_tree(p_thread_id text)

@@ -39,7 +39,13 @@ func (s *Store) Export(ctx context.Context, threadID string, opts engine.ExportO
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	q := enginedb.New(binaryUUIDs{tx})
 
-	threads, err := q.ThreadExportTree(ctx, enginedb.ThreadExportTreeParams{ThreadID: threadID, Branches: opts.Branches})
+	return pgExportTree(ctx, q, threadID, opts.Branches, sink)
+}
+
+// pgExportTree hands sink a thread's rows (with branches, its branches'
+// too, recursively), read through q.
+func pgExportTree(ctx context.Context, q *enginedb.Queries, threadID string, branches bool, sink engine.ExportSink) error {
+	threads, err := q.ThreadExportTree(ctx, enginedb.ThreadExportTreeParams{ThreadID: threadID, Branches: branches})
 	if err != nil {
 		return dbError("list the threads", err)
 	}
@@ -163,6 +169,15 @@ func (w *pgImport) Thread(ctx context.Context, t engine.ExportThread) error {
 		CreatedAt: t.CreatedAt, BranchName: optText(t.BranchName), BranchedFrom: optID(t.BranchedFrom),
 		BranchedFromThread: optText(t.BranchedFromThread),
 	}))
+}
+
+// Export implements engine.ImportWriter: the thread read in the import's
+// transaction after its lock (ThreadImportLock).
+func (w *pgImport) Export(ctx context.Context, threadID string, sink engine.ExportSink) error {
+	if err := w.q.ThreadImportLock(ctx, threadID); err != nil {
+		return dbError("lock the thread", err)
+	}
+	return pgExportTree(ctx, w.q, threadID, false, sink)
 }
 
 func (w *pgImport) Checkpoint(ctx context.Context, c engine.ExportCheckpoint, d engine.ImportDigests) error {

@@ -23,25 +23,29 @@ const exportPage = 64
 // namespace then write order, a page at a time. Errors:
 // engine.ErrNotFound for an unknown thread; sink's errors.
 func (s *Store) Export(ctx context.Context, threadID string, opts engine.ExportOptions, sink engine.ExportSink) error {
-	return s.read(ctx, func(q *queries) error {
-		var branches int64
-		if opts.Branches {
-			branches = 1
+	return s.read(ctx, func(q *queries) error { return exportTree(ctx, q, threadID, opts.Branches, sink) })
+}
+
+// exportTree hands sink a thread's rows (with branches, its branches' too,
+// recursively), read through q.
+func exportTree(ctx context.Context, q *queries, threadID string, branches bool, sink engine.ExportSink) error {
+	var withBranches int64
+	if branches {
+		withBranches = 1
+	}
+	threads, err := q.ThreadExportTree(ctx, sqlitedb.ThreadExportTreeParams{ThreadID: threadID, Branches: withBranches})
+	if err != nil {
+		return dbError("list the threads", err)
+	}
+	if len(threads) == 0 {
+		return fmt.Errorf("thread %q: %w", threadID, engine.ErrNotFound)
+	}
+	for _, thread := range threads {
+		if err := exportThread(ctx, q, thread, sink); err != nil {
+			return err
 		}
-		threads, err := q.ThreadExportTree(ctx, sqlitedb.ThreadExportTreeParams{ThreadID: threadID, Branches: branches})
-		if err != nil {
-			return dbError("list the threads", err)
-		}
-		if len(threads) == 0 {
-			return fmt.Errorf("thread %q: %w", threadID, engine.ErrNotFound)
-		}
-		for _, thread := range threads {
-			if err := exportThread(ctx, q, thread, sink); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // exportThread hands sink one thread's rows.
@@ -151,6 +155,12 @@ func (s *Store) Import(ctx context.Context, fn func(engine.ImportWriter) error) 
 type importWriter struct {
 	q       *queries
 	threads map[string]bool // threads this import created
+}
+
+// Export implements engine.ImportWriter: the import's write transaction
+// holds the database's write lock, every thread's.
+func (w *importWriter) Export(ctx context.Context, threadID string, sink engine.ExportSink) error {
+	return exportTree(ctx, w.q, threadID, false, sink)
 }
 
 // Thread writes a thread row; the first of a thread fails with
