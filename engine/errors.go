@@ -108,8 +108,9 @@ var (
 
 	// ErrTransient: the database failed the call for a reason that passes:
 	// the connection was lost or refused, the server is shutting down or
-	// starting, a serialization failure or deadlock, too many connections,
-	// a SQLite file busy past its timeout. A write may or may not have
+	// starting, a serialization failure or deadlock, a lock another client
+	// held past the session's lock_timeout, too many connections, a SQLite
+	// file busy past its timeout. A write may or may not have
 	// committed (the acknowledgment may be what was lost): retry it with
 	// the same checkpoint id, which is safe, or let Config.Retry do it.
 	ErrTransient = errors.New("pgcheckpoint: transient database failure")

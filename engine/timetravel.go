@@ -216,7 +216,7 @@ func LinePage(infos []CheckpointInfo, limit int) bool {
 
 // BranchResult describes a new branch.
 type BranchResult struct {
-	// ThreadID is the branch's thread: "<source thread>-branch-<name>-<6 hex>".
+	// ThreadID is the branch's thread: "<source thread>-branch-<name>-<12 hex>".
 	ThreadID string
 	// CheckpointID is the branch's first checkpoint: the source's content,
 	// with the source as parent.
@@ -249,7 +249,7 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ B
 		return BranchResult{}, fmt.Errorf("branch: source checkpoint %s: %w", fromID, ErrNotFound)
 	}
 	src := line[0]
-	suffix := make([]byte, 3)
+	suffix := make([]byte, 6) // thousands of branches of a thread: no two alike
 	_, _ = rand.Read(suffix)
 	tail := "-branch-" + name + "-" + hex.EncodeToString(suffix)
 	prefix := src.ThreadID

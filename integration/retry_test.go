@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -192,5 +193,73 @@ func TestTransientFailuresAreTyped(t *testing.T) {
 	b := setup(t)
 	if _, err := b.eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", ParentID: engine.NewCheckpointID()}); !errors.Is(err, engine.ErrNotFound) || errors.Is(err, engine.ErrTransient) {
 		t.Fatalf("unknown parent: %v", err)
+	}
+}
+
+// A write that waits past the session's lock_timeout for a thread another
+// client holds fails with ErrTransient (SQLSTATE 55P03), and Config.Retry
+// retries it until the holder is done.
+func TestLockTimeoutIsTransient(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	first, err := b.eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "100ms"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	holder, err := b.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.WithoutCancel(ctx))
+	if _, err := holder.Exec(ctx, `SELECT pgcheckpoint.thread_lock('t')`); err != nil {
+		t.Fatal(err)
+	}
+	once := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{})
+	for name, call := range map[string]func() error{
+		"Snapshot": func() error {
+			_, err := once.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"})
+			return err
+		},
+		"Append": func() error {
+			_, err := once.Append(ctx, engine.AppendInput{ThreadID: "t", SetState: json.RawMessage(`{"a":1}`)})
+			return err
+		},
+		"Rewind": func() error {
+			_, err := once.Rewind(ctx, first.ID)
+			return err
+		},
+		"PruneThreads": func() error {
+			_, err := once.PruneThreads(ctx, engine.KeepLatest(), "t")
+			return err
+		},
+	} {
+		if err := call(); !errors.Is(err, engine.ErrTransient) {
+			t.Errorf("%s on a thread held past lock_timeout: %v, want ErrTransient", name, err)
+		}
+	}
+	retrying := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{Retry: engine.RetryPolicy{Attempts: 100, Backoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}})
+	done := make(chan error, 1)
+	go func() {
+		_, err := retrying.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"})
+		done <- err
+	}()
+	time.Sleep(400 * time.Millisecond) // a few attempts time out
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the retried write: %v", err)
 	}
 }

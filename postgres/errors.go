@@ -17,12 +17,16 @@ import (
 
 // transientPG reports whether a Postgres driver error passes: class 08
 // (connection exception), admin or crash shutdown, cannot connect now,
-// serialization failure, deadlock, too many connections; or, below the
+// serialization failure, deadlock, a lock not granted within the
+// session's lock_timeout (another client held the thread), too many
+// connections; or, below the
 // protocol, a connection that failed, closed or was reset, or a connection
 // attempt that timed out (connect_timeout). Errors the server gives for the
 // request itself (bad input, permissions, a failed login) are not
 // transient, nor are TLS failures, a cancelled context or a deadline that
-// passed during a statement: those are the caller's to fix. (Retries also
+// passed during a statement, the context's or the server's
+// statement_timeout (57014; a retry would run as long again): those are
+// the caller's to fix. (Retries also
 // stop once the caller's context is done, whatever the error.)
 func transientPG(err error) bool {
 	var connectErr *pgconn.ConnectError
@@ -32,7 +36,7 @@ func transientPG(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "57P01", "57P02", "57P03", "40001", "40P01", "53300":
+		case "57P01", "57P02", "57P03", "40001", "40P01", "55P03", "53300":
 			return true
 		}
 		return strings.HasPrefix(pgErr.Code, "08")
