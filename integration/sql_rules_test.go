@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"errors"
 	"regexp"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
 
 // The SQL API refuses what the engine refuses: a checkpoint id that is not
@@ -112,5 +114,50 @@ func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%s takes the triggers %v, the engine %v", fn, got, want)
 		}
+	}
+}
+
+// A write from SQL records a size an Append's limit can start from:
+// checkpoint_put and checkpoint_append measure the content (or change)
+// when size_bytes is NULL, as the SQL page's examples leave it, and refuse
+// a negative one (PC003, nothing written). So an engine's Append on a head
+// written from psql is held to Config.MaxSnapshotBytes.
+func TestSQLWritesRecordASize(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	big := `["` + strings.Repeat("x", 9000) + `"]`
+	var id uuid.UUID
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT checkpoint_id FROM pgcheckpoint.checkpoint_put('psql', '', $1, NULL, 'manual', '{}', '', '{}', $2::jsonb, '{}', '{}', '', NULL)`,
+		engine.NewCheckpointID(), big).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT size_bytes FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, id).Scan(&size); err != nil || size < 9000 {
+		t.Fatalf("checkpoint_put with a NULL size recorded %d (%v), want the content's, 9,000 or more", size, err)
+	}
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT checkpoint_id FROM pgcheckpoint.checkpoint_append('psql', '', $1, NULL, 'manual', '{}', '', '{}', $2::jsonb, '{}', '{}', '{}', '{}', '', NULL)`,
+		engine.NewCheckpointID(), big).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT size_bytes FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, id).Scan(&size); err != nil || size < 18000 {
+		t.Fatalf("checkpoint_append with a NULL size recorded %d (%v), want the head's and the change's, 18,000 or more", size, err)
+	}
+	for name, sql := range map[string]string{
+		"checkpoint_put":    `SELECT * FROM pgcheckpoint.checkpoint_put('psql', '', $1, NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', -1000000)`,
+		"checkpoint_append": `SELECT * FROM pgcheckpoint.checkpoint_append('psql', '', $1, NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', -1000000)`,
+	} {
+		_, err := b.db.Pool.Exec(b.ctx, sql, engine.NewCheckpointID())
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "PC003" {
+			t.Errorf("%s with a negative size: %v, want PC003", name, err)
+		}
+	}
+	var n int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = 'psql'`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d checkpoints on the thread (%v), want the 2 written", n, err)
+	}
+	limited := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{MaxSnapshotBytes: 20000})
+	if _, err := limited.Append(b.ctx, engine.AppendInput{ThreadID: "psql", Messages: json.RawMessage(big)}); !errors.Is(err, engine.ErrSnapshotTooLarge) {
+		t.Fatalf("an Append of 9,000 bytes on 18,000 written from SQL, limit 20,000: %v, want ErrSnapshotTooLarge", err)
 	}
 }
