@@ -421,6 +421,17 @@ func testAppendRetryAndBadInput(t *testing.T, e *env) {
 	if string(got.Messages) == "" || got.ID != first.ID || !sameJSON(got.State, []byte(`{"k":3}`)) {
 		t.Fatalf("head after the retries: %s %s", got.ID, got.State)
 	}
+	// The retry of an append whose acknowledgment was lost, after its
+	// parent was deleted (a prune, retention): still the same append.
+	if r, err := e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("retry", first.Step)); err != nil || r.Deleted != 1 {
+		t.Fatalf("delete the appended checkpoint's parent: %+v %v", r, err)
+	}
+	if again, err := e.eng.Append(e.ctx, in); err != nil || again.Created || again.ID != first.ID {
+		t.Fatalf("retried append after its parent was deleted: %+v %v, want the first (%s) with Created false", again, err, first.ID)
+	}
+	if _, err := e.eng.Append(e.ctx, other); !errors.Is(err, engine.ErrIDConflict) {
+		t.Fatalf("same id, other change, after the parent was deleted: %v, want ErrIDConflict", err)
+	}
 	for _, c := range []struct {
 		name string
 		in   engine.AppendInput
@@ -439,8 +450,8 @@ func testAppendRetryAndBadInput(t *testing.T, e *env) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
-	if n := countCheckpoints(t, e, "retry"); n != 2 {
-		t.Fatalf("%d checkpoints after bad appends, want 2", n)
+	if n := countCheckpoints(t, e, "retry"); n != 1 {
+		t.Fatalf("%d checkpoints after bad appends, want 1 (the append; its parent was deleted)", n)
 	}
 	if n := countCheckpoints(t, e, "nothing-here"); n != 0 {
 		t.Fatalf("an append on a thread without checkpoints wrote %d", n)

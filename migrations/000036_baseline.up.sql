@@ -275,13 +275,25 @@ BEGIN
     checkpoint_id := p_checkpoint_id;
     IF NOT FOUND THEN
         -- A retry: the same append made on the same parent is a no-op.
+        -- With the parent deleted since (a prune, retention), the change
+        -- is what can be checked: the messages end with the appended ones,
+        -- every set key holds its value and no removed key is left.
         SELECT c.thread_id, c.namespace, c.parent_checkpoint_id, c.step, c.created_at,
                c.thread_id = p_thread_id AND c.namespace = v_ns
                AND (p_on_head IS NULL OR c.parent_checkpoint_id = p_on_head)
                AND c.metadata = v_metadata AND c.next_node = coalesce(p_next_node, '')
-               AND m.messages = pm.messages || v_messages
-               AND m.state = (pm.state - v_rm_state) || v_set_state
-               AND m.tool_results = (pm.tool_results - v_rm_tools) || v_set_tools
+               AND CASE WHEN pm.messages IS NOT NULL THEN
+                   m.messages = pm.messages || v_messages
+                   AND m.state = (pm.state - v_rm_state) || v_set_state
+                   AND m.tool_results = (pm.tool_results - v_rm_tools) || v_set_tools
+               ELSE
+                   coalesce((SELECT jsonb_agg(x.e ORDER BY x.i)
+                             FROM jsonb_array_elements(m.messages) WITH ORDINALITY x(e, i)
+                             WHERE x.i > jsonb_array_length(m.messages) - v_msg_count), '[]') = v_messages
+                   AND NOT (m.state ?| v_rm_state) AND NOT (m.tool_results ?| v_rm_tools)
+                   AND NOT EXISTS (SELECT 1 FROM jsonb_each(v_set_state) x WHERE m.state -> x.key IS DISTINCT FROM x.value)
+                   AND NOT EXISTS (SELECT 1 FROM jsonb_each(v_set_tools) x WHERE m.tool_results -> x.key IS DISTINCT FROM x.value)
+               END
           INTO thread_id, namespace, parent_checkpoint_id, step, created_at, v_same
         FROM pgcheckpoint.tenant_checkpoints c
         CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(c.checkpoint_id) m

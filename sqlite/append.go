@@ -308,7 +308,8 @@ func lastMessage(ctx context.Context, q *queries, id uuid.UUID) ([]byte, error) 
 }
 
 // appendRetried answers an append whose id exists: a retry when the
-// existing checkpoint is its parent's content with the same change, on the
+// existing checkpoint is its parent's content with the same change (its
+// parent deleted since: when it holds the change, see holdsChange), on the
 // same thread and namespace (and on a.OnHead when set), with the same
 // metadata and next node; anything else is a conflict.
 func appendRetried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, a engine.AppendRequest) (engine.SnapshotResult, error) {
@@ -319,13 +320,19 @@ func appendRetried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, a en
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return engine.SnapshotResult{}, dbError("read the parent", err)
 		}
-		same = err == nil
-		if same {
-			want, err := appended(ctx, q, parent, a)
-			if err != nil {
+		gone := errors.Is(err, sql.ErrNoRows)
+		got, err := materialize(ctx, q, storedOf(ex))
+		if err != nil {
+			return engine.SnapshotResult{}, err
+		}
+		if gone {
+			// Deleted since (a prune, retention): the change is what can
+			// be checked.
+			if same, err = holdsChange(got, a); err != nil {
 				return engine.SnapshotResult{}, err
 			}
-			got, err := materialize(ctx, q, storedOf(ex))
+		} else {
+			want, err := appended(ctx, q, parent, a)
 			if err != nil {
 				return engine.SnapshotResult{}, err
 			}
@@ -338,4 +345,56 @@ func appendRetried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, a en
 			a.ID, engine.ErrIDConflict)
 	}
 	return snapshotResult(ex, false), nil
+}
+
+// holdsChange reports whether content c holds an append's change: its
+// messages end with the appended ones, each key the change sets holds the
+// value set, and no key it removes is left.
+func holdsChange(c content, a engine.AppendRequest) (bool, error) {
+	have, err := splitArray(c.messages)
+	if err != nil {
+		return false, err
+	}
+	added, err := splitArray(a.Messages)
+	if err != nil {
+		return false, err
+	}
+	if len(added) > len(have) {
+		return false, nil
+	}
+	for i, m := range added {
+		if !jsontext.Same(have[len(have)-len(added)+i], m) {
+			return false, nil
+		}
+	}
+	for _, part := range []struct {
+		obj, set []byte
+		removed  []string
+	}{{c.state, a.SetState, a.RemoveState}, {c.tools, a.SetToolResults, a.RemoveToolResults}} {
+		ms, err := objectMembers(part.obj)
+		if err != nil {
+			return false, err
+		}
+		vals := make(map[string][]byte, len(ms))
+		for _, m := range ms {
+			if !m.gone {
+				vals[m.key] = m.val
+			}
+		}
+		for _, k := range part.removed {
+			if _, ok := vals[k]; ok {
+				return false, nil
+			}
+		}
+		sets, err := splitObject(part.set)
+		if err != nil {
+			return false, err
+		}
+		for _, m := range sets {
+			if v, ok := vals[m.key]; !ok || !jsontext.Same(v, m.val) {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
 }
