@@ -46,7 +46,10 @@ type Config struct {
 	// from PutWrites one call's channels and values, together; from Import
 	// each record as the write that made it (a checkpoint, each pending
 	// write, a thread's metadata). Over it a call returns
-	// ErrSnapshotTooLarge and writes nothing. Text fields have bounds of
+	// ErrSnapshotTooLarge and writes nothing. Branch, MergeBranch and
+	// CopyThread are not held to it: they move content a write stored (as
+	// the limit was then), a branch and a merge adding their own summary
+	// and tags. Text fields have bounds of
 	// their own too: thread id, namespace, task id, channel, next node and
 	// each tag at most 255 characters; at most MaxTags tags; a summary at
 	// most MaxSummaryLength characters (ErrInvalidInput). Zero means
