@@ -166,6 +166,50 @@ func (e *isoEnv) writeInTx(eng *engine.Engine, fn writeFunc) error {
 	return nil
 }
 
+// hold opens a READ COMMITTED transaction on the test's database, the one
+// that holds what a case's other call waits for, and returns eng bound to
+// it; it is rolled back at the test's end unless committed.
+func (e *isoEnv) hold(t *testing.T, eng *engine.Engine) (*engine.Engine, pgx.Tx) {
+	t.Helper()
+	tx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.WithoutCancel(e.ctx)) })
+	inTx, err := eng.WithTx(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inTx, tx
+}
+
+// waitOn runs call on eng (retried as write does) while holderTx stays
+// open, waits until it waits for a lock, then commits holderTx and
+// returns what call ended with.
+func (e *isoEnv) waitOn(t *testing.T, holderTx pgx.Tx, eng *engine.Engine, call func(eng *engine.Engine) error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		done <- e.write(eng, retryHard, func(eng *engine.Engine, _ querier) error { return call(eng) })
+	}()
+	waitForIsoLockWaiter(t, e, done)
+	if err := holderTx.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	return <-done
+}
+
+// eachLevel runs fn, in parallel, at read committed and at each of
+// testedIsolations.
+func eachLevel(t *testing.T, fn func(t *testing.T, iso isolation)) {
+	for _, iso := range append([]isolation{{name: "read-committed"}}, testedIsolations()...) {
+		t.Run(iso.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, iso)
+		})
+	}
+}
+
 // countID is how many checkpoints hold id.
 func (e *isoEnv) countID(t *testing.T, id uuid.UUID) int {
 	t.Helper()
@@ -462,41 +506,18 @@ var staleCases = []staleCase{
 			}
 		},
 	},
-	{
-		name:    "delete-after-a-delta",
-		prepare: prepareThirdIsADelta,
-		hold:    holdThirdAsADelta,
-		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) error {
-			res, err := eng.DeleteCheckpoints(e.ctx, engine.BeforeStep(s.thread, 3))
-			s.deleted = res.Deleted
-			return err
-		},
-		check: checkStaleThreadReads,
-	},
-	{
-		// A prune (thread_gc_many) deletes the first two: the anchor too.
-		name:    "prune-after-a-delta",
-		prepare: prepareThirdIsADelta,
-		hold:    holdThirdAsADelta,
-		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) error {
-			res, err := eng.PruneThreads(e.ctx, engine.KeepLastN(1), s.thread)
-			s.deleted = res.Deleted
-			return err
-		},
-		check: checkStaleThreadReads,
-	},
-	{
-		// A sweep (thread_gc_batch) likewise, every thread in its batch.
-		name:    "sweep-after-a-delta",
-		prepare: prepareThirdIsADelta,
-		hold:    holdThirdAsADelta,
-		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) error {
-			res, err := eng.Sweep(e.ctx, engine.KeepLastN(1), engine.SweepOptions{})
-			s.deleted = res.Deleted
-			return err
-		},
-		check: checkStaleThreadReads,
-	},
+	afterADelta("delete-after-a-delta", func(e *isoEnv, s *staleState, eng *engine.Engine) (engine.DeleteResult, error) {
+		return eng.DeleteCheckpoints(e.ctx, engine.BeforeStep(s.thread, 3))
+	}),
+	// A prune (thread_gc_many) deletes the first two: the anchor too.
+	afterADelta("prune-after-a-delta", func(e *isoEnv, s *staleState, eng *engine.Engine) (engine.DeleteResult, error) {
+		return eng.PruneThreads(e.ctx, engine.KeepLastN(1), s.thread)
+	}),
+	// A sweep (thread_gc_batch) likewise, every thread in its batch.
+	afterADelta("sweep-after-a-delta", func(e *isoEnv, _ *staleState, eng *engine.Engine) (engine.DeleteResult, error) {
+		r, err := eng.Sweep(e.ctx, engine.KeepLastN(1), engine.SweepOptions{})
+		return engine.DeleteResult{Deleted: r.Deleted}, err
+	}),
 	{
 		name: "same-id-on-another-thread",
 		prepare: func(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
@@ -578,10 +599,27 @@ var staleCases = []staleCase{
 	},
 }
 
+// afterADelta is the case of a delete (del) that waits while the third
+// checkpoint of prepareThirdIsADelta's thread, a delta on the first, is
+// written; del deletes the first two, the anchor too, so it must rewrite
+// the third whole first, so it must see it.
+func afterADelta(name string, del func(e *isoEnv, s *staleState, eng *engine.Engine) (engine.DeleteResult, error)) staleCase {
+	return staleCase{
+		name:    name,
+		prepare: prepareThirdIsADelta,
+		hold:    holdThirdAsADelta,
+		wait: func(e *isoEnv, s *staleState, eng *engine.Engine, _ querier) error {
+			res, err := del(e, s, eng)
+			s.deleted = res.Deleted
+			return err
+		},
+		check: checkStaleThreadReads,
+	}
+}
+
 // prepareThirdIsADelta seeds two checkpoints on thread "t" of a
 // DeltaRun 2 engine, whose third will be a delta on the first (the
-// anchor): a delete of the steps below 3 removes the anchor, so it must
-// rewrite the third whole first, so it must see it.
+// anchor).
 func prepareThirdIsADelta(t *testing.T, e *isoEnv, eng *engine.Engine) staleState {
 	t.Helper()
 	// The layout, seen on a thread written the same way.
@@ -661,15 +699,7 @@ func TestIsolationStaleSnapshotAfterTheLock(t *testing.T) {
 					eng := engine.New(postgres.NewStore(e.db.Pool, postgres.Options{}), cfg)
 					s := c.prepare(t, e, eng)
 
-					holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer holderTx.Rollback(context.WithoutCancel(e.ctx))
-					holder, err := eng.WithTx(holderTx)
-					if err != nil {
-						t.Fatal(err)
-					}
+					holder, holderTx := e.hold(t, eng)
 					c.hold(t, e, &s, holder)
 
 					cfg.Retry = policy
@@ -682,8 +712,7 @@ func TestIsolationStaleSnapshotAfterTheLock(t *testing.T) {
 					if err := holderTx.Commit(e.ctx); err != nil {
 						t.Fatal(err)
 					}
-					err = <-done
-					switch {
+					switch err := <-done; {
 					case err == nil:
 						if c.check == nil {
 							t.Fatalf("the waiting write of id %s succeeded, want ErrIDConflict or ErrTransient", s.id)
@@ -740,7 +769,6 @@ func waitForIsoLockWaiter(t *testing.T, e *isoEnv, done <-chan error) {
 // gone.
 func TestIsolationBranchAndSweepOfItsSource(t *testing.T) {
 	t.Parallel()
-	levels := append([]isolation{{name: "read-committed"}}, testedIsolations()...)
 	type op func(e *isoEnv, eng *engine.Engine, src uuid.UUID) error
 	branch := func(e *isoEnv, eng *engine.Engine, src uuid.UUID) error {
 		_, err := eng.Branch(e.ctx, src, "side")
@@ -763,59 +791,20 @@ func TestIsolationBranchAndSweepOfItsSource(t *testing.T) {
 		{"prune-then-branch", prune, branch},
 		{"sweep-then-branch", sweep, branch},
 	}
-	for _, iso := range levels {
+	eachLevel(t, func(t *testing.T, iso isolation) {
 		for _, o := range orders {
-			t.Run(iso.name+"/"+o.name, func(t *testing.T) {
+			t.Run(o.name, func(t *testing.T) {
 				t.Parallel()
 				e := newIsoEnv(t, iso)
 				eng := e.engine(engine.Config{})
 				src := seedThread(t, e, eng, "t", 3)[0].ID
 
-				holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer holderTx.Rollback(context.WithoutCancel(e.ctx))
-				holder, err := eng.WithTx(holderTx)
-				if err != nil {
-					t.Fatal(err)
-				}
+				holder, holderTx := e.hold(t, eng)
 				if err := o.hold(e, holder, src); err != nil {
 					t.Fatal(err)
 				}
-				done := make(chan error, 1)
-				go func() {
-					done <- e.write(eng, retryHard, func(eng *engine.Engine, _ querier) error { return o.wait(e, eng, src) })
-				}()
 				// The other waits for the holder's locks.
-				var waited error
-				finished := false
-				for deadline := time.Now().Add(10 * time.Second); !finished; {
-					var waiting bool
-					if err := e.db.Pool.QueryRow(e.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-						WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
-						t.Fatal(err)
-					}
-					if waiting {
-						break
-					}
-					select {
-					case waited = <-done:
-						finished = true
-					case <-time.After(5 * time.Millisecond):
-					}
-					if time.Now().After(deadline) {
-						t.Fatal("the second call neither waited nor ended")
-					}
-				}
-				if err := holderTx.Commit(e.ctx); err != nil {
-					t.Fatal(err)
-				}
-				if finished {
-					t.Errorf("the second call ended while the first's transaction was open: %v", waited)
-				} else {
-					waited = <-done
-				}
+				waited := e.waitOn(t, holderTx, eng, func(eng *engine.Engine) error { return o.wait(e, eng, src) })
 				var branches int
 				if err := e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM pgcheckpoint.threads WHERE branched_from = $1`, src).Scan(&branches); err != nil {
 					t.Fatal(err)
@@ -831,7 +820,7 @@ func TestIsolationBranchAndSweepOfItsSource(t *testing.T) {
 				checkThreadReads(t, e, "t")
 			})
 		}
-	}
+	})
 }
 
 // Pending writes go to the checkpoint they name or nowhere: a checkpoint
@@ -842,69 +831,50 @@ func TestIsolationBranchAndSweepOfItsSource(t *testing.T) {
 // READ after ErrTransient and a retry).
 func TestIsolationPendingWritesOfACheckpointDeletedMeanwhile(t *testing.T) {
 	t.Parallel()
-	levels := append([]isolation{{name: "read-committed"}}, testedIsolations()...)
-	for _, iso := range levels {
-		t.Run(iso.name, func(t *testing.T) {
-			t.Parallel()
-			e := newIsoEnv(t, iso)
-			eng := e.engine(engine.Config{})
-			seeded := seedThread(t, e, eng, "t", 3)
-			gone := seeded[2].ID
+	eachLevel(t, func(t *testing.T, iso isolation) {
+		e := newIsoEnv(t, iso)
+		eng := e.engine(engine.Config{})
+		seeded := seedThread(t, e, eng, "t", 3)
+		gone := seeded[2].ID
 
-			holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holderTx.Rollback(context.WithoutCancel(e.ctx))
-			holder, err := eng.WithTx(holderTx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := holder.RewindAndTruncate(e.ctx, seeded[1].ID); err != nil {
-				t.Fatal(err)
-			}
-			head, err := holder.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "t"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The case needs the new head at the deleted one's seq (seqs
-			// go on from the highest left).
-			var goneSeq, headSeq int64
-			if err := e.db.Pool.QueryRow(e.ctx, `SELECT seq FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, gone).Scan(&goneSeq); err != nil {
-				t.Fatal(err)
-			}
-			if err := holderTx.QueryRow(e.ctx, `SELECT seq FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, head.ID).Scan(&headSeq); err != nil || headSeq != goneSeq {
-				t.Fatalf("the new head is at seq %d (%v), the deleted checkpoint at %d", headSeq, err, goneSeq)
-			}
+		holder, holderTx := e.hold(t, eng)
+		if _, err := holder.RewindAndTruncate(e.ctx, seeded[1].ID); err != nil {
+			t.Fatal(err)
+		}
+		head, err := holder.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The case needs the new head at the deleted one's seq (seqs
+		// go on from the highest left).
+		var goneSeq, headSeq int64
+		if err := e.db.Pool.QueryRow(e.ctx, `SELECT seq FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, gone).Scan(&goneSeq); err != nil {
+			t.Fatal(err)
+		}
+		if err := holderTx.QueryRow(e.ctx, `SELECT seq FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, head.ID).Scan(&headSeq); err != nil || headSeq != goneSeq {
+			t.Fatalf("the new head is at seq %d (%v), the deleted checkpoint at %d", headSeq, err, goneSeq)
+		}
 
-			waiter := e.engine(engine.Config{Retry: retryHard})
-			done := make(chan error, 1)
-			go func() {
-				done <- e.write(waiter, retryHard, func(eng *engine.Engine, _ querier) error {
-					_, err := eng.PutWrites(e.ctx, gone, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`"for the deleted one"`)}})
-					return err
-				})
-			}()
-			waitForIsoLockWaiter(t, e, done)
-			if err := holderTx.Commit(e.ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-done; !errors.Is(err, engine.ErrNotFound) {
-				t.Errorf("the writes for the deleted checkpoint: %v, want ErrNotFound", err)
-			}
-			var n int
-			if err := e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM pgcheckpoint.pending_writes`).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			cp, err := eng.Get(e.ctx, head.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n != 0 || len(cp.PendingWrites) != 0 {
-				t.Fatalf("%d pending writes stored; the new head (at the deleted one's seq) reads %d of them", n, len(cp.PendingWrites))
-			}
+		waiter := e.engine(engine.Config{Retry: retryHard})
+		err = e.waitOn(t, holderTx, waiter, func(eng *engine.Engine) error {
+			_, err := eng.PutWrites(e.ctx, gone, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`"for the deleted one"`)}})
+			return err
 		})
-	}
+		if !errors.Is(err, engine.ErrNotFound) {
+			t.Errorf("the writes for the deleted checkpoint: %v, want ErrNotFound", err)
+		}
+		var n int
+		if err := e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM pgcheckpoint.pending_writes`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		cp, err := eng.Get(e.ctx, head.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 || len(cp.PendingWrites) != 0 {
+			t.Fatalf("%d pending writes stored; the new head (at the deleted one's seq) reads %d of them", n, len(cp.PendingWrites))
+		}
+	})
 }
 
 // An expiry cleared while a sweep runs is kept: the sweep that finds the
@@ -914,50 +884,31 @@ func TestIsolationPendingWritesOfACheckpointDeletedMeanwhile(t *testing.T) {
 // while the sweep starts.
 func TestIsolationExpiryClearedWhileASweepRuns(t *testing.T) {
 	t.Parallel()
-	levels := append([]isolation{{name: "read-committed"}}, testedIsolations()...)
-	for _, iso := range levels {
-		t.Run(iso.name, func(t *testing.T) {
-			t.Parallel()
-			e := newIsoEnv(t, iso)
-			eng := e.engine(engine.Config{})
-			seedThread(t, e, eng, "t", 2)
-			if err := eng.SetThreadExpiry(e.ctx, "t", time.Now().Add(-time.Hour), engine.KeepNone()); err != nil {
-				t.Fatal(err)
-			}
+	eachLevel(t, func(t *testing.T, iso isolation) {
+		e := newIsoEnv(t, iso)
+		eng := e.engine(engine.Config{})
+		seedThread(t, e, eng, "t", 2)
+		if err := eng.SetThreadExpiry(e.ctx, "t", time.Now().Add(-time.Hour), engine.KeepNone()); err != nil {
+			t.Fatal(err)
+		}
 
-			holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holderTx.Rollback(context.WithoutCancel(e.ctx))
-			holder, err := eng.WithTx(holderTx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := holder.SetThreadExpiry(e.ctx, "t", time.Time{}, engine.KeepNone()); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() {
-				done <- e.write(eng, retryHard, func(eng *engine.Engine, _ querier) error {
-					_, err := eng.Sweep(e.ctx, engine.KeepAll(), engine.SweepOptions{})
-					return err
-				})
-			}()
-			waitForIsoLockWaiter(t, e, done)
-			if err := holderTx.Commit(e.ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-done; err != nil {
-				t.Fatalf("the sweep: %v", err)
-			}
-			at, _, err := eng.ThreadExpiry(e.ctx, "t")
-			if err != nil || !at.IsZero() {
-				t.Fatalf("thread t after the sweep: expiry %v (%v), want the thread, not expiring", at, err)
-			}
-			checkLinearThread(t, e.db.Pool, "t", 2)
+		holder, holderTx := e.hold(t, eng)
+		if err := holder.SetThreadExpiry(e.ctx, "t", time.Time{}, engine.KeepNone()); err != nil {
+			t.Fatal(err)
+		}
+		err := e.waitOn(t, holderTx, eng, func(eng *engine.Engine) error {
+			_, err := eng.Sweep(e.ctx, engine.KeepAll(), engine.SweepOptions{})
+			return err
 		})
-	}
+		if err != nil {
+			t.Fatalf("the sweep: %v", err)
+		}
+		at, _, err := eng.ThreadExpiry(e.ctx, "t")
+		if err != nil || !at.IsZero() {
+			t.Fatalf("thread t after the sweep: expiry %v (%v), want the thread, not expiring", at, err)
+		}
+		checkLinearThread(t, e.db.Pool, "t", 2)
+	})
 }
 
 // A rewind to a checkpoint whose id moves to another thread while the
@@ -967,62 +918,43 @@ func TestIsolationExpiryClearedWhileASweepRuns(t *testing.T) {
 // thread to a checkpoint of another (which would leave it unwritable).
 func TestIsolationRewindToACheckpointThatMovedThread(t *testing.T) {
 	t.Parallel()
-	levels := append([]isolation{{name: "read-committed"}}, testedIsolations()...)
-	for _, iso := range levels {
-		t.Run(iso.name, func(t *testing.T) {
-			t.Parallel()
-			e := newIsoEnv(t, iso)
-			eng := e.engine(engine.Config{})
-			moved := engine.NewCheckpointID()
-			if _, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "a", ID: moved}); err != nil {
-				t.Fatal(err)
-			}
-			aHead := seedThread(t, e, eng, "a", 2)[1]
-			seedThread(t, e, eng, "b", 1)
+	eachLevel(t, func(t *testing.T, iso isolation) {
+		e := newIsoEnv(t, iso)
+		eng := e.engine(engine.Config{})
+		moved := engine.NewCheckpointID()
+		if _, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "a", ID: moved}); err != nil {
+			t.Fatal(err)
+		}
+		aHead := seedThread(t, e, eng, "a", 2)[1]
+		seedThread(t, e, eng, "b", 1)
 
-			holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holderTx.Rollback(context.WithoutCancel(e.ctx))
-			holder, err := eng.WithTx(holderTx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res, err := holder.DeleteCheckpoints(e.ctx, engine.BeforeStep("a", 2)); err != nil || res.Deleted != 1 {
-				t.Fatalf("delete the first of a: %+v, %v", res, err)
-			}
-			if _, err := holder.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "b", ID: moved}); err != nil {
-				t.Fatal(err)
-			}
-			var got *engine.RewindResult
-			done := make(chan error, 1)
-			go func() {
-				done <- e.write(eng, retryHard, func(eng *engine.Engine, _ querier) (err error) {
-					got, err = eng.Rewind(e.ctx, moved)
-					return err
-				})
-			}()
-			waitForIsoLockWaiter(t, e, done)
-			if err := holderTx.Commit(e.ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-done; err != nil {
-				t.Fatalf("the rewind: %v", err)
-			}
-			if got.ThreadID != "b" {
-				t.Errorf("the rewind acted on thread %q, want b, where the checkpoint is", got.ThreadID)
-			}
-			var rewound *uuid.UUID
-			if err := e.db.Pool.QueryRow(e.ctx, `SELECT rewound_to FROM pgcheckpoint.threads WHERE thread_id = 'a'`).Scan(&rewound); err != nil || rewound != nil {
-				t.Errorf("thread a is rewound to %v (%v), want not rewound", rewound, err)
-			}
-			res, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "a"})
-			if err != nil || res.ParentID != aHead.ID {
-				t.Fatalf("a write on thread a after the rewind: parent %s (%v), want its head %s", res.ParentID, err, aHead.ID)
-			}
+		holder, holderTx := e.hold(t, eng)
+		if res, err := holder.DeleteCheckpoints(e.ctx, engine.BeforeStep("a", 2)); err != nil || res.Deleted != 1 {
+			t.Fatalf("delete the first of a: %+v, %v", res, err)
+		}
+		if _, err := holder.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "b", ID: moved}); err != nil {
+			t.Fatal(err)
+		}
+		var got *engine.RewindResult
+		err := e.waitOn(t, holderTx, eng, func(eng *engine.Engine) (err error) {
+			got, err = eng.Rewind(e.ctx, moved)
+			return err
 		})
-	}
+		if err != nil {
+			t.Fatalf("the rewind: %v", err)
+		}
+		if got.ThreadID != "b" {
+			t.Errorf("the rewind acted on thread %q, want b, where the checkpoint is", got.ThreadID)
+		}
+		var rewound *uuid.UUID
+		if err := e.db.Pool.QueryRow(e.ctx, `SELECT rewound_to FROM pgcheckpoint.threads WHERE thread_id = 'a'`).Scan(&rewound); err != nil || rewound != nil {
+			t.Errorf("thread a is rewound to %v (%v), want not rewound", rewound, err)
+		}
+		res, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "a"})
+		if err != nil || res.ParentID != aHead.ID {
+			t.Fatalf("a write on thread a after the rewind: parent %s (%v), want its head %s", res.ParentID, err, aHead.ID)
+		}
+	})
 }
 
 // An encrypted copy (which reads the thread, reseals it and writes the
@@ -1036,56 +968,37 @@ func TestIsolationEncryptedCopyOfABranchDeletedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	levels := append([]isolation{{name: "read-committed"}}, testedIsolations()...)
-	for _, iso := range levels {
-		t.Run(iso.name, func(t *testing.T) {
-			t.Parallel()
-			e := newIsoEnv(t, iso)
-			eng := e.engine(engine.Config{Encryption: engine.Encryption{Keys: keys}})
-			seeded := seedThread(t, e, eng, "y", 3)
-			br, err := eng.Branch(e.ctx, seeded[0].ID, "b")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: br.ThreadID, Messages: json.RawMessage(`[{"role":"user","content":"on the branch"}]`)}); err != nil {
-				t.Fatal(err)
-			}
+	eachLevel(t, func(t *testing.T, iso isolation) {
+		e := newIsoEnv(t, iso)
+		eng := e.engine(engine.Config{Encryption: engine.Encryption{Keys: keys}})
+		seeded := seedThread(t, e, eng, "y", 3)
+		br, err := eng.Branch(e.ctx, seeded[0].ID, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: br.ThreadID, Messages: json.RawMessage(`[{"role":"user","content":"on the branch"}]`)}); err != nil {
+			t.Fatal(err)
+		}
 
-			holderTx, err := e.db.Pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holderTx.Rollback(context.WithoutCancel(e.ctx))
-			holder, err := eng.WithTx(holderTx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := holder.DeleteThreads(e.ctx, br.ThreadID); err != nil {
-				t.Fatal(err)
-			}
-			if res, err := holder.PruneThreads(e.ctx, engine.KeepLastN(1), "y"); err != nil || !slices.ContainsFunc(res.IDs, func(d engine.Deleted) bool { return d.ID == seeded[0].ID }) {
-				t.Fatalf("the prune of y deleted %v (%v), want the branch's source %s among them", res.IDs, err, seeded[0].ID)
-			}
-			done := make(chan error, 1)
-			go func() {
-				done <- e.write(eng, retryHard, func(eng *engine.Engine, _ querier) error {
-					_, err := eng.CopyThread(e.ctx, br.ThreadID, "copy")
-					return err
-				})
-			}()
-			waitForIsoLockWaiter(t, e, done)
-			if err := holderTx.Commit(e.ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-done; !errors.Is(err, engine.ErrNotFound) {
-				t.Errorf("the copy of the deleted branch: %v, want ErrNotFound", err)
-			}
-			var n int
-			if err := e.db.Pool.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM pgcheckpoint.threads WHERE thread_id = 'copy')
-				+ (SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = 'copy')
-				+ (SELECT count(*) FROM pgcheckpoint.data_keys WHERE thread_id = 'copy')`).Scan(&n); err != nil || n != 0 {
-				t.Fatalf("the copy left %d rows (%v)", n, err)
-			}
+		holder, holderTx := e.hold(t, eng)
+		if _, err := holder.DeleteThreads(e.ctx, br.ThreadID); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := holder.PruneThreads(e.ctx, engine.KeepLastN(1), "y"); err != nil || !slices.ContainsFunc(res.IDs, func(d engine.Deleted) bool { return d.ID == seeded[0].ID }) {
+			t.Fatalf("the prune of y deleted %v (%v), want the branch's source %s among them", res.IDs, err, seeded[0].ID)
+		}
+		err = e.waitOn(t, holderTx, eng, func(eng *engine.Engine) error {
+			_, err := eng.CopyThread(e.ctx, br.ThreadID, "copy")
+			return err
 		})
-	}
+		if !errors.Is(err, engine.ErrNotFound) {
+			t.Errorf("the copy of the deleted branch: %v, want ErrNotFound", err)
+		}
+		var n int
+		if err := e.db.Pool.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM pgcheckpoint.threads WHERE thread_id = 'copy')
+			+ (SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = 'copy')
+			+ (SELECT count(*) FROM pgcheckpoint.data_keys WHERE thread_id = 'copy')`).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("the copy left %d rows (%v)", n, err)
+		}
+	})
 }
