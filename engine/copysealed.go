@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 )
@@ -11,14 +12,15 @@ import (
 // copySealed is CopyThread for an Engine that encrypts. The stores' copy
 // moves rows as they are, but a value's associated data names its thread
 // and the checkpoint that wrote it (its origin), so every value would fail
-// to open in dst. Instead the Engine, in one transaction of the store's
-// import, reads src as stored under its lock (ImportWriter.Export: a delta
-// as its delta, in namespace then write order, with its thread rows and
-// pending writes), gives the checkpoints their new ids and links by the
+// to open in dst. Instead the Engine reads src as stored (Store.Export: a
+// delta as its delta, in namespace then write order, with its thread rows
+// and pending writes), gives the checkpoints their new ids and links by the
 // stores' rule (CopyIDs), opens each value with src's data key and seals it
 // again under a new data key of dst, bound to dst and to the copy of its
-// origin, at the same place, and writes the rows and dst's wrapped key:
-// all of it or nothing, and src as it is when the copy commits.
+// origin, at the same place, and writes the rows and dst's wrapped key
+// through the store's import: one transaction, so all of it or nothing,
+// holding src (ImportWriter.HoldThread) unchanged in what the copy relies
+// on, else ErrNotFound (deleted) or ErrTransient (made again).
 //
 // A value written by a checkpoint of another thread (a branch's first
 // checkpoint holds its source's content, a merge the branch head's) is
@@ -32,6 +34,16 @@ func (e *Engine) copySealed(ctx context.Context, src, dst string) ([]CopiedID, e
 	if src == dst {
 		return nil, fmt.Errorf("%w: cannot copy thread %q onto itself", ErrInvalidInput, src)
 	}
+	var threads []ExportThread
+	var rows []ExportCheckpoint
+	err := e.store.Export(ctx, src, ExportOptions{}, ExportSink{
+		Thread:     func(t ExportThread) error { threads = append(threads, t); return nil },
+		Checkpoint: func(c ExportCheckpoint) error { rows = append(rows, c); return nil },
+	})
+	if err != nil {
+		return nil, err
+	}
+	links := branchLinks(threads)
 	dek, wrapped, err := e.crypt.newKey(ctx, e.Tenant(), dst)
 	if err != nil {
 		return nil, err
@@ -41,50 +53,7 @@ func (e *Engine) copySealed(ctx context.Context, src, dst string) ([]CopiedID, e
 		return nil, err
 	}
 	to.compress = e.crypt.compress
-	var pairs []CopiedID
-	err = e.store.Import(ctx, func(w ImportWriter) error {
-		// src is read in the import's transaction, under its lock: nothing
-		// of it changes or goes (a branch source its rows name, which only
-		// they keep from retention) before the copy commits.
-		var threads []ExportThread
-		var rows []ExportCheckpoint
-		if err := w.Export(ctx, src, ExportSink{
-			Thread:     func(t ExportThread) error { threads = append(threads, t); return nil },
-			Checkpoint: func(c ExportCheckpoint) error { rows = append(rows, c); return nil },
-		}); err != nil {
-			return err
-		}
-		ids, err := e.resealCopy(ctx, src, dst, to, threads, rows)
-		if err != nil {
-			return err
-		}
-		im := &importer{e: e, keptDigests: map[uuid.UUID]*importedDigests{}}
-		for _, t := range threads {
-			if err := w.Thread(ctx, t); err != nil {
-				return err
-			}
-		}
-		for _, c := range rows {
-			d, err := im.digests(c)
-			if err == nil {
-				err = w.Checkpoint(ctx, c, d)
-			}
-			if err != nil {
-				return fmt.Errorf("checkpoint %s: %w", c.ID, err)
-			}
-		}
-		pairs = ids.Pairs
-		return w.DataKey(ctx, wrapped)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return pairs, nil
-}
 
-// resealCopy turns src's rows, as read, into dst's: new ids and links by
-// the stores' rule (CopyIDs), every value of src's own resealed under to.
-func (e *Engine) resealCopy(ctx context.Context, src, dst string, to *dataKey, threads []ExportThread, rows []ExportCheckpoint) (CopyIDs, error) {
 	old := make([]uuid.UUID, len(rows))
 	for i, c := range rows {
 		old[i] = c.ID
@@ -112,11 +81,9 @@ func (e *Engine) resealCopy(ctx context.Context, src, dst string, to *dataKey, t
 	var from *dataKey
 	srcKey := func() (*dataKey, error) {
 		if from == nil {
-			k, err := e.dataKey(ctx, src, false)
-			if err != nil {
+			if from, err = e.dataKey(ctx, src, false); err != nil {
 				return nil, err
 			}
-			from = k
 		}
 		return from, nil
 	}
@@ -124,11 +91,9 @@ func (e *Engine) resealCopy(ctx context.Context, src, dst string, to *dataKey, t
 	var outside map[uuid.UUID]string // ancestors of src's links out of it, read once needed
 	r.otherKeys = func(origin uuid.UUID) ([]*dataKey, error) {
 		if outside == nil {
-			found, err := e.outsideAncestors(ctx, rows, ids)
-			if err != nil {
+			if outside, err = e.outsideAncestors(ctx, rows, ids); err != nil {
 				return nil, err
 			}
-			outside = found
 		}
 		if thread, ok := outside[origin]; ok {
 			k, err := e.dataKey(ctx, thread, false)
@@ -155,7 +120,7 @@ func (e *Engine) resealCopy(ctx context.Context, src, dst string, to *dataKey, t
 			first = counts[*c.BaseID]
 		}
 		if err := r.checkpoint(c, first); err != nil {
-			return ids, fmt.Errorf("checkpoint %s: %w", c.ID, err)
+			return nil, fmt.Errorf("checkpoint %s: %w", c.ID, err)
 		}
 		n := 0
 		eachElement(c.Messages, func([]byte) { n++ })
@@ -163,11 +128,44 @@ func (e *Engine) resealCopy(ctx context.Context, src, dst string, to *dataKey, t
 		c.ThreadID, c.ID = dst, ids.Link(c.ID)
 		c.ParentID, c.MergeParentID, c.BaseID = link(c.ParentID), link(c.MergeParentID), link(c.BaseID)
 		if err := checkImportCheckpoint(c, -1); err != nil { // fills in what Export leaves out
-			return ids, fmt.Errorf("checkpoint %s: %w", c.ID, err)
+			return nil, fmt.Errorf("checkpoint %s: %w", c.ID, err)
 		}
 	}
 
-	return ids, nil
+	im := &importer{e: e, keptDigests: map[uuid.UUID]*importedDigests{}}
+	err = e.store.Import(ctx, func(w ImportWriter) error {
+		// src held until the copy commits, as it was read: what makes the
+		// copy's branch source one retention keeps (src's rows, naming it)
+		// cannot go before the copy's rows name it too.
+		now, err := w.HoldThread(ctx, src)
+		switch {
+		case err != nil:
+			return err
+		case len(now) == 0:
+			return fmt.Errorf("thread %q, deleted while it was copied: %w", src, ErrNotFound)
+		case branchLinks(now) != links:
+			return fmt.Errorf("%w: thread %q was made again while it was copied", ErrTransient, src)
+		}
+		for _, t := range threads {
+			if err := w.Thread(ctx, t); err != nil {
+				return err
+			}
+		}
+		for _, c := range rows {
+			d, err := im.digests(c)
+			if err == nil {
+				err = w.Checkpoint(ctx, c, d)
+			}
+			if err != nil {
+				return fmt.Errorf("checkpoint %s: %w", c.ID, err)
+			}
+		}
+		return w.DataKey(ctx, wrapped)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids.Pairs, nil
 }
 
 // outsideAncestors returns, with its thread, every checkpoint outside a
@@ -318,4 +316,21 @@ func (r *resealer) value(out []byte, what func() string, v []byte, field string,
 	}
 	r.s.ad = appendAD(r.s.ad[:0], r.to, origin, field, place...)
 	return r.s.seal(out, origin, r.s.ad, plain), nil
+}
+
+// branchLinks is what of a thread's rows a copy relies on src keeping:
+// each namespace's branch source.
+func branchLinks(threads []ExportThread) string {
+	var b strings.Builder
+	for _, t := range threads {
+		b.WriteString(strconv.Quote(t.Namespace))
+		if t.BranchedFrom != nil {
+			b.WriteString(" " + t.BranchedFrom.String())
+		}
+		if t.BranchedFromThread != nil {
+			b.WriteString(" " + strconv.Quote(*t.BranchedFromThread))
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
 }

@@ -320,12 +320,11 @@ type ImportWriter interface {
 	// checked: wrapped, or shredded with ShreddedAt set).
 	// ErrInvalidInput when the thread has another key already.
 	DataKey(ctx context.Context, k WrappedKey) error
-	// Export reads a thread of the database as Store.Export does (the
-	// thread alone), in the import's transaction and under the thread's
-	// lock, held until the import ends: nothing of the thread changes
-	// before the import commits. Call it before writing. ErrNotFound for
-	// an unknown thread.
-	Export(ctx context.Context, threadID string, sink ExportSink) error
+	// HoldThread takes the lock of a thread of the database until the
+	// import ends (its writers and deleters wait for the import) and
+	// returns its rows as they are then, as an export has them; none for
+	// a thread that does not exist. Call it before writing.
+	HoldThread(ctx context.Context, threadID string) ([]ExportThread, error)
 }
 
 // TxStore is a Store that can run inside a caller's pgx transaction: the

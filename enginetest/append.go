@@ -399,7 +399,7 @@ func countCheckpoints(t *testing.T, e *env, thread string) int {
 // checkpoint it wrote (Created false) and writes nothing; the same ID for
 // another change is ErrIDConflict; bad input is typed and writes nothing.
 func testAppendRetryAndBadInput(t *testing.T, e *env) {
-	e.snap(engine.SnapshotInput{ThreadID: "retry", Messages: json.RawMessage(`[{"role":"user","content":"a"}]`),
+	seed := e.snap(engine.SnapshotInput{ThreadID: "retry", Messages: json.RawMessage(`[{"role":"user","content":"a"}]`),
 		State: json.RawMessage(`{"k":1,"gone":2}`)})
 	in := engine.AppendInput{ThreadID: "retry", ID: engine.NewCheckpointID(),
 		Messages: json.RawMessage(`[{"role":"assistant","content":"b"}]`), SetState: json.RawMessage(`{"k":3}`),
@@ -421,6 +421,11 @@ func testAppendRetryAndBadInput(t *testing.T, e *env) {
 	if string(got.Messages) == "" || got.ID != first.ID || !sameJSON(got.State, []byte(`{"k":3}`)) {
 		t.Fatalf("head after the retries: %s %s", got.ID, got.State)
 	}
+	// An append never makes a thread's first checkpoint: its id is no
+	// append's, whatever the change.
+	if _, err := e.eng.Append(e.ctx, engine.AppendInput{ThreadID: "retry", ID: seed.ID}); !errors.Is(err, engine.ErrIDConflict) {
+		t.Fatalf("an append with the id of the thread's first checkpoint: %v, want ErrIDConflict", err)
+	}
 	// The retry of an append whose acknowledgment was lost, after its
 	// parent was deleted (a prune, retention): still the same append.
 	if r, err := e.eng.DeleteCheckpoints(e.ctx, engine.BeforeStep("retry", first.Step)); err != nil || r.Deleted != 1 {
@@ -428,6 +433,11 @@ func testAppendRetryAndBadInput(t *testing.T, e *env) {
 	}
 	if again, err := e.eng.Append(e.ctx, in); err != nil || again.Created || again.ID != first.ID {
 		t.Fatalf("retried append after its parent was deleted: %+v %v, want the first (%s) with Created false", again, err, first.ID)
+	}
+	twice := in // a key set twice: the last value is the one set
+	twice.SetState = json.RawMessage(`{"k":2,"k":3}`)
+	if again, err := e.eng.Append(e.ctx, twice); err != nil || again.Created || again.ID != first.ID {
+		t.Fatalf("retried append, its key set twice, after its parent was deleted: %+v %v, want the first (%s)", again, err, first.ID)
 	}
 	if _, err := e.eng.Append(e.ctx, other); !errors.Is(err, engine.ErrIDConflict) {
 		t.Fatalf("same id, other change, after the parent was deleted: %v, want ErrIDConflict", err)

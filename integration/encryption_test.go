@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx" driver
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
@@ -317,5 +318,53 @@ func TestEncryptedDeltasRebuiltBySQL(t *testing.T) {
 	var wantState map[string]string
 	if err := json.Unmarshal(got.State, &wantState); err != nil || !maps.Equal(wantState, state) || !strings.Contains(string(got.Messages), "MARKER-message-4") {
 		t.Fatalf("the engine reads back %s %s: %v", got.Messages, got.State, err)
+	}
+}
+
+// An encrypted CopyThread on a pool of one connection, the key cache off:
+// what the copy reads besides its source (data keys, the lineage of a
+// branch's source) is read before its import's transaction takes the
+// connection, so the copy cannot wait on itself.
+func TestEncryptedCopyOnAPoolOfOne(t *testing.T) {
+	t.Parallel()
+	d := pgtest.NewDB(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cfg, err := pgxpool.ParseConfig(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{Encryption: engine.Encryption{Keys: keys, KeyCacheTTL: -1}})
+	var last engine.SnapshotResult
+	for i := range 3 {
+		if last, err = eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "src", Messages: json.RawMessage(fmt.Sprintf(`["SECRET %d"]`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	br, err := eng.Branch(ctx, last.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Append(ctx, engine.AppendInput{ThreadID: br.ThreadID, Messages: json.RawMessage(`["SECRET on the branch"]`)}); err != nil {
+		t.Fatal(err)
+	}
+	for from, to := range map[string]string{"src": "src-copy", br.ThreadID: "branch-copy"} {
+		if _, err := eng.CopyThread(ctx, from, to); err != nil {
+			t.Fatalf("copy of %s on a pool of one: %v", from, err)
+		}
+		head, err := eng.Latest(ctx, to)
+		if err != nil || !strings.Contains(string(head.Messages), "SECRET") {
+			t.Fatalf("the copy %s: %v", to, err)
+		}
 	}
 }

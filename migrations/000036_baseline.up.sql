@@ -282,6 +282,7 @@ BEGIN
                c.thread_id = p_thread_id AND c.namespace = v_ns
                AND (p_on_head IS NULL OR c.parent_checkpoint_id = p_on_head)
                AND c.metadata = v_metadata AND c.next_node = coalesce(p_next_node, '')
+               AND c.parent_checkpoint_id IS NOT NULL -- an append always has one
                AND CASE WHEN pm.messages IS NOT NULL THEN
                    m.messages = pm.messages || v_messages
                    AND m.state = (pm.state - v_rm_state) || v_set_state

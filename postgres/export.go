@@ -39,13 +39,7 @@ func (s *Store) Export(ctx context.Context, threadID string, opts engine.ExportO
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	q := enginedb.New(binaryUUIDs{tx})
 
-	return pgExportTree(ctx, q, threadID, opts.Branches, sink)
-}
-
-// pgExportTree hands sink a thread's rows (with branches, its branches'
-// too, recursively), read through q.
-func pgExportTree(ctx context.Context, q *enginedb.Queries, threadID string, branches bool, sink engine.ExportSink) error {
-	threads, err := q.ThreadExportTree(ctx, enginedb.ThreadExportTreeParams{ThreadID: threadID, Branches: branches})
+	threads, err := q.ThreadExportTree(ctx, enginedb.ThreadExportTreeParams{ThreadID: threadID, Branches: opts.Branches})
 	if err != nil {
 		return dbError("list the threads", err)
 	}
@@ -60,17 +54,30 @@ func pgExportTree(ctx context.Context, q *enginedb.Queries, threadID string, bra
 	return nil
 }
 
+// pgThreadRows reads a thread's rows, one per namespace, as an export has
+// them.
+func pgThreadRows(ctx context.Context, q *enginedb.Queries, threadID string) ([]engine.ExportThread, error) {
+	rows, err := q.ThreadExportRows(ctx, threadID)
+	if err != nil {
+		return nil, dbError("read the thread", err)
+	}
+	out := make([]engine.ExportThread, len(rows))
+	for i, r := range rows {
+		out[i] = engine.ExportThread{ThreadID: threadID, Namespace: r.Namespace, RewoundTo: nullID(r.RewoundTo), Metadata: r.Metadata,
+			CreatedAt: r.CreatedAt, BranchName: textPtr(r.BranchName), BranchedFrom: nullID(r.BranchedFrom),
+			BranchedFromThread: textPtr(r.BranchedFromThread)}
+	}
+	return out, nil
+}
+
 // pgExportThread hands sink one thread's rows, a page of checkpoints at a
 // time.
 func pgExportThread(ctx context.Context, q *enginedb.Queries, threadID string, sink engine.ExportSink) error {
-	rows, err := q.ThreadExportRows(ctx, threadID)
+	threads, err := pgThreadRows(ctx, q, threadID)
 	if err != nil {
-		return dbError("read the thread", err)
+		return err
 	}
-	for _, r := range rows {
-		t := engine.ExportThread{ThreadID: threadID, Namespace: r.Namespace, RewoundTo: nullID(r.RewoundTo), Metadata: r.Metadata,
-			CreatedAt: r.CreatedAt, BranchName: textPtr(r.BranchName), BranchedFrom: nullID(r.BranchedFrom),
-			BranchedFromThread: textPtr(r.BranchedFromThread)}
+	for _, t := range threads {
 		if err := sink.Thread(t); err != nil {
 			return err
 		}
@@ -171,13 +178,13 @@ func (w *pgImport) Thread(ctx context.Context, t engine.ExportThread) error {
 	}))
 }
 
-// Export implements engine.ImportWriter: the thread read in the import's
-// transaction after its lock (ThreadImportLock).
-func (w *pgImport) Export(ctx context.Context, threadID string, sink engine.ExportSink) error {
+// HoldThread implements engine.ImportWriter: the thread's lock
+// (ThreadImportLock), then its rows, in the import's transaction.
+func (w *pgImport) HoldThread(ctx context.Context, threadID string) ([]engine.ExportThread, error) {
 	if err := w.q.ThreadImportLock(ctx, threadID); err != nil {
-		return dbError("lock the thread", err)
+		return nil, dbError("lock the thread", err)
 	}
-	return pgExportTree(ctx, w.q, threadID, false, sink)
+	return pgThreadRows(ctx, w.q, threadID)
 }
 
 func (w *pgImport) Checkpoint(ctx context.Context, c engine.ExportCheckpoint, d engine.ImportDigests) error {

@@ -386,12 +386,12 @@ func holdsChange(c content, a engine.AppendRequest) (bool, error) {
 				return false, nil
 			}
 		}
-		sets, err := splitObject(part.set)
+		sets, err := objectMembers(part.set)
 		if err != nil {
 			return false, err
 		}
 		for _, m := range sets {
-			if v, ok := vals[m.key]; !ok || !jsontext.Same(v, m.val) {
+			if v, ok := vals[m.key]; !m.gone && (!ok || !jsontext.Same(v, m.val)) {
 				return false, nil
 			}
 		}

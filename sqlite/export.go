@@ -23,45 +23,54 @@ const exportPage = 64
 // namespace then write order, a page at a time. Errors:
 // engine.ErrNotFound for an unknown thread; sink's errors.
 func (s *Store) Export(ctx context.Context, threadID string, opts engine.ExportOptions, sink engine.ExportSink) error {
-	return s.read(ctx, func(q *queries) error { return exportTree(ctx, q, threadID, opts.Branches, sink) })
-}
-
-// exportTree hands sink a thread's rows (with branches, its branches' too,
-// recursively), read through q.
-func exportTree(ctx context.Context, q *queries, threadID string, branches bool, sink engine.ExportSink) error {
-	var withBranches int64
-	if branches {
-		withBranches = 1
-	}
-	threads, err := q.ThreadExportTree(ctx, sqlitedb.ThreadExportTreeParams{ThreadID: threadID, Branches: withBranches})
-	if err != nil {
-		return dbError("list the threads", err)
-	}
-	if len(threads) == 0 {
-		return fmt.Errorf("thread %q: %w", threadID, engine.ErrNotFound)
-	}
-	for _, thread := range threads {
-		if err := exportThread(ctx, q, thread, sink); err != nil {
-			return err
+	return s.read(ctx, func(q *queries) error {
+		var branches int64
+		if opts.Branches {
+			branches = 1
 		}
-	}
-	return nil
+		threads, err := q.ThreadExportTree(ctx, sqlitedb.ThreadExportTreeParams{ThreadID: threadID, Branches: branches})
+		if err != nil {
+			return dbError("list the threads", err)
+		}
+		if len(threads) == 0 {
+			return fmt.Errorf("thread %q: %w", threadID, engine.ErrNotFound)
+		}
+		for _, thread := range threads {
+			if err := exportThread(ctx, q, thread, sink); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
-// exportThread hands sink one thread's rows.
-func exportThread(ctx context.Context, q *queries, threadID string, sink engine.ExportSink) error {
+// threadRows reads a thread's rows, one per namespace, as an export has
+// them.
+func threadRows(ctx context.Context, q *queries, threadID string) ([]engine.ExportThread, error) {
 	threads, err := q.ThreadListRows(ctx, threadID)
 	if err != nil {
-		return dbError("read the thread", err)
+		return nil, dbError("read the thread", err)
 	}
-	for _, t := range threads {
-		et := engine.ExportThread{
+	out := make([]engine.ExportThread, len(threads))
+	for i, t := range threads {
+		out[i] = engine.ExportThread{
 			ThreadID: threadID, Namespace: t.Namespace, RewoundTo: optID(t.RewoundTo),
 			Metadata: json.RawMessage(t.Metadata), CreatedAt: fromMicros(t.CreatedAt),
 			BranchName: optString(t.BranchName), BranchedFrom: optID(t.BranchedFrom),
 			BranchedFromThread: optString(t.BranchedFromThread),
 		}
-		if err := sink.Thread(et); err != nil {
+	}
+	return out, nil
+}
+
+// exportThread hands sink one thread's rows.
+func exportThread(ctx context.Context, q *queries, threadID string, sink engine.ExportSink) error {
+	threads, err := threadRows(ctx, q, threadID)
+	if err != nil {
+		return err
+	}
+	for _, t := range threads {
+		if err := sink.Thread(t); err != nil {
 			return err
 		}
 	}
@@ -157,10 +166,10 @@ type importWriter struct {
 	threads map[string]bool // threads this import created
 }
 
-// Export implements engine.ImportWriter: the import's write transaction
-// holds the database's write lock, every thread's.
-func (w *importWriter) Export(ctx context.Context, threadID string, sink engine.ExportSink) error {
-	return exportTree(ctx, w.q, threadID, false, sink)
+// HoldThread implements engine.ImportWriter: the import's write
+// transaction holds the database's write lock, every thread's.
+func (w *importWriter) HoldThread(ctx context.Context, threadID string) ([]engine.ExportThread, error) {
+	return threadRows(ctx, w.q, threadID)
 }
 
 // Thread writes a thread row; the first of a thread fails with
