@@ -40,7 +40,8 @@ FROM pgcheckpoint.checkpoint_append(
     $17::bytea,
     $18::jsonb,
     $19::jsonb,
-    $20::bigint
+    $20::bigint,
+    $21::bigint
 ) AS r
 `
 
@@ -65,6 +66,7 @@ type CheckpointAppendParams struct {
 	SetStateDigests       json.RawMessage
 	SetToolResultsDigests json.RawMessage
 	MaxSizeBytes          pgtype.Int8
+	ContentBytes          pgtype.Int8
 }
 
 type CheckpointAppendRow struct {
@@ -101,6 +103,7 @@ func (q *Queries) CheckpointAppend(ctx context.Context, arg CheckpointAppendPara
 		arg.SetStateDigests,
 		arg.SetToolResultsDigests,
 		arg.MaxSizeBytes,
+		arg.ContentBytes,
 	)
 	var i CheckpointAppendRow
 	err := row.Scan(

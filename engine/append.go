@@ -61,8 +61,11 @@ type AppendInput struct {
 // bounds the checkpoint the append makes, as it bounds a Snapshot of the
 // same content: the head's content (its SizeBytes) plus the change plus
 // the new checkpoint's metadata, summary, next node and tags; when that
-// sum is over, the store measures the content the change makes (a key set
-// again counts once) and refuses the append only if that is over too.
+// sum is over, the content the change makes is measured (a key set again
+// counts once) and refuses the append only if that is over too: by the
+// Postgres store as jsonb text, by the SQLite store as the text it
+// composes, and by an encrypting Engine itself, in plaintext, as SQLite
+// composes it (a store holds only ciphertext, compressed).
 // SizeBytes records the head's plus the change's, or what was measured.
 // Retries (Config.Retry),
 // Triggers and Retention apply as to Snapshot; a retried Append with the

@@ -160,6 +160,11 @@ func (e *Engine) putAppendSealed(ctx context.Context, a AppendRequest) (Snapshot
 			before -= appended
 			req.OnHead = a.OnHead
 		}
+		if head.ID != a.ID && a.MaxSizeBytes >= 0 && head.SizeBytes+a.SizeBytes > a.MaxSizeBytes {
+			if req.ContentBytes, err = e.appendedSize(ctx, head, a); err != nil {
+				return SnapshotResult{}, err
+			}
+		}
 		req.Messages = k.sealArrayFrom(a.ID, fieldMessages, a.Messages, before)
 		req.SetState = k.sealObject(a.ID, fieldState, a.SetState, nil)
 		req.SetToolResults = k.sealObject(a.ID, fieldToolResults, a.SetToolResults, nil)
@@ -169,6 +174,25 @@ func (e *Engine) putAppendSealed(ctx context.Context, a AppendRequest) (Snapshot
 		}
 		return res, err
 	}
+}
+
+// appendedSize is the size of the content an append (a, in plaintext)
+// makes on head (as stored): the head's content decrypted, the change
+// applied, measured as a store measures it (jsontext.Content). A store
+// cannot: it sees the ciphertext, compressed. Only an append whose
+// head's size plus the change's is over the limit is measured, as a store
+// measures only those.
+func (e *Engine) appendedSize(ctx context.Context, head *Checkpoint, a AppendRequest) (int64, error) {
+	c := *head
+	c.PendingWrites = nil
+	if err := e.openCheckpoint(ctx, &c); err != nil {
+		return 0, err
+	}
+	out, err := jsontext.Content{Messages: c.Messages, State: c.State, ToolResults: c.ToolResults}.Apply(a.Change())
+	if err != nil {
+		return 0, err
+	}
+	return out.Size(), nil
 }
 
 // sealArrayFrom is sealArray for messages that come after first others.

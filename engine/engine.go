@@ -654,6 +654,14 @@ func (a *AppendRequest) JSONFields() []JSONField {
 	return []JSONField{{"messages", a.Messages}, {"state", a.SetState}, {"tool results", a.SetToolResults}, {"metadata", a.Metadata}}
 }
 
+// Change is the change an append makes, for jsontext.Content.Apply.
+func (a *AppendRequest) Change() jsontext.Change {
+	return jsontext.Change{
+		Messages: a.Messages, SetState: a.SetState, SetToolResults: a.SetToolResults,
+		RemoveState: a.RemoveState, RemoveToolResults: a.RemoveToolResults,
+	}
+}
+
 // CheckJSON is the rule for the JSON a store keeps: text that parses and
 // that Postgres jsonb holds as it is (see jsontext.JSONBRefusal: UTF-8
 // only, no unpaired surrogate escape, no \u0000, which the engine escapes,

@@ -254,6 +254,11 @@ type AppendRequest struct {
 	// it measures the content the append makes and records that, and
 	// refuses the append (ErrSnapshotTooLarge) when that is over too.
 	MaxSizeBytes int64
+	// ContentBytes, when positive, is the size of the content the append
+	// makes (jsontext.Content.Size of it), measured by an encrypting
+	// engine, the only one that sees that content: the store records it
+	// and holds it to MaxSizeBytes in place of its own bound and measure.
+	ContentBytes int64
 	DeltaRun     int // Config.DeltaRun: 1 stores the checkpoint whole
 	// MessageDigests holds 16 bytes per appended message
 	// (jsontext.MessageDigests); SetStateDigests and SetToolResultsDigests

@@ -59,6 +59,7 @@ var encryptionTests = []struct {
 	{name: "CopyOfAnEncryptedThreadReadsBackUnderItsOwnKey", fn: testEncryptedCopy},
 	{name: "CopyOfAnEncryptedThreadStaysInItsTenant", fn: testEncryptedCopyInTenant, tenant: true},
 	{name: "CopyOfAFreshEncryptedBranch", fn: testEncryptedCopyOfAFreshBranch},
+	{name: "AppendsAreHeldToTheLimitUnderEncryption", fn: testEncryptedAppendLimit},
 }
 
 // RunEncryption runs the encryption suite against the store h names,
@@ -939,4 +940,50 @@ func testTenantsKeepTheirKeys(t *testing.T, e *cryptEnv) {
 	}
 	c, err := b.Latest(e.ctx, "shared")
 	refused(t, "tenant b's shredded thread", c, err, bMarkers...)
+}
+
+// An encrypting engine holds an append to Config.MaxSnapshotBytes as a
+// plain one does: a store sees only ciphertext, compressed or not, so the
+// engine measures the content an append makes (the head's decrypted, the
+// change applied) where the head's size and the change's together are
+// over the limit. Appends of 1.2 KB each, compressible, under a limit of
+// 3,000: the third is refused, nothing written; a key set again over and
+// over is accepted, its size the content's, measured in plaintext.
+func testEncryptedAppendLimit(t *testing.T, e *cryptEnv) {
+	const limit = 3000
+	msg := func(i int) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`[{"role":"user","content":"%d %s"}]`, i, strings.Repeat("c", 1200)))
+	}
+	for name, cfg := range map[string]engine.Config{
+		"compressed":   {MaxSnapshotBytes: limit, DeltaMinBytes: -1},
+		"uncompressed": {MaxSnapshotBytes: limit, DeltaMinBytes: -1, Encryption: engine.Encryption{NoCompress: true}},
+		"whole":        {MaxSnapshotBytes: limit, FullSnapshots: true},
+	} {
+		eng := e.open(nil, cfg)
+		th := "grows " + name
+		snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: th})
+		for i := range 2 {
+			if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: th, Messages: msg(i)}); err != nil {
+				t.Fatalf("%s: append %d: %v", name, i, err)
+			}
+		}
+		head, err := eng.Latest(e.ctx, th)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = eng.Append(e.ctx, engine.AppendInput{ThreadID: th, Messages: msg(2)})
+		if !errors.Is(err, engine.ErrSnapshotTooLarge) {
+			t.Fatalf("%s: a third append of 1.2 KB under a limit of %d: %v, want ErrSnapshotTooLarge", name, limit, err)
+		}
+		if now, err := eng.Latest(e.ctx, th); err != nil || now.ID != head.ID {
+			t.Fatalf("%s: the refused append moved the head (%v)", name, err)
+		}
+
+		setKeyAgain(t, e.ctx, eng, "replaces "+name, func(i int, set json.RawMessage, got *engine.Checkpoint) {
+			// [] and {} around the state, composed without spaces.
+			if want := int64(len("[]") + len(set) + len("{}")); got.SizeBytes != want {
+				t.Errorf("%s: append %d records SizeBytes %d, want the content's, %d", name, i, got.SizeBytes, want)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -160,20 +161,11 @@ func testSizeLimitOnAppendedHeads(t *testing.T, e *env) {
 
 		// A key set again: the sum of the head's size and the change's is
 		// over the limit, the content the append makes is not.
-		th = "replaces " + name
-		snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: th, State: jsonObjectOf("a", 1800)})
-		for i := range 3 {
-			set := json.RawMessage(fmt.Sprintf(`{"a":"%d%s"}`, i, strings.Repeat("r", 1792)))
-			res, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: th, SetState: set})
-			if err != nil {
-				t.Fatalf("%s: append %d that sets the state's one key again: %v", name, i, err)
-			}
-			got := e.get(res.ID)
-			jsonEqual(t, name+": the state set again", got.State, set)
+		setKeyAgain(t, e.ctx, eng, "replaces "+name, func(i int, set json.RawMessage, got *engine.Checkpoint) {
 			if got.SizeBytes < int64(len(set)) || got.SizeBytes > limit {
 				t.Errorf("%s: append %d records SizeBytes %d, want the content measured (%d bytes and a little)", name, i, got.SizeBytes, len(set))
 			}
-		}
+		})
 	}
 
 	// The case reported: at the default limit, appends of 4 MiB each.
@@ -417,4 +409,26 @@ func setRecordField(t *testing.T, line, key string, v json.RawMessage) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// setKeyAgain writes thread th with one state key of 1,800 bytes, then
+// three appends that each set that key again to as many bytes (together
+// over a limit of 3,000, the content each makes within it), checks each
+// reads back, and hands each to check.
+func setKeyAgain(t *testing.T, ctx context.Context, eng *engine.Engine, th string, check func(i int, set json.RawMessage, got *engine.Checkpoint)) {
+	t.Helper()
+	snapWith(t, ctx, eng, engine.SnapshotInput{ThreadID: th, State: jsonObjectOf("a", 1800)})
+	for i := range 3 {
+		set := json.RawMessage(fmt.Sprintf(`{"a":"%d%s"}`, i, strings.Repeat("r", 1792)))
+		res, err := eng.Append(ctx, engine.AppendInput{ThreadID: th, SetState: set})
+		if err != nil {
+			t.Fatalf("%s: append %d that sets the state's one key again: %v", th, i, err)
+		}
+		got, err := eng.Get(ctx, res.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonEqual(t, th+": the state set again", got.State, set)
+		check(i, set, got)
+	}
 }

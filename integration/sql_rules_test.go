@@ -121,7 +121,9 @@ func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 // checkpoint_put and checkpoint_append measure the content (or change)
 // when size_bytes is NULL, as the SQL page's examples leave it, and refuse
 // a negative one (PC003, nothing written). So an engine's Append on a head
-// written from psql is held to Config.MaxSnapshotBytes.
+// written from psql is held to Config.MaxSnapshotBytes. A content size the
+// client measured (p_content_bytes) is recorded as given and held to
+// p_max_size_bytes (PC006 over it).
 func TestSQLWritesRecordASize(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -145,12 +147,21 @@ func TestSQLWritesRecordASize(t *testing.T) {
 	for name, sql := range map[string]string{
 		"checkpoint_put":    `SELECT * FROM pgcheckpoint.checkpoint_put('psql', '', $1, NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', -1000000)`,
 		"checkpoint_append": `SELECT * FROM pgcheckpoint.checkpoint_append('psql', '', $1, NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', -1000000)`,
+		"checkpoint_append, content_bytes": `SELECT * FROM pgcheckpoint.checkpoint_append('psql', '', $1, NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0,
+			p_content_bytes => -1)`,
 	} {
 		_, err := b.db.Pool.Exec(b.ctx, sql, engine.NewCheckpointID())
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != "PC003" {
 			t.Errorf("%s with a negative size: %v, want PC003", name, err)
 		}
+	}
+	// A size the client measured (an encrypting one's) is recorded and held
+	// to the limit in place of the store's bound and measure.
+	_, err := b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.checkpoint_append('psql', '', $1, NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0,
+		p_max_size_bytes => 100000, p_content_bytes => 100001)`, engine.NewCheckpointID())
+	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "PC006" {
+		t.Errorf("checkpoint_append with content_bytes over max_size_bytes: %v, want PC006", err)
 	}
 	var n int
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = 'psql'`).Scan(&n); err != nil || n != 2 {
@@ -159,5 +170,12 @@ func TestSQLWritesRecordASize(t *testing.T) {
 	limited := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{MaxSnapshotBytes: 20000})
 	if _, err := limited.Append(b.ctx, engine.AppendInput{ThreadID: "psql", Messages: json.RawMessage(big)}); !errors.Is(err, engine.ErrSnapshotTooLarge) {
 		t.Fatalf("an Append of 9,000 bytes on 18,000 written from SQL, limit 20,000: %v, want ErrSnapshotTooLarge", err)
+	}
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT checkpoint_id FROM pgcheckpoint.checkpoint_append('psql', '', $1, NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0,
+		p_max_size_bytes => 100000, p_content_bytes => 1234)`, engine.NewCheckpointID()).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT size_bytes FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, id).Scan(&size); err != nil || size != 1234 {
+		t.Fatalf("checkpoint_append with content_bytes 1,234 recorded %d (%v)", size, err)
 	}
 }

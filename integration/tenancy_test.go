@@ -182,7 +182,7 @@ type sqlProbe struct {
 // sqlProbes holds every function and procedure of schema pgcheckpoint:
 // TestTenantsSQLFunctionsKeptApart fails on one missing here.
 var sqlProbes = map[string]sqlProbe{
-	"checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint)": {
+	"checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint)": {
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_append('{thread}', '', '{new}', '{id3}', 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0)`, named: true},
 	"checkpoint_check(uuid,text)":                           {sql: `SELECT pgcheckpoint.checkpoint_check('{id0}', 'manual')`, note: "reads no table"},
 	"checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb)":  {sql: `SELECT pgcheckpoint.checkpoint_content_json('{id3}', 'delta', '[]', '{}', '{}')`, named: true},

@@ -27,7 +27,7 @@ DROP AGGREGATE
     pgcheckpoint.delta_merge(jsonb,text[]);
 
 DROP FUNCTION
-    pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint),
+    pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint),
     pgcheckpoint.checkpoint_check(uuid,text),
     pgcheckpoint.checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb),
     pgcheckpoint.checkpoint_default_summary(jsonb,jsonb),

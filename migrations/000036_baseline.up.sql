@@ -182,7 +182,7 @@ COMMENT ON COLUMN pgcheckpoint.threads.tenant_id IS 'The tenant of the thread (s
 
 -- Functions and procedures
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_append(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_on_head uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_set_state jsonb, p_set_tool_results jsonb, p_remove_state text[], p_remove_tool_results text[], p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_set_state_digests jsonb DEFAULT NULL::jsonb, p_set_tool_results_digests jsonb DEFAULT NULL::jsonb, p_max_size_bytes bigint DEFAULT NULL::bigint, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_append(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_on_head uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_set_state jsonb, p_set_tool_results jsonb, p_remove_state text[], p_remove_tool_results text[], p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_set_state_digests jsonb DEFAULT NULL::jsonb, p_set_tool_results_digests jsonb DEFAULT NULL::jsonb, p_max_size_bytes bigint DEFAULT NULL::bigint, p_content_bytes bigint DEFAULT NULL::bigint, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -249,6 +249,9 @@ BEGIN
     END IF;
     IF p_size_bytes < 0 THEN
         RAISE EXCEPTION 'size_bytes must be 0 or more' USING ERRCODE = 'PC003';
+    END IF;
+    IF p_content_bytes < 0 THEN
+        RAISE EXCEPTION 'content_bytes must be 0 or more' USING ERRCODE = 'PC003';
     END IF;
     IF v_set_state ?| v_rm_state OR v_set_tools ?| v_rm_tools THEN
         RAISE EXCEPTION 'a key is both set and removed' USING ERRCODE = 'PC003';
@@ -321,25 +324,30 @@ BEGIN
     -- The size limit. The head's size plus the change's bounds the new
     -- content (a key the change sets again counts twice in it); over the
     -- limit, the content the append makes is measured, and only that
-    -- refuses it.
-    SELECT c.size_bytes + coalesce(p_size_bytes,
-               octet_length(v_messages::text) + octet_length(v_set_state::text) + octet_length(v_set_tools::text))
-      INTO v_size
-    FROM pgcheckpoint.tenant_checkpoints c
-    WHERE c.checkpoint_id = v_head_id
-    LIMIT 1;
-    IF v_size > p_max_size_bytes THEN
-        SELECT octet_length((m.messages || v_messages)::text)
-               + octet_length(((m.state - v_rm_state) || v_set_state)::text)
-               + octet_length(((m.tool_results - v_rm_tools) || v_set_tools)::text)
+    -- refuses it. A client that measured it (p_content_bytes: an
+    -- encrypting client, which alone sees the content) says so.
+    IF p_content_bytes IS NOT NULL THEN
+        v_size := p_content_bytes;
+    ELSE
+        SELECT c.size_bytes + coalesce(p_size_bytes,
+                   octet_length(v_messages::text) + octet_length(v_set_state::text) + octet_length(v_set_tools::text))
           INTO v_size
-        FROM pgcheckpoint.checkpoint_materialize(v_head_id) m;
+        FROM pgcheckpoint.tenant_checkpoints c
+        WHERE c.checkpoint_id = v_head_id
+        LIMIT 1;
         IF v_size > p_max_size_bytes THEN
-            RAISE EXCEPTION 'the append makes % bytes of messages, state and tool results on thread % namespace %, over the limit of %',
-                v_size, p_thread_id, quote_literal(v_ns), p_max_size_bytes
-                USING ERRCODE = 'PC006',
-                      HINT = 'Write less, or start the content afresh with checkpoint_put (a snapshot of what the agent still needs).';
+            SELECT octet_length((m.messages || v_messages)::text)
+                   + octet_length(((m.state - v_rm_state) || v_set_state)::text)
+                   + octet_length(((m.tool_results - v_rm_tools) || v_set_tools)::text)
+              INTO v_size
+            FROM pgcheckpoint.checkpoint_materialize(v_head_id) m;
         END IF;
+    END IF;
+    IF v_size > p_max_size_bytes THEN
+        RAISE EXCEPTION 'the append makes % bytes of messages, state and tool results on thread % namespace %, over the limit of %',
+            v_size, p_thread_id, quote_literal(v_ns), p_max_size_bytes
+            USING ERRCODE = 'PC006',
+                  HINT = 'Write less, or start the content afresh with checkpoint_put (a snapshot of what the agent still needs).';
     END IF;
 
     IF v_head_count IS NULL OR octet_length(v_head_digest) IS DISTINCT FROM 32 OR v_head_state IS NULL OR v_head_tools IS NULL THEN
@@ -461,8 +469,8 @@ BEGIN
     inserted := true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. When the head has digests, the new ones go on from them (message_digests holds 16 bytes per appended message, see message_digests) and it is stored from the change and the head''s run alone, never reading or hashing content before the run''s anchor: while the head''s run may grow (delta_run_continues), a delta on the head made of the change; at the end of the run, a delta on its anchor (run_anchor) made of the run''s deltas and the change; whole when the run has no anchor. A head without digests: whole, through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it (NULL: measured, as jsonb text; negative: PC003); the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint) FROM PUBLIC;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. When the head has digests, the new ones go on from them (message_digests holds 16 bytes per appended message, see message_digests) and it is stored from the change and the head''s run alone, never reading or hashing content before the run''s anchor: while the head''s run may grow (delta_run_continues), a delta on the head made of the change; at the end of the run, a delta on its anchor (run_anchor) made of the run''s deltas and the change; whole when the run has no anchor. A head without digests: whole, through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it (NULL: measured, as jsonb text; negative: PC003); the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. p_content_bytes: NULL, or the size of the content the append makes as the client measured it (an encrypting client, the only one that sees it in plaintext): recorded as size_bytes and held to p_max_size_bytes, nothing measured (negative: PC003). Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_checkpoint_id uuid, p_trigger text)
  RETURNS void

@@ -234,6 +234,7 @@ func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.S
 		SetStateDigests:       a.SetStateDigests,
 		SetToolResultsDigests: a.SetToolResultsDigests,
 		MaxSizeBytes:          pgtype.Int8{Int64: a.MaxSizeBytes, Valid: a.MaxSizeBytes >= 0},
+		ContentBytes:          pgtype.Int8{Int64: a.ContentBytes, Valid: a.ContentBytes > 0},
 	})
 	if err != nil {
 		return engine.SnapshotResult{}, storeError(err)

@@ -54,7 +54,8 @@ FROM pgcheckpoint.checkpoint_append(
     sqlc.narg(message_digests)::bytea,
     sqlc.narg(set_state_digests)::jsonb,
     sqlc.narg(set_tool_results_digests)::jsonb,
-    sqlc.narg(max_size_bytes)::bigint
+    sqlc.narg(max_size_bytes)::bigint,
+    sqlc.narg(content_bytes)::bigint
 ) AS r;
 
 -- name: CheckpointGetByID :one

@@ -104,25 +104,27 @@ func (s *Store) putAppend(ctx context.Context, q *queries, a engine.AppendReques
 }
 
 // appendSize is the size an append records and the size limit on it, as
-// pgcheckpoint.checkpoint_append has them: the head's size plus the
-// change's, a bound (a key the change sets again counts twice); over
-// a.MaxSizeBytes, the size of the content the append makes, measured,
-// which must be within it.
+// pgcheckpoint.checkpoint_append has them: a.ContentBytes when the engine
+// measured the content; else the head's size plus the change's, a bound
+// (a key the change sets again counts twice), or over a.MaxSizeBytes the
+// size of the content the append makes, measured; which must be within
+// a.MaxSizeBytes.
 func appendSize(ctx context.Context, q *queries, head *link, a engine.AppendRequest) (int64, error) {
 	size := head.SizeBytes + a.SizeBytes
-	if a.MaxSizeBytes < 0 || size <= a.MaxSizeBytes {
-		return size, nil
+	if a.ContentBytes > 0 {
+		size = a.ContentBytes
+	} else if a.MaxSizeBytes >= 0 && size > a.MaxSizeBytes {
+		row, err := q.CheckpointGetByID(ctx, head.CheckpointID)
+		if err != nil {
+			return 0, dbError("read the head", err)
+		}
+		c, err := appended(ctx, q, row, a)
+		if err != nil {
+			return 0, err
+		}
+		size = c.Size()
 	}
-	row, err := q.CheckpointGetByID(ctx, head.CheckpointID)
-	if err != nil {
-		return 0, dbError("read the head", err)
-	}
-	c, err := appended(ctx, q, row, a)
-	if err != nil {
-		return 0, err
-	}
-	size = int64(len(c.messages) + len(c.state) + len(c.tools))
-	if size > a.MaxSizeBytes {
+	if a.MaxSizeBytes >= 0 && size > a.MaxSizeBytes {
 		return 0, fmt.Errorf("%w: the append makes %d bytes of messages, state and tool results on thread %q namespace %q, over the limit of %d",
 			engine.ErrSnapshotTooLarge, size, a.ThreadID, a.Namespace, a.MaxSizeBytes)
 	}
@@ -144,8 +146,8 @@ func (s *Store) appendWhole(ctx context.Context, q *queries, pl place, a engine.
 	}
 	p := engine.PutRequest{
 		ThreadID: a.ThreadID, Namespace: a.Namespace, ID: a.ID, ParentID: pl.parent.CheckpointID, Trigger: a.Trigger,
-		Tags: a.Tags, Summary: a.Summary, Metadata: a.Metadata, Messages: c.messages, State: c.state,
-		ToolResults: c.tools, NextNode: a.NextNode, SizeBytes: a.SizeBytes, DeltaRun: a.DeltaRun,
+		Tags: a.Tags, Summary: a.Summary, Metadata: a.Metadata, Messages: c.Messages, State: c.State,
+		ToolResults: c.ToolResults, NextNode: a.NextNode, SizeBytes: a.SizeBytes, DeltaRun: a.DeltaRun,
 	}
 	if p.DeltaRun > 1 {
 		if err := engine.ComputeDigests(&p); err != nil {
@@ -166,33 +168,9 @@ func appended(ctx context.Context, q *queries, parent sqlitedb.Checkpoint, a eng
 }
 
 // applyChange is an append's change applied to whole content, the way
-// materialize applies a delta: messages appended, removed keys dropped,
-// set keys replaced in place or added last.
+// materialize applies a delta (jsontext.Content.Apply).
 func applyChange(c content, a engine.AppendRequest) (content, error) {
-	msgs, err := concatArrays(c.messages, a.Messages)
-	if err != nil {
-		return content{}, err
-	}
-	out := content{messages: msgs}
-	for _, part := range []struct {
-		obj, set []byte
-		removed  []string
-		out      *[]byte
-	}{{c.state, a.SetState, a.RemoveState, &out.state}, {c.tools, a.SetToolResults, a.RemoveToolResults, &out.tools}} {
-		ms, err := objectMembers(part.obj)
-		if err != nil {
-			return content{}, err
-		}
-		removed, err := json.Marshal(nonNil(part.removed))
-		if err != nil {
-			return content{}, err
-		}
-		if ms, err = applyKeys(ms, part.set, removed); err != nil {
-			return content{}, err
-		}
-		*part.out = joinObject(ms)
-	}
-	return out, nil
+	return c.Apply(a.Change())
 }
 
 // appendKeyDigests returns the key digests of the head's object with the
@@ -250,13 +228,13 @@ func appendStored(ctx context.Context, q *queries, head *link, a engine.AppendRe
 	}
 	st.messages = a.Messages
 	if len(run) > 0 {
-		if st.messages, err = concatArrays(append(arrays, string(a.Messages))...); err != nil {
+		if st.messages, err = jsontext.ConcatArrays(append(arrays, string(a.Messages))...); err != nil {
 			return stored{}, err
 		}
 	}
 	for _, part := range []struct {
 		name               string
-		ms                 []member
+		ms                 []jsontext.Member
 		set, digests, base []byte
 		remove             []string
 		changed, removed   *[]byte
@@ -268,11 +246,11 @@ func appendStored(ctx context.Context, q *queries, head *link, a engine.AppendRe
 		if err != nil {
 			return stored{}, err
 		}
-		ms, err := applyKeys(part.ms, part.set, remove)
+		ms, err := jsontext.ApplyKeys(part.ms, part.set, remove)
 		if err != nil {
 			return stored{}, fmt.Errorf("%s: %w", part.name, err)
 		}
-		if *part.changed, *part.removed, err = keyDelta(joinObject(ms), part.digests, part.base); err != nil {
+		if *part.changed, *part.removed, err = keyDelta(jsontext.JoinObject(ms), part.digests, part.base); err != nil {
 			return stored{}, fmt.Errorf("%s: %w", part.name, err)
 		}
 	}
@@ -296,12 +274,12 @@ func lastMessage(ctx context.Context, q *queries, id uuid.UUID) ([]byte, error) 
 		}
 	}
 	for _, r := range rows { // newest first
-		msgs, err := splitArray([]byte(r.Messages))
+		msgs, err := jsontext.SplitArray([]byte(r.Messages))
 		if err != nil {
 			return nil, err
 		}
 		if len(msgs) > 0 {
-			return joinArray(msgs[len(msgs)-1:]), nil
+			return jsontext.JoinArray(msgs[len(msgs)-1:]), nil
 		}
 	}
 	return []byte("[]"), nil
@@ -336,8 +314,8 @@ func appendRetried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, a en
 			if err != nil {
 				return engine.SnapshotResult{}, err
 			}
-			same = bytes.Equal(got.messages, want.messages) || jsontext.Same(got.messages, want.messages)
-			same = same && jsontext.Same(got.state, want.state) && jsontext.Same(got.tools, want.tools)
+			same = bytes.Equal(got.Messages, want.Messages) || jsontext.Same(got.Messages, want.Messages)
+			same = same && jsontext.Same(got.State, want.State) && jsontext.Same(got.ToolResults, want.ToolResults)
 		}
 	}
 	if !same {
@@ -351,11 +329,11 @@ func appendRetried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, a en
 // messages end with the appended ones, each key the change sets holds the
 // value set, and no key it removes is left.
 func holdsChange(c content, a engine.AppendRequest) (bool, error) {
-	have, err := splitArray(c.messages)
+	have, err := jsontext.SplitArray(c.Messages)
 	if err != nil {
 		return false, err
 	}
-	added, err := splitArray(a.Messages)
+	added, err := jsontext.SplitArray(a.Messages)
 	if err != nil {
 		return false, err
 	}
@@ -370,15 +348,15 @@ func holdsChange(c content, a engine.AppendRequest) (bool, error) {
 	for _, part := range []struct {
 		obj, set []byte
 		removed  []string
-	}{{c.state, a.SetState, a.RemoveState}, {c.tools, a.SetToolResults, a.RemoveToolResults}} {
-		ms, err := objectMembers(part.obj)
+	}{{c.State, a.SetState, a.RemoveState}, {c.ToolResults, a.SetToolResults, a.RemoveToolResults}} {
+		ms, err := jsontext.ObjectMembers(part.obj)
 		if err != nil {
 			return false, err
 		}
 		vals := make(map[string][]byte, len(ms))
 		for _, m := range ms {
-			if !m.gone {
-				vals[m.key] = m.val
+			if !m.Gone {
+				vals[m.Key] = m.Val
 			}
 		}
 		for _, k := range part.removed {
@@ -386,12 +364,12 @@ func holdsChange(c content, a engine.AppendRequest) (bool, error) {
 				return false, nil
 			}
 		}
-		sets, err := objectMembers(part.set)
+		sets, err := jsontext.ObjectMembers(part.set)
 		if err != nil {
 			return false, err
 		}
 		for _, m := range sets {
-			if v, ok := vals[m.key]; !m.gone && (!ok || !jsontext.Same(v, m.val)) {
+			if v, ok := vals[m.Key]; !m.Gone && (!ok || !jsontext.Same(v, m.Val)) {
 				return false, nil
 			}
 		}

@@ -122,7 +122,7 @@ func (d *doomedSet) delete(ctx context.Context, q *queries) (int64, error) {
 	}
 	for _, r := range rebases {
 		if err := q.CheckpointRewriteWhole(ctx, sqlitedb.CheckpointRewriteWholeParams{
-			CheckpointID: r.id, Messages: string(r.c.messages), State: string(r.c.state), ToolResults: string(r.c.tools),
+			CheckpointID: r.id, Messages: string(r.c.Messages), State: string(r.c.State), ToolResults: string(r.c.ToolResults),
 		}); err != nil {
 			return 0, dbError("rebase a delta", err)
 		}

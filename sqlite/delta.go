@@ -40,10 +40,12 @@ import (
 // link is what a write needs of its parent or base: no content.
 type link = sqlitedb.CheckpointLinkByIDRow
 
-// content is a checkpoint's messages, state and tool results, whole.
-type content struct {
-	messages, state, tools []byte
-}
+// content is a checkpoint's messages, state and tool results, whole. The
+// store keeps JSON as the text the engine handed over and works on that
+// text, not on decoded values, so what it returns is made of the very
+// bytes written: a whole checkpoint is returned byte for byte; a rebuilt
+// one is composed by package jsontext (see materialize).
+type content = jsontext.Content
 
 // stored is how a checkpoint's content goes into its row.
 type stored struct {
@@ -55,7 +57,7 @@ type stored struct {
 }
 
 func storeWhole(c content) stored {
-	return stored{format: "full", messages: c.messages, state: c.state, tools: c.tools,
+	return stored{format: "full", messages: c.Messages, state: c.State, tools: c.ToolResults,
 		stateRemoved: []byte("[]"), toolsRemoved: []byte("[]")}
 }
 
@@ -96,7 +98,7 @@ func planDelta(ctx context.Context, q *queries, parent *link, c content, d diges
 	if !bytes.Equal(jsontext.ListDigestAt(d.chain, n), base.MessagesDigest) {
 		return whole, nil // an edited or dropped message, or a base written before the chain
 	}
-	msgs, err := splitArray(c.messages)
+	msgs, err := jsontext.SplitArray(c.Messages)
 	if err != nil {
 		return stored{}, err
 	}
@@ -104,15 +106,15 @@ func planDelta(ctx context.Context, q *queries, parent *link, c content, d diges
 		return stored{}, fmt.Errorf("%w: message digests for %d messages, and %d messages", engine.ErrInvalidInput, d.messagesCount, len(msgs))
 	}
 	delta := deltaOn(base, continues)
-	delta.messages = joinArray(msgs[n:])
-	if delta.state, delta.stateRemoved, err = keyDelta(c.state, d.state, []byte(base.StateDigests.String)); err != nil {
+	delta.messages = jsontext.JoinArray(msgs[n:])
+	if delta.state, delta.stateRemoved, err = keyDelta(c.State, d.state, []byte(base.StateDigests.String)); err != nil {
 		return stored{}, fmt.Errorf("state: %w", err)
 	}
-	if delta.tools, delta.toolsRemoved, err = keyDelta(c.tools, d.tools, []byte(base.ToolResultsDigests.String)); err != nil {
+	if delta.tools, delta.toolsRemoved, err = keyDelta(c.ToolResults, d.tools, []byte(base.ToolResultsDigests.String)); err != nil {
 		return stored{}, fmt.Errorf("tool results: %w", err)
 	}
 	if len(delta.messages)+len(delta.state)+len(delta.tools)+len(delta.stateRemoved)+len(delta.toolsRemoved) >=
-		len(c.messages)+len(c.state)+len(c.tools)+4 {
+		len(c.Messages)+len(c.State)+len(c.ToolResults)+4 {
 		return whole, nil
 	}
 	return delta, nil
@@ -227,21 +229,21 @@ func keyDelta(obj, objDigests, baseDigests []byte) (set, removed []byte, err err
 	if bytes.Equal(objDigests, baseDigests) {
 		return []byte("{}"), []byte("[]"), nil
 	}
-	nd, err := splitObject(objDigests)
+	nd, err := jsontext.SplitObject(objDigests)
 	if err != nil {
 		return nil, nil, err
 	}
-	bd, err := splitObject(baseDigests)
+	bd, err := jsontext.SplitObject(baseDigests)
 	if err != nil {
 		return nil, nil, err
 	}
 	was := make(map[string][]byte, len(bd))
 	for _, m := range bd {
-		was[m.key] = m.val
+		was[m.Key] = m.Val
 	}
 	now := make(map[string][]byte, len(nd))
 	for _, m := range nd {
-		now[m.key] = m.val
+		now[m.Key] = m.Val
 	}
 	changed := map[string]bool{}
 	for k, v := range now {
@@ -256,13 +258,13 @@ func keyDelta(obj, objDigests, baseDigests []byte) (set, removed []byte, err err
 		}
 	}
 	slices.Sort(gone)
-	members, err := splitObject(obj)
+	members, err := jsontext.SplitObject(obj)
 	if err != nil {
 		return nil, nil, err
 	}
-	last := lastByKey(members)
+	last := jsontext.LastByKey(members)
 	for i := range members {
-		members[i].gone = !changed[members[i].key] || last[members[i].key] != i
+		members[i].Gone = !changed[members[i].Key] || last[members[i].Key] != i
 	}
 	removed = []byte("[]")
 	if len(gone) > 0 {
@@ -270,7 +272,7 @@ func keyDelta(obj, objDigests, baseDigests []byte) (set, removed []byte, err err
 			return nil, nil, err
 		}
 	}
-	return joinObject(members), removed, nil
+	return jsontext.JoinObject(members), removed, nil
 }
 
 // storedRow is what materialize reads of a checkpoint's row: where it is,
@@ -297,18 +299,18 @@ func storedOf(r sqlitedb.Checkpoint) storedRow {
 // values of keys present and appends new keys.
 func materialize(ctx context.Context, q *queries, row storedRow) (content, error) {
 	if row.format == "full" {
-		return content{[]byte(row.messages), []byte(row.state), []byte(row.tools)}, nil
+		return content{Messages: []byte(row.messages), State: []byte(row.state), ToolResults: []byte(row.tools)}, nil
 	}
 	chain, err := deltaChain(ctx, q, row)
 	if err != nil {
 		return content{}, err
 	}
 	full := chain[len(chain)-1]
-	state, err := objectMembers([]byte(full.State))
+	state, err := jsontext.ObjectMembers([]byte(full.State))
 	if err != nil {
 		return content{}, err
 	}
-	tools, err := objectMembers([]byte(full.ToolResults))
+	tools, err := jsontext.ObjectMembers([]byte(full.ToolResults))
 	if err != nil {
 		return content{}, err
 	}
@@ -320,11 +322,11 @@ func materialize(ctx context.Context, q *queries, row storedRow) (content, error
 	if err != nil {
 		return content{}, err
 	}
-	msgs, err := concatArrays(append([]string{full.Messages}, arrays...)...)
+	msgs, err := jsontext.ConcatArrays(append([]string{full.Messages}, arrays...)...)
 	if err != nil {
 		return content{}, err
 	}
-	return content{msgs, joinObject(state), joinObject(tools)}, nil
+	return content{Messages: msgs, State: jsontext.JoinObject(state), ToolResults: jsontext.JoinObject(tools)}, nil
 }
 
 // deltaCols are what a delta row stores: the messages it appends, the
@@ -337,15 +339,15 @@ type deltaCols struct {
 // state and tools, and returns the message arrays they append, in order:
 // the one rule for rebuilding a delta and for an Append at a run's end,
 // which is a delta on the run's anchor made of the run and the change.
-func applyDeltas(state, tools []member, n int, delta func(i int) deltaCols) (messages []string, _, _ []member, err error) {
+func applyDeltas(state, tools []jsontext.Member, n int, delta func(i int) deltaCols) (messages []string, _, _ []jsontext.Member, err error) {
 	messages = make([]string, 0, n)
 	for i := range n {
 		d := delta(i)
 		messages = append(messages, d.messages)
-		if state, err = applyKeys(state, []byte(d.state), []byte(d.stateRemoved)); err != nil {
+		if state, err = jsontext.ApplyKeys(state, []byte(d.state), []byte(d.stateRemoved)); err != nil {
 			return nil, nil, nil, fmt.Errorf("state: %w", err)
 		}
-		if tools, err = applyKeys(tools, []byte(d.tools), []byte(d.toolsRemoved)); err != nil {
+		if tools, err = jsontext.ApplyKeys(tools, []byte(d.tools), []byte(d.toolsRemoved)); err != nil {
 			return nil, nil, nil, fmt.Errorf("tool results: %w", err)
 		}
 	}
@@ -366,50 +368,4 @@ func deltaChain(ctx context.Context, q *queries, row storedRow) ([]sqlitedb.Chec
 		return nil, fmt.Errorf("%w: checkpoint %s cannot be rebuilt: its chain of deltas does not reach a full snapshot", engine.ErrDamaged, row.id)
 	}
 	return chain, nil
-}
-
-// objectMembers splits an object keeping only the last of duplicate keys.
-func objectMembers(obj []byte) ([]member, error) {
-	ms, err := splitObject(obj)
-	if err != nil {
-		return nil, err
-	}
-	last := lastByKey(ms)
-	for i := range ms {
-		ms[i].gone = last[ms[i].key] != i
-	}
-	return ms, nil
-}
-
-// applyKeys applies one delta's set members and removed keys to ms.
-func applyKeys(ms []member, set, removed []byte) ([]member, error) {
-	idx := make(map[string]int, len(ms))
-	for i, m := range ms {
-		if !m.gone {
-			idx[m.key] = i
-		}
-	}
-	var rm []string
-	if err := json.Unmarshal(removed, &rm); err != nil {
-		return nil, fmt.Errorf("removed keys: %w", err)
-	}
-	for _, k := range rm {
-		if i, ok := idx[k]; ok {
-			ms[i].gone = true
-			delete(idx, k)
-		}
-	}
-	sets, err := splitObject(set)
-	if err != nil {
-		return nil, err
-	}
-	for _, m := range sets {
-		if i, ok := idx[m.key]; ok {
-			ms[i].val = m.val
-			continue
-		}
-		idx[m.key] = len(ms)
-		ms = append(ms, m)
-	}
-	return ms, nil
 }

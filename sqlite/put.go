@@ -70,7 +70,7 @@ func (s *Store) put(ctx context.Context, q *queries, p engine.PutRequest, mergeP
 
 // putAt writes p at pl (see placeNew), stored as planDelta decides.
 func (s *Store) putAt(ctx context.Context, q *queries, pl place, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
-	c := content{p.Messages, p.State, p.ToolResults}
+	c := content{Messages: p.Messages, State: p.State, ToolResults: p.ToolResults}
 	d := digests{chain: p.MessageChain, state: p.StateDigests, tools: p.ToolResultsDigests,
 		messagesCount: int64(len(p.MessageChain) / jsontext.ChainSize)}
 	st, err := planDelta(ctx, q, pl.parent, c, d, p.DeltaRun)
@@ -115,7 +115,7 @@ func retried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, p engine.P
 		if err != nil {
 			return engine.SnapshotResult{}, err
 		}
-		same = jsontext.Same(c.messages, p.Messages) && jsontext.Same(c.state, p.State) && jsontext.Same(c.tools, p.ToolResults)
+		same = jsontext.Same(c.Messages, p.Messages) && jsontext.Same(c.State, p.State) && jsontext.Same(c.ToolResults, p.ToolResults)
 	}
 	if !same {
 		return engine.SnapshotResult{}, fmt.Errorf("checkpoint %s already exists with other content; use a new id for a new checkpoint: %w",
@@ -131,22 +131,22 @@ func retried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, p engine.P
 // U+0000, which Postgres text cannot hold, as U+FFFD. A role or content
 // that is not a string is shown as JSON text, as written.
 func defaultSummary(messages, state []byte) (string, error) {
-	msgs, err := splitArray(messages)
+	msgs, err := jsontext.SplitArray(messages)
 	if err != nil {
 		return "", err
 	}
 	if n := len(msgs); n > 0 && msgs[n-1][0] == '{' {
-		ms, err := splitObject(jsontext.UnescapeNUL(msgs[n-1]))
+		ms, err := jsontext.SplitObject(jsontext.UnescapeNUL(msgs[n-1]))
 		if err != nil {
 			return "", err
 		}
 		role, text := "unknown", ""
 		for _, m := range ms {
-			switch m.key {
+			switch m.Key {
 			case "role":
-				role = textOf(m.val, "unknown")
+				role = textOf(m.Val, "unknown")
 			case "content":
-				text = textOf(m.val, "")
+				text = textOf(m.Val, "")
 			}
 		}
 		role, text = strings.ReplaceAll(role, "\x00", "\uFFFD"), strings.ReplaceAll(text, "\x00", "\uFFFD")
@@ -156,11 +156,11 @@ func defaultSummary(messages, state []byte) (string, error) {
 		}
 		return fmt.Sprintf("[%s] %s", role, text), nil
 	}
-	ms, err := splitObject(state)
+	ms, err := jsontext.SplitObject(state)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("State: %d keys", len(lastByKey(ms))), nil
+	return fmt.Sprintf("State: %d keys", len(jsontext.LastByKey(ms))), nil
 }
 
 // textOf is Postgres ->> of a JSON value: a string's text, null as def,

@@ -115,7 +115,7 @@ func wholeCheckpoint(ctx context.Context, q *queries, r sqlitedb.CheckpointReadR
 			return nil, dbError("read pending writes", err)
 		}
 	}
-	cp := &engine.Checkpoint{CheckpointInfo: info, Messages: c.messages, State: c.state, ToolResults: c.tools,
+	cp := &engine.Checkpoint{CheckpointInfo: info, Messages: c.Messages, State: c.State, ToolResults: c.ToolResults,
 		PendingWrites: make([]engine.PendingWrite, len(ws))}
 	for i, w := range ws {
 		cp.PendingWrites[i] = engine.PendingWrite{TaskID: w.TaskID, Index: int(w.Idx), Channel: w.Channel, Value: json.RawMessage(w.Value)}

@@ -284,8 +284,8 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 		}
 		p := engine.PutRequest{
 			ThreadID: intoThread, Namespace: namespace, ID: id, Trigger: engine.TriggerManual, Tags: []string{"merge"},
-			Summary: "Merge of " + branchThread, Metadata: json.RawMessage(src.Metadata), Messages: c.messages,
-			State: c.state, ToolResults: c.tools, NextNode: src.NextNode, SizeBytes: src.SizeBytes, DeltaRun: 1,
+			Summary: "Merge of " + branchThread, Metadata: json.RawMessage(src.Metadata), Messages: c.Messages,
+			State: c.State, ToolResults: c.ToolResults, NextNode: src.NextNode, SizeBytes: src.SizeBytes, DeltaRun: 1,
 		}
 		if src.MessagesDigest != nil {
 			// The source was big enough for deltas: so is the merge.

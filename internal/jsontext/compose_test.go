@@ -1,4 +1,4 @@
-package sqlite
+package jsontext
 
 import (
 	"encoding/json"
