@@ -152,7 +152,7 @@ func (e *Engine) copySealed(ctx context.Context, src, dst string) ([]CopiedID, e
 			}
 		}
 		for _, c := range rows {
-			d, err := im.digests(c)
+			d, _, err := im.digests(c) // sealed: its size is the source's
 			if err == nil {
 				err = w.Checkpoint(ctx, c, d)
 			}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -372,11 +373,16 @@ func importLineBytes(limit int64) int64 {
 // the same namespace; no cycle through parents and merge parents; a delta's
 // base earlier in the same thread and namespace; a rewind to a checkpoint
 // of the row's own thread and namespace; within Config.MaxSnapshotBytes as
-// a write is: a checkpoint's messages, state and tool results (a delta's as
-// stored; size_bytes, its whole content's size as its writer recorded it)
-// with its metadata, summary, next node and tags, each pending write, a
-// thread row's metadata; tags, summary and next node within their own
-// bounds (see Config.MaxSnapshotBytes).
+// a write is: a checkpoint's whole content (messages, state and tool
+// results: size_bytes, as its writer recorded it, or the least the content
+// took when sent, each number counted as one byte, a delta's rebuilt from
+// its chain, where that is more than size_bytes and the 6 bytes of "[]",
+// "{}", "{}" a write does not count; the import then records that, so no
+// later Append starts from an understated size) with its metadata, summary, next node and tags, each
+// pending write, a thread row's metadata; tags, summary and next node
+// within their own bounds (see Config.MaxSnapshotBytes). The content of an
+// encrypted thread is not measured: its plaintext's size is the
+// exporter's.
 //
 // Errors: ErrIDConflict for a checkpoint id in use; ErrInvalidInput for
 // anything else refused (ErrInvalidJSON for a line that is not JSON or
@@ -720,8 +726,17 @@ func (im *importer) checkpoint(ctx context.Context, w ImportWriter, l exportLine
 		}
 	}
 	var d ImportDigests
+	var size int64
 	if err == nil {
-		d, err = im.digests(c)
+		d, size, err = im.digests(c)
+	}
+	if err == nil {
+		if size > c.SizeBytes+unsentBytes {
+			// Understated (a write's size, see unsentBytes, is no less):
+			// what a later Append's limit starts from must not be.
+			c.SizeBytes = size
+		}
+		err = checkImportContentSize(&c, im.limit)
 	}
 	if err == nil {
 		err = w.Checkpoint(ctx, c, d)
@@ -1084,72 +1099,123 @@ type ImportDigests struct {
 
 // importedDigests is what an import keeps of a checkpoint's digests for
 // the deltas on it, about as much as its row holds: its list digest (so a
-// delta's list digest goes on from its base's), its message count, and its key digests as its row stores keys
-// (all of them for a checkpoint stored whole; for a delta, the keys it sets
-// and removes, on its base's).
+// delta's list digest goes on from its base's), its message count and
+// bytes, and its key digests and member sizes as its row stores keys (all
+// of them for a checkpoint stored whole; for a delta, the keys it sets and
+// removes, on its base's).
 type importedDigests struct {
 	listDigest   []byte // jsontext.ListDigest of its whole message chain
 	count        int64
+	msgBytes     int64     // the bytes of the whole chain's messages (jsontext.ArraySize)
 	base         uuid.UUID // uuid.Nil: stored whole
+	size         int64     // stored whole: its content's bytes as stored
+	sealed       bool      // it or its chain holds ciphertext (see holdsCiphertext)
 	state, tools keyDigestDelta
 }
 
 type keyDigestDelta struct {
 	set     json.RawMessage // jsontext.KeyDigests of the row's object
+	sizes   map[string]int64
 	removed []string
 }
 
 // digests computes the digests of a checked checkpoint line, whose base (if
 // it is a delta) was imported before it, and keeps what later deltas need.
-func (im *importer) digests(c ExportCheckpoint) (ImportDigests, error) {
+// It returns the least the checkpoint's whole content took when it was
+// sent (see sentBytes): for one stored whole, its text; for a delta, its
+// chain's, composed as a store rebuilds it (jsontext.Content: the members
+// as written, without spaces); -1 when it holds ciphertext, whose
+// plaintext only the exporter saw.
+func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 	msgs := jsontext.MessageDigests(c.Messages)
-	rec := &importedDigests{count: int64(len(msgs) / jsontext.DigestSize), listDigest: jsontext.ListDigestAt(nil, 0)}
+	plain := jsontext.Content{Messages: jsontext.UnescapeNUL(c.Messages), State: jsontext.UnescapeNUL(c.State),
+		ToolResults: jsontext.UnescapeNUL(c.ToolResults)}
+	elems, err := jsontext.SplitArray(plain.Messages)
+	if err != nil {
+		return ImportDigests{}, 0, fmt.Errorf("%w: messages: %v", ErrInvalidJSON, err)
+	}
+	rec := &importedDigests{count: int64(len(msgs) / jsontext.DigestSize), listDigest: jsontext.ListDigestAt(nil, 0),
+		size:   sentBytes(plain.Messages) + sentBytes(plain.State) + sentBytes(plain.ToolResults),
+		sealed: holdsCiphertext(c.Messages) || holdsCiphertext(c.State) || holdsCiphertext(c.ToolResults)}
+	for _, m := range elems {
+		rec.msgBytes += sentBytes(m)
+	}
 	if c.Storage == StorageDelta {
 		base := im.keptDigests[*c.BaseID]
 		rec.listDigest = base.listDigest
 		rec.count += base.count
+		rec.msgBytes += base.msgBytes
 		rec.base = *c.BaseID
+		rec.sealed = rec.sealed || base.sealed
 	}
 	if chain := jsontext.MessageChain(rec.listDigest, msgs); len(chain) > 0 {
 		rec.listDigest = jsontext.ListDigest(chain)
 	}
 	d := ImportDigests{MessagesCount: rec.count, MessagesDigest: rec.listDigest}
-	var err error
 	for _, part := range []struct {
-		name    string
-		obj     json.RawMessage
-		removed json.RawMessage
-		delta   *keyDigestDelta
-		out     *json.RawMessage
+		name       string
+		obj, plain json.RawMessage
+		removed    json.RawMessage
+		delta      *keyDigestDelta
 	}{
-		{"state", c.State, c.StateRemoved, &rec.state, &d.StateDigests},
-		{"tool results", c.ToolResults, c.ToolResultsRemoved, &rec.tools, &d.ToolResultsDigests},
+		{"state", c.State, plain.State, c.StateRemoved, &rec.state},
+		{"tool results", c.ToolResults, plain.ToolResults, c.ToolResultsRemoved, &rec.tools},
 	} {
 		if part.delta.set, err = jsontext.KeyDigests(part.obj); err != nil {
-			return ImportDigests{}, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
+			return ImportDigests{}, 0, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
 		}
 		if err := json.Unmarshal(part.removed, &part.delta.removed); err != nil {
-			return ImportDigests{}, fmt.Errorf("%w: %s removed: %v", ErrInvalidJSON, part.name, err)
+			return ImportDigests{}, 0, fmt.Errorf("%w: %s removed: %v", ErrInvalidJSON, part.name, err)
+		}
+		ms, err := jsontext.SplitObject(part.plain)
+		if err != nil {
+			return ImportDigests{}, 0, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
+		}
+		part.delta.sizes = make(map[string]int64, len(ms))
+		for _, m := range ms { // the last of a key given twice, as a store keeps it
+			part.delta.sizes[m.Key] = m.Size() - jsontext.NumberSlack(m.Val)
 		}
 	}
 	im.keptDigests[c.ID] = rec
+	size := rec.size
 	if rec.base == uuid.Nil {
 		d.StateDigests, d.ToolResultsDigests = rec.state.set, rec.tools.set
-		return d, nil
+	} else {
+		size = jsontext.ArraySize(rec.count, rec.msgBytes)
+		for _, part := range []struct {
+			of  func(*importedDigests) keyDigestDelta
+			out *json.RawMessage
+		}{
+			{func(r *importedDigests) keyDigestDelta { return r.state }, &d.StateDigests},
+			{func(r *importedDigests) keyDigestDelta { return r.tools }, &d.ToolResultsDigests},
+		} {
+			var n, bytes int64
+			if *part.out, n, bytes, err = im.wholeKeys(rec, part.of); err != nil {
+				return ImportDigests{}, 0, err
+			}
+			size += jsontext.ObjectSize(n, bytes)
+		}
 	}
-	if d.StateDigests, err = im.wholeKeyDigests(rec, func(r *importedDigests) keyDigestDelta { return r.state }); err != nil {
-		return ImportDigests{}, err
+	if rec.sealed {
+		size = -1
 	}
-	if d.ToolResultsDigests, err = im.wholeKeyDigests(rec, func(r *importedDigests) keyDigestDelta { return r.tools }); err != nil {
-		return ImportDigests{}, err
-	}
-	return d, nil
+	return d, size, nil
 }
 
-// wholeKeyDigests rebuilds a delta's key digests from its chain, as
-// materializing rebuilds its object: the whole checkpoint's keys, then each
-// delta's, oldest first, without its removed keys and with its set ones.
-func (im *importer) wholeKeyDigests(rec *importedDigests, part func(*importedDigests) keyDigestDelta) (json.RawMessage, error) {
+// sentBytes is the least JSON text (in stored form) was when sent, as an
+// import measures it: without the store's escape of U+0000 (see
+// jsontext.EscapeNUL), which b must be without already, each number one
+// byte (see jsontext.NumberSlack), the rest as the export spells it,
+// never longer than it was sent.
+func sentBytes(b []byte) int64 {
+	return int64(len(b)) - jsontext.NumberSlack(b)
+}
+
+// wholeKeys rebuilds a delta's key digests from its chain, as materializing
+// rebuilds its object: the whole checkpoint's keys, then each delta's,
+// oldest first, without its removed keys and with its set ones; and counts
+// the keys and the bytes of their members.
+func (im *importer) wholeKeys(rec *importedDigests, part func(*importedDigests) keyDigestDelta) (_ json.RawMessage, n, bytes int64, _ error) {
 	var chain []keyDigestDelta
 	for r := rec; ; r = im.keptDigests[r.base] {
 		chain = append(chain, part(r))
@@ -1158,15 +1224,22 @@ func (im *importer) wholeKeyDigests(rec *importedDigests, part func(*importedDig
 		}
 	}
 	keys := map[string]string{}
+	sizes := map[string]int64{}
 	for i := len(chain) - 1; i >= 0; i-- {
 		for _, k := range chain[i].removed {
 			delete(keys, k)
+			delete(sizes, k)
 		}
 		if err := json.Unmarshal(chain[i].set, &keys); err != nil {
-			return nil, err
+			return nil, 0, 0, err
 		}
+		maps.Copy(sizes, chain[i].sizes)
 	}
-	return json.Marshal(keys)
+	for _, b := range sizes {
+		bytes += b
+	}
+	digests, err := json.Marshal(keys)
+	return digests, int64(len(sizes)), bytes, err
 }
 
 // checkImportThread validates a thread line and returns its row, JSON in
@@ -1293,7 +1366,8 @@ func checkImportCheckpoint(c *ExportCheckpoint, limit int64) error {
 // no longer than a writer sent them but for numbers that jsonb spells out,
 // such as 1e5); and size_bytes, the size a write recorded of the whole
 // content (a delta's too), which a write under this limit keeps within it
-// with the same fields.
+// with the same fields. (A delta's whole content is measured once its
+// base is known: see importer.digests and checkImportContentSize.)
 func checkImportSize(c *ExportCheckpoint, limit int64) error {
 	if c.SizeBytes < 0 {
 		return fmt.Errorf("%w: size_bytes %d; a checkpoint's size is 0 or more", ErrInvalidInput, c.SizeBytes)
@@ -1313,6 +1387,18 @@ func checkImportSize(c *ExportCheckpoint, limit int64) error {
 		if err := checkWriteSize(limit, fmt.Sprintf("pending write %d of task %q", w.Index, w.TaskID), writeBytes(w.Channel, w.Value)); err != nil {
 			return fmt.Errorf("%w; raise the limit to import it", err)
 		}
+	}
+	return nil
+}
+
+// checkImportContentSize holds a checkpoint line's whole content, whose
+// size c.SizeBytes is by then (the file's, or what the content measures
+// if that is more: see importer.digests), with its metadata, summary,
+// next node and tags, to the limit (negative: none).
+func checkImportContentSize(c *ExportCheckpoint, limit int64) error {
+	own := ownBytes(jsontext.UnescapeNUL(c.Metadata), c.Summary, c.NextNode, c.Tags) // as sent, as a write counts it
+	if err := checkCheckpointSize(limit, "messages, state and tool results", c.SizeBytes, own); err != nil {
+		return fmt.Errorf("%w; raise the limit to import it", err)
 	}
 	return nil
 }

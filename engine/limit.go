@@ -61,6 +61,12 @@ func ownBytes(metadata json.RawMessage, summary, nextNode string, tags []string)
 	return n
 }
 
+// unsentBytes is what a write stores of a checkpoint's content but does
+// not count in its size: "[]", "{}" and "{}" for the messages, state and
+// tool results it was not sent. So a checkpoint's content, as sent, is at
+// most its SizeBytes plus unsentBytes, which an import checks.
+const unsentBytes = int64(len("[]") + len("{}") + len("{}"))
+
 // checkCheckpointSize is the limit on one checkpoint as a reader gets it:
 // content bytes of messages, state and tool results and own bytes of the
 // rest (see ownBytes), together at most limit (Config.MaxSnapshotBytes;

@@ -107,6 +107,7 @@ var tests = []conformanceTest{
 	{name: "TextFieldBounds", fn: testTextFieldBounds},
 	{name: "SizeLimitOnPendingWrites", fn: testSizeLimitOnPendingWrites},
 	{name: "SizeLimitOnImport", fn: testSizeLimitOnImport},
+	{name: "ImportMeasuresUnderstatedSizes", fn: testImportMeasuresUnderstatedSizes},
 	// append.go
 	{name: "AppendHistoriesReadBackAsWrittenWhole", fn: testAppendHistories},
 	{name: "RunEndAcrossARewind", fn: testRunEndAcrossARewind},

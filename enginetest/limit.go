@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -374,6 +375,83 @@ func testSizeLimitOnImport(t *testing.T, e *env) {
 	}
 	if got := dst.get(exact.ID); got.SizeBytes != limit-100 {
 		t.Fatalf("imported SizeBytes %d", got.SizeBytes)
+	}
+}
+
+// An import does not take a checkpoint's size_bytes on trust: a file that
+// understates it (here every record's set to 0, trailer recomputed) is
+// measured, whole checkpoints as stored and deltas as rebuilt from their
+// chain, so the limit holds on the import (a thread over it is refused,
+// nothing written) and on every Append after it (which starts from the
+// head's recorded size). The sizes recorded are those of the content read
+// back, spelled compact, for full rows and deltas, with keys set again and
+// removed, and U+0000 in values (numbers of one digit: an import counts
+// each number as one byte, the least it took when sent).
+func testImportMeasuresUnderstatedSizes(t *testing.T, e *env) {
+	const limit = 4000
+	src := e.open(engine.Config{MaxSnapshotBytes: -1, DeltaMinBytes: -1, DeltaRun: 3})
+	snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "t", State: json.RawMessage(`{"a":"first","b":"nul \u0000 here","c":1}`)})
+	for i := range 8 {
+		in := engine.AppendInput{ThreadID: "t", Messages: json.RawMessage(fmt.Sprintf(`[{"role":"user","content":"%d %s"}]`, i, strings.Repeat("m", 200))),
+			SetState: json.RawMessage(fmt.Sprintf(`{"a":"%d%s","k%d":%d}`, i, strings.Repeat("a", 50*i), i, i))}
+		if i%3 == 2 {
+			in.RemoveState = []string{"b", fmt.Sprint("k", i-1)}
+		}
+		if _, err := src.Append(e.ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := src.Export(e.ctx, "t", &buf); err != nil {
+		t.Fatal(err)
+	}
+	honest := buf.String()
+	if !strings.Contains(honest, `"storage":"delta"`) {
+		t.Fatalf("the test needs deltas:\n%s", clip(buf.Bytes()))
+	}
+	forged := string(Reseal([]byte(regexp.MustCompile(`"size_bytes":\d+`).ReplaceAllString(honest, `"size_bytes":0`))))
+
+	dst := e.empty()
+	small := dst.open(engine.Config{MaxSnapshotBytes: limit - 2500})
+	if _, err := small.Import(e.ctx, strings.NewReader(forged), engine.ImportOptions{}); !errors.Is(err, engine.ErrSnapshotTooLarge) {
+		t.Fatalf("a forged import over the limit: %v, want ErrSnapshotTooLarge", err)
+	}
+	if got := dst.inventory().counts(); got != [3]int{} {
+		t.Fatalf("the refused import wrote %v", got)
+	}
+	imp := dst.open(engine.Config{MaxSnapshotBytes: limit})
+	if _, err := imp.Import(e.ctx, strings.NewReader(forged), engine.ImportOptions{}); err != nil {
+		t.Fatalf("the forged import within the limit: %v", err)
+	}
+	list, err := imp.ListCheckpoints(e.ctx, "t", engine.ListOptions{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deltas int
+	for _, info := range list {
+		c := dst.get(info.ID)
+		var want int
+		for _, part := range [][]byte{c.Messages, c.State, c.ToolResults} {
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, part); err != nil {
+				t.Fatal(err)
+			}
+			want += compact.Len()
+		}
+		if c.SizeBytes != int64(want) {
+			t.Errorf("checkpoint %s (%s, step %d): SizeBytes %d, want its content's %d", c.ID, c.Format, c.Step, c.SizeBytes, want)
+		}
+		if c.Format != "full" {
+			deltas++
+		}
+	}
+	if deltas == 0 {
+		t.Fatal("no delta was imported")
+	}
+	head := dst.get(list[0].ID)
+	over := limit - int(head.SizeBytes) + 10
+	if _, err := imp.Append(e.ctx, engine.AppendInput{ThreadID: "t", Messages: jsonArrayOf(over)}); !errors.Is(err, engine.ErrSnapshotTooLarge) {
+		t.Fatalf("an append of %d bytes on a head of %d imported with size 0, limit %d: %v, want ErrSnapshotTooLarge", over, head.SizeBytes, limit, err)
 	}
 }
 

@@ -150,13 +150,19 @@ func ConcatArrays[T ~string | ~[]byte](arrays ...T) ([]byte, error) {
 	return append(out, ']'), nil
 }
 
+// ArraySize is the length of a JSON array of n elements of bytes bytes in
+// all, as JoinArray and ConcatArrays write it.
+func ArraySize(n, bytes int64) int64 {
+	return 2 + bytes + max(n-1, 0)
+}
+
 // JoinArray writes elements as a JSON array.
 func JoinArray(elems [][]byte) []byte {
-	n := 2
+	var n int64
 	for _, e := range elems {
-		n += len(e) + 1
+		n += int64(len(e))
 	}
-	out := make([]byte, 0, n)
+	out := make([]byte, 0, ArraySize(int64(len(elems)), n))
 	out = append(out, '[')
 	for i, e := range elems {
 		if i > 0 {
@@ -167,13 +173,27 @@ func JoinArray(elems [][]byte) []byte {
 	return append(out, ']')
 }
 
+// Size is the length of a member as JoinObject writes it: its key as
+// written, ':' and its value.
+func (m Member) Size() int64 {
+	return int64(len(m.Raw) + 1 + len(m.Val))
+}
+
+// ObjectSize is the length of a JSON object of n members of bytes bytes in
+// all (each its Size), as JoinObject writes it.
+func ObjectSize(n, bytes int64) int64 {
+	return ArraySize(n, bytes)
+}
+
 // JoinObject writes the members not Gone as a JSON object.
 func JoinObject(ms []Member) []byte {
-	n := 2
+	var n, size int64
 	for _, m := range ms {
-		n += len(m.Raw) + len(m.Val) + 2
+		if !m.Gone {
+			n, size = n+1, size+m.Size()
+		}
 	}
-	out := make([]byte, 0, n)
+	out := make([]byte, 0, ObjectSize(n, size))
 	out = append(out, '{')
 	first := true
 	for _, m := range ms {

@@ -39,6 +39,16 @@ func JSONBRefusal(text []byte) string {
 	if why := escapeRefusal(text); why != "" {
 		return why
 	}
+	if !betweenStrings(text, numbersFit) {
+		return "a number out of range"
+	}
+	return ""
+}
+
+// betweenStrings calls fn with each stretch of valid JSON text between
+// strings (where numbers are) until fn returns false, and reports whether
+// none did.
+func betweenStrings(text []byte, fn func([]byte) bool) bool {
 	for i := 0; i < len(text); {
 		open := bytes.IndexByte(text[i:], '"')
 		if open < 0 {
@@ -46,15 +56,38 @@ func JSONBRefusal(text []byte) string {
 		} else {
 			open += i
 		}
-		if !numbersFit(text[i:open]) {
-			return "a number out of range"
+		if !fn(text[i:open]) {
+			return false
 		}
 		if open == len(text) {
 			break
 		}
 		i = StringEnd(text, open) + 1
 	}
-	return ""
+	return true
+}
+
+// NumberSlack is how many bytes the numbers of valid JSON text take beyond
+// one each. A measure that subtracts it counts each number as one byte,
+// the least any spelling of it takes: Postgres spells a number its own way
+// (1e5 as 100000), so its length as stored says nothing of its length as
+// sent.
+func NumberSlack(text []byte) int64 {
+	var n int64
+	betweenStrings(text, func(b []byte) bool {
+		for i := 0; i < len(b); i++ {
+			if c := b[i]; c == '-' || isDigit(c) {
+				j := i + 1
+				for j < len(b) && (isDigit(b[j]) || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || b[j] == '+' || b[j] == '-') {
+					j++
+				}
+				n += int64(j - i - 1)
+				i = j - 1
+			}
+		}
+		return true
+	})
+	return n
 }
 
 // numbersFit reports whether numeric holds every number in b, text

@@ -64,3 +64,18 @@ func TestJSONBRefusal(t *testing.T) {
 		t.Error("131,073 digits: not refused")
 	}
 }
+
+func TestNumberSlack(t *testing.T) {
+	t.Parallel()
+	for text, want := range map[string]int64{
+		`[]`:                             0,
+		`[1,22,-3.5e+10]`:                1 + 7,
+		`{"a1.5e9":"12345","n":100000}`:  5,
+		`[true,false,null,0,-0]`:         1,
+		`{"s":"x\"1234","t":[1e5, 12 ]}`: 2 + 1,
+	} {
+		if got := NumberSlack([]byte(text)); got != want {
+			t.Errorf("NumberSlack(%s) = %d, want %d", text, got, want)
+		}
+	}
+}
