@@ -915,7 +915,10 @@ func TestIsolationExpiryClearedWhileASweepRuns(t *testing.T) {
 // rewind waits for the first thread's lock (deleted there, written again
 // with the same id on another thread, in one transaction) rewinds the
 // thread where the checkpoint is once the lock is held, never the first
-// thread to a checkpoint of another (which would leave it unwritable).
+// thread to a checkpoint of another (which would leave it unwritable): the
+// rewind that finds it moved is ErrTransient (a serialization failure,
+// where taking the other thread's lock then would take locks out of
+// order), and its retry rewinds b.
 func TestIsolationRewindToACheckpointThatMovedThread(t *testing.T) {
 	t.Parallel()
 	eachLevel(t, func(t *testing.T, iso isolation) {
@@ -953,6 +956,32 @@ func TestIsolationRewindToACheckpointThatMovedThread(t *testing.T) {
 		res, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "a"})
 		if err != nil || res.ParentID != aHead.ID {
 			t.Fatalf("a write on thread a after the rewind: parent %s (%v), want its head %s", res.ParentID, err, aHead.ID)
+		}
+
+		// Again, unretried.
+		again := engine.NewCheckpointID()
+		if _, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "a", ID: again}); err != nil {
+			t.Fatal(err)
+		}
+		aHead = seedThread(t, e, eng, "a", 1)[0]
+		holder, holderTx = e.hold(t, eng)
+		if res, err := holder.DeleteCheckpoints(e.ctx, engine.BeforeStep("a", aHead.Step)); err != nil || res.Deleted == 0 {
+			t.Fatalf("delete below a's head: %+v, %v", res, err)
+		}
+		if _, err := holder.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "b", ID: again}); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := eng.Rewind(e.ctx, again)
+			done <- err
+		}()
+		waitForIsoLockWaiter(t, e, done)
+		if err := holderTx.Commit(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; !errors.Is(err, engine.ErrTransient) {
+			t.Fatalf("a rewind that found its checkpoint moved to another thread: %v, want ErrTransient", err)
 		}
 	})
 }

@@ -1082,26 +1082,29 @@ AS $function$
 DECLARE
     v_thread text;
 BEGIN
+    SELECT c.thread_id INTO v_thread
+    FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
+    END IF;
+    PERFORM pgcheckpoint.thread_lock_many(ARRAY[v_thread, p_also_thread_id]);
     -- Its thread is known only once it is read, and it can change while
     -- the lock is awaited (deleted there, its id written again on another
-    -- thread): read again under the lock, in that thread, until they agree.
-    FOR i IN 1..3 LOOP
-        SELECT c.thread_id INTO v_thread
-        FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id LIMIT 1;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
-        END IF;
-        PERFORM pgcheckpoint.thread_lock_many(ARRAY[v_thread, p_also_thread_id]);
-        IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_checkpoints c
+    -- thread): read again under the lock. Moved: the transaction is to be
+    -- retried, as taking the other thread's lock now would take locks out
+    -- of thread_lock_many's order (and keep this one's).
+    IF NOT EXISTS (SELECT 1 FROM pgcheckpoint.tenant_checkpoints c
                    WHERE c.checkpoint_id = p_checkpoint_id AND c.thread_id = v_thread) THEN
-            RETURN v_thread;
+        IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
+            RAISE EXCEPTION 'checkpoint % moved to another thread while its thread''s lock was awaited', p_checkpoint_id
+                USING ERRCODE = '40001';
         END IF;
-    END LOOP;
-    RAISE EXCEPTION 'checkpoint % moved between threads while its thread''s lock was awaited', p_checkpoint_id
-        USING ERRCODE = '40001';
+        RAISE EXCEPTION 'checkpoint % not found', p_checkpoint_id USING ERRCODE = 'PC001';
+    END IF;
+    RETURN v_thread;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_thread_lock(uuid,text) IS 'Takes the lock of a checkpoint''s thread (and of p_also_thread_id, when not NULL, in the order thread_lock_many takes locks) until the end of the transaction, and returns that thread, where the checkpoint is once the lock is held: what changes a thread from one of its checkpoints found by id (a rewind, a branch from it) locks it here, so a delete or sweep of that thread ran first or waits. Errors: PC001 unknown checkpoint (or deleted while the lock was awaited); 40001 when its id moved to another thread three times while this waited (retry).';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_thread_lock(uuid,text) IS 'Takes the lock of a checkpoint''s thread (and of p_also_thread_id, when not NULL, in the order thread_lock_many takes locks) until the end of the transaction, and returns that thread, where the checkpoint is once the lock is held: what changes a thread from one of its checkpoints found by id (a rewind, a branch from it) locks it here, so a delete or sweep of that thread ran first or waits. Errors: PC001 unknown checkpoint (or deleted while the lock was awaited); 40001 when its id moved to another thread while this waited (retry the transaction).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_thread_lock(uuid,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.current_tenant()
