@@ -526,6 +526,48 @@ func (q *Queries) CheckpointRewind(ctx context.Context, arg CheckpointRewindPara
 	return i, err
 }
 
+const ThreadRewindToStep = `-- name: ThreadRewindToStep :one
+SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
+       r.checkpoint_id::uuid AS checkpoint_id, r.step::bigint AS step,
+       r.head_step::bigint AS head_step, r.checkpoints::bigint AS checkpoints,
+       r.truncated::bigint AS truncated
+FROM pgcheckpoint.thread_rewind_to_step($1::text, $2::text, $3::bigint) AS r
+`
+
+type ThreadRewindToStepParams struct {
+	ThreadID  string
+	Namespace string
+	Step      int64
+}
+
+type ThreadRewindToStepRow struct {
+	ThreadID     string
+	Namespace    string
+	CheckpointID uuid.UUID
+	Step         int64
+	HeadStep     int64
+	Checkpoints  int64
+	Truncated    int64
+}
+
+// Rewinds a thread's namespace to the checkpoint at or below a step on
+// its head's line, found under its lock (see
+// pgcheckpoint.thread_rewind_to_step).
+func (q *Queries) ThreadRewindToStep(ctx context.Context, arg ThreadRewindToStepParams) (ThreadRewindToStepRow, error) {
+	row := q.db.QueryRow(ctx, ThreadRewindToStep, arg.ThreadID, arg.Namespace, arg.Step)
+	var i ThreadRewindToStepRow
+	err := row.Scan(
+		&i.ThreadID,
+		&i.Namespace,
+		&i.CheckpointID,
+		&i.Step,
+		&i.HeadStep,
+		&i.Checkpoints,
+		&i.Truncated,
+	)
+	return i, err
+}
+
 const ThreadTree = `-- name: ThreadTree :many
 SELECT t.thread_id::text AS thread_id, t.namespace::text AS namespace, t.seq::bigint AS seq,
        t.checkpoint_id::uuid AS checkpoint_id,

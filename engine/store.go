@@ -98,11 +98,13 @@ type Store interface {
 	// deletes the old head's line down to (not including) id. The result's
 	// Checkpoint is left nil. ErrNotFound for an unknown id.
 	Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error)
-	// FindOnHeadLine returns the checkpoint with the greatest step at or
-	// below step on the line from the head of a thread and namespace back
-	// to its first checkpoint, within that thread and namespace;
-	// ErrNotFound if none.
-	FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error)
+	// RewindToStep is Rewind (without truncate) to the checkpoint with the
+	// greatest step at or below step on the line from the head of a thread
+	// and namespace back to its first checkpoint, within that thread and
+	// namespace, found under the thread's lock in the rewind's transaction
+	// (so on the line of the head it moves); it returns that checkpoint's
+	// id. ErrNotFound if there is none.
+	RewindToStep(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, *RewindResult, error)
 	// Lineage returns checkpoint id and its ancestors, newest first,
 	// following parents across branch threads; at most limit of them
 	// (limit <= 0: all). An unknown id gives an empty list.

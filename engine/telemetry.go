@@ -334,14 +334,14 @@ func (s tracedStore) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*
 	return r, nil
 }
 
-func (s tracedStore) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
+func (s tracedStore) RewindToStep(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, *RewindResult, error) {
 	if !s.t.on(ctx) {
-		return s.Store.FindOnHeadLine(ctx, threadID, namespace, step)
+		return s.Store.RewindToStep(ctx, threadID, namespace, step)
 	}
-	ctx, end := s.t.span(ctx, "FindOnHeadLine", append(threadAttrs(threadID, namespace), attrStep.Int64(step))...)
-	id, err := s.Store.FindOnHeadLine(ctx, threadID, namespace, step)
+	ctx, end := s.t.span(ctx, "RewindToStep", append(threadAttrs(threadID, namespace), attrStep.Int64(step))...)
+	id, r, err := s.Store.RewindToStep(ctx, threadID, namespace, step)
 	end(err)
-	return id, err
+	return id, r, err
 }
 
 func (s tracedStore) Lineage(ctx context.Context, id uuid.UUID, limit int) ([]CheckpointInfo, error) {

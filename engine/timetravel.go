@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -57,6 +58,12 @@ func (e *Engine) rewind(ctx context.Context, id uuid.UUID, truncate bool) (*Rewi
 	if err != nil {
 		return nil, fmt.Errorf("rewind to checkpoint %s: %w", id, err)
 	}
+	return e.withTarget(ctx, id, r)
+}
+
+// withTarget is r with its target, checkpoint id, read.
+func (e *Engine) withTarget(ctx context.Context, id uuid.UUID, r *RewindResult) (*RewindResult, error) {
+	var err error
 	if r.Checkpoint, err = e.Get(ctx, id); err != nil {
 		return nil, fmt.Errorf("rewind: read the target: %w", err)
 	}
@@ -92,12 +99,15 @@ func (e *Engine) rewindToStep(ctx context.Context, threadID, namespace string, s
 	if step < 1 {
 		return nil, fmt.Errorf("rewind to step: %w: step %d; steps start at 1", ErrInvalidInput, step)
 	}
-	id, err := e.store.FindOnHeadLine(ctx, threadID, namespace, step)
-	if err != nil {
+	id, r, err := e.store.RewindToStep(ctx, threadID, namespace, step)
+	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("rewind thread %q namespace %q to step %d: no checkpoint at or below it on the current line: %w",
 			threadID, namespace, step, err)
 	}
-	return e.Rewind(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("rewind thread %q namespace %q to step %d: %w", threadID, namespace, step, err)
+	}
+	return e.withTarget(ctx, id, r)
 }
 
 // PointsOptions pages TimeTravelPoints.

@@ -1031,3 +1031,42 @@ func TestIsolationEncryptedCopyOfABranchDeletedMeanwhile(t *testing.T) {
 		}
 	})
 }
+
+// A rewind to a step while another transaction holds the thread, having
+// rewound it to another line: the step is looked for on the line of the
+// head that transaction left, once it commits, not on the line the head
+// was on when the call began (which the rewind would then make current
+// again, undoing the other rewind with a checkpoint of the line it left).
+func TestIsolationRewindToStepWhileTheThreadIsRewound(t *testing.T) {
+	t.Parallel()
+	eachLevel(t, func(t *testing.T, iso isolation) {
+		e := newIsoEnv(t, iso)
+		eng := e.engine(engine.Config{})
+		first := seedThread(t, e, eng, "t", 4) // steps 1-4
+		if _, err := eng.Rewind(e.ctx, first[1].ID); err != nil {
+			t.Fatal(err)
+		}
+		second := seedThread(t, e, eng, "t", 2) // steps 3-4 of a second line
+
+		holder, holderTx := e.hold(t, eng)
+		if _, err := holder.Rewind(e.ctx, first[3].ID); err != nil { // back to the first line
+			t.Fatal(err)
+		}
+		var got *engine.RewindResult
+		err := e.waitOn(t, holderTx, eng, func(eng *engine.Engine) (err error) {
+			got, err = eng.RewindToStep(e.ctx, "t", 3)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("the rewind to step 3: %v", err)
+		}
+		if got.Checkpoint.ID != first[2].ID {
+			line := "another"
+			if got.Checkpoint.ID == second[0].ID {
+				line = "the second"
+			}
+			t.Fatalf("the rewind to step 3 chose %s (of %s line), want %s, step 3 of the first line, the head's once the other rewind committed",
+				got.Checkpoint.ID, line, first[2].ID)
+		}
+	})
+}

@@ -243,6 +243,7 @@ var sqlProbes = map[string]sqlProbe{
 	"thread_lock_many(text[])":                                 {sql: `SELECT pgcheckpoint.thread_lock_many(ARRAY['{thread}', '{branch}'])`, note: "makes the caller's own lock rows"},
 	"thread_merge(text,text,uuid,text)":                        {sql: `SELECT * FROM pgcheckpoint.thread_merge('{branch}', '{thread}', '{new}')`, named: true},
 	"thread_prune_many(text[],boolean)":                        {sql: `SELECT pgcheckpoint.thread_prune_many(ARRAY['{thread}', '{branch}'], false)`},
+	"thread_rewind_to_step(text,text,bigint)":                  {sql: `SELECT * FROM pgcheckpoint.thread_rewind_to_step('{thread}', '', 1)`, named: true},
 	"thread_set_expiry(text,timestamp with time zone,boolean)": {sql: `SELECT pgcheckpoint.thread_set_expiry('{thread}', NULL, false)`},
 	"thread_tree(text)":                                        {sql: `SELECT * FROM pgcheckpoint.thread_tree('{thread}')`, named: true},
 	"unescaped_text(text,text)":                                {sql: `SELECT pgcheckpoint.unescaped_text('x')`, note: "reads no table"},

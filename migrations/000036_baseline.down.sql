@@ -77,6 +77,7 @@ DROP FUNCTION
     pgcheckpoint.thread_lock_many(text[]),
     pgcheckpoint.thread_merge(text,text,uuid,text),
     pgcheckpoint.thread_prune_many(text[],boolean),
+    pgcheckpoint.thread_rewind_to_step(text,text,bigint),
     pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean),
     pgcheckpoint.thread_tree(text),
     pgcheckpoint.unescaped_text(text,text),

@@ -2065,6 +2065,41 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) IS 'For each thread: keep only the head of each namespace (p_keep_latest) or delete the thread. Returns the number of checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) FROM PUBLIC;
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_rewind_to_step(p_thread_id text, p_namespace text, p_step bigint)
+ RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint, head_step bigint, checkpoints bigint, truncated bigint)
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+#variable_conflict use_column
+DECLARE
+    v_ns     text := coalesce(p_namespace, '');
+    v_head   uuid;
+    v_target uuid;
+BEGIN
+    IF p_step IS NULL OR p_step < 1 THEN
+        RAISE EXCEPTION 'step must be 1 or more' USING ERRCODE = 'PC003';
+    END IF;
+    -- The line is read under the thread's lock: the target is on the line
+    -- of the head the rewind moves, not of one another rewind replaced.
+    PERFORM pgcheckpoint.thread_lock(p_thread_id);
+    v_head := pgcheckpoint.thread_head(p_thread_id, v_ns);
+    -- Steps fall by one per link: the target is at most this deep.
+    SELECT l.checkpoint_id INTO v_target
+    FROM pgcheckpoint.checkpoint_lineage(v_head,
+             greatest((SELECT h.step FROM pgcheckpoint.tenant_checkpoints h WHERE h.checkpoint_id = v_head LIMIT 1) - p_step, 0)::integer) l
+    WHERE l.step <= p_step AND l.thread_id = p_thread_id AND l.namespace = v_ns
+    ORDER BY l.depth
+    LIMIT 1;
+    IF v_target IS NULL THEN
+        RAISE EXCEPTION 'thread % namespace % has no checkpoint at or below step % on its head''s line', p_thread_id, quote_literal(v_ns), p_step
+            USING ERRCODE = 'PC001';
+    END IF;
+    RETURN QUERY SELECT * FROM pgcheckpoint.checkpoint_rewind(v_target, false);
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_rewind_to_step(text,text,bigint) IS 'Rewinds a thread''s namespace (checkpoint_rewind, nothing deleted) to the checkpoint with the greatest step at or below p_step on the line from its head back to its first checkpoint, in that thread and namespace (not on other branches), found under the thread''s lock. Returns what checkpoint_rewind returns. Errors: PC001 no such checkpoint (or no such thread); PC003 a step below 1.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_rewind_to_step(text,text,bigint) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_set_expiry(p_thread_id text, p_expires_at timestamp with time zone, p_keep_latest boolean)
  RETURNS bigint
  LANGUAGE plpgsql

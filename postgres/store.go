@@ -444,19 +444,26 @@ func (s *Store) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*engin
 	if err != nil {
 		return nil, storeError(err)
 	}
+	return rewindResult(db.ThreadRewindToStepRow(r)), nil
+}
+
+// RewindToStep implements engine.Store: one call of
+// pgcheckpoint.thread_rewind_to_step.
+func (s *Store) RewindToStep(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, *engine.RewindResult, error) {
+	r, err := s.q.ThreadRewindToStep(ctx, db.ThreadRewindToStepParams{ThreadID: threadID, Namespace: namespace, Step: step})
+	if err != nil {
+		return uuid.Nil, nil, storeError(err)
+	}
+	return r.CheckpointID, rewindResult(r), nil
+}
+
+// rewindResult is the one mapping of a rewind's row (checkpoint_rewind's
+// columns, which thread_rewind_to_step returns too).
+func rewindResult(r db.ThreadRewindToStepRow) *engine.RewindResult {
 	return &engine.RewindResult{
 		ThreadID: r.ThreadID, Namespace: r.Namespace,
 		StepsBack: r.HeadStep - r.Step, Checkpoints: r.Checkpoints, Truncated: r.Truncated,
-	}, nil
-}
-
-// FindOnHeadLine implements engine.Store.
-func (s *Store) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
-	row, err := s.eq.CheckpointFindOnHeadLine(ctx, enginedb.CheckpointFindOnHeadLineParams{ThreadID: threadID, Namespace: namespace, MaxStep: step})
-	if err != nil {
-		return uuid.Nil, storeError(err)
 	}
-	return row.CheckpointID, nil
 }
 
 // Lineage implements engine.Store. A page (limit > 0) is first read as a

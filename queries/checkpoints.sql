@@ -154,6 +154,16 @@ SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
        r.truncated::bigint AS truncated
 FROM pgcheckpoint.checkpoint_rewind(@checkpoint_id::uuid, @truncate::boolean) AS r;
 
+-- name: ThreadRewindToStep :one
+-- Rewinds a thread's namespace to the checkpoint at or below a step on
+-- its head's line, found under its lock (see
+-- pgcheckpoint.thread_rewind_to_step).
+SELECT r.thread_id::text AS thread_id, r.namespace::text AS namespace,
+       r.checkpoint_id::uuid AS checkpoint_id, r.step::bigint AS step,
+       r.head_step::bigint AS head_step, r.checkpoints::bigint AS checkpoints,
+       r.truncated::bigint AS truncated
+FROM pgcheckpoint.thread_rewind_to_step(@thread_id::text, @namespace::text, @step::bigint) AS r;
+
 -- name: CheckpointDeleteForRuns :one
 -- See pgcheckpoint.checkpoint_delete_for_runs.
 SELECT pgcheckpoint.checkpoint_delete_for_runs(@run_ids::text[])::bigint AS deleted;

@@ -18,80 +18,96 @@ import (
 // line, in the same transaction. Errors: engine.ErrNotFound.
 func (s *Store) Rewind(ctx context.Context, id uuid.UUID, truncate bool) (*engine.RewindResult, error) {
 	var res *engine.RewindResult
-	err := s.write(ctx, func(q *queries, _ execer) error {
-		l, err := q.CheckpointLinkByID(ctx, id)
-		if err != nil {
-			return dbError(fmt.Sprintf("checkpoint %s", id), err)
-		}
-		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: l.ThreadID, Namespace: l.Namespace})
-		if err != nil {
-			return dbError("read the head", err)
-		}
-		count, err := q.CheckpointCount(ctx, sqlitedb.CheckpointCountParams{ThreadID: l.ThreadID, Namespace: l.Namespace})
-		if err != nil {
-			return dbError("count checkpoints", err)
-		}
-		var truncated int64
-		if truncate && head.CheckpointID != id {
-			// Steps fall by one per link: the target is at most this deep.
-			line, err := q.CheckpointLineage(ctx, sqlitedb.CheckpointLineageParams{
-				CheckpointID: head.CheckpointID, MaxDepth: max(head.Step-l.Step, 0),
-			})
-			if err != nil {
-				return dbError("read the head's line", err)
-			}
-			var ids []uuid.UUID
-			for _, c := range line {
-				if c.CheckpointID == id {
-					if truncated, err = deleteCheckpoints(ctx, q, ids); err != nil {
-						return err
-					}
-					break
-				}
-				if c.ThreadID == l.ThreadID && c.Namespace == l.Namespace {
-					ids = append(ids, c.CheckpointID)
-				}
-			}
-		}
-		if err := q.ThreadSetRewoundTo(ctx, sqlitedb.ThreadSetRewoundToParams{
-			RewoundTo: nullID(id), ThreadID: l.ThreadID, Namespace: l.Namespace,
-		}); err != nil {
-			return dbError("rewind the thread", err)
-		}
-		res = &engine.RewindResult{ThreadID: l.ThreadID, Namespace: l.Namespace, StepsBack: head.Step - l.Step,
-			Checkpoints: count, Truncated: truncated}
-		return nil
+	err := s.write(ctx, func(q *queries, _ execer) (err error) {
+		res, err = rewind(ctx, q, id, truncate)
+		return err
 	})
 	return res, err
 }
 
-// FindOnHeadLine returns the checkpoint with the greatest step at or below
+// RewindToStep rewinds a thread and namespace to the checkpoint with the
+// greatest step at or below step on its head's line (see findOnHeadLine),
+// found in the rewind's write transaction. Errors: engine.ErrNotFound.
+func (s *Store) RewindToStep(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, *engine.RewindResult, error) {
+	var id uuid.UUID
+	var res *engine.RewindResult
+	err := s.write(ctx, func(q *queries, _ execer) (err error) {
+		if id, err = findOnHeadLine(ctx, q, threadID, namespace, step); err != nil {
+			return err
+		}
+		res, err = rewind(ctx, q, id, false)
+		return err
+	})
+	return id, res, err
+}
+
+// rewind is Rewind inside a write transaction.
+func rewind(ctx context.Context, q *queries, id uuid.UUID, truncate bool) (*engine.RewindResult, error) {
+	l, err := q.CheckpointLinkByID(ctx, id)
+	if err != nil {
+		return nil, dbError(fmt.Sprintf("checkpoint %s", id), err)
+	}
+	head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: l.ThreadID, Namespace: l.Namespace})
+	if err != nil {
+		return nil, dbError("read the head", err)
+	}
+	count, err := q.CheckpointCount(ctx, sqlitedb.CheckpointCountParams{ThreadID: l.ThreadID, Namespace: l.Namespace})
+	if err != nil {
+		return nil, dbError("count checkpoints", err)
+	}
+	var truncated int64
+	if truncate && head.CheckpointID != id {
+		// Steps fall by one per link: the target is at most this deep.
+		line, err := q.CheckpointLineage(ctx, sqlitedb.CheckpointLineageParams{
+			CheckpointID: head.CheckpointID, MaxDepth: max(head.Step-l.Step, 0),
+		})
+		if err != nil {
+			return nil, dbError("read the head's line", err)
+		}
+		var ids []uuid.UUID
+		for _, c := range line {
+			if c.CheckpointID == id {
+				if truncated, err = deleteCheckpoints(ctx, q, ids); err != nil {
+					return nil, err
+				}
+				break
+			}
+			if c.ThreadID == l.ThreadID && c.Namespace == l.Namespace {
+				ids = append(ids, c.CheckpointID)
+			}
+		}
+	}
+	if err := q.ThreadSetRewoundTo(ctx, sqlitedb.ThreadSetRewoundToParams{
+		RewoundTo: nullID(id), ThreadID: l.ThreadID, Namespace: l.Namespace,
+	}); err != nil {
+		return nil, dbError("rewind the thread", err)
+	}
+	return &engine.RewindResult{ThreadID: l.ThreadID, Namespace: l.Namespace, StepsBack: head.Step - l.Step,
+		Checkpoints: count, Truncated: truncated}, nil
+}
+
+// findOnHeadLine returns the checkpoint with the greatest step at or below
 // step on the line from the head of a thread and namespace back to its
 // first checkpoint, within that thread and namespace. Errors:
 // engine.ErrNotFound.
-func (s *Store) FindOnHeadLine(ctx context.Context, threadID, namespace string, step int64) (uuid.UUID, error) {
-	var found uuid.UUID
-	err := s.read(ctx, func(q *queries) error {
-		head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
-		if err != nil {
-			return dbError(fmt.Sprintf("thread %q namespace %q", threadID, namespace), err)
-		}
-		line, err := q.CheckpointLineage(ctx, sqlitedb.CheckpointLineageParams{
-			CheckpointID: head.CheckpointID, MaxDepth: max(head.Step-step, 0),
-		})
-		if err != nil {
-			return dbError("read the head's line", err)
-		}
-		for _, c := range line {
-			if c.Step <= step && c.ThreadID == threadID && c.Namespace == namespace {
-				found = c.CheckpointID
-				return nil
-			}
-		}
-		return fmt.Errorf("thread %q namespace %q: no checkpoint at or below step %d on the head's line: %w",
-			threadID, namespace, step, engine.ErrNotFound)
+func findOnHeadLine(ctx context.Context, q *queries, threadID, namespace string, step int64) (uuid.UUID, error) {
+	head, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: threadID, Namespace: namespace})
+	if err != nil {
+		return uuid.Nil, dbError(fmt.Sprintf("thread %q namespace %q", threadID, namespace), err)
+	}
+	line, err := q.CheckpointLineage(ctx, sqlitedb.CheckpointLineageParams{
+		CheckpointID: head.CheckpointID, MaxDepth: max(head.Step-step, 0),
 	})
-	return found, err
+	if err != nil {
+		return uuid.Nil, dbError("read the head's line", err)
+	}
+	for _, c := range line {
+		if c.Step <= step && c.ThreadID == threadID && c.Namespace == namespace {
+			return c.CheckpointID, nil
+		}
+	}
+	return uuid.Nil, fmt.Errorf("thread %q namespace %q: no checkpoint at or below step %d on the head's line: %w",
+		threadID, namespace, step, engine.ErrNotFound)
 }
 
 // Lineage returns checkpoint id and its ancestors, newest first, across

@@ -11,41 +11,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const CheckpointFindOnHeadLine = `-- name: CheckpointFindOnHeadLine :one
-SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
-FROM pgcheckpoint.checkpoint_lineage(
-        pgcheckpoint.thread_head($1::text, $2::text),
-        greatest((SELECT h.step FROM pgcheckpoint.tenant_checkpoints h
-                  WHERE h.checkpoint_id = pgcheckpoint.thread_head($1::text, $2::text) LIMIT 1)
-                 - $3::bigint, 0)::int
-     ) AS l
-WHERE l.step <= $3::bigint AND l.thread_id = $1::text AND l.namespace = $2::text
-ORDER BY 2
-LIMIT 1
-`
-
-type CheckpointFindOnHeadLineParams struct {
-	ThreadID  string
-	Namespace string
-	MaxStep   int64
-}
-
-type CheckpointFindOnHeadLineRow struct {
-	CheckpointID uuid.UUID
-	Depth        int32
-}
-
-// The checkpoint with the greatest step at or below max_step on the line
-// from the head of a thread and namespace back to its root, in that thread
-// and namespace. Steps fall by one per link, so the walk stops at the depth
-// where that step is.
-func (q *Queries) CheckpointFindOnHeadLine(ctx context.Context, arg CheckpointFindOnHeadLineParams) (CheckpointFindOnHeadLineRow, error) {
-	row := q.db.QueryRow(ctx, CheckpointFindOnHeadLine, arg.ThreadID, arg.Namespace, arg.MaxStep)
-	var i CheckpointFindOnHeadLineRow
-	err := row.Scan(&i.CheckpointID, &i.Depth)
-	return i, err
-}
-
 const CheckpointGetSeq = `-- name: CheckpointGetSeq :one
 SELECT c.seq
 FROM (SELECT c.seq, c.thread_id, c.namespace

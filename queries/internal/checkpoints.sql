@@ -90,22 +90,6 @@ FROM (SELECT c.seq, c.thread_id, c.namespace
       LIMIT 1) c
 WHERE c.thread_id = @thread_id::text AND c.namespace = @namespace::text;
 
--- name: CheckpointFindOnHeadLine :one
--- The checkpoint with the greatest step at or below max_step on the line
--- from the head of a thread and namespace back to its root, in that thread
--- and namespace. Steps fall by one per link, so the walk stops at the depth
--- where that step is.
-SELECT l.checkpoint_id::uuid AS checkpoint_id, l.depth::int AS depth
-FROM pgcheckpoint.checkpoint_lineage(
-        pgcheckpoint.thread_head(@thread_id::text, @namespace::text),
-        greatest((SELECT h.step FROM pgcheckpoint.tenant_checkpoints h
-                  WHERE h.checkpoint_id = pgcheckpoint.thread_head(@thread_id::text, @namespace::text) LIMIT 1)
-                 - @max_step::bigint, 0)::int
-     ) AS l
-WHERE l.step <= @max_step::bigint AND l.thread_id = @thread_id::text AND l.namespace = @namespace::text
-ORDER BY 2
-LIMIT 1;
-
 -- name: CheckpointHeadID :one
 -- The id of CheckpointGetHead's checkpoint, without its content.
 SELECT c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
