@@ -38,7 +38,10 @@ const (
 // Config tunes an Engine. The zero value is ready to use.
 type Config struct {
 	// MaxSnapshotBytes is the size limit, the one every write path
-	// applies, in bytes as sent: a checkpoint as a reader gets it
+	// applies, in bytes as sent (each JSON number at the longer of its
+	// text and Postgres's spelling of it, which has no exponent: 1e5 is
+	// 100000, and 1e131071 the 131,072 bytes a Postgres store returns for
+	// it): a checkpoint as a reader gets it
 	// (messages + state + tool results + metadata + summary + next node +
 	// tags) from Snapshot; from Append the head's content plus the change
 	// plus the new checkpoint's own fields (a key the change replaces
@@ -337,7 +340,7 @@ func (e *Engine) snapshotParams(in SnapshotInput, what string) (PutRequest, erro
 	if err != nil {
 		return PutRequest{}, err
 	}
-	size := int64(len(in.Messages) + len(in.State) + len(in.ToolResults))
+	size := contentBytes(in.Messages, in.State, in.ToolResults)
 	if err := checkCheckpointSize(e.cfg.MaxSnapshotBytes, what, size, ownBytes(in.Metadata, in.Summary, in.NextNode, in.Tags)); err != nil {
 		return PutRequest{}, err
 	}

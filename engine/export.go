@@ -1379,7 +1379,7 @@ func checkImportSize(c *ExportCheckpoint, limit int64) error {
 		return fmt.Errorf("%w: size_bytes %d, over the limit of %d (Config.MaxSnapshotBytes) that a write keeps to; raise the limit to import it",
 			ErrSnapshotTooLarge, c.SizeBytes, limit)
 	}
-	content := max(int64(len(c.Messages)+len(c.State)+len(c.ToolResults)), c.SizeBytes)
+	content := max(contentBytes(c.Messages, c.State, c.ToolResults), c.SizeBytes)
 	if err := checkCheckpointSize(limit, "messages, state and tool results", content, ownBytes(c.Metadata, c.Summary, c.NextNode, c.Tags)); err != nil {
 		return fmt.Errorf("%w; raise the limit to import it", err)
 	}

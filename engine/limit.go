@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
 
 // The size limit, Config.MaxSnapshotBytes, is one rule for every write
@@ -50,11 +52,18 @@ func checkCheckpointText(tags []string, summary, nextNode string) ([]string, err
 	return tags, nil
 }
 
+// contentBytes is the size of a checkpoint's content (messages, state and
+// tool results) as the limit counts it: in bytes as sent, each number at
+// the longer of its text and Postgres's spelling of it (jsontext.Bytes).
+func contentBytes(messages, state, toolResults json.RawMessage) int64 {
+	return jsontext.Content{Messages: messages, State: state, ToolResults: toolResults}.Size()
+}
+
 // ownBytes is the size of what a checkpoint holds besides its content
-// (messages, state and tool results): its metadata, summary, next node and
-// tags, in bytes as sent.
+// (messages, state and tool results): its metadata (as jsontext.Bytes
+// counts it), summary, next node and tags, in bytes as sent.
 func ownBytes(metadata json.RawMessage, summary, nextNode string, tags []string) int64 {
-	n := int64(len(metadata) + len(summary) + len(nextNode))
+	n := jsontext.Bytes(metadata) + int64(len(summary)+len(nextNode))
 	for _, t := range tags {
 		n += int64(len(t))
 	}
@@ -92,9 +101,9 @@ func (e *Engine) contentBudget(own int64) int64 {
 }
 
 // writeBytes is the size of a pending write: its channel and its value,
-// in bytes as sent.
+// in bytes as sent (the value as jsontext.Bytes counts it).
 func writeBytes(channel string, value json.RawMessage) int64 {
-	return int64(len(channel) + len(value))
+	return int64(len(channel)) + jsontext.Bytes(value)
 }
 
 // checkWriteSize is the limit on one pending write (what names it).
@@ -126,8 +135,8 @@ func checkWritesSize(limit int64, writes []Write) error {
 
 // checkImportThreadSize holds a thread record's metadata to the limit.
 func checkImportThreadSize(limit int64, t ExportThread) error {
-	if limit >= 0 && int64(len(t.Metadata)) > limit {
-		return fmt.Errorf("%w: thread metadata is %d bytes, over the limit of %d (Config.MaxSnapshotBytes)", ErrSnapshotTooLarge, len(t.Metadata), limit)
+	if n := jsontext.Bytes(t.Metadata); limit >= 0 && n > limit {
+		return fmt.Errorf("%w: thread metadata is %d bytes, over the limit of %d (Config.MaxSnapshotBytes)", ErrSnapshotTooLarge, n, limit)
 	}
 	return nil
 }

@@ -108,6 +108,7 @@ var tests = []conformanceTest{
 	{name: "SizeLimitOnPendingWrites", fn: testSizeLimitOnPendingWrites},
 	{name: "SizeLimitOnImport", fn: testSizeLimitOnImport},
 	{name: "ImportMeasuresUnderstatedSizes", fn: testImportMeasuresUnderstatedSizes},
+	{name: "NumbersCountAsPostgresSpellsThem", fn: testNumbersCountAsSpelled},
 	// append.go
 	{name: "AppendHistoriesReadBackAsWrittenWhole", fn: testAppendHistories},
 	{name: "RunEndAcrossARewind", fn: testRunEndAcrossARewind},

@@ -455,6 +455,55 @@ func testImportMeasuresUnderstatedSizes(t *testing.T, e *env) {
 	}
 }
 
+// The limit counts a number at the longer of its text and Postgres's
+// spelling of it, on every write path and both stores: 1e131071 is 8
+// bytes sent and 131,072 digits in a Postgres store and in every read of
+// it, so content of a few such numbers is refused under a limit of
+// 200,000, where a count of the bytes sent let through a checkpoint that
+// reads back as 40 GB. Numbers that Postgres spells no longer count as
+// written.
+func testNumbersCountAsSpelled(t *testing.T, e *env) {
+	const limit = 200000
+	eng := e.open(engine.Config{MaxSnapshotBytes: limit})
+	big := json.RawMessage(`{"n":[1e131071,1e131071]}`)
+	cp := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "n", State: json.RawMessage(`{"n":1e131071}`)})
+	if got := e.get(cp.ID).SizeBytes; got < 131072 {
+		t.Errorf("a state of one number of 131,072 digits recorded SizeBytes %d", got)
+	}
+	before := e.inventory("n")
+	for name, write := range map[string]func() error{
+		"Snapshot": func() error {
+			_, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "n", ToolResults: big})
+			return err
+		},
+		"Snapshot's metadata": func() error {
+			_, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "n", Metadata: big})
+			return err
+		},
+		"Append": func() error {
+			_, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: "n", SetToolResults: big})
+			return err
+		},
+		"Append on the head": func() error {
+			_, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: "n", SetToolResults: json.RawMessage(`{"m":1e100000}`)})
+			return err
+		},
+		"PutWrites": func() error {
+			_, err := eng.PutWrites(e.ctx, cp.ID, "task", []engine.Write{{Channel: "c", Value: big}})
+			return err
+		},
+	} {
+		if err := write(); !errors.Is(err, engine.ErrSnapshotTooLarge) {
+			t.Errorf("%s of numbers spelled in 262,144 digits, limit %d: %v, want ErrSnapshotTooLarge", name, limit, err)
+		}
+	}
+	e.unchanged("writes of numbers over the limit as spelled", before, "n")
+	plain := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "p", State: json.RawMessage(`{"a":1.5e2,"b":1E+2,"c":-0.0e0}`)})
+	if got, want := e.get(plain.ID).SizeBytes, int64(len(`{"a":1.5e2,"b":1E+2,"c":-0.0e0}`)); got != want {
+		t.Errorf("numbers Postgres spells no longer: SizeBytes %d, want %d as written", got, want)
+	}
+}
+
 // empty returns an env over a new database of the same store.
 func (e *env) empty() *env {
 	other := &env{t: e.t, h: e.h, url: e.h.NewURL(e.t), ctx: e.ctx}

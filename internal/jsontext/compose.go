@@ -262,10 +262,10 @@ type Content struct {
 	Messages, State, ToolResults []byte
 }
 
-// Size is the size of content as the size limit counts it: the bytes of
+// Size is the size of content as the size limit counts it: the Bytes of
 // its three parts.
 func (c Content) Size() int64 {
-	return int64(len(c.Messages) + len(c.State) + len(c.ToolResults))
+	return Bytes(c.Messages) + Bytes(c.State) + Bytes(c.ToolResults)
 }
 
 // Change is what an append changes: messages appended (an array), keys

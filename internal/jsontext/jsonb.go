@@ -77,12 +77,9 @@ func NumberSlack(text []byte) int64 {
 	betweenStrings(text, func(b []byte) bool {
 		for i := 0; i < len(b); i++ {
 			if c := b[i]; c == '-' || isDigit(c) {
-				j := i + 1
-				for j < len(b) && (isDigit(b[j]) || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || b[j] == '+' || b[j] == '-') {
-					j++
-				}
-				n += int64(j - i - 1)
-				i = j - 1
+				end := readNumber(b, i).end
+				n += int64(end - i - 1)
+				i = end - 1
 			}
 		}
 		return true
@@ -95,11 +92,11 @@ func NumberSlack(text []byte) int64 {
 func numbersFit(b []byte) bool {
 	for i := 0; i < len(b); i++ {
 		if c := b[i]; c == '-' || isDigit(c) {
-			end, ok := numberFits(b, i)
-			if !ok {
+			n := readNumber(b, i)
+			if !n.fits() {
 				return false
 			}
-			i = end - 1
+			i = n.end - 1
 		}
 	}
 	return true
@@ -160,34 +157,40 @@ func hex4(b []byte, at int) (rune, bool) {
 	return r, true
 }
 
-// numberFits reads the JSON number at start and reports whether numeric
-// holds it; it returns the index after the number.
-func numberFits(b []byte, start int) (end int, ok bool) {
-	i := start
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
+// numberText is what the text of a JSON number says of its value.
+type numberText struct {
+	end       int // the index after the number
+	neg, zero bool
 	// before: the digits before the decimal point from the first non-zero
 	// one (negative: zeros after the point before it); frac: the digits
-	// after the point.
-	zero, before, frac := true, int64(0), int64(0)
+	// after the point; exp: the exponent (bounded far past either limit).
+	before, frac, exp int64
+}
+
+// readNumber reads the JSON number at b[start:].
+func readNumber(b []byte, start int) numberText {
+	n := numberText{zero: true}
+	i := start
+	if i < len(b) && b[i] == '-' {
+		n.neg = true
+		i++
+	}
 	for ; i < len(b) && isDigit(b[i]); i++ {
-		if zero && b[i] != '0' {
-			zero = false
+		if n.zero && b[i] != '0' {
+			n.zero = false
 		}
-		if !zero {
-			before++
+		if !n.zero {
+			n.before++
 		}
 	}
 	if i < len(b) && b[i] == '.' {
 		for i++; i < len(b) && isDigit(b[i]); i++ {
-			frac++
-			if zero && b[i] != '0' {
-				zero, before = false, 1-frac
+			n.frac++
+			if n.zero && b[i] != '0' {
+				n.zero, n.before = false, 1-n.frac
 			}
 		}
 	}
-	exp := int64(0)
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
 		neg := false
@@ -196,16 +199,63 @@ func numberFits(b []byte, start int) (end int, ok bool) {
 			i++
 		}
 		for ; i < len(b) && isDigit(b[i]); i++ {
-			if exp < 1<<40 { // far past either limit; stops overflow
-				exp = exp*10 + int64(b[i]-'0')
+			if n.exp < 1<<40 { // far past either limit; stops overflow
+				n.exp = n.exp*10 + int64(b[i]-'0')
 			}
 		}
 		if neg {
-			exp = -exp
+			n.exp = -n.exp
 		}
 	}
-	return i, -numericMaxExponent < exp && exp < numericMaxExponent &&
-		max(frac-exp, 0) <= numericMaxScale && (zero || before+exp <= numericMaxDigitsBefore)
+	n.end = i
+	return n
+}
+
+// fits reports whether numeric holds the number.
+func (n numberText) fits() bool {
+	return -numericMaxExponent < n.exp && n.exp < numericMaxExponent &&
+		max(n.frac-n.exp, 0) <= numericMaxScale && (n.zero || n.before+n.exp <= numericMaxDigitsBefore)
+}
+
+// spelled is the length of the number as Postgres spells it (numeric's
+// text: no exponent, as many digits after the point as the text's scale,
+// its digits after the point less its exponent): 1e5 is 100000, 1.5e-3
+// 0.0015, -0 0.
+func (n numberText) spelled() int64 {
+	l := int64(1) // "0", or the first digit
+	if !n.zero && n.before+n.exp > 1 {
+		l = n.before + n.exp
+	}
+	if n.neg && !n.zero {
+		l++
+	}
+	if scale := max(n.frac-n.exp, 0); scale > 0 {
+		l += 1 + scale
+	}
+	return l
+}
+
+// Bytes is the size of valid JSON text as the size limit counts it: its
+// length, each number at the longer of its text and Postgres's spelling
+// of it, which a Postgres store keeps and returns (1e131071 is 131,072
+// bytes read back), so both stores hold a value to the same limit and no
+// read returns thousands of times what was counted. Numbers outside
+// numeric's range (see JSONBRefusal) count as written.
+func Bytes(text []byte) int64 {
+	n := int64(len(text))
+	betweenStrings(text, func(b []byte) bool {
+		for i := 0; i < len(b); i++ {
+			if c := b[i]; c == '-' || isDigit(c) {
+				num := readNumber(b, i)
+				if num.fits() {
+					n += max(num.spelled()-int64(num.end-i), 0)
+				}
+				i = num.end - 1
+			}
+		}
+		return true
+	})
+	return n
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
