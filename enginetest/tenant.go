@@ -351,6 +351,12 @@ func testTenantsKeptApart(t *testing.T, e *env) {
 	base := e.tenantEngine()
 	a := forTenant(t, base, "a")
 	x := seedTenant(t, e.ctx, a, "run-1")
+	// The default tenant holds threads too, under other names: what a
+	// path that lost B's tenant reaches (a store that names no tenant is
+	// the default tenant's), so B's answers show it and its rows are
+	// checked as A's are.
+	dx := seedTenant(t, e.ctx, base, "default-run")
+	dBefore := takeInventory(t, e.ctx, base, dx.thread, dx.branch)
 	aIDs := map[uuid.UUID]bool{}
 	before := takeInventory(t, e.ctx, a, x.thread, x.branch)
 	for id := range before.checkpoints {
@@ -413,6 +419,9 @@ func testTenantsKeptApart(t *testing.T, e *env) {
 			}
 			if after := takeInventory(t, e.ctx, a, x.thread, x.branch); after.dump != before.dump {
 				t.Errorf("tenant A's rows changed after B's %s", name)
+			}
+			if after := takeInventory(t, e.ctx, base, dx.thread, dx.branch); after.dump != dBefore.dump {
+				t.Errorf("the default tenant's rows changed after B's %s", name)
 			}
 		})
 	}

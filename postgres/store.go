@@ -591,7 +591,7 @@ func (s *Store) PreviewSweepBatch(ctx context.Context, p engine.Policy, after st
 		return engine.SweepBatchResult{}, storeError(err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	return NewStore(tx, Options{SingleStatement: s.singleStatement}).SweepBatch(ctx, p, after, size)
+	return s.over(tx, s.tenant).SweepBatch(ctx, p, after, size)
 }
 
 // Expiry implements engine.Store.
