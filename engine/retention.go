@@ -320,6 +320,9 @@ func (e *Engine) sweep(ctx context.Context, what string, p Policy, opts SweepOpt
 		return SweepResult{}, fmt.Errorf("%s: %w: batch size %d, time budget %s and pause %s must not be negative",
 			what, ErrInvalidInput, opts.BatchSize, opts.TimeBudget, opts.Pause)
 	}
+	if err := checkText("after", opts.After); err != nil { // a thread id, as ListThreads' cursor
+		return SweepResult{}, fmt.Errorf("%s: %w", what, err)
+	}
 	var res SweepResult
 	start := time.Now()
 	after := opts.After

@@ -241,9 +241,12 @@ func testRetentionBadInput(t *testing.T, e *env) {
 	if _, err := e.eng.PruneThreads(e.ctx, engine.KeepLastN(1), ""); !errors.Is(err, engine.ErrInvalidInput) {
 		t.Fatalf("empty thread id: %v", err)
 	}
-	for _, o := range []engine.SweepOptions{{BatchSize: -1}, {TimeBudget: -time.Second}, {Pause: -time.Second}} {
-		if _, err := e.eng.Sweep(e.ctx, engine.KeepLastN(1), o); !errors.Is(err, engine.ErrInvalidInput) {
-			t.Fatalf("sweep options %+v: %v", o, err)
+	for _, o := range []engine.SweepOptions{{BatchSize: -1}, {TimeBudget: -time.Second}, {Pause: -time.Second}, {After: "a\x00"}, {After: "a\xff"}} {
+		if _, err := e.eng.Sweep(e.ctx, engine.KeepLastN(1), o); !errors.Is(err, engine.ErrInvalidInput) || errors.Is(err, engine.ErrInvalidJSON) {
+			t.Fatalf("sweep options %+v: %v, want ErrInvalidInput", o, err)
+		}
+		if _, err := e.eng.PreviewSweep(e.ctx, engine.KeepLastN(1), o); !errors.Is(err, engine.ErrInvalidInput) || errors.Is(err, engine.ErrInvalidJSON) {
+			t.Fatalf("preview sweep options %+v: %v, want ErrInvalidInput", o, err)
 		}
 	}
 	for _, p := range []engine.Policy{engine.KeepAll(), engine.KeepLastN(2), engine.KeepMilestones(1)} {

@@ -173,7 +173,7 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 		if cp.ID == head.ID {
 			summary = "(head) " + summary
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", cp.Step, cp.ID, cp.Trigger, cp.CreatedAt.Local().Format(timeLayout), summary)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", cp.Step, cp.ID, safeLine(string(cp.Trigger)), cp.CreatedAt.Local().Format(timeLayout), summary)
 	}
 	return tw.Flush()
 }

@@ -230,7 +230,7 @@ func mermaid(t *engine.Tree) string {
 			if n.ThreadID != thread {
 				continue
 			}
-			label := fmt.Sprintf("step %d %s<br/>%s", n.Step, n.Trigger, mermaidText(oneLine(n.Summary, 40)))
+			label := fmt.Sprintf("step %d %s<br/>%s", n.Step, mermaidText(string(n.Trigger)), mermaidText(oneLine(n.Summary, 40)))
 			if n.IsHead {
 				label = "<b>head</b> " + label
 			}

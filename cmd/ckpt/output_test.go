@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"os"
@@ -177,4 +178,29 @@ func TestExportToATerminalIsEscaped(t *testing.T) {
 func sameJSON(a, b []byte) bool {
 	var x, y any
 	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// A trigger is one of six words when the engine or a SQL function writes
+// it, but a row changed by hand may hold anything: the table and the
+// Mermaid flowchart show it on its line, escaped, like every other field.
+func TestForgedTriggerStaysOnItsLine(t *testing.T) {
+	t.Parallel()
+	url, _ := hostileDB(t)
+	conn, err := sql.Open("sqlite", strings.TrimPrefix(url, "sqlite:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := "manual\"]\n  click c0 href \"https://example.invalid/\"\n  fake[\"\tx\x1b[2J"
+	if _, err := conn.Exec(`UPDATE checkpoints SET "trigger" = ? WHERE thread_id = 't'`, forged); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	out, _ := runCkpt(t, terminals{}, "--database", url, "log", "t")
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 || firstUnsafe(out) >= 0 || strings.Contains(out, "\t") {
+		t.Errorf("log draws %d lines, want a header and a row, escaped:\n%q", len(lines), out)
+	}
+	out, _ = runCkpt(t, terminals{}, "--database", url, "tree", "t", "--format", "mermaid")
+	if strings.Contains(out, "\n  click") || strings.Contains(out, "\n  fake") || firstUnsafe(out) >= 0 {
+		t.Errorf("the Mermaid flowchart holds the forged trigger's lines:\n%s", out)
+	}
 }

@@ -37,6 +37,10 @@ const webLineageShown = 60
 // webFuncs are the templates' helpers.
 var webFuncs = template.FuncMap{
 	"num": groupDigits,
+	// shown is agent text as a page shows it: one line, control and
+	// direction characters escaped (safeLine); a value kept raw for a
+	// link or a form is shown through it.
+	"shown": safeLine,
 	// short is the end of a checkpoint id: the random part of a UUIDv7,
 	// where ids written close together differ (they begin with the time).
 	"short": func(id string) string {

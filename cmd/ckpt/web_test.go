@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -578,5 +579,36 @@ func TestWebCommand(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"--database", dbURL, "web", "--listen", "nowhere"}, io.Discard, io.Discard, terminals{}); !errors.As(err, new(usageError)) {
 		t.Errorf("--listen nowhere: %v; want a usage error", err)
+	}
+}
+
+// Agent text shown on a page is escaped for reading as the terminal's is
+// (safeLine): no control or direction character in any text a page
+// shows, here a namespace in the thread's search form and a source
+// thread's id in a branch checkpoint's lineage. (Raw values stay where a
+// page keeps them for a link or a form, which shows nothing.)
+func TestWebShowsNoControlCharacters(t *testing.T) {
+	t.Parallel()
+	f := newWebFixture(t, false)
+	thread := "t " + hostileText
+	first := f.snap(engine.SnapshotInput{ThreadID: thread, Namespace: "ns " + hostileText})
+	root := f.snap(engine.SnapshotInput{ThreadID: thread})
+	br, err := f.eng.Branch(f.ctx, root.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := f.snap(engine.SnapshotInput{ThreadID: br.ThreadID})
+	for _, path := range []string{"/thread?id=" + url.QueryEscape(thread), "/checkpoint?id=" + head.ID.String(), "/checkpoint?id=" + first.ID.String()} {
+		w := f.get(path)
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, w.Code)
+		}
+		// The text between one tag's end and the next tag: what a page shows.
+		for _, part := range strings.Split(w.Body.String(), "<") {
+			_, text, _ := strings.Cut(part, ">")
+			if r := firstUnsafe(html.UnescapeString(text)); r >= 0 && r != '\n' {
+				t.Errorf("GET %s shows %U in %q", path, r, text)
+			}
+		}
 	}
 }
