@@ -517,6 +517,9 @@ ORDER BY array_position(ARRAY['p', 'u', 'x', 'c', 'f']::"char"[], co.contype), c
 				later = append(later, "ALTER TABLE ONLY "+t.name+" ADD CONSTRAINT "+name+" "+def+";")
 			case !valid:
 				after = append(after, "ALTER TABLE ONLY "+t.name+" ADD CONSTRAINT "+name+" "+def+";")
+			case strings.HasPrefix(def, "CHECK") && strings.Contains(def, schema.Name+"."):
+				// It calls a function of the schema, written later.
+				d.security = append(d.security, "ALTER TABLE ONLY "+t.name+" ADD CONSTRAINT "+name+" "+def+";")
 			default:
 				lines = append(lines, "    CONSTRAINT "+name+" "+def)
 			}

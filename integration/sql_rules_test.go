@@ -17,10 +17,9 @@ import (
 
 // The SQL API refuses what the engine refuses: a checkpoint id that is not
 // a UUIDv7 (another version, or version 7 with another variant than RFC
-// 9562's) and an unknown trigger, with PC003 from every writing function,
-// so that no client of the API stores what an export of the thread could
-// not import. (A bare INSERT into the table is not held to it: CHECK
-// constraints would cost every write.)
+// 9562's), with PC003 from every writing function, and an unknown trigger,
+// with the table's check constraint (23514), so that no client of the API
+// stores what an export of the thread could not import.
 func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -54,9 +53,9 @@ func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 	}
 	for _, trigger := range []string{"bogus", "", "Manual", "tool-call"} {
 		_, err := b.db.Pool.Exec(b.ctx, put, "new", engine.NewCheckpointID(), trigger)
-		refused("checkpoint_put, trigger "+trigger, "PC003", err)
+		refused("checkpoint_put, trigger "+trigger, "23514", err)
 		_, err = b.db.Pool.Exec(b.ctx, appendSQL, engine.NewCheckpointID(), trigger)
-		refused("checkpoint_append, trigger "+trigger, "PC003", err)
+		refused("checkpoint_append, trigger "+trigger, "23514", err)
 	}
 	var n int
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints`).Scan(&n); err != nil || n != 2 {
@@ -81,29 +80,22 @@ func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 	if _, err := b.db.Pool.Exec(b.ctx, put, "triggers", engine.NewCheckpointID(), nil); err != nil {
 		t.Errorf("checkpoint_put, no trigger: %v", err)
 	}
-	list := regexp.MustCompile(`NOT IN \(([^)]*)\) THEN\s+RAISE EXCEPTION 'unknown trigger`)
-	// The list is written once, in checkpoint_check, which every function
-	// that takes a trigger calls.
-	source := func(fn string) string {
-		var def string
-		if err := b.db.Pool.QueryRow(b.ctx, `SELECT prosrc FROM pg_proc WHERE proname = $1 AND pronamespace = 'pgcheckpoint'::regnamespace`, fn).Scan(&def); err != nil {
-			t.Fatal(err)
-		}
-		return def
+	// The list is written once, in the check constraint
+	// checkpoints_trigger_known, which every write meets.
+	list := regexp.MustCompile(`ARRAY\[([^\]]*)\]`)
+	var def string
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint
+		WHERE conname = 'checkpoints_trigger_known' AND conrelid = 'pgcheckpoint.checkpoints'::regclass`).Scan(&def); err != nil {
+		t.Fatal(err)
 	}
-	for _, fn := range []string{"checkpoint_put", "checkpoint_append"} {
-		if !strings.Contains(source(fn), "pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger)") {
-			t.Errorf("%s does not check its id and trigger with pgcheckpoint.checkpoint_check", fn)
-		}
-	}
-	for _, fn := range []string{"checkpoint_check"} {
-		m := list.FindStringSubmatch(source(fn))
+	{
+		m := list.FindStringSubmatch(def)
 		if m == nil {
-			t.Fatalf("%s: no list of triggers found", fn)
+			t.Fatalf("checkpoints_trigger_known: no list of triggers found in %s", def)
 		}
 		var got []string
 		for _, v := range strings.Split(m[1], ",") {
-			got = append(got, strings.Trim(strings.TrimSpace(v), "'"))
+			got = append(got, strings.TrimSuffix(strings.Trim(strings.TrimSpace(v), "'"), "'::text"))
 		}
 		var want []string
 		for _, tr := range triggers {
@@ -112,7 +104,7 @@ func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 		slices.Sort(got)
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
-			t.Errorf("%s takes the triggers %v, the engine %v", fn, got, want)
+			t.Errorf("checkpoints_trigger_known takes the triggers %v, the engine %v", got, want)
 		}
 	}
 }
@@ -177,5 +169,82 @@ func TestSQLWritesRecordASize(t *testing.T) {
 	}
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT size_bytes FROM pgcheckpoint.checkpoints WHERE checkpoint_id = $1`, id).Scan(&size); err != nil || size != 1234 {
 		t.Fatalf("checkpoint_append with content_bytes 1,234 recorded %d (%v)", size, err)
+	}
+}
+
+// A row's own fields keep the engine's bounds however they are written:
+// through checkpoint_put, checkpoint_append or thread_branch, or by a bare
+// INSERT or UPDATE as the application's role may make them. The table's
+// check constraints refuse (23514, which the store reads as
+// ErrInvalidInput) a tag over 255 characters, more than MaxTags tags, a
+// NULL tag, tags of two dimensions, a summary over MaxSummaryLength, a
+// next node, task id or channel over 255 characters, an empty channel, a
+// branch name over 255 characters; nothing is written. Such a row could
+// not be exported to the other store, or read by the engine at all (a NULL
+// tag).
+func TestSQLWritesKeepTheTextBounds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	src := b.snap(t, engine.SnapshotInput{ThreadID: "main"})
+	long := strings.Repeat("x", 256)
+	put := `SELECT * FROM pgcheckpoint.checkpoint_put('main', '', $1, NULL, 'manual', $2::text[], $3, '{}', '[]', '{}', '{}', $4, 0)`
+	appendSQL := `SELECT * FROM pgcheckpoint.checkpoint_append('main', '', $1, NULL, 'manual', $2::text[], $3, '{}', '[]', '{}', '{}', '{}', '{}', $4, 0)`
+	type fields struct {
+		tags     any
+		summary  string
+		nextNode string
+	}
+	manyTags := make([]string, engine.MaxTags+1)
+	for name, f := range map[string]fields{
+		"a tag of 256 characters":   {tags: []string{"ok", long}},
+		"257 tags":                  {tags: manyTags},
+		"a NULL tag":                {tags: []*string{nil}},
+		"tags of two dimensions":    {tags: "{{a,b},{c,d}}"},
+		"a summary of 4097":         {tags: []string{}, summary: strings.Repeat("s", engine.MaxSummaryLength+1)},
+		"a next node of 256":        {tags: []string{}, nextNode: long},
+		"a summary of 4097 letters": {tags: []string{}, summary: strings.Repeat("é", engine.MaxSummaryLength+1)},
+	} {
+		for fn, sql := range map[string]string{"checkpoint_put": put, "checkpoint_append": appendSQL} {
+			_, err := b.db.Pool.Exec(b.ctx, sql, engine.NewCheckpointID(), f.tags, f.summary, f.nextNode)
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
+				t.Errorf("%s with %s: %v, want SQLSTATE 23514", fn, name, err)
+			}
+		}
+	}
+	// The bounds themselves are taken.
+	if _, err := b.db.Pool.Exec(b.ctx, put, engine.NewCheckpointID(), append(manyTags[2:], long[1:]),
+		strings.Repeat("é", engine.MaxSummaryLength), long[1:]); err != nil {
+		t.Fatalf("checkpoint_put at every bound: %v", err)
+	}
+	for name, sql := range map[string]string{
+		"thread_branch, a branch name of 256": `SELECT * FROM pgcheckpoint.thread_branch('` + src.ID.String() + `', 'side', '` + long + `', pgcheckpoint.uuid_v7())`,
+		"a bare UPDATE of a trigger":          `UPDATE pgcheckpoint.checkpoints SET trigger = 'bogus'`,
+		"a bare UPDATE of a tag":              `UPDATE pgcheckpoint.checkpoints SET tags = ARRAY['` + long + `']`,
+		"a bare UPDATE of a summary":          `UPDATE pgcheckpoint.checkpoints SET summary = repeat('s', 4097)`,
+		"a bare INSERT of a pending write's task id": `INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)
+			SELECT thread_id, namespace, seq, checkpoint_id, '` + long + `', 0, 'c', '1' FROM pgcheckpoint.checkpoints LIMIT 1`,
+		"a bare INSERT of an empty channel": `INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)
+			SELECT thread_id, namespace, seq, checkpoint_id, 't', 0, '', '1' FROM pgcheckpoint.checkpoints LIMIT 1`,
+	} {
+		_, err := b.db.Pool.Exec(b.ctx, sql)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
+			t.Errorf("%s: %v, want SQLSTATE 23514", name, err)
+		}
+	}
+	var n int
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d checkpoints after the refused writes (%v), want the 2 written", n, err)
+	}
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.threads WHERE thread_id = 'side'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the refused branch made %d thread rows (%v)", n, err)
+	}
+	// Through the store: ErrInvalidInput.
+	_, err := postgres.NewStore(b.db.Pool, postgres.Options{}).Put(b.ctx, engine.PutRequest{ThreadID: "main", ID: engine.NewCheckpointID(),
+		Trigger: engine.TriggerManual, Tags: []string{long}, Metadata: json.RawMessage(`{}`), Messages: json.RawMessage(`[]`),
+		State: json.RawMessage(`{}`), ToolResults: json.RawMessage(`{}`), DeltaRun: 1})
+	if !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("a store's Put of a tag of 256 characters: %v, want ErrInvalidInput", err)
 	}
 }

@@ -49,7 +49,12 @@ CREATE TABLE pgcheckpoint.checkpoints (
     tool_results_digests jsonb,
     tenant_id text COLLATE pg_catalog."C" NOT NULL,
     CONSTRAINT checkpoints_pkey PRIMARY KEY (thread_id, tenant_id, namespace, seq),
-    CONSTRAINT checkpoints_checkpoint_id_tenant_id_key UNIQUE (checkpoint_id, tenant_id)
+    CONSTRAINT checkpoints_checkpoint_id_tenant_id_key UNIQUE (checkpoint_id, tenant_id),
+    CONSTRAINT checkpoints_namespace_length CHECK ((length(namespace) <= 255)),
+    CONSTRAINT checkpoints_next_node_length CHECK ((length(next_node) <= 255)),
+    CONSTRAINT checkpoints_summary_length CHECK ((length(summary) <= 4096)),
+    CONSTRAINT checkpoints_thread_id_length CHECK (((length(thread_id) >= 1) AND (length(thread_id) <= 255))),
+    CONSTRAINT checkpoints_trigger_known CHECK ((trigger = ANY (ARRAY['tool_call'::text, 'llm_call'::text, 'state_change'::text, 'task_boundary'::text, 'manual'::text, 'interval'::text])))
 );
 CREATE INDEX checkpoints_metadata_idx ON pgcheckpoint.checkpoints USING gin (metadata jsonb_path_ops);
 COMMENT ON TABLE pgcheckpoint.checkpoints IS 'One row per checkpoint: the messages, agent state, tool results and next node of a thread at one step. Write through pgcheckpoint.checkpoint_put(). There is no foreign key to threads: checkpoint_put creates the thread row, and the key check would cost every write.';
@@ -116,7 +121,9 @@ CREATE TABLE pgcheckpoint.pending_writes (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     tenant_id text COLLATE pg_catalog."C" NOT NULL,
     CONSTRAINT pending_writes_pkey PRIMARY KEY (thread_id, tenant_id, namespace, checkpoint_seq, task_id, idx),
+    CONSTRAINT pending_writes_channel_length CHECK (((length(channel) >= 1) AND (length(channel) <= 255))),
     CONSTRAINT pending_writes_idx_nonnegative CHECK ((idx >= 0)),
+    CONSTRAINT pending_writes_task_id_length CHECK ((length(task_id) <= 255)),
     CONSTRAINT pending_writes_task_id_nonempty CHECK ((task_id <> ''::text)),
     CONSTRAINT pending_writes_checkpoint_fkey FOREIGN KEY (thread_id, tenant_id, namespace, checkpoint_seq) REFERENCES pgcheckpoint.checkpoints(thread_id, tenant_id, namespace, seq) ON DELETE CASCADE
 );
@@ -157,6 +164,7 @@ CREATE TABLE pgcheckpoint.threads (
     expire_action text DEFAULT 'delete'::text NOT NULL,
     tenant_id text COLLATE pg_catalog."C" NOT NULL,
     CONSTRAINT threads_pkey PRIMARY KEY (thread_id, tenant_id, namespace),
+    CONSTRAINT threads_branch_name_length CHECK (((length(branch_name) >= 1) AND (length(branch_name) <= 255))),
     CONSTRAINT threads_expire_action_known CHECK ((expire_action = ANY (ARRAY['delete'::text, 'keep_latest'::text]))),
     CONSTRAINT threads_metadata_object CHECK ((jsonb_typeof(metadata) = 'object'::text)),
     CONSTRAINT threads_namespace_length CHECK ((length(namespace) <= 255)),
@@ -237,7 +245,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger);
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id);
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
     END IF;
@@ -472,7 +480,7 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. When the head has digests, the new ones go on from them (message_digests holds 16 bytes per appended message, see message_digests) and it is stored from the change and the head''s run alone, never reading or hashing content before the run''s anchor: while the head''s run may grow (delta_run_continues), a delta on the head made of the change; at the end of the run, a delta on its anchor (run_anchor) made of the run''s deltas and the change; whole when the run has no anchor. A head without digests: whole, through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it (NULL: measured, as jsonb text; negative: PC003); the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. p_content_bytes: NULL, or the size of the content the append makes as the client measured it (an encrypting client, the only one that sees it in plaintext): recorded as size_bytes and held to p_max_size_bytes, nothing measured (negative: PC003). Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_checkpoint_id uuid, p_trigger text)
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_checkpoint_id uuid)
  RETURNS void
  LANGUAGE plpgsql
  IMMUTABLE
@@ -483,13 +491,9 @@ BEGIN
         RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
             USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
     END IF;
-    IF coalesce(p_trigger, 'manual') NOT IN ('tool_call', 'llm_call', 'state_change', 'task_boundary', 'manual', 'interval') THEN
-        RAISE EXCEPTION 'unknown trigger %', quote_literal(p_trigger)
-            USING ERRCODE = 'PC003', HINT = 'A trigger is one of tool_call, llm_call, state_change, task_boundary, manual, interval.';
-    END IF;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(uuid,text) IS 'Raises PC003 unless the id is a UUIDv7 (version 7, the variant of RFC 9562) and the trigger (NULL: manual) one of tool_call, llm_call, state_change, task_boundary, manual, interval: the rules every function that writes a checkpoint applies, as the engine does.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(uuid) IS 'Raises PC003 unless the id is a UUIDv7 (version 7, the variant of RFC 9562): the rule every function that writes a checkpoint applies, as the engine does. The bounds of a row''s own fields (trigger, tags, summary, next node) are the checkpoints table''s check constraints.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_content_json(p_checkpoint_id uuid, p_format text, p_messages jsonb, p_state jsonb, p_tool_results jsonb)
  RETURNS bytea[]
@@ -867,7 +871,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger);
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id);
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
     END IF;
@@ -1386,6 +1390,20 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.run_anchor(uuid,integer) IS 'The anchor that the delta run of checkpoint p_checkpoint_id started from (found by following base links while delta_run > 0), when it is in the same thread and namespace and a delta on it stays under p_delta_run links deep; no row otherwise. See checkpoint_delta.';
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.tags_bounded(p_tags text[])
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    -- The check constraint checkpoints_tags_bounded calls it on every
+    -- tagged row: no SET clause, names schema-qualified.
+    SELECT pg_catalog.cardinality(p_tags) OPERATOR(pg_catalog.<=) 256
+       AND pg_catalog.array_ndims(p_tags) OPERATOR(pg_catalog.=) 1
+       AND NOT EXISTS (SELECT FROM pg_catalog.unnest(p_tags) AS t(tag)
+                       WHERE t.tag IS NULL OR pg_catalog.length(t.tag) OPERATOR(pg_catalog.>) 255)
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.tags_bounded(text[]) IS 'Whether a checkpoint''s tags are within their bounds, the engine''s: at most 256 (MaxTags), each at most 255 characters, none NULL, one dimension. The check constraint checkpoints_tags_bounded applies it to every tagged row, however written.';
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_after_write(p_thread_id text, p_namespace text)
  RETURNS void
  LANGUAGE plpgsql
@@ -1416,7 +1434,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, NULL);
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id);
     -- The source read under its thread's lock as well as the new thread's:
     -- a sweep or delete of the source's thread then either sees this
     -- branch (and keeps its source) or ran first (PC001; under REPEATABLE
@@ -2390,6 +2408,7 @@ COMMENT ON FUNCTION pgcheckpoint.checkpoint_line_range(uuid,integer) IS 'A check
 -- Row-level security, and defaults that call the functions
 
 ALTER TABLE ONLY pgcheckpoint.checkpoints ALTER COLUMN tenant_id SET DEFAULT pgcheckpoint.current_tenant();
+ALTER TABLE ONLY pgcheckpoint.checkpoints ADD CONSTRAINT checkpoints_tags_bounded CHECK (((tags = '{}'::text[]) OR pgcheckpoint.tags_bounded(tags)));
 ALTER TABLE pgcheckpoint.checkpoints ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgcheckpoint.checkpoints FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pgcheckpoint.checkpoints USING ((tenant_id = pgcheckpoint.current_tenant())) WITH CHECK ((tenant_id = pgcheckpoint.current_tenant()));

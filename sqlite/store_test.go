@@ -362,3 +362,46 @@ func TestLineagePageIsPrefixOfWalk(t *testing.T) {
 		}
 	}
 }
+
+// A row's own fields keep the engine's bounds however the file is written
+// (the sqlite3 shell, another program): the tables' check constraints
+// refuse an unknown trigger, more than 256 tags, a summary over 4,096
+// characters, a next node, task id or channel over 255, an empty channel,
+// a branch name over 255 (the Postgres store's constraints, but that a
+// check here cannot read the elements of the tags' JSON array).
+func TestTableChecksKeepTheTextBounds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, engine.Config{})
+	res, err := b.eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.PutWrites(ctx, res.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`1`)}}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", b.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tags, _ := json.Marshal(make([]string, engine.MaxTags+1))
+	for name, stmt := range map[string]string{
+		"an unknown trigger":   `UPDATE checkpoints SET "trigger" = 'bogus'`,
+		"257 tags":             `UPDATE checkpoints SET tags = '` + string(tags) + `'`,
+		"tags not an array":    `UPDATE checkpoints SET tags = '{}'`,
+		"a summary of 4,097":   `UPDATE checkpoints SET summary = printf('%.4097c', 's')`,
+		"a next node of 256":   `UPDATE checkpoints SET next_node = printf('%.256c', 'n')`,
+		"a task id of 256":     `UPDATE pending_writes SET task_id = printf('%.256c', 't')`,
+		"an empty channel":     `UPDATE pending_writes SET channel = ''`,
+		"a branch name of 256": `UPDATE threads SET branch_name = printf('%.256c', 'b')`,
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err == nil {
+			t.Errorf("%s: written", name)
+		}
+	}
+	got, err := b.eng.Get(ctx, res.ID)
+	if err != nil || got.Trigger != engine.TriggerManual || got.Summary == "" || len(got.PendingWrites) != 1 || got.PendingWrites[0].Channel != "c" {
+		t.Fatalf("the checkpoint after the refused changes: %+v, %v", got, err)
+	}
+}

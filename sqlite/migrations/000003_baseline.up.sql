@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS threads (
     created_at           INTEGER NOT NULL,
     -- For a branch: its name, the checkpoint and the thread it was forked
     -- from (of the same tenant).
-    branch_name          TEXT,
+    branch_name          TEXT    CHECK (branch_name IS NULL OR length(branch_name) BETWEEN 1 AND 255),
     branched_from        TEXT,
     branched_from_thread TEXT,
     -- Retention: when a sweep last went through, when the thread expires and
@@ -41,8 +41,8 @@ CREATE TABLE IF NOT EXISTS threads (
 
 CREATE TABLE IF NOT EXISTS checkpoints (
     tenant_id            TEXT    NOT NULL CHECK (length(tenant_id) BETWEEN 1 AND 255),
-    thread_id            TEXT    NOT NULL,
-    namespace            TEXT    NOT NULL DEFAULT '',
+    thread_id            TEXT    NOT NULL CHECK (length(thread_id) BETWEEN 1 AND 255),
+    namespace            TEXT    NOT NULL DEFAULT '' CHECK (length(namespace) <= 255),
     -- Write order within the thread and namespace, from 1.
     seq                  INTEGER NOT NULL,
     checkpoint_id        TEXT    NOT NULL,
@@ -50,10 +50,13 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     merge_parent_id      TEXT,
     step                 INTEGER NOT NULL,
     created_at           INTEGER NOT NULL,
-    trigger              TEXT    NOT NULL DEFAULT 'manual',
-    tags                 TEXT    NOT NULL DEFAULT '[]',
-    summary              TEXT    NOT NULL DEFAULT '',
-    next_node            TEXT    NOT NULL DEFAULT '',
+    trigger              TEXT    NOT NULL DEFAULT 'manual'
+        CHECK (trigger IN ('tool_call', 'llm_call', 'state_change', 'task_boundary', 'manual', 'interval')),
+    -- A JSON array of at most 256 (a check here cannot read its elements:
+    -- the engine holds each to 255 characters).
+    tags                 TEXT    NOT NULL DEFAULT '[]' CHECK (json_type(tags) = 'array' AND json_array_length(tags) <= 256),
+    summary              TEXT    NOT NULL DEFAULT '' CHECK (length(summary) <= 4096),
+    next_node            TEXT    NOT NULL DEFAULT '' CHECK (length(next_node) <= 255),
     size_bytes           INTEGER NOT NULL DEFAULT 0,
     -- 'full': messages, state and tool_results are the whole snapshot.
     -- 'delta': only the changes since base_checkpoint_id, an earlier
@@ -86,9 +89,9 @@ CREATE TABLE IF NOT EXISTS pending_writes (
     namespace      TEXT    NOT NULL DEFAULT '',
     checkpoint_seq INTEGER NOT NULL,
     checkpoint_id  TEXT    NOT NULL,
-    task_id        TEXT    NOT NULL CHECK (task_id <> ''),
+    task_id        TEXT    NOT NULL CHECK (length(task_id) BETWEEN 1 AND 255),
     idx            INTEGER NOT NULL CHECK (idx >= 0),
-    channel        TEXT    NOT NULL,
+    channel        TEXT    NOT NULL CHECK (length(channel) BETWEEN 1 AND 255),
     value          TEXT    NOT NULL,
     created_at     INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, thread_id, namespace, checkpoint_seq, task_id, idx),
