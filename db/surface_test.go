@@ -32,6 +32,7 @@ var publicQueries = []string{
 	"ThreadGcBatch",
 	"ThreadGetExpiry",
 	"ThreadPruneMany",
+	"ThreadRewindToStep",
 	"ThreadSetExpiry",
 	"ThreadTree",
 }

@@ -81,6 +81,7 @@ var tests = []conformanceTest{
 	{name: "DeletesClearARewindToWhatTheyDelete", fn: testDeletesClearARewind},
 	// retention.go
 	{name: "RetentionPolicies", fn: testRetentionPolicies},
+	{name: "MilestonesOfEverySize", fn: testMilestonesOfEverySize},
 	{name: "RetentionKeepsHeadsAndBranchSources", fn: testRetentionKeepsHeadsAndBranchSources},
 	{name: "RetentionAfterEachSnapshot", fn: testRetentionAfterEachSnapshot},
 	{name: "RetentionBadInputDeletesNothing", fn: testRetentionBadInput},

@@ -1,6 +1,7 @@
 package enginetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -225,6 +226,52 @@ func testRetentionAfterEachSnapshot(t *testing.T, e *env) {
 		t.Fatalf("snapshot with a bad Config.Retention: %v, want ErrInvalidInput", err)
 	}
 	e.unchanged("a refused snapshot", before)
+}
+
+// KeepMilestones(n) keeps, of a thread of total checkpoints, the first,
+// the newest and 1 + round(i*(total-1)/(n+1)) for i from 1 to n (its doc),
+// on both stores, for every total up to 24 and every n up to total+2: the
+// previews' deletions are the rest. A policy of 2,147,483,647 milestones
+// keeps everything at once (the stores counted to n, for each checkpoint
+// on Postgres: minutes of CPU).
+func testMilestonesOfEverySize(t *testing.T, e *env) {
+	for total := 1; total <= 24; total++ {
+		th := fmt.Sprintf("m%d", total)
+		mine := e.line(th, total)
+		for n := 0; n <= total+2; n++ {
+			keep := map[int]bool{0: true, total - 1: true}
+			for i := 1; i <= n; i++ {
+				keep[int(math.Round(float64(i)*float64(total-1)/float64(n+1)))] = true
+			}
+			res, err := e.eng.PreviewPrune(e.ctx, engine.KeepMilestones(n), th)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, d := range res.IDs {
+				got = append(got, slices.Index(mine, d.ID))
+			}
+			var want []int
+			for pos := range total {
+				if !keep[pos] {
+					want = append(want, pos)
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("KeepMilestones(%d) of %d checkpoints deletes positions %v, want %v", n, total, got, want)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if res, err := e.eng.PreviewPrune(ctx, engine.KeepMilestones(math.MaxInt32), "m24"); err != nil || res.Deleted != 0 {
+		t.Fatalf("KeepMilestones(2,147,483,647): %+v, %v; want nothing deleted, at once", res, err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("KeepMilestones(2,147,483,647) took %s, past its context's deadline", took)
+	}
 }
 
 func testRetentionBadInput(t *testing.T, e *env) {

@@ -17,9 +17,10 @@ import (
 
 // The SQL API refuses what the engine refuses: a checkpoint id that is not
 // a UUIDv7 (another version, or version 7 with another variant than RFC
-// 9562's), with PC003 from every writing function, and an unknown trigger,
-// with the table's check constraint (23514), so that no client of the API
-// stores what an export of the thread could not import.
+// 9562's) and an unknown trigger, with PC003 from every writing function,
+// so that no client of the API stores what an export of the thread could
+// not import. (A bare INSERT into the table is not held to it: a check
+// constraint would cost every write; see checkpoint_check.)
 func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -53,9 +54,9 @@ func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 	}
 	for _, trigger := range []string{"bogus", "", "Manual", "tool-call"} {
 		_, err := b.db.Pool.Exec(b.ctx, put, "new", engine.NewCheckpointID(), trigger)
-		refused("checkpoint_put, trigger "+trigger, "23514", err)
+		refused("checkpoint_put, trigger "+trigger, "PC003", err)
 		_, err = b.db.Pool.Exec(b.ctx, appendSQL, engine.NewCheckpointID(), trigger)
-		refused("checkpoint_append, trigger "+trigger, "23514", err)
+		refused("checkpoint_append, trigger "+trigger, "PC003", err)
 	}
 	var n int
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints`).Scan(&n); err != nil || n != 2 {
@@ -80,22 +81,29 @@ func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 	if _, err := b.db.Pool.Exec(b.ctx, put, "triggers", engine.NewCheckpointID(), nil); err != nil {
 		t.Errorf("checkpoint_put, no trigger: %v", err)
 	}
-	// The list is written once, in the check constraint
-	// checkpoints_trigger_known, which every write meets.
-	list := regexp.MustCompile(`ARRAY\[([^\]]*)\]`)
-	var def string
-	if err := b.db.Pool.QueryRow(b.ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint
-		WHERE conname = 'checkpoints_trigger_known' AND conrelid = 'pgcheckpoint.checkpoints'::regclass`).Scan(&def); err != nil {
-		t.Fatal(err)
+	list := regexp.MustCompile(`NOT IN \(([^)]*)\) THEN\s+RAISE EXCEPTION 'unknown trigger`)
+	// The list is written once, in checkpoint_check, which every function
+	// that takes a trigger calls.
+	source := func(fn string) string {
+		var def string
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT prosrc FROM pg_proc WHERE proname = $1 AND pronamespace = 'pgcheckpoint'::regnamespace`, fn).Scan(&def); err != nil {
+			t.Fatal(err)
+		}
+		return def
 	}
-	{
-		m := list.FindStringSubmatch(def)
+	for _, fn := range []string{"checkpoint_put", "checkpoint_append"} {
+		if !strings.Contains(source(fn), "pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger, p_tags, p_summary, p_next_node)") {
+			t.Errorf("%s does not check its id and trigger with pgcheckpoint.checkpoint_check", fn)
+		}
+	}
+	for _, fn := range []string{"checkpoint_check"} {
+		m := list.FindStringSubmatch(source(fn))
 		if m == nil {
-			t.Fatalf("checkpoints_trigger_known: no list of triggers found in %s", def)
+			t.Fatalf("%s: no list of triggers found", fn)
 		}
 		var got []string
 		for _, v := range strings.Split(m[1], ",") {
-			got = append(got, strings.TrimSuffix(strings.Trim(strings.TrimSpace(v), "'"), "'::text"))
+			got = append(got, strings.Trim(strings.TrimSpace(v), "'"))
 		}
 		var want []string
 		for _, tr := range triggers {
@@ -104,7 +112,7 @@ func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 		slices.Sort(got)
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
-			t.Errorf("checkpoints_trigger_known takes the triggers %v, the engine %v", got, want)
+			t.Errorf("%s takes the triggers %v, the engine %v", fn, got, want)
 		}
 	}
 }
@@ -172,16 +180,16 @@ func TestSQLWritesRecordASize(t *testing.T) {
 	}
 }
 
-// A row's own fields keep the engine's bounds however they are written:
-// through checkpoint_put, checkpoint_append or thread_branch, or by a bare
-// INSERT or UPDATE as the application's role may make them. The table's
-// check constraints refuse (23514, which the store reads as
-// ErrInvalidInput) a tag over 255 characters, more than MaxTags tags, a
-// NULL tag, tags of two dimensions, a summary over MaxSummaryLength, a
-// next node, task id or channel over 255 characters, an empty channel, a
-// branch name over 255 characters; nothing is written. Such a row could
-// not be exported to the other store, or read by the engine at all (a NULL
-// tag).
+// A checkpoint's own fields keep the engine's bounds when the SQL API
+// writes them: checkpoint_put and checkpoint_append refuse (PC003, which
+// the store reads as ErrInvalidInput) a tag over 255 characters, more than
+// MaxTags tags, a NULL tag, tags of two dimensions, a summary over
+// MaxSummaryLength characters, a next node over 255; thread_branch a
+// branch name over 255 (the threads table's check). The other tables'
+// checks hold a bare INSERT or UPDATE too: a pending write's task id or
+// channel over 255 characters, an empty channel. Nothing is written. Such
+// rows could not be exported to the other store, or read by the engine
+// at all (a NULL tag).
 func TestSQLWritesKeepTheTextBounds(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -195,6 +203,13 @@ func TestSQLWritesKeepTheTextBounds(t *testing.T) {
 		nextNode string
 	}
 	manyTags := make([]string, engine.MaxTags+1)
+	refused := func(what, code string, err error) {
+		t.Helper()
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != code {
+			t.Errorf("%s: %v, want SQLSTATE %s", what, err, code)
+		}
+	}
 	for name, f := range map[string]fields{
 		"a tag of 256 characters":   {tags: []string{"ok", long}},
 		"257 tags":                  {tags: manyTags},
@@ -206,10 +221,7 @@ func TestSQLWritesKeepTheTextBounds(t *testing.T) {
 	} {
 		for fn, sql := range map[string]string{"checkpoint_put": put, "checkpoint_append": appendSQL} {
 			_, err := b.db.Pool.Exec(b.ctx, sql, engine.NewCheckpointID(), f.tags, f.summary, f.nextNode)
-			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
-				t.Errorf("%s with %s: %v, want SQLSTATE 23514", fn, name, err)
-			}
+			refused(fn+" with "+name, "PC003", err)
 		}
 	}
 	// The bounds themselves are taken.
@@ -219,19 +231,13 @@ func TestSQLWritesKeepTheTextBounds(t *testing.T) {
 	}
 	for name, sql := range map[string]string{
 		"thread_branch, a branch name of 256": `SELECT * FROM pgcheckpoint.thread_branch('` + src.ID.String() + `', 'side', '` + long + `', pgcheckpoint.uuid_v7())`,
-		"a bare UPDATE of a trigger":          `UPDATE pgcheckpoint.checkpoints SET trigger = 'bogus'`,
-		"a bare UPDATE of a tag":              `UPDATE pgcheckpoint.checkpoints SET tags = ARRAY['` + long + `']`,
-		"a bare UPDATE of a summary":          `UPDATE pgcheckpoint.checkpoints SET summary = repeat('s', 4097)`,
 		"a bare INSERT of a pending write's task id": `INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)
 			SELECT thread_id, namespace, seq, checkpoint_id, '` + long + `', 0, 'c', '1' FROM pgcheckpoint.checkpoints LIMIT 1`,
 		"a bare INSERT of an empty channel": `INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)
 			SELECT thread_id, namespace, seq, checkpoint_id, 't', 0, '', '1' FROM pgcheckpoint.checkpoints LIMIT 1`,
 	} {
 		_, err := b.db.Pool.Exec(b.ctx, sql)
-		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
-			t.Errorf("%s: %v, want SQLSTATE 23514", name, err)
-		}
+		refused(name, "23514", err)
 	}
 	var n int
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints`).Scan(&n); err != nil || n != 2 {
@@ -240,11 +246,51 @@ func TestSQLWritesKeepTheTextBounds(t *testing.T) {
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.threads WHERE thread_id = 'side'`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("the refused branch made %d thread rows (%v)", n, err)
 	}
-	// Through the store: ErrInvalidInput.
-	_, err := postgres.NewStore(b.db.Pool, postgres.Options{}).Put(b.ctx, engine.PutRequest{ThreadID: "main", ID: engine.NewCheckpointID(),
-		Trigger: engine.TriggerManual, Tags: []string{long}, Metadata: json.RawMessage(`{}`), Messages: json.RawMessage(`[]`),
-		State: json.RawMessage(`{}`), ToolResults: json.RawMessage(`{}`), DeltaRun: 1})
-	if !errors.Is(err, engine.ErrInvalidInput) {
-		t.Fatalf("a store's Put of a tag of 256 characters: %v, want ErrInvalidInput", err)
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.pending_writes`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the refused inserts made %d pending writes (%v)", n, err)
+	}
+}
+
+// The functions' messages show the text a client or an agent chose (a
+// thread id, a namespace, a policy) in printable ASCII alone
+// (pgcheckpoint.quoted_text), so an error or a warning written to a
+// terminal or the server's log never acts on it: here a thread id and a
+// namespace holding ESC, a bell, a carriage return, DEL, a C1 CSI and a
+// bidi override, through every error that names them.
+func TestSQLMessagesEscapeWhatTheyName(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	hostile := "t-\x1b[31mred\x1b]0;title\a\rcr\x7fdel\u009b31m\u202eevil"
+	src := b.snap(t, engine.SnapshotInput{ThreadID: "main"})
+	if _, err := b.db.Pool.Exec(b.ctx, `SELECT pgcheckpoint.checkpoint_put($1 || 'x', '', pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`, hostile); err != nil {
+		t.Fatal(err)
+	}
+	for name, sql := range map[string]string{
+		"checkpoint_append, no head":          `SELECT * FROM pgcheckpoint.checkpoint_append($1, $1, pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0)`,
+		"checkpoint_put, no parent":           `SELECT * FROM pgcheckpoint.checkpoint_put($1, $1, pgcheckpoint.uuid_v7(), pgcheckpoint.uuid_v7(), 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`,
+		"thread_copy, unknown":                `SELECT * FROM pgcheckpoint.thread_copy($1, 'other')`,
+		"thread_copy, onto itself":            `SELECT * FROM pgcheckpoint.thread_copy($1, $1)`,
+		"thread_copy, onto a thread":          `SELECT * FROM pgcheckpoint.thread_copy('main', $1 || 'x')`,
+		"thread_merge, no branch":             `SELECT * FROM pgcheckpoint.thread_merge($1, 'main', pgcheckpoint.uuid_v7(), $1)`,
+		"thread_merge, into itself":           `SELECT * FROM pgcheckpoint.thread_merge($1, $1, pgcheckpoint.uuid_v7())`,
+		"thread_rewind_to_step":               `SELECT * FROM pgcheckpoint.thread_rewind_to_step($1, $1, 1)`,
+		"thread_gc, unknown policy":           `SELECT * FROM pgcheckpoint.thread_gc('main', $1)`,
+		"thread_branch, a thread that exists": `SELECT * FROM pgcheckpoint.thread_branch('` + src.ID.String() + `', $1 || 'x', 'b', pgcheckpoint.uuid_v7())`,
+	} {
+		_, err := b.db.Pool.Exec(b.ctx, sql, hostile)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) {
+			t.Errorf("%s: %v, want an error", name, err)
+			continue
+		}
+		for _, r := range pgErr.Message {
+			if r < 0x20 || r >= 0x7f {
+				t.Errorf("%s: the message shows %U: %q", name, r, pgErr.Message)
+				break
+			}
+		}
+		if !strings.Contains(pgErr.Message, `t-\u001b[31mred`) {
+			t.Errorf("%s: the message does not name the thread, escaped: %q", name, pgErr.Message)
+		}
 	}
 }

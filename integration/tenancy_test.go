@@ -184,7 +184,7 @@ type sqlProbe struct {
 var sqlProbes = map[string]sqlProbe{
 	"checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint)": {
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_append('{thread}', '', '{new}', '{id3}', 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0)`, named: true},
-	"checkpoint_check(uuid)":                                {sql: `SELECT pgcheckpoint.checkpoint_check('{id0}')`, note: "reads no table"},
+	"checkpoint_check(uuid,text,text[],text,text)":          {sql: `SELECT pgcheckpoint.checkpoint_check('{id0}', 'manual', '{}', '', '')`, note: "reads no table"},
 	"checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb)":  {sql: `SELECT pgcheckpoint.checkpoint_content_json('{id3}', 'delta', '[]', '{}', '{}')`, named: true},
 	"checkpoint_default_summary(jsonb,jsonb)":               {sql: `SELECT pgcheckpoint.checkpoint_default_summary('[]', '{}')`, note: "reads no table"},
 	"checkpoint_delete_before(text,text,bigint)":            {sql: `SELECT pgcheckpoint.checkpoint_delete_before('{thread}', '', 100)`},
@@ -243,7 +243,7 @@ var sqlProbes = map[string]sqlProbe{
 	"thread_lock_many(text[])":                                 {sql: `SELECT pgcheckpoint.thread_lock_many(ARRAY['{thread}', '{branch}'])`, note: "makes the caller's own lock rows"},
 	"thread_merge(text,text,uuid,text)":                        {sql: `SELECT * FROM pgcheckpoint.thread_merge('{branch}', '{thread}', '{new}')`, named: true},
 	"thread_prune_many(text[],boolean)":                        {sql: `SELECT pgcheckpoint.thread_prune_many(ARRAY['{thread}', '{branch}'], false)`},
-	"tags_bounded(text[])":                                     {sql: `SELECT pgcheckpoint.tags_bounded(ARRAY['a'])`, note: "reads no table"},
+	"quoted_text(text)":                                        {sql: `SELECT pgcheckpoint.quoted_text('{thread}')`, note: "reads no table", echoes: true},
 	"thread_rewind_to_step(text,text,bigint)":                  {sql: `SELECT * FROM pgcheckpoint.thread_rewind_to_step('{thread}', '', 1)`, named: true},
 	"thread_set_expiry(text,timestamp with time zone,boolean)": {sql: `SELECT pgcheckpoint.thread_set_expiry('{thread}', NULL, false)`},
 	"thread_tree(text)":                                        {sql: `SELECT * FROM pgcheckpoint.thread_tree('{thread}')`, named: true},

@@ -28,7 +28,7 @@ DROP AGGREGATE
 
 DROP FUNCTION
     pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint),
-    pgcheckpoint.checkpoint_check(uuid),
+    pgcheckpoint.checkpoint_check(uuid,text,text[],text,text),
     pgcheckpoint.checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb),
     pgcheckpoint.checkpoint_default_summary(jsonb,jsonb),
     pgcheckpoint.checkpoint_delete_before(text,text,bigint),
@@ -57,9 +57,9 @@ DROP FUNCTION
     pgcheckpoint.message_digests(jsonb),
     pgcheckpoint.message_summary(jsonb),
     pgcheckpoint.pending_writes_json(text,text,bigint),
+    pgcheckpoint.quoted_text(text),
     pgcheckpoint.retention_policy_check(text,integer,interval),
     pgcheckpoint.run_anchor(uuid,integer),
-    pgcheckpoint.tags_bounded(text[]),
     pgcheckpoint.thread_after_write(text,text),
     pgcheckpoint.thread_branch(uuid,text,text,uuid),
     pgcheckpoint.thread_copy(text,text),

@@ -49,12 +49,7 @@ CREATE TABLE pgcheckpoint.checkpoints (
     tool_results_digests jsonb,
     tenant_id text COLLATE pg_catalog."C" NOT NULL,
     CONSTRAINT checkpoints_pkey PRIMARY KEY (thread_id, tenant_id, namespace, seq),
-    CONSTRAINT checkpoints_checkpoint_id_tenant_id_key UNIQUE (checkpoint_id, tenant_id),
-    CONSTRAINT checkpoints_namespace_length CHECK ((length(namespace) <= 255)),
-    CONSTRAINT checkpoints_next_node_length CHECK ((length(next_node) <= 255)),
-    CONSTRAINT checkpoints_summary_length CHECK ((length(summary) <= 4096)),
-    CONSTRAINT checkpoints_thread_id_length CHECK (((length(thread_id) >= 1) AND (length(thread_id) <= 255))),
-    CONSTRAINT checkpoints_trigger_known CHECK ((trigger = ANY (ARRAY['tool_call'::text, 'llm_call'::text, 'state_change'::text, 'task_boundary'::text, 'manual'::text, 'interval'::text])))
+    CONSTRAINT checkpoints_checkpoint_id_tenant_id_key UNIQUE (checkpoint_id, tenant_id)
 );
 CREATE INDEX checkpoints_metadata_idx ON pgcheckpoint.checkpoints USING gin (metadata jsonb_path_ops);
 COMMENT ON TABLE pgcheckpoint.checkpoints IS 'One row per checkpoint: the messages, agent state, tool results and next node of a thread at one step. Write through pgcheckpoint.checkpoint_put(). There is no foreign key to threads: checkpoint_put creates the thread row, and the key check would cost every write.';
@@ -245,7 +240,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id);
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger, p_tags, p_summary, p_next_node);
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
     END IF;
@@ -321,11 +316,11 @@ BEGIN
         RETURN;
     END IF;
     IF v_head_id IS NULL THEN
-        RAISE EXCEPTION 'thread % namespace % has no checkpoint to append to', p_thread_id, quote_literal(v_ns)
+        RAISE EXCEPTION 'thread % namespace % has no checkpoint to append to', pgcheckpoint.quoted_text(p_thread_id), pgcheckpoint.quoted_text(v_ns)
             USING ERRCODE = 'PC001', HINT = 'Write the first checkpoint whole (checkpoint_put).';
     END IF;
     IF p_on_head IS NOT NULL AND p_on_head <> v_head_id THEN
-        RAISE EXCEPTION 'the head of thread % namespace % is %, not %', p_thread_id, quote_literal(v_ns), v_head_id, p_on_head
+        RAISE EXCEPTION 'the head of thread % namespace % is %, not %', pgcheckpoint.quoted_text(p_thread_id), pgcheckpoint.quoted_text(v_ns), v_head_id, p_on_head
             USING ERRCODE = 'PC005';
     END IF;
 
@@ -353,7 +348,7 @@ BEGIN
     END IF;
     IF v_size > p_max_size_bytes THEN
         RAISE EXCEPTION 'the append makes % bytes of messages, state and tool results on thread % namespace %, over the limit of %',
-            v_size, p_thread_id, quote_literal(v_ns), p_max_size_bytes
+            v_size, pgcheckpoint.quoted_text(p_thread_id), pgcheckpoint.quoted_text(v_ns), p_max_size_bytes
             USING ERRCODE = 'PC006',
                   HINT = 'Write less, or start the content afresh with checkpoint_put (a snapshot of what the agent still needs).';
     END IF;
@@ -480,20 +475,42 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. When the head has digests, the new ones go on from them (message_digests holds 16 bytes per appended message, see message_digests) and it is stored from the change and the head''s run alone, never reading or hashing content before the run''s anchor: while the head''s run may grow (delta_run_continues), a delta on the head made of the change; at the end of the run, a delta on its anchor (run_anchor) made of the run''s deltas and the change; whole when the run has no anchor. A head without digests: whole, through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it (NULL: measured, as jsonb text; negative: PC003); the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. p_content_bytes: NULL, or the size of the content the append makes as the client measured it (an encrypting client, the only one that sees it in plaintext): recorded as size_bytes and held to p_max_size_bytes, nothing measured (negative: PC003). Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_checkpoint_id uuid)
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_next_node text)
  RETURNS void
  LANGUAGE plpgsql
  IMMUTABLE
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
+    -- The engine's rules (engine.checkCheckpointText), here and not in
+    -- check constraints on the table: a check constraint costs every
+    -- insert 5 to 16 microseconds (its expression made ready again for
+    -- each statement), a tenth of a write's time on the server.
     IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
         RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
             USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
     END IF;
+    IF coalesce(p_trigger, 'manual') NOT IN ('tool_call', 'llm_call', 'state_change', 'task_boundary', 'manual', 'interval') THEN
+        RAISE EXCEPTION 'unknown trigger %', pgcheckpoint.quoted_text(p_trigger)
+            USING ERRCODE = 'PC003', HINT = 'A trigger is one of tool_call, llm_call, state_change, task_boundary, manual, interval.';
+    END IF;
+    IF cardinality(p_tags) > 0 THEN
+        IF cardinality(p_tags) > 256 OR array_ndims(p_tags) > 1 THEN
+            RAISE EXCEPTION '% tags in % dimensions; at most 256, in one', cardinality(p_tags), array_ndims(p_tags) USING ERRCODE = 'PC003';
+        END IF;
+        IF EXISTS (SELECT FROM unnest(p_tags) AS t(tag) WHERE t.tag IS NULL OR length(t.tag) > 255) THEN
+            RAISE EXCEPTION 'a tag is NULL or over 255 characters' USING ERRCODE = 'PC003';
+        END IF;
+    END IF;
+    IF length(p_summary) > 4096 THEN
+        RAISE EXCEPTION 'summary is % characters; at most 4096', length(p_summary) USING ERRCODE = 'PC003';
+    END IF;
+    IF length(p_next_node) > 255 THEN
+        RAISE EXCEPTION 'next_node is % characters; at most 255', length(p_next_node) USING ERRCODE = 'PC003';
+    END IF;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(uuid) IS 'Raises PC003 unless the id is a UUIDv7 (version 7, the variant of RFC 9562): the rule every function that writes a checkpoint applies, as the engine does. The bounds of a row''s own fields (trigger, tags, summary, next node) are the checkpoints table''s check constraints.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(uuid,text,text[],text,text) IS 'Raises PC003 unless a checkpoint''s fields are as the engine takes them: the id a UUIDv7 (version 7, the variant of RFC 9562), the trigger (NULL: manual) one of tool_call, llm_call, state_change, task_boundary, manual, interval, at most 256 tags of at most 255 characters (none NULL, one dimension), a summary of at most 4096 characters, a next node of at most 255: the rules every function that writes a checkpoint applies. A bare INSERT or UPDATE of the table is not held to them (a check constraint would cost every write).';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_content_json(p_checkpoint_id uuid, p_format text, p_messages jsonb, p_state jsonb, p_tool_results jsonb)
  RETURNS bytea[]
@@ -871,7 +888,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id);
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger, p_tags, p_summary, p_next_node);
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
     END IF;
@@ -932,7 +949,7 @@ BEGIN
     END IF;
     IF v_wanted IS NOT NULL AND v_parent_id IS NULL THEN
         RAISE EXCEPTION 'parent checkpoint % not found in thread % namespace %',
-            coalesce(p_parent_checkpoint_id::text, 'rewound-to'), p_thread_id, quote_literal(v_ns)
+            coalesce(p_parent_checkpoint_id::text, 'rewound-to'), pgcheckpoint.quoted_text(p_thread_id), pgcheckpoint.quoted_text(v_ns)
             USING ERRCODE = 'PC001';
     END IF;
 
@@ -1326,6 +1343,20 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.pending_writes_json(text,text,bigint) IS 'The pending writes of checkpoint (thread, namespace, seq) as a JSON array of {task_id, idx, channel, value}, ordered by task and index; NULL when it has none. Values are in stored form (U+0000 escaped).';
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.quoted_text(p_text text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    -- A JSON string (quotes, backslashes and control characters escaped),
+    -- then every byte outside ASCII an octal escape (encode 'escape',
+    -- which doubles each backslash: undone, as no JSON escape is a
+    -- backslash and a digit), and DEL, which that leaves, one too.
+    SELECT replace(replace(encode(convert_to(to_json(p_text)::text, 'UTF8'), 'escape'), '\\', '\'), chr(127), '\177')
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.quoted_text(text) IS E'Text as the functions'' messages show it: quoted, in printable ASCII alone (control characters escaped as in JSON, other bytes outside ASCII as octal escapes, \\303\\251 for é). What a client or an agent chose (a thread id, a namespace, a policy) reaches an error message, a warning and the server''s log through it, so none of them acts on a terminal that shows it.';
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.retention_policy_check(p_policy text, p_n integer, p_age interval)
  RETURNS void
  LANGUAGE plpgsql
@@ -1350,7 +1381,7 @@ BEGIN
         END IF;
     ELSE
         RAISE EXCEPTION 'unknown retention policy %; use keep_all, keep_last_n, keep_age or keep_milestones',
-            coalesce(quote_literal(p_policy), 'NULL') USING ERRCODE = 'PC003';
+            coalesce(pgcheckpoint.quoted_text(p_policy), 'NULL') USING ERRCODE = 'PC003';
     END CASE;
 END;
 $function$;
@@ -1390,20 +1421,6 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.run_anchor(uuid,integer) IS 'The anchor that the delta run of checkpoint p_checkpoint_id started from (found by following base links while delta_run > 0), when it is in the same thread and namespace and a delta on it stays under p_delta_run links deep; no row otherwise. See checkpoint_delta.';
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.tags_bounded(p_tags text[])
- RETURNS boolean
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
-AS $function$
-    -- The check constraint checkpoints_tags_bounded calls it on every
-    -- tagged row: no SET clause, names schema-qualified.
-    SELECT pg_catalog.cardinality(p_tags) OPERATOR(pg_catalog.<=) 256
-       AND pg_catalog.array_ndims(p_tags) OPERATOR(pg_catalog.=) 1
-       AND NOT EXISTS (SELECT FROM pg_catalog.unnest(p_tags) AS t(tag)
-                       WHERE t.tag IS NULL OR pg_catalog.length(t.tag) OPERATOR(pg_catalog.>) 255)
-$function$;
-COMMENT ON FUNCTION pgcheckpoint.tags_bounded(text[]) IS 'Whether a checkpoint''s tags are within their bounds, the engine''s: at most 256 (MaxTags), each at most 255 characters, none NULL, one dimension. The check constraint checkpoints_tags_bounded applies it to every tagged row, however written.';
-
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_after_write(p_thread_id text, p_namespace text)
  RETURNS void
  LANGUAGE plpgsql
@@ -1434,7 +1451,7 @@ BEGIN
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
     END IF;
-    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id);
+    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, NULL, NULL, NULL, NULL);
     -- The source read under its thread's lock as well as the new thread's:
     -- a sweep or delete of the source's thread then either sees this
     -- branch (and keeps its source) or ran first (PC001; under REPEATABLE
@@ -1448,7 +1465,7 @@ BEGIN
         RAISE EXCEPTION 'source checkpoint % not found', p_source_id USING ERRCODE = 'PC001';
     END IF;
     IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_new_thread_id) THEN
-        RAISE EXCEPTION 'thread % already exists', p_new_thread_id USING ERRCODE = 'PC003';
+        RAISE EXCEPTION 'thread % already exists', pgcheckpoint.quoted_text(p_new_thread_id) USING ERRCODE = 'PC003';
     END IF;
     IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
         RAISE EXCEPTION 'checkpoint % already exists', p_checkpoint_id USING ERRCODE = 'PC002';
@@ -1487,15 +1504,15 @@ BEGIN
         RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
     END IF;
     IF p_source_thread_id = p_target_thread_id THEN
-        RAISE EXCEPTION 'cannot copy thread % onto itself', p_source_thread_id USING ERRCODE = 'PC003';
+        RAISE EXCEPTION 'cannot copy thread % onto itself', pgcheckpoint.quoted_text(p_source_thread_id) USING ERRCODE = 'PC003';
     END IF;
     -- Both locks, in a fixed order, so two crossed copies cannot deadlock.
     PERFORM pgcheckpoint.thread_lock_many(ARRAY[p_source_thread_id, p_target_thread_id]);
     IF NOT EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_source_thread_id) THEN
-        RAISE EXCEPTION 'thread % not found', p_source_thread_id USING ERRCODE = 'PC001';
+        RAISE EXCEPTION 'thread % not found', pgcheckpoint.quoted_text(p_source_thread_id) USING ERRCODE = 'PC001';
     END IF;
     IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_target_thread_id) THEN
-        RAISE EXCEPTION 'thread % already exists', p_target_thread_id USING ERRCODE = 'PC003';
+        RAISE EXCEPTION 'thread % already exists', pgcheckpoint.quoted_text(p_target_thread_id) USING ERRCODE = 'PC003';
     END IF;
 
     -- ids is materialized once (uuid_v7 is volatile), so every insert below
@@ -1713,10 +1730,16 @@ BEGIN
             WHEN 'keep_last_n' THEN r.pos > r.total - p_n
             WHEN 'keep_age' THEN r.created_at >= now() - p_age
             -- keep_milestones: the first, the newest and the n positions
-            -- evenly spaced between them.
-            WHEN 'keep_milestones' THEN r.pos = 1 OR r.pos = r.total
-                 OR EXISTS (SELECT 1 FROM generate_series(1, p_n) i
-                            WHERE 1 + round(i * (r.total - 1)::numeric / (p_n + 1)) = r.pos)
+            -- evenly spaced between them, 1 + round(i * (total - 1) / (n + 1))
+            -- for i from 1 to n; found without counting i up to n: the
+            -- least i that rounds to pos - 1 or more, if it is at most n,
+            -- rounds to pos - 1 when 2i(total - 1) < (2pos - 1)(n + 1).
+            -- With n at least total, every position is one.
+            WHEN 'keep_milestones' THEN CASE
+                WHEN r.pos = 1 OR r.pos = r.total OR p_n >= r.total THEN true
+                ELSE (SELECT m.i <= p_n AND 2 * m.i * (r.total - 1) < (2 * r.pos - 1) * (p_n + 1::numeric)
+                      FROM (SELECT greatest(ceil((2 * r.pos - 3) * (p_n + 1::numeric) / (2 * (r.total - 1))), 1) AS i) m)
+                END
             WHEN 'keep_all' THEN true
             END
       -- Never a head: the thread's, or the newest of a namespace that has
@@ -1762,7 +1785,7 @@ BEGIN
                 v_deleted := v_deleted + v_n;
             END IF;
         EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', v_thread, SQLERRM, SQLSTATE;
+            RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', pgcheckpoint.quoted_text(v_thread), SQLERRM, SQLSTATE;
             v_failed := v_failed + 1;
         END;
         v_rest := array_remove(v_rest, v_thread);
@@ -1786,7 +1809,7 @@ BEGIN
                     SELECT count(*) INTO v_n FROM pgcheckpoint.thread_gc(v_thread, p_policy, p_n, p_age);
                     v_deleted := v_deleted + v_n;
                 EXCEPTION WHEN OTHERS THEN
-                    RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', v_thread, SQLERRM, SQLSTATE;
+                    RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', pgcheckpoint.quoted_text(v_thread), SQLERRM, SQLSTATE;
                     v_failed := v_failed + 1;
                 END;
             END LOOP;
@@ -2013,16 +2036,16 @@ BEGIN
     WHERE c.thread_id = p_branch_thread_id AND c.namespace = v_ns
       AND c.seq = pgcheckpoint.thread_head_seq(p_branch_thread_id, v_ns);
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'branch thread % has no checkpoint in namespace %', p_branch_thread_id, quote_literal(v_ns)
+        RAISE EXCEPTION 'branch thread % has no checkpoint in namespace %', pgcheckpoint.quoted_text(p_branch_thread_id), pgcheckpoint.quoted_text(v_ns)
             USING ERRCODE = 'PC001';
     END IF;
     IF p_branch_thread_id = p_into_thread_id THEN
-        RAISE EXCEPTION 'cannot merge thread % into itself', p_into_thread_id USING ERRCODE = 'PC003';
+        RAISE EXCEPTION 'cannot merge thread % into itself', pgcheckpoint.quoted_text(p_into_thread_id) USING ERRCODE = 'PC003';
     END IF;
     SELECT m.* INTO v_src.messages, v_src.state, v_src.tool_results
     FROM pgcheckpoint.checkpoint_materialize(v_src.checkpoint_id) m;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'branch thread % has no checkpoint in namespace %', p_branch_thread_id, quote_literal(v_ns)
+        RAISE EXCEPTION 'branch thread % has no checkpoint in namespace %', pgcheckpoint.quoted_text(p_branch_thread_id), pgcheckpoint.quoted_text(v_ns)
             USING ERRCODE = 'PC001';
     END IF;
     SELECT * INTO v_put FROM pgcheckpoint.checkpoint_put(
@@ -2034,7 +2057,7 @@ BEGIN
     -- and the checkpoint just written (with the thread row it made) goes
     -- with this error.
     IF v_put.parent_checkpoint_id IS NULL THEN
-        RAISE EXCEPTION 'thread % has no checkpoint in namespace % to merge into', p_into_thread_id, quote_literal(v_ns)
+        RAISE EXCEPTION 'thread % has no checkpoint in namespace % to merge into', pgcheckpoint.quoted_text(p_into_thread_id), pgcheckpoint.quoted_text(v_ns)
             USING ERRCODE = 'PC001';
     END IF;
     IF v_put.inserted THEN
@@ -2109,7 +2132,7 @@ BEGIN
     ORDER BY l.depth
     LIMIT 1;
     IF v_target IS NULL THEN
-        RAISE EXCEPTION 'thread % namespace % has no checkpoint at or below step % on its head''s line', p_thread_id, quote_literal(v_ns), p_step
+        RAISE EXCEPTION 'thread % namespace % has no checkpoint at or below step % on its head''s line', pgcheckpoint.quoted_text(p_thread_id), pgcheckpoint.quoted_text(v_ns), p_step
             USING ERRCODE = 'PC001';
     END IF;
     RETURN QUERY SELECT * FROM pgcheckpoint.checkpoint_rewind(v_target, false);
@@ -2140,7 +2163,7 @@ BEGIN
     IF v_count = 0 THEN
         -- Deleted while this waited: an error, so that the lock row it
         -- made goes with the transaction.
-        RAISE EXCEPTION 'thread % not found', p_thread_id USING ERRCODE = 'PC001';
+        RAISE EXCEPTION 'thread % not found', pgcheckpoint.quoted_text(p_thread_id) USING ERRCODE = 'PC001';
     END IF;
     RETURN v_count;
 END;
@@ -2408,7 +2431,6 @@ COMMENT ON FUNCTION pgcheckpoint.checkpoint_line_range(uuid,integer) IS 'A check
 -- Row-level security, and defaults that call the functions
 
 ALTER TABLE ONLY pgcheckpoint.checkpoints ALTER COLUMN tenant_id SET DEFAULT pgcheckpoint.current_tenant();
-ALTER TABLE ONLY pgcheckpoint.checkpoints ADD CONSTRAINT checkpoints_tags_bounded CHECK (((tags = '{}'::text[]) OR pgcheckpoint.tags_bounded(tags)));
 ALTER TABLE pgcheckpoint.checkpoints ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pgcheckpoint.checkpoints FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pgcheckpoint.checkpoints USING ((tenant_id = pgcheckpoint.current_tenant())) WITH CHECK ((tenant_id = pgcheckpoint.current_tenant()));

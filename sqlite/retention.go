@@ -50,12 +50,6 @@ func applyPolicy(ctx context.Context, q *queries, threadID string, p engine.Poli
 		}
 		ns := rows[start:end]
 		total := int64(len(ns))
-		marks := map[int64]bool{}
-		if p.Name() == "keep_milestones" {
-			for i := int64(1); i <= int64(p.N()); i++ {
-				marks[1+roundDiv(i*(total-1), int64(p.N())+1)] = true
-			}
-		}
 		for i, r := range ns {
 			pos := int64(i) + 1
 			var keep bool
@@ -65,7 +59,7 @@ func applyPolicy(ctx context.Context, q *queries, threadID string, p engine.Poli
 			case "keep_age":
 				keep = r.CreatedAt >= cutoff
 			case "keep_milestones":
-				keep = pos == 1 || pos == total || marks[pos]
+				keep = milestone(pos, total, int64(p.N()))
 			}
 			if h, ok := heads[r.Namespace]; keep || ok && h == r.Seq || sources[r.CheckpointID] {
 				continue
@@ -84,10 +78,29 @@ func applyPolicy(ctx context.Context, q *queries, threadID string, p engine.Poli
 	return doomed, nil
 }
 
-// roundDiv is round(x/d) for x >= 0, d > 0, halves away from zero, as
-// Postgres rounds numeric.
-func roundDiv(x, d int64) int64 {
-	return (2*x + d) / (2 * d)
+// milestone reports whether position pos of total (from 1, oldest first)
+// is one that keep_milestones(n) keeps: the first, the last, and 1 +
+// round(i*(total-1)/(n+1)) for each i from 1 to n, rounding halves up (as
+// Postgres rounds numeric), found without counting i up to n: the least i
+// that rounds to pos-1 or more, if it is at most n, rounds to pos-1 when
+// 2i(total-1) < (2pos-1)(n+1). With n at least total every position is
+// one (the positions are at most one apart).
+func milestone(pos, total, n int64) bool {
+	if pos == 1 || pos == total || n >= total {
+		return true
+	}
+	m, d := total-1, n+1
+	i := max(ceilDiv((2*pos-3)*d, 2*m), 1)
+	return i <= n && 2*i*m < (2*pos-1)*d
+}
+
+// ceilDiv is x/d rounded up, d > 0.
+func ceilDiv(x, d int64) int64 {
+	q := x / d
+	if x%d != 0 && x > 0 {
+		q++
+	}
+	return q
 }
 
 // SweepBatch applies expiry and then p (checked) to up to size threads after after,

@@ -190,7 +190,13 @@ func TestForgedTriggerStaysOnItsLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	conn.SetMaxOpenConns(1) // one connection: the pragma holds for the update
 	forged := "manual\"]\n  click c0 href \"https://example.invalid/\"\n  fake[\"\tx\x1b[2J"
+	// The file's check refuses it; a file from elsewhere, or a Postgres
+	// table changed by hand (it has no such check), may hold it.
+	if _, err := conn.Exec(`PRAGMA ignore_check_constraints = ON`); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := conn.Exec(`UPDATE checkpoints SET "trigger" = ? WHERE thread_id = 't'`, forged); err != nil {
 		t.Fatal(err)
 	}

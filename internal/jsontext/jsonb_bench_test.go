@@ -44,3 +44,13 @@ func BenchmarkValid(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkBytes(b *testing.B) {
+	text := benchText()
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		if Bytes(text) < int64(len(text)) {
+			b.Fatal("short")
+		}
+	}
+}
