@@ -429,6 +429,11 @@ type importer struct {
 	unresolved   map[uuid.UUID][]importedCheckpoint // children by parent id, the parent not seen (yet)
 	mergeLater   []importedCheckpoint               // merge parent not seen (yet)
 	keptDigests  map[uuid.UUID]*importedDigests
+	// The first checkpoint that holds sealed values, which the size limit
+	// takes as the exporter measured them (their plaintext's size): the
+	// import must carry a data key, as an encrypted thread's export does.
+	sealedRecord int
+	sealedID     uuid.UUID
 }
 
 type threadNamespace struct{ thread, namespace string }
@@ -730,6 +735,9 @@ func (im *importer) checkpoint(ctx context.Context, w ImportWriter, l exportLine
 	if err == nil {
 		d, size, err = im.digests(c)
 	}
+	if err == nil && size < 0 && im.sealedRecord == 0 {
+		im.sealedRecord, im.sealedID = record, c.ID // see finish
+	}
 	if err == nil {
 		if size > c.SizeBytes+unsentBytes {
 			// Understated (a write's size, see unsentBytes, is no less):
@@ -938,6 +946,12 @@ func mergeFits(c, mp importedCheckpoint) error {
 func (im *importer) finish(ctx context.Context) error {
 	if err := im.checkUnresolved(); err != nil {
 		return err
+	}
+	if im.sealedRecord > 0 && im.st.DataKeys == 0 {
+		// Text that only looks sealed, whose size the import did not
+		// measure: a forged file could understate it so.
+		return fmt.Errorf("record %d: checkpoint %s: %w: it holds sealed values (an encrypting Engine's), but the import carries no data key, as an export of an encrypted thread does",
+			im.sealedRecord, im.sealedID, ErrInvalidInput)
 	}
 	for _, c := range im.mergeLater {
 		if mp, ok := im.ids[c.mergeParent]; ok {
@@ -1153,13 +1167,13 @@ func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 	}
 	d := ImportDigests{MessagesCount: rec.count, MessagesDigest: rec.listDigest}
 	for _, part := range []struct {
-		name       string
-		obj, plain json.RawMessage
-		removed    json.RawMessage
-		delta      *keyDigestDelta
+		name    string
+		obj     json.RawMessage
+		removed json.RawMessage
+		delta   *keyDigestDelta
 	}{
-		{"state", c.State, plain.State, c.StateRemoved, &rec.state},
-		{"tool results", c.ToolResults, plain.ToolResults, c.ToolResultsRemoved, &rec.tools},
+		{"state", c.State, c.StateRemoved, &rec.state},
+		{"tool results", c.ToolResults, c.ToolResultsRemoved, &rec.tools},
 	} {
 		if part.delta.set, err = jsontext.KeyDigests(part.obj); err != nil {
 			return ImportDigests{}, 0, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
@@ -1167,13 +1181,14 @@ func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 		if err := json.Unmarshal(part.removed, &part.delta.removed); err != nil {
 			return ImportDigests{}, 0, fmt.Errorf("%w: %s removed: %v", ErrInvalidJSON, part.name, err)
 		}
-		ms, err := jsontext.SplitObject(part.plain)
+		// Keyed in stored form, as the removed keys are; sized as sent.
+		ms, err := jsontext.SplitObject(part.obj)
 		if err != nil {
 			return ImportDigests{}, 0, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
 		}
 		part.delta.sizes = make(map[string]int64, len(ms))
 		for _, m := range ms { // the last of a key given twice, as a store keeps it
-			part.delta.sizes[m.Key] = m.Size() - jsontext.NumberSlack(m.Val)
+			part.delta.sizes[m.Key] = sentBytes(jsontext.UnescapeNUL(m.Raw)) + 1 + sentBytes(jsontext.UnescapeNUL(m.Val))
 		}
 	}
 	im.keptDigests[c.ID] = rec
@@ -1208,7 +1223,7 @@ func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 // byte (see jsontext.NumberSlack), the rest as the export spells it,
 // never longer than it was sent.
 func sentBytes(b []byte) int64 {
-	return int64(len(b)) - jsontext.NumberSlack(b)
+	return jsontext.LeastBytes(b)
 }
 
 // wholeKeys rebuilds a delta's key digests from its chain, as materializing

@@ -36,7 +36,11 @@ type RewindResult struct {
 // checkpoint's own; other namespaces keep their heads), so the next Snapshot
 // there builds on it and history becomes a tree. It deletes nothing: every
 // checkpoint stays readable, and a later Rewind can return to the old line.
-// Errors: ErrNotFound.
+// It takes the lock of the thread the checkpoint is in. Errors:
+// ErrNotFound; ErrTransient (retry it) under REPEATABLE READ or
+// SERIALIZABLE when the thread changed after the transaction's snapshot,
+// or, on Postgres, when the checkpoint's id moved to another thread while
+// the call waited for the lock (deleted, then written there by an import).
 func (e *Engine) Rewind(ctx context.Context, id uuid.UUID) (_ *RewindResult, err error) {
 	ctx, done := e.tel.callID(ctx, "Rewind", id)
 	defer func() { done(err) }()
@@ -46,7 +50,7 @@ func (e *Engine) Rewind(ctx context.Context, id uuid.UUID) (_ *RewindResult, err
 // RewindAndTruncate is Rewind, and it also deletes the checkpoints after the
 // target on the head's line (the old head and its ancestors down to the
 // target), in the same transaction. Other lines of the thread, and other
-// threads, are untouched. Errors: ErrNotFound.
+// threads, are untouched. Errors: as Rewind's.
 func (e *Engine) RewindAndTruncate(ctx context.Context, id uuid.UUID) (_ *RewindResult, err error) {
 	ctx, done := e.tel.callID(ctx, "RewindAndTruncate", id)
 	defer func() { done(err) }()
@@ -82,7 +86,9 @@ func (e *Engine) RewindToStep(ctx context.Context, threadID string, step int64) 
 // line the agent is on, not on other branches; other namespaces keep their
 // heads. Errors: ErrInvalidInput for a step below 1 or a malformed thread
 // id or namespace; ErrNotFound when the namespace has no checkpoint at or
-// below step on that line.
+// below step on that line; ErrTransient as for Rewind. The line is read
+// under the thread's lock, in the rewind's transaction: a rewind or write
+// committed meanwhile is on it.
 func (e *Engine) RewindToStepIn(ctx context.Context, threadID, namespace string, step int64) (_ *RewindResult, err error) {
 	ctx, done := e.tel.call(ctx, "RewindToStepIn", attrThread.String(threadID), attrNamespace.String(namespace))
 	defer func() { done(err) }()
@@ -242,8 +248,10 @@ type BranchResult struct {
 // retention policy applied meanwhile either sees the branch and keeps its
 // source or deletes the source first. Errors: ErrNotFound for an unknown
 // source (or one deleted meanwhile); ErrInvalidInput for an empty or
-// over-long name; ErrTransient under REPEATABLE READ or SERIALIZABLE when
-// the source's thread changed after the transaction's snapshot (retry it).
+// over-long name; ErrTransient (retry it) under REPEATABLE READ or
+// SERIALIZABLE when the source's thread changed after the transaction's
+// snapshot, or, on Postgres, when the source's id moved to another thread
+// while the call waited for its lock.
 func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ BranchResult, err error) {
 	ctx, done := e.tel.call(ctx, "Branch")
 	defer func() { done(err) }()

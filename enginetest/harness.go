@@ -109,6 +109,7 @@ var tests = []conformanceTest{
 	{name: "SizeLimitOnPendingWrites", fn: testSizeLimitOnPendingWrites},
 	{name: "SizeLimitOnImport", fn: testSizeLimitOnImport},
 	{name: "ImportMeasuresUnderstatedSizes", fn: testImportMeasuresUnderstatedSizes},
+	{name: "ImportKeepsHonestSizes", fn: testImportKeepsHonestSizes},
 	{name: "NumbersCountAsPostgresSpellsThem", fn: testNumbersCountAsSpelled},
 	// append.go
 	{name: "AppendHistoriesReadBackAsWrittenWhole", fn: testAppendHistories},

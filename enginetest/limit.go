@@ -455,6 +455,72 @@ func testImportMeasuresUnderstatedSizes(t *testing.T, e *env) {
 	}
 }
 
+// An import's measure of a checkpoint is the least its content took when
+// sent, whatever the exporting store kept of its spelling, so an honest
+// export keeps its sizes and imports under the limit its writes met: keys
+// written escaped ("caf\u00e9") and then raw, which a store keeps as first
+// spelled; a key holding U+0000 set and then removed. And content that
+// looks sealed, which the import does not measure (its plaintext is the
+// exporter's), needs a data key in the file, as an encrypted thread's
+// export carries: a forged file that understates its size is not let
+// through by a string that only begins like a sealed value
+// (ErrInvalidInput, nothing written).
+func testImportKeepsHonestSizes(t *testing.T, e *env) {
+	src := e.open(engine.Config{DeltaMinBytes: -1})
+	var esc, raw strings.Builder
+	for i := range 20 {
+		sep := map[bool]string{true: "{", false: ","}[i == 0]
+		fmt.Fprintf(&esc, `%s"caf\u00e9%d":"v"`, sep, i)
+		fmt.Fprintf(&raw, `%s"café%d":"v"`, sep, i)
+	}
+	esc.WriteString("}")
+	raw.WriteString("}")
+	snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "spelled", Messages: json.RawMessage(`["m1"]`), State: json.RawMessage(esc.String())})
+	snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "spelled", Messages: json.RawMessage(`["m1","m2"]`), State: json.RawMessage(raw.String())})
+	big := strings.Repeat("n", 2000)
+	snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "nul", State: json.RawMessage(`{"k\u0000":"` + big + `","a":1}`)})
+	snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "nul", Messages: json.RawMessage(`["m"]`), State: json.RawMessage(`{"a":1}`)})
+	for _, th := range []string{"spelled", "nul"} {
+		var buf bytes.Buffer
+		if _, err := src.Export(e.ctx, th, &buf); err != nil {
+			t.Fatal(err)
+		}
+		var maxSize int64
+		want := map[string]int64{}
+		for _, c := range listAll(t, e.ctx, src, th, "") {
+			want[c.ID.String()] = c.SizeBytes
+			maxSize = max(maxSize, c.SizeBytes)
+		}
+		dst := e.empty()
+		// The limit its writes met: their content and their own fields
+		// (a summary and "{}" for metadata, under 100 bytes).
+		imp := dst.open(engine.Config{MaxSnapshotBytes: maxSize + 100})
+		if _, err := imp.Import(e.ctx, bytes.NewReader(buf.Bytes()), engine.ImportOptions{}); err != nil {
+			t.Fatalf("%s: an honest export under the limit its writes met: %v", th, err)
+		}
+		for _, c := range listAll(t, e.ctx, imp, th, "") {
+			if c.SizeBytes != want[c.ID.String()] {
+				t.Errorf("%s: checkpoint %s imported with SizeBytes %d, exported %d", th, c.ID, c.SizeBytes, want[c.ID.String()])
+			}
+		}
+	}
+
+	snapWith(t, e.ctx, src, engine.SnapshotInput{ThreadID: "lookalike", Messages: json.RawMessage(`["$pgc1$` + strings.Repeat("x", 5000) + `"]`)})
+	var buf bytes.Buffer
+	if _, err := src.Export(e.ctx, "lookalike", &buf); err != nil {
+		t.Fatal(err)
+	}
+	forged := Reseal([]byte(regexp.MustCompile(`"size_bytes":\d+`).ReplaceAllString(buf.String(), `"size_bytes":0`)))
+	dst := e.empty()
+	imp := dst.open(engine.Config{MaxSnapshotBytes: 6000})
+	if _, err := imp.Import(e.ctx, bytes.NewReader(forged), engine.ImportOptions{}); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(err.Error(), "no data key") {
+		t.Fatalf("an export holding what looks sealed and no data key: %v, want ErrInvalidInput", err)
+	}
+	if got := dst.inventory().counts(); got != [3]int{} {
+		t.Fatalf("the refused import wrote %v", got)
+	}
+}
+
 // The limit counts a number at the longer of its text and Postgres's
 // spelling of it, on every write path and both stores: 1e131071 is 8
 // bytes sent and 131,072 digits in a Postgres store and in every read of

@@ -185,7 +185,8 @@ func TestSQLWritesRecordASize(t *testing.T) {
 // the store reads as ErrInvalidInput) a tag over 255 characters, more than
 // MaxTags tags, a NULL tag, tags of two dimensions, a summary over
 // MaxSummaryLength characters, a next node over 255; thread_branch a
-// branch name over 255 (the threads table's check). The other tables'
+// branch name that is NULL (it would make the branch's tag NULL), empty
+// or over 255. The other tables'
 // checks hold a bare INSERT or UPDATE too: a pending write's task id or
 // channel over 255 characters, an empty channel. Nothing is written. Such
 // rows could not be exported to the other store, or read by the engine
@@ -224,13 +225,17 @@ func TestSQLWritesKeepTheTextBounds(t *testing.T) {
 			refused(fn+" with "+name, "PC003", err)
 		}
 	}
+	for name, branch := range map[string]any{"a branch name of 256": long, "no branch name": nil, "an empty branch name": ""} {
+		_, err := b.db.Pool.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_branch($1, 'side', $2, pgcheckpoint.uuid_v7())`, src.ID, branch)
+		refused("thread_branch, "+name, "PC003", err)
+	}
 	// The bounds themselves are taken.
 	if _, err := b.db.Pool.Exec(b.ctx, put, engine.NewCheckpointID(), append(manyTags[2:], long[1:]),
 		strings.Repeat("é", engine.MaxSummaryLength), long[1:]); err != nil {
 		t.Fatalf("checkpoint_put at every bound: %v", err)
 	}
 	for name, sql := range map[string]string{
-		"thread_branch, a branch name of 256": `SELECT * FROM pgcheckpoint.thread_branch('` + src.ID.String() + `', 'side', '` + long + `', pgcheckpoint.uuid_v7())`,
+
 		"a bare INSERT of a pending write's task id": `INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)
 			SELECT thread_id, namespace, seq, checkpoint_id, '` + long + `', 0, 'c', '1' FROM pgcheckpoint.checkpoints LIMIT 1`,
 		"a bare INSERT of an empty channel": `INSERT INTO pgcheckpoint.pending_writes (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)
@@ -256,13 +261,23 @@ func TestSQLWritesKeepTheTextBounds(t *testing.T) {
 // (pgcheckpoint.quoted_text), so an error or a warning written to a
 // terminal or the server's log never acts on it: here a thread id and a
 // namespace holding ESC, a bell, a carriage return, DEL, a C1 CSI and a
-// bidi override, through every error that names them.
+// bidi override, through every error that names them; with
+// standard_conforming_strings off too, which reads backslashes in a
+// literal otherwise.
 func TestSQLMessagesEscapeWhatTheyName(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	hostile := "t-\x1b[31mred\x1b]0;title\a\rcr\x7fdel\u009b31m\u202eevil"
 	src := b.snap(t, engine.SnapshotInput{ThreadID: "main"})
 	if _, err := b.db.Pool.Exec(b.ctx, `SELECT pgcheckpoint.checkpoint_put($1 || 'x', '', pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`, hostile); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := b.db.Pool.Acquire(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(b.ctx, `SET standard_conforming_strings = off`); err != nil {
 		t.Fatal(err)
 	}
 	for name, sql := range map[string]string{
@@ -277,7 +292,7 @@ func TestSQLMessagesEscapeWhatTheyName(t *testing.T) {
 		"thread_gc, unknown policy":           `SELECT * FROM pgcheckpoint.thread_gc('main', $1)`,
 		"thread_branch, a thread that exists": `SELECT * FROM pgcheckpoint.thread_branch('` + src.ID.String() + `', $1 || 'x', 'b', pgcheckpoint.uuid_v7())`,
 	} {
-		_, err := b.db.Pool.Exec(b.ctx, sql, hostile)
+		_, err := conn.Exec(b.ctx, sql, hostile)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) {
 			t.Errorf("%s: %v, want an error", name, err)

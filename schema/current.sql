@@ -1353,7 +1353,10 @@ AS $function$
     -- then every byte outside ASCII an octal escape (encode 'escape',
     -- which doubles each backslash: undone, as no JSON escape is a
     -- backslash and a digit), and DEL, which that leaves, one too.
-    SELECT replace(replace(encode(convert_to(to_json(p_text)::text, 'UTF8'), 'escape'), '\\', '\'), chr(127), '\177')
+    -- (Backslashes as chr(92): a literal would read otherwise with
+    -- standard_conforming_strings off.)
+    SELECT replace(replace(encode(convert_to(to_json(p_text)::text, 'UTF8'), 'escape'), chr(92) || chr(92), chr(92)),
+                   chr(127), chr(92) || '177')
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.quoted_text(text) IS E'Text as the functions'' messages show it: quoted, in printable ASCII alone (control characters escaped as in JSON, other bytes outside ASCII as octal escapes, \\303\\251 for é). What a client or an agent chose (a thread id, a namespace, a policy) reaches an error message, a warning and the server''s log through it, so none of them acts on a terminal that shows it.';
 
@@ -1447,6 +1450,10 @@ DECLARE
 BEGIN
     IF p_new_thread_id IS NULL OR length(p_new_thread_id) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
+    END IF;
+    IF p_branch_name IS NULL OR length(p_branch_name) NOT BETWEEN 1 AND 255 THEN
+        -- The name is the branch's tag too, which a NULL would make unreadable.
+        RAISE EXCEPTION 'branch_name must be 1 to 255 characters' USING ERRCODE = 'PC003';
     END IF;
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';

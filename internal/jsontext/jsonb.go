@@ -157,6 +157,54 @@ func hex4(b []byte, at int) (rune, bool) {
 	return r, true
 }
 
+// LeastBytes is the least any spelling of valid JSON text takes, as it
+// is now spelled but for its strings' escapes and its numbers: each
+// escape that may be written shorter counted at its shortest (\u00e9 as
+// é, \/ as /), each number as one byte (see NumberSlack). What a store
+// returns may spell a value longer than it was sent (Postgres numbers, a
+// SQLite key kept as its first writer spelled it), never shorter than
+// this.
+func LeastBytes(text []byte) int64 {
+	return int64(len(text)) - NumberSlack(text) - escapeSlack(text)
+}
+
+// escapeSlack is how many bytes the escapes in valid JSON text take
+// beyond the shortest spelling of the characters they stand for.
+func escapeSlack(s []byte) int64 {
+	var n int64
+	for {
+		i := bytes.IndexByte(s, '\\')
+		if i < 0 || i+1 >= len(s) {
+			return n
+		}
+		s = s[i:]
+		switch s[1] {
+		case '/':
+			n++ // a slash needs no escape
+		case 'u':
+			r, ok := hex4(s, 2)
+			if !ok {
+				break
+			}
+			if r >= 0xd800 && r <= 0xdbff && len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+				n += 12 - 4 // a pair: one character of 4 bytes
+				s = s[6:]
+				break
+			}
+			switch {
+			case r == '"' || r == '\\' || r == '\b' || r == '\f' || r == '\n' || r == '\r' || r == '\t':
+				n += 6 - 2
+			case r < 0x20:
+			default:
+				n += int64(6 - utf8.RuneLen(r))
+			}
+			s = s[min(6, len(s)):]
+			continue
+		}
+		s = s[2:]
+	}
+}
+
 // numberText is what the text of a JSON number says of its value.
 type numberText struct {
 	end       int // the index after the number

@@ -1,6 +1,8 @@
 package jsontext
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -76,6 +78,37 @@ func TestNumberSlack(t *testing.T) {
 	} {
 		if got := NumberSlack([]byte(text)); got != want {
 			t.Errorf("NumberSlack(%s) = %d, want %d", text, got, want)
+		}
+	}
+}
+
+// LeastBytes is the length of the shortest spelling of the same values:
+// here encoding/json's re-encoding, which escapes no more than it must
+// (given SetEscapeHTML(false)), with numbers of one digit.
+func TestLeastBytes(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{
+		`"plain"`, `"caf\u00e9"`, `"a\/b"`, `"\ud83d\ude00 x"`, `"\u0041\u0022\u005c"`, `"\n\t\"\\"`, `"\u0001\u001f"`,
+		`{"k\u00e9y":"v\/","n":1}`, `["\u2028", "é", "\b\u0008"]`, `"\\u00e9"`, `"\\\u00e9"`,
+	} {
+		var v any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		shortest := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+		// encoding/json writes U+2028 and U+2029 escaped, which JSON does
+		// not need: count them raw.
+		want := int64(len(shortest)) - 3*int64(bytes.Count(shortest, []byte(`\u2028`))+bytes.Count(shortest, []byte(`\u2029`)))
+		// and spaces: the text's own are not the values'.
+		want += int64(bytes.Count([]byte(text), []byte(" "))) - int64(bytes.Count(shortest, []byte(" ")))
+		if got := LeastBytes([]byte(text)); got != want {
+			t.Errorf("LeastBytes(%s) = %d, want %d (%s)", text, got, want, shortest)
 		}
 	}
 }
