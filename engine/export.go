@@ -375,14 +375,16 @@ func importLineBytes(limit int64) int64 {
 // of the row's own thread and namespace; within Config.MaxSnapshotBytes as
 // a write is: a checkpoint's whole content (messages, state and tool
 // results: size_bytes, as its writer recorded it, or the least the content
-// took when sent, each number counted as one byte, a delta's rebuilt from
-// its chain, where that is more than size_bytes and the 6 bytes of "[]",
-// "{}", "{}" a write does not count; the import then records that, so no
-// later Append starts from an understated size) with its metadata, summary, next node and tags, each
-// pending write, a thread row's metadata; tags, summary and next node
-// within their own bounds (see Config.MaxSnapshotBytes). The content of an
-// encrypted thread is not measured: its plaintext's size is the
-// exporter's.
+// took when sent, escapes at their shortest and each number one byte, a
+// delta's rebuilt from its chain, where that is more than size_bytes and
+// the 6 bytes of "[]", "{}", "{}" a write does not count; the import then
+// records that, so no later Append starts from an understated size) with
+// its metadata, summary, next node and tags, each pending write, a thread
+// row's metadata; tags, summary and next node within their own bounds
+// (see Config.MaxSnapshotBytes). Content that holds sealed values (an
+// encrypting Engine's) is not measured, its plaintext's size being the
+// exporter's, and a file that holds any must carry a data key, as an
+// encrypted thread's export does.
 //
 // Errors: ErrIDConflict for a checkpoint id in use; ErrInvalidInput for
 // anything else refused (ErrInvalidJSON for a line that is not JSON or
@@ -1122,7 +1124,7 @@ type importedDigests struct {
 	count        int64
 	msgBytes     int64     // the bytes of the whole chain's messages (jsontext.ArraySize)
 	base         uuid.UUID // uuid.Nil: stored whole
-	size         int64     // stored whole: its content's bytes as stored
+	size         int64     // stored whole: the least its content took when sent (sentBytes)
 	sealed       bool      // it or its chain holds ciphertext (see holdsCiphertext)
 	state, tools keyDigestDelta
 }
@@ -1217,11 +1219,10 @@ func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 	return d, size, nil
 }
 
-// sentBytes is the least JSON text (in stored form) was when sent, as an
-// import measures it: without the store's escape of U+0000 (see
-// jsontext.EscapeNUL), which b must be without already, each number one
-// byte (see jsontext.NumberSlack), the rest as the export spells it,
-// never longer than it was sent.
+// sentBytes is the least JSON text took when sent, as an import measures
+// it: b without the store's escape of U+0000 (see jsontext.EscapeNUL),
+// counted by jsontext.LeastBytes (escapes at their shortest, each number
+// one byte), which no spelling a store kept of it goes under.
 func sentBytes(b []byte) int64 {
 	return jsontext.LeastBytes(b)
 }
