@@ -1124,7 +1124,7 @@ type importedDigests struct {
 	count        int64
 	msgBytes     int64     // the bytes of the whole chain's messages (jsontext.ArraySize)
 	base         uuid.UUID // uuid.Nil: stored whole
-	size         int64     // stored whole: the least its content took when sent (sentBytes)
+	size         int64     // the least its own content took when sent (sentBytes): a whole row's whole
 	sealed       bool      // it or its chain holds ciphertext (see holdsCiphertext)
 	state, tools keyDigestDelta
 }
@@ -1144,18 +1144,13 @@ type keyDigestDelta struct {
 // plaintext only the exporter saw.
 func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 	msgs := jsontext.MessageDigests(c.Messages)
-	plain := jsontext.Content{Messages: jsontext.UnescapeNUL(c.Messages), State: jsontext.UnescapeNUL(c.State),
-		ToolResults: jsontext.UnescapeNUL(c.ToolResults)}
-	elems, err := jsontext.SplitArray(plain.Messages)
-	if err != nil {
-		return ImportDigests{}, 0, fmt.Errorf("%w: messages: %v", ErrInvalidJSON, err)
-	}
 	rec := &importedDigests{count: int64(len(msgs) / jsontext.DigestSize), listDigest: jsontext.ListDigestAt(nil, 0),
-		size:   sentBytes(plain.Messages) + sentBytes(plain.State) + sentBytes(plain.ToolResults),
 		sealed: holdsCiphertext(c.Messages) || holdsCiphertext(c.State) || holdsCiphertext(c.ToolResults)}
-	for _, m := range elems {
-		rec.msgBytes += sentBytes(m)
-	}
+	// Its messages' bytes: the array's, less its brackets and commas (as
+	// an export spells it, with no space: a space more counts more).
+	messages := sentBytes(jsontext.UnescapeNUL(c.Messages))
+	rec.msgBytes = max(messages-jsontext.ArraySize(rec.count, 0), 0)
+	rec.size = messages
 	if c.Storage == StorageDelta {
 		base := im.keptDigests[*c.BaseID]
 		rec.listDigest = base.listDigest
@@ -1168,6 +1163,7 @@ func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 		rec.listDigest = jsontext.ListDigest(chain)
 	}
 	d := ImportDigests{MessagesCount: rec.count, MessagesDigest: rec.listDigest}
+	var err error
 	for _, part := range []struct {
 		name    string
 		obj     json.RawMessage
@@ -1192,6 +1188,11 @@ func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 		for _, m := range ms { // the last of a key given twice, as a store keeps it
 			part.delta.sizes[m.Key] = sentBytes(jsontext.UnescapeNUL(m.Raw)) + 1 + sentBytes(jsontext.UnescapeNUL(m.Val))
 		}
+		var bytes int64
+		for _, b := range part.delta.sizes {
+			bytes += b
+		}
+		rec.size += jsontext.ObjectSize(int64(len(part.delta.sizes)), bytes)
 	}
 	im.keptDigests[c.ID] = rec
 	size := rec.size
