@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx" driver
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
@@ -330,16 +329,7 @@ func TestEncryptedCopyOnAPoolOfOne(t *testing.T) {
 	d := pgtest.NewDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cfg, err := pgxpool.ParseConfig(d.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := poolOf(t, d.URL, 1)
 	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
 	if err != nil {
 		t.Fatal(err)

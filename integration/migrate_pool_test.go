@@ -131,16 +131,7 @@ func TestMigrateCLICheckHelpAndFlags(t *testing.T) {
 func TestMigratePoolOfOneConnection(t *testing.T) {
 	t.Parallel()
 	d := pgtest.EmptyDB(t)
-	cfg, err := pgxpool.ParseConfig(d.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := poolOf(t, d.URL, 1)
 	// Bounded, so that a Migrator that waits for itself fails the test.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -163,16 +163,7 @@ func TestMigrateBehindPgBouncerInTransactionMode(t *testing.T) {
 			via := withExecMode(t, startPgBouncer(t, d.URL), mode)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			cfg, err := pgxpool.ParseConfig(via)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.MaxConns = 4
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pool.Close()
+			pool := poolOf(t, via, 4)
 
 			migrateAtOnce(ctx, t, d, bin, via, pool)
 			migratedOnce(t, d, ref.catalog, ref.upFromEmpty)

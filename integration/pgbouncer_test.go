@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
 )
@@ -141,16 +139,7 @@ func TestEngineBehindPgBouncerInTransactionMode(t *testing.T) {
 	ctx := context.Background()
 	via := startPgBouncer(t, b.db.URL)
 	for _, mode := range []string{"exec", "simple_protocol"} {
-		cfg, err := pgxpool.ParseConfig(via + "&default_query_exec_mode=" + mode)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.MaxConns = 16
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pool.Close()
+		pool := poolOf(t, via+"&default_query_exec_mode="+mode, 16)
 		for _, c := range []struct {
 			name   string
 			cfg    engine.Config

@@ -25,16 +25,7 @@ func TestSessionTenant(t *testing.T) {
 	ts := setupTenants(t)
 	for _, role := range []struct{ name, url string }{{"app", ts.appURL}, {"superuser", ts.db.URL}} {
 		t.Run(role.name, func(t *testing.T) {
-			cfg, err := pgxpool.ParseConfig(role.url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.MaxConns = 1
-			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(pool.Close)
+			pool := poolOf(t, role.url, 1)
 			opts := postgres.Options{SessionTenant: true}
 			eng := func(tenant string) *engine.Engine { return tenantEngine(t, pool, opts, role.name+"-"+tenant) }
 			a, b, c := eng("s-a"), eng("s-b"), eng("s-c")

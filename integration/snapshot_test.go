@@ -53,6 +53,23 @@ type bundle struct {
 	ctx context.Context
 }
 
+// poolOf is a pool of at most maxConns connections to url, closed when
+// the test ends.
+func poolOf(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // setup gives a test its own database and an engine that stores every
 // checkpoint it can as a delta, however small (DeltaMinBytes -1): the
 // tests' snapshots are small, and the code that reads, copies, rewinds and

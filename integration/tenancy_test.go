@@ -570,16 +570,7 @@ func TestTenantsBehindPgBouncer(t *testing.T) {
 	ctx := context.Background()
 	ts := setupTenants(t)
 	via := startPgBouncerPool(t, ts.appURL, 1)
-	cfg, err := pgxpool.ParseConfig(via + "&default_query_exec_mode=exec")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := poolOf(t, via+"&default_query_exec_mode=exec", 8)
 	const n = 30
 	var wg sync.WaitGroup
 	ids := map[string][]uuid.UUID{}
