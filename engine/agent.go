@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"log/slog"
 	"strings"
 	"unicode/utf8"
@@ -76,15 +77,23 @@ func (e *Engine) SnapshotFailures() int64 {
 func (e *Engine) snapshotFailed(ctx context.Context, in SnapshotInput, err error) {
 	n := e.failures.Add(1)
 	e.cfg.Logger.LogAttrs(ctx, slog.LevelError, "pgcheckpoint: snapshot failed; the agent goes on without it",
-		slog.String("thread_id", in.ThreadID),
-		slog.String("namespace", in.Namespace),
-		slog.String("trigger", string(in.Trigger.orDefault())),
+		slog.String("thread_id", termsafe.Text(in.ThreadID)),
+		slog.String("namespace", termsafe.Text(in.Namespace)),
+		slog.String("trigger", termsafe.Text(string(in.Trigger.orDefault()))),
 		slog.Int64("failures", n),
-		slog.Any("error", err))
+		slog.Any("error", loggedError{err}))
 	if e.cfg.OnSnapshotFailure != nil {
 		e.cfg.OnSnapshotFailure(ctx, in, err)
 	}
 }
+
+// loggedError is an error as a log line shows it: its message through
+// termsafe.Text, for an error may quote agent text (a key provider's, a
+// driver's); errors.Is and errors.As see the error itself.
+type loggedError struct{ err error }
+
+func (e loggedError) Error() string { return termsafe.Text(e.err.Error()) }
+func (e loggedError) Unwrap() error { return e.err }
 
 // headEdit describes a checkpoint that extends a thread's head: its messages
 // are appended to the head's, its tool results set over the head's, and

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"hash"
 	"io"
 	"log/slog"
@@ -841,7 +842,7 @@ func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, creat
 			// Engine.PruneKeys and the failure logged: the write goes on.
 			if err := c.shredUnused(ctx, mine, tenant); err != nil {
 				c.log.LogAttrs(ctx, slog.LevelWarn, "pgcheckpoint: the key provider did not destroy a new data key that lost the race to be its thread's first; Engine.PruneKeys will",
-					slog.String("tenant", tenant), slog.String("thread_id", thread), slog.Any("error", err))
+					slog.String("tenant", termsafe.Text(tenant)), slog.String("thread_id", termsafe.Text(thread)), slog.Any("error", loggedError{err}))
 			}
 		}
 	case errors.Is(err, ErrNotFound):

@@ -91,7 +91,11 @@ type Config struct {
 	// Logger receives the failures of SnapshotSafe, WrapTool, Scope and
 	// interval snapshots, and (level warn) a KeyShredder's failure to
 	// destroy a new data key that lost the race to be its thread's first;
-	// nil means slog.Default().
+	// nil means slog.Default(). A record's thread id, namespace, trigger,
+	// tenant and error message are agent text shown escaped: control and
+	// format characters (C0, DEL, C1, bidi overrides) as \uXXXX, bytes that
+	// are not UTF-8 as \xXX; the error attribute is still the error for
+	// errors.Is.
 	Logger *slog.Logger
 
 	// OnSnapshotFailure, when set, is called after each failure that

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -31,6 +32,12 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
 }
 
 func (b *lockedBuffer) String() string {
@@ -169,6 +176,25 @@ func testSnapshotSafe(t *testing.T, e *env) {
 	// Success is not counted.
 	if r := eng.SnapshotSafe(e.ctx, engine.SnapshotInput{ThreadID: "safe"}); r.Err != nil || !r.Created || eng.SnapshotFailures() != 2 || hooked.Load() != 2 {
 		t.Fatalf("good snapshot: %+v, failures %d", r, eng.SnapshotFailures())
+	}
+	// Agent text reaches the log line escaped: the JSON handler escapes C0
+	// but passes C1, DEL and bidi overrides, which a terminal showing the
+	// log acts on.
+	logs.Reset()
+	hostile := "t\x1b]0;owned\a\u0085\u202e\x7f"
+	r = eng.SnapshotSafe(e.ctx, engine.SnapshotInput{ThreadID: hostile, Namespace: hostile, Trigger: engine.Trigger(hostile)})
+	if r.Err == nil {
+		t.Fatal("a snapshot with an unknown trigger succeeded")
+	}
+	if c := termsafe.First(logs.String()); c >= 0 {
+		t.Fatalf("the log line holds %U: %q", c, logs.String())
+	}
+	rec = nil
+	if err := json.Unmarshal([]byte(strings.TrimSpace(logs.String())), &rec); err != nil {
+		t.Fatalf("log line %q: %v", logs.String(), err)
+	}
+	if want := termsafe.Text(hostile); rec["thread_id"] != want || rec["namespace"] != want || rec["trigger"] != want {
+		t.Fatalf("log record %v, want each name as %q", rec, want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"io"
 	"os"
 	"strings"
@@ -108,9 +109,9 @@ func runThreads(ctx context.Context, c *cli, _ []string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "THREAD\tSTEP\tHEAD\tUPDATED\tSUMMARY")
 	for _, t := range all {
-		name := safeLine(t.ThreadID)
+		name := termsafe.Line(t.ThreadID)
 		if t.Namespace != "" {
-			name += " [" + safeLine(t.Namespace) + "]"
+			name += " [" + termsafe.Line(t.Namespace) + "]"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", name, t.HeadStep, t.HeadID, t.HeadCreatedAt.Local().Format(timeLayout), oneLine(t.HeadSummary, 60))
 	}
@@ -173,7 +174,7 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 		if cp.ID == head.ID {
 			summary = "(head) " + summary
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", cp.Step, cp.ID, safeLine(string(cp.Trigger)), cp.CreatedAt.Local().Format(timeLayout), summary)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", cp.Step, cp.ID, termsafe.Line(string(cp.Trigger)), cp.CreatedAt.Local().Format(timeLayout), summary)
 	}
 	return tw.Flush()
 }
@@ -280,13 +281,13 @@ func runDiff(ctx context.Context, c *cli, args []string) error {
 		}
 		fmt.Fprintf(w, "%s:\n", part.name)
 		for _, k := range part.kd.Added {
-			fmt.Fprintf(w, "  + %s\n", safeLine(k))
+			fmt.Fprintf(w, "  + %s\n", termsafe.Line(k))
 		}
 		for _, k := range part.kd.Removed {
-			fmt.Fprintf(w, "  - %s\n", safeLine(k))
+			fmt.Fprintf(w, "  - %s\n", termsafe.Line(k))
 		}
 		for _, k := range part.kd.Changed {
-			fmt.Fprintf(w, "  ~ %s\n", safeLine(k))
+			fmt.Fprintf(w, "  ~ %s\n", termsafe.Line(k))
 		}
 	}
 	return nil
@@ -327,7 +328,7 @@ func runRewind(ctx context.Context, c *cli, args []string) error {
 		}{r.ThreadID, r.Namespace, r.Checkpoint.ID, r.Checkpoint.Step, r.StepsBack, r.Checkpoints})
 	}
 	fmt.Fprintf(c.stdout, "thread %s rewound %d step(s) to step %d (%s)\nnothing was deleted: the next checkpoint builds on this one; %d checkpoint(s) stay readable\n",
-		safeLine(r.ThreadID), r.StepsBack, r.Checkpoint.Step, r.Checkpoint.ID, r.Checkpoints)
+		termsafe.Line(r.ThreadID), r.StepsBack, r.Checkpoint.Step, r.Checkpoint.ID, r.Checkpoints)
 	return nil
 }
 
@@ -351,7 +352,7 @@ func runBranch(ctx context.Context, c *cli, args []string) error {
 			From         uuid.UUID `json:"from"`
 		}{r.ThreadID, r.CheckpointID, r.Step, id})
 	}
-	fmt.Fprintf(c.stdout, "branch %s created from %s\nits first checkpoint is %s (step %d)\n", safeLine(r.ThreadID), id, r.CheckpointID, r.Step)
+	fmt.Fprintf(c.stdout, "branch %s created from %s\nits first checkpoint is %s (step %d)\n", termsafe.Line(r.ThreadID), id, r.CheckpointID, r.Step)
 	return nil
 }
 
@@ -368,13 +369,13 @@ func runExport(ctx context.Context, c *cli, args []string) error {
 	}
 	st, err := c.eng.Export(ctx, args[0], w, engine.ExportOptions{Branches: c.branches})
 	if c.tty.stdout {
-		c.raw.Write(jsonSafe(shown.Bytes()))
+		c.raw.Write(termsafe.JSON(shown.Bytes()))
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stderr, "exported thread %s: %d thread row(s), %d checkpoint(s) (%d delta(s)), %d pending write(s)\n",
-		safeLine(args[0]), st.Threads, st.Checkpoints, st.Deltas, st.PendingWrites)
+		termsafe.Line(args[0]), st.Threads, st.Checkpoints, st.Deltas, st.PendingWrites)
 	return nil
 }
 
@@ -468,7 +469,7 @@ func runDelete(ctx context.Context, c *cli, args []string) error {
 		}
 	}
 	if !c.dryRun {
-		if err := c.confirm(fmt.Sprintf("delete thread %s: %d checkpoint(s), with their pending writes?", safeLine(thread), r.Deleted)); err != nil {
+		if err := c.confirm(fmt.Sprintf("delete thread %s: %d checkpoint(s), with their pending writes?", termsafe.Line(thread), r.Deleted)); err != nil {
 			return err
 		}
 		if r, err = c.eng.DeleteThreads(ctx, thread); err != nil {
@@ -486,10 +487,10 @@ func runDelete(ctx context.Context, c *cli, args []string) error {
 		}{thread, r.Deleted, c.dryRun})
 	}
 	if c.dryRun {
-		fmt.Fprintf(c.stdout, "thread %s would be deleted: %d checkpoint(s), with their pending writes (dry run: nothing was deleted)\n", safeLine(thread), r.Deleted)
+		fmt.Fprintf(c.stdout, "thread %s would be deleted: %d checkpoint(s), with their pending writes (dry run: nothing was deleted)\n", termsafe.Line(thread), r.Deleted)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "thread %s deleted: %d checkpoint(s), with their pending writes\n", safeLine(thread), r.Deleted)
+	fmt.Fprintf(c.stdout, "thread %s deleted: %d checkpoint(s), with their pending writes\n", termsafe.Line(thread), r.Deleted)
 	return nil
 }
 

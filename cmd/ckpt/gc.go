@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"time"
 
 	"github.com/google/uuid"
@@ -79,7 +80,7 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 		fmt.Fprintf(c.stdout, "%d thread(s) could not be cleaned and were left as they were; the server log says why\n", res.Failed)
 	}
 	if !res.Done {
-		fmt.Fprintf(c.stdout, "stopped by --budget; to go on: ckpt gc --policy %s --after %s\n", p, safeLine(res.Next))
+		fmt.Fprintf(c.stdout, "stopped by --budget; to go on: ckpt gc --policy %s --after %s\n", p, termsafe.Line(res.Next))
 	}
 	return nil
 }
@@ -99,7 +100,7 @@ func gcThread(ctx context.Context, c *cli, p engine.Policy) error {
 	}
 	// Asked, with nothing to delete: no question, and nothing to do.
 	if !c.dryRun && (res.Deleted > 0 || !c.asks()) {
-		if err := c.confirm(fmt.Sprintf("gc %s on thread %s: delete %d checkpoint(s)?", p, safeLine(c.thread), res.Deleted)); err != nil {
+		if err := c.confirm(fmt.Sprintf("gc %s on thread %s: delete %d checkpoint(s)?", p, termsafe.Line(c.thread), res.Deleted)); err != nil {
 			return err
 		}
 		if res, err = c.eng.PruneThreads(ctx, p, c.thread); err != nil {
@@ -129,14 +130,14 @@ func gcThread(ctx context.Context, c *cli, p engine.Policy) error {
 		}{p.String(), c.thread, res.Deleted, rows, c.dryRun})
 	}
 	if !c.dryRun {
-		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", p, safeLine(c.thread), res.Deleted)
+		fmt.Fprintf(c.stdout, "gc %s on thread %s: %d checkpoint(s) deleted\n", p, termsafe.Line(c.thread), res.Deleted)
 		return nil
 	}
-	fmt.Fprintf(c.stdout, "gc %s on thread %s would delete %d checkpoint(s) (dry run: nothing was deleted)\n", p, safeLine(c.thread), res.Deleted)
+	fmt.Fprintf(c.stdout, "gc %s on thread %s would delete %d checkpoint(s) (dry run: nothing was deleted)\n", p, termsafe.Line(c.thread), res.Deleted)
 	for _, d := range res.IDs {
 		ns := ""
 		if d.Namespace != "" {
-			ns = "  namespace " + safeLine(d.Namespace)
+			ns = "  namespace " + termsafe.Line(d.Namespace)
 		}
 		fmt.Fprintf(c.stdout, "  step %-4d %s%s\n", d.Step, d.ID, ns)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"strings"
 	"time"
 
@@ -157,7 +158,7 @@ func drawGraph(t *engine.Tree, label func(n engine.TreeNode, parentMissing bool)
 	out := make([]string, len(nodes))
 	for i, n := range nodes {
 		_, hasParent := parent[n.ID]
-		text := safeLine(label(n, !hasParent && n.ParentID != uuid.Nil))
+		text := termsafe.Line(label(n, !hasParent && n.ParentID != uuid.Nil))
 		out[i] = string(rows[i]) + strings.Repeat(" ", width-len(rows[i])) + " " + text
 	}
 	return out
@@ -216,7 +217,7 @@ func dot(t *engine.Tree) string {
 // agent text would end the label and start a statement of its own.
 func mermaidText(s string) string {
 	r := strings.NewReplacer(`"`, "#quot;", "<", "#lt;", ">", "#gt;")
-	return r.Replace(safeLine(s))
+	return r.Replace(termsafe.Line(s))
 }
 
 // mermaid renders a tree as a Mermaid flowchart.

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"io"
 	"os"
 	"os/signal"
@@ -191,10 +192,10 @@ func main() {
 	switch {
 	case err == nil:
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "ckpt: %s\n\n%s", safeText(err.Error()), usage())
+		fmt.Fprintf(os.Stderr, "ckpt: %s\n\n%s", termsafe.Text(err.Error()), usage())
 		os.Exit(2)
 	default:
-		fmt.Fprintf(os.Stderr, "ckpt: %s%s\n", safeText(err.Error()), hint(err))
+		fmt.Fprintf(os.Stderr, "ckpt: %s%s\n", termsafe.Text(err.Error()), hint(err))
 		os.Exit(1)
 	}
 }
@@ -231,7 +232,7 @@ func hint(err error) string {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, tty terminals) error {
-	c := &cli{stdout: safeWriter{stdout}, stderr: safeWriter{stderr}, raw: stdout, rawErr: stderr, tty: tty, stdin: os.Stdin}
+	c := &cli{stdout: termsafe.Writer{W: stdout}, stderr: termsafe.Writer{W: stderr}, raw: stdout, rawErr: stderr, tty: tty, stdin: os.Stdin}
 	global := flag.NewFlagSet("ckpt", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	commonFlags(global, c)
@@ -418,6 +419,6 @@ func (c *cli) printJSON(v any) error {
 	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err := c.raw.Write(jsonSafe(b.Bytes()))
+	_, err := c.raw.Write(termsafe.JSON(b.Bytes()))
 	return err
 }

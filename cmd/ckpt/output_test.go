@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"io"
 	"os"
 	"path/filepath"
@@ -71,7 +72,7 @@ func TestOutputIsEscapedWithTheSameValues(t *testing.T) {
 		{"threads"}, {"log", "t"}, {"log", "t", "--graph"}, {"show", id}, {"diff", id, id}, {"tree", "t"},
 	} {
 		out, _ := runCkpt(t, terminals{}, append([]string{"--database", url, "--json"}, args...)...)
-		if r := firstUnsafe(out); r >= 0 {
+		if r := termsafe.First(out); r >= 0 {
 			t.Errorf("ckpt --json %q writes %U:\n%q", args, r, out)
 		}
 		if !json.Valid([]byte(out)) {
@@ -118,7 +119,7 @@ func TestOutputIsEscapedWithTheSameValues(t *testing.T) {
 		t.Errorf("threads draws %d lines, want a header and 2 rows:\n%s", len(lines), out)
 	}
 	out, _ = runCkpt(t, terminals{}, "--database", url, "diff", id, id)
-	if r := firstUnsafe(out); r >= 0 {
+	if r := termsafe.First(out); r >= 0 {
 		t.Errorf("diff writes %U:\n%q", r, out)
 	}
 }
@@ -134,7 +135,7 @@ func TestExportToATerminalIsEscaped(t *testing.T) {
 		t.Errorf("an export to a pipe is not exact:\n%q", exact)
 	}
 	shown, _ := runCkpt(t, terminals{stdout: true, stderr: true}, "--database", url, "export", "t")
-	if r := firstUnsafe(shown); r >= 0 {
+	if r := termsafe.First(shown); r >= 0 {
 		t.Fatalf("an export to a terminal writes %U:\n%q", r, shown)
 	}
 	if shown == exact {
@@ -202,11 +203,11 @@ func TestForgedTriggerStaysOnItsLine(t *testing.T) {
 	}
 	conn.Close()
 	out, _ := runCkpt(t, terminals{}, "--database", url, "log", "t")
-	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 || firstUnsafe(out) >= 0 || strings.Contains(out, "\t") {
+	if lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n"); len(lines) != 2 || termsafe.First(out) >= 0 || strings.Contains(out, "\t") {
 		t.Errorf("log draws %d lines, want a header and a row, escaped:\n%q", len(lines), out)
 	}
 	out, _ = runCkpt(t, terminals{}, "--database", url, "tree", "t", "--format", "mermaid")
-	if strings.Contains(out, "\n  click") || strings.Contains(out, "\n  fake") || firstUnsafe(out) >= 0 {
+	if strings.Contains(out, "\n  click") || strings.Contains(out, "\n  fake") || termsafe.First(out) >= 0 {
 		t.Errorf("the Mermaid flowchart holds the forged trigger's lines:\n%s", out)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"html/template"
 	"io/fs"
 	"net"
@@ -284,7 +285,7 @@ func (s *webServer) render(w http.ResponseWriter, status int, name, title string
 	if err := s.pages[name].ExecuteTemplate(&b, "layout", pageData{Title: title, AllowWrites: s.allowWrites, CSRF: s.csrf, Data: data}); err != nil {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintf(w, "500: rendering the page failed: %s\n", safeText(err.Error()))
+		fmt.Fprintf(w, "500: rendering the page failed: %s\n", termsafe.Text(err.Error()))
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -308,7 +309,7 @@ func (s *webServer) renderError(w http.ResponseWriter, err error) {
 	s.render(w, status, "error", http.StatusText(status), struct {
 		Status int
 		Msg    string
-	}{status, safeText(err.Error())})
+	}{status, termsafe.Text(err.Error())})
 }
 
 // parsePages parses each page's template with the layout.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"strings"
 )
 
@@ -60,16 +61,16 @@ func prettyJSON(raw json.RawMessage) string {
 		}
 		s = fmt.Sprintf("%s\n… %d more bytes (ckpt show has them all)", s[:cut], len(s)-cut)
 	}
-	return safeText(s)
+	return termsafe.Text(s)
 }
 
 // compactLine is raw on one line of at most n characters, for a preview.
 func compactLine(raw json.RawMessage, n int) string {
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
-		return safeLine(oneLine(string(raw), n))
+		return termsafe.Line(oneLine(string(raw), n))
 	}
-	return safeLine(oneLine(b.String(), n))
+	return termsafe.Line(oneLine(b.String(), n))
 }
 
 // jsonString returns the string raw holds, and false when it holds none.
@@ -94,7 +95,7 @@ func jsonFields(raw json.RawMessage) []jsonField {
 	}
 	out := make([]jsonField, len(ms))
 	for i, m := range ms {
-		out[i] = jsonField{Key: safeLine(m.Key), Preview: compactLine(m.Value, 100), Value: prettyJSON(m.Value)}
+		out[i] = jsonField{Key: termsafe.Line(m.Key), Preview: compactLine(m.Value, 100), Value: prettyJSON(m.Value)}
 	}
 	return out
 }
@@ -163,7 +164,7 @@ func webMessageOf(raw json.RawMessage) webMessage {
 		switch f.Key {
 		case "role":
 			if s, ok := jsonString(f.Value); ok {
-				m.Role = safeLine(oneLine(s, 40))
+				m.Role = termsafe.Line(oneLine(s, 40))
 				switch s {
 				case "user", "assistant", "system", "tool", "function", "developer":
 					m.RoleClass = s
@@ -172,7 +173,7 @@ func webMessageOf(raw json.RawMessage) webMessage {
 			}
 		case "content":
 			if s, ok := jsonString(f.Value); ok {
-				m.Text = safeText(s)
+				m.Text = termsafe.Text(s)
 				continue
 			}
 			var parts []json.RawMessage
@@ -191,7 +192,7 @@ func webMessageOf(raw json.RawMessage) webMessage {
 				continue
 			}
 		}
-		m.Extra = append(m.Extra, jsonField{Key: safeLine(f.Key), Preview: compactLine(f.Value, 100), Value: prettyJSON(f.Value)})
+		m.Extra = append(m.Extra, jsonField{Key: termsafe.Line(f.Key), Preview: compactLine(f.Value, 100), Value: prettyJSON(f.Value)})
 	}
 	if call != nil {
 		m.Calls = append(m.Calls, *call)
@@ -204,7 +205,7 @@ func webPartOf(raw json.RawMessage, calls *[]webCall) webPart {
 	ms, ok := objectMembers(raw)
 	if !ok {
 		if s, ok := jsonString(raw); ok {
-			return webPart{Kind: "text", Text: safeText(s)}
+			return webPart{Kind: "text", Text: termsafe.Text(s)}
 		}
 		return webPart{Kind: "value", JSON: prettyJSON(raw)}
 	}
@@ -214,7 +215,7 @@ func webPartOf(raw json.RawMessage, calls *[]webCall) webPart {
 		switch f.Key {
 		case "type":
 			if s, ok := jsonString(f.Value); ok {
-				p.Kind = safeLine(oneLine(s, 40))
+				p.Kind = termsafe.Line(oneLine(s, 40))
 			}
 		case "text":
 			if s, ok := jsonString(f.Value); ok {
@@ -226,7 +227,7 @@ func webPartOf(raw json.RawMessage, calls *[]webCall) webPart {
 		*calls = append(*calls, webCallOf(raw))
 	}
 	if text != nil && (p.Kind == "text" || p.Kind == "part") {
-		p.Text = safeText(*text)
+		p.Text = termsafe.Text(*text)
 	} else {
 		p.JSON = prettyJSON(raw)
 	}
@@ -260,14 +261,14 @@ func (c *webCall) readMember(f member) {
 	switch f.Key {
 	case "name":
 		if s, ok := jsonString(f.Value); ok {
-			c.Name = safeLine(oneLine(s, 80))
+			c.Name = termsafe.Line(oneLine(s, 80))
 		}
 	case "arguments", "input", "args":
 		// OpenAI sends arguments as a string of JSON.
 		if s, ok := jsonString(f.Value); ok && json.Valid([]byte(s)) {
 			c.Args = prettyJSON(json.RawMessage(s))
 		} else if ok {
-			c.Args = safeText(s)
+			c.Args = termsafe.Text(s)
 		} else {
 			c.Args = prettyJSON(f.Value)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -19,7 +20,7 @@ import (
 
 // The pages of ckpt web. Each handler reads its query, asks the Engine, and
 // returns its template's name, the page title and a view of the data in
-// which agent text is already made safe to show (safeText, safeLine);
+// which agent text is already made safe to show (safeText, termsafe.Line);
 // html/template escapes it for HTML when the page is written. Ids and
 // thread ids that go into links stay as they are: the templates put them
 // in URL query values, which html/template percent-encodes.
@@ -38,9 +39,9 @@ const webLineageShown = 60
 var webFuncs = template.FuncMap{
 	"num": groupDigits,
 	// shown is agent text as a page shows it: one line, control and
-	// direction characters escaped (safeLine); a value kept raw for a
+	// direction characters escaped (termsafe.Line); a value kept raw for a
 	// link or a form is shown through it.
-	"shown": safeLine,
+	"shown": termsafe.Line,
 	// short is the end of a checkpoint id: the random part of a UUIDv7,
 	// where ids written close together differ (they begin with the time).
 	"short": func(id string) string {
@@ -155,7 +156,7 @@ func (s *webServer) threadsPage(r *http.Request) (string, string, any, error) {
 			}
 			page, err := s.eng.ListCheckpoints(ctx, t.ThreadID, opts)
 			if err != nil {
-				v.Err = safeText(err.Error())
+				v.Err = termsafe.Text(err.Error())
 				match = nil
 				break
 			}
@@ -174,9 +175,9 @@ func (s *webServer) threadsPage(r *http.Request) (string, string, any, error) {
 	for i := lo; i < min(hi, len(kept)); i++ {
 		t := kept[i]
 		v.Rows = append(v.Rows, threadRow{
-			ThreadID: t.ThreadID, Shown: safeLine(t.ThreadID), Namespace: safeLine(t.Namespace),
+			ThreadID: t.ThreadID, Shown: termsafe.Line(t.ThreadID), Namespace: termsafe.Line(t.Namespace),
 			HeadID: optionalID(t.HeadID), HeadStep: t.HeadStep, Updated: webTime(t.HeadCreatedAt), Created: webTime(t.CreatedAt),
-			Summary: safeLine(oneLine(t.HeadSummary, 100)), Metadata: compactLine(t.Metadata, 80),
+			Summary: termsafe.Line(oneLine(t.HeadSummary, 100)), Metadata: compactLine(t.Metadata, 80),
 		})
 	}
 	v.First, v.Last = lo+1, lo+len(v.Rows)
@@ -288,7 +289,7 @@ func (s *webServer) threadPage(r *http.Request) (string, string, any, error) {
 		return "", "", nil, err
 	}
 	layout := layoutTree(tree)
-	v := threadView{ThreadID: thread, Shown: safeLine(thread), TreeCount: len(tree.Nodes),
+	v := threadView{ThreadID: thread, Shown: termsafe.Line(thread), TreeCount: len(tree.Nodes),
 		Meta: q.Get("meta"), Tags: q.Get("tags"), NS: q.Get("ns"), Policy: "keep_last_n:10"}
 	var at uuid.UUID
 	page := atoiOr(q.Get("page"), 1)
@@ -310,7 +311,7 @@ func (s *webServer) threadPage(r *http.Request) (string, string, any, error) {
 			v.Namespaces = append(v.Namespaces, n.Namespace)
 		}
 		if n.IsHead {
-			v.Heads = append(v.Heads, headRow{Namespace: safeLine(n.Namespace), ID: n.ID.String(), Step: n.Step})
+			v.Heads = append(v.Heads, headRow{Namespace: termsafe.Line(n.Namespace), ID: n.ID.String(), Step: n.Step})
 		}
 		if _, in := layout.row(n.ParentID); n.ParentID != uuid.Nil && !in && n.Seq == 1 {
 			v.ForkedFrom = n.ParentID.String()
@@ -331,13 +332,13 @@ func (s *webServer) threadPage(r *http.Request) (string, string, any, error) {
 		return "", "", nil, err
 	}
 	for _, b := range branches {
-		v.Branches = append(v.Branches, branchRow{ThreadID: b.ThreadID, Shown: safeLine(b.ThreadID), Name: safeLine(b.Name),
+		v.Branches = append(v.Branches, branchRow{ThreadID: b.ThreadID, Shown: termsafe.Line(b.ThreadID), Name: termsafe.Line(b.Name),
 			FromID: b.FromID.String(), Namespace: b.Namespace, Created: webTime(b.CreatedAt)})
 	}
 	at2, keep, err := s.eng.ThreadExpiry(ctx, thread)
 	switch {
 	case err != nil:
-		v.Expiry = "unknown: " + safeText(err.Error())
+		v.Expiry = "unknown: " + termsafe.Text(err.Error())
 	case at2.IsZero():
 		v.Expiry = "never"
 	case keep.Name() == engine.KeepLatest().Name():
@@ -357,7 +358,7 @@ func (s *webServer) threadPage(r *http.Request) (string, string, any, error) {
 		}
 		found, err := s.eng.ListCheckpoints(ctx, thread, opts)
 		if err != nil {
-			v.SearchErr = safeText(err.Error())
+			v.SearchErr = termsafe.Text(err.Error())
 		}
 		for _, c := range found {
 			v.Results = append(v.Results, infoRow(c, heads[c.ID]))
@@ -433,9 +434,9 @@ func (s *webServer) eachCheckpoint(ctx context.Context, thread string, opts engi
 }
 
 func infoRow(c engine.CheckpointInfo, head bool) checkpointRow {
-	return checkpointRow{ID: c.ID.String(), ThreadID: c.ThreadID, Namespace: safeLine(c.Namespace), Step: c.Step,
-		Trigger: safeLine(string(c.Trigger)), Created: webTime(c.CreatedAt), Summary: safeLine(oneLine(c.Summary, 100)),
-		Tags: safeLine(strings.Join(c.Tags, ", ")), Head: head}
+	return checkpointRow{ID: c.ID.String(), ThreadID: c.ThreadID, Namespace: termsafe.Line(c.Namespace), Step: c.Step,
+		Trigger: termsafe.Line(string(c.Trigger)), Created: webTime(c.CreatedAt), Summary: termsafe.Line(oneLine(c.Summary, 100)),
+		Tags: termsafe.Line(strings.Join(c.Tags, ", ")), Head: head}
 }
 
 // pendingRow is a pending write.
@@ -480,18 +481,18 @@ func (s *webServer) checkpointPage(r *http.Request) (string, string, any, error)
 	if err != nil {
 		return "", "", nil, err
 	}
-	v := checkpointView{ID: cp.ID.String(), ThreadID: cp.ThreadID, ThreadShown: safeLine(cp.ThreadID), Namespace: safeLine(cp.Namespace),
-		Seq: cp.Seq, Step: cp.Step, Trigger: safeLine(string(cp.Trigger)), Created: webTime(cp.CreatedAt), NextNode: safeLine(cp.NextNode),
-		Format: cp.Format, Size: humanBytes(cp.SizeBytes), Summary: safeText(cp.Summary),
+	v := checkpointView{ID: cp.ID.String(), ThreadID: cp.ThreadID, ThreadShown: termsafe.Line(cp.ThreadID), Namespace: termsafe.Line(cp.Namespace),
+		Seq: cp.Seq, Step: cp.Step, Trigger: termsafe.Line(string(cp.Trigger)), Created: webTime(cp.CreatedAt), NextNode: termsafe.Line(cp.NextNode),
+		Format: cp.Format, Size: humanBytes(cp.SizeBytes), Summary: termsafe.Text(cp.Summary),
 		ParentID: optionalID(cp.ParentID), MergeParentID: optionalID(cp.MergeParentID),
 		IsHead: head.ID == cp.ID, HeadID: head.ID.String(),
 		Messages: webMessages(cp.Messages), State: jsonFields(cp.State), ToolResults: jsonFields(cp.ToolResults),
 		Metadata: prettyJSON(cp.Metadata)}
 	for _, t := range cp.Tags {
-		v.Tags = append(v.Tags, safeLine(t))
+		v.Tags = append(v.Tags, termsafe.Line(t))
 	}
 	for _, w := range cp.PendingWrites {
-		v.Pending = append(v.Pending, pendingRow{TaskID: safeLine(w.TaskID), Channel: safeLine(w.Channel), Value: prettyJSON(w.Value), Index: w.Index})
+		v.Pending = append(v.Pending, pendingRow{TaskID: termsafe.Line(w.TaskID), Channel: termsafe.Line(w.Channel), Value: prettyJSON(w.Value), Index: w.Index})
 	}
 	line, err := s.eng.Lineage(ctx, id)
 	if err != nil {
@@ -508,7 +509,7 @@ func (s *webServer) checkpointPage(r *http.Request) (string, string, any, error)
 		v.LineageRoot = &root
 		v.LineageHidden = len(line) - webLineageShown - 1
 	}
-	return "checkpoint", fmt.Sprintf("Step %d of %s", cp.Step, safeLine(cp.ThreadID)), v, nil
+	return "checkpoint", fmt.Sprintf("Step %d of %s", cp.Step, termsafe.Line(cp.ThreadID)), v, nil
 }
 
 // cpHeader names a checkpoint at the top of a diff.
@@ -577,8 +578,8 @@ func (s *webServer) diffPage(r *http.Request) (string, string, any, error) {
 		return "", "", nil, err
 	}
 	hdr := func(c *engine.Checkpoint) cpHeader {
-		return cpHeader{ID: c.ID.String(), ThreadID: c.ThreadID, ThreadShown: safeLine(c.ThreadID), Created: webTime(c.CreatedAt),
-			Summary: safeLine(oneLine(c.Summary, 100)), Step: c.Step, Head: c.ID == head.ID}
+		return cpHeader{ID: c.ID.String(), ThreadID: c.ThreadID, ThreadShown: termsafe.Line(c.ThreadID), Created: webTime(c.CreatedAt),
+			Summary: termsafe.Line(oneLine(c.Summary, 100)), Step: c.Step, Head: c.ID == head.ID}
 	}
 	v.From, v.To = hdr(from), hdr(to)
 	v.SwapHref = "/diff?" + url.Values{"a": {b.String()}, "b": {a.String()}}.Encode()
@@ -608,13 +609,13 @@ func changesOf(kd engine.KeyDiff, a, b json.RawMessage) keyChanges {
 	av, bv := values(a), values(b)
 	var k keyChanges
 	for _, key := range kd.Added {
-		k.Added = append(k.Added, jsonField{Key: safeLine(key), Preview: compactLine(bv[key], 100), Value: prettyJSON(bv[key])})
+		k.Added = append(k.Added, jsonField{Key: termsafe.Line(key), Preview: compactLine(bv[key], 100), Value: prettyJSON(bv[key])})
 	}
 	for _, key := range kd.Removed {
-		k.Removed = append(k.Removed, jsonField{Key: safeLine(key), Preview: compactLine(av[key], 100), Value: prettyJSON(av[key])})
+		k.Removed = append(k.Removed, jsonField{Key: termsafe.Line(key), Preview: compactLine(av[key], 100), Value: prettyJSON(av[key])})
 	}
 	for _, key := range kd.Changed {
-		k.Changed = append(k.Changed, keyChange{Key: safeLine(key), Old: prettyJSON(av[key]), New: prettyJSON(bv[key])})
+		k.Changed = append(k.Changed, keyChange{Key: termsafe.Line(key), Old: prettyJSON(av[key]), New: prettyJSON(bv[key])})
 	}
 	return k
 }
@@ -650,7 +651,7 @@ func (s *webServer) retention(ctx context.Context, thread, policy string) (reten
 	if thread == "" {
 		return retentionView{}, badRequest("no thread: /retention?thread=THREAD&policy=keep_last_n:10")
 	}
-	v := retentionView{ThreadID: thread, Shown: safeLine(thread), Policy: policy}
+	v := retentionView{ThreadID: thread, Shown: termsafe.Line(thread), Policy: policy}
 	tree, err := s.eng.Tree(ctx, thread)
 	if err != nil {
 		return v, err
@@ -665,13 +666,13 @@ func (s *webServer) retention(ctx context.Context, thread, policy string) (reten
 	}
 	p, err := engine.ParsePolicy(policy)
 	if err != nil {
-		v.Err = safeText(err.Error()) + "; " + policyHelp
+		v.Err = termsafe.Text(err.Error()) + "; " + policyHelp
 		return v, nil
 	}
 	v.Policy = p.String()
 	res, err := s.eng.PreviewPrune(ctx, p, thread)
 	if err != nil {
-		v.Err = "the preview failed: " + safeText(err.Error())
+		v.Err = "the preview failed: " + termsafe.Text(err.Error())
 		return v, nil
 	}
 	v.Ran, v.Deleted, v.Listed = true, res.Deleted, res.IDs != nil
@@ -680,7 +681,7 @@ func (s *webServer) retention(ctx context.Context, thread, policy string) (reten
 			v.More = len(res.IDs) - i
 			break
 		}
-		v.Rows = append(v.Rows, deletedRow{ID: d.ID.String(), Namespace: safeLine(d.Namespace), Step: d.Step})
+		v.Rows = append(v.Rows, deletedRow{ID: d.ID.String(), Namespace: termsafe.Line(d.Namespace), Step: d.Step})
 	}
 	return v, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"html"
 	"io"
 	"math/rand/v2"
@@ -583,7 +584,7 @@ func TestWebCommand(t *testing.T) {
 }
 
 // Agent text shown on a page is escaped for reading as the terminal's is
-// (safeLine): no control or direction character in any text a page
+// (termsafe.Line): no control or direction character in any text a page
 // shows, here a namespace in the thread's search form and a source
 // thread's id in a branch checkpoint's lineage. (Raw values stay where a
 // page keeps them for a link or a form, which shows nothing.)
@@ -606,7 +607,7 @@ func TestWebShowsNoControlCharacters(t *testing.T) {
 		// The text between one tag's end and the next tag: what a page shows.
 		for _, part := range strings.Split(w.Body.String(), "<") {
 			_, text, _ := strings.Cut(part, ">")
-			if r := firstUnsafe(html.UnescapeString(text)); r >= 0 && r != '\n' {
+			if r := termsafe.First(html.UnescapeString(text)); r >= 0 && r != '\n' {
 				t.Errorf("GET %s shows %U in %q", path, r, text)
 			}
 		}

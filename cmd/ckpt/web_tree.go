@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"strings"
 
 	"github.com/google/uuid"
@@ -189,7 +190,7 @@ func (l *treeLayout) page(thread string, pageNo, size int, current uuid.UUID) tr
 			class += " current"
 		}
 		sr := svgRow{ID: n.ID.String(), ThreadID: n.ThreadID, Step: n.Step, X: x(row.Col), Y: y(r), TextX: textX, Class: class,
-			Label: nodeWebLabel(*n, thread), Summary: safeLine(oneLine(n.Summary, 90)), Branch: n.ThreadID != thread, Row: r + 1,
+			Label: nodeWebLabel(*n, thread), Summary: termsafe.Line(oneLine(n.Summary, 90)), Branch: n.ThreadID != thread, Row: r + 1,
 			Current: n.ID == current}
 		if n.IsHead {
 			sr.HeadOf = n.ThreadID
@@ -254,5 +255,5 @@ func nodeWebLabel(n engine.TreeNode, thread string) string {
 	if n.IsHead {
 		b.WriteString(" · head")
 	}
-	return safeLine(b.String())
+	return termsafe.Line(b.String())
 }

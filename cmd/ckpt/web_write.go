@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/subtle"
 	"fmt"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"net/http"
 	"net/url"
 
@@ -36,7 +37,7 @@ var webActions = map[string]webAction{
 				return "", err
 			}
 			return fmt.Sprintf("Make step %d (%s) the head of thread %s. Nothing is deleted: the next checkpoint builds on this one, and the checkpoints after it stay readable (a later rewind can return to them).",
-				cp.Step, cp.ID, safeLine(cp.ThreadID)), nil
+				cp.Step, cp.ID, termsafe.Line(cp.ThreadID)), nil
 		},
 		do: func(s *webServer, r *http.Request, q url.Values) (string, string, error) {
 			id, err := uuid.Parse(q.Get("id"))
@@ -47,7 +48,7 @@ var webActions = map[string]webAction{
 			if err != nil {
 				return "", "", err
 			}
-			return fmt.Sprintf("Thread %s rewound %d step(s) to step %d. Nothing was deleted.", safeLine(res.ThreadID), res.StepsBack, res.Checkpoint.Step),
+			return fmt.Sprintf("Thread %s rewound %d step(s) to step %d. Nothing was deleted.", termsafe.Line(res.ThreadID), res.StepsBack, res.Checkpoint.Step),
 				threadHref(res.ThreadID, id), nil
 		},
 	},
@@ -59,7 +60,7 @@ var webActions = map[string]webAction{
 				return "", err
 			}
 			return fmt.Sprintf("Fork a new thread from step %d (%s) of thread %s. Its first checkpoint has this one's content; the thread %s is not changed.",
-				cp.Step, cp.ID, safeLine(cp.ThreadID), safeLine(cp.ThreadID)), nil
+				cp.Step, cp.ID, termsafe.Line(cp.ThreadID), termsafe.Line(cp.ThreadID)), nil
 		},
 		do: func(s *webServer, r *http.Request, q url.Values) (string, string, error) {
 			id, err := uuid.Parse(q.Get("id"))
@@ -70,7 +71,7 @@ var webActions = map[string]webAction{
 			if err != nil {
 				return "", "", err
 			}
-			return fmt.Sprintf("Branch %s created; its first checkpoint is step %d.", safeLine(res.ThreadID), res.Step),
+			return fmt.Sprintf("Branch %s created; its first checkpoint is step %d.", termsafe.Line(res.ThreadID), res.Step),
 				threadHref(res.ThreadID, res.CheckpointID), nil
 		},
 	},
@@ -78,14 +79,14 @@ var webActions = map[string]webAction{
 		title: "Merge", fields: []string{"branch", "into", "ns"},
 		explain: func(s *webServer, r *http.Request, q url.Values) (string, error) {
 			return fmt.Sprintf("Write a checkpoint on thread %s (namespace %q) with the content of the head of branch %s, with both heads as parents. The branch is not changed.",
-				safeLine(q.Get("into")), safeLine(q.Get("ns")), safeLine(q.Get("branch"))), nil
+				termsafe.Line(q.Get("into")), termsafe.Line(q.Get("ns")), termsafe.Line(q.Get("branch"))), nil
 		},
 		do: func(s *webServer, r *http.Request, q url.Values) (string, string, error) {
 			res, err := s.eng.MergeBranchIn(r.Context(), q.Get("branch"), q.Get("into"), q.Get("ns"))
 			if err != nil {
 				return "", "", err
 			}
-			return fmt.Sprintf("Merged: step %d of thread %s.", res.Step, safeLine(res.ThreadID)), threadHref(res.ThreadID, res.CheckpointID), nil
+			return fmt.Sprintf("Merged: step %d of thread %s.", res.Step, termsafe.Line(res.ThreadID)), threadHref(res.ThreadID, res.CheckpointID), nil
 		},
 	},
 	"delete": {
@@ -103,7 +104,7 @@ var webActions = map[string]webAction{
 			if err != nil {
 				return "", "", err
 			}
-			return fmt.Sprintf("Thread %s deleted: %d checkpoint(s).", safeLine(q.Get("thread")), res.Deleted), "/", nil
+			return fmt.Sprintf("Thread %s deleted: %d checkpoint(s).", termsafe.Line(q.Get("thread")), res.Deleted), "/", nil
 		},
 	},
 	"prune": {
@@ -122,13 +123,13 @@ var webActions = map[string]webAction{
 		do: func(s *webServer, r *http.Request, q url.Values) (string, string, error) {
 			p, err := engine.ParsePolicy(q.Get("policy"))
 			if err != nil {
-				return "", "", badRequest("%s", safeText(err.Error()))
+				return "", "", badRequest("%s", termsafe.Text(err.Error()))
 			}
 			res, err := s.eng.PruneThreads(r.Context(), p, q.Get("thread"))
 			if err != nil {
 				return "", "", err
 			}
-			return fmt.Sprintf("%s applied to thread %s: %d checkpoint(s) deleted.", p.String(), safeLine(q.Get("thread")), res.Deleted),
+			return fmt.Sprintf("%s applied to thread %s: %d checkpoint(s) deleted.", p.String(), termsafe.Line(q.Get("thread")), res.Deleted),
 				threadHref(q.Get("thread"), uuid.Nil), nil
 		},
 	},

@@ -1,4 +1,14 @@
-package main
+// Package termsafe keeps untrusted text from driving a terminal. Text
+// from agents, LLMs and tools is untrusted: a summary, a thread id or a
+// state key may hold bytes that drive a terminal (ESC sequences retitle or
+// clear it, a carriage return overwrites a line, bidi overrides reorder
+// what is shown). What ckpt writes for people goes through Writer, which
+// shows such characters as visible escapes; a table cell or a one-line
+// message goes through Line too, so that a tab or a newline in agent text
+// cannot draw a row of its own. JSON for people (ckpt --json, show) goes
+// through JSON: the same values, every such character a JSON escape. The
+// engine's log lines name a thread or namespace through Text.
+package termsafe
 
 import (
 	"fmt"
@@ -9,22 +19,11 @@ import (
 	"unicode/utf8"
 )
 
-// Text from agents, LLMs and tools is untrusted: a summary, a thread id or
-// a state key may hold bytes that drive a terminal (ESC sequences retitle
-// or clear it, a carriage return overwrites a line, bidi overrides reorder
-// what is shown). Everything ckpt writes for people goes through
-// safeWriter, which shows such characters as visible escapes; a table cell
-// or a one-line message goes through safeLine too, so that a tab or a
-// newline in agent text cannot draw a row of its own. JSON (--json, show)
-// is written by jsonSafe: the same values, every such character a JSON
-// escape. An export is written exactly, but to a terminal as jsonSafe
-// writes it.
-
-// unsafeRune reports whether r must not reach a terminal as it is: control
+// Unsafe reports whether r must not reach a terminal as it is: control
 // characters (C0 but tab and newline, DEL, C1), format characters (bidi
 // overrides and isolates, zero-width characters), line and paragraph
 // separators, and invalid UTF-8.
-func unsafeRune(r rune) bool {
+func Unsafe(r rune) bool {
 	switch {
 	case r == '\t' || r == '\n':
 		return false
@@ -36,15 +35,26 @@ func unsafeRune(r rune) bool {
 	return unicode.Is(unicode.Cf, r)
 }
 
-// safeText returns s with every unsafe character (see unsafeRune) written
+// First returns the first character of s that Unsafe reports (U+FFFD
+// for a byte that is not UTF-8), or -1 when there is none.
+func First(s string) rune {
+	for _, r := range s {
+		if Unsafe(r) {
+			return r
+		}
+	}
+	return -1
+}
+
+// Text returns s with every unsafe character (see Unsafe) written
 // as \uXXXX (\UXXXXXXXX above U+FFFF) and every invalid UTF-8 byte as \xXX.
 // Within JSON strings the \u form is itself valid JSON for the same
 // character.
-func safeText(s string) string {
+func Text(s string) string {
 	i := 0
 	for i < len(s) {
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if unsafeRune(r) {
+		if Unsafe(r) {
 			break
 		}
 		i += size
@@ -60,7 +70,7 @@ func safeText(s string) string {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case !unsafeRune(r):
+		case !Unsafe(r):
 			b.WriteString(s[i : i+size])
 		case r > 0xffff:
 			fmt.Fprintf(&b, `\U%08x`, r)
@@ -72,36 +82,36 @@ func safeText(s string) string {
 	return b.String()
 }
 
-// safeLine is safeText for text that must stay on one line, such as a
+// Line is Text for text that must stay on one line, such as a
 // label in a graph: a newline or tab is escaped too, so agent text cannot
 // draw rows of its own.
-func safeLine(s string) string {
-	return strings.NewReplacer("\n", `\u000a`, "\t", `\u0009`).Replace(safeText(s))
+func Line(s string) string {
+	return strings.NewReplacer("\n", `\u000a`, "\t", `\u0009`).Replace(Text(s))
 }
 
-// safeWriter escapes what it writes with safeText. Every write must hold
+// Writer escapes what it writes to W with Text. Every write must hold
 // whole characters, as fmt and text/tabwriter write them.
-type safeWriter struct{ w io.Writer }
+type Writer struct{ W io.Writer }
 
-func (s safeWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(s.w, safeText(string(p))); err != nil {
+func (s Writer) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(s.W, Text(string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil
 }
 
-// jsonSafe returns JSON text with every character unsafeRune reports
+// JSON returns JSON text with every character Unsafe reports
 // written as a JSON escape, \uXXXX (a surrogate pair above U+FFFF), and
 // every byte that is not UTF-8 as \ufffd, as a JSON decoder reads it. In
 // JSON text such characters can only be inside strings, where an escape
-// stands for the same character (tab and newline, which unsafeRune lets
+// stands for the same character (tab and newline, which Unsafe lets
 // through, are whitespace between tokens there), so the result holds the
 // same values and nothing a terminal acts on.
-func jsonSafe(text []byte) []byte {
+func JSON(text []byte) []byte {
 	i := 0
 	for i < len(text) {
 		r, size := utf8.DecodeRune(text[i:])
-		if unsafeRune(r) {
+		if Unsafe(r) {
 			break
 		}
 		i += size
@@ -114,7 +124,7 @@ func jsonSafe(text []byte) []byte {
 	for i < len(text) {
 		r, size := utf8.DecodeRune(text[i:])
 		switch {
-		case !unsafeRune(r):
+		case !Unsafe(r):
 			out = append(out, text[i:i+size]...)
 		case r > 0xffff:
 			hi, lo := utf16.EncodeRune(r)

@@ -1,4 +1,4 @@
-package main
+package termsafe
 
 import (
 	"encoding/json"
@@ -23,15 +23,15 @@ func TestSafeText(t *testing.T) {
 		{"tag \U000E0041", `tag \U000e0041`},
 		{"nul\x00", `nul\u0000`},
 	} {
-		if got := safeText(c.in); got != c.want {
-			t.Errorf("safeText(%q) = %q, want %q", c.in, got, c.want)
+		if got := Text(c.in); got != c.want {
+			t.Errorf("Text(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 	// In a JSON string the escapes stand for the same characters.
 	in := "a\x1bb\u202ec\u009bd"
 	enc, _ := json.Marshal(in)
 	var back string
-	if err := json.Unmarshal([]byte(safeText(string(enc))), &back); err != nil || back != in {
+	if err := json.Unmarshal([]byte(Text(string(enc))), &back); err != nil || back != in {
 		t.Errorf("escaped JSON reads back %q, %v; want %q", back, err, in)
 	}
 }
@@ -42,13 +42,13 @@ func TestSafeLine(t *testing.T) {
 		{"cr\rand esc\x1b", `cr\u000dand esc\u001b`},
 		{"plain", "plain"},
 	} {
-		if got := safeLine(c.in); got != c.want {
-			t.Errorf("safeLine(%q) = %q, want %q", c.in, got, c.want)
+		if got := Line(c.in); got != c.want {
+			t.Errorf("Line(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }
 
-// jsonSafe leaves nothing a terminal acts on, and the text decodes to the
+// JSON leaves nothing a terminal acts on, and the text decodes to the
 // same values.
 func TestJSONSafe(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
@@ -59,45 +59,34 @@ func TestJSONSafe(t *testing.T) {
 		{"\"bad \xff\"", `"bad \ufffd"`},
 		{"[\n\t1,\n\t\"\\\\\u009b\"\n]", "[\n\t1,\n\t\"\\\\\\u009b\"\n]"}, // an escaped backslash, then C1
 	} {
-		got := jsonSafe([]byte(c.in))
+		got := JSON([]byte(c.in))
 		if string(got) != c.want {
-			t.Errorf("jsonSafe(%q) = %q, want %q", c.in, got, c.want)
+			t.Errorf("JSON(%q) = %q, want %q", c.in, got, c.want)
 		}
-		if r := firstUnsafe(string(got)); r >= 0 {
-			t.Errorf("jsonSafe(%q) keeps %U", c.in, r)
+		if r := First(string(got)); r >= 0 {
+			t.Errorf("JSON(%q) keeps %U", c.in, r)
 		}
 		var before, after any
 		if err := json.Unmarshal([]byte(c.in), &before); err != nil {
 			t.Fatalf("%q: %v", c.in, err)
 		}
 		if err := json.Unmarshal(got, &after); err != nil || !reflect.DeepEqual(before, after) {
-			t.Errorf("jsonSafe(%q) reads back %v (%v), want %v", c.in, after, err, before)
+			t.Errorf("JSON(%q) reads back %v (%v), want %v", c.in, after, err, before)
 		}
 	}
 	// Every unsafe character below U+30000, in a string, reads back as it was.
 	var all []rune
 	for r := rune(0); r < 0x30000; r++ {
-		if unsafeRune(r) && r != utf8.RuneError && (r < 0xd800 || r > 0xdfff) {
+		if Unsafe(r) && r != utf8.RuneError && (r < 0xd800 || r > 0xdfff) {
 			all = append(all, r)
 		}
 	}
 	enc, _ := json.Marshal(string(all))
 	var back string
-	if err := json.Unmarshal(jsonSafe(enc), &back); err != nil || back != string(all) {
+	if err := json.Unmarshal(JSON(enc), &back); err != nil || back != string(all) {
 		t.Errorf("the unsafe characters read back changed (%v)", err)
 	}
-	if r := firstUnsafe(string(jsonSafe(enc))); r >= 0 {
-		t.Errorf("jsonSafe keeps %U", r)
+	if r := First(string(JSON(enc))); r >= 0 {
+		t.Errorf("JSON keeps %U", r)
 	}
-}
-
-// firstUnsafe returns the first character of s that unsafeRune reports,
-// or -1.
-func firstUnsafe(s string) rune {
-	for _, r := range s {
-		if unsafeRune(r) {
-			return r
-		}
-	}
-	return -1
 }
