@@ -26,7 +26,7 @@ import (
 // every invariant of DESIGN.md with its own means: each write one
 // transaction, serialized per thread; a retried id changes nothing. It
 // returns the package's sentinel errors (ErrNotFound, ErrInvalidInput,
-// ErrIDConflict), wrapped with context.
+// ErrIDConflict), wrapped with context, and every time in UTC.
 //
 // A Store is safe for concurrent use. Implementations outside this module
 // are possible, but the interface may grow with the Engine's API.

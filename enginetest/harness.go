@@ -55,6 +55,7 @@ var tests = []conformanceTest{
 	{name: "ListCheckpointsPagesAndFilters", fn: testListCheckpoints},
 	{name: "MetadataContainmentFilter", fn: testMetadataFilter},
 	{name: "ListThreadsPages", fn: testListThreads},
+	{name: "TimesAreUTC", fn: testTimesAreUTC},
 	{name: "ThreadIDsSortByTheirBytes", fn: testThreadIDsSortByBytes},
 	{name: "NamespacesHaveTheirOwnHeads", fn: testNamespaces},
 	{name: "DeleteThreadsRemovesEverything", fn: testDeleteThread},

@@ -2,6 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -20,6 +23,10 @@ import (
 // is parsed back; a result is formatted by pgx and parsed by uuid.Scan.
 // That cost about 5 µs of client CPU per UUID, three to four per Snapshot,
 // on the reference machine (go test -cpuprofile of BenchmarkSpeed).
+//
+// It also scans every timestamptz in UTC (see uuidDests), where pgx gives
+// the process's local zone: every store returns its times in UTC, so a time
+// prints and marshals the same whichever store wrote it.
 type binaryUUIDs struct{ enginedb.DBTX }
 
 func (b binaryUUIDs) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
@@ -80,7 +87,9 @@ func uuidArgs(args []any) []any {
 }
 
 // uuidDests returns dest with each *uuid.UUID and *uuid.NullUUID as a
-// pgtype.UUIDScanner writing into it (a copy when one is converted).
+// pgtype.UUIDScanner writing into it, and each *time.Time and
+// *pgtype.Timestamptz as a pgtype.TimestamptzScanner writing the time in
+// UTC (a copy when one is converted).
 func uuidDests(dest []any) []any {
 	var out []any
 	for i, d := range dest {
@@ -90,6 +99,10 @@ func uuidDests(dest []any) []any {
 			v = uuidScanner{d}
 		case *uuid.NullUUID:
 			v = nullUUIDScanner{d}
+		case *time.Time:
+			v = utcScanner{d}
+		case *pgtype.Timestamptz:
+			v = nullUTCScanner{d}
 		default:
 			continue
 		}
@@ -120,6 +133,31 @@ type nullUUIDScanner struct{ p *uuid.NullUUID }
 
 func (s nullUUIDScanner) ScanUUID(v pgtype.UUID) error {
 	*s.p = uuid.NullUUID{UUID: v.Bytes, Valid: v.Valid}
+	return nil
+}
+
+// utcScanner scans a timestamptz into a time.Time in UTC. NULL and the
+// infinities are errors, as pgx makes them for a time.Time.
+type utcScanner struct{ p *time.Time }
+
+func (s utcScanner) ScanTimestamptz(v pgtype.Timestamptz) error {
+	switch {
+	case !v.Valid:
+		return errors.New("cannot scan NULL into *time.Time")
+	case v.InfinityModifier != pgtype.Finite:
+		return fmt.Errorf("cannot scan %v into *time.Time", v.InfinityModifier)
+	}
+	*s.p = v.Time.UTC()
+	return nil
+}
+
+// nullUTCScanner scans a timestamptz into a pgtype.Timestamptz, its time in
+// UTC.
+type nullUTCScanner struct{ p *pgtype.Timestamptz }
+
+func (s nullUTCScanner) ScanTimestamptz(v pgtype.Timestamptz) error {
+	v.Time = v.Time.UTC()
+	*s.p = v
 	return nil
 }
 
