@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/postgres"
@@ -308,4 +310,105 @@ func TestSQLMessagesEscapeWhatTheyName(t *testing.T) {
 			t.Errorf("%s: the message does not name the thread, escaped: %q", name, pgErr.Message)
 		}
 	}
+}
+
+// Every function's body is parsed with the caller's settings, so a literal
+// with a backslash reads otherwise under standard_conforming_strings off
+// (a server, database or role may set it): there the summaries, the NUL
+// escape and the message chain went wrong, and every write failed. Here an
+// Engine whose sessions have it off writes and reads what one with it on
+// does, and the SQL functions answer the same.
+func TestStandardConformingStringsOff(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["standard_conforming_strings"] = "off"
+	off, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(off.Close)
+	var setting string
+	if err := off.QueryRow(b.ctx, `SELECT current_setting('standard_conforming_strings')`).Scan(&setting); err != nil || setting != "off" {
+		t.Fatalf("the setting is %q (%v)", setting, err)
+	}
+	engOff := engine.New(postgres.NewStore(off, postgres.Options{}), deltas)
+
+	// The same writes on both, each on a thread of its own: text with a
+	// NUL, backslashes and U+0001 (the NUL escape's own character), an
+	// extending snapshot (a delta on the message chain), an Append, a
+	// default summary (message_summary, json_text).
+	msgs := func(n int) json.RawMessage {
+		var parts []string
+		for i := range n {
+			parts = append(parts, fmt.Sprintf(`{"role":"user","content":"m%d a\u0000b \\ \u0001 \" c:\\x00"}`, i))
+		}
+		return json.RawMessage("[" + strings.Join(parts, ",") + "]")
+	}
+	write := func(eng *engine.Engine, thread string) *engine.Checkpoint {
+		t.Helper()
+		if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread, Messages: msgs(2), State: json.RawMessage(`{"k":"a\u0000\\"}`)}); err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		if _, err := eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread, Messages: msgs(3), State: json.RawMessage(`{"k":"b"}`)}); err != nil {
+			t.Fatalf("second snapshot: %v", err)
+		}
+		if _, err := eng.Append(b.ctx, engine.AppendInput{ThreadID: thread, Messages: json.RawMessage(`[{"content":"\u0000\\\u0001"}]`), SetState: json.RawMessage(`{"j":"\\u0000"}`)}); err != nil {
+			t.Fatalf("append: %v", err)
+		}
+		head, err := eng.Latest(b.ctx, thread)
+		if err != nil {
+			t.Fatalf("latest: %v", err)
+		}
+		return head
+	}
+	on, offHead := write(b.eng, "on"), write(engOff, "off")
+	if string(on.Messages) != string(offHead.Messages) || string(on.State) != string(offHead.State) ||
+		on.Summary != offHead.Summary || on.Format != offHead.Format || on.SizeBytes != offHead.SizeBytes {
+		t.Fatalf("with the setting off the head reads\n%s %s %q %s %d\nwhere with it on\n%s %s %q %s %d",
+			offHead.Messages, offHead.State, offHead.Summary, offHead.Format, offHead.SizeBytes,
+			on.Messages, on.State, on.Summary, on.Format, on.SizeBytes)
+	}
+	// Read back by the other engine, too.
+	if got, err := engOff.Get(b.ctx, on.ID); err != nil || string(got.Messages) != string(on.Messages) {
+		t.Fatalf("read with the setting off: %v", err)
+	}
+
+	// The functions, called as from psql with their arguments bound.
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`SELECT pgcheckpoint.json_text($1::jsonb)`, []any{`["a\u00010b", "\\", "\u0001"]`}},
+		{`SELECT pgcheckpoint.json_text($1::jsonb)`, []any{`"\u0001\u0001\u00010 x"`}},
+		{`SELECT pgcheckpoint.unescaped_text($1)`, []any{"\x01\x010\x01\x01\x010\\1"}},
+		{`SELECT pgcheckpoint.message_chain(NULL, $1)::text`, []any{[]byte("0123456789abcdef")}},
+		{`SELECT pgcheckpoint.message_chain_at($1, 0)::text`, []any{[]byte{1}}},
+		{`SELECT pgcheckpoint.checkpoint_default_summary($1::jsonb, '{}')`, []any{`[{"role":"a\\b","content":"x\\y \u00010 \u0001"}]`}},
+		// A write from SQL, on a thread of each setting's own: its step.
+		{`SELECT step::text FROM pgcheckpoint.checkpoint_put('sql-' || current_setting('standard_conforming_strings'), '',
+		    pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', NULL, '{}', $1::jsonb, '{}', '{}', NULL, NULL)`, []any{`[{"content":"x\\y \u00010"}]`}},
+	} {
+		var want, got *string
+		if err := b.db.Pool.QueryRow(b.ctx, q.sql, q.args...).Scan(&want); err != nil {
+			t.Fatalf("%s, the setting on: %v", q.sql, err)
+		}
+		if err := off.QueryRow(b.ctx, q.sql, q.args...).Scan(&got); err != nil {
+			t.Errorf("%s, the setting off: %v", q.sql, err)
+			continue
+		}
+		if (want == nil) != (got == nil) || (want != nil && *want != *got) {
+			t.Errorf("%s: %v with the setting off, %v with it on", q.sql, deref(got), deref(want))
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "NULL"
+	}
+	return fmt.Sprintf("%q", *s)
 }

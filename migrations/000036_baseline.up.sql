@@ -1238,14 +1238,17 @@ AS $function$
     -- storage escape is reversed. Inlined (no SET clause): names
     -- schema-qualified, and CASE WHEN with OPERATOR(pg_catalog.=) (a
     -- CASE x WHEN compares with whatever = the caller's search_path finds).
+    -- Every literal with a backslash is an E'' string: a plain one reads
+    -- otherwise under standard_conforming_strings off, as this body is
+    -- parsed with the caller's settings.
     SELECT CASE WHEN pg_catalog.jsonb_typeof(p_value) OPERATOR(pg_catalog.=) 'null' THEN NULL
                WHEN pg_catalog.jsonb_typeof(p_value) OPERATOR(pg_catalog.=) 'string'
                THEN pgcheckpoint.unescaped_text(p_value OPERATOR(pg_catalog.#>>) '{}')
                ELSE pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
                         pgcheckpoint.unescaped_text(
-                            pg_catalog.replace(pg_catalog.replace(p_value::pg_catalog.text, '\\', E'\x02'), '\u0001', E'\x01'),
+                            pg_catalog.replace(pg_catalog.replace(p_value::pg_catalog.text, E'\\\\', E'\x02'), E'\\u0001', E'\x01'),
                             E'\x03'),
-                        E'\x01', '\u0001'), E'\x03', '\u0000'), E'\x02', '\\')
+                        E'\x01', E'\\u0001'), E'\x03', E'\\u0000'), E'\x02', E'\\\\')
            END
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.json_text(jsonb) IS E'What ->> gives for a JSON value read from a stored column, as it was written (see unescaped_text): a string''s text (U+0000 shown as U+FFFD), NULL for null, anything else as JSON text (U+0000 spelled \\u0000).';
@@ -1269,7 +1272,7 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.message_chain(p_prev bytea, p_message_di
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    v_last  bytea := coalesce(p_prev, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea);
+    v_last  bytea := coalesce(p_prev, E'\\x0000000000000000000000000000000000000000000000000000000000000000'::bytea);
     v_chain bytea := ''::bytea;
 BEGIN
     IF octet_length(p_message_digests) % 16 <> 0 THEN
@@ -1292,7 +1295,7 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.message_chain_at(p_chain bytea, p_count 
 AS $function$
     SELECT CASE WHEN p_chain IS NULL THEN NULL
                 WHEN p_count OPERATOR(pg_catalog.=) 0
-                THEN '\x0000000000000000000000000000000000000000000000000000000000000000'::pg_catalog.bytea
+                THEN E'\\x0000000000000000000000000000000000000000000000000000000000000000'::pg_catalog.bytea
                 WHEN pg_catalog.octet_length(p_chain) OPERATOR(pg_catalog.>=) (32 OPERATOR(pg_catalog.*) p_count)
                 THEN pg_catalog.substring(p_chain, (32 OPERATOR(pg_catalog.*) (p_count OPERATOR(pg_catalog.-) 1)) OPERATOR(pg_catalog.+) 1, 32)
            END
@@ -2211,10 +2214,11 @@ AS $function$
     -- Left to right, U+0001 U+0001 is U+0001 and U+0001 '0' is U+0000: a
     -- U+0001 '0' ends an odd run of U+0001 (counted from the run's start, so
     -- the lookbehind), whose pairs are then halved.
+    -- (E'' strings: see json_text.)
     SELECT CASE WHEN pg_catalog.strpos(p_text, E'\x01') OPERATOR(pg_catalog.=) 0 THEN p_text
                 ELSE pg_catalog.replace(
-                         pg_catalog.regexp_replace(p_text, '(?<!\u0001)((?:\u0001\u0001)*)\u00010',
-                                                   '\1' OPERATOR(pg_catalog.||) p_nul, 'g'),
+                         pg_catalog.regexp_replace(p_text, E'(?<!\\u0001)((?:\\u0001\\u0001)*)\\u00010',
+                                                   E'\\1' OPERATOR(pg_catalog.||) p_nul, 'g'),
                          E'\x01\x01', E'\x01')
            END
 $function$;
