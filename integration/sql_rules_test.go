@@ -94,7 +94,7 @@ func TestSQLAPIRefusesWhatTheEngineRefuses(t *testing.T) {
 		return def
 	}
 	for _, fn := range []string{"checkpoint_put", "checkpoint_append"} {
-		if !strings.Contains(source(fn), "pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger, p_tags, p_summary, p_next_node)") {
+		if !strings.Contains(source(fn), "pgcheckpoint.checkpoint_check(p_thread_id, p_namespace, p_checkpoint_id, p_trigger, p_tags, p_summary, p_next_node)") {
 			t.Errorf("%s does not check its id and trigger with pgcheckpoint.checkpoint_check", fn)
 		}
 	}
@@ -224,6 +224,23 @@ func TestSQLWritesKeepTheTextBounds(t *testing.T) {
 	} {
 		for fn, sql := range map[string]string{"checkpoint_put": put, "checkpoint_append": appendSQL} {
 			_, err := b.db.Pool.Exec(b.ctx, sql, engine.NewCheckpointID(), f.tags, f.summary, f.nextNode)
+			refused(fn+" with "+name, "PC003", err)
+		}
+	}
+	// A thread id or namespace out of bounds is PC003 from the function,
+	// not the threads table's check, whose message shows the row as it is
+	// (here with an escape sequence a terminal would act on).
+	for name, key := range map[string][2]any{
+		"a namespace of 256": {"main", "\x1b]0;t\a" + long},
+		"a NULL namespace":   {"main", nil},
+		"a thread id of 256": {"\x1b[2J" + long, ""},
+		"no thread id":       {"", ""},
+	} {
+		for fn, sql := range map[string]string{
+			"checkpoint_put":    `SELECT * FROM pgcheckpoint.checkpoint_put($1, $2, pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`,
+			"checkpoint_append": `SELECT * FROM pgcheckpoint.checkpoint_append($1, $2, pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0)`,
+		} {
+			_, err := b.db.Pool.Exec(b.ctx, sql, key[0], key[1])
 			refused(fn+" with "+name, "PC003", err)
 		}
 	}

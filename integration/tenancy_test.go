@@ -184,14 +184,14 @@ type sqlProbe struct {
 var sqlProbes = map[string]sqlProbe{
 	"checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint)": {
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_append('{thread}', '', '{new}', '{id3}', 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0)`, named: true},
-	"checkpoint_check(uuid,text,text[],text,text)":          {sql: `SELECT pgcheckpoint.checkpoint_check('{id0}', 'manual', '{}', '', '')`, note: "reads no table"},
-	"checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb)":  {sql: `SELECT pgcheckpoint.checkpoint_content_json('{id3}', 'delta', '[]', '{}', '{}')`, named: true},
-	"checkpoint_default_summary(jsonb,jsonb)":               {sql: `SELECT pgcheckpoint.checkpoint_default_summary('[]', '{}')`, note: "reads no table"},
-	"checkpoint_delete_before(text,text,bigint)":            {sql: `SELECT pgcheckpoint.checkpoint_delete_before('{thread}', '', 100)`},
-	"checkpoint_delete_for_runs(text[])":                    {sql: `SELECT pgcheckpoint.checkpoint_delete_for_runs(ARRAY['run-a'])`},
-	"checkpoint_delete_keys(text[],text[],bigint[],uuid[])": {sql: `SELECT pgcheckpoint.checkpoint_delete_keys(ARRAY['{thread}', '{thread}', '{thread}'], ARRAY['', '', ''], ARRAY[1, 2, 3]::bigint[], ARRAY['{id0}', '{id1}', '{id2}']::uuid[])`, named: true},
-	"checkpoint_delete_many(uuid[])":                        {sql: `SELECT * FROM pgcheckpoint.checkpoint_delete_many(ARRAY['{id0}', '{id1}', '{id2}', '{sub}']::uuid[])`, named: true},
-	"checkpoint_delete_many_in(text[],uuid[])":              {sql: `SELECT * FROM pgcheckpoint.checkpoint_delete_many_in(ARRAY['{thread}'], ARRAY['{id0}', '{id1}', '{id2}', '{sub}']::uuid[])`, named: true},
+	"checkpoint_check(text,text,uuid,text,text[],text,text)": {sql: `SELECT pgcheckpoint.checkpoint_check('t', '', '{id0}', 'manual', '{}', '', '')`, note: "reads no table"},
+	"checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb)":   {sql: `SELECT pgcheckpoint.checkpoint_content_json('{id3}', 'delta', '[]', '{}', '{}')`, named: true},
+	"checkpoint_default_summary(jsonb,jsonb)":                {sql: `SELECT pgcheckpoint.checkpoint_default_summary('[]', '{}')`, note: "reads no table"},
+	"checkpoint_delete_before(text,text,bigint)":             {sql: `SELECT pgcheckpoint.checkpoint_delete_before('{thread}', '', 100)`},
+	"checkpoint_delete_for_runs(text[])":                     {sql: `SELECT pgcheckpoint.checkpoint_delete_for_runs(ARRAY['run-a'])`},
+	"checkpoint_delete_keys(text[],text[],bigint[],uuid[])":  {sql: `SELECT pgcheckpoint.checkpoint_delete_keys(ARRAY['{thread}', '{thread}', '{thread}'], ARRAY['', '', ''], ARRAY[1, 2, 3]::bigint[], ARRAY['{id0}', '{id1}', '{id2}']::uuid[])`, named: true},
+	"checkpoint_delete_many(uuid[])":                         {sql: `SELECT * FROM pgcheckpoint.checkpoint_delete_many(ARRAY['{id0}', '{id1}', '{id2}', '{sub}']::uuid[])`, named: true},
+	"checkpoint_delete_many_in(text[],uuid[])":               {sql: `SELECT * FROM pgcheckpoint.checkpoint_delete_many_in(ARRAY['{thread}'], ARRAY['{id0}', '{id1}', '{id2}', '{sub}']::uuid[])`, named: true},
 	"checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer)": {
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_delta('[]', '{}', '{}', NULL, NULL, NULL, '{id3}', 1, 1, 0, NULL, NULL, NULL, 50)`},
 	"checkpoint_last_message(uuid)":       {sql: `SELECT pgcheckpoint.checkpoint_last_message('{id3}')`, named: true},

@@ -28,7 +28,7 @@ DROP AGGREGATE
 
 DROP FUNCTION
     pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint),
-    pgcheckpoint.checkpoint_check(uuid,text,text[],text,text),
+    pgcheckpoint.checkpoint_check(text,text,uuid,text,text[],text,text),
     pgcheckpoint.checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb),
     pgcheckpoint.checkpoint_default_summary(jsonb,jsonb),
     pgcheckpoint.checkpoint_delete_before(text,text,bigint),

@@ -234,13 +234,7 @@ DECLARE
     v_state_rm    text[] := '{}';
     v_tools_rm    text[] := '{}';
 BEGIN
-    IF p_thread_id IS NULL OR length(p_thread_id) NOT BETWEEN 1 AND 255 THEN
-        RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
-    END IF;
-    IF p_checkpoint_id IS NULL THEN
-        RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
-    END IF;
-    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger, p_tags, p_summary, p_next_node);
+    PERFORM pgcheckpoint.checkpoint_check(p_thread_id, p_namespace, p_checkpoint_id, p_trigger, p_tags, p_summary, p_next_node);
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
     END IF;
@@ -475,7 +469,7 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. When the head has digests, the new ones go on from them (message_digests holds 16 bytes per appended message, see message_digests) and it is stored from the change and the head''s run alone, never reading or hashing content before the run''s anchor: while the head''s run may grow (delta_run_continues), a delta on the head made of the change; at the end of the run, a delta on its anchor (run_anchor) made of the run''s deltas and the change; whole when the run has no anchor. A head without digests: whole, through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it (NULL: measured, as jsonb text; negative: PC003); the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. p_content_bytes: NULL, or the size of the content the append makes as the client measured it (an encrypting client, the only one that sees it in plaintext): recorded as size_bytes and held to p_max_size_bytes, nothing measured (negative: PC003). Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_next_node text)
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_next_node text)
  RETURNS void
  LANGUAGE plpgsql
  IMMUTABLE
@@ -485,7 +479,18 @@ BEGIN
     -- The engine's rules (engine.checkCheckpointText), here and not in
     -- check constraints on the table: a check constraint costs every
     -- insert 5 to 16 microseconds (its expression made ready again for
-    -- each statement), a tenth of a write's time on the server.
+    -- each statement), a tenth of a write's time on the server. The thread
+    -- id and namespace are checked here too, before the threads table's
+    -- checks would refuse them with a message that shows the row as it is.
+    IF p_thread_id IS NULL OR length(p_thread_id) NOT BETWEEN 1 AND 255 THEN
+        RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
+    END IF;
+    IF p_namespace IS NULL OR length(p_namespace) > 255 THEN
+        RAISE EXCEPTION 'namespace must be at most 255 characters, not NULL' USING ERRCODE = 'PC003';
+    END IF;
+    IF p_checkpoint_id IS NULL THEN
+        RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
+    END IF;
     IF substr(p_checkpoint_id::text, 15, 1) <> '7' OR substr(p_checkpoint_id::text, 20, 1) NOT IN ('8', '9', 'a', 'b') THEN
         RAISE EXCEPTION 'checkpoint_id % is not a UUIDv7 (version 7, the variant of RFC 9562)', p_checkpoint_id
             USING ERRCODE = 'PC003', HINT = 'Make ids with pgcheckpoint.uuid_v7(), or the engine''s NewCheckpointID.';
@@ -510,7 +515,7 @@ BEGIN
     END IF;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(uuid,text,text[],text,text) IS 'Raises PC003 unless a checkpoint''s fields are as the engine takes them: the id a UUIDv7 (version 7, the variant of RFC 9562), the trigger (NULL: manual) one of tool_call, llm_call, state_change, task_boundary, manual, interval, at most 256 tags of at most 255 characters (none NULL, one dimension), a summary of at most 4096 characters, a next node of at most 255: the rules every function that writes a checkpoint applies. A bare INSERT or UPDATE of the table is not held to them (a check constraint would cost every write).';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(text,text,uuid,text,text[],text,text) IS 'Raises PC003 unless a checkpoint''s fields are as the engine takes them: a thread id of 1 to 255 characters, a namespace of at most 255 (not NULL), the id a UUIDv7 (version 7, the variant of RFC 9562), the trigger (NULL: manual) one of tool_call, llm_call, state_change, task_boundary, manual, interval, at most 256 tags of at most 255 characters (none NULL, one dimension), a summary of at most 4096 characters, a next node of at most 255: the rules every function that writes a checkpoint applies. A bare INSERT or UPDATE of the table is not held to them (a check constraint would cost every write).';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_content_json(p_checkpoint_id uuid, p_format text, p_messages jsonb, p_state jsonb, p_tool_results jsonb)
  RETURNS bytea[]
@@ -882,13 +887,7 @@ DECLARE
     v_state_dig jsonb := p_state_digests;
     v_tools_dig jsonb := p_tool_results_digests;
 BEGIN
-    IF p_thread_id IS NULL OR length(p_thread_id) NOT BETWEEN 1 AND 255 THEN
-        RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
-    END IF;
-    IF p_checkpoint_id IS NULL THEN
-        RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
-    END IF;
-    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, p_trigger, p_tags, p_summary, p_next_node);
+    PERFORM pgcheckpoint.checkpoint_check(p_thread_id, p_namespace, p_checkpoint_id, p_trigger, p_tags, p_summary, p_next_node);
     IF jsonb_typeof(v_messages) <> 'array' THEN
         RAISE EXCEPTION 'messages must be a JSON array' USING ERRCODE = 'PC003';
     END IF;
@@ -1451,17 +1450,12 @@ DECLARE
     v_src        pgcheckpoint.tenant_checkpoints%ROWTYPE;
     v_src_thread text;
 BEGIN
-    IF p_new_thread_id IS NULL OR length(p_new_thread_id) NOT BETWEEN 1 AND 255 THEN
-        RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
-    END IF;
     IF p_branch_name IS NULL OR length(p_branch_name) NOT BETWEEN 1 AND 255 THEN
         -- The name is the branch's tag too, which a NULL would make unreadable.
         RAISE EXCEPTION 'branch_name must be 1 to 255 characters' USING ERRCODE = 'PC003';
     END IF;
-    IF p_checkpoint_id IS NULL THEN
-        RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
-    END IF;
-    PERFORM pgcheckpoint.checkpoint_check(p_checkpoint_id, NULL, NULL, NULL, NULL);
+    -- (The namespace is the source's, checked when it was written.)
+    PERFORM pgcheckpoint.checkpoint_check(p_new_thread_id, '', p_checkpoint_id, NULL, NULL, NULL, NULL);
     -- The source read under its thread's lock as well as the new thread's:
     -- a sweep or delete of the source's thread then either sees this
     -- branch (and keeps its source) or ran first (PC001; under REPEATABLE
