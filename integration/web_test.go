@@ -97,8 +97,9 @@ func screenshotDir(t *testing.T) string {
 
 // webProc is a running ckpt web.
 type webProc struct {
-	url  string // as printed, with the token
-	base string // scheme, host and port
+	url  string // as printed: root and "/"
+	base string // scheme, host and port: the Origin
+	root string // base and the token's path: where every page is
 }
 
 // startWeb runs ckpt web on dbURL with extra flags, reads the URL it
@@ -149,7 +150,7 @@ func startWeb(t *testing.T, bin, dbURL string, extra ...string) webProc {
 		if h := parsed.Hostname(); h != "127.0.0.1" {
 			t.Fatalf("ckpt web binds %s by default; want 127.0.0.1", h)
 		}
-		return webProc{url: u, base: parsed.Scheme + "://" + parsed.Host}
+		return webProc{url: u, base: parsed.Scheme + "://" + parsed.Host, root: strings.TrimSuffix(u, "/")}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("ckpt web printed no URL in 30 s; stderr:\n%s", stderr.String())
 	}
@@ -363,7 +364,7 @@ func noInjectedMarkup(t *testing.T, ctx context.Context, what string) {
 			if (document.getElementsByTagName(tag).length) bad.push("a <" + tag + "> element");
 		}
 		const scripts = [...document.scripts].map(s => s.getAttribute("src"));
-		if (scripts.length !== 1 || scripts[0] !== "/static/app.js") bad.push("scripts: " + JSON.stringify(scripts));
+		if (scripts.length !== 1 || scripts[0] !== "static/app.js") bad.push("scripts: " + JSON.stringify(scripts));
 		if (document.querySelectorAll("svg").length > 1) bad.push("an <svg> besides the tree");
 		return bad;
 	})()`)
@@ -378,7 +379,7 @@ func bodyText(t *testing.T, ctx context.Context) string {
 	return eval[string](t, ctx, `document.body.innerText`)
 }
 
-// client returns an HTTP client holding the cookie the token URL gives.
+// client returns an HTTP client that has opened the printed URL.
 func client(t *testing.T, w webProc) *http.Client {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
@@ -428,32 +429,33 @@ func testWeb(t *testing.T, store, dbURL string) {
 	q := url.QueryEscape
 
 	// The token: the printed URL opens the threads page, which lists the
-	// demo's thread.
+	// demo's thread; the browser holds no cookie, which it would send to
+	// every other server on 127.0.0.1.
 	visit(t, tab, w, ro.url, name("threads"), true)
-	if loc := eval[string](t, tab, `location.href`); strings.Contains(loc, "token") {
-		t.Errorf("the token stays in the address bar: %s", loc)
+	if cookies := eval[string](t, tab, `document.cookie`); cookies != "" {
+		t.Errorf("the page set cookies: %q", cookies)
 	}
 	threads := eval[[]string](t, tab, `[...document.querySelectorAll("a.thread-link")].map(a => a.textContent)`)
 	if !slices.Contains(threads, "demo-trip") {
 		t.Fatalf("the threads page lists %q; want demo-trip among them", threads)
 	}
 
-	// A request without the token (no cookie), or with a wrong one, or
-	// for another Host, is refused; so are the page's own files.
+	// A request without the token at the start of its path, or with a wrong
+	// one, or for another Host, is refused; so are the page's own files.
 	plain := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for _, path := range []string{"/", "/thread?id=demo-trip", "/static/app.js", "/?token=wrong"} {
+	for _, path := range []string{"/", "/thread?id=demo-trip", "/static/app.js", "/wrong/", "/?token=" + strings.TrimPrefix(ro.root, ro.base+"/")} {
 		req, _ := http.NewRequest(http.MethodGet, ro.base+path, nil)
 		if code, body := status(t, plain, req); code != http.StatusForbidden {
 			t.Errorf("GET %s without the token: %d %s; want 403", path, code, body)
 		}
 	}
 	authed := client(t, ro)
-	req, _ := http.NewRequest(http.MethodGet, ro.base+"/", nil)
+	req, _ := http.NewRequest(http.MethodGet, ro.root+"/", nil)
 	req.Host = "rebound.example:" + strings.Split(ro.base, ":")[2]
 	if code, _ := status(t, authed, req); code != http.StatusForbidden {
 		t.Errorf("GET / with Host %s: %d; want 403", req.Host, code)
 	}
-	resp, err := authed.Get(ro.base + "/")
+	resp, err := authed.Get(ro.root + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +470,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	visit(t, tab, w, ro.base+"/thread?id=demo-trip", name("thread"), true)
+	visit(t, tab, w, ro.root+"/thread?id=demo-trip", name("thread"), true)
 	nodes := eval[[]string](t, tab, `[...document.querySelectorAll("#tree g.node")].map(g => g.dataset.id)`)
 	var want []string
 	for _, n := range tree.Nodes {
@@ -524,7 +526,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	visit(t, tab, w, ro.base+"/diff?a="+decision.String(), name("diff"), true)
+	visit(t, tab, w, ro.root+"/diff?a="+decision.String(), name("diff"), true)
 	changed := eval[[]string](t, tab, `[...document.querySelectorAll("#state-diff .key-changed .key")].map(e => e.textContent)`)
 	after := eval[string](t, tab, `[...document.querySelectorAll("#state-diff .key-changed")].map(e => e.querySelector(".new").textContent).join("\n")`)
 	if !slices.Equal(changed, d.State.Changed) || !slices.Contains(changed, "hotel") || !strings.Contains(after, "Hostel Baixa, 3 nights") {
@@ -535,7 +537,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 	}
 
 	// The retention preview deletes nothing.
-	visit(t, tab, w, ro.base+"/retention?thread=demo-trip&policy=keep_last_n:2", name("retention"), true)
+	visit(t, tab, w, ro.root+"/retention?thread=demo-trip&policy=keep_last_n:2", name("retention"), true)
 	n := eval[string](t, tab, `document.getElementById("would-delete").textContent`)
 	if after, err := eng.Tree(ctx, "demo-trip"); err != nil || len(after.Nodes) != len(tree.Nodes) || n == "0" {
 		t.Errorf("preview of keep_last_n:2: would delete %s; the tree had %d checkpoints, now %d (%v)", n, len(tree.Nodes), len(after.Nodes), err)
@@ -551,7 +553,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 		{"xss-retention", "/retention?thread=" + q(xss.thread) + "&policy=keep_last_n:1"},
 		{"xss-branch", "/thread?id=" + q(xssBranch)},
 	} {
-		visit(t, tab, w, ro.base+p.path, name(p.name), true)
+		visit(t, tab, w, ro.root+p.path, name(p.name), true)
 		noInjectedMarkup(t, tab, p.name)
 	}
 	for _, p := range []struct{ name, path string }{
@@ -559,10 +561,10 @@ func testWeb(t *testing.T, store, dbURL string) {
 		{"xss-confirm-branch", "/confirm?action=branch&id=" + xssSecond.String()},
 	} {
 		visit(t, tab, w, rw.url, name("rw-threads"), false)
-		visit(t, tab, w, rw.base+p.path, name(p.name), true)
+		visit(t, tab, w, rw.root+p.path, name(p.name), true)
 		noInjectedMarkup(t, tab, p.name)
 	}
-	visit(t, tab, w, ro.base+"/checkpoint?id="+xssSecond.String(), name("xss-checkpoint"), true)
+	visit(t, tab, w, ro.root+"/checkpoint?id="+xssSecond.String(), name("xss-checkpoint"), true)
 	text := bodyText(t, tab)
 	for _, s := range []string{"<script>pwned('msg-script')</script>", `<img src=x onerror="pwned('msg-img')">`, "javascript:pwned('msg-js')",
 		"tool call: <img src=x onerror=pwned('call')>", `<script>pwned("thread")</script>`, "\\u202e evil"} {
@@ -573,7 +575,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 
 	// A write without --allow-writes is refused, whatever the request
 	// holds; the confirmation page has no form.
-	visit(t, tab, w, ro.base+"/confirm?action=rewind&id="+decision.String(), name("confirm-read-only"), true)
+	visit(t, tab, w, ro.root+"/confirm?action=rewind&id="+decision.String(), name("confirm-read-only"), true)
 	if forms := eval[int](t, tab, `document.forms.length - document.querySelectorAll("form.filters").length`); forms != 0 || !strings.Contains(bodyText(t, tab), "read-only") {
 		t.Errorf("read-only confirmation page: %d write forms", forms)
 	}
@@ -582,7 +584,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 		t.Fatal(err)
 	}
 	post := func(c *http.Client, w webProc, action string, form url.Values, origin string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, w.base+"/do/"+action, strings.NewReader(form.Encode()))
+		req, _ := http.NewRequest(http.MethodPost, w.root+"/do/"+action, strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		if origin != "" {
 			req.Header.Set("Origin", origin)
@@ -617,8 +619,8 @@ func testWeb(t *testing.T, store, dbURL string) {
 		t.Fatalf("a refused write moved the head: %v %v", after, err)
 	}
 	visit(t, tab, w, rw.url, name("rw-threads"), false)
-	visit(t, tab, w, rw.base+"/checkpoint?id="+decision.String(), name("rw-checkpoint"), true)
-	do(t, tab, "click Rewind to here", chromedp.Click(chromedp.CSS(`a.button[href^="/confirm?action=rewind"]`)))
+	visit(t, tab, w, rw.root+"/checkpoint?id="+decision.String(), name("rw-checkpoint"), true)
+	do(t, tab, "click Rewind to here", chromedp.Click(chromedp.CSS(`a.button[href^="confirm?action=rewind"]`)))
 	do(t, tab, "wait for the rewind confirmation", chromedp.WaitVisible(chromedp.ID("confirm-button")))
 	settle(t, tab, w, "rewind confirmation")
 	shot(t, tab, name("confirm-rewind"), true)
@@ -633,9 +635,9 @@ func testWeb(t *testing.T, store, dbURL string) {
 	}
 
 	// A policy applied from its preview deletes what the preview showed.
-	visit(t, tab, w, rw.base+"/retention?thread=demo-trip&policy=keep_last_n:2", name("rw-retention"), true)
+	visit(t, tab, w, rw.root+"/retention?thread=demo-trip&policy=keep_last_n:2", name("rw-retention"), true)
 	previewed := eval[[]string](t, tab, `[...document.querySelectorAll("#doomed a.id")].map(a => a.textContent)`)
-	do(t, tab, "click Apply it", chromedp.Click(chromedp.CSS(`a.button[href^="/confirm?action=prune"]`)), chromedp.WaitVisible(chromedp.ID("confirm-button")))
+	do(t, tab, "click Apply it", chromedp.Click(chromedp.CSS(`a.button[href^="confirm?action=prune"]`)), chromedp.WaitVisible(chromedp.ID("confirm-button")))
 	do(t, tab, "confirm the policy", chromedp.Click(chromedp.ID("confirm-button")), chromedp.WaitVisible(chromedp.CSS("p.done")))
 	settle(t, tab, w, "prune done")
 	pruned, err := eng.Tree(ctx, "demo-trip")
@@ -672,7 +674,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 	for i, path := range []string{"/thread?id=" + big, "/thread?id=" + big + "&page=100"} {
 		best := time.Duration(1 << 62)
 		for range 3 {
-			do(t, tab, "open "+path, chromedp.Navigate(ro.base+path))
+			do(t, tab, "open "+path, chromedp.Navigate(ro.root+path))
 			timing := eval[map[string]float64](t, tab, `(() => {
 				const n = performance.getEntriesByType("navigation")[0];
 				return {response: n.responseStart, body: n.responseEnd, dom: n.domContentLoadedEventEnd, load: n.loadEventEnd};

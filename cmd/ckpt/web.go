@@ -29,8 +29,11 @@ import (
 //     the context it lands in, and its script comes from a file of its own:
 //     the Content-Security-Policy (webCSP) forbids inline script, so text
 //     that slipped through escaping still could not run;
-//   - answers only requests that carry the token of the URL it printed (as
-//     a query parameter once, then as a cookie of this port's own name);
+//   - answers only requests whose path begins with the token of the URL it
+//     printed: every page is under /<token>/ (a <base> element makes the
+//     pages' links relative to it). Not a cookie: a browser sends a cookie
+//     of 127.0.0.1 to every port of it, so any other local user's server the
+//     browser visits would get the token;
 //   - when bound to loopback (the default), answers only requests whose Host
 //     is a loopback name, so a DNS name rebound to 127.0.0.1 gets nothing;
 //   - writes only when started with --allow-writes, and then only on a POST
@@ -43,16 +46,16 @@ var webFiles embed.FS
 // webCSP is the Content-Security-Policy of every response: the page's own
 // files and nothing inline, no plugins, no frames, forms posted only here.
 const webCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
-	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'self'"
 
 // webTreePage is how many rows of a tree one thread page draws.
 const webTreePage = 200
 
 // webHelp is what ckpt web --help says beyond the flags.
 const webHelp = `ckpt web serves a viewer on 127.0.0.1, on a free port, and prints its
-URL: open it in a browser. The URL carries a random token that every
-request needs (the browser keeps it as a cookie after the first page), so
-other users of this machine, and other sites open in the browser, cannot
+URL: open it in a browser. The URL's path begins with a random token that
+every request needs (every page's address carries it, and no cookie does),
+so other users of this machine, and other sites open in the browser, cannot
 read it. Pages: the threads (search by id prefix, checkpoint metadata and
 tags), a thread's tree with its branches, merges and rewinds, each
 checkpoint (messages, state, tool results, pending writes, lineage), the
@@ -69,9 +72,8 @@ Ctrl-C stops it.`
 type webServer struct {
 	eng         *engine.Engine
 	allowWrites bool
-	token       string // the URL's token, and the cookie's value
+	token       string // the URL's token: every path begins with /<token>/
 	csrf        string // the token of every write form
-	cookie      string // the cookie's name: one per port, as cookies ignore ports
 	port        string
 	loopback    bool // bound to loopback: check the Host header
 	pages       map[string]*template.Template
@@ -118,7 +120,7 @@ func runWeb(ctx context.Context, c *cli, _ []string) error {
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		shown = "127.0.0.1"
 	}
-	u := url.URL{Scheme: "http", Host: net.JoinHostPort(shown, s.port), Path: "/", RawQuery: "token=" + s.token}
+	u := url.URL{Scheme: "http", Host: net.JoinHostPort(shown, s.port), Path: s.base()}
 	mode := "read-only (start it with --allow-writes to rewind, branch, merge, delete and prune)"
 	if c.allowWrites {
 		mode = "writes allowed, each after a confirmation page"
@@ -147,7 +149,7 @@ func newWebServer(eng *engine.Engine, allowWrites bool, addr *net.TCPAddr) (*web
 	port := fmt.Sprint(addr.Port)
 	s := &webServer{
 		eng: eng, allowWrites: allowWrites,
-		token: randomToken(), csrf: randomToken(), cookie: "ckpt_web_" + port, port: port,
+		token: randomToken(), csrf: randomToken(), port: port,
 		loopback: addr.IP.IsLoopback(),
 	}
 	var err error
@@ -189,31 +191,25 @@ func (s *webServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.forbid(w, "this server answers to 127.0.0.1, localhost and [::1] on port "+s.port+" only")
 		return
 	}
-	if tok := r.URL.Query().Get("token"); tok != "" {
-		if !s.validToken(tok) {
-			s.forbid(w, "wrong token: open the URL that ckpt web printed")
-			return
-		}
-		// The token becomes a cookie, and the URL loses it, so it stays
-		// out of the browser's history and of what the page shows.
-		http.SetCookie(w, &http.Cookie{Name: s.cookie, Value: s.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-		q := r.URL.Query()
-		q.Del("token")
-		clean := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
-		http.Redirect(w, r, clean.String(), http.StatusSeeOther)
+	tok, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if subtle.ConstantTimeCompare([]byte(tok), []byte(s.token)) != 1 {
+		s.forbid(w, "no token: open the URL that ckpt web printed (its path begins with the token)")
 		return
 	}
-	ck, err := r.Cookie(s.cookie)
-	if err != nil || !s.validToken(ck.Value) {
-		s.forbid(w, "no token: open the URL that ckpt web printed (it ends in ?token=...)")
+	if r.URL.Path == "/"+s.token {
+		http.Redirect(w, r, s.base(), http.StatusSeeOther)
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	// The page's own path, as the mux knows it.
+	inner := *r.URL
+	inner.Path, inner.RawPath = "/"+rest, ""
+	in := r.Clone(r.Context())
+	in.URL = &inner
+	s.mux.ServeHTTP(w, in)
 }
 
-func (s *webServer) validToken(tok string) bool {
-	return subtle.ConstantTimeCompare([]byte(tok), []byte(s.token)) == 1
-}
+// base is the path every page is under, and the pages' <base>.
+func (s *webServer) base() string { return "/" + s.token + "/" }
 
 // loopbackHost reports whether a Host header names this server by a
 // loopback name and its port.
@@ -261,6 +257,7 @@ func badRequest(format string, args ...any) error {
 // the server's state.
 type pageData struct {
 	Title       string
+	Base        string // the token's path, which the pages' links are relative to
 	AllowWrites bool
 	CSRF        string
 	Data        any
@@ -282,7 +279,7 @@ func (s *webServer) page(fn func(r *http.Request) (string, string, any, error)) 
 
 func (s *webServer) render(w http.ResponseWriter, status int, name, title string, data any) {
 	var b strings.Builder
-	if err := s.pages[name].ExecuteTemplate(&b, "layout", pageData{Title: title, AllowWrites: s.allowWrites, CSRF: s.csrf, Data: data}); err != nil {
+	if err := s.pages[name].ExecuteTemplate(&b, "layout", pageData{Title: title, Base: s.base(), AllowWrites: s.allowWrites, CSRF: s.csrf, Data: data}); err != nil {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusInternalServerError)
 		fmt.Fprintf(w, "500: rendering the page failed: %s\n", termsafe.Text(err.Error()))

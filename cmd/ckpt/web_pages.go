@@ -189,7 +189,7 @@ func (s *webServer) threadsPage(r *http.Request) (string, string, any, error) {
 			}
 		}
 		u.Set("page", strconv.Itoa(page))
-		return "/?" + u.Encode()
+		return "./?" + u.Encode()
 	}
 	if v.Page > 1 {
 		v.Prev = link(v.Page - 1)
@@ -318,11 +318,11 @@ func (s *webServer) threadPage(r *http.Request) (string, string, any, error) {
 		}
 	}
 	slices.Sort(v.Namespaces)
-	v.StatsHref = "/thread/stats?" + url.Values{"id": {thread}, "ns": v.Namespaces}.Encode()
+	v.StatsHref = "thread/stats?" + url.Values{"id": {thread}, "ns": v.Namespaces}.Encode()
 	slices.SortFunc(v.Heads, func(a, b headRow) int { return strings.Compare(a.Namespace, b.Namespace) })
 	for i := 1; i <= v.Tree.Pages; i++ {
 		if i == 1 || i == v.Tree.Pages || abs(i-v.Tree.Page) <= 3 {
-			v.PageLinks = append(v.PageLinks, pageLink{Label: strconv.Itoa(i), Href: "/thread?" + url.Values{"id": {thread}, "page": {strconv.Itoa(i)}}.Encode(), Current: i == v.Tree.Page})
+			v.PageLinks = append(v.PageLinks, pageLink{Label: strconv.Itoa(i), Href: "thread?" + url.Values{"id": {thread}, "page": {strconv.Itoa(i)}}.Encode(), Current: i == v.Tree.Page})
 		} else if n := len(v.PageLinks); n > 0 && v.PageLinks[n-1].Href != "" {
 			v.PageLinks = append(v.PageLinks, pageLink{Label: "…"})
 		}
@@ -582,7 +582,7 @@ func (s *webServer) diffPage(r *http.Request) (string, string, any, error) {
 			Summary: termsafe.Line(oneLine(c.Summary, 100)), Step: c.Step, Head: c.ID == head.ID}
 	}
 	v.From, v.To = hdr(from), hdr(to)
-	v.SwapHref = "/diff?" + url.Values{"a": {b.String()}, "b": {a.String()}}.Encode()
+	v.SwapHref = "diff?" + url.Values{"a": {b.String()}, "b": {a.String()}}.Encode()
 	for _, m := range d.MessagesAdded {
 		v.MessagesAdded = append(v.MessagesAdded, webMessageOf(m))
 	}

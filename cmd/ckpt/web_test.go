@@ -51,11 +51,10 @@ func newWebFixture(t *testing.T, allowWrites bool) *webFixture {
 	return &webFixture{t: t, s: s, eng: eng, ctx: ctx}
 }
 
-// get requests a page with the token's cookie.
+// get requests a page under the token's path (path begins with "/").
 func (f *webFixture) get(path string) *httptest.ResponseRecorder {
 	f.t.Helper()
-	req := httptest.NewRequest(http.MethodGet, "http://"+webTestHost+path, nil)
-	req.AddCookie(&http.Cookie{Name: f.s.cookie, Value: f.s.token})
+	req := httptest.NewRequest(http.MethodGet, "http://"+webTestHost+"/"+f.s.token+path, nil)
 	w := httptest.NewRecorder()
 	f.s.ServeHTTP(w, req)
 	return w
@@ -65,11 +64,10 @@ func (f *webFixture) get(path string) *httptest.ResponseRecorder {
 // the request first.
 func (f *webFixture) post(action string, form url.Values, change func(*http.Request)) *httptest.ResponseRecorder {
 	f.t.Helper()
-	req := httptest.NewRequest(http.MethodPost, "http://"+webTestHost+"/do/"+action, strings.NewReader(form.Encode()))
+	req := httptest.NewRequest(http.MethodPost, "http://"+webTestHost+"/"+f.s.token+"/do/"+action, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", "http://"+webTestHost)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	req.AddCookie(&http.Cookie{Name: f.s.cookie, Value: f.s.token})
 	if change != nil {
 		change(req)
 	}
@@ -87,9 +85,10 @@ func (f *webFixture) snap(in engine.SnapshotInput) engine.SnapshotResult {
 	return r
 }
 
-// Every request needs the token: in the URL once (which sets the cookie
-// and leaves the URL), then as the cookie. The Host must be a loopback
-// name. Every response carries the CSP, 403s included.
+// Every request needs the token, as the first segment of its path: no
+// cookie stands in for it (a browser sends 127.0.0.1's cookies to every
+// port, so another local user's server would get it). The Host must be a
+// loopback name. Every response carries the CSP, 403s included.
 func TestWebToken(t *testing.T) {
 	t.Parallel()
 	f := newWebFixture(t, false)
@@ -104,8 +103,12 @@ func TestWebToken(t *testing.T) {
 		if csp := w.Header().Get("Content-Security-Policy"); csp != webCSP {
 			t.Errorf("GET %s: CSP %q", path, csp)
 		}
+		if len(w.Result().Cookies()) > 0 {
+			t.Errorf("GET %s set a cookie", path)
+		}
 		return w
 	}
+	tok := "/" + f.s.token
 	for _, c := range []struct {
 		what   string
 		path   string
@@ -114,26 +117,33 @@ func TestWebToken(t *testing.T) {
 	}{
 		{"no token", "/", webTestHost, nil},
 		{"no token, the stylesheet", "/static/app.css", webTestHost, nil},
-		{"a wrong token", "/?token=" + f.s.csrf, webTestHost, nil},
-		{"a wrong cookie", "/", webTestHost, &http.Cookie{Name: f.s.cookie, Value: "x"}},
-		{"another port's cookie name", "/", webTestHost, &http.Cookie{Name: "ckpt_web_1", Value: f.s.token}},
-		{"another Host (DNS rebinding)", "/", "attacker.example:4711", &http.Cookie{Name: f.s.cookie, Value: f.s.token}},
-		{"another port in Host", "/", "127.0.0.1:80", &http.Cookie{Name: f.s.cookie, Value: f.s.token}},
+		{"the token as a query", "/thread?id=run&token=" + f.s.token, webTestHost, nil},
+		{"the token as a cookie", "/thread?id=run", webTestHost, &http.Cookie{Name: "ckpt_web_4711", Value: f.s.token}},
+		{"a wrong token", "/" + f.s.csrf + "/thread?id=run", webTestHost, nil},
+		{"a token one character short", tok[:len(tok)-1] + "/", webTestHost, nil},
+		{"the token after another segment", "/static" + tok + "/", webTestHost, nil},
+		{"another Host (DNS rebinding)", tok + "/", "attacker.example:4711", nil},
+		{"another port in Host", tok + "/", "127.0.0.1:80", nil},
 	} {
 		if w := do(c.path, c.host, c.cookie); w.Code != http.StatusForbidden {
 			t.Errorf("%s: %d; want 403", c.what, w.Code)
 		}
 	}
-	w := do("/thread?id=run&token="+f.s.token, webTestHost, nil)
-	ck := w.Result().Cookies()
-	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/thread?id=run" || len(ck) != 1 ||
-		ck[0].Value != f.s.token || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode {
-		t.Fatalf("the token URL: %d, Location %q, cookies %+v", w.Code, w.Header().Get("Location"), ck)
+	if w := do(tok, webTestHost, nil); w.Code != http.StatusSeeOther || w.Header().Get("Location") != tok+"/" {
+		t.Errorf("the token without its slash: %d, Location %q", w.Code, w.Header().Get("Location"))
 	}
 	for _, host := range []string{webTestHost, "localhost:4711", "[::1]:4711"} {
-		if w := do("/thread?id=run", host, ck[0]); w.Code != http.StatusOK {
-			t.Errorf("with the cookie, Host %s: %d", host, w.Code)
+		for _, path := range []string{"/", "/thread?id=run", "/static/app.css"} {
+			if w := do(tok+path, host, nil); w.Code != http.StatusOK {
+				t.Errorf("GET %s, Host %s: %d", path, host, w.Code)
+			}
 		}
+	}
+	// The pages' links are relative to their <base>, the token's path.
+	body := do(tok+"/thread?id=run", webTestHost, nil).Body.String()
+	links := strings.Replace(body, `<base href="`+tok+`/">`, "", 1)
+	if links == body || strings.Contains(links, `href="/`) || strings.Contains(links, `action="/`) || strings.Contains(links, `src="/`) {
+		t.Errorf("the page's base or links:\n%s", body)
 	}
 }
 
@@ -181,7 +191,7 @@ func TestWebWrites(t *testing.T) {
 		{"Origin null", ok, func(r *http.Request) { r.Header.Set("Origin", "null") }, http.StatusForbidden},
 		{"no Origin", ok, func(r *http.Request) { r.Header.Del("Origin") }, http.StatusForbidden},
 		{"a cross-site fetch", ok, func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, http.StatusForbidden},
-		{"no cookie", ok, func(r *http.Request) { r.Header.Del("Cookie") }, http.StatusForbidden},
+		{"no token", ok, func(r *http.Request) { r.URL.Path = "/do/rewind" }, http.StatusForbidden},
 		{"not confirmed", without("confirm"), nil, http.StatusBadRequest},
 		{"a GET", ok, func(r *http.Request) { r.Method = http.MethodGet }, http.StatusMethodNotAllowed},
 	} {
@@ -571,7 +581,7 @@ func TestWebCommand(t *testing.T) {
 				printed, _ = url.Parse(line)
 			}
 		}
-		if printed == nil || printed.Hostname() != c.host || printed.Port() == "0" || len(printed.Query().Get("token")) < 40 {
+		if printed == nil || printed.Hostname() != c.host || printed.Port() == "0" || len(printed.Path) < 42 || !strings.HasSuffix(printed.Path, "/") {
 			t.Errorf("ckpt web %v printed\n%s", c.args, out.b.String())
 		}
 		if got := strings.Contains(errOut.String(), "warning: listening on"); got != c.warn {

@@ -104,7 +104,7 @@ var webActions = map[string]webAction{
 			if err != nil {
 				return "", "", err
 			}
-			return fmt.Sprintf("Thread %s deleted: %d checkpoint(s).", termsafe.Line(q.Get("thread")), res.Deleted), "/", nil
+			return fmt.Sprintf("Thread %s deleted: %d checkpoint(s).", termsafe.Line(q.Get("thread")), res.Deleted), "./", nil
 		},
 	},
 	"prune": {
@@ -141,7 +141,7 @@ func threadHref(thread string, at uuid.UUID) string {
 	if at != uuid.Nil {
 		v.Set("at", at.String())
 	}
-	return "/thread?" + v.Encode()
+	return "thread?" + v.Encode()
 }
 
 func (s *webServer) checkpointArg(r *http.Request, arg string) (*engine.Checkpoint, error) {
