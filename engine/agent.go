@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"log/slog"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // triggerSet is the set of enabled triggers; nil means every trigger.

@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"hash"
 	"io"
 	"log/slog"
@@ -28,6 +27,7 @@ import (
 	"github.com/klauspost/compress/s2"
 
 	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // Encryption turns on encryption at rest (Config.Encryption): the content

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // runGC applies a retention policy: to one thread (--thread), or to every
@@ -80,9 +81,51 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 		fmt.Fprintf(c.stdout, "%d thread(s) could not be cleaned and were left as they were; the server log says why\n", res.Failed)
 	}
 	if !res.Done {
-		fmt.Fprintf(c.stdout, "stopped by --budget; to go on: ckpt gc --policy %s --after %s\n", p, termsafe.Line(res.Next))
+		fmt.Fprintf(c.stdout, "stopped by --budget; to go on: %s\n", goOn(c, p, res.Next))
 	}
 	return nil
+}
+
+// goOn is the command that sweeps on from thread next with the flags of
+// this run, each word quoted for a POSIX shell, so that a thread id (agent
+// text) pasted into one stays one word and runs nothing.
+func goOn(c *cli, p engine.Policy, next string) string {
+	words := []string{"ckpt", "gc", "--policy", p.String(), "--after", next}
+	if c.batch > 0 {
+		words = append(words, "--batch", fmt.Sprint(c.batch))
+	}
+	if c.budget > 0 {
+		words = append(words, "--budget", c.budget.String())
+	}
+	if c.dryRun {
+		words = append(words, "--dry-run")
+	}
+	for i, w := range words {
+		words[i] = shellWord(w)
+	}
+	return strings.Join(words, " ")
+}
+
+// shellWord quotes w as one word of a shell command: as it is when it holds
+// nothing a shell reads specially; in single quotes when it holds nothing a
+// terminal acts on either; else in bash's $'...', its backslashes and
+// quotes escaped and every control or format character as termsafe.Line
+// writes it (\uXXXX, \xXX), which $'...' reads back as that character.
+func shellWord(w string) string {
+	plain := w != ""
+	for _, r := range w {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_@%+=:,./-", r)) {
+			plain = false
+			break
+		}
+	}
+	switch {
+	case plain:
+		return w
+	case termsafe.First(w) < 0 && !strings.ContainsAny(w, "\t\n"):
+		return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return "$'" + termsafe.Line(strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(w)) + "'"
 }
 
 // gcThread applies p to one thread (gc --thread).

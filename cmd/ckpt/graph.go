@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // The drawing of a tree, newest first, one row per checkpoint. A column is

@@ -20,7 +20,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"io"
 	"os"
 	"os/signal"
@@ -32,6 +31,7 @@ import (
 	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/cliflags"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/version"
 	"golang.org/x/term"
 )

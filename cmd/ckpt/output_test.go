@@ -5,16 +5,18 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // hostileText drives a terminal as it is: C1 CSI, a bidi override, a tag
@@ -209,5 +211,58 @@ func TestForgedTriggerStaysOnItsLine(t *testing.T) {
 	out, _ = runCkpt(t, terminals{}, "--database", url, "tree", "t", "--format", "mermaid")
 	if strings.Contains(out, "\n  click") || strings.Contains(out, "\n  fake") || termsafe.First(out) >= 0 {
 		t.Errorf("the Mermaid flowchart holds the forged trigger's lines:\n%s", out)
+	}
+}
+
+// gc's hint to go on after --budget stops it is a command a user pastes
+// into a shell: each thread id (agent text) must stay one word there and
+// run nothing, and the hint keeps --dry-run and the batch and budget. Here
+// bash itself splits each hint into words.
+func TestGCHintIsOneShellWordPerArgument(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	for _, id := range []string{
+		"b; touch pwned #",
+		"b'q\\ $x `y` \"z\" *",
+		"b\x1b[2J\u202e\u0085 tab\there",
+		"b\nnewline",
+	} {
+		ctx := context.Background()
+		url := "sqlite:" + filepath.Join(t.TempDir(), "gc.db")
+		eng, err := pgcheckpoint.Open(ctx, url, pgcheckpoint.Options{Migrate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, thread := range []string{"a", id, "c"} {
+			if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread}); err != nil {
+				t.Fatalf("thread %q: %v", thread, err)
+			}
+		}
+		eng.Close()
+		out, _ := runCkpt(t, terminals{}, "--database", url, "gc", "--policy", "keep_last_n:1", "--after", "a", "--batch", "1", "--budget", "1ns", "--dry-run")
+		_, hint, ok := strings.Cut(out, "to go on: ")
+		if !ok {
+			t.Fatalf("no hint for %q:\n%s", id, out)
+		}
+		hint = strings.TrimSuffix(hint, "\n")
+		if strings.Contains(hint, "\n") || termsafe.First(hint) >= 0 {
+			t.Errorf("the hint for %q is not one safe line: %q", id, hint)
+		}
+		dir := t.TempDir()
+		cmd := exec.Command(bash, "-c", "set -- "+hint+"\nprintf '%s\\0' \"$@\"")
+		cmd.Dir = dir
+		words, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("bash on %q: %v", hint, err)
+		}
+		want := []string{"ckpt", "gc", "--policy", "keep_last_n:1", "--after", id, "--batch", "1", "--budget", "1ns", "--dry-run"}
+		if got := strings.Split(strings.TrimSuffix(string(words), "\x00"), "\x00"); !slices.Equal(got, want) {
+			t.Errorf("bash reads the hint %q as %q; want %q", hint, got, want)
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Errorf("the hint %q ran something: %v", hint, entries)
+		}
 	}
 }

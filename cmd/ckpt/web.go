@@ -8,7 +8,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"html/template"
 	"io/fs"
 	"net"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/dburl"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // ckpt web serves a viewer of the database's threads to a browser on this

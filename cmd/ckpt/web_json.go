@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"strings"
+
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // Agent content as ckpt web shows it: JSON pretty-printed as it was

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // The pages of ckpt web. Each handler reads its query, asks the Engine, and

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"html"
 	"io"
 	"math/rand/v2"
@@ -22,6 +21,7 @@ import (
 
 	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // webFixture is a ckpt web handler over a SQLite file, with requests made

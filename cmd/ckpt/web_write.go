@@ -3,13 +3,13 @@ package main
 import (
 	"crypto/subtle"
 	"fmt"
-	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"net/http"
 	"net/url"
 
 	"github.com/google/uuid"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // Writes in ckpt web: each has a confirmation page (GET /confirm), which
