@@ -14,7 +14,9 @@
 // checkpoint's state: `ckpt show` and `ckpt diff` show it, and delta storage
 // keeps only the changed top-level keys. Bytes that are not a JSON object
 // (a custom serializer's) are stored base64-encoded under the state key
-// "eino_checkpoint_base64": exact, but opaque to diffs and stored whole.
+// "eino_checkpoint_base64": exact, but opaque to diffs and stored whole;
+// so is an object of that key alone, which would otherwise read back as
+// the bytes it encodes.
 //
 // # Tenants
 //
@@ -73,24 +75,37 @@ func (s *Store) Get(ctx context.Context, checkPointID string) ([]byte, bool, err
 	if err != nil {
 		return nil, false, fmt.Errorf("eino checkpoint %q: %w", checkPointID, err)
 	}
-	var wrapped map[string]string
-	if json.Unmarshal(head.State, &wrapped) == nil && len(wrapped) == 1 {
-		if enc, ok := wrapped[base64Key]; ok {
-			b, err := base64.StdEncoding.DecodeString(enc)
-			if err != nil {
-				return nil, false, fmt.Errorf("eino checkpoint %q: %w", checkPointID, err)
-			}
-			return b, true, nil
+	if enc, ok := wrapped(head.State); ok {
+		b, err := base64.StdEncoding.DecodeString(enc)
+		if err != nil {
+			return nil, false, fmt.Errorf("eino checkpoint %q: %w", checkPointID, err)
 		}
+		return b, true, nil
 	}
 	return head.State, true, nil
+}
+
+// wrapped reports whether state is a checkpoint Set stored base64-encoded
+// (an object of base64Key alone, a string) and returns the encoding.
+func wrapped(state []byte) (string, bool) {
+	var w map[string]json.RawMessage
+	if json.Unmarshal(state, &w) != nil || len(w) != 1 {
+		return "", false
+	}
+	var enc string
+	if raw, ok := w[base64Key]; !ok || json.Unmarshal(raw, &enc) != nil {
+		return "", false
+	}
+	return enc, true
 }
 
 // Set writes checkPoint as a new checkpoint of thread checkPointID, child
 // of its head.
 func (s *Store) Set(ctx context.Context, checkPointID string, checkPoint []byte) error {
 	state := bytes.TrimSpace(checkPoint)
-	if len(state) == 0 || state[0] != '{' || !json.Valid(state) {
+	// A JSON object is stored as it is, unless Get would read it as one
+	// stored base64-encoded: that is wrapped too.
+	if _, looksWrapped := wrapped(state); len(state) == 0 || state[0] != '{' || !json.Valid(state) || looksWrapped {
 		state, _ = json.Marshal(map[string]string{base64Key: base64.StdEncoding.EncodeToString(checkPoint)})
 	}
 	res, err := s.eng.Snapshot(ctx, engine.SnapshotInput{
