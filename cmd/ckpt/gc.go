@@ -130,8 +130,11 @@ func shellWord(w string) string {
 
 // gcThread applies p to one thread (gc --thread).
 func gcThread(ctx context.Context, c *cli, p engine.Policy) error {
-	if _, err := c.eng.Latest(ctx, c.thread); err != nil {
-		return err // not found: say so, as log does
+	// Not found: say so, as log does. (Its expiry, not its head: a thread
+	// may have checkpoints in sub-graph namespaces alone, which the policy
+	// prunes too.)
+	if _, _, err := c.eng.ThreadExpiry(ctx, c.thread); err != nil {
+		return err
 	}
 	var res engine.DeleteResult
 	var err error

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -264,5 +265,36 @@ func TestGCHintIsOneShellWordPerArgument(t *testing.T) {
 		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
 			t.Errorf("the hint %q ran something: %v", hint, entries)
 		}
+	}
+}
+
+// gc --thread prunes a thread whose checkpoints are all in a sub-graph's
+// namespace (it said "not found", looking for a head in the root one), and
+// still says not found for a thread that does not exist.
+func TestGCThreadOfSubGraphsAlone(t *testing.T) {
+	ctx := context.Background()
+	url := "sqlite:" + filepath.Join(t.TempDir(), "gc.db")
+	eng, err := pgcheckpoint.Open(ctx, url, pgcheckpoint.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "nsonly", Namespace: "sub"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _ := runCkpt(t, terminals{}, "--database", url, "gc", "--policy", "keep_last_n:1", "--thread", "nsonly", "--yes")
+	if !strings.Contains(out, "4 checkpoint(s) deleted") {
+		t.Errorf("gc --thread nsonly:\n%s", out)
+	}
+	list, err := eng.ListCheckpoints(ctx, "nsonly", engine.ListOptions{Namespace: "sub"})
+	if err != nil || len(list) != 1 {
+		t.Errorf("after gc the namespace holds %d checkpoints (%v); want 1", len(list), err)
+	}
+	eng.Close()
+	var errOut bytes.Buffer
+	err = run(ctx, []string{"--database", url, "gc", "--policy", "keep_last_n:1", "--thread", "nothere", "--yes"}, io.Discard, &errOut, terminals{})
+	if !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("gc --thread of an unknown thread: %v", err)
 	}
 }
