@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	pgcheckpoint "github.com/pgcheckpoint/pgcheckpoint"
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
 )
@@ -142,8 +144,35 @@ func TestMigrateSQLiteFile(t *testing.T) {
 	want([]string{"version"}, "version "+latest+" of "+latest)
 	want([]string{"down", "-all"}, "version 0 of "+latest)
 	want([]string{"goto", latest}, "version "+latest+" of "+latest)
-	if r := runCLI(t, bin, env, "-database", url, "force", "1"); r.code != 1 || !strings.Contains(r.stderr, "not for SQLite") {
-		t.Fatalf("force on SQLite: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	// A process that died in the migration left the flag dirty and the
+	// schema as it was (the migration is one transaction): version says
+	// how to go on, force -1 and up do. down takes 1, the one migration.
+	if r := runCLI(t, bin, env, "-database", url, "down", "2"); r.code != 1 || !strings.Contains(r.stderr, "one migration") {
+		t.Fatalf("down 2 on SQLite: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	want([]string{"down", "1"}, "version 0 of "+latest)
+	db, err := sqlite.OpenDB(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DELETE FROM schema_migrations; INSERT INTO schema_migrations (version, dirty) VALUES (` + latest + `, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	want([]string{"version"}, "version "+latest+" of "+latest+" (dirty: it ran in one transaction and left nothing: run `migrate force -1`, then `migrate up`)")
+	if r := runCLI(t, bin, env, "-database", url, "force", "1"); r.code != 1 || !strings.Contains(r.stderr, "versions -1 (none) and "+latest) {
+		t.Fatalf("force 1 on SQLite: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	want([]string{"force", "-1"}, "version 0 of "+latest)
+	want([]string{"up"}, "version "+latest+" of "+latest)
+	want([]string{"check"}, "version "+latest+" of "+latest)
+	eng, err := pgcheckpoint.Open(context.Background(), url, pgcheckpoint.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := eng.Snapshot(context.Background(), engine.SnapshotInput{ThreadID: "after-repair"}); err != nil {
+		t.Fatalf("a write after the repair: %v", err)
 	}
 	// list and sql answer for the store the URL names: SQLite's
 	// migrations for a sqlite: URL (-database or DATABASE_URL), Postgres's

@@ -36,8 +36,9 @@ var (
 	ErrNewerSchema = fmt.Errorf("%w (sqlite)", engine.ErrNewerSchema)
 
 	// ErrDirtySchema: a migration failed halfway (golang-migrate's dirty
-	// flag). Inspect the file, then force the version with golang-migrate.
-	// It wraps engine.ErrDirtySchema.
+	// flag): the process died in it. Force(ctx, db, -1), then Migrate,
+	// runs it again (cmd/migrate: force -1, then up). It wraps
+	// engine.ErrDirtySchema.
 	ErrDirtySchema = fmt.Errorf("%w (sqlite)", engine.ErrDirtySchema)
 )
 

@@ -91,6 +91,29 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 	}
 }
 
+// Force records version as applied (-1: none) and clears the dirty flag,
+// running no SQL: after a migration that failed part way (the process
+// died in it), Force(ctx, db, -1) and then Migrate run it again, which is
+// safe: it runs in one transaction, so it left nothing, and it is
+// idempotent. Errors: ErrNewerSchema for a version this program does not
+// know.
+func Force(ctx context.Context, db *sql.DB, version int) error {
+	if version != -1 && version != 0 && version != int(latestVersion) {
+		return fmt.Errorf("force: %w: version %d; the SQLite schema has versions -1 (none) and %d", ErrNewerSchema, version, latestVersion)
+	}
+	if version == 0 {
+		version = -1 // golang-migrate's "no version"
+	}
+	m, err := newMigrator(db)
+	if err != nil {
+		return err
+	}
+	if err := m.Force(version); err != nil {
+		return fmt.Errorf("force: %w", openError(err))
+	}
+	return nil
+}
+
 // MigrateDown migrates db all the way down: every table of the store is
 // dropped, with its data.
 func MigrateDown(ctx context.Context, db *sql.DB) error {

@@ -38,8 +38,9 @@ const usage = `usage: migrate [-database URL] COMMAND [ARGS]
 
 The URL is postgres://..., postgresql://... or a keyword/value string
 ("host=/tmp dbname=app user=me") for Postgres, or sqlite:FILE for a SQLite
-file (which up creates; SQLite's schema is one migration: up, down -all
-and version apply to it), as pgcheckpoint.Open and ckpt take them.
+file (which up creates; SQLite's schema is one migration: up, down 1 or
+down -all, force -1 and version apply to it), as pgcheckpoint.Open and
+ckpt take them.
 
 Commands:
   up             apply every migration not yet applied
@@ -272,7 +273,7 @@ func printVersion(ctx context.Context, m migrator, w io.Writer) error {
 	}
 	state := ""
 	if dirty {
-		state = fmt.Sprintf(" (dirty: migration %d failed part way; repair it by hand, then run `migrate force VERSION`)", v)
+		state = " (dirty: " + m.repair(v) + ")"
 	}
 	fmt.Fprintf(w, "version %d of %d%s\n", v, m.Latest(), state)
 	return nil

@@ -19,6 +19,8 @@ type migrator interface {
 	Version(ctx context.Context) (version uint, dirty bool, err error)
 	Check(ctx context.Context) error
 	Latest() uint
+	// repair says what to do about a schema left dirty at version v.
+	repair(v uint) string
 }
 
 // postgresMigrator is schema.Migrator, the Postgres schema's migrations.
@@ -70,8 +72,8 @@ func (m *sqliteMigrator) DownAll(ctx context.Context) error {
 }
 
 func (m *sqliteMigrator) Down(ctx context.Context, n int) error {
-	if uint(n) < m.Latest() {
-		return fmt.Errorf("down %d: the SQLite schema is %d migration(s): use down -all", n, m.Latest())
+	if n != 1 {
+		return fmt.Errorf("down %d: the SQLite schema is one migration (version %d): use down 1 or down -all", n, m.Latest())
 	}
 	return m.DownAll(ctx)
 }
@@ -86,8 +88,24 @@ func (m *sqliteMigrator) Goto(ctx context.Context, version uint) error {
 	return fmt.Errorf("goto %d: the SQLite schema has versions 0 and %d", version, m.Latest())
 }
 
-func (m *sqliteMigrator) Force(context.Context, int) error {
-	return fmt.Errorf("force: not for SQLite; its migration can be run again: run up")
+func (m *sqliteMigrator) Force(ctx context.Context, version int) error {
+	db, err := m.open(ctx)
+	if err != nil {
+		return err
+	}
+	return sqlite.Force(ctx, db, version)
+}
+
+// repair says what to do about a migration left dirty at version v.
+func (m *sqliteMigrator) repair(uint) string {
+	return "it ran in one transaction and left nothing: run `migrate force -1`, then `migrate up`"
+}
+
+func (postgresMigrator) repair(v uint) string {
+	if v == 0 {
+		return "a down migration failed part way; repair the schema by hand, then run `migrate force VERSION`"
+	}
+	return fmt.Sprintf("migration %d failed part way; repair it by hand, then run `migrate force VERSION`", v)
 }
 
 func (m *sqliteMigrator) Version(ctx context.Context) (uint, bool, error) {
