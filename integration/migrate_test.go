@@ -224,6 +224,17 @@ func TestMigrateCLI(t *testing.T) {
 	if r := runCLI(t, bin, env, "force", latest, "-database", d.URL); r.code != 0 || r.stdout != "version "+latest+" of "+latest+"\n" {
 		t.Fatalf("force after -1: %+v", r)
 	}
+	// Dirty at no version (-1): the first migration's down failed; there
+	// is no migration 0 to name.
+	if _, err := d.Pool.Exec(context.Background(), `UPDATE pgcheckpoint.schema_migrations SET version = -1, dirty = true`); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, bin, env, "version"); r.code != 0 || !strings.Contains(r.stdout, "a down migration failed part way") || strings.Contains(r.stdout, "migration 0") {
+		t.Fatalf("version dirty at -1: %+v", r)
+	}
+	if r := runCLI(t, bin, env, "force", latest); r.code != 0 {
+		t.Fatalf("force after a dirty -1: %+v", r)
+	}
 
 	// Bad usage: exit 2 and a message saying what is wrong.
 	for _, c := range []struct {
