@@ -357,7 +357,7 @@ func runBranch(ctx context.Context, c *cli, args []string) error {
 }
 
 // runExport writes the export exactly as the engine does, for a file or a
-// pipe. To a terminal it goes through jsonSafe: the same values, and
+// pipe. To a terminal it goes through termsafe.JSON: the same values, and
 // nothing the terminal would act on (an import of the escaped text reads
 // the same content, though its message digests, taken over the bytes,
 // then differ from the agent's, so its next write is stored whole).

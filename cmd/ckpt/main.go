@@ -143,8 +143,8 @@ IDs are checkpoint ids as ckpt log prints them. Exit status: 0 success,
 // cli is what a command needs: where to write, the flags, the engine.
 type cli struct {
 	// stdout and stderr are for people: agent text on them is escaped
-	// (see safeWriter). raw is stdout as it is, for JSON (escaped by
-	// jsonSafe) and export; rawErr stderr as it is, for ckpt's own
+	// (see termsafe.Writer). raw is stdout as it is, for JSON (escaped by
+	// termsafe.JSON) and export; rawErr stderr as it is, for ckpt's own
 	// progress line.
 	stdout, stderr io.Writer
 	raw            io.Writer
@@ -409,7 +409,7 @@ func (c *cli) connect(ctx context.Context) error {
 }
 
 // printJSON writes v as indented JSON, for programs (--json) and people
-// alike: jsonSafe escapes what a terminal would act on, so the text holds
+// alike: termsafe.JSON escapes what a terminal would act on, so the text holds
 // the same values and is safe to show.
 func (c *cli) printJSON(v any) error {
 	var b bytes.Buffer

@@ -9,9 +9,9 @@ import (
 	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
-// Agent content as ckpt web shows it: JSON pretty-printed as it was
-// written (numbers and key order kept), messages as a conversation. Every
-// string made here goes through safeText, so control and bidi characters
+// Agent content as ckpt web shows it: JSON pretty-printed as the store
+// returns it (numbers and key order kept), messages as a conversation.
+// Every string made here goes through termsafe.Text, so control and bidi characters
 // show as escapes; the templates then escape it for HTML.
 
 // webMaxJSON is the most of one JSON value a page shows; ckpt show has the

@@ -20,7 +20,7 @@ import (
 
 // The pages of ckpt web. Each handler reads its query, asks the Engine, and
 // returns its template's name, the page title and a view of the data in
-// which agent text is already made safe to show (safeText, termsafe.Line);
+// which agent text is already made safe to show (termsafe.Text, termsafe.Line);
 // html/template escapes it for HTML when the page is written. Ids and
 // thread ids that go into links stay as they are: the templates put them
 // in URL query values, which html/template percent-encodes.
