@@ -11,6 +11,8 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	migratesqlite "github.com/golang-migrate/migrate/v4/database/sqlite"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+
+	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
 // Migrations holds the store's golang-migrate migrations,
@@ -95,11 +97,11 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 // running no SQL: after a migration that failed part way (the process
 // died in it), Force(ctx, db, -1) and then Migrate run it again, which is
 // safe: it runs in one transaction, so it left nothing, and it is
-// idempotent. Errors: ErrNewerSchema for a version this program does not
-// know.
+// idempotent. Errors: engine.ErrInvalidInput for a version this program
+// does not know.
 func Force(ctx context.Context, db *sql.DB, version int) error {
 	if version != -1 && version != 0 && version != int(latestVersion) {
-		return fmt.Errorf("force: %w: version %d; the SQLite schema has versions -1 (none) and %d", ErrNewerSchema, version, latestVersion)
+		return fmt.Errorf("force: %w: no SQLite migration has version %d; the SQLite schema has versions -1 (none) and %d", engine.ErrInvalidInput, version, latestVersion)
 	}
 	if version == 0 {
 		version = -1 // golang-migrate's "no version"
