@@ -131,10 +131,7 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 		if c.json {
 			return c.printJSON(treeJSON(tree))
 		}
-		lines := drawGraph(tree, func(n engine.TreeNode, parentMissing bool) string { return nodeLabel(n, parentMissing, thread) })
-		if c.limit > 0 && len(lines) > c.limit {
-			lines = lines[:c.limit]
-		}
+		lines := drawGraph(tree, c.limit, func(n engine.TreeNode, parentMissing bool) string { return nodeLabel(n, parentMissing, thread) })
 		for _, l := range lines {
 			fmt.Fprintln(c.stdout, l)
 		}

@@ -306,7 +306,7 @@ func runDemo(ctx context.Context, c *cli, _ []string) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nthe tree (ckpt log %s --graph): %d checkpoints\n", demoThread, len(tree.Nodes))
-	for _, l := range drawGraph(tree, demoLabel) {
+	for _, l := range drawGraph(tree, 0, demoLabel) {
 		fmt.Fprintln(w, "  "+l)
 	}
 	if c.dbURL != "" {

@@ -46,10 +46,13 @@ thread's first checkpoint, or its parent was pruned or lies outside the
 tree: the label says so).`
 
 // drawGraph draws a tree (see the glyphs above) and returns one line per
-// checkpoint: the drawing, then the label. label gets each node and
-// whether its parent is missing from the tree (pruned, or outside it); a
-// label is shown on one line, its newlines escaped.
-func drawGraph(t *engine.Tree, label func(n engine.TreeNode, parentMissing bool) string) []string {
+// checkpoint, newest first, at most limit of them (0: all): the drawing,
+// then the label. label gets each node and whether its parent is missing
+// from the tree (pruned, or outside it); a label is shown on one line, its
+// newlines escaped. A row is as wide as the lines it crosses, so the rows
+// not asked for are not drawn at all: N checkpoints forked from one are N
+// lines side by side, N*N bytes for all the rows.
+func drawGraph(t *engine.Tree, limit int, label func(n engine.TreeNode, parentMissing bool) string) []string {
 	parent := map[uuid.UUID]uuid.UUID{}
 	merge := map[uuid.UUID]uuid.UUID{}
 	for _, e := range t.Edges {
@@ -82,6 +85,9 @@ func drawGraph(t *engine.Tree, label func(n engine.TreeNode, parentMissing bool)
 		}
 	}
 	order := x.newestFirst(t.Nodes)
+	if limit > 0 && len(order) > limit {
+		order = order[:limit]
+	}
 	nodes := make([]engine.TreeNode, len(order))
 	for i, ni := range order {
 		nodes[i] = t.Nodes[ni]

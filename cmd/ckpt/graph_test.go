@@ -257,7 +257,20 @@ func expectedLeft(all map[uuid.UUID]engine.TreeNode, present []engine.TreeNode, 
 // compares it with t's edges and the expected marks.
 func checkDrawing(t *testing.T, name string, tree *engine.Tree, left map[uuid.UUID]bool) drawingFeatures {
 	t.Helper()
-	lines := drawGraph(tree, func(n engine.TreeNode, _ bool) string { return n.ID.String() })
+	lines := drawGraph(tree, 0, func(n engine.TreeNode, _ bool) string { return n.ID.String() })
+	// A limit draws the first rows of the whole drawing, and no more.
+	for _, limit := range []int{1, (len(lines) + 1) / 2} {
+		part := drawGraph(tree, limit, func(n engine.TreeNode, _ bool) string { return n.ID.String() })
+		if len(part) != min(limit, len(lines)) {
+			t.Fatalf("%s: limit %d drew %d rows of %d", name, limit, len(part), len(lines))
+		}
+		for i, l := range part {
+			drawing := func(l string) string { return strings.TrimRight(l[:len(l)-len(uuid.Nil.String())], " ") }
+			if drawing(l) != drawing(lines[i]) || l[len(l)-36:] != lines[i][len(lines[i])-36:] {
+				t.Fatalf("%s: limit %d, row %d:\n%q\nwhere the whole drawing has\n%q", name, limit, i, l, lines[i])
+			}
+		}
+	}
 	got, err := parseGraph(lines)
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", name, err, showGraph(tree, lines))

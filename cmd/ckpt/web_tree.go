@@ -1,7 +1,9 @@
 package main
 
 import (
+	"container/heap"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -70,37 +72,56 @@ func layoutTree(t *engine.Tree) *treeLayout {
 	left := x.leftBehind(t.Nodes)
 	order := x.newestFirst(t.Nodes)
 
-	// lanes[c] is the index of the line going down column c, or -1.
-	// freed[c] is the row where column c's last line ended.
+	// lanes[c] is the index of the line going down column c, or -1. A
+	// line takes the lowest free column (avail, a heap); a column whose
+	// line ended on row r is free again from row r+2 (cooling, in the
+	// order of its rows), so a line does not start right below the end of
+	// another. waiting[ni] holds the columns of the lines down to node ni.
+	// Each row costs its own lines' work, not the number of columns: N
+	// checkpoints forked from one are N columns side by side.
 	var lanes []int
-	var freed []int
-	free := func(row int, not int) int {
-		for c := 0; ; c++ {
-			if c == len(lanes) {
-				lanes = append(lanes, -1)
-				freed = append(freed, -2)
-			}
-			if c != not && lanes[c] < 0 && freed[c] < row-1 {
-				return c
-			}
+	var avail columnHeap
+	type cooled struct{ col, from int }
+	var cooling []cooled
+	waiting := make([][]int, n)
+	take := func(not int) int {
+		var skipped bool
+		if len(avail) > 0 && avail[0] == not {
+			heap.Pop(&avail)
+			skipped = true
 		}
+		c := len(lanes)
+		if len(avail) > 0 {
+			c = heap.Pop(&avail).(int)
+		} else {
+			lanes = append(lanes, -1)
+		}
+		if skipped {
+			heap.Push(&avail, not)
+		}
+		return c
 	}
 	var ending []int
 	for r, ni := range order {
+		for len(cooling) > 0 && cooling[0].from <= r {
+			heap.Push(&avail, cooling[0].col)
+			cooling = cooling[1:]
+		}
 		l.rowOf[ni] = int32(r)
-		col := -1
+		ends := waiting[ni]
+		slices.Sort(ends)
+		waiting[ni] = nil
+		col, taken := -1, false
 		ending = ending[:0]
-		for c, li := range lanes {
-			if li >= 0 && from[li] == ni {
-				if col < 0 {
-					col = c
-				}
-				ending = append(ending, li)
-				lanes[c], freed[c] = -1, r
+		for _, c := range ends {
+			if col < 0 {
+				col = c
 			}
+			ending = append(ending, lanes[c])
+			lanes[c] = -1
 		}
 		if col < 0 {
-			col = free(r, -1)
+			col, taken = take(-1), true
 		}
 		for _, li := range ending {
 			l.Lines[li].ParentRow, l.Lines[li].ParentCol = r, col
@@ -111,15 +132,38 @@ func layoutTree(t *engine.Tree) *treeLayout {
 		for _, li := range out[outStart[ni]:outStart[ni+1]] {
 			lane := col
 			if l.Lines[li].Edge.Merge {
-				lane = free(r, col)
+				lane = take(col)
 			}
 			lanes[lane] = int(li)
+			waiting[from[li]] = append(waiting[from[li]], lane)
 			l.Lines[li].ChildRow, l.Lines[li].ChildCol, l.Lines[li].Lane = r, col, lane
 			l.Lines[li].Left = left[ni]
+		}
+		for _, c := range ends {
+			if lanes[c] < 0 {
+				cooling = append(cooling, cooled{c, r + 2})
+			}
+		}
+		if taken && lanes[col] < 0 {
+			heap.Push(&avail, col) // no line ended here: free on the next row
 		}
 		l.Columns = max(l.Columns, len(lanes))
 	}
 	return l
+}
+
+// columnHeap is a min-heap of free columns (container/heap).
+type columnHeap []int
+
+func (h columnHeap) Len() int           { return len(h) }
+func (h columnHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h columnHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *columnHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *columnHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // Sizes of the picture, in pixels.
