@@ -429,3 +429,52 @@ func deref(s *string) string {
 	}
 	return fmt.Sprintf("%q", *s)
 }
+
+// Arguments a psql caller may type that no engine sends: each is PC003
+// (bad input, nothing written), where the server's own error surfaced (a
+// negative LIMIT, a timestamp out of range) or a UUIDv7 wrapped around to
+// an id that sorts after every id made now.
+func TestSQLRefusesOddArguments(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	src := b.snap(t, engine.SnapshotInput{ThreadID: "main"})
+	conn, err := b.db.Pool.Acquire(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(b.ctx, `SET pgcheckpoint.tenant = 'default'`); err != nil {
+		t.Fatal(err)
+	}
+	before := b.count(t)
+	for name, sql := range map[string]string{
+		"thread_list_heads, a negative page":       `SELECT * FROM pgcheckpoint.thread_list_heads('', -1)`,
+		"checkpoint_line_range, a negative page":   `SELECT * FROM pgcheckpoint.checkpoint_line_range('` + src.ID.String() + `', -1)`,
+		"thread_gc, keep_age of a million years":   `SELECT * FROM pgcheckpoint.thread_gc('main', 'keep_age', NULL, '1000000 years')`,
+		"thread_gc_batch_oldest, a negative batch": `SELECT pgcheckpoint.thread_gc_batch_oldest('keep_last_n', 1, NULL, -1, now())`,
+		"uuid_v7, infinity":                        `SELECT pgcheckpoint.uuid_v7('infinity')`,
+		"uuid_v7, before 1970":                     `SELECT pgcheckpoint.uuid_v7('1960-01-01')`,
+		"uuid_v7, past 48 bits of milliseconds":    `SELECT pgcheckpoint.uuid_v7('10890-01-01')`,
+		"checkpoint_put, an id made before 1970":   `SELECT * FROM pgcheckpoint.checkpoint_put('main', '', pgcheckpoint.uuid_v7('1969-12-31'), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`,
+	} {
+		_, err := conn.Exec(b.ctx, sql)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "PC003" {
+			t.Errorf("%s: %v, want SQLSTATE PC003", name, err)
+		}
+	}
+	if after := b.count(t); after != before {
+		t.Errorf("the refused calls changed the tables: %v -> %v", before, after)
+	}
+	// The bounds themselves are taken.
+	var id uuid.UUID
+	for _, at := range []string{"1970-01-01 00:00:00+00", "10889-08-02 05:31:50.655+00"} {
+		if err := conn.QueryRow(b.ctx, `SELECT pgcheckpoint.uuid_v7($1::timestamptz)`, at).Scan(&id); err != nil || id.Version() != 7 {
+			t.Errorf("uuid_v7(%s): %v %v", at, id, err)
+		}
+	}
+	var null *uuid.UUID
+	if err := conn.QueryRow(b.ctx, `SELECT pgcheckpoint.uuid_v7(NULL)`).Scan(&null); err != nil || null != nil {
+		t.Errorf("uuid_v7(NULL): %v %v", null, err)
+	}
+}

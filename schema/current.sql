@@ -1381,8 +1381,8 @@ BEGIN
             RAISE EXCEPTION 'keep_milestones needs n >= 0, got %', coalesce(p_n::text, 'NULL') USING ERRCODE = 'PC003';
         END IF;
     WHEN 'keep_age' THEN
-        IF p_age IS NULL OR p_age <= interval '0' THEN
-            RAISE EXCEPTION 'keep_age needs a positive age, got %', coalesce(p_age::text, 'NULL') USING ERRCODE = 'PC003';
+        IF p_age IS NULL OR p_age <= interval '0' OR p_age >= interval '1000 years' THEN
+            RAISE EXCEPTION 'keep_age needs a positive age under 1000 years, got %', coalesce(p_age::text, 'NULL') USING ERRCODE = 'PC003';
         END IF;
     ELSE
         RAISE EXCEPTION 'unknown retention policy %; use keep_all, keep_last_n, keep_age or keep_milestones',
@@ -1684,6 +1684,9 @@ AS $function$
 DECLARE
     v_ids text[];
 BEGIN
+    IF p_batch_size IS NULL OR p_batch_size < 1 THEN
+        RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
+    END IF;
     v_ids := ARRAY(
         SELECT t.thread_id FROM pgcheckpoint.tenant_threads t
         WHERE t.swept_at IS NULL OR t.swept_at < p_swept_before
@@ -1966,6 +1969,9 @@ BEGIN
     -- than the page's reads (the plan cache otherwise keeps planning
     -- anew, its generic estimate for an unknown LIMIT being a tenth of the
     -- threads).
+    IF p_max_rows < 0 THEN
+        RAISE EXCEPTION 'max_rows must be 0 or more, not %', p_max_rows USING ERRCODE = 'PC003';
+    END IF;
     RETURN QUERY
     SELECT DISTINCT ON (t.thread_id)
            t.thread_id, t.namespace, t.metadata, t.created_at,
@@ -2220,18 +2226,28 @@ COMMENT ON FUNCTION pgcheckpoint.unescaped_text(text,text) IS 'Text read from a 
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.uuid_v7(p_at timestamp with time zone DEFAULT clock_timestamp())
  RETURNS uuid
- LANGUAGE sql
+ LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-    SELECT encode(
+BEGIN
+    -- The time is 48 bits of milliseconds since 1970: a time outside them
+    -- would wrap and sort wrongly.
+    IF NOT (p_at >= timestamptz 'epoch' AND p_at < timestamptz 'epoch' + interval '1 millisecond' * 281474976710656) THEN
+        IF p_at IS NULL THEN
+            RETURN NULL;
+        END IF;
+        RAISE EXCEPTION 'a UUIDv7 holds a time from 1970 to 10889, not %', p_at USING ERRCODE = 'PC003';
+    END IF;
+    RETURN encode(
         set_bit(set_bit(
             overlay(uuid_send(gen_random_uuid())
                     PLACING substring(int8send(floor(extract(epoch FROM p_at) * 1000)::bigint) FROM 3)
                     FROM 1 FOR 6),
             52, 1), 53, 1),
-        'hex')::uuid
+        'hex')::uuid;
+END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.uuid_v7(timestamp with time zone) IS 'A new UUIDv7 (time-ordered) for the given time, default now.';
+COMMENT ON FUNCTION pgcheckpoint.uuid_v7(timestamp with time zone) IS 'A new UUIDv7 (time-ordered) for the given time, default now; NULL for NULL. Error PC003: a time before 1970 or from 10889 on (48 bits of milliseconds), or infinite.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.uuid_v7(timestamp with time zone) FROM PUBLIC;
 
 -- Aggregates
@@ -2418,6 +2434,9 @@ BEGIN
     -- once per session: with statistics the plan cache otherwise plans
     -- every call anew (its estimate for an unknown LIMIT makes the generic
     -- plan look dearer), at about what running it costs.
+    IF p_max_rows < 0 THEN
+        RAISE EXCEPTION 'max_rows must be 0 or more, not %', p_max_rows USING ERRCODE = 'PC003';
+    END IF;
     RETURN QUERY
     WITH s AS (
         SELECT x.thread_id, x.namespace, x.seq FROM pgcheckpoint.tenant_checkpoints x
