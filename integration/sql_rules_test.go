@@ -232,7 +232,6 @@ func TestSQLWritesKeepTheTextBounds(t *testing.T) {
 	// (here with an escape sequence a terminal would act on).
 	for name, key := range map[string][2]any{
 		"a namespace of 256": {"main", "\x1b]0;t\a" + long},
-		"a NULL namespace":   {"main", nil},
 		"a thread id of 256": {"\x1b[2J" + long, ""},
 		"no thread id":       {"", ""},
 	} {
@@ -242,6 +241,15 @@ func TestSQLWritesKeepTheTextBounds(t *testing.T) {
 		} {
 			_, err := b.db.Pool.Exec(b.ctx, sql, key[0], key[1])
 			refused(fn+" with "+name, "PC003", err)
+		}
+	}
+	// A NULL namespace is the root's, as it always was.
+	for _, sql := range []string{
+		`SELECT step FROM pgcheckpoint.checkpoint_put('null-ns', NULL, pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`,
+		`SELECT step FROM pgcheckpoint.checkpoint_append('null-ns', NULL, pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0)`,
+	} {
+		if _, err := b.db.Pool.Exec(b.ctx, sql); err != nil {
+			t.Errorf("%s: %v", sql, err)
 		}
 	}
 	for name, branch := range map[string]any{"a branch name of 256": long, "no branch name": nil, "an empty branch name": ""} {
@@ -264,8 +272,11 @@ func TestSQLWritesKeepTheTextBounds(t *testing.T) {
 		refused(name, "23514", err)
 	}
 	var n int
-	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints`).Scan(&n); err != nil || n != 2 {
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id <> 'null-ns'`).Scan(&n); err != nil || n != 2 {
 		t.Fatalf("%d checkpoints after the refused writes (%v), want the 2 written", n, err)
+	}
+	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = 'null-ns' AND namespace = ''`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d checkpoints in the root namespace of the NULL namespace's thread (%v), want 2", n, err)
 	}
 	if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.threads WHERE thread_id = 'side'`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("the refused branch made %d thread rows (%v)", n, err)

@@ -485,8 +485,8 @@ BEGIN
     IF p_thread_id IS NULL OR length(p_thread_id) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'thread_id must be 1 to 255 characters' USING ERRCODE = 'PC003';
     END IF;
-    IF p_namespace IS NULL OR length(p_namespace) > 255 THEN
-        RAISE EXCEPTION 'namespace must be at most 255 characters, not NULL' USING ERRCODE = 'PC003';
+    IF length(p_namespace) > 255 THEN
+        RAISE EXCEPTION 'namespace must be at most 255 characters' USING ERRCODE = 'PC003';
     END IF;
     IF p_checkpoint_id IS NULL THEN
         RAISE EXCEPTION 'checkpoint_id must not be null' USING ERRCODE = 'PC003';
@@ -515,7 +515,7 @@ BEGIN
     END IF;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(text,text,uuid,text,text[],text,text) IS 'Raises PC003 unless a checkpoint''s fields are as the engine takes them: a thread id of 1 to 255 characters, a namespace of at most 255 (not NULL), the id a UUIDv7 (version 7, the variant of RFC 9562), the trigger (NULL: manual) one of tool_call, llm_call, state_change, task_boundary, manual, interval, at most 256 tags of at most 255 characters (none NULL, one dimension), a summary of at most 4096 characters, a next node of at most 255: the rules every function that writes a checkpoint applies. A bare INSERT or UPDATE of the table is not held to them (a check constraint would cost every write).';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_check(text,text,uuid,text,text[],text,text) IS 'Raises PC003 unless a checkpoint''s fields are as the engine takes them: a thread id of 1 to 255 characters, a namespace of at most 255 (NULL: the root, ''''), the id a UUIDv7 (version 7, the variant of RFC 9562), the trigger (NULL: manual) one of tool_call, llm_call, state_change, task_boundary, manual, interval, at most 256 tags of at most 255 characters (none NULL, one dimension), a summary of at most 4096 characters, a next node of at most 255: the rules every function that writes a checkpoint applies. A bare INSERT or UPDATE of the table is not held to them (a check constraint would cost every write).';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_content_json(p_checkpoint_id uuid, p_format text, p_messages jsonb, p_state jsonb, p_tool_results jsonb)
  RETURNS bytea[]
