@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/dburl"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
@@ -86,11 +88,24 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 	return nil
 }
 
-// goOn is the command that sweeps on from thread next with the flags of
-// this run, each word quoted for a POSIX shell, so that a thread id (agent
-// text) pasted into one stays one word and runs nothing.
+// goOn is the command that sweeps on from thread next as this run did:
+// the same database (its password masked: the command then fails until
+// it is put back, where without --database it would sweep whatever
+// $DATABASE_URL names), tenant, key file, policy, batch, budget and dry
+// run. Each word is quoted for bash or zsh (shellWord), so a thread id
+// (agent text) pasted into one stays one word and runs nothing.
 func goOn(c *cli, p engine.Policy, next string) string {
-	words := []string{"ckpt", "gc", "--policy", p.String(), "--after", next}
+	words := []string{"ckpt"}
+	if c.dbURL != "" {
+		words = append(words, "--database", dburl.Redact(c.dbURL))
+	}
+	if c.tenant != "" {
+		words = append(words, "--tenant", c.tenant)
+	}
+	if c.keyFile != "" {
+		words = append(words, "--keys", c.keyFile)
+	}
+	words = append(words, "gc", "--policy", p.String(), "--after", next)
 	if c.batch > 0 {
 		words = append(words, "--batch", fmt.Sprint(c.batch))
 	}
@@ -106,11 +121,14 @@ func goOn(c *cli, p engine.Policy, next string) string {
 	return strings.Join(words, " ")
 }
 
-// shellWord quotes w as one word of a shell command: as it is when it holds
-// nothing a shell reads specially; in single quotes when it holds nothing a
-// terminal acts on either; else in bash's $'...', its backslashes and
-// quotes escaped and every control or format character as termsafe.Line
-// writes it (\uXXXX, \xXX), which $'...' reads back as that character.
+// shellWord quotes w as one word of a bash or zsh command: as it is when it
+// holds nothing a shell reads specially; in single quotes when it holds
+// nothing a terminal acts on either; else in $'...', its backslashes and
+// quotes escaped and each byte of a control or format character (and
+// each byte that is not UTF-8) as \xHH, which $'...' reads back as that
+// byte whatever the locale. (A POSIX sh has no such quoting: there, a
+// word with such characters can only be written raw, which this output
+// must not do.)
 func shellWord(w string) string {
 	plain := w != ""
 	for _, r := range w {
@@ -125,7 +143,25 @@ func shellWord(w string) string {
 	case termsafe.First(w) < 0 && !strings.ContainsAny(w, "\t\n"):
 		return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 	}
-	return "$'" + termsafe.Line(strings.NewReplacer(`\`, `\\`, "'", `\'`).Replace(w)) + "'"
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(w); {
+		r, size := utf8.DecodeRuneInString(w[i:])
+		switch {
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case termsafe.Unsafe(r) || r == '\t' || r == '\n':
+			for _, c := range []byte(w[i : i+size]) {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			}
+		default:
+			b.WriteString(w[i : i+size])
+		}
+		i += size
+	}
+	b.WriteString("'")
+	return b.String()
 }
 
 // gcThread applies p to one thread (gc --thread).

@@ -217,8 +217,9 @@ func TestForgedTriggerStaysOnItsLine(t *testing.T) {
 
 // gc's hint to go on after --budget stops it is a command a user pastes
 // into a shell: each thread id (agent text) must stay one word there and
-// run nothing, and the hint keeps --dry-run and the batch and budget. Here
-// bash itself splits each hint into words.
+// run nothing, whatever the locale, and the hint keeps the database, the
+// tenant, --dry-run and the batch and budget (without them it would sweep
+// another tenant, or delete). Here bash itself splits each hint into words.
 func TestGCHintIsOneShellWordPerArgument(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
@@ -226,23 +227,27 @@ func TestGCHintIsOneShellWordPerArgument(t *testing.T) {
 	}
 	for _, id := range []string{
 		"b; touch pwned #",
-		"b'q\\ $x `y` \"z\" *",
-		"b\x1b[2J\u202e\u0085 tab\there",
+		"b'q\\ $x `y` \"z\" * !!",
+		"b\x1b[2J\u202e\u0085 tab\there \U000e0001 \ufffd",
 		"b\nnewline",
 	} {
 		ctx := context.Background()
-		url := "sqlite:" + filepath.Join(t.TempDir(), "gc.db")
+		url := "sqlite:" + filepath.Join(t.TempDir(), "gc'; touch pwned; '.db")
 		eng, err := pgcheckpoint.Open(ctx, url, pgcheckpoint.Options{Migrate: true})
 		if err != nil {
 			t.Fatal(err)
 		}
+		acme, err := eng.ForTenant("acme")
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, thread := range []string{"a", id, "c"} {
-			if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread}); err != nil {
+			if _, err := acme.Snapshot(ctx, engine.SnapshotInput{ThreadID: thread}); err != nil {
 				t.Fatalf("thread %q: %v", thread, err)
 			}
 		}
 		eng.Close()
-		out, _ := runCkpt(t, terminals{}, "--database", url, "gc", "--policy", "keep_last_n:1", "--after", "a", "--batch", "1", "--budget", "1ns", "--dry-run")
+		out, _ := runCkpt(t, terminals{}, "--database", url, "--tenant", "acme", "gc", "--policy", "keep_last_n:1", "--after", "a", "--batch", "1", "--budget", "1ns", "--dry-run")
 		_, hint, ok := strings.Cut(out, "to go on: ")
 		if !ok {
 			t.Fatalf("no hint for %q:\n%s", id, out)
@@ -251,19 +256,21 @@ func TestGCHintIsOneShellWordPerArgument(t *testing.T) {
 		if strings.Contains(hint, "\n") || termsafe.First(hint) >= 0 {
 			t.Errorf("the hint for %q is not one safe line: %q", id, hint)
 		}
-		dir := t.TempDir()
-		cmd := exec.Command(bash, "-c", "set -- "+hint+"\nprintf '%s\\0' \"$@\"")
-		cmd.Dir = dir
-		words, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("bash on %q: %v", hint, err)
-		}
-		want := []string{"ckpt", "gc", "--policy", "keep_last_n:1", "--after", id, "--batch", "1", "--budget", "1ns", "--dry-run"}
-		if got := strings.Split(strings.TrimSuffix(string(words), "\x00"), "\x00"); !slices.Equal(got, want) {
-			t.Errorf("bash reads the hint %q as %q; want %q", hint, got, want)
-		}
-		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
-			t.Errorf("the hint %q ran something: %v", hint, entries)
+		want := []string{"ckpt", "--database", url, "--tenant", "acme", "gc", "--policy", "keep_last_n:1", "--after", id, "--batch", "1", "--budget", "1ns", "--dry-run"}
+		for _, env := range [][]string{{"LANG=C.UTF-8"}, {"LC_ALL=C"}, {}} {
+			dir := t.TempDir()
+			cmd := exec.Command(bash, "-c", "set -- "+hint+"\nprintf '%s\\0' \"$@\"")
+			cmd.Dir, cmd.Env = dir, env
+			words, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("bash on %q: %v", hint, err)
+			}
+			if got := strings.Split(strings.TrimSuffix(string(words), "\x00"), "\x00"); !slices.Equal(got, want) {
+				t.Errorf("bash (%v) reads the hint %q as %q; want %q", env, hint, got, want)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+				t.Errorf("the hint %q ran something: %v", hint, entries)
+			}
 		}
 	}
 }
