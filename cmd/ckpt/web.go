@@ -197,15 +197,32 @@ func (s *webServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == "/"+s.token {
-		http.Redirect(w, r, s.base(), http.StatusSeeOther)
+		to := url.URL{Path: s.base(), RawQuery: r.URL.RawQuery}
+		http.Redirect(w, r, to.String(), http.StatusSeeOther)
 		return
 	}
-	// The page's own path, as the mux knows it.
+	// The page's own path, as the mux knows it; a redirect the mux makes
+	// (a path it cleans, /static without its slash) goes under the token's
+	// path too.
 	inner := *r.URL
 	inner.Path, inner.RawPath = "/"+rest, ""
 	in := r.Clone(r.Context())
 	in.URL = &inner
-	s.mux.ServeHTTP(w, in)
+	s.mux.ServeHTTP(underBase{ResponseWriter: w, base: s.base()}, in)
+}
+
+// underBase puts a redirect to a path of this server (a Location that
+// begins with one slash) under base.
+type underBase struct {
+	http.ResponseWriter
+	base string
+}
+
+func (u underBase) WriteHeader(code int) {
+	if loc := u.Header().Get("Location"); strings.HasPrefix(loc, "/") && !strings.HasPrefix(loc, "//") {
+		u.Header().Set("Location", u.base+loc[1:])
+	}
+	u.ResponseWriter.WriteHeader(code)
 }
 
 // base is the path every page is under, and the pages' <base>.

@@ -129,8 +129,21 @@ func TestWebToken(t *testing.T) {
 			t.Errorf("%s: %d; want 403", c.what, w.Code)
 		}
 	}
-	if w := do(tok, webTestHost, nil); w.Code != http.StatusSeeOther || w.Header().Get("Location") != tok+"/" {
-		t.Errorf("the token without its slash: %d, Location %q", w.Code, w.Header().Get("Location"))
+	// Redirects stay under the token's path: the token without its slash,
+	// and the paths the mux cleans.
+	for path, want := range map[string]string{
+		tok:                       tok + "/",
+		tok + "?q=run":            tok + "/?q=run",
+		tok + "//thread?id=run":   tok + "/thread?id=run",
+		tok + "/./thread?id=run":  tok + "/thread?id=run",
+		tok + "/static/../thread": tok + "/thread",
+		tok + "/static":           tok + "/static/",
+		tok + "/../":              tok + "/",
+	} {
+		w := do(path, webTestHost, nil)
+		if loc := w.Header().Get("Location"); w.Code/100 != 3 || loc != want {
+			t.Errorf("GET %s: %d, Location %q; want a redirect to %q", path, w.Code, loc, want)
+		}
 	}
 	for _, host := range []string{webTestHost, "localhost:4711", "[::1]:4711"} {
 		for _, path := range []string{"/", "/thread?id=run", "/static/app.css"} {
