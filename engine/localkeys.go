@@ -51,26 +51,38 @@ func NewLocalKeys(current string, keys map[string][]byte) (*LocalKeys, error) {
 // bytes), separated by newlines, commas or semicolons; the first is the
 // current key (the one that wraps), the others only unwrap: list the new
 // key first and the old ones after it while rotating (see
-// Engine.RewrapKeys), then drop the old. Errors: ErrInvalidInput.
+// Engine.RewrapKeys), then drop the old. Errors: ErrInvalidInput, which
+// names a bad entry by its place in text, never by its text.
 func ParseLocalKeys(text string) (*LocalKeys, error) {
 	keys := map[string][]byte{}
 	current := ""
+	entry := 0
+	// An error names an entry by its place, never by its text: a
+	// malformed entry may be key material (a key without its id, or with
+	// a space for '='), which an error would carry into a log.
 	for _, f := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == ',' || r == ';' }) {
 		f = strings.TrimSpace(f)
 		if f == "" || strings.HasPrefix(f, "#") {
 			continue
 		}
+		entry++
 		id, b64, ok := strings.Cut(f, "=")
-		if !ok {
-			return nil, fmt.Errorf("%w: a key entry without '=' (want id=base64)", ErrInvalidInput)
+		id = strings.TrimSpace(id)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%w: key entry %d has no '=' (want id=base64)", ErrInvalidInput, entry)
+		case id == "" || strings.ContainsAny(id, " \t"):
+			return nil, fmt.Errorf("%w: key entry %d: its id is empty or holds spaces (want id=base64)", ErrInvalidInput, entry)
 		}
 		k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
-		if err != nil {
-			return nil, fmt.Errorf("%w: key %q is not standard base64", ErrInvalidInput, strings.TrimSpace(id))
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%w: key entry %d: the key is not standard base64 (want id=base64)", ErrInvalidInput, entry)
+		case len(k) != 32:
+			return nil, fmt.Errorf("%w: key entry %d: the key is %d bytes; key-encryption keys are 32 bytes (AES-256), want id=base64", ErrInvalidInput, entry, len(k))
 		}
-		id = strings.TrimSpace(id)
 		if _, dup := keys[id]; dup {
-			return nil, fmt.Errorf("%w: key %q is given twice", ErrInvalidInput, id)
+			return nil, fmt.Errorf("%w: key entry %d: its id is given before", ErrInvalidInput, entry)
 		}
 		keys[id] = k
 		if current == "" {
