@@ -492,10 +492,13 @@ func runDelete(ctx context.Context, c *cli, args []string) error {
 }
 
 const rewrapHelp = `Rotation of a key-encryption key: put the new key first in the key file,
-keep the old one after it, run ckpt rewrap, then remove the old key. Content
-is neither read nor rewritten; a key changed meanwhile by another run is left
-as that run made it. It acts on the default tenant's keys. With --held-keys
-DIR the new wrappings are written there and the files they replace deleted.`
+keep the old one after it, run ckpt rewrap for every tenant (--tenant NAME;
+without it, the default tenant), then remove the old key: a tenant not
+rewrapped cannot read its threads without the old key. Content is neither
+read nor rewritten; a key changed meanwhile by another run is left as that
+run made it. With --held-keys DIR the new wrappings are written there and
+the files they replace deleted; an export or backup taken before then
+names the wrappings deleted, and no longer reads.`
 
 func runRewrap(ctx context.Context, c *cli, _ []string) error {
 	if !c.eng.Encrypted() {

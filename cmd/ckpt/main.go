@@ -80,7 +80,7 @@ var commands = map[string]*command{
 			fs.StringVar(&c.listen, "listen", "", "address to serve on (default 127.0.0.1 on a free port); beyond loopback it warns")
 			fs.BoolVar(&c.allowWrites, "allow-writes", false, "allow rewind, branch, merge, delete and prune, each after a confirmation page")
 		}},
-	"rewrap": {args: "--keys FILE", help: "wrap every data key again under the key file's first (current) key", run: runRewrap,
+	"rewrap": {args: "--keys FILE", help: "wrap one tenant's data keys again under the key file's first (current) key", run: runRewrap,
 		more: rewrapHelp},
 	"gc": {args: "--policy P [--thread T] [--batch N] [--budget D] [--after T] [--dry-run] [--yes]", help: "apply a retention policy to one thread, or sweep all (with expiry)", run: runGC,
 		more: policyHelp + "\n\n" + confirmHelp,
