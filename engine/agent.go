@@ -213,7 +213,9 @@ func cleanSummary(s string) string {
 // arguments, and one after, whose last message is the whole result (or the
 // error) and whose tool results hold it under name. Both carry the head's messages, state and tool
 // results forward. The wrapper returns what tool returns; a failed snapshot
-// never fails the call. A panic in tool is recorded, then re-raised.
+// never fails the call. A panic in tool is recorded, then re-raised. The
+// after checkpoint's summary names the error too, except under encryption,
+// where it says EncryptedSummary (the error stays in the encrypted content).
 func WrapTool[A, R any](e *Engine, threadID, name string, tool func(context.Context, A) (R, error)) func(context.Context, A) (R, error) {
 	return WrapToolIn(e, threadID, "", name, tool)
 }
@@ -240,21 +242,25 @@ func WrapToolIn[A, R any](e *Engine, threadID, namespace, name string, tool func
 			}
 			p := recover()
 			msg := fmt.Sprint("panic: ", p)
-			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, namespace, toolAfter(name, nil, msg))
+			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, namespace, e.toolAfter(name, nil, msg))
 			panic(p)
 		}()
 		result, err = tool(ctx, args)
 		panicked = false
 		if err != nil {
-			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, namespace, toolAfter(name, nil, err.Error()))
+			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, namespace, e.toolAfter(name, nil, err.Error()))
 			return result, err
 		}
-		e.snapshotOnHead(ctx, threadID, namespace, toolAfter(name, encodeJSON(result), ""))
+		e.snapshotOnHead(ctx, threadID, namespace, e.toolAfter(name, encodeJSON(result), ""))
 		return result, nil
 	}
 }
 
-func toolAfter(name string, result json.RawMessage, failure string) headEdit {
+// toolAfter is the checkpoint after a tool call. Its failure's text is
+// content (an error quoting the call's arguments, a panic's value): it goes
+// into the messages and tool results, and into the summary only when the
+// Engine does not encrypt (summaries and metadata are stored as given).
+func (e *Engine) toolAfter(name string, result json.RawMessage, failure string) headEdit {
 	ed := headEdit{
 		trigger:  TriggerToolCall,
 		tags:     []string{"tool:" + name, "after"},
@@ -262,7 +268,7 @@ func toolAfter(name string, result json.RawMessage, failure string) headEdit {
 	}
 	if failure != "" {
 		ed.tags = append(ed.tags, "error")
-		ed.summary = "tool " + name + ": " + failure
+		ed.summary = "tool " + name + ": " + e.shownFailure(failure)
 		ed.messages = []any{map[string]any{"role": "tool", "name": name, "error": failure}}
 		ed.toolResults = map[string]json.RawMessage{name: encodeJSON(map[string]string{"error": failure})}
 		return ed
@@ -278,9 +284,11 @@ func toolAfter(name string, result json.RawMessage, failure string) headEdit {
 // and one on exit, whatever the outcome. state is encoded as JSON at each of the two (so a
 // pointer shows what fn changed); nil carries the head's state forward.
 // The exit checkpoint's metadata says how fn ended: {"scope": "exit",
-// "outcome": "ok" | "error" | "panic", "error": ...}. Scope returns fn's
-// error unchanged; a panic in fn is recorded, then re-raised. A failed
-// snapshot never fails the scope.
+// "outcome": "ok" | "error" | "panic", "error": ...}, and its summary
+// names the error too; under encryption both say EncryptedSummary instead
+// of the error's text (summaries and metadata are stored as given). Scope
+// returns fn's error unchanged; a panic in fn is recorded, then re-raised.
+// A failed snapshot never fails the scope.
 func (e *Engine) Scope(ctx context.Context, threadID string, state any, fn func(context.Context) error) (err error) {
 	return e.ScopeIn(ctx, threadID, "", state, fn)
 }
@@ -307,8 +315,8 @@ func (e *Engine) ScopeIn(ctx context.Context, threadID, namespace string, state 
 		meta := map[string]any{"scope": "exit", "outcome": outcome}
 		summary := "scope: exit, " + outcome
 		if failure != "" {
-			meta["error"] = failure
-			summary += ": " + failure
+			meta["error"] = e.shownFailure(failure)
+			summary += ": " + e.shownFailure(failure)
 		}
 		e.snapshotOnHead(context.WithoutCancel(ctx), threadID, namespace, headEdit{
 			trigger:  TriggerTaskBoundary,
@@ -334,6 +342,16 @@ func (e *Engine) ScopeIn(ctx context.Context, threadID, namespace string, state 
 	}
 	exit("ok", "")
 	return nil
+}
+
+// shownFailure is a failure's text as a summary or metadata may hold it:
+// as it is, or under encryption EncryptedSummary, as summaries and
+// metadata other than Encryption.MetadataKeys are not encrypted.
+func (e *Engine) shownFailure(failure string) string {
+	if e.Encrypted() {
+		return EncryptedSummary
+	}
+	return failure
 }
 
 // ResumePoint is where a run picks up after a crash: the head of its

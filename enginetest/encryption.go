@@ -317,6 +317,25 @@ func testDumpHoldsNoPlaintext(t *testing.T, e *cryptEnv) {
 	if err != nil || !bytes.Contains(listed[len(listed)-1].Metadata, []byte(markers[6])) || !bytes.Contains(line[2].Metadata, []byte(markers[6])) {
 		t.Fatalf("listed metadata %v, lineage %s: %v", listed, line[2].Metadata, err)
 	}
+	// What WrapTool and Scope write of a failure (an error that quotes the
+	// call's arguments, a panic's value) is content: encrypted in the
+	// messages and tool results, never in a summary or metadata.
+	failure := "MARKER-tool-error-" + uuid.NewString()[:8]
+	tool := engine.WrapTool(eng, "dumped", "charge", func(context.Context, string) (string, error) {
+		return "", errors.New(failure)
+	})
+	if _, err := tool(e.ctx, "card"); err == nil {
+		t.Fatal("the tool's error was lost")
+	}
+	scoped := "MARKER-scope-error-" + uuid.NewString()[:8]
+	if err := eng.Scope(e.ctx, "dumped", nil, func(context.Context) error { return errors.New(scoped) }); err == nil {
+		t.Fatal("the scope's error was lost")
+	}
+	markers = append(markers, failure, scoped)
+	withFailure, err := eng.Get(e.ctx, mustNth(t, e.ctx, eng, "dumped", 2))
+	if err != nil || !bytes.Contains(withFailure.Messages, []byte(failure)) || strings.Contains(withFailure.Summary, failure) {
+		t.Fatalf("the tool's failure: messages hold it %v, summary %q (%v)", bytes.Contains(withFailure.Messages, []byte(failure)), withFailure.Summary, err)
+	}
 	dump := e.h.Dump(t, e.url)
 	if !bytes.Contains(dump, []byte("visible")) {
 		t.Fatalf("the dump (%d bytes) does not hold the plaintext metadata: it is not a dump of the database", len(dump))
@@ -326,6 +345,17 @@ func testDumpHoldsNoPlaintext(t *testing.T, e *cryptEnv) {
 			t.Errorf("the dump holds %q in plaintext", m)
 		}
 	}
+}
+
+// mustNth returns the id of the checkpoint n before the head of thread
+// (0: the head).
+func mustNth(t *testing.T, ctx context.Context, eng *engine.Engine, thread string, n int) uuid.UUID {
+	t.Helper()
+	list, err := eng.ListCheckpoints(ctx, thread, engine.ListOptions{Limit: n + 1})
+	if err != nil || len(list) <= n {
+		t.Fatalf("list %s: %d, %v", thread, len(list), err)
+	}
+	return list[n].ID
 }
 
 // By default a long value is compressed before it is encrypted, so its
