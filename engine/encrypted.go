@@ -481,7 +481,12 @@ func (e *Engine) deletedOriginKeys(ctx context.Context, thread string, threadKey
 
 // refuseCiphertext is ErrEncrypted for a checkpoint of an encrypted
 // thread read by an Engine that does not encrypt: a value that looks like
-// a ciphertext, in a thread that has a data key.
+// a ciphertext, in a thread that has a data key, or written by a
+// checkpoint (its origin) of another thread that has one: a branch's first
+// checkpoint, or a merge's, holds values its source's thread sealed, and
+// the branch may have no data key of its own yet. (A value whose origin is
+// gone is taken for plaintext that looks like a ciphertext, as in a thread
+// without a key.)
 func (e *Engine) refuseCiphertext(ctx context.Context, c *Checkpoint) error {
 	found := holdsCiphertext(c.Messages) || holdsCiphertext(c.State) || holdsCiphertext(c.ToolResults) || holdsCiphertext(c.Metadata)
 	for _, w := range c.PendingWrites {
@@ -490,7 +495,35 @@ func (e *Engine) refuseCiphertext(ctx context.Context, c *Checkpoint) error {
 	if !found {
 		return nil
 	}
-	return e.refuseThread(ctx, c.ThreadID)
+	if err := e.refuseThread(ctx, c.ThreadID); err != nil {
+		return err
+	}
+	origins := map[uuid.UUID]bool{}
+	add := func(v []byte) {
+		if o, ok := peekOrigin(v); ok && o != c.ID {
+			origins[o] = true
+		}
+	}
+	member := func(_, _, v []byte) { add(v) }
+	eachElement(c.Messages, add)
+	eachMember(c.State, member)
+	eachMember(c.ToolResults, member)
+	eachMember(c.Metadata, member)
+	for _, w := range c.PendingWrites {
+		add(w.Value)
+	}
+	for o := range origins {
+		line, err := e.store.Lineage(ctx, o, 1)
+		switch {
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return err
+		case len(line) > 0 && line[0].ThreadID != c.ThreadID:
+			if err := e.refuseThread(ctx, line[0].ThreadID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // holdsCiphertext reports whether the JSON text b holds what starts every

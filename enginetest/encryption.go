@@ -634,6 +634,16 @@ func testWrongKeysFailClosed(t *testing.T, e *cryptEnv) {
 	plain := e.plain(engine.Config{})
 	c, err = plain.Get(e.ctx, head.ID)
 	refused(t, "no encryption configured", c, err, markers...)
+	// A fresh branch holds the source thread's ciphertext and has no data
+	// key of its own yet; so does a merge of it: neither reads as content.
+	br, err := eng.Branch(e.ctx, head.ID, "fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = plain.Latest(e.ctx, br.ThreadID)
+	refused(t, "a fresh branch, no encryption configured", c, err, markers...)
+	c, err = plain.Get(e.ctx, br.CheckpointID)
+	refused(t, "a fresh branch's checkpoint, no encryption configured", c, err, markers...)
 	// A plaintext checkpoint written into the thread by an Engine that
 	// does not encrypt (a misconfigured process) is refused when read.
 	res, err := plain.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "secret", Messages: json.RawMessage(`["planted"]`),
