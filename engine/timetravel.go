@@ -49,8 +49,11 @@ func (e *Engine) Rewind(ctx context.Context, id uuid.UUID) (_ *RewindResult, err
 
 // RewindAndTruncate is Rewind, and it also deletes the checkpoints after the
 // target on the head's line (the old head and its ancestors down to the
-// target), in the same transaction. Other lines of the thread, and other
-// threads, are untouched. Errors: as Rewind's.
+// target), in the same transaction, as far as nothing else builds on them:
+// the deletion stops at the newest of them that another checkpoint of the
+// thread has as parent (another line) or a branch was forked from, which
+// stays, with what is older. Other lines of the thread, its branches and
+// other threads are untouched. Errors: as Rewind's.
 func (e *Engine) RewindAndTruncate(ctx context.Context, id uuid.UUID) (_ *RewindResult, err error) {
 	ctx, done := e.tel.callID(ctx, "RewindAndTruncate", id)
 	defer func() { done(err) }()

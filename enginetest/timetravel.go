@@ -158,6 +158,53 @@ func testRewindAndTruncate(t *testing.T, e *env) {
 		t.Fatalf("%d checkpoints left, want 8", got)
 	}
 	e.checkTree()
+
+	// The head's line shares a checkpoint with an older line of the
+	// thread, and a branch was forked from it: the truncation stops below
+	// it. Lines 1-2-3-4 and 1-2-3'-4' (rewound to 2), a branch from 2;
+	// RewindAndTruncate to 1 deletes 4' and 3' alone.
+	m := e.line("m", 4)
+	br, err := e.eng.Branch(e.ctx, m[1], "keep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.eng.Rewind(e.ctx, m[1]); err != nil {
+		t.Fatal(err)
+	}
+	newer := e.line("m", 2)
+	res, err = e.eng.RewindAndTruncate(e.ctx, m[0])
+	if err != nil || res.Truncated != 2 {
+		t.Fatalf("truncate a line shared with another: %+v %v, want 2 deleted", res, err)
+	}
+	for _, id := range newer {
+		if _, err := e.eng.Get(e.ctx, id); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("checkpoint %s of the truncated line: %v, want ErrNotFound", id, err)
+		}
+	}
+	for _, id := range m {
+		e.get(id)
+	}
+	if line, err := e.eng.Lineage(e.ctx, m[3]); err != nil || len(line) != 4 {
+		t.Fatalf("the older line's lineage: %d checkpoints, %v; want 4", len(line), err)
+	}
+	if b := e.head(br.ThreadID); b.ParentID != m[1] {
+		t.Fatalf("the branch's first checkpoint has parent %s, want %s", b.ParentID, m[1])
+	}
+	if e.head("m").ID != m[0] {
+		t.Fatal("head is not the target")
+	}
+	// With only the branch building on 2 (the older line deleted), the
+	// truncation stops at 2 too.
+	n := e.line("n", 3)
+	if _, err := e.eng.Branch(e.ctx, n[1], "keep"); err != nil {
+		t.Fatal(err)
+	}
+	res, err = e.eng.RewindAndTruncate(e.ctx, n[0])
+	if err != nil || res.Truncated != 1 {
+		t.Fatalf("truncate below a branch's source: %+v %v, want 1 deleted", res, err)
+	}
+	e.get(n[1])
+	e.checkTree()
 }
 
 func testRewindToStep(t *testing.T, e *env) {

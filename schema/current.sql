@@ -1074,14 +1074,28 @@ BEGIN
         -- The head's line back to the target; delete it only if the target
         -- is on it, and never the target itself.
         -- Steps fall by one per link: the target is at most this deep.
+        -- Other lines of the thread and its branches keep what they build
+        -- on: the deletion stops at the newest checkpoint of the line that
+        -- another checkpoint of the thread has as parent or a branch was
+        -- forked from, which stays with all that is older.
         WITH line AS (
             SELECT l.checkpoint_id, l.depth, l.thread_id, l.namespace
             FROM pgcheckpoint.checkpoint_lineage(v_head_id, greatest(v_head_step - v_step, 0)::integer) l
+        ), doomed AS (
+            SELECT l.checkpoint_id, l.depth FROM line l
+            WHERE l.depth < (SELECT min(x.depth) FROM line x WHERE x.checkpoint_id = p_checkpoint_id)
+              AND l.thread_id = v_thread AND l.namespace = v_ns
+        ), used AS (
+            SELECT c.parent_checkpoint_id AS id FROM pgcheckpoint.tenant_checkpoints c
+            WHERE c.thread_id = v_thread AND c.namespace = v_ns
+              AND c.parent_checkpoint_id IN (SELECT d.checkpoint_id FROM doomed d)
+              AND c.checkpoint_id NOT IN (SELECT d.checkpoint_id FROM doomed d)
+            UNION ALL
+            SELECT t.branched_from FROM pgcheckpoint.tenant_threads t WHERE t.branched_from_thread = v_thread
         )
-        SELECT pgcheckpoint.checkpoint_delete_many(array_agg(l.checkpoint_id)) INTO v_truncated
-        FROM line l
-        WHERE l.depth < (SELECT min(x.depth) FROM line x WHERE x.checkpoint_id = p_checkpoint_id)
-          AND l.thread_id = v_thread AND l.namespace = v_ns;
+        SELECT pgcheckpoint.checkpoint_delete_many(array_agg(d.checkpoint_id)) INTO v_truncated
+        FROM doomed d
+        WHERE d.depth < coalesce((SELECT min(x.depth) FROM doomed x WHERE x.checkpoint_id IN (SELECT u.id FROM used u)), d.depth + 1);
         v_truncated := coalesce(v_truncated, 0);
     END IF;
 
@@ -1091,7 +1105,7 @@ BEGIN
     RETURN QUERY SELECT v_thread, v_ns, p_checkpoint_id, v_step, v_head_step, v_count, v_truncated;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_rewind(uuid,boolean) IS 'Makes a checkpoint the head of its thread; the next write takes it as parent. Deletes nothing unless p_truncate, which deletes only the checkpoints after it on the head''s line. Error PC001: unknown checkpoint.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_rewind(uuid,boolean) IS 'Makes a checkpoint the head of its thread; the next write takes it as parent. Deletes nothing unless p_truncate, which deletes only the checkpoints after it on the head''s line that nothing else builds on (from the head back to the newest one that another checkpoint of the thread has as parent, or a branch was forked from). Error PC001: unknown checkpoint.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_rewind(uuid,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_thread_lock(p_checkpoint_id uuid, p_also_thread_id text)

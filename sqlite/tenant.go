@@ -95,6 +95,12 @@ func (q *queries) CheckpointLineage(ctx context.Context, p sqlitedb.CheckpointLi
 	return q.db.CheckpointLineage(ctx, p)
 }
 
+func (q *queries) CheckpointsBuiltOn(ctx context.Context, threadID, namespace string, ids []uuid.UUID) ([]string, error) {
+	return q.db.CheckpointsBuiltOn(ctx, sqlitedb.CheckpointsBuiltOnParams{
+		TenantID: q.tenant, ThreadID: threadID, Namespace: namespace, Ids: idList(ids),
+	})
+}
+
 func (q *queries) CheckpointLinkByID(ctx context.Context, id uuid.UUID) (sqlitedb.CheckpointLinkByIDRow, error) {
 	return q.db.CheckpointLinkByID(ctx, sqlitedb.CheckpointLinkByIDParams{TenantID: q.tenant, CheckpointID: id})
 }

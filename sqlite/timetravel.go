@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -64,10 +65,10 @@ func rewind(ctx context.Context, q *queries, id uuid.UUID, truncate bool) (*engi
 		if err != nil {
 			return nil, dbError("read the head's line", err)
 		}
-		var ids []uuid.UUID
+		var ids []uuid.UUID // newest first
 		for _, c := range line {
 			if c.CheckpointID == id {
-				if truncated, err = deleteCheckpoints(ctx, q, ids); err != nil {
+				if truncated, err = truncateLine(ctx, q, l.ThreadID, l.Namespace, ids); err != nil {
 					return nil, err
 				}
 				break
@@ -84,6 +85,29 @@ func rewind(ctx context.Context, q *queries, id uuid.UUID, truncate bool) (*engi
 	}
 	return &engine.RewindResult{ThreadID: l.ThreadID, Namespace: l.Namespace, StepsBack: head.Step - l.Step,
 		Checkpoints: count, Truncated: truncated}, nil
+}
+
+// truncateLine deletes line (checkpoints of a thread and namespace, newest
+// first, down to a rewind's target) as checkpoint_rewind does: from the
+// newest back to the newest one that another checkpoint of the thread has
+// as parent or a branch was forked from, which stays with all that is
+// older: other lines of the thread and its branches keep what they build
+// on.
+func truncateLine(ctx context.Context, q *queries, threadID, namespace string, line []uuid.UUID) (int64, error) {
+	if len(line) == 0 {
+		return 0, nil
+	}
+	used, err := q.CheckpointsBuiltOn(ctx, threadID, namespace, line)
+	if err != nil {
+		return 0, dbError("read what the thread builds on", err)
+	}
+	for i, id := range line {
+		if slices.Contains(used, id.String()) { // used: a few of line
+			line = line[:i]
+			break
+		}
+	}
+	return deleteCheckpoints(ctx, q, line)
 }
 
 // findOnHeadLine returns the checkpoint with the greatest step at or below

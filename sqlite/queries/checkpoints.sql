@@ -148,6 +148,19 @@ DELETE FROM checkpoints WHERE tenant_id = @tenant_id AND thread_id = @thread_id;
 SELECT checkpoint_id, metadata FROM checkpoints
 WHERE tenant_id = @tenant_id AND json_extract(metadata, '$.run_id') IS NOT NULL;
 
+-- name: CheckpointsBuiltOn :many
+-- What a truncating rewind must keep (see rewind in the package): of the
+-- JSON array ids (the line it would delete, of a thread and namespace),
+-- those that another checkpoint of the thread and namespace has as
+-- parent; and the checkpoints a branch of the thread was forked from.
+SELECT CAST(c.parent_checkpoint_id AS TEXT) AS id FROM checkpoints c
+WHERE c.tenant_id = @tenant_id AND c.thread_id = @thread_id AND c.namespace = @namespace
+  AND c.parent_checkpoint_id IN (SELECT value FROM json_each(CAST(@ids AS TEXT)))
+  AND c.checkpoint_id NOT IN (SELECT value FROM json_each(CAST(@ids AS TEXT)))
+UNION
+SELECT CAST(t.branched_from AS TEXT) FROM threads t
+WHERE t.tenant_id = @tenant_id AND t.branched_from_thread = @thread_id AND t.branched_from IS NOT NULL;
+
 -- name: CheckpointLineage :many
 -- A checkpoint and its ancestors, newest first (depth 0 is the checkpoint),
 -- following parent links across threads (a branch's first checkpoint has

@@ -1110,6 +1110,55 @@ func (q *Queries) CheckpointRunRange(ctx context.Context, arg CheckpointRunRange
 	return items, nil
 }
 
+const CheckpointsBuiltOn = `-- name: CheckpointsBuiltOn :many
+SELECT CAST(c.parent_checkpoint_id AS TEXT) AS id FROM checkpoints c
+WHERE c.tenant_id = ?1 AND c.thread_id = ?2 AND c.namespace = ?3
+  AND c.parent_checkpoint_id IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
+  AND c.checkpoint_id NOT IN (SELECT value FROM json_each(CAST(?4 AS TEXT)))
+UNION
+SELECT CAST(t.branched_from AS TEXT) FROM threads t
+WHERE t.tenant_id = ?1 AND t.branched_from_thread = ?2 AND t.branched_from IS NOT NULL
+`
+
+type CheckpointsBuiltOnParams struct {
+	TenantID  string
+	ThreadID  string
+	Namespace string
+	Ids       string
+}
+
+// What a truncating rewind must keep (see rewind in the package): of the
+// JSON array ids (the line it would delete, of a thread and namespace),
+// those that another checkpoint of the thread and namespace has as
+// parent; and the checkpoints a branch of the thread was forked from.
+func (q *Queries) CheckpointsBuiltOn(ctx context.Context, arg CheckpointsBuiltOnParams) ([]string, error) {
+	rows, err := q.query(ctx, q.checkpointsBuiltOnStmt, CheckpointsBuiltOn,
+		arg.TenantID,
+		arg.ThreadID,
+		arg.Namespace,
+		arg.Ids,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const ThreadTree = `-- name: ThreadTree :many
 WITH RECURSIVE family AS (
     SELECT CAST(?2 AS TEXT) AS thread_id

@@ -87,6 +87,9 @@ func Prepare(ctx context.Context, db DBTX) (*Queries, error) {
 	if q.checkpointRunRangeStmt, err = db.PrepareContext(ctx, CheckpointRunRange); err != nil {
 		return nil, fmt.Errorf("error preparing query CheckpointRunRange: %w", err)
 	}
+	if q.checkpointsBuiltOnStmt, err = db.PrepareContext(ctx, CheckpointsBuiltOn); err != nil {
+		return nil, fmt.Errorf("error preparing query CheckpointsBuiltOn: %w", err)
+	}
 	if q.dataKeyGetStmt, err = db.PrepareContext(ctx, DataKeyGet); err != nil {
 		return nil, fmt.Errorf("error preparing query DataKeyGet: %w", err)
 	}
@@ -279,6 +282,11 @@ func (q *Queries) Close() error {
 	if q.checkpointRunRangeStmt != nil {
 		if cerr := q.checkpointRunRangeStmt.Close(); cerr != nil {
 			err = fmt.Errorf("error closing checkpointRunRangeStmt: %w", cerr)
+		}
+	}
+	if q.checkpointsBuiltOnStmt != nil {
+		if cerr := q.checkpointsBuiltOnStmt.Close(); cerr != nil {
+			err = fmt.Errorf("error closing checkpointsBuiltOnStmt: %w", cerr)
 		}
 	}
 	if q.dataKeyGetStmt != nil {
@@ -481,6 +489,7 @@ type Queries struct {
 	checkpointReadStmt               *sql.Stmt
 	checkpointRewriteWholeStmt       *sql.Stmt
 	checkpointRunRangeStmt           *sql.Stmt
+	checkpointsBuiltOnStmt           *sql.Stmt
 	dataKeyGetStmt                   *sql.Stmt
 	dataKeyImportStmt                *sql.Stmt
 	dataKeyInsertStmt                *sql.Stmt
@@ -536,6 +545,7 @@ func (q *Queries) WithTx(tx *sql.Tx) *Queries {
 		checkpointReadStmt:               q.checkpointReadStmt,
 		checkpointRewriteWholeStmt:       q.checkpointRewriteWholeStmt,
 		checkpointRunRangeStmt:           q.checkpointRunRangeStmt,
+		checkpointsBuiltOnStmt:           q.checkpointsBuiltOnStmt,
 		dataKeyGetStmt:                   q.dataKeyGetStmt,
 		dataKeyImportStmt:                q.dataKeyImportStmt,
 		dataKeyInsertStmt:                q.dataKeyInsertStmt,
