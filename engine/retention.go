@@ -369,7 +369,7 @@ func (e *Engine) sweep(ctx context.Context, what string, p Policy, opts SweepOpt
 // It takes the thread's lock, so a sweep expiring the thread meanwhile
 // either finished first (ErrNotFound) or sees the new expiry.
 // Errors: ErrNotFound for a thread that does not exist; ErrInvalidInput for
-// another policy, a time outside years 1 to 9999 or a bad thread id, with
+// another policy, a time outside years 1 to 9999 in UTC or a bad thread id, with
 // nothing changed; ErrTransient under REPEATABLE READ or SERIALIZABLE when
 // the thread changed after the transaction's snapshot (retry it).
 func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.Time, keep Policy) (err error) {
@@ -381,8 +381,8 @@ func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.T
 	if err := keep.checkFor(useExpiry); err != nil {
 		return fmt.Errorf("set thread expiry: %w", err)
 	}
-	if !at.IsZero() && (at.Year() < 1 || at.Year() > 9999) {
-		return fmt.Errorf("set thread expiry: %w: %s is outside years 1 to 9999", ErrInvalidInput, at.Format(time.RFC3339))
+	if y := at.UTC().Year(); !at.IsZero() && (y < 1 || y > 9999) {
+		return fmt.Errorf("set thread expiry: %w: %s is outside years 1 to 9999 (UTC)", ErrInvalidInput, at.UTC().Format(time.RFC3339))
 	}
 	n, err := e.store.SetExpiry(ctx, threadID, at, keep)
 	if err != nil {

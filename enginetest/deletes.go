@@ -393,6 +393,13 @@ func testDeletesBadInput(t *testing.T, e *env) {
 		"SetThreadExpiry in year 300000": func() error {
 			return e.eng.SetThreadExpiry(e.ctx, "a", time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), engine.KeepNone())
 		},
+		// Years are counted in UTC: 9999-12-31 23:00 at UTC-12 is 10000 there.
+		"SetThreadExpiry in year 10000 UTC": func() error {
+			return e.eng.SetThreadExpiry(e.ctx, "a", time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("", -12*3600)), engine.KeepNone())
+		},
+		"SetThreadExpiry in year 0 UTC": func() error {
+			return e.eng.SetThreadExpiry(e.ctx, "a", time.Date(1, 1, 1, 2, 0, 0, 0, time.FixedZone("", 14*3600)), engine.KeepNone())
+		},
 		"Config.Retention KeepNone": func() error {
 			_, err := e.open(engine.Config{Retention: engine.KeepNone()}).Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "x"})
 			return err
