@@ -65,7 +65,10 @@ type AppendInput struct {
 // counts once) and refuses the append only if that is over too: by the
 // Postgres store as jsonb text, by the SQLite store as the text it
 // composes, and by an encrypting Engine itself, in plaintext, as SQLite
-// composes it (a store holds only ciphertext, compressed).
+// composes it (a store holds only ciphertext, compressed). jsonb's text has
+// a space after each colon and comma, so near the limit an Append the
+// SQLite store takes may be refused by the Postgres store, where a
+// Snapshot of the same content, measured as sent, is taken.
 // SizeBytes records the head's plus the change's, or what was measured.
 // Retries (Config.Retry),
 // Triggers and Retention apply as to Snapshot; a retried Append with the

@@ -59,9 +59,11 @@ type SnapshotInput struct {
 	// most MaxTags, each at most 255 characters.
 	Tags []string
 	// Summary defaults to "[role] first 100 characters" of the last message,
-	// else "State: N keys", with the text as written (a U+0000, which a
-	// summary cannot hold, shown as U+FFFD). At most MaxSummaryLength
-	// characters.
+	// else "State: N keys", a string content's text as written (a U+0000,
+	// which a summary cannot hold, shown as U+FFFD); content that is not a
+	// string (a list of parts, a number) as the store holds its JSON: on
+	// Postgres jsonb's text (see docs/design.md on reads), on SQLite as
+	// sent. At most MaxSummaryLength characters.
 	Summary string
 	// Metadata is a JSON object (default {}), usable as a containment filter.
 	Metadata json.RawMessage
