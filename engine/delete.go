@@ -49,11 +49,13 @@ func sortDeleted(ds []Deleted) {
 	})
 }
 
-// DeleteThreads deletes threads whole, from every table (thread rows of
-// every namespace, checkpoints, pending writes): PruneThreads with
-// KeepNone. A thread that does not exist deletes nothing, so a retried
-// delete is harmless. Errors: ErrInvalidInput for a bad thread id, with
-// nothing deleted.
+// DeleteThreads deletes threads whole (thread rows of every namespace,
+// checkpoints, pending writes): PruneThreads with KeepNone. An encrypted
+// thread's data key stays (an encrypting writer may hold it cached, and
+// write with it again): ShredThread erases it; an Import of the thread's
+// own export takes it back as it is. A thread that does not exist deletes
+// nothing, so a retried delete is harmless. Errors: ErrInvalidInput for a
+// bad thread id, with nothing deleted.
 func (e *Engine) DeleteThreads(ctx context.Context, threadIDs ...string) (_ DeleteResult, err error) {
 	ctx, done := e.tel.call(ctx, "DeleteThreads", threadsAttrs(threadIDs)...)
 	defer func() { done(err) }()

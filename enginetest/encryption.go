@@ -889,6 +889,18 @@ func testEncryptedExport(t *testing.T, e *cryptEnv) {
 	if !bytes.Contains(file.Bytes(), []byte(`"kind":"data_key"`)) {
 		t.Fatalf("no data key in the export:\n%s", file.Bytes())
 	}
+	// The thread deleted and imported back from its own export, in the
+	// same database: DeleteThreads leaves the data key, the file holds the
+	// same one.
+	if _, err := eng.DeleteThreads(e.ctx, "exported"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Import(e.ctx, bytes.NewReader(file.Bytes()), engine.ImportOptions{}); err != nil {
+		t.Fatalf("import of a deleted thread's own export: %v", err)
+	}
+	if back, err := eng.Latest(e.ctx, "exported"); err != nil || !bytes.Equal(back.Messages, want.Messages) || !bytes.Equal(back.State, want.State) {
+		t.Fatalf("the thread imported back: %v", err)
+	}
 	importInto := func(export []byte) string {
 		url := e.h.NewURL(t)
 		if _, err := openURL(t, url, pgcheckpoint.Options{}).Import(e.ctx, bytes.NewReader(export), engine.ImportOptions{}); err != nil {

@@ -127,7 +127,7 @@ func (w *importWriter) DataKey(ctx context.Context, k engine.WrappedKey) error {
 		return importError(fmt.Sprintf("data key of thread %q", k.ThreadID), err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: thread %q has a data key already (of a deleted thread?); import into another database", engine.ErrInvalidInput, k.ThreadID)
+		return fmt.Errorf("%w: thread %q has a data key already, not the one the file holds (shredded, or of an earlier thread of that id); import into another database", engine.ErrInvalidInput, k.ThreadID)
 	}
 	return nil
 }

@@ -39,9 +39,11 @@ func (q *Queries) DataKeyGet(ctx context.Context, threadID string) (DataKeyGetRo
 }
 
 const DataKeyImport = `-- name: DataKeyImport :execrows
-INSERT INTO pgcheckpoint.tenant_data_keys (thread_id, kek_id, wrapped_key, shredded_at)
+INSERT INTO pgcheckpoint.tenant_data_keys AS k (thread_id, kek_id, wrapped_key, shredded_at)
 VALUES ($1::text, $2::text, $3::bytea, $4::timestamptz)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING
+ON CONFLICT (tenant_id, thread_id) DO UPDATE SET kek_id = k.kek_id
+WHERE k.kek_id = EXCLUDED.kek_id AND k.wrapped_key = EXCLUDED.wrapped_key
+  AND k.shredded_at IS NULL AND EXCLUDED.shredded_at IS NULL
 `
 
 type DataKeyImportParams struct {
@@ -51,7 +53,10 @@ type DataKeyImportParams struct {
 	ShreddedAt pgtype.Timestamptz
 }
 
-// An import's data key (0 rows: the thread has one already).
+// An import's data key (0 rows: the thread has another one already). The
+// same key, not shredded, is taken as it is (1 row): the key of a thread
+// deleted since (DeleteThreads leaves it, as an encrypting writer may hold
+// it cached) and imported back from its own export.
 func (q *Queries) DataKeyImport(ctx context.Context, arg DataKeyImportParams) (int64, error) {
 	result, err := q.db.Exec(ctx, DataKeyImport,
 		arg.ThreadID,

@@ -57,7 +57,12 @@ WHERE thread_id = @thread_id::text AND branched_from_thread IS NOT NULL
 LIMIT 1;
 
 -- name: DataKeyImport :execrows
--- An import's data key (0 rows: the thread has one already).
-INSERT INTO pgcheckpoint.tenant_data_keys (thread_id, kek_id, wrapped_key, shredded_at)
+-- An import's data key (0 rows: the thread has another one already). The
+-- same key, not shredded, is taken as it is (1 row): the key of a thread
+-- deleted since (DeleteThreads leaves it, as an encrypting writer may hold
+-- it cached) and imported back from its own export.
+INSERT INTO pgcheckpoint.tenant_data_keys AS k (thread_id, kek_id, wrapped_key, shredded_at)
 VALUES (@thread_id::text, @kek_id::text, sqlc.narg(wrapped_key)::bytea, sqlc.narg(shredded_at)::timestamptz)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING;
+ON CONFLICT (tenant_id, thread_id) DO UPDATE SET kek_id = k.kek_id
+WHERE k.kek_id = EXCLUDED.kek_id AND k.wrapped_key = EXCLUDED.wrapped_key
+  AND k.shredded_at IS NULL AND EXCLUDED.shredded_at IS NULL;

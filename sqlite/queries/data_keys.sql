@@ -46,7 +46,11 @@ WHERE tenant_id = @tenant_id AND thread_id = @thread_id AND branched_from_thread
 LIMIT 1;
 
 -- name: DataKeyImport :execrows
--- An import's data key (0 rows: the thread has one already).
+-- An import's data key (0 rows: the thread has another one already). The
+-- same key, not shredded, is taken as it is (1 row): the key of a thread
+-- deleted since and imported back from its own export (as on Postgres).
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
 VALUES (@tenant_id, @thread_id, @kek_id, @wrapped_key, @created_at, @shredded_at)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING;
+ON CONFLICT (tenant_id, thread_id) DO UPDATE SET kek_id = data_keys.kek_id
+WHERE data_keys.kek_id = excluded.kek_id AND data_keys.wrapped_key = excluded.wrapped_key
+  AND data_keys.shredded_at IS NULL AND excluded.shredded_at IS NULL;

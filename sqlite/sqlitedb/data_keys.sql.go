@@ -45,7 +45,9 @@ func (q *Queries) DataKeyGet(ctx context.Context, arg DataKeyGetParams) (DataKey
 const DataKeyImport = `-- name: DataKeyImport :execrows
 INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at, shredded_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-ON CONFLICT (tenant_id, thread_id) DO NOTHING
+ON CONFLICT (tenant_id, thread_id) DO UPDATE SET kek_id = data_keys.kek_id
+WHERE data_keys.kek_id = excluded.kek_id AND data_keys.wrapped_key = excluded.wrapped_key
+  AND data_keys.shredded_at IS NULL AND excluded.shredded_at IS NULL
 `
 
 type DataKeyImportParams struct {
@@ -57,7 +59,9 @@ type DataKeyImportParams struct {
 	ShreddedAt sql.NullInt64
 }
 
-// An import's data key (0 rows: the thread has one already).
+// An import's data key (0 rows: the thread has another one already). The
+// same key, not shredded, is taken as it is (1 row): the key of a thread
+// deleted since and imported back from its own export (as on Postgres).
 func (q *Queries) DataKeyImport(ctx context.Context, arg DataKeyImportParams) (int64, error) {
 	result, err := q.exec(ctx, q.dataKeyImportStmt, DataKeyImport,
 		arg.TenantID,
