@@ -50,8 +50,11 @@ var (
 	// the database is at a version newer than this program knows.
 	ErrUnknownVersion = errors.New("no such migration version")
 
-	// ErrBadURL means the database URL names no database, or Postgres
-	// cannot parse it. It is pgcheckpoint.ErrBadURL (one value).
+	// ErrBadURL means the database URL names no store (it is empty, or
+	// not a Postgres URL or keyword/value string), or Postgres cannot parse
+	// it. A Postgres URL without a database name is not one: as psql and
+	// libpq do, it names the database of the user's name. It is
+	// pgcheckpoint.ErrBadURL (one value).
 	ErrBadURL = dburl.ErrBadURL
 
 	// ErrNotPostgres means the URL names a SQLite database (sqlite:PATH):
