@@ -41,7 +41,8 @@ FROM pgcheckpoint.checkpoint_append(
     $18::jsonb,
     $19::jsonb,
     $20::bigint,
-    $21::bigint
+    $21::bigint,
+    $22::boolean
 ) AS r
 `
 
@@ -67,6 +68,7 @@ type CheckpointAppendParams struct {
 	SetToolResultsDigests json.RawMessage
 	MaxSizeBytes          pgtype.Int8
 	ContentBytes          pgtype.Int8
+	Sealed                bool
 }
 
 type CheckpointAppendRow struct {
@@ -104,6 +106,7 @@ func (q *Queries) CheckpointAppend(ctx context.Context, arg CheckpointAppendPara
 		arg.SetToolResultsDigests,
 		arg.MaxSizeBytes,
 		arg.ContentBytes,
+		arg.Sealed,
 	)
 	var i CheckpointAppendRow
 	err := row.Scan(
@@ -419,7 +422,8 @@ FROM pgcheckpoint.checkpoint_put(
     $14::int,
     $15::bytea,
     $16::jsonb,
-    $17::jsonb
+    $17::jsonb,
+    $18::boolean
 ) AS r
 `
 
@@ -441,6 +445,7 @@ type CheckpointPutParams struct {
 	MessageDigests     []byte
 	StateDigests       json.RawMessage
 	ToolResultsDigests json.RawMessage
+	Sealed             bool
 }
 
 type CheckpointPutRow struct {
@@ -473,6 +478,7 @@ func (q *Queries) CheckpointPut(ctx context.Context, arg CheckpointPutParams) (C
 		arg.MessageDigests,
 		arg.StateDigests,
 		arg.ToolResultsDigests,
+		arg.Sealed,
 	)
 	var i CheckpointPutRow
 	err := row.Scan(

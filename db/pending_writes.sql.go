@@ -19,13 +19,15 @@ WITH target AS (
     WHERE c.checkpoint_id = $1::uuid
     LIMIT 1
     FOR KEY SHARE
+), checked AS (
+    SELECT pgcheckpoint.thread_refuse_plaintext(target.thread_id, $2::boolean) FROM target
 ), inserted AS (
     INSERT INTO pgcheckpoint.tenant_pending_writes
         (thread_id, namespace, checkpoint_seq, checkpoint_id, task_id, idx, channel, value)
-    SELECT target.thread_id, target.namespace, target.seq, target.checkpoint_id, $2::text,
-           (w.ord - 1)::int, w.channel, ($3::jsonb[])[w.ord]
-    FROM target,
-         unnest($4::text[]) WITH ORDINALITY AS w(channel, ord)
+    SELECT target.thread_id, target.namespace, target.seq, target.checkpoint_id, $3::text,
+           (w.ord - 1)::int, w.channel, ($4::jsonb[])[w.ord]
+    FROM target, checked,
+         unnest($5::text[]) WITH ORDINALITY AS w(channel, ord)
     ON CONFLICT DO NOTHING
     RETURNING 1
 )
@@ -35,6 +37,7 @@ SELECT (SELECT count(*) FROM target) AS found,
 
 type PendingWritePutManyParams struct {
 	CheckpointID uuid.UUID
+	Sealed       bool
 	TaskID       string
 	Vals         []json.RawMessage
 	Channels     []string
@@ -51,10 +54,13 @@ type PendingWritePutManyRow struct {
 // locked FOR KEY SHARE where it is read: a delete of it waits for this
 // statement's transaction, and one that committed meanwhile leaves
 // nothing to lock (found = 0; 40001 under REPEATABLE READ), so the writes
-// never land on another checkpoint written at its seq since.
+// never land on another checkpoint written at its seq since. Values that
+// are not sealed (@sealed false) are refused for an encrypted thread:
+// PC007, nothing written (see pgcheckpoint.thread_refuse_plaintext).
 func (q *Queries) PendingWritePutMany(ctx context.Context, arg PendingWritePutManyParams) (PendingWritePutManyRow, error) {
 	row := q.db.QueryRow(ctx, PendingWritePutMany,
 		arg.CheckpointID,
+		arg.Sealed,
 		arg.TaskID,
 		arg.Vals,
 		arg.Channels,

@@ -78,6 +78,7 @@ func (e *Engine) sealPut(ctx context.Context, p *PutRequest) error {
 	if p.Summary == "" {
 		p.Summary = EncryptedSummary
 	}
+	p.Sealed = true
 	return nil
 }
 
@@ -168,6 +169,7 @@ func (e *Engine) putAppendSealed(ctx context.Context, a AppendRequest) (Snapshot
 		req.Messages = k.sealArrayFrom(a.ID, fieldMessages, a.Messages, before)
 		req.SetState = k.sealObject(a.ID, fieldState, a.SetState, nil)
 		req.SetToolResults = k.sealObject(a.ID, fieldToolResults, a.SetToolResults, nil)
+		req.Sealed = true
 		res, err := e.store.PutAppend(ctx, req)
 		if errors.Is(err, ErrHeadMoved) && a.OnHead == uuid.Nil && attempt < maxAppendAttempts {
 			continue
@@ -252,47 +254,16 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 			origins[o] = true
 		}
 	})
-	for _, obj := range [][]byte{c.State, c.ToolResults} {
+	for _, obj := range [][]byte{c.State, c.ToolResults, c.Metadata} {
 		eachMember(obj, func(_, _, v []byte) {
 			if o, ok := peekOrigin(v); ok {
 				origins[o] = true
 			}
 		})
 	}
-	threads, end, deleted, err := e.originThreads(ctx, c.CheckpointInfo, origins)
+	keyFor, metadataKeyFor, err := e.originKeys(ctx, c.CheckpointInfo, origins)
 	if err != nil {
 		return err
-	}
-	keys := map[string][]*dataKey{} // one each: keyFor's results
-	threadKey := func(thread string) (*dataKey, error) {
-		if k := keys[thread]; k != nil {
-			return k[0], nil
-		}
-		k, err := e.dataKey(ctx, thread, false)
-		if err != nil {
-			return nil, err
-		}
-		keys[thread] = []*dataKey{k}
-		return k, nil
-	}
-	var candidates []*dataKey // for deleted origins, found once
-	keyFor := func(origin uuid.UUID) ([]*dataKey, error) {
-		if thread, ok := threads[origin]; ok {
-			if _, err := threadKey(thread); err != nil {
-				return nil, err
-			}
-			return keys[thread], nil
-		}
-		if !deleted[origin] {
-			return nil, fmt.Errorf("%w: checkpoint %s holds a value of unknown origin", ErrEncrypted, c.ID)
-		}
-		if candidates == nil {
-			var err error
-			if candidates, err = e.deletedOriginKeys(ctx, end, threadKey); err != nil {
-				return nil, err
-			}
-		}
-		return candidates, nil
 	}
 	own := func(origin uuid.UUID) ([]*dataKey, error) {
 		if origin != c.ID {
@@ -315,7 +286,7 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 	metadata := c.Metadata
 	if e.crypt.metadata != nil || holdsCiphertext(metadata) {
 		// MetadataKeys, and any key encrypted under an earlier MetadataKeys.
-		if metadata, err = openObject(fieldMetadata, c.Metadata, e.crypt.metadataKeys(), own); err != nil {
+		if metadata, err = openObject(fieldMetadata, c.Metadata, e.crypt.metadataKeys(), metadataKeyFor); err != nil {
 			return err
 		}
 	}
@@ -334,6 +305,60 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 		c.PendingWrites[i].Value = values[i]
 	}
 	return nil
+}
+
+// originKeys returns the keys of c's values, by origin (see
+// originThreads): keyFor, for values an ancestor may have written (a
+// delta's, a branch's or a merge's content); metadataKeyFor, for its
+// metadata, which only c writes, except where a branch or a merge copied
+// it with the content: a branch's first checkpoint holds its source's
+// metadata, a merge the merged branch head's, each sealed under its own
+// thread's key. So a metadata value's origin is c, an ancestor in another
+// thread, or one deleted since; a value of an ancestor in c's own thread
+// was moved there, and is refused (ErrEncrypted).
+func (e *Engine) originKeys(ctx context.Context, c CheckpointInfo, origins map[uuid.UUID]bool) (keyFor, metadataKeyFor keyFunc, err error) {
+	threads, end, deleted, err := e.originThreads(ctx, c, origins)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := map[string][]*dataKey{} // one each: keyFor's results
+	threadKey := func(thread string) (*dataKey, error) {
+		if k := keys[thread]; k != nil {
+			return k[0], nil
+		}
+		k, err := e.dataKey(ctx, thread, false)
+		if err != nil {
+			return nil, err
+		}
+		keys[thread] = []*dataKey{k}
+		return k, nil
+	}
+	var candidates []*dataKey // for deleted origins, found once
+	keyFor = func(origin uuid.UUID) ([]*dataKey, error) {
+		if thread, ok := threads[origin]; ok {
+			if _, err := threadKey(thread); err != nil {
+				return nil, err
+			}
+			return keys[thread], nil
+		}
+		if !deleted[origin] {
+			return nil, fmt.Errorf("%w: checkpoint %s holds a value of unknown origin", ErrEncrypted, c.ID)
+		}
+		if candidates == nil {
+			var err error
+			if candidates, err = e.deletedOriginKeys(ctx, end, threadKey); err != nil {
+				return nil, err
+			}
+		}
+		return candidates, nil
+	}
+	metadataKeyFor = func(origin uuid.UUID) ([]*dataKey, error) {
+		if thread, ok := threads[origin]; ok && origin != c.ID && thread == c.ThreadID {
+			return nil, fmt.Errorf("%w: metadata of checkpoint %s was written by another checkpoint of its thread", ErrEncrypted, c.ID)
+		}
+		return keyFor(origin)
+	}
+	return keyFor, metadataKeyFor, nil
 }
 
 // originThreads returns the thread of each origin of c's values that is
@@ -560,6 +585,26 @@ func (e *Engine) refuseThread(ctx context.Context, thread string) error {
 	return fmt.Errorf("%w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, thread)
 }
 
+// filterableMetadata is ErrInvalidInput for a metadata filter that names a
+// key of Encryption.MetadataKeys: its values are stored encrypted, each
+// ciphertext unlike any other, so the store's comparison would match
+// nothing.
+func (e *Engine) filterableMetadata(filter []byte) error {
+	if e.crypt == nil || e.crypt.metadata == nil {
+		return nil
+	}
+	var sealed []string
+	eachMember(filter, func(_, key, _ []byte) {
+		if e.crypt.metadata[string(key)] {
+			sealed = append(sealed, string(key))
+		}
+	})
+	if len(sealed) > 0 {
+		return fmt.Errorf("%w: metadata filter: key %q is encrypted (Encryption.MetadataKeys), so no stored value equals it; filter on a key that is not encrypted", ErrInvalidInput, sealed[0])
+	}
+	return nil
+}
+
 // openInfos decrypts the encrypted metadata keys of checkpoints of one
 // thread: those of MetadataKeys and any other that holds a ciphertext (a
 // key encrypted under an earlier MetadataKeys). An Engine that does not
@@ -575,21 +620,36 @@ func (e *Engine) openInfos(ctx context.Context, threadID string, infos []Checkpo
 	if e.crypt == nil || (e.crypt.metadata == nil && !sealed) || len(infos) == 0 {
 		return nil
 	}
-	k, err := e.dataKey(ctx, threadID, false)
-	if err != nil {
-		return err
+	var ks []*dataKey // the thread's key, read at its first use
+	ownKey := func() ([]*dataKey, error) {
+		if ks == nil {
+			k, err := e.dataKey(ctx, threadID, false)
+			if err != nil {
+				return nil, err
+			}
+			ks = []*dataKey{k}
+		}
+		return ks, nil
 	}
 	out := make([][]byte, len(infos))
-	ks := []*dataKey{k}
+	var err error
 	for i := range infos {
 		id := infos[i].ID
-		own := func(origin uuid.UUID) ([]*dataKey, error) {
-			if origin != id {
-				return nil, fmt.Errorf("%w: metadata of checkpoint %s was written by another checkpoint", ErrEncrypted, id)
+		copied := map[uuid.UUID]bool{} // origins of another checkpoint: a branch's or a merge's
+		eachMember(infos[i].Metadata, func(_, _, v []byte) {
+			if o, ok := peekOrigin(v); ok && o != id {
+				copied[o] = true
 			}
-			return ks, nil
+		})
+		keyFor := func(uuid.UUID) ([]*dataKey, error) { return ownKey() }
+		if len(copied) > 0 {
+			// Rare (a branch's first checkpoint, a merge): checked as Get
+			// checks them, against the checkpoint's lineage.
+			if _, keyFor, err = e.originKeys(ctx, infos[i], copied); err != nil {
+				return err
+			}
 		}
-		if out[i], err = openObject(fieldMetadata, infos[i].Metadata, e.crypt.metadataKeys(), own); err != nil {
+		if out[i], err = openObject(fieldMetadata, infos[i].Metadata, e.crypt.metadataKeys(), keyFor); err != nil {
 			return err
 		}
 	}

@@ -490,6 +490,9 @@ func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts List
 		if filter, err = jsonArg("metadata filter", opts.Metadata, '{'); err != nil {
 			return nil, fmt.Errorf("list checkpoints: %w", err)
 		}
+		if err := e.filterableMetadata(filter); err != nil {
+			return nil, fmt.Errorf("list checkpoints: %w", err)
+		}
 	}
 	infos, err := e.store.ListCheckpoints(ctx, ListQuery{
 		ThreadID: threadID, Namespace: opts.Namespace, Before: opts.Before,
@@ -572,7 +575,7 @@ func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, wri
 	}
 	var n int64
 	err = e.cfg.Retry.retry(ctx, func() (err error) {
-		n, err = e.store.PutWrites(ctx, id, taskID, stored)
+		n, err = e.store.PutWrites(ctx, WritesRequest{ID: id, TaskID: taskID, Writes: stored, Sealed: e.crypt != nil})
 		return err
 	})
 	if err != nil {

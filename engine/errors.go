@@ -96,7 +96,9 @@ var (
 	// field or position), or a value of a thread that must be encrypted is
 	// plaintext. No content is returned with it, not even part of a
 	// checkpoint. An Engine without Config.Encryption returns it too for a
-	// thread whose content is encrypted.
+	// thread whose content is encrypted, and for a write (Snapshot, Append,
+	// PutWrites, ClearMemory) into a thread that has a data key, shredded
+	// or not: nothing is written.
 	ErrEncrypted = errors.New("pgcheckpoint: encrypted content cannot be read without its key")
 
 	// ErrKeyNotDestroyed: a KeyShredder (HeldKeys) failed to destroy a

@@ -43,19 +43,19 @@ func (s *flakyStore) Put(ctx context.Context, p engine.PutRequest) (engine.Snaps
 	return s.Store.Put(ctx, p)
 }
 
-func (s *flakyStore) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []engine.Write) (int64, error) {
+func (s *flakyStore) PutWrites(ctx context.Context, w engine.WritesRequest) (int64, error) {
 	n := s.putWrites.Add(1)
 	if s.fail != nil {
 		if commit, err := s.fail(ctx, n); err != nil {
 			if commit {
-				if _, err := s.Store.PutWrites(ctx, id, taskID, writes); err != nil {
+				if _, err := s.Store.PutWrites(ctx, w); err != nil {
 					return 0, fmt.Errorf("flakyStore: the commit failed: %v", err)
 				}
 			}
 			return 0, err
 		}
 	}
-	return s.Store.PutWrites(ctx, id, taskID, writes)
+	return s.Store.PutWrites(ctx, w)
 }
 
 // errLost is a transient failure as a store reports it.

@@ -37,6 +37,8 @@ type Store interface {
 	// parent's + 1, seq the next in the thread and namespace. A p.ID that
 	// exists with the same thread, namespace and content returns that
 	// checkpoint with Created false; with other content, ErrIDConflict.
+	// ErrEncrypted, nothing written, when p.Sealed is false and the thread
+	// is encrypted (has a data key, shredded or not): see PutRequest.Sealed.
 	Put(ctx context.Context, p PutRequest) (SnapshotResult, error)
 	// PutAppend writes one checkpoint whose content is the head's (of the
 	// thread and namespace) with a change applied (see AppendRequest), and
@@ -50,6 +52,7 @@ type Store interface {
 	// ErrNotFound when the thread has no checkpoint in the
 	// namespace; ErrHeadMoved when a.OnHead is set and is not the head.
 	// ErrSnapshotTooLarge when its content would be over a.MaxSizeBytes.
+	// ErrEncrypted as Put's, for a.Sealed.
 	// A.ID that exists is a retry when it was written by the same append
 	// (same thread, namespace, metadata, next node, and content equal to
 	// its parent's with the change applied): that checkpoint is returned
@@ -75,8 +78,10 @@ type Store interface {
 	ListThreads(ctx context.Context, after string, limit int) ([]ThreadInfo, error)
 	// PutWrites records writes at positions 0..len-1 of task taskID after
 	// checkpoint id; positions already recorded keep their values. It
-	// returns how many were new; ErrNotFound for an unknown checkpoint.
-	PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (int64, error)
+	// returns how many were new; ErrNotFound for an unknown checkpoint;
+	// ErrEncrypted, nothing written, for values that are not sealed
+	// (w.Sealed false) after a checkpoint of an encrypted thread.
+	PutWrites(ctx context.Context, w WritesRequest) (int64, error)
 
 	// DeleteCheckpoints deletes the checkpoints q names, with their
 	// pending writes, in one transaction under the lock of each thread it
@@ -219,6 +224,21 @@ type PutRequest struct {
 	MessageChain       []byte
 	StateDigests       json.RawMessage
 	ToolResultsDigests json.RawMessage
+	// Sealed says the content is sealed by the thread's data key (an
+	// encrypting Engine's). A store refuses content that is not
+	// (ErrEncrypted) for a thread that has a data key: plaintext there
+	// would be refused by every encrypting reader, and outlive a shred.
+	Sealed bool
+}
+
+// WritesRequest is a PutWrites as an Engine hands it to a Store: writes at
+// positions 0..len(Writes)-1 of task TaskID after checkpoint ID, checked,
+// values in stored form.
+type WritesRequest struct {
+	ID     uuid.UUID
+	TaskID string
+	Writes []Write
+	Sealed bool // the values are sealed (see PutRequest.Sealed)
 }
 
 // AppendRequest is an Append as an Engine hands it to a Store: checked,
@@ -269,6 +289,7 @@ type AppendRequest struct {
 	MessageDigests        []byte
 	SetStateDigests       json.RawMessage
 	SetToolResultsDigests json.RawMessage
+	Sealed                bool // see PutRequest.Sealed
 }
 
 // ListQuery is a checked ListCheckpoints request.

@@ -280,12 +280,12 @@ func (s tracedStore) ListThreads(ctx context.Context, after string, limit int) (
 	return r, err
 }
 
-func (s tracedStore) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (int64, error) {
+func (s tracedStore) PutWrites(ctx context.Context, w WritesRequest) (int64, error) {
 	if !s.t.on(ctx) {
-		return s.Store.PutWrites(ctx, id, taskID, writes)
+		return s.Store.PutWrites(ctx, w)
 	}
-	ctx, end := s.t.span(ctx, "PutWrites", idAttr(id))
-	n, err := s.Store.PutWrites(ctx, id, taskID, writes)
+	ctx, end := s.t.span(ctx, "PutWrites", idAttr(w.ID))
+	n, err := s.Store.PutWrites(ctx, w)
 	end(err)
 	return n, err
 }

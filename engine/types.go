@@ -160,7 +160,9 @@ type ListOptions struct {
 	// a checkpoint of the thread and namespace gives ErrNotFound.
 	Before uuid.UUID
 	// Metadata keeps checkpoints whose metadata contains this JSON object
-	// (Postgres @>), e.g. {"memory_cleared": true}.
+	// (Postgres @>), e.g. {"memory_cleared": true}. A key of
+	// Encryption.MetadataKeys cannot be filtered on (its values are stored
+	// encrypted): ErrInvalidInput.
 	Metadata json.RawMessage
 	// Tags keeps checkpoints that carry every one of these tags.
 	Tags []string

@@ -43,10 +43,12 @@ var encryptionTests = []struct {
 	{name: "DumpHoldsNoPlaintext", fn: testDumpHoldsNoPlaintext},
 	{name: "ValuesAreCompressedUnlessNoCompress", fn: testCompressedByDefault},
 	{name: "EncryptedMetadataNeverReadsAsContent", fn: testEncryptedMetadataFailsClosed},
+	{name: "EncryptedMetadataOfBranchesAndMerges", fn: testEncryptedMetadataOfBranchesAndMerges},
 	{name: "MovedAfterLineagesWereReadFailsClosed", fn: testMovedAfterLineagesRead},
 	{name: "DigestsAreKeyedPerThread", fn: testDigestsAreKeyed},
 	{name: "TamperingFailsClosed", fn: testTamperingFailsClosed},
 	{name: "WrongMissingAndRevokedKeysFailClosed", fn: testWrongKeysFailClosed},
+	{name: "PlaintextWritesToEncryptedThreadsAreRefused", fn: testPlaintextWritesRefused},
 	{name: "RewrapKeepsEverythingReadable", fn: testRewrap},
 	{name: "ExportsCarryCiphertextAndWrappedKeys", fn: testEncryptedExport},
 	{name: "ShreddingErasesOneThread", fn: testShredding},
@@ -436,6 +438,88 @@ func testEncryptedMetadataFailsClosed(t *testing.T, e *cryptEnv) {
 	if got := reads(e.plain(engine.Config{})); len(got) > 0 {
 		t.Errorf("an engine without the key read %q", got)
 	}
+	// A filter on an encrypted key could match nothing: refused, typed; a
+	// filter on a key in the clear still works.
+	if list, err := eng.ListCheckpoints(e.ctx, "m", engine.ListOptions{Metadata: mustJSON(map[string]string{"secret": marker})}); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Errorf("a metadata filter on an encrypted key: %d rows, %v; want ErrInvalidInput", len(list), err)
+	}
+	if list, err := eng.ListCheckpoints(e.ctx, "m", engine.ListOptions{Metadata: json.RawMessage(`{"plain":"visible"}`)}); err != nil || len(list) != 1 {
+		t.Errorf("a metadata filter on a key in the clear: %d rows, %v; want 1", len(list), err)
+	}
+}
+
+// Metadata under MetadataKeys that a branch's first checkpoint copied from
+// its source, and a merge from the merged branch's head, reads back
+// through every read (Get, Latest, ListCheckpoints, TimeTravelPoints,
+// Lineage): a branch not yet written to has no data key of its own, and
+// those values stay under their source thread's key. Metadata moved from a
+// parent in the same thread is still refused.
+func testEncryptedMetadataOfBranchesAndMerges(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{Encryption: engine.Encryption{MetadataKeys: []string{"secret"}}})
+	meta := func(s string) json.RawMessage { return mustJSON(map[string]string{"secret": s, "plain": "visible"}) }
+	src := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "src", Messages: json.RawMessage(`["a"]`), Metadata: meta("MARKER-src")})
+	br, err := eng.Branch(e.ctx, src.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// check reads checkpoint id of thread (its head when head) every way.
+	check := func(when, thread string, id uuid.UUID, head bool, marker string) {
+		t.Helper()
+		c, err := eng.Get(e.ctx, id)
+		if err != nil || !bytes.Contains(c.Metadata, []byte(marker)) {
+			t.Errorf("%s: Get: %v, %s", when, err, metaOf(c))
+		}
+		c, err = eng.Latest(e.ctx, thread)
+		if err != nil || (head && (c.ID != id || !bytes.Contains(c.Metadata, []byte(marker)))) {
+			t.Errorf("%s: Latest: %v, %s", when, err, metaOf(c))
+		}
+		lists := map[string]func() ([]engine.CheckpointInfo, error){
+			"ListCheckpoints": func() ([]engine.CheckpointInfo, error) {
+				return eng.ListCheckpoints(e.ctx, thread, engine.ListOptions{})
+			},
+			"TimeTravelPoints": func() ([]engine.CheckpointInfo, error) {
+				return eng.TimeTravelPoints(e.ctx, thread, engine.PointsOptions{})
+			},
+			"Lineage": func() ([]engine.CheckpointInfo, error) { return eng.Lineage(e.ctx, id) },
+		}
+		for name, list := range lists {
+			infos, err := list()
+			i := slices.IndexFunc(infos, func(c engine.CheckpointInfo) bool { return c.ID == id })
+			if err != nil || i < 0 || !bytes.Contains(infos[i].Metadata, []byte(marker)) {
+				t.Errorf("%s: %s: %v, %d rows", when, name, err, len(infos))
+			}
+		}
+	}
+	check("a branch not written to", br.ThreadID, br.CheckpointID, true, "MARKER-src")
+	snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: br.ThreadID, Messages: json.RawMessage(`["a","b"]`), Metadata: meta("MARKER-branch")})
+	check("a branch written to", br.ThreadID, br.CheckpointID, false, "MARKER-src")
+	m, err := eng.MergeBranch(e.ctx, br.ThreadID, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a merge", "src", m.CheckpointID, true, "MARKER-branch")
+	// An ancestor's own metadata put in the place of a later checkpoint's
+	// of the same thread.
+	child := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "src", Messages: json.RawMessage(`["c"]`), Metadata: meta("MARKER-child")})
+	db := e.h.SQL(t, e.url)
+	if _, err := db.ExecContext(e.ctx, `UPDATE checkpoints SET metadata = (SELECT metadata FROM checkpoints WHERE checkpoint_id = $1) WHERE checkpoint_id = $2`,
+		src.ID.String(), child.ID.String()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := eng.Get(e.ctx, child.ID)
+	refused(t, "an ancestor's metadata moved into a checkpoint of its thread", c, err, "MARKER-src")
+	list, err := eng.ListCheckpoints(e.ctx, "src", engine.ListOptions{})
+	if !errors.Is(err, engine.ErrEncrypted) {
+		t.Errorf("ListCheckpoints with an ancestor's metadata moved: %v, %d rows, want ErrEncrypted", err, len(list))
+	}
+}
+
+// metaOf is a checkpoint's metadata, or "(none)" for nil.
+func metaOf(c *engine.Checkpoint) string {
+	if c == nil {
+		return "(none)"
+	}
+	return string(c.Metadata)
 }
 
 // An Engine remembers the parent links it read (so a delta's read needs
@@ -644,15 +728,93 @@ func testWrongKeysFailClosed(t *testing.T, e *cryptEnv) {
 	refused(t, "a fresh branch, no encryption configured", c, err, markers...)
 	c, err = plain.Get(e.ctx, br.CheckpointID)
 	refused(t, "a fresh branch's checkpoint, no encryption configured", c, err, markers...)
-	// A plaintext checkpoint written into the thread by an Engine that
-	// does not encrypt (a misconfigured process) is refused when read.
-	res, err := plain.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "secret", Messages: json.RawMessage(`["planted"]`),
+	// A plaintext checkpoint of a thread that was written before the
+	// thread's first encrypted write (an Engine that did not encrypt yet)
+	// is refused when read. (Once the thread has a key, such a write is
+	// refused: PlaintextWritesToEncryptedThreadsAreRefused.)
+	res, err := plain.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "mixed", Messages: json.RawMessage(`["planted"]`),
 		State: json.RawMessage(`{"k":"planted"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "mixed", Messages: json.RawMessage(`["sealed"]`)})
 	c, err = eng.Get(e.ctx, res.ID)
 	refused(t, "a plaintext checkpoint in an encrypted thread", c, err)
+}
+
+// An Engine without encryption (a process deployed without the key) writes
+// nothing into an encrypted thread: Snapshot, Append, PutWrites and
+// ClearMemory fail with ErrEncrypted and leave no row, while the thread has
+// its key and after the key is shredded. A thread without a key takes its
+// writes as before, and the encrypting Engine goes on writing.
+func testPlaintextWritesRefused(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{})
+	e.writeMarkers(eng, "sealed")
+	head, err := eng.Latest(e.ctx, "sealed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := e.h.SQL(t, e.url)
+	rows := func() (n int) {
+		t.Helper()
+		if err := db.QueryRowContext(e.ctx, `SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = 'sealed')
+			+ (SELECT count(*) FROM pending_writes WHERE thread_id = 'sealed')`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	plain := e.plain(engine.Config{DeltaMinBytes: -1})
+	writes := []struct {
+		name string
+		fn   func(eng *engine.Engine) error
+	}{
+		{"Snapshot", func(eng *engine.Engine) error {
+			_, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "sealed", Messages: json.RawMessage(`["plain"]`)})
+			return err
+		}},
+		{"Snapshot on a parent", func(eng *engine.Engine) error {
+			_, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "sealed", ParentID: head.ID, Messages: json.RawMessage(`["plain"]`)})
+			return err
+		}},
+		{"Append", func(eng *engine.Engine) error {
+			_, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: "sealed", Messages: json.RawMessage(`["plain"]`)})
+			return err
+		}},
+		{"PutWrites", func(eng *engine.Engine) error {
+			_, err := eng.PutWrites(e.ctx, head.ID, "plain-task", []engine.Write{{Channel: "c", Value: json.RawMessage(`"plain"`)}})
+			return err
+		}},
+		{"ClearMemory", func(eng *engine.Engine) error {
+			_, err := eng.ClearMemory(e.ctx, "sealed")
+			return err
+		}},
+	}
+	refusedAll := func(when string) {
+		t.Helper()
+		before := rows()
+		for _, w := range writes {
+			if err := w.fn(plain); !errors.Is(err, engine.ErrEncrypted) {
+				t.Errorf("%s: %s without encryption: %v, want ErrEncrypted", when, w.name, err)
+			}
+		}
+		if n := rows(); n != before {
+			t.Errorf("%s: refused writes left rows: %d, want %d", when, n, before)
+		}
+	}
+	refusedAll("an encrypted thread")
+	for _, w := range writes[:4] {
+		if err := w.fn(eng); err != nil {
+			t.Fatalf("%s with encryption: %v", w.name, err)
+		}
+	}
+	if had, err := eng.ShredThread(e.ctx, "sealed"); err != nil || !had {
+		t.Fatalf("shred: %v, %v", had, err)
+	}
+	refusedAll("a shredded thread")
+	snapWith(t, e.ctx, plain, engine.SnapshotInput{ThreadID: "open", Messages: json.RawMessage(`["plain"]`)})
+	if _, err := plain.Append(e.ctx, engine.AppendInput{ThreadID: "open", Messages: json.RawMessage(`["more"]`)}); err != nil {
+		t.Fatalf("a thread without a key: %v", err)
+	}
 }
 
 // RewrapKeys puts every data key under the new key-encryption key, and
@@ -992,6 +1154,20 @@ func testTenantsKeepTheirKeys(t *testing.T, e *cryptEnv) {
 	}
 	c, err := b.Latest(e.ctx, "shared")
 	refused(t, "tenant b's shredded thread", c, err, bMarkers...)
+	// Tenant a's key makes a's thread encrypted, not b's thread of that id:
+	// an engine of b without encryption writes it.
+	e.writeMarkers(a, "a-later")
+	plainBase := openURL(t, url, pgcheckpoint.Options{})
+	plainB, err := plainBase.ForTenant("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plainB.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "a-later", Messages: json.RawMessage(`["b's own"]`)}); err != nil {
+		t.Fatalf("tenant b writes its thread of the id of a's encrypted thread, without encryption: %v", err)
+	}
+	if _, err := plainB.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "shared", Messages: json.RawMessage(`["plain"]`)}); !errors.Is(err, engine.ErrEncrypted) {
+		t.Fatalf("tenant b writes its own shredded thread without encryption: %v, want ErrEncrypted", err)
+	}
 }
 
 // An encrypting engine holds an append to Config.MaxSnapshotBytes as a

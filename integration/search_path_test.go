@@ -19,7 +19,7 @@ import (
 // times), so they have none and name everything schema-qualified instead,
 // which TestRoutinesUnderAHostileSearchPath checks.
 var inlinedHelpers = []string{"checkpoint_content_json", "checkpoint_default_summary", "current_tenant", "checkpoint_delta", "checkpoint_materialize_json",
-	"delta_keys", "delta_run_continues", "json_text", "message_chain_at", "thread_head_for_write", "unescaped_text"}
+	"delta_keys", "delta_run_continues", "json_text", "message_chain_at", "thread_head_for_write", "thread_sealed", "unescaped_text"}
 
 // committingProcedures are the procedures that commit, which Postgres
 // forbids to have a SET clause: they too name everything schema-qualified.
@@ -173,6 +173,7 @@ func TestRoutinesUnderAHostileSearchPath(t *testing.T) {
 			     pgcheckpoint.key_digests('{"n":5}'), pgcheckpoint.key_digests('{}'),
 			     h.parent_checkpoint_id, h.parent_delta_run, h.parent_delta_depth, h.parent_messages_count,
 			     h.parent_messages_digest, h.parent_state_digests, h.parent_tool_results_digests, 50) d`, []any{m}},
+		{"thread_sealed", `SELECT * FROM pgcheckpoint.thread_sealed('main')`, nil},
 		{"delta_keys", `SELECT * FROM pgcheckpoint.delta_keys('{"a":1,"b":2}', '{"a":"x","b":"y"}', '{"a":"x","c":"z"}')`, nil},
 		{"delta_run_continues, message_chain_at", `SELECT pgcheckpoint.delta_run_continues(3, 50), pgcheckpoint.message_chain_at('\x00', 0)`, nil},
 		{"checkpoint_materialize_json, whole", `SELECT * FROM pgcheckpoint.checkpoint_materialize_json($1::pg_catalog.uuid)`, []any{ids[0]}},

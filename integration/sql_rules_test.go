@@ -489,3 +489,81 @@ func TestSQLRefusesOddArguments(t *testing.T) {
 		t.Errorf("uuid_v7(NULL): %v %v", null, err)
 	}
 }
+
+// Content written from SQL is plaintext: checkpoint_put and
+// checkpoint_append refuse it for an encrypted thread (one with a data
+// key) with PC007 and write nothing, at every isolation level, as the
+// engine's writes without encryption are refused (conformance
+// PlaintextWritesToEncryptedThreadsAreRefused); a thread without a key
+// takes them, and p_sealed, which an encrypting client passes, lets a
+// write through.
+func TestSQLWritesRefusePlaintextForEncryptedThreads(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{Encryption: engine.Encryption{Keys: keys}})
+	if _, err := enc.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "sealed", Messages: json.RawMessage(`["secret"]`)}); err != nil {
+		t.Fatal(err)
+	}
+	b.snap(t, engine.SnapshotInput{ThreadID: "open"})
+	put := `SELECT * FROM pgcheckpoint.checkpoint_put($1, '', $2, NULL, 'manual', '{}', '', '{}', '["plain"]', '{}', '{}', '', NULL)`
+	appendSQL := `SELECT * FROM pgcheckpoint.checkpoint_append($1, '', $2, NULL, 'manual', '{}', '', '{}', '["plain"]', '{}', '{}', '{}', '{}', '', NULL)`
+	before := b.count(t)
+	for _, level := range []string{"READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"} {
+		for fn, sql := range map[string]string{"checkpoint_put": put, "checkpoint_append": appendSQL} {
+			tx, err := b.db.Pool.Begin(b.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(b.ctx, "SET TRANSACTION ISOLATION LEVEL "+level); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(b.ctx, `SET LOCAL pgcheckpoint.tenant = 'default'`); err != nil {
+				t.Fatal(err)
+			}
+			_, err = tx.Exec(b.ctx, sql, "sealed", engine.NewCheckpointID())
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "PC007" {
+				t.Errorf("%s, %s into an encrypted thread: %v, want SQLSTATE PC007", level, fn, err)
+			}
+			_ = tx.Rollback(b.ctx)
+		}
+	}
+	// An engine without encryption in a caller's transaction (the store
+	// writes through checkpoint_put there).
+	tx, err := b.db.Pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inTx, err := b.eng.WithTx(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inTx.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "sealed", Messages: json.RawMessage(`["plain"]`)}); !errors.Is(err, engine.ErrEncrypted) {
+		t.Errorf("an engine without encryption, WithTx: %v, want ErrEncrypted", err)
+	}
+	_ = tx.Rollback(b.ctx)
+	if n := b.count(t); n != before {
+		t.Fatalf("refused writes left checkpoints: %d, want %d", n, before)
+	}
+	conn, err := b.db.Pool.Acquire(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(b.ctx, `SET pgcheckpoint.tenant = 'default'`); err != nil {
+		t.Fatal(err)
+	}
+	for fn, sql := range map[string]string{"checkpoint_put": put, "checkpoint_append": appendSQL} {
+		if _, err := conn.Exec(b.ctx, sql, "open", engine.NewCheckpointID()); err != nil {
+			t.Errorf("%s into a thread without a key: %v", fn, err)
+		}
+	}
+	sealed := strings.Replace(put, "NULL)", "NULL, p_sealed => true)", 1)
+	if _, err := conn.Exec(b.ctx, sealed, "sealed", engine.NewCheckpointID()); err != nil {
+		t.Errorf("checkpoint_put with p_sealed into an encrypted thread: %v", err)
+	}
+}

@@ -182,7 +182,7 @@ type sqlProbe struct {
 // sqlProbes holds every function and procedure of schema pgcheckpoint:
 // TestTenantsSQLFunctionsKeptApart fails on one missing here.
 var sqlProbes = map[string]sqlProbe{
-	"checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint)": {
+	"checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint,boolean)": {
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_append('{thread}', '', '{new}', '{id3}', 'manual', '{}', '', '{}', '[]', '{}', '{}', '{}', '{}', '', 0)`, named: true},
 	"checkpoint_check(text,text,uuid,text,text[],text,text)": {sql: `SELECT pgcheckpoint.checkpoint_check('t', '', '{id0}', 'manual', '{}', '', '')`, note: "reads no table"},
 	"checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb)":   {sql: `SELECT pgcheckpoint.checkpoint_content_json('{id3}', 'delta', '[]', '{}', '{}')`, named: true},
@@ -199,7 +199,7 @@ var sqlProbes = map[string]sqlProbe{
 	"checkpoint_line_range(uuid,integer)": {sql: `SELECT * FROM pgcheckpoint.checkpoint_line_range('{id3}', 100)`, named: true},
 	"checkpoint_materialize(uuid)":        {sql: `SELECT * FROM pgcheckpoint.checkpoint_materialize('{id3}')`, named: true},
 	"checkpoint_materialize_json(uuid)":   {sql: `SELECT * FROM pgcheckpoint.checkpoint_materialize_json('{id3}')`, named: true},
-	"checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb)": {
+	"checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean)": {
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_put('{thread}', '', '{new}', '{id2}', 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`, named: true},
 	"checkpoint_rebuild_json(uuid)":                 {sql: `SELECT * FROM pgcheckpoint.checkpoint_rebuild_json('{id3}')`, named: true},
 	"checkpoint_rewind(uuid,boolean)":               {sql: `SELECT * FROM pgcheckpoint.checkpoint_rewind('{id1}', true)`, named: true},
@@ -245,6 +245,8 @@ var sqlProbes = map[string]sqlProbe{
 	"thread_prune_many(text[],boolean)":                        {sql: `SELECT pgcheckpoint.thread_prune_many(ARRAY['{thread}', '{branch}'], false)`},
 	"quoted_text(text)":                                        {sql: `SELECT pgcheckpoint.quoted_text('{thread}')`, note: "reads no table", echoes: true},
 	"thread_rewind_to_step(text,text,bigint)":                  {sql: `SELECT * FROM pgcheckpoint.thread_rewind_to_step('{thread}', '', 1)`, named: true},
+	"thread_refuse_plaintext(text,boolean)":                    {sql: `SELECT pgcheckpoint.thread_refuse_plaintext('{thread}', false)`, note: "reads the caller's own data keys"},
+	"thread_sealed(text)":                                      {sql: `SELECT * FROM pgcheckpoint.thread_sealed('{thread}')`, note: "reads the caller's own data keys"},
 	"thread_set_expiry(text,timestamp with time zone,boolean)": {sql: `SELECT pgcheckpoint.thread_set_expiry('{thread}', NULL, false)`},
 	"thread_tree(text)":                                        {sql: `SELECT * FROM pgcheckpoint.thread_tree('{thread}')`, named: true},
 	"unescaped_text(text,text)":                                {sql: `SELECT pgcheckpoint.unescaped_text('x')`, note: "reads no table"},

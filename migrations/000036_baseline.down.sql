@@ -27,7 +27,7 @@ DROP AGGREGATE
     pgcheckpoint.delta_merge(jsonb,text[]);
 
 DROP FUNCTION
-    pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint),
+    pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint,boolean),
     pgcheckpoint.checkpoint_check(text,text,uuid,text,text[],text,text),
     pgcheckpoint.checkpoint_content_json(uuid,text,jsonb,jsonb,jsonb),
     pgcheckpoint.checkpoint_default_summary(jsonb,jsonb),
@@ -41,7 +41,7 @@ DROP FUNCTION
     pgcheckpoint.checkpoint_lineage(uuid,integer),
     pgcheckpoint.checkpoint_materialize(uuid),
     pgcheckpoint.checkpoint_materialize_json(uuid),
-    pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb),
+    pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean),
     pgcheckpoint.checkpoint_rebuild_json(uuid),
     pgcheckpoint.checkpoint_rewind(uuid,boolean),
     pgcheckpoint.checkpoint_thread_lock(uuid,text),
@@ -78,7 +78,9 @@ DROP FUNCTION
     pgcheckpoint.thread_lock_many(text[]),
     pgcheckpoint.thread_merge(text,text,uuid,text),
     pgcheckpoint.thread_prune_many(text[],boolean),
+    pgcheckpoint.thread_refuse_plaintext(text,boolean),
     pgcheckpoint.thread_rewind_to_step(text,text,bigint),
+    pgcheckpoint.thread_sealed(text),
     pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean),
     pgcheckpoint.thread_tree(text),
     pgcheckpoint.unescaped_text(text,text),

@@ -185,7 +185,7 @@ COMMENT ON COLUMN pgcheckpoint.threads.tenant_id IS 'The tenant of the thread (s
 
 -- Functions and procedures
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_append(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_on_head uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_set_state jsonb, p_set_tool_results jsonb, p_remove_state text[], p_remove_tool_results text[], p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_set_state_digests jsonb DEFAULT NULL::jsonb, p_set_tool_results_digests jsonb DEFAULT NULL::jsonb, p_max_size_bytes bigint DEFAULT NULL::bigint, p_content_bytes bigint DEFAULT NULL::bigint, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_append(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_on_head uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_set_state jsonb, p_set_tool_results jsonb, p_remove_state text[], p_remove_tool_results text[], p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_set_state_digests jsonb DEFAULT NULL::jsonb, p_set_tool_results_digests jsonb DEFAULT NULL::jsonb, p_max_size_bytes bigint DEFAULT NULL::bigint, p_content_bytes bigint DEFAULT NULL::bigint, p_sealed boolean DEFAULT false, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -264,6 +264,7 @@ BEGIN
     END IF;
 
     PERFORM pgcheckpoint.thread_lock(p_thread_id);
+    PERFORM pgcheckpoint.thread_refuse_plaintext(p_thread_id, p_sealed);
 
     SELECT h.thread_seen, h.rewound_to, h.next_seq, h.parent_checkpoint_id, h.next_step,
            h.parent_delta_run, h.parent_delta_depth, h.parent_messages_count, h.parent_messages_digest,
@@ -356,7 +357,8 @@ BEGIN
         CROSS JOIN LATERAL pgcheckpoint.checkpoint_put(
             p_thread_id, v_ns, p_checkpoint_id, v_head_id, p_trigger, p_tags, v_summary, v_metadata,
             m.messages || v_messages, (m.state - v_rm_state) || v_set_state,
-            (m.tool_results - v_rm_tools) || v_set_tools, p_next_node, v_size, p_delta_run) r;
+            (m.tool_results - v_rm_tools) || v_set_tools, p_next_node, v_size, p_delta_run,
+            p_sealed => p_sealed) r;
         thread_id := v_put.thread_id;
         namespace := v_put.namespace;
         parent_checkpoint_id := v_put.parent_checkpoint_id;
@@ -466,8 +468,8 @@ BEGIN
     inserted := true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. When the head has digests, the new ones go on from them (message_digests holds 16 bytes per appended message, see message_digests) and it is stored from the change and the head''s run alone, never reading or hashing content before the run''s anchor: while the head''s run may grow (delta_run_continues), a delta on the head made of the change; at the end of the run, a delta on its anchor (run_anchor) made of the run''s deltas and the change; whole when the run has no anchor. A head without digests: whole, through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it (NULL: measured, as jsonb text; negative: PC003); the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. p_content_bytes: NULL, or the size of the content the append makes as the client measured it (an encrypting client, the only one that sees it in plaintext): recorded as size_bytes and held to p_max_size_bytes, nothing measured (negative: PC003). Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint) FROM PUBLIC;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint,boolean) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. When the head has digests, the new ones go on from them (message_digests holds 16 bytes per appended message, see message_digests) and it is stored from the change and the head''s run alone, never reading or hashing content before the run''s anchor: while the head''s run may grow (delta_run_continues), a delta on the head made of the change; at the end of the run, a delta on its anchor (run_anchor) made of the run''s deltas and the change; whole when the run has no anchor. A head without digests: whole, through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it (NULL: measured, as jsonb text; negative: PC003); the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. p_content_bytes: NULL, or the size of the content the append makes as the client measured it (an encrypting client, the only one that sees it in plaintext): recorded as size_bytes and held to p_max_size_bytes, nothing measured (negative: PC003). Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes, PC007 plaintext for an encrypted thread (p_sealed as checkpoint_put).';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_next_node text)
  RETURNS void
@@ -850,7 +852,7 @@ AS $function$
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS 'checkpoint_materialize''s columns as JSON text, in bytes (checkpoint_content_json''s three elements); no row for an unknown id. The text of checkpoint_materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as checkpoint_materialize.';
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_state_digests jsonb DEFAULT NULL::jsonb, p_tool_results_digests jsonb DEFAULT NULL::jsonb, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_state_digests jsonb DEFAULT NULL::jsonb, p_tool_results_digests jsonb DEFAULT NULL::jsonb, p_sealed boolean DEFAULT false, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -914,6 +916,7 @@ BEGIN
     END IF;
 
     PERFORM pgcheckpoint.thread_lock(p_thread_id);
+    PERFORM pgcheckpoint.thread_refuse_plaintext(p_thread_id, p_sealed);
 
     SELECT h.thread_seen, h.rewound_to, h.wanted_parent, h.next_seq, h.parent_checkpoint_id, h.next_step,
            h.parent_delta_run, h.parent_delta_depth, h.parent_messages_count, h.parent_messages_digest,
@@ -987,8 +990,8 @@ BEGIN
     inserted := true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. p_size_bytes: the content''s size as the client sent it, recorded as size_bytes (NULL: measured, as jsonb text; negative: PC003), which an Append''s size limit starts from. Idempotent on checkpoint_id, which is unique in its tenant (constraint checkpoints_checkpoint_id_tenant_id_key: a write of an id that a write on another thread stored meanwhile fails with SQLSTATE 23505 on it). Under REPEATABLE READ or SERIALIZABLE, a write whose snapshot is older than what the thread lock''s previous holder committed fails with SQLSTATE 40001: retry it. Errors: PC001 parent not found, PC002 id reused for other content (or 23505 as above), PC003 invalid argument (an id that is not a UUIDv7, an unknown trigger, ...), 40001 serialization failure.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. p_size_bytes: the content''s size as the client sent it, recorded as size_bytes (NULL: measured, as jsonb text; negative: PC003), which an Append''s size limit starts from. Idempotent on checkpoint_id, which is unique in its tenant (constraint checkpoints_checkpoint_id_tenant_id_key: a write of an id that a write on another thread stored meanwhile fails with SQLSTATE 23505 on it). Under REPEATABLE READ or SERIALIZABLE, a write whose snapshot is older than what the thread lock''s previous holder committed fails with SQLSTATE 40001: retry it. Errors: PC001 parent not found, PC002 id reused for other content (or 23505 as above), PC003 invalid argument (an id that is not a UUIDv7, an unknown trigger, ...), PC007 the thread is encrypted (it has a data key) and p_sealed is not true: content written from SQL is plaintext, which an encrypting client would refuse to read (only an encrypting client, whose content is sealed by the thread''s key, passes p_sealed true), 40001 serialization failure.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id uuid)
  RETURNS bytea[]
@@ -2075,7 +2078,10 @@ BEGIN
     SELECT * INTO v_put FROM pgcheckpoint.checkpoint_put(
         p_into_thread_id, v_ns, p_checkpoint_id, NULL, 'manual', ARRAY['merge'],
         format('Merge of %s', p_branch_thread_id), v_src.metadata, v_src.messages, v_src.state,
-        v_src.tool_results, v_src.next_node, v_src.size_bytes);
+        v_src.tool_results, v_src.next_node, v_src.size_bytes,
+        -- The branch head's values, as stored: copied, not a client's
+        -- plaintext (see thread_refuse_plaintext).
+        p_sealed => true);
     -- The merge's parent is the target's head, found under the target's
     -- lock by checkpoint_put: none means there is nothing to merge into,
     -- and the checkpoint just written (with the thread row it made) goes
@@ -2130,6 +2136,22 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) IS 'For each thread: keep only the head of each namespace (p_keep_latest) or delete the thread. Returns the number of checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) FROM PUBLIC;
 
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_refuse_plaintext(p_thread_id text, p_sealed boolean)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF p_sealed IS NOT TRUE AND (SELECT s.sealed FROM pgcheckpoint.thread_sealed(p_thread_id) s) THEN
+        RAISE EXCEPTION 'thread % is encrypted: only content sealed by its data key may be written to it', pgcheckpoint.quoted_text(p_thread_id)
+            USING ERRCODE = 'PC007',
+                  HINT = 'Write through an engine opened with Config.Encryption and the thread''s key.';
+    END IF;
+END;
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_refuse_plaintext(text,boolean) IS 'Raises PC007 when content that is not sealed (p_sealed not true) is to be written to an encrypted thread (thread_sealed): what checkpoint_put, checkpoint_append and the engine''s writes call under the thread''s lock, so a client without the key (psql, an engine without encryption) cannot leave plaintext that encrypting readers refuse, in a thread whose key may be shredded.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_refuse_plaintext(text,boolean) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_rewind_to_step(p_thread_id text, p_namespace text, p_step bigint)
  RETURNS TABLE(thread_id text, namespace text, checkpoint_id uuid, step bigint, head_step bigint, checkpoints bigint, truncated bigint)
  LANGUAGE plpgsql
@@ -2164,6 +2186,18 @@ END;
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_rewind_to_step(text,text,bigint) IS 'Rewinds a thread''s namespace (checkpoint_rewind, nothing deleted) to the checkpoint with the greatest step at or below p_step on the line from its head back to its first checkpoint, in that thread and namespace (not on other branches), found under the thread''s lock. Returns what checkpoint_rewind returns. Errors: PC001 no such checkpoint (or no such thread); PC003 a step below 1.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_rewind_to_step(text,text,bigint) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_sealed(p_thread_id text)
+ RETURNS TABLE(sealed boolean)
+ LANGUAGE sql
+ STABLE PARALLEL SAFE ROWS 1
+AS $function$
+    -- SQL without SET, and a table function: inlined into the statements
+    -- that read it in FROM (a scalar SQL function holding a subquery is
+    -- not, and was planned again at every call: 130 microseconds).
+    SELECT EXISTS (SELECT FROM pgcheckpoint.tenant_data_keys k WHERE k.thread_id OPERATOR(pg_catalog.=) p_thread_id)
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.thread_sealed(text) IS 'One row: whether the thread (of the session''s tenant) is encrypted, that is, has a row in data_keys, shredded or not (SELECT sealed FROM pgcheckpoint.thread_sealed(''t'')). Its content may only be written sealed by that key (thread_refuse_plaintext).';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_set_expiry(p_thread_id text, p_expires_at timestamp with time zone, p_keep_latest boolean)
  RETURNS bigint

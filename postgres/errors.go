@@ -56,6 +56,7 @@ const (
 	sqlstateDamaged      = "PC004"
 	sqlstateHeadMoved    = "PC005"
 	sqlstateTooLarge     = "PC006"
+	sqlstateEncrypted    = "PC007"
 )
 
 // constraintCheckpointID is the unique constraint on checkpoint ids (in a
@@ -97,6 +98,8 @@ func dbError(what string, err error) error {
 			return fmt.Errorf("%s%w: %s", what, engine.ErrHeadMoved, pgErr.Message)
 		case sqlstateTooLarge:
 			return fmt.Errorf("%s%w: %s", what, engine.ErrSnapshotTooLarge, pgErr.Message)
+		case sqlstateEncrypted:
+			return fmt.Errorf("%s%w: %s", what, engine.ErrEncrypted, pgErr.Message)
 		case sqlstateDamaged:
 			return fmt.Errorf("%s%w: %w", what, engine.ErrDamaged, err)
 		case sqlstateInvalidInput, "23514": // check_violation

@@ -26,7 +26,7 @@ func (s *Store) put(ctx context.Context, p db.CheckpointPutParams) (db.Checkpoin
 			ok  bool
 			err error
 		)
-		q := enginedb.New(lockFirst{DBTX: binaryUUIDs{s.db}, threadID: p.ThreadID})
+		q := enginedb.New(lockFirst{DBTX: binaryUUIDs{s.db}, threadID: p.ThreadID, sealed: p.Sealed})
 		if p.DeltaRun == 1 {
 			var whole enginedb.CheckpointPutWholeRow
 			whole, ok, err = oneRow(q.CheckpointPutWhole(ctx, []enginedb.CheckpointPutWholeParams{wholeParams(p)}))
@@ -118,15 +118,18 @@ func oneRow[R any](res batchOne[R]) (row R, ok bool, err error) {
 // write's thread: it queues enginedb.CheckpointWriteLock ahead of them, so
 // the lock is taken in the batch's implicit transaction before any of the
 // batch's statements takes its snapshot (at READ COMMITTED; see
-// CheckpointWriteLock for the other levels).
+// CheckpointWriteLock for the other levels). sealed: the write's content
+// is sealed (engine.PutRequest.Sealed), else the lock refuses an encrypted
+// thread.
 type lockFirst struct {
 	enginedb.DBTX
 	threadID string
+	sealed   bool
 }
 
 func (l lockFirst) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	locked := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
-	locked.Queue(enginedb.CheckpointWriteLock, l.threadID)
+	locked.Queue(enginedb.CheckpointWriteLock, l.threadID, l.sealed)
 	locked.QueuedQueries = append(locked.QueuedQueries, b.QueuedQueries...)
 	br := l.DBTX.SendBatch(ctx, locked)
 	// A lock that fails leaves its error in br, which the batch's own

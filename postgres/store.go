@@ -191,6 +191,7 @@ func (s *Store) Put(ctx context.Context, p engine.PutRequest) (engine.SnapshotRe
 		MessageDigests:     p.MessageChain,
 		StateDigests:       p.StateDigests,
 		ToolResultsDigests: p.ToolResultsDigests,
+		Sealed:             p.Sealed,
 	})
 	if err != nil {
 		return engine.SnapshotResult{}, storeError(err)
@@ -235,6 +236,7 @@ func (s *Store) PutAppend(ctx context.Context, a engine.AppendRequest) (engine.S
 		SetToolResultsDigests: a.SetToolResultsDigests,
 		MaxSizeBytes:          pgtype.Int8{Int64: a.MaxSizeBytes, Valid: a.MaxSizeBytes >= 0},
 		ContentBytes:          pgtype.Int8{Int64: a.ContentBytes, Valid: a.ContentBytes > 0},
+		Sealed:                a.Sealed,
 	})
 	if err != nil {
 		return engine.SnapshotResult{}, storeError(err)
@@ -366,20 +368,20 @@ func (s *Store) ListThreads(ctx context.Context, after string, limit int) ([]eng
 }
 
 // PutWrites implements engine.Store.
-func (s *Store) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []engine.Write) (int64, error) {
-	channels := make([]string, len(writes))
-	values := make([]json.RawMessage, len(writes))
-	for i, w := range writes {
-		channels[i], values[i] = w.Channel, w.Value
+func (s *Store) PutWrites(ctx context.Context, w engine.WritesRequest) (int64, error) {
+	channels := make([]string, len(w.Writes))
+	values := make([]json.RawMessage, len(w.Writes))
+	for i, wr := range w.Writes {
+		channels[i], values[i] = wr.Channel, wr.Value
 	}
 	row, err := s.q.PendingWritePutMany(ctx, db.PendingWritePutManyParams{
-		CheckpointID: id, TaskID: taskID, Channels: channels, Vals: values,
+		CheckpointID: w.ID, TaskID: w.TaskID, Channels: channels, Vals: values, Sealed: w.Sealed,
 	})
 	if err != nil {
 		return 0, storeError(err)
 	}
 	if row.Found == 0 {
-		return 0, fmt.Errorf("checkpoint %s: %w", id, engine.ErrNotFound)
+		return 0, fmt.Errorf("checkpoint %s: %w", w.ID, engine.ErrNotFound)
 	}
 	return row.Inserted, nil
 }

@@ -23,7 +23,8 @@ FROM pgcheckpoint.checkpoint_put(
     @delta_run::int,
     sqlc.narg(message_digests)::bytea,
     sqlc.narg(state_digests)::jsonb,
-    sqlc.narg(tool_results_digests)::jsonb
+    sqlc.narg(tool_results_digests)::jsonb,
+    @sealed::boolean
 ) AS r;
 
 -- name: CheckpointAppend :one
@@ -55,7 +56,8 @@ FROM pgcheckpoint.checkpoint_append(
     sqlc.narg(set_state_digests)::jsonb,
     sqlc.narg(set_tool_results_digests)::jsonb,
     sqlc.narg(max_size_bytes)::bigint,
-    sqlc.narg(content_bytes)::bigint
+    sqlc.narg(content_bytes)::bigint,
+    @sealed::boolean
 ) AS r;
 
 -- name: CheckpointGetByID :one

@@ -42,7 +42,11 @@ func (s *Store) putAppend(ctx context.Context, q *queries, a engine.AppendReques
 	pl, ex, found, err := placeNew(ctx, q, a.ID, a.ThreadID, a.Namespace, uuid.Nil)
 	if err != nil {
 		return engine.SnapshotResult{}, err
-	} else if found {
+	}
+	if err := refusePlaintext(ctx, q, a.ThreadID, a.Sealed, pl.sealed); err != nil {
+		return engine.SnapshotResult{}, err
+	}
+	if found {
 		return appendRetried(ctx, q, ex, a)
 	}
 	head := pl.parent

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -130,4 +131,29 @@ func (w *importWriter) DataKey(ctx context.Context, k engine.WrappedKey) error {
 		return fmt.Errorf("%w: thread %q has a data key already, not the one the file holds (shredded, or of an earlier thread of that id); import into another database", engine.ErrInvalidInput, k.ThreadID)
 	}
 	return nil
+}
+
+// refusePlaintext is engine.ErrEncrypted for content that is not sealed
+// (engine.PutRequest.Sealed false) to be written to an encrypted thread:
+// one with a data key, shredded or not. It runs in the write's
+// transaction, as pgcheckpoint.thread_refuse_plaintext runs under the
+// thread's lock on Postgres. threadSealed is whether the thread has a key
+// when the write's first read told (CheckpointPlaceNewest); else the key
+// is looked up.
+func refusePlaintext(ctx context.Context, q *queries, threadID string, sealed bool, threadSealed sql.NullBool) error {
+	if sealed {
+		return nil
+	}
+	if !threadSealed.Valid {
+		_, err := q.DataKeyGet(ctx, sqlitedb.DataKeyGetParams{ThreadID: threadID})
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil
+		case err != nil:
+			return dbError(fmt.Sprintf("data key of thread %q", threadID), err)
+		}
+	} else if !threadSealed.Bool {
+		return nil
+	}
+	return fmt.Errorf("%w: thread %q is encrypted: only content sealed by its data key may be written to it", engine.ErrEncrypted, threadID)
 }

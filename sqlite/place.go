@@ -25,11 +25,12 @@ import (
 // inside its write transaction, whose lock keeps it true until commit.
 type place struct {
 	threadID, namespace string
-	threadSeen          bool      // the thread row exists
-	rewound             bool      // the thread has a pending rewind, which the write ends
-	wanted              uuid.UUID // the parent asked for, else the rewound-to checkpoint; zero: the newest
-	parent              *link     // the wanted checkpoint, else the newest; nil: none (a first checkpoint)
-	seq                 int64     // the newest checkpoint's seq + 1 (1 for a first checkpoint)
+	threadSeen          bool         // the thread row exists
+	rewound             bool         // the thread has a pending rewind, which the write ends
+	wanted              uuid.UUID    // the parent asked for, else the rewound-to checkpoint; zero: the newest
+	parent              *link        // the wanted checkpoint, else the newest; nil: none (a first checkpoint)
+	seq                 int64        // the newest checkpoint's seq + 1 (1 for a first checkpoint)
+	sealed              sql.NullBool // the thread has a data key, when the first read told (see refusePlaintext)
 }
 
 // existing returns checkpoint id when it exists: a write of an id in use
@@ -62,7 +63,7 @@ func placeNew(ctx context.Context, q *queries, id uuid.UUID, threadID, namespace
 			NewCheckpointID: id, ThreadID: threadID, Namespace: namespace,
 		})
 		if err == nil {
-			pl.threadSeen, pl.seq, pl.parent = r.ThreadSeen, r.Seq+1, &link{
+			pl.threadSeen, pl.seq, pl.sealed, pl.parent = r.ThreadSeen, r.Seq+1, sql.NullBool{Bool: r.ThreadSealed, Valid: true}, &link{
 				ThreadID: r.ThreadID, Namespace: r.Namespace, Seq: r.Seq, CheckpointID: r.CheckpointID, Step: r.Step,
 				Format: r.Format, BaseCheckpointID: r.BaseCheckpointID, DeltaRun: r.DeltaRun, DeltaDepth: r.DeltaDepth,
 				MessagesCount: r.MessagesCount, MessagesDigest: r.MessagesDigest, StateDigests: r.StateDigests,

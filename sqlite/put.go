@@ -62,7 +62,11 @@ func (s *Store) put(ctx context.Context, q *queries, p engine.PutRequest, mergeP
 	pl, ex, found, err := placeNew(ctx, q, p.ID, p.ThreadID, p.Namespace, p.ParentID)
 	if err != nil {
 		return engine.SnapshotResult{}, err
-	} else if found {
+	}
+	if err := refusePlaintext(ctx, q, p.ThreadID, p.Sealed, pl.sealed); err != nil {
+		return engine.SnapshotResult{}, err
+	}
+	if found {
 		return retried(ctx, q, ex, p)
 	}
 	return s.putAt(ctx, q, pl, p, mergeParent)

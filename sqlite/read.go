@@ -270,9 +270,12 @@ func (s *Store) ListThreads(ctx context.Context, after string, limit int) ([]eng
 
 // PutWrites records a task's writes after a checkpoint, in one write
 // transaction; positions already recorded keep their values. Errors:
-// engine.ErrNotFound for an unknown checkpoint; engine.ErrInvalidJSON for a
+// engine.ErrNotFound for an unknown checkpoint; engine.ErrEncrypted for
+// values that are not sealed after a checkpoint of an encrypted thread
+// (see refusePlaintext); engine.ErrInvalidJSON for a
 // value that breaks engine.CheckJSON's rule, with nothing written.
-func (s *Store) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []engine.Write) (int64, error) {
+func (s *Store) PutWrites(ctx context.Context, req engine.WritesRequest) (int64, error) {
+	id, taskID, writes := req.ID, req.TaskID, req.Writes
 	for i, w := range writes {
 		if err := engine.CheckJSON(engine.JSONField{Name: fmt.Sprintf("write %d of task %q", i, taskID), Text: w.Value}); err != nil {
 			return 0, err
@@ -284,6 +287,9 @@ func (s *Store) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writ
 		l, err := q.CheckpointLinkByID(ctx, id)
 		if err != nil {
 			return dbError(fmt.Sprintf("checkpoint %s", id), err)
+		}
+		if err := refusePlaintext(ctx, q, l.ThreadID, req.Sealed, sql.NullBool{}); err != nil {
+			return err
 		}
 		now := s.now().UnixMicro()
 		for i, w := range writes {

@@ -326,6 +326,9 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 			ThreadID: intoThread, Namespace: namespace, ID: id, Trigger: engine.TriggerManual, Tags: []string{"merge"},
 			Summary: "Merge of " + branchThread, Metadata: json.RawMessage(src.Metadata), Messages: c.Messages,
 			State: c.State, ToolResults: c.ToolResults, NextNode: src.NextNode, SizeBytes: src.SizeBytes, DeltaRun: 1,
+			// The branch head's values, as stored: copied, not a client's
+			// plaintext (see refusePlaintext).
+			Sealed: true,
 		}
 		if src.MessagesDigest != nil {
 			// The source was big enough for deltas: so is the merge.

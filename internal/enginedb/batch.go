@@ -365,12 +365,21 @@ WITH taken AS (
 )
 SELECT pgcheckpoint.thread_lock($1::text)
 WHERE NOT EXISTS (SELECT FROM taken)
+UNION ALL
+SELECT pgcheckpoint.thread_refuse_plaintext($1::text, $2::boolean)
+FROM pgcheckpoint.thread_sealed($1::text) s
+WHERE NOT $2::boolean AND s.sealed
 `
 
 type CheckpointWriteLockBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
+}
+
+type CheckpointWriteLockParams struct {
+	ThreadID string
+	Sealed   bool
 }
 
 // The lock of a write: its thread's (see pgcheckpoint.thread_lock), whose
@@ -382,17 +391,21 @@ type CheckpointWriteLockBatchResults struct {
 // is taken under the lock: it sees every other write of the thread. (At
 // REPEATABLE READ and SERIALIZABLE the snapshot is this statement's, taken
 // before the lock is granted: the update then fails with 40001 if the
-// previous holder committed after it.)
-func (q *Queries) CheckpointWriteLock(ctx context.Context, threadID []string) *CheckpointWriteLockBatchResults {
+// previous holder committed after it.) Content that is not sealed
+// (@sealed false: an engine without encryption) is refused for an
+// encrypted thread, PC007 (see pgcheckpoint.thread_refuse_plaintext, called
+// here only when it would raise: a call of it costs more than the probe).
+func (q *Queries) CheckpointWriteLock(ctx context.Context, arg []CheckpointWriteLockParams) *CheckpointWriteLockBatchResults {
 	batch := &pgx.Batch{}
-	for _, a := range threadID {
+	for _, a := range arg {
 		vals := []interface{}{
-			a,
+			a.ThreadID,
+			a.Sealed,
 		}
 		batch.Queue(CheckpointWriteLock, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &CheckpointWriteLockBatchResults{br, len(threadID), false}
+	return &CheckpointWriteLockBatchResults{br, len(arg), false}
 }
 
 func (b *CheckpointWriteLockBatchResults) Exec(f func(int, error)) {

@@ -8,14 +8,21 @@
 -- is taken under the lock: it sees every other write of the thread. (At
 -- REPEATABLE READ and SERIALIZABLE the snapshot is this statement's, taken
 -- before the lock is granted: the update then fails with 40001 if the
--- previous holder committed after it.)
+-- previous holder committed after it.) Content that is not sealed
+-- (@sealed false: an engine without encryption) is refused for an
+-- encrypted thread, PC007 (see pgcheckpoint.thread_refuse_plaintext, called
+-- here only when it would raise: a call of it costs more than the probe).
 WITH taken AS (
     UPDATE pgcheckpoint.tenant_thread_locks l SET taken = l.taken + 1
     WHERE l.thread_id = @thread_id::text
     RETURNING 1
 )
 SELECT pgcheckpoint.thread_lock(@thread_id::text)
-WHERE NOT EXISTS (SELECT FROM taken);
+WHERE NOT EXISTS (SELECT FROM taken)
+UNION ALL
+SELECT pgcheckpoint.thread_refuse_plaintext(@thread_id::text, @sealed::boolean)
+FROM pgcheckpoint.thread_sealed(@thread_id::text) s
+WHERE NOT @sealed::boolean AND s.sealed;
 
 -- name: CheckpointPutFast :batchone
 -- The common case of checkpoint_put as one statement, for a caller that

@@ -71,12 +71,15 @@ WHERE c.tenant_id = @tenant_id AND c.thread_id = @thread_id AND c.namespace = @n
 -- three would do: CheckpointLinkByID's columns for the newest checkpoint
 -- of the thread and namespace (the highest seq: the write's parent on a
 -- thread not rewound, and the seq the write's follows), whether the
--- write's id is taken (in the tenant), and the thread row's pending
--- rewind. No row when the thread has no checkpoint there.
+-- write's id is taken (in the tenant), the thread row's pending rewind,
+-- and whether the thread has a data key (see refusePlaintext). No row when
+-- the thread has no checkpoint there.
 SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.base_checkpoint_id, c.delta_run,
        c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.size_bytes,
        EXISTS (SELECT 1 FROM checkpoints x
                WHERE x.tenant_id = @tenant_id AND x.checkpoint_id = @new_checkpoint_id) AS id_taken,
+       EXISTS (SELECT 1 FROM data_keys k
+               WHERE k.tenant_id = @tenant_id AND k.thread_id = @thread_id) AS thread_sealed,
        t.thread_id IS NOT NULL AS thread_seen, t.rewound_to
 FROM checkpoints c
 LEFT JOIN threads t ON t.tenant_id = @tenant_id AND t.thread_id = c.thread_id AND t.namespace = c.namespace

@@ -863,6 +863,8 @@ SELECT c.thread_id, c.namespace, c.seq, c.checkpoint_id, c.step, c.format, c.bas
        c.delta_depth, c.messages_count, c.messages_digest, c.state_digests, c.tool_results_digests, c.size_bytes,
        EXISTS (SELECT 1 FROM checkpoints x
                WHERE x.tenant_id = ?1 AND x.checkpoint_id = ?2) AS id_taken,
+       EXISTS (SELECT 1 FROM data_keys k
+               WHERE k.tenant_id = ?1 AND k.thread_id = ?3) AS thread_sealed,
        t.thread_id IS NOT NULL AS thread_seen, t.rewound_to
 FROM checkpoints c
 LEFT JOIN threads t ON t.tenant_id = ?1 AND t.thread_id = c.thread_id AND t.namespace = c.namespace
@@ -894,6 +896,7 @@ type CheckpointPlaceNewestRow struct {
 	ToolResultsDigests sql.NullString
 	SizeBytes          int64
 	IDTaken            bool
+	ThreadSealed       bool
 	ThreadSeen         bool
 	RewoundTo          uuid.NullUUID
 }
@@ -902,8 +905,9 @@ type CheckpointPlaceNewestRow struct {
 // three would do: CheckpointLinkByID's columns for the newest checkpoint
 // of the thread and namespace (the highest seq: the write's parent on a
 // thread not rewound, and the seq the write's follows), whether the
-// write's id is taken (in the tenant), and the thread row's pending
-// rewind. No row when the thread has no checkpoint there.
+// write's id is taken (in the tenant), the thread row's pending rewind,
+// and whether the thread has a data key (see refusePlaintext). No row when
+// the thread has no checkpoint there.
 func (q *Queries) CheckpointPlaceNewest(ctx context.Context, arg CheckpointPlaceNewestParams) (CheckpointPlaceNewestRow, error) {
 	row := q.queryRow(ctx, q.checkpointPlaceNewestStmt, CheckpointPlaceNewest,
 		arg.TenantID,
@@ -928,6 +932,7 @@ func (q *Queries) CheckpointPlaceNewest(ctx context.Context, arg CheckpointPlace
 		&i.ToolResultsDigests,
 		&i.SizeBytes,
 		&i.IDTaken,
+		&i.ThreadSealed,
 		&i.ThreadSeen,
 		&i.RewoundTo,
 	)
