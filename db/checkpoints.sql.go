@@ -423,7 +423,8 @@ FROM pgcheckpoint.checkpoint_put(
     $15::bytea,
     $16::jsonb,
     $17::jsonb,
-    $18::boolean
+    $18::boolean,
+    $19::uuid
 ) AS r
 `
 
@@ -446,6 +447,7 @@ type CheckpointPutParams struct {
 	StateDigests       json.RawMessage
 	ToolResultsDigests json.RawMessage
 	Sealed             bool
+	MergeParentID      uuid.NullUUID
 }
 
 type CheckpointPutRow struct {
@@ -479,6 +481,7 @@ func (q *Queries) CheckpointPut(ctx context.Context, arg CheckpointPutParams) (C
 		arg.StateDigests,
 		arg.ToolResultsDigests,
 		arg.Sealed,
+		arg.MergeParentID,
 	)
 	var i CheckpointPutRow
 	err := row.Scan(

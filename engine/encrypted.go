@@ -310,11 +310,8 @@ func (e *Engine) openCheckpoint(ctx context.Context, c *Checkpoint) error {
 // originKeys returns the keys of c's values, by origin (see
 // originThreads): keyFor, for values an ancestor may have written (a
 // delta's, a branch's or a merge's content); metadataKeyFor, for its
-// metadata, which only c writes, except where a branch or a merge copied
-// it with the content: a branch's first checkpoint holds its source's
-// metadata, a merge the merged branch head's, each sealed under its own
-// thread's key. So a metadata value's origin is c, an ancestor in another
-// thread, or one deleted since; a value of an ancestor in c's own thread
+// metadata, which only c writes, except where a store copied it with the
+// content (see copiedMetadataOrigins): a value of any other checkpoint
 // was moved there, and is refused (ErrEncrypted).
 func (e *Engine) originKeys(ctx context.Context, c CheckpointInfo, origins map[uuid.UUID]bool) (keyFor, metadataKeyFor keyFunc, err error) {
 	threads, end, deleted, err := e.originThreads(ctx, c, origins)
@@ -352,13 +349,49 @@ func (e *Engine) originKeys(ctx context.Context, c CheckpointInfo, origins map[u
 		}
 		return candidates, nil
 	}
+	var copied map[uuid.UUID]bool // read at the first value not c's own
 	metadataKeyFor = func(origin uuid.UUID) ([]*dataKey, error) {
-		if thread, ok := threads[origin]; ok && origin != c.ID && thread == c.ThreadID {
-			return nil, fmt.Errorf("%w: metadata of checkpoint %s was written by another checkpoint of its thread", ErrEncrypted, c.ID)
+		if origin != c.ID && copied == nil {
+			if copied, err = e.copiedMetadataOrigins(ctx, c); err != nil {
+				return nil, err
+			}
+		}
+		if origin != c.ID && !copied[origin] {
+			return nil, fmt.Errorf("%w: metadata of checkpoint %s was written by another checkpoint", ErrEncrypted, c.ID)
 		}
 		return keyFor(origin)
 	}
 	return keyFor, metadataKeyFor, nil
+}
+
+// copiedMetadataOrigins returns the checkpoints whose metadata values c
+// may hold besides its own, as a store copies them with the content: a
+// branch's first checkpoint (seq 1, with a parent) holds what its source
+// holds, a merge the store made (thread_merge; an encrypting Engine's merge
+// seals its own) what its merge parent holds. It follows those links, at
+// most maxBranchHops, to a checkpoint that is neither (or one deleted
+// since, whose own links are unknown).
+func (e *Engine) copiedMetadataOrigins(ctx context.Context, c CheckpointInfo) (map[uuid.UUID]bool, error) {
+	out := map[uuid.UUID]bool{}
+	for hop := 0; hop < maxBranchHops; hop++ {
+		from := c.MergeParentID
+		if from == uuid.Nil && c.Seq == 1 {
+			from = c.ParentID
+		}
+		if from == uuid.Nil || out[from] {
+			break
+		}
+		out[from] = true
+		line, err := e.store.Lineage(ctx, from, 1)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
+		if len(line) == 0 {
+			break
+		}
+		c = line[0]
+	}
+	return out, nil
 }
 
 // originThreads returns the thread of each origin of c's values that is
@@ -583,6 +616,45 @@ func (e *Engine) refuseThread(ctx context.Context, thread string) error {
 		return err
 	}
 	return fmt.Errorf("%w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, thread)
+}
+
+// mergeSealed is a merge under encryption. The store's merge copies the
+// branch head's values as stored: sealed under the keys of the threads
+// that wrote them (the branch's, its source's) and bound to those
+// checkpoints, whose keys a read finds through the merge's lineage; once
+// the branch is deleted (DeleteThreads, retention) nothing leads to them,
+// and the target's head no longer reads. So the engine opens the branch
+// head and writes its content on the target as the target's own: sealed
+// under the target's key, bound to the new checkpoint, with the head as
+// merge parent (PutRequest.MergeParentID). The branch may move meanwhile:
+// the merge is of the head read.
+func (e *Engine) mergeSealed(ctx context.Context, branchThread, intoThread, namespace string) (MergeResult, error) {
+	if branchThread == intoThread {
+		return MergeResult{}, fmt.Errorf("%w: cannot merge thread %q into itself", ErrInvalidInput, intoThread)
+	}
+	head, err := e.store.Head(ctx, branchThread, namespace)
+	if err == nil {
+		err = e.openCheckpoint(ctx, head)
+	}
+	if err != nil {
+		return MergeResult{}, fmt.Errorf("branch thread %q in namespace %q: %w", branchThread, namespace, err)
+	}
+	unescapeCheckpoint(head)
+	p, err := e.snapshotParams(SnapshotInput{ThreadID: intoThread, Namespace: namespace, Trigger: TriggerManual,
+		Tags: []string{"merge"}, Summary: "Merge of " + branchThread, Metadata: head.Metadata, Messages: head.Messages,
+		State: head.State, ToolResults: head.ToolResults, NextNode: head.NextNode}, "the merged messages, state and tool results")
+	if err != nil {
+		return MergeResult{}, err
+	}
+	p.MergeParentID = head.ID
+	if err := e.sealPut(ctx, &p); err != nil {
+		return MergeResult{}, err
+	}
+	res, err := e.store.Put(ctx, p)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	return MergeResult{ThreadID: intoThread, CheckpointID: res.ID, ParentID: res.ParentID, MergeParentID: head.ID, Step: res.Step}, nil
 }
 
 // filterableMetadata is ErrInvalidInput for a metadata filter that names a

@@ -97,9 +97,9 @@ var (
 	// plaintext. No content is returned with it, not even part of a
 	// checkpoint. An Engine without Config.Encryption returns it too for a
 	// thread whose content is encrypted, and for a write (Snapshot, Append,
-	// PutWrites, ClearMemory) into a thread that has a data key, shredded
-	// or not: nothing is written.
-	ErrEncrypted = errors.New("pgcheckpoint: encrypted content cannot be read without its key")
+	// PutWrites, ClearMemory, MergeBranch) into a thread that has a data
+	// key, shredded or not, or a CopyThread of one: nothing is written.
+	ErrEncrypted = errors.New("pgcheckpoint: encrypted content needs its key")
 
 	// ErrKeyNotDestroyed: a KeyShredder (HeldKeys) failed to destroy a
 	// data key that no key row names any more (ShredThread shredded the

@@ -397,7 +397,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 	ctx, done := e.tel.call(ctx, "Import")
 	defer func() { done(err) }()
 	im := &importer{e: e, limit: e.cfg.MaxSnapshotBytes, progress: opts.Progress,
-		threads: map[string]bool{}, rows: map[threadNamespace]*importedRow{}, branchedFrom: map[string]uuid.UUID{},
+		threads: map[string]bool{}, keyed: map[string]bool{}, rows: map[threadNamespace]*importedRow{}, branchedFrom: map[string]uuid.UUID{},
 		ids: map[uuid.UUID]importedCheckpoint{}, unresolved: map[uuid.UUID][]importedCheckpoint{},
 		keptDigests: map[uuid.UUID]*importedDigests{}}
 	err = e.store.Import(ctx, func(w ImportWriter) error { return im.read(ctx, w, r) })
@@ -424,6 +424,7 @@ type importer struct {
 	st       ExportStats
 
 	threads      map[string]bool // thread ids with a row
+	keyed        map[string]bool // thread ids with a data key line
 	rows         map[threadNamespace]*importedRow
 	rowOrder     []*importedRow       // in record order
 	branchedFrom map[string]uuid.UUID // a branch thread's source checkpoint
@@ -644,6 +645,7 @@ func (st ExportStats) text() string {
 // dataKey writes the data key of a thread of the import.
 func (im *importer) dataKey(ctx context.Context, w ImportWriter, l exportLine) error {
 	k := WrappedKey{ThreadID: l.ThreadID, KEKID: l.KEKID, Wrapped: l.WrappedKey}
+	im.keyed[l.ThreadID] = true
 	switch {
 	case !im.threads[l.ThreadID]:
 		return fmt.Errorf("%w: a data key of thread %q, which the import has no row of", ErrInvalidInput, l.ThreadID)
@@ -955,6 +957,9 @@ func (im *importer) finish(ctx context.Context) error {
 		return fmt.Errorf("record %d: checkpoint %s: %w: it holds sealed values (an encrypting Engine's), but the import carries no data key, as an export of an encrypted thread does",
 			im.sealedRecord, im.sealedID, ErrInvalidInput)
 	}
+	if err := im.checkKeyedThreads(ctx); err != nil {
+		return err
+	}
 	for _, c := range im.mergeLater {
 		if mp, ok := im.ids[c.mergeParent]; ok {
 			if err := mergeFits(c, mp); err != nil {
@@ -968,6 +973,27 @@ func (im *importer) finish(ctx context.Context) error {
 		}
 	}
 	return im.checkCycles()
+}
+
+// checkKeyedThreads refuses a thread of the import that the file carries
+// no data key of and that has one in the store, left by an encrypted
+// thread of that id that was deleted (DeleteThreads keeps the key): such a
+// thread takes only content sealed by that key, and the file's is not (see
+// PutRequest.Sealed). ErrInvalidInput.
+func (im *importer) checkKeyedThreads(ctx context.Context) error {
+	for thread := range im.threads {
+		if im.keyed[thread] {
+			continue
+		}
+		_, err := im.e.store.DataKey(ctx, thread)
+		switch {
+		case err == nil:
+			return fmt.Errorf("%w: thread %q has a data key in the database (an encrypted thread of that id was deleted), and the file carries none: import it under another id", ErrInvalidInput, thread)
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+	}
+	return nil
 }
 
 // checkUnresolved checks, at the end of an import, the children whose

@@ -229,6 +229,12 @@ type PutRequest struct {
 	// (ErrEncrypted) for a thread that has a data key: plaintext there
 	// would be refused by every encrypting reader, and outlive a shred.
 	Sealed bool
+	// MergeParentID, when set, makes the checkpoint a merge of that
+	// checkpoint (an encrypting Engine's merge, whose content it sealed
+	// again for this thread): the thread must have a checkpoint in the
+	// namespace, and MergeParentID must be a checkpoint of another thread
+	// in that namespace; ErrNotFound otherwise, nothing written.
+	MergeParentID uuid.UUID
 }
 
 // WritesRequest is a PutWrites as an Engine hands it to a Store: writes at

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // RewindResult describes a rewind.
@@ -249,7 +251,10 @@ type BranchResult struct {
 // thread records the branch name and the source. It holds the source's
 // thread while it writes (on Postgres, that thread's lock too), so a
 // retention policy applied meanwhile either sees the branch and keeps its
-// source or deletes the source first. Errors: ErrNotFound for an unknown
+// source or deletes the source first. Under encryption the branch gets
+// its own data key at once (its content is its source's, sealed), so a
+// client without the key cannot write plaintext into it (see
+// ErrEncrypted). Errors: ErrNotFound for an unknown
 // source (or one deleted meanwhile); ErrInvalidInput for an empty or
 // over-long name; ErrTransient (retry it) under REPEATABLE READ or
 // SERIALIZABLE when the source's thread changed after the transaction's
@@ -284,6 +289,16 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ B
 	r, err := e.store.Branch(ctx, fromID, prefix+tail, name, NewCheckpointID())
 	if err != nil {
 		return BranchResult{}, fmt.Errorf("branch %q from checkpoint %s: %w", name, fromID, err)
+	}
+	if e.crypt != nil {
+		// The branch holds its source's sealed values: its own key now,
+		// not at its first write, makes it an encrypted thread at once,
+		// which no client without the key writes plaintext into. Should
+		// that fail, the first encrypted write makes the key.
+		if _, err := e.dataKey(ctx, r.ThreadID, true); err != nil {
+			e.crypt.log.LogAttrs(ctx, slog.LevelWarn, "pgcheckpoint: a new branch's data key was not made; its first encrypted write will make it",
+				slog.String("thread_id", termsafe.Text(r.ThreadID)), slog.Any("error", loggedError{err}))
+		}
 	}
 	return r, nil
 }
@@ -337,6 +352,10 @@ func (e *Engine) MergeBranch(ctx context.Context, branchThread, intoThread strin
 // branch with no checkpoint in namespace, or an intoThread with none there
 // (a merge creates no thread, and writes nothing then); ErrInvalidInput for
 // a merge of a thread into itself or a malformed thread id or namespace.
+// Under encryption the engine reads the branch head and writes its content
+// sealed under intoThread's own key (see Config.Encryption), so the merge
+// reads on after the branch is deleted; ErrEncrypted when the head does not
+// open, ErrSnapshotTooLarge when its content is over Config.MaxSnapshotBytes.
 func (e *Engine) MergeBranchIn(ctx context.Context, branchThread, intoThread, namespace string) (_ MergeResult, err error) {
 	ctx, done := e.tel.call(ctx, "MergeBranchIn", attrNamespace.String(namespace))
 	defer func() { done(err) }()
@@ -351,6 +370,13 @@ func (e *Engine) mergeBranch(ctx context.Context, branchThread, intoThread, name
 	}
 	if err := checkNamespace(namespace); err != nil {
 		return MergeResult{}, fmt.Errorf("merge: %w", err)
+	}
+	if e.crypt != nil {
+		r, err := e.mergeSealed(ctx, branchThread, intoThread, namespace)
+		if err != nil {
+			return MergeResult{}, fmt.Errorf("merge thread %q into %q (namespace %q): %w", branchThread, intoThread, namespace, err)
+		}
+		return r, nil
 	}
 	r, err := e.store.Merge(ctx, branchThread, intoThread, namespace, NewCheckpointID())
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/jsontext"
 )
 
 // EncryptionHarness is a Harness with the database access the encryption
@@ -44,6 +45,7 @@ var encryptionTests = []struct {
 	{name: "ValuesAreCompressedUnlessNoCompress", fn: testCompressedByDefault},
 	{name: "EncryptedMetadataNeverReadsAsContent", fn: testEncryptedMetadataFailsClosed},
 	{name: "EncryptedMetadataOfBranchesAndMerges", fn: testEncryptedMetadataOfBranchesAndMerges},
+	{name: "EncryptedMergeOutlivesItsBranch", fn: testEncryptedMergeOutlivesItsBranch},
 	{name: "MovedAfterLineagesWereReadFailsClosed", fn: testMovedAfterLineagesRead},
 	{name: "DigestsAreKeyedPerThread", fn: testDigestsAreKeyed},
 	{name: "TamperingFailsClosed", fn: testTamperingFailsClosed},
@@ -491,7 +493,7 @@ func testEncryptedMetadataOfBranchesAndMerges(t *testing.T, e *cryptEnv) {
 		}
 	}
 	check("a branch not written to", br.ThreadID, br.CheckpointID, true, "MARKER-src")
-	snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: br.ThreadID, Messages: json.RawMessage(`["a","b"]`), Metadata: meta("MARKER-branch")})
+	onBranch := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: br.ThreadID, Messages: json.RawMessage(`["a","b"]`), Metadata: meta("MARKER-branch")})
 	check("a branch written to", br.ThreadID, br.CheckpointID, false, "MARKER-src")
 	m, err := eng.MergeBranch(e.ctx, br.ThreadID, "src")
 	if err != nil {
@@ -511,6 +513,122 @@ func testEncryptedMetadataOfBranchesAndMerges(t *testing.T, e *cryptEnv) {
 	list, err := eng.ListCheckpoints(e.ctx, "src", engine.ListOptions{})
 	if !errors.Is(err, engine.ErrEncrypted) {
 		t.Errorf("ListCheckpoints with an ancestor's metadata moved: %v, %d rows, want ErrEncrypted", err, len(list))
+	}
+	// The branch's first checkpoint's copied metadata moved to a later
+	// checkpoint of the branch: only a branch's first may hold it.
+	if _, err := db.ExecContext(e.ctx, `UPDATE checkpoints SET metadata = (SELECT metadata FROM checkpoints WHERE checkpoint_id = $1) WHERE checkpoint_id = $2`,
+		br.CheckpointID.String(), onBranch.ID.String()); err != nil {
+		t.Fatal(err)
+	}
+	c, err = eng.Get(e.ctx, onBranch.ID)
+	refused(t, "a branch's copied metadata moved to its next checkpoint", c, err, "MARKER-src")
+	// Moved from a checkpoint deleted since: still not its own.
+	full := e.open(nil, engine.Config{FullSnapshots: true, Encryption: engine.Encryption{MetadataKeys: []string{"secret"}}})
+	var ids []uuid.UUID
+	for i := range 3 {
+		ids = append(ids, snapWith(t, e.ctx, full, engine.SnapshotInput{ThreadID: "cut", Messages: mustJSON([]int{i}), Metadata: meta(fmt.Sprintf("MARKER-cut-%d", i))}).ID)
+	}
+	if _, err := db.ExecContext(e.ctx, `UPDATE checkpoints SET metadata = (SELECT metadata FROM checkpoints WHERE checkpoint_id = $1) WHERE checkpoint_id = $2`,
+		ids[0].String(), ids[1].String()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := full.DeleteCheckpoints(e.ctx, engine.BeforeStep("cut", 2)); err != nil {
+		t.Fatal(err)
+	}
+	fresh := e.open(nil, engine.Config{Encryption: engine.Encryption{MetadataKeys: []string{"secret"}}})
+	c, err = fresh.Get(e.ctx, ids[1])
+	refused(t, "metadata moved from a checkpoint deleted since", c, err, "MARKER-cut-0")
+	list, err = fresh.ListCheckpoints(e.ctx, "cut", engine.ListOptions{})
+	if !errors.Is(err, engine.ErrEncrypted) {
+		t.Errorf("ListCheckpoints with metadata moved from a checkpoint deleted since: %v, %d rows, want ErrEncrypted", err, len(list))
+	}
+}
+
+// A merge under encryption holds the merged content under the target's
+// own key: once the branch is deleted (and its source's checkpoints with
+// it), the merge, the checkpoints written on it and the target's head
+// still read, in a process that never read the branch. A merge of a
+// branch never written to (its head holds its source's values) too.
+func testEncryptedMergeOutlivesItsBranch(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{DeltaMinBytes: -1, Encryption: engine.Encryption{MetadataKeys: []string{"secret"}}})
+	msg := func(s string) json.RawMessage { return mustJSON([]map[string]string{{"role": "user", "content": s}}) }
+	src := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "target", Messages: msg("one"), State: json.RawMessage(`{"k":1}`)})
+	br, err := eng.Branch(e.ctx, src.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"two", "three"} {
+		if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: br.ThreadID, Messages: msg(m), SetState: json.RawMessage(`{"b":"` + m + `"}`),
+			Metadata: mustJSON(map[string]string{"secret": "MARKER-" + m})}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := eng.Latest(e.ctx, br.ThreadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := eng.MergeBranch(e.ctx, br.ThreadID, "target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.MergeParentID != want.ID || m.ParentID != src.ID {
+		t.Fatalf("merge %+v: want merge parent %s, parent %s", m, want.ID, src.ID)
+	}
+	after, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: "target", Messages: msg("four")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A branch never written to, merged: its head is the source's values.
+	fresh, err := eng.Branch(e.ctx, src.ID, "fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "target-2", Messages: msg("x")})
+	m2, err := eng.MergeBranch(e.ctx, fresh.ThreadID, "target-2")
+	if err != nil || m2.ParentID != other.ID || m2.MergeParentID != fresh.CheckpointID {
+		t.Fatalf("merge of a branch never written to: %+v, %v", m2, err)
+	}
+	if _, err := eng.DeleteThreads(e.ctx, br.ThreadID, fresh.ThreadID); err != nil {
+		t.Fatal(err)
+	}
+	reader := e.open(nil, engine.Config{}) // has read no lineage
+	c, err := reader.Get(e.ctx, m.CheckpointID)
+	if err != nil {
+		t.Fatalf("the merge, its branch deleted: %v", err)
+	}
+	if !jsontext.Same(c.Messages, want.Messages) || !jsontext.Same(c.State, want.State) || !jsontext.Same(c.Metadata, want.Metadata) || c.MergeParentID != want.ID {
+		t.Errorf("the merge reads %s %s %s (merge parent %s), want the branch head's %s %s %s (%s)",
+			c.Messages, c.State, c.Metadata, c.MergeParentID, want.Messages, want.State, want.Metadata, want.ID)
+	}
+	head, err := reader.Latest(e.ctx, "target")
+	if err != nil || head.ID != after.ID || !bytes.Contains(head.Messages, []byte("four")) || !bytes.Contains(head.Messages, []byte("three")) {
+		t.Fatalf("the target's head after the merge, its branch deleted: %v", err)
+	}
+	if _, err := reader.ListCheckpoints(e.ctx, "target", engine.ListOptions{}); err != nil {
+		t.Errorf("list the target: %v", err)
+	}
+	c, err = reader.Latest(e.ctx, "target-2")
+	if err != nil || c.ID != m2.CheckpointID || !jsontext.Same(c.Messages, msg("one")) {
+		t.Fatalf("the merge of a branch never written to, the branch deleted: %v", err)
+	}
+	// A store holds a merge to its rule: onto a head, from another thread.
+	put := func(thread string, mergeParent uuid.UUID) error {
+		_, err := eng.Store().Put(e.ctx, engine.PutRequest{ThreadID: thread, ID: engine.NewCheckpointID(), Trigger: engine.TriggerManual,
+			Tags: []string{}, Metadata: json.RawMessage(`{}`), Messages: json.RawMessage(`[]`), State: json.RawMessage(`{}`),
+			ToolResults: json.RawMessage(`{}`), DeltaRun: 1, Sealed: true, MergeParentID: mergeParent})
+		return err
+	}
+	for name, err := range map[string]error{
+		"onto a thread without a checkpoint": put("nowhere", after.ID),
+		"of a checkpoint of the same thread": put("target", src.ID),
+		"of an unknown checkpoint":           put("target", engine.NewCheckpointID()),
+	} {
+		if !errors.Is(err, engine.ErrNotFound) {
+			t.Errorf("a merge %s: %v, want ErrNotFound", name, err)
+		}
+	}
+	if c, err := reader.Latest(e.ctx, "target"); err != nil || c.ID != after.ID {
+		t.Errorf("refused merges moved the head: %v", err)
 	}
 }
 
@@ -745,10 +863,13 @@ func testWrongKeysFailClosed(t *testing.T, e *cryptEnv) {
 // An Engine without encryption (a process deployed without the key) writes
 // nothing into an encrypted thread: Snapshot, Append, PutWrites and
 // ClearMemory fail with ErrEncrypted and leave no row, while the thread has
-// its key and after the key is shredded. A thread without a key takes its
-// writes as before, and the encrypting Engine goes on writing.
+// its key and after the key is shredded; so do a merge into it and a copy
+// of it, and a copy or an import of plaintext onto an id whose encrypted
+// thread was deleted (its key stays) is refused. A thread without a key
+// takes its writes as before, and the encrypting Engine goes on writing.
 func testPlaintextWritesRefused(t *testing.T, e *cryptEnv) {
 	eng := e.open(nil, engine.Config{})
+	var before int // rows of thread "sealed", once written
 	e.writeMarkers(eng, "sealed")
 	head, err := eng.Latest(e.ctx, "sealed")
 	if err != nil {
@@ -791,7 +912,7 @@ func testPlaintextWritesRefused(t *testing.T, e *cryptEnv) {
 	}
 	refusedAll := func(when string) {
 		t.Helper()
-		before := rows()
+		before = rows()
 		for _, w := range writes {
 			if err := w.fn(plain); !errors.Is(err, engine.ErrEncrypted) {
 				t.Errorf("%s: %s without encryption: %v, want ErrEncrypted", when, w.name, err)
@@ -802,6 +923,50 @@ func testPlaintextWritesRefused(t *testing.T, e *cryptEnv) {
 		}
 	}
 	refusedAll("an encrypted thread")
+	// What copies stored values: a merge into the encrypted thread and a
+	// copy of it, by an Engine without encryption.
+	snapWith(t, e.ctx, plain, engine.SnapshotInput{ThreadID: "plain-branch", Messages: json.RawMessage(`["plain"]`)})
+	if _, err := plain.MergeBranch(e.ctx, "plain-branch", "sealed"); !errors.Is(err, engine.ErrEncrypted) {
+		t.Errorf("a merge into an encrypted thread without encryption: %v, want ErrEncrypted", err)
+	}
+	if _, err := plain.CopyThread(e.ctx, "sealed", "sealed-copy"); !errors.Is(err, engine.ErrEncrypted) {
+		t.Errorf("a copy of an encrypted thread without encryption: %v, want ErrEncrypted", err)
+	}
+	if n := rows(); n != before {
+		t.Errorf("a refused merge left rows: %d, want %d", n, before)
+	}
+	// A fresh branch holds its source's sealed values: encrypted at once.
+	br, err := eng.Branch(e.ctx, head.ID, "fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Append(e.ctx, engine.AppendInput{ThreadID: br.ThreadID, Messages: json.RawMessage(`["plain"]`)}); !errors.Is(err, engine.ErrEncrypted) {
+		t.Errorf("a write without encryption on a fresh branch of an encrypted thread: %v, want ErrEncrypted", err)
+	}
+	// An id whose encrypted thread was deleted keeps its key: a copy or an
+	// import of plaintext onto it is refused, nothing written.
+	snapWith(t, e.ctx, plain, engine.SnapshotInput{ThreadID: "reused", Messages: json.RawMessage(`["plain"]`)})
+	var file bytes.Buffer
+	if _, err := plain.Export(e.ctx, "reused", &file); err != nil {
+		t.Fatal(err)
+	}
+	for _, del := range []*engine.Engine{plain, eng} {
+		if _, err := del.DeleteThreads(e.ctx, "reused"); err != nil {
+			t.Fatal(err)
+		}
+		if del == plain {
+			snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "reused", Messages: json.RawMessage(`["sealed"]`)})
+		}
+	}
+	if _, err := plain.Import(e.ctx, &file, engine.ImportOptions{}); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Errorf("an import of plaintext onto a key left by a deleted encrypted thread: %v, want ErrInvalidInput", err)
+	}
+	if _, err := plain.CopyThread(e.ctx, "plain-branch", "reused"); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Errorf("a copy onto a key left by a deleted encrypted thread: %v, want ErrInvalidInput", err)
+	}
+	if got, err := plain.ListThreads(e.ctx, engine.ThreadListOptions{After: "reuse"}); err != nil || (len(got) > 0 && got[0].ThreadID == "reused") {
+		t.Errorf("a refused copy or import left thread \"reused\": %v", err)
+	}
 	for _, w := range writes[:4] {
 		if err := w.fn(eng); err != nil {
 			t.Fatalf("%s with encryption: %v", w.name, err)

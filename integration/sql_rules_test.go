@@ -562,8 +562,98 @@ func TestSQLWritesRefusePlaintextForEncryptedThreads(t *testing.T) {
 			t.Errorf("%s into a thread without a key: %v", fn, err)
 		}
 	}
+	// What copies stored values from SQL: into an encrypted target, out of
+	// an encrypted source, or onto an id an encrypted thread left its key on.
+	head, err := enc.Latest(b.ctx, "sealed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := b.eng.Latest(b.ctx, "open")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := enc.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "gone", Messages: json.RawMessage(`["x"]`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := enc.DeleteThreads(b.ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	before = b.count(t)
+	for _, c := range []struct{ name, code, sql string }{
+		{"thread_merge into an encrypted thread", "PC007", `SELECT * FROM pgcheckpoint.thread_merge('open', 'sealed', pgcheckpoint.uuid_v7())`},
+		{"thread_copy of an encrypted thread", "PC007", `SELECT * FROM pgcheckpoint.thread_copy('sealed', 'copy')`},
+		{"thread_copy onto a key left by a deleted thread", "PC003", `SELECT * FROM pgcheckpoint.thread_copy('open', 'gone')`},
+		{"thread_branch onto a key left by a deleted thread", "PC003", `SELECT * FROM pgcheckpoint.thread_branch('` + open.ID.String() + `', 'gone', 'b', pgcheckpoint.uuid_v7())`},
+	} {
+		_, err := conn.Exec(b.ctx, c.sql)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != c.code {
+			t.Errorf("%s: %v, want SQLSTATE %s", c.name, err, c.code)
+		}
+	}
+	if n := b.count(t); n != before {
+		t.Errorf("refused copies left rows: %v, want %v", n, before)
+	}
+	if _, err := conn.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_branch($1, 'fork', 'b', pgcheckpoint.uuid_v7())`, head.ID); err != nil {
+		t.Errorf("thread_branch of an encrypted thread to a new id: %v", err)
+	}
 	sealed := strings.Replace(put, "NULL)", "NULL, p_sealed => true)", 1)
 	if _, err := conn.Exec(b.ctx, sealed, "sealed", engine.NewCheckpointID()); err != nil {
 		t.Errorf("checkpoint_put with p_sealed into an encrypted thread: %v", err)
+	}
+}
+
+// The refusal is made under the thread's lock: a write without encryption
+// that waits for the lock while an encrypting transaction makes the
+// thread's key and first sealed checkpoint sees the key once it gets the
+// lock, and is refused (it was written in plaintext after the sealed
+// checkpoint when the check ran in the statement that waited). Through the
+// pipelined write and through checkpoint_put alone (SingleStatement), on a
+// thread with plaintext from before and on a new one.
+func TestPlaintextRefusedWhenTheKeyCommitsWhileTheLockIsAwaited(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{Encryption: engine.Encryption{Keys: keys}})
+	for _, single := range []bool{false, true} {
+		plain := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{SingleStatement: single}), engine.Config{})
+		for _, before := range []bool{false, true} {
+			thread := fmt.Sprintf("single-%v-before-%v", single, before)
+			if before {
+				if _, err := plain.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["before encryption"]`)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tx, err := b.db.Pool.Begin(b.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inTx, err := enc.WithTx(tx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := inTx.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["sealed"]`)}); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := plain.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["PLAIN-AFTER"]`)})
+				done <- err
+			}()
+			waitForLockWaiter(t, b, thread)
+			if err := tx.Commit(b.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; !errors.Is(err, engine.ErrEncrypted) {
+				t.Errorf("%s: a write without encryption that waited for the key's transaction: %v, want ErrEncrypted", thread, err)
+			}
+			var n int
+			if err := b.db.Pool.QueryRow(b.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = $1 AND messages::text LIKE '%PLAIN-AFTER%'`, thread).Scan(&n); err != nil || n != 0 {
+				t.Errorf("%s: %d plaintext rows after the sealed one (%v)", thread, n, err)
+			}
+		}
 	}
 }

@@ -199,7 +199,7 @@ var sqlProbes = map[string]sqlProbe{
 	"checkpoint_line_range(uuid,integer)": {sql: `SELECT * FROM pgcheckpoint.checkpoint_line_range('{id3}', 100)`, named: true},
 	"checkpoint_materialize(uuid)":        {sql: `SELECT * FROM pgcheckpoint.checkpoint_materialize('{id3}')`, named: true},
 	"checkpoint_materialize_json(uuid)":   {sql: `SELECT * FROM pgcheckpoint.checkpoint_materialize_json('{id3}')`, named: true},
-	"checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean)": {
+	"checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean,uuid)": {
 		sql: `SELECT * FROM pgcheckpoint.checkpoint_put('{thread}', '', '{new}', '{id2}', 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`, named: true},
 	"checkpoint_rebuild_json(uuid)":                 {sql: `SELECT * FROM pgcheckpoint.checkpoint_rebuild_json('{id3}')`, named: true},
 	"checkpoint_rewind(uuid,boolean)":               {sql: `SELECT * FROM pgcheckpoint.checkpoint_rewind('{id1}', true)`, named: true},

@@ -41,7 +41,7 @@ DROP FUNCTION
     pgcheckpoint.checkpoint_lineage(uuid,integer),
     pgcheckpoint.checkpoint_materialize(uuid),
     pgcheckpoint.checkpoint_materialize_json(uuid),
-    pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean),
+    pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean,uuid),
     pgcheckpoint.checkpoint_rebuild_json(uuid),
     pgcheckpoint.checkpoint_rewind(uuid,boolean),
     pgcheckpoint.checkpoint_thread_lock(uuid,text),

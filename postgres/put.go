@@ -17,16 +17,17 @@ import (
 // enginedb.CheckpointPutWhole for a snapshot stored whole (p.DeltaRun 1),
 // enginedb.CheckpointPutFast, which decides on a delta, for the rest. Both apply the rules of
 // pgcheckpoint.checkpoint_put through the same SQL functions. Every other
-// case, or an insert that finds the case is not the common one and writes
-// nothing, goes to checkpoint_put, which handles them all.
+// case (a merge among them), or an insert that finds the case is not the
+// common one and writes nothing, goes to checkpoint_put, which handles them
+// all.
 func (s *Store) put(ctx context.Context, p db.CheckpointPutParams) (db.CheckpointPutRow, error) {
-	if !s.singleStatement {
+	if !s.singleStatement && !p.MergeParentID.Valid {
 		var (
 			row enginedb.CheckpointPutFastRow
 			ok  bool
 			err error
 		)
-		q := enginedb.New(lockFirst{DBTX: binaryUUIDs{s.db}, threadID: p.ThreadID, sealed: p.Sealed})
+		q := enginedb.New(lockFirst{DBTX: binaryUUIDs{s.db}, threadID: p.ThreadID})
 		if p.DeltaRun == 1 {
 			var whole enginedb.CheckpointPutWholeRow
 			whole, ok, err = oneRow(q.CheckpointPutWhole(ctx, []enginedb.CheckpointPutWholeParams{wholeParams(p)}))
@@ -67,6 +68,7 @@ func wholeParams(p db.CheckpointPutParams) enginedb.CheckpointPutWholeParams {
 		ToolResults:        p.ToolResults,
 		NextNode:           p.NextNode,
 		SizeBytes:          p.SizeBytes,
+		Sealed:             p.Sealed,
 	}
 }
 
@@ -89,6 +91,7 @@ func fastParams(p db.CheckpointPutParams) enginedb.CheckpointPutFastParams {
 		MessageDigests:     p.MessageDigests,
 		StateDigests:       p.StateDigests,
 		ToolResultsDigests: p.ToolResultsDigests,
+		Sealed:             p.Sealed,
 	}
 }
 
@@ -118,18 +121,15 @@ func oneRow[R any](res batchOne[R]) (row R, ok bool, err error) {
 // write's thread: it queues enginedb.CheckpointWriteLock ahead of them, so
 // the lock is taken in the batch's implicit transaction before any of the
 // batch's statements takes its snapshot (at READ COMMITTED; see
-// CheckpointWriteLock for the other levels). sealed: the write's content
-// is sealed (engine.PutRequest.Sealed), else the lock refuses an encrypted
-// thread.
+// CheckpointWriteLock for the other levels).
 type lockFirst struct {
 	enginedb.DBTX
 	threadID string
-	sealed   bool
 }
 
 func (l lockFirst) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	locked := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)}
-	locked.Queue(enginedb.CheckpointWriteLock, l.threadID, l.sealed)
+	locked.Queue(enginedb.CheckpointWriteLock, l.threadID)
 	locked.QueuedQueries = append(locked.QueuedQueries, b.QueuedQueries...)
 	br := l.DBTX.SendBatch(ctx, locked)
 	// A lock that fails leaves its error in br, which the batch's own

@@ -192,6 +192,7 @@ func (s *Store) Put(ctx context.Context, p engine.PutRequest) (engine.SnapshotRe
 		StateDigests:       p.StateDigests,
 		ToolResultsDigests: p.ToolResultsDigests,
 		Sealed:             p.Sealed,
+		MergeParentID:      nullUUID(p.MergeParentID),
 	})
 	if err != nil {
 		return engine.SnapshotResult{}, storeError(err)

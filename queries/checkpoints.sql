@@ -24,7 +24,8 @@ FROM pgcheckpoint.checkpoint_put(
     sqlc.narg(message_digests)::bytea,
     sqlc.narg(state_digests)::jsonb,
     sqlc.narg(tool_results_digests)::jsonb,
-    @sealed::boolean
+    @sealed::boolean,
+    sqlc.narg(merge_parent_id)::uuid
 ) AS r;
 
 -- name: CheckpointAppend :one

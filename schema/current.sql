@@ -852,7 +852,7 @@ AS $function$
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.checkpoint_materialize_json(uuid) IS 'checkpoint_materialize''s columns as JSON text, in bytes (checkpoint_content_json''s three elements); no row for an unknown id. The text of checkpoint_materialize(...), without building the jsonb. Usage: SELECT convert_from(messages, ''UTF8'') FROM pgcheckpoint.checkpoint_materialize_json(''<checkpoint id>''). Error PC004 as checkpoint_materialize.';
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_state_digests jsonb DEFAULT NULL::jsonb, p_tool_results_digests jsonb DEFAULT NULL::jsonb, p_sealed boolean DEFAULT false, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
+CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_put(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_parent_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_metadata jsonb, p_messages jsonb, p_state jsonb, p_tool_results jsonb, p_next_node text, p_size_bytes bigint, p_delta_run integer DEFAULT 50, p_message_digests bytea DEFAULT NULL::bytea, p_state_digests jsonb DEFAULT NULL::jsonb, p_tool_results_digests jsonb DEFAULT NULL::jsonb, p_sealed boolean DEFAULT false, p_merge_parent_id uuid DEFAULT NULL::uuid, OUT thread_id text, OUT namespace text, OUT checkpoint_id uuid, OUT parent_checkpoint_id uuid, OUT step bigint, OUT created_at timestamp with time zone, OUT inserted boolean)
  RETURNS record
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -932,6 +932,7 @@ BEGIN
                c.thread_id = p_thread_id AND c.namespace = v_ns
                AND m.messages = v_messages AND m.state = v_state AND m.tool_results = v_tools
                AND c.metadata = v_metadata AND c.next_node = coalesce(p_next_node, '')
+               AND c.merge_parent_id IS NOT DISTINCT FROM p_merge_parent_id
           INTO thread_id, namespace, parent_checkpoint_id, step, created_at, v_same
         FROM pgcheckpoint.tenant_checkpoints c
         CROSS JOIN LATERAL pgcheckpoint.checkpoint_materialize(c.checkpoint_id) m
@@ -954,6 +955,19 @@ BEGIN
             coalesce(p_parent_checkpoint_id::text, 'rewound-to'), pgcheckpoint.quoted_text(p_thread_id), pgcheckpoint.quoted_text(v_ns)
             USING ERRCODE = 'PC001';
     END IF;
+    IF p_merge_parent_id IS NOT NULL THEN
+        -- A merge: on the thread's head (a merge creates no thread), of a
+        -- checkpoint of another thread in the same namespace.
+        IF v_parent_id IS NULL THEN
+            RAISE EXCEPTION 'thread % has no checkpoint in namespace % to merge into', pgcheckpoint.quoted_text(p_thread_id), pgcheckpoint.quoted_text(v_ns)
+                USING ERRCODE = 'PC001';
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pgcheckpoint.tenant_checkpoints b
+                       WHERE b.checkpoint_id = p_merge_parent_id AND b.namespace = v_ns AND b.thread_id <> p_thread_id) THEN
+            RAISE EXCEPTION 'merge parent % is not a checkpoint of another thread in namespace %', p_merge_parent_id, pgcheckpoint.quoted_text(v_ns)
+                USING ERRCODE = 'PC001';
+        END IF;
+    END IF;
 
     IF p_delta_run > 1 THEN
         v_msg_dig := coalesce(p_message_digests, pgcheckpoint.message_chain(NULL, pgcheckpoint.message_digests(v_messages)));
@@ -969,13 +983,14 @@ BEGIN
         thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
         trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
         messages, state, tool_results, state_removed, tool_results_removed, messages_count,
-        messages_digest, state_digests, tool_results_digests, next_node, size_bytes)
+        messages_digest, state_digests, tool_results_digests, next_node, size_bytes, merge_parent_id)
     SELECT p_thread_id, v_ns, v_next_seq, p_checkpoint_id, v_parent_id, v_next_step,
            coalesce(p_trigger, 'manual'), coalesce(p_tags, '{}'), v_summary, v_metadata,
            d.format, d.base_checkpoint_id, d.delta_run, d.delta_depth,
            d.messages, d.state, d.tool_results, d.state_removed, d.tool_results_removed, v_msg_count,
            v_msg_sum, v_state_dig, v_tools_dig, coalesce(p_next_node, ''),
-           coalesce(p_size_bytes, octet_length(v_messages::text) + octet_length(v_state::text) + octet_length(v_tools::text))
+           coalesce(p_size_bytes, octet_length(v_messages::text) + octet_length(v_state::text) + octet_length(v_tools::text)),
+           p_merge_parent_id
     FROM pgcheckpoint.checkpoint_delta(v_messages, v_state, v_tools, v_msg_dig, v_state_dig, v_tools_dig,
                                        v_parent_id, v_parent_run, v_parent_depth, v_parent_count, v_parent_digest,
                                        v_parent_state, v_parent_tools, p_delta_run) d
@@ -990,8 +1005,8 @@ BEGIN
     inserted := true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. p_size_bytes: the content''s size as the client sent it, recorded as size_bytes (NULL: measured, as jsonb text; negative: PC003), which an Append''s size limit starts from. Idempotent on checkpoint_id, which is unique in its tenant (constraint checkpoints_checkpoint_id_tenant_id_key: a write of an id that a write on another thread stored meanwhile fails with SQLSTATE 23505 on it). Under REPEATABLE READ or SERIALIZABLE, a write whose snapshot is older than what the thread lock''s previous holder committed fails with SQLSTATE 40001: retry it. Errors: PC001 parent not found, PC002 id reused for other content (or 23505 as above), PC003 invalid argument (an id that is not a UUIDv7, an unknown trigger, ...), PC007 the thread is encrypted (it has a data key) and p_sealed is not true: content written from SQL is plaintext, which an encrypting client would refuse to read (only an encrypting client, whose content is sealed by the thread''s key, passes p_sealed true), 40001 serialization failure.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean) FROM PUBLIC;
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean,uuid) IS 'Writes one checkpoint on a thread under the thread lock, as a child of the head (or of the given parent), which makes it the head. step = parent step + 1. Stored as a delta against the parent (or the anchor of its run) when the messages are an append and the delta is smaller (see checkpoints.format); p_delta_run = 1 stores every checkpoint whole. p_size_bytes: the content''s size as the client sent it, recorded as size_bytes (NULL: measured, as jsonb text; negative: PC003), which an Append''s size limit starts from. p_merge_parent_id: a merge (what thread_merge and an encrypting client''s merge write), recorded as merge_parent_id: the thread must have a head in the namespace and the merge parent must be a checkpoint of another thread there (PC001 otherwise). Idempotent on checkpoint_id, which is unique in its tenant (constraint checkpoints_checkpoint_id_tenant_id_key: a write of an id that a write on another thread stored meanwhile fails with SQLSTATE 23505 on it). Under REPEATABLE READ or SERIALIZABLE, a write whose snapshot is older than what the thread lock''s previous holder committed fails with SQLSTATE 40001: retry it. Errors: PC001 parent not found, PC002 id reused for other content (or 23505 as above), PC003 invalid argument (an id that is not a UUIDv7, an unknown trigger, ...), PC007 the thread is encrypted (it has a data key) and p_sealed is not true: content written from SQL is plaintext, which an encrypting client would refuse to read (only an encrypting client, whose content is sealed by the thread''s key, passes p_sealed true), 40001 serialization failure.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_put(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text,bigint,integer,bytea,jsonb,jsonb,boolean,uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_rebuild_json(p_checkpoint_id uuid)
  RETURNS bytea[]
@@ -1488,6 +1503,12 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_new_thread_id) THEN
         RAISE EXCEPTION 'thread % already exists', pgcheckpoint.quoted_text(p_new_thread_id) USING ERRCODE = 'PC003';
     END IF;
+    IF (SELECT s.sealed FROM pgcheckpoint.thread_sealed(p_new_thread_id) s) THEN
+        -- Its content would be the source's, sealed or not, under no key of
+        -- the branch's: such an id takes only content sealed by its key.
+        RAISE EXCEPTION 'thread % has a data key (an encrypted thread of that id was deleted): branch to another id', pgcheckpoint.quoted_text(p_new_thread_id)
+            USING ERRCODE = 'PC003';
+    END IF;
     IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_checkpoints c WHERE c.checkpoint_id = p_checkpoint_id) THEN
         RAISE EXCEPTION 'checkpoint % already exists', p_checkpoint_id USING ERRCODE = 'PC002';
     END IF;
@@ -1512,7 +1533,7 @@ BEGIN
     RETURN QUERY SELECT p_new_thread_id, p_checkpoint_id, v_src.step + 1;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Takes the locks of the new thread and of the source''s thread, so a sweep or delete of the source''s thread either sees the branch (and keeps its source) or deletes the source first (and the branch fails with PC001; under REPEATABLE READ or SERIALIZABLE with 40001, which a retry turns into PC001). Errors: PC001 unknown source, PC002 the id is in use (23505 and 40001 as checkpoint_put), PC003 bad or existing thread id, an id that is not a UUIDv7.';
+COMMENT ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Takes the locks of the new thread and of the source''s thread, so a sweep or delete of the source''s thread either sees the branch (and keeps its source) or deletes the source first (and the branch fails with PC001; under REPEATABLE READ or SERIALIZABLE with 40001, which a retry turns into PC001). Errors: PC001 unknown source, PC002 the id is in use (23505 and 40001 as checkpoint_put), PC003 bad or existing thread id (or one that has a data key left by a deleted encrypted thread), an id that is not a UUIDv7.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_copy(p_source_thread_id text, p_target_thread_id text)
@@ -1534,6 +1555,18 @@ BEGIN
     END IF;
     IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_target_thread_id) THEN
         RAISE EXCEPTION 'thread % already exists', pgcheckpoint.quoted_text(p_target_thread_id) USING ERRCODE = 'PC003';
+    END IF;
+    -- Encryption: values are copied as stored, bound to the source's
+    -- checkpoints and key, which an encrypting client copies by sealing
+    -- them again; and a target id that kept an encrypted thread's key
+    -- takes only sealed content (see thread_refuse_plaintext).
+    IF (SELECT s.sealed FROM pgcheckpoint.thread_sealed(p_source_thread_id) s) THEN
+        RAISE EXCEPTION 'thread % is encrypted: copy it through an engine opened with its key', pgcheckpoint.quoted_text(p_source_thread_id)
+            USING ERRCODE = 'PC007';
+    END IF;
+    IF (SELECT s.sealed FROM pgcheckpoint.thread_sealed(p_target_thread_id) s) THEN
+        RAISE EXCEPTION 'thread % has a data key (an encrypted thread of that id was deleted): copy to another id', pgcheckpoint.quoted_text(p_target_thread_id)
+            USING ERRCODE = 'PC003';
     END IF;
 
     -- ids is materialized once (uuid_v7 is volatile), so every insert below
@@ -1586,7 +1619,7 @@ BEGIN
     SELECT ids.old_id, ids.new_id FROM ids ORDER BY ids.namespace, ids.seq;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_copy(text,text) IS 'Copies a thread (checkpoints in order, content, metadata, pending writes) to a new thread, with new checkpoint ids. Returns one row per checkpoint copied: its id and its copy''s, in namespace then write order. Needs no temporary table. Errors: PC001 unknown source, PC003 target exists or bad id.';
+COMMENT ON FUNCTION pgcheckpoint.thread_copy(text,text) IS 'Copies a thread (checkpoints in order, content, metadata, pending writes) to a new thread, with new checkpoint ids. Returns one row per checkpoint copied: its id and its copy''s, in namespace then write order. Needs no temporary table. Errors: PC001 unknown source, PC003 target exists, has a data key (left by a deleted encrypted thread) or bad id, PC007 the source is encrypted (its values are bound to its checkpoints and key: an encrypting client copies it by sealing them again).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_copy(text,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_delete(p_thread_id text)
@@ -2079,25 +2112,18 @@ BEGIN
         p_into_thread_id, v_ns, p_checkpoint_id, NULL, 'manual', ARRAY['merge'],
         format('Merge of %s', p_branch_thread_id), v_src.metadata, v_src.messages, v_src.state,
         v_src.tool_results, v_src.next_node, v_src.size_bytes,
-        -- The branch head's values, as stored: copied, not a client's
-        -- plaintext (see thread_refuse_plaintext).
-        p_sealed => true);
-    -- The merge's parent is the target's head, found under the target's
-    -- lock by checkpoint_put: none means there is nothing to merge into,
-    -- and the checkpoint just written (with the thread row it made) goes
-    -- with this error.
-    IF v_put.parent_checkpoint_id IS NULL THEN
-        RAISE EXCEPTION 'thread % has no checkpoint in namespace % to merge into', pgcheckpoint.quoted_text(p_into_thread_id), pgcheckpoint.quoted_text(v_ns)
-            USING ERRCODE = 'PC001';
-    END IF;
-    IF v_put.inserted THEN
-        UPDATE pgcheckpoint.tenant_checkpoints c SET merge_parent_id = v_src.checkpoint_id
-        WHERE c.checkpoint_id = p_checkpoint_id;
-    END IF;
+        -- Values copied as stored, sealed or not: an encrypted target
+        -- refuses them (PC007, see thread_refuse_plaintext). An encrypting
+        -- client merges by writing the content sealed for the target
+        -- itself (checkpoint_put with p_merge_parent_id and p_sealed).
+        p_sealed => false,
+        -- Which checks that the target has a head to merge onto (a merge
+        -- creates no thread) under the target's lock.
+        p_merge_parent_id => v_src.checkpoint_id);
     RETURN QUERY SELECT p_into_thread_id, p_checkpoint_id, v_put.parent_checkpoint_id, v_src.checkpoint_id, v_put.step;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) IS 'Writes on the target thread, in namespace p_namespace (default '''', the root), a checkpoint with the content of the branch''s head in that namespace; parent: the target''s head there; merge_parent_id: the branch head. Errors: PC001 no branch checkpoint in the namespace, or no target checkpoint there (a merge creates no thread), PC003 merge into itself.';
+COMMENT ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) IS 'Writes on the target thread, in namespace p_namespace (default '''', the root), a checkpoint with the content of the branch''s head in that namespace; parent: the target''s head there; merge_parent_id: the branch head. Errors: PC001 no branch checkpoint in the namespace, or no target checkpoint there (a merge creates no thread), PC003 merge into itself, PC007 an encrypted target (the values are copied as stored; an encrypting client merges through checkpoint_put with p_merge_parent_id).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_prune_many(p_thread_ids text[], p_keep_latest boolean)
@@ -2137,7 +2163,7 @@ COMMENT ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) IS 'For each 
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_refuse_plaintext(p_thread_id text, p_sealed boolean)
- RETURNS void
+ RETURNS boolean
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
@@ -2147,9 +2173,10 @@ BEGIN
             USING ERRCODE = 'PC007',
                   HINT = 'Write through an engine opened with Config.Encryption and the thread''s key.';
     END IF;
+    RETURN true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_refuse_plaintext(text,boolean) IS 'Raises PC007 when content that is not sealed (p_sealed not true) is to be written to an encrypted thread (thread_sealed): what checkpoint_put, checkpoint_append and the engine''s writes call under the thread''s lock, so a client without the key (psql, an engine without encryption) cannot leave plaintext that encrypting readers refuse, in a thread whose key may be shredded.';
+COMMENT ON FUNCTION pgcheckpoint.thread_refuse_plaintext(text,boolean) IS 'True, or raises PC007 when content that is not sealed (p_sealed not true) is to be written to an encrypted thread (thread_sealed): what checkpoint_put, checkpoint_append and the engine''s writes call under the thread''s lock, so a client without the key (psql, an engine without encryption) cannot leave plaintext that encrypting readers refuse, in a thread whose key may be shredded.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_refuse_plaintext(text,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_rewind_to_step(p_thread_id text, p_namespace text, p_step bigint)

@@ -158,7 +158,7 @@ func (s *Store) appendWhole(ctx context.Context, q *queries, pl place, a engine.
 			return engine.SnapshotResult{}, err
 		}
 	}
-	return s.putAt(ctx, q, pl, p, uuid.Nil)
+	return s.putAt(ctx, q, pl, p)
 }
 
 // appended is the content of an append on parent: parent's content,

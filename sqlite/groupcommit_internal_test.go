@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
@@ -30,7 +28,7 @@ func groupStore(t *testing.T) (s *Store, snap func(context.Context, *queries, st
 	snap = func(ctx context.Context, q *queries, thread string) error {
 		_, err := s.put(ctx, q, engine.PutRequest{ThreadID: thread, ID: engine.NewCheckpointID(),
 			Messages: json.RawMessage(`[]`), State: json.RawMessage(`{}`), ToolResults: json.RawMessage(`{}`),
-			Metadata: json.RawMessage(`{}`), DeltaRun: 1, Trigger: engine.TriggerManual}, uuid.Nil)
+			Metadata: json.RawMessage(`{}`), DeltaRun: 1, Trigger: engine.TriggerManual})
 		return err
 	}
 	count = func(thread string) int {

@@ -145,15 +145,38 @@ func refusePlaintext(ctx context.Context, q *queries, threadID string, sealed bo
 		return nil
 	}
 	if !threadSealed.Valid {
-		_, err := q.DataKeyGet(ctx, sqlitedb.DataKeyGetParams{ThreadID: threadID})
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return nil
-		case err != nil:
-			return dbError(fmt.Sprintf("data key of thread %q", threadID), err)
+		var err error
+		if threadSealed.Bool, err = hasDataKey(ctx, q, threadID); err != nil {
+			return err
 		}
-	} else if !threadSealed.Bool {
+	}
+	if !threadSealed.Bool {
 		return nil
 	}
 	return fmt.Errorf("%w: thread %q is encrypted: only content sealed by its data key may be written to it", engine.ErrEncrypted, threadID)
+}
+
+// hasDataKey reports whether a thread has a data key, shredded or not: it
+// is encrypted, or was (DeleteThreads leaves the key).
+func hasDataKey(ctx context.Context, q *queries, threadID string) (bool, error) {
+	_, err := q.DataKeyGet(ctx, sqlitedb.DataKeyGetParams{ThreadID: threadID})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, dbError(fmt.Sprintf("data key of thread %q", threadID), err)
+	}
+	return true, nil
+}
+
+// keylessTarget is engine.ErrInvalidInput for a new thread (a branch, a
+// copy) whose id has a data key, left by an encrypted thread of that id
+// that was deleted: the content a store copies there is not sealed by that
+// key (see refusePlaintext), as thread_branch and thread_copy refuse it.
+func keylessTarget(ctx context.Context, q *queries, threadID string) error {
+	keyed, err := hasDataKey(ctx, q, threadID)
+	if err == nil && keyed {
+		err = fmt.Errorf("%w: thread %q has a data key (an encrypted thread of that id was deleted): use another id", engine.ErrInvalidInput, threadID)
+	}
+	return err
 }

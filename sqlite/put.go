@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -35,7 +36,7 @@ func (s *Store) Put(ctx context.Context, p engine.PutRequest) (engine.SnapshotRe
 	var res engine.SnapshotResult
 	err := s.write(ctx, func(q *queries, _ execer) error {
 		var err error
-		res, err = s.put(ctx, q, p, uuid.Nil)
+		res, err = s.put(ctx, q, p)
 		return err
 	})
 	return res, err
@@ -57,8 +58,8 @@ func checkPut(p engine.PutRequest) error {
 	return nil
 }
 
-// put is Put inside a write transaction; mergeParent is set for a merge.
-func (s *Store) put(ctx context.Context, q *queries, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
+// put is Put inside a write transaction.
+func (s *Store) put(ctx context.Context, q *queries, p engine.PutRequest) (engine.SnapshotResult, error) {
 	pl, ex, found, err := placeNew(ctx, q, p.ID, p.ThreadID, p.Namespace, p.ParentID)
 	if err != nil {
 		return engine.SnapshotResult{}, err
@@ -69,11 +70,24 @@ func (s *Store) put(ctx context.Context, q *queries, p engine.PutRequest, mergeP
 	if found {
 		return retried(ctx, q, ex, p)
 	}
-	return s.putAt(ctx, q, pl, p, mergeParent)
+	if p.MergeParentID != uuid.Nil {
+		// A merge: on the thread's head (a merge creates no thread), of a
+		// checkpoint of another thread in the same namespace.
+		if pl.parent == nil {
+			return engine.SnapshotResult{}, fmt.Errorf("thread %q has no checkpoint in namespace %q to merge into: %w", p.ThreadID, p.Namespace, engine.ErrNotFound)
+		}
+		if l, err := q.CheckpointLinkByID(ctx, p.MergeParentID); err != nil || l.ThreadID == p.ThreadID || l.Namespace != p.Namespace {
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return engine.SnapshotResult{}, dbError("read the merge parent", err)
+			}
+			return engine.SnapshotResult{}, fmt.Errorf("merge parent %s is not a checkpoint of another thread in namespace %q: %w", p.MergeParentID, p.Namespace, engine.ErrNotFound)
+		}
+	}
+	return s.putAt(ctx, q, pl, p)
 }
 
 // putAt writes p at pl (see placeNew), stored as planDelta decides.
-func (s *Store) putAt(ctx context.Context, q *queries, pl place, p engine.PutRequest, mergeParent uuid.UUID) (engine.SnapshotResult, error) {
+func (s *Store) putAt(ctx context.Context, q *queries, pl place, p engine.PutRequest) (engine.SnapshotResult, error) {
 	c := content{Messages: p.Messages, State: p.State, ToolResults: p.ToolResults}
 	d := digests{chain: p.MessageChain, state: p.StateDigests, tools: p.ToolResultsDigests,
 		messagesCount: int64(len(p.MessageChain) / jsontext.ChainSize)}
@@ -91,7 +105,7 @@ func (s *Store) putAt(ctx context.Context, q *queries, pl place, p engine.PutReq
 	if err != nil {
 		return engine.SnapshotResult{}, err
 	}
-	row.MergeParentID = nullID(mergeParent)
+	row.MergeParentID = nullID(p.MergeParentID)
 	if p.MessageChain != nil {
 		row.MessagesCount = sql.NullInt64{Int64: d.messagesCount, Valid: true}
 		row.MessagesDigest = jsontext.ListDigest(p.MessageChain)

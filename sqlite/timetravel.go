@@ -224,6 +224,9 @@ func (s *Store) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name 
 		if err := threadIsNew(ctx, q, newThreadID); err != nil {
 			return err
 		}
+		if err := keylessTarget(ctx, q, newThreadID); err != nil {
+			return err
+		}
 		if _, err := q.CheckpointLinkByID(ctx, id); err == nil {
 			return fmt.Errorf("checkpoint %s already exists: %w", id, engine.ErrIDConflict)
 		}
@@ -313,11 +316,6 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 		if branchThread == intoThread {
 			return fmt.Errorf("%w: cannot merge thread %q into itself", engine.ErrInvalidInput, intoThread)
 		}
-		// The merge's parent is the target's head: with none, there is
-		// nothing to merge into (and no thread to create).
-		if _, err := q.CheckpointLinkHead(ctx, sqlitedb.CheckpointLinkHeadParams{ThreadID: intoThread, Namespace: namespace}); err != nil {
-			return dbError(fmt.Sprintf("thread %q has no checkpoint in namespace %q to merge into", intoThread, namespace), err)
-		}
 		c, err := materialize(ctx, q, storedOf(src))
 		if err != nil {
 			return err
@@ -326,9 +324,12 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 			ThreadID: intoThread, Namespace: namespace, ID: id, Trigger: engine.TriggerManual, Tags: []string{"merge"},
 			Summary: "Merge of " + branchThread, Metadata: json.RawMessage(src.Metadata), Messages: c.Messages,
 			State: c.State, ToolResults: c.ToolResults, NextNode: src.NextNode, SizeBytes: src.SizeBytes, DeltaRun: 1,
-			// The branch head's values, as stored: copied, not a client's
-			// plaintext (see refusePlaintext).
-			Sealed: true,
+			// Values copied as stored, sealed or not: an encrypted target
+			// refuses them (see refusePlaintext). An encrypting Engine
+			// merges by a Put of the content sealed for the target.
+			Sealed: false,
+			// Which put checks: the target has a head to merge onto.
+			MergeParentID: src.CheckpointID,
 		}
 		if src.MessagesDigest != nil {
 			// The source was big enough for deltas: so is the merge.
@@ -337,7 +338,7 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 				return err
 			}
 		}
-		put, err := s.put(ctx, q, p, src.CheckpointID)
+		put, err := s.put(ctx, q, p)
 		if err != nil {
 			return err
 		}
@@ -353,7 +354,8 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 // them (links outside the thread kept), in one transaction. Deltas are
 // copied as deltas. It returns each source id with its copy's, in namespace
 // then write order. Errors: engine.ErrNotFound for an unknown src;
-// engine.ErrInvalidInput when dst exists or is src.
+// engine.ErrInvalidInput when dst exists, is src or has a data key (see
+// keylessTarget); engine.ErrEncrypted for an encrypted src.
 func (s *Store) CopyThread(ctx context.Context, src, dst string) ([]engine.CopiedID, error) {
 	if src == dst {
 		return nil, fmt.Errorf("%w: cannot copy thread %q onto itself", engine.ErrInvalidInput, src)
@@ -368,6 +370,16 @@ func (s *Store) CopyThread(ctx context.Context, src, dst string) ([]engine.Copie
 			return fmt.Errorf("thread %q: %w", src, engine.ErrNotFound)
 		}
 		if err := threadIsNew(ctx, q, dst); err != nil {
+			return err
+		}
+		// Values are copied as stored, bound to the source's checkpoints
+		// and key: an encrypting Engine copies by sealing them again.
+		if keyed, err := hasDataKey(ctx, q, src); err != nil {
+			return err
+		} else if keyed {
+			return fmt.Errorf("%w: thread %q is encrypted: copy it through an engine opened with its key", engine.ErrEncrypted, src)
+		}
+		if err := keylessTarget(ctx, q, dst); err != nil {
 			return err
 		}
 		rows, err := q.CheckpointListWhole(ctx, src)

@@ -28,7 +28,7 @@ func TestWriteEndedEarlyRollsBack(t *testing.T) {
 	snap := func(ctx context.Context, q *queries) error {
 		_, err := s.put(ctx, q, engine.PutRequest{ThreadID: "t", ID: engine.NewCheckpointID(),
 			Messages: json.RawMessage(`[]`), State: json.RawMessage(`{}`), ToolResults: json.RawMessage(`{}`),
-			Metadata: json.RawMessage(`{}`), DeltaRun: 1, Trigger: engine.TriggerManual}, [16]byte{})
+			Metadata: json.RawMessage(`{}`), DeltaRun: 1, Trigger: engine.TriggerManual})
 		return err
 	}
 	boom := errors.New("boom")

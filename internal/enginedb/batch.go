@@ -158,7 +158,10 @@ CROSS JOIN LATERAL pgcheckpoint.checkpoint_delta(
     $10::bytea, $11::jsonb, $12::jsonb,
     h.parent_checkpoint_id, h.parent_delta_run, h.parent_delta_depth, h.parent_messages_count,
     h.parent_messages_digest, h.parent_state_digests, h.parent_tool_results_digests, $17::int) d
+CROSS JOIN pgcheckpoint.thread_sealed($1::text) s
 WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
+  AND CASE WHEN s.sealed AND NOT $18::boolean
+           THEN pgcheckpoint.thread_refuse_plaintext($1::text, $18::boolean) ELSE true END
 RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
           c.step, c.created_at
 `
@@ -187,6 +190,7 @@ type CheckpointPutFastParams struct {
 	ParentCheckpointID uuid.NullUUID
 	ToolResults        json.RawMessage
 	DeltaRun           int32
+	Sealed             bool
 }
 
 type CheckpointPutFastRow struct {
@@ -206,7 +210,11 @@ type CheckpointPutFastRow struct {
 // checkpoints_checkpoint_id_tenant_id_key. Arguments are
 // taken as checked (the engine validates them as checkpoint_put does);
 // message_digests is the message chain (32 bytes per message, see
-// pgcheckpoint.message_chain).
+// pgcheckpoint.message_chain). Content that is not sealed (@sealed false:
+// an engine without encryption) is refused for an encrypted thread, PC007
+// (pgcheckpoint.thread_refuse_plaintext, called only where it raises), in
+// this statement, whose snapshot is taken under the lock: it sees a key
+// the lock's previous holder made.
 func (q *Queries) CheckpointPutFast(ctx context.Context, arg []CheckpointPutFastParams) *CheckpointPutFastBatchResults {
 	batch := &pgx.Batch{}
 	for _, a := range arg {
@@ -228,6 +236,7 @@ func (q *Queries) CheckpointPutFast(ctx context.Context, arg []CheckpointPutFast
 			a.ParentCheckpointID,
 			a.ToolResults,
 			a.DeltaRun,
+			a.Sealed,
 		}
 		batch.Queue(CheckpointPutFast, vals...)
 	}
@@ -272,7 +281,10 @@ SELECT $1::text, $2::text, h.next_seq, $3::uuid, h.parent_checkpoint_id, h.next_
        jsonb_array_length($7::jsonb), $11::text, $12::bigint
 FROM pgcheckpoint.thread_head_for_write($1::text, $2::text, $3::uuid,
                               $13::uuid) h
+CROSS JOIN pgcheckpoint.thread_sealed($1::text) s
 WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
+  AND CASE WHEN s.sealed AND NOT $14::boolean
+           THEN pgcheckpoint.thread_refuse_plaintext($1::text, $14::boolean) ELSE true END
 RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
           c.step, c.created_at
 `
@@ -297,6 +309,7 @@ type CheckpointPutWholeParams struct {
 	NextNode           string
 	SizeBytes          int64
 	ParentCheckpointID uuid.NullUUID
+	Sealed             bool
 }
 
 type CheckpointPutWholeRow struct {
@@ -327,6 +340,7 @@ func (q *Queries) CheckpointPutWhole(ctx context.Context, arg []CheckpointPutWho
 			a.NextNode,
 			a.SizeBytes,
 			a.ParentCheckpointID,
+			a.Sealed,
 		}
 		batch.Queue(CheckpointPutWhole, vals...)
 	}
@@ -365,21 +379,12 @@ WITH taken AS (
 )
 SELECT pgcheckpoint.thread_lock($1::text)
 WHERE NOT EXISTS (SELECT FROM taken)
-UNION ALL
-SELECT pgcheckpoint.thread_refuse_plaintext($1::text, $2::boolean)
-FROM pgcheckpoint.thread_sealed($1::text) s
-WHERE NOT $2::boolean AND s.sealed
 `
 
 type CheckpointWriteLockBatchResults struct {
 	br     pgx.BatchResults
 	tot    int
 	closed bool
-}
-
-type CheckpointWriteLockParams struct {
-	ThreadID string
-	Sealed   bool
 }
 
 // The lock of a write: its thread's (see pgcheckpoint.thread_lock), whose
@@ -391,21 +396,17 @@ type CheckpointWriteLockParams struct {
 // is taken under the lock: it sees every other write of the thread. (At
 // REPEATABLE READ and SERIALIZABLE the snapshot is this statement's, taken
 // before the lock is granted: the update then fails with 40001 if the
-// previous holder committed after it.) Content that is not sealed
-// (@sealed false: an engine without encryption) is refused for an
-// encrypted thread, PC007 (see pgcheckpoint.thread_refuse_plaintext, called
-// here only when it would raise: a call of it costs more than the probe).
-func (q *Queries) CheckpointWriteLock(ctx context.Context, arg []CheckpointWriteLockParams) *CheckpointWriteLockBatchResults {
+// previous holder committed after it.)
+func (q *Queries) CheckpointWriteLock(ctx context.Context, threadID []string) *CheckpointWriteLockBatchResults {
 	batch := &pgx.Batch{}
-	for _, a := range arg {
+	for _, a := range threadID {
 		vals := []interface{}{
-			a.ThreadID,
-			a.Sealed,
+			a,
 		}
 		batch.Queue(CheckpointWriteLock, vals...)
 	}
 	br := q.db.SendBatch(ctx, batch)
-	return &CheckpointWriteLockBatchResults{br, len(arg), false}
+	return &CheckpointWriteLockBatchResults{br, len(threadID), false}
 }
 
 func (b *CheckpointWriteLockBatchResults) Exec(f func(int, error)) {

@@ -8,21 +8,14 @@
 -- is taken under the lock: it sees every other write of the thread. (At
 -- REPEATABLE READ and SERIALIZABLE the snapshot is this statement's, taken
 -- before the lock is granted: the update then fails with 40001 if the
--- previous holder committed after it.) Content that is not sealed
--- (@sealed false: an engine without encryption) is refused for an
--- encrypted thread, PC007 (see pgcheckpoint.thread_refuse_plaintext, called
--- here only when it would raise: a call of it costs more than the probe).
+-- previous holder committed after it.)
 WITH taken AS (
     UPDATE pgcheckpoint.tenant_thread_locks l SET taken = l.taken + 1
     WHERE l.thread_id = @thread_id::text
     RETURNING 1
 )
 SELECT pgcheckpoint.thread_lock(@thread_id::text)
-WHERE NOT EXISTS (SELECT FROM taken)
-UNION ALL
-SELECT pgcheckpoint.thread_refuse_plaintext(@thread_id::text, @sealed::boolean)
-FROM pgcheckpoint.thread_sealed(@thread_id::text) s
-WHERE NOT @sealed::boolean AND s.sealed;
+WHERE NOT EXISTS (SELECT FROM taken);
 
 -- name: CheckpointPutFast :batchone
 -- The common case of checkpoint_put as one statement, for a caller that
@@ -36,7 +29,11 @@ WHERE NOT @sealed::boolean AND s.sealed;
 -- checkpoints_checkpoint_id_tenant_id_key. Arguments are
 -- taken as checked (the engine validates them as checkpoint_put does);
 -- message_digests is the message chain (32 bytes per message, see
--- pgcheckpoint.message_chain).
+-- pgcheckpoint.message_chain). Content that is not sealed (@sealed false:
+-- an engine without encryption) is refused for an encrypted thread, PC007
+-- (pgcheckpoint.thread_refuse_plaintext, called only where it raises), in
+-- this statement, whose snapshot is taken under the lock: it sees a key
+-- the lock's previous holder made.
 INSERT INTO pgcheckpoint.tenant_checkpoints AS c (
     thread_id, namespace, seq, checkpoint_id, parent_checkpoint_id, step,
     trigger, tags, summary, metadata, format, base_checkpoint_id, delta_run, delta_depth,
@@ -60,7 +57,10 @@ CROSS JOIN LATERAL pgcheckpoint.checkpoint_delta(
     sqlc.narg(message_digests)::bytea, sqlc.narg(state_digests)::jsonb, sqlc.narg(tool_results_digests)::jsonb,
     h.parent_checkpoint_id, h.parent_delta_run, h.parent_delta_depth, h.parent_messages_count,
     h.parent_messages_digest, h.parent_state_digests, h.parent_tool_results_digests, @delta_run::int) d
+CROSS JOIN pgcheckpoint.thread_sealed(@thread_id::text) s
 WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
+  AND CASE WHEN s.sealed AND NOT @sealed::boolean
+           THEN pgcheckpoint.thread_refuse_plaintext(@thread_id::text, @sealed::boolean) ELSE true END
 RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
           c.step, c.created_at;
 
@@ -83,7 +83,10 @@ SELECT @thread_id::text, @namespace::text, h.next_seq, @checkpoint_id::uuid, h.p
        jsonb_array_length(@messages::jsonb), @next_node::text, @size_bytes::bigint
 FROM pgcheckpoint.thread_head_for_write(@thread_id::text, @namespace::text, @checkpoint_id::uuid,
                               sqlc.narg(parent_checkpoint_id)::uuid) h
+CROSS JOIN pgcheckpoint.thread_sealed(@thread_id::text) s
 WHERE h.thread_seen AND h.rewound_to IS NULL AND h.parent_checkpoint_id IS NOT NULL
+  AND CASE WHEN s.sealed AND NOT @sealed::boolean
+           THEN pgcheckpoint.thread_refuse_plaintext(@thread_id::text, @sealed::boolean) ELSE true END
 RETURNING coalesce(c.parent_checkpoint_id, '00000000-0000-0000-0000-000000000000')::uuid AS parent_checkpoint_id,
           c.step, c.created_at;
 
