@@ -176,8 +176,12 @@ type ExportStats struct {
 // KeyProvider, bound to the tenant and the thread; or, for a thread shredded
 // before the export, no key and the time of the shredding.
 type ExportDataKey struct {
-	Kind       string     `json:"kind"` // "data_key"
-	ThreadID   string     `json:"thread_id"`
+	Kind     string `json:"kind"` // "data_key"
+	ThreadID string `json:"thread_id"`
+	// Tenant is the tenant the wrapping is bound to: the key opens there
+	// alone, so an import into another tenant is refused. (Absent in
+	// files of earlier versions: not checked.)
+	Tenant     string     `json:"tenant,omitempty"`
 	KEKID      string     `json:"kek_id,omitempty"`
 	WrappedKey []byte     `json:"wrapped_key,omitempty"` // standard base64 in the file
 	ShreddedAt *time.Time `json:"shredded_at,omitempty"`
@@ -284,7 +288,7 @@ func (e *Engine) exportDataKeys(ctx context.Context, enc *json.Encoder, threads 
 		if err != nil {
 			return err
 		}
-		line := ExportDataKey{Kind: kindDataKey, ThreadID: thread, KEKID: k.KEKID, WrappedKey: k.Wrapped}
+		line := ExportDataKey{Kind: kindDataKey, ThreadID: thread, Tenant: e.Tenant(), KEKID: k.KEKID, WrappedKey: k.Wrapped}
 		if !k.ShreddedAt.IsZero() {
 			at := k.ShreddedAt.UTC()
 			line.ShreddedAt, line.KEKID, line.WrappedKey = &at, "", nil
@@ -316,6 +320,7 @@ type exportLine struct {
 	BranchedFrom       *uuid.UUID `json:"branched_from"`
 	BranchedFromThread *string    `json:"branched_from_thread"`
 	// A data key's (ExportDataKey).
+	Tenant     string     `json:"tenant"`
 	KEKID      string     `json:"kek_id"`
 	WrappedKey []byte     `json:"wrapped_key"`
 	ShreddedAt *time.Time `json:"shredded_at"`
@@ -384,7 +389,12 @@ func importLineBytes(limit int64) int64 {
 // (see Config.MaxSnapshotBytes). Content that holds sealed values (an
 // encrypting Engine's) is not measured, its plaintext's size being the
 // exporter's, and a file that holds any must carry a data key, as an
-// encrypted thread's export does.
+// encrypted thread's export does. A thread that has a data key in the
+// database (an encrypted thread of that id was deleted; DeleteThreads
+// keeps its key) imports only from a file that carries that key. Every
+// time (created_at, shredded_at) within years 1 to 9999 in UTC, what an
+// export spells; a delta's run and depth below 2^31-1; a key-encryption
+// key's id valid UTF-8 without NUL.
 //
 // Errors: ErrIDConflict for a checkpoint id in use; ErrInvalidInput for
 // anything else refused (ErrInvalidJSON for a line that is not JSON or
@@ -653,9 +663,22 @@ func (im *importer) dataKey(ctx context.Context, w ImportWriter, l exportLine) e
 		if l.KEKID != "" || len(l.WrappedKey) > 0 {
 			return fmt.Errorf("%w: the data key of thread %q is both shredded and there", ErrInvalidInput, l.ThreadID)
 		}
+		if err := checkYears("shredded_at", *l.ShreddedAt); err != nil {
+			return fmt.Errorf("the data key of thread %q: %w", l.ThreadID, err)
+		}
 		k.ShreddedAt = l.ShreddedAt.UTC()
 	case l.KEKID == "" || len(l.WrappedKey) == 0:
 		return fmt.Errorf("%w: the data key of thread %q has no kek_id or wrapped_key", ErrInvalidInput, l.ThreadID)
+	case l.Tenant != "" && l.Tenant != im.e.Tenant():
+		return fmt.Errorf("%w: the data key of thread %q is bound to tenant %q and opens there alone: import the file into that tenant (Engine.ForTenant, ckpt --tenant)",
+			ErrInvalidInput, l.ThreadID, l.Tenant)
+	default:
+		// A key provider's id of its key-encryption key, of any length
+		// (a KMS names keys at length), but text both stores keep: valid
+		// UTF-8 without NUL, which Postgres text cannot hold.
+		if err := checkText("kek_id", l.KEKID); err != nil {
+			return fmt.Errorf("the data key of thread %q: %w", l.ThreadID, err)
+		}
 	}
 	return w.DataKey(ctx, k)
 }
@@ -1314,10 +1337,23 @@ func checkImportThread(l exportLine) (ExportThread, error) {
 	if l.CreatedAt.IsZero() {
 		return ExportThread{}, fmt.Errorf("%w: thread %q has no created_at", ErrInvalidInput, l.ThreadID)
 	}
+	if err := checkYears("created_at", l.CreatedAt); err != nil {
+		return ExportThread{}, fmt.Errorf("thread %q: %w", l.ThreadID, err)
+	}
 	return ExportThread{
 		Kind: kindThread, ThreadID: l.ThreadID, Namespace: l.Namespace, RewoundTo: l.RewoundTo, Metadata: meta,
 		CreatedAt: l.CreatedAt, BranchName: l.BranchName, BranchedFrom: l.BranchedFrom, BranchedFromThread: l.BranchedFromThread,
 	}, nil
+}
+
+// checkYears is ErrInvalidInput for a time outside years 1 to 9999 in
+// UTC: what RFC 3339 (JSON, an export) spells, so what a write or an
+// import may keep.
+func checkYears(what string, at time.Time) error {
+	if y := at.UTC().Year(); y < 1 || y > 9999 {
+		return fmt.Errorf("%w: %s %s is outside years 1 to 9999 (UTC)", ErrInvalidInput, what, at.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // checkLinks refuses a link to a checkpoint that is not a checkpoint id
@@ -1356,6 +1392,9 @@ func checkImportCheckpoint(c *ExportCheckpoint, limit int64) error {
 	if c.CreatedAt.IsZero() {
 		return fmt.Errorf("%w: no created_at", ErrInvalidInput)
 	}
+	if err := checkYears("created_at", c.CreatedAt); err != nil {
+		return err
+	}
 	if err := checkImportSize(c, limit); err != nil {
 		return err
 	}
@@ -1393,6 +1432,9 @@ func checkImportCheckpoint(c *ExportCheckpoint, limit int64) error {
 		}
 		if w.Index < 0 || w.Index > math.MaxInt32 {
 			return fmt.Errorf("%w: pending write index %d", ErrInvalidInput, w.Index)
+		}
+		if err := checkYears("pending write created_at", w.CreatedAt); err != nil {
+			return err
 		}
 		if c.PendingWrites[i].Value, err = jsonArg("pending write value", w.Value, 0); err != nil {
 			return err
@@ -1460,8 +1502,9 @@ func checkImportStorage(c *ExportCheckpoint) error {
 		if *c.BaseID == c.ID {
 			return fmt.Errorf("%w: a delta on itself", ErrInvalidInput)
 		}
-		if c.DeltaDepth < 1 || c.DeltaRun < 0 || c.DeltaDepth > math.MaxInt32 || c.DeltaRun > math.MaxInt32 {
-			return fmt.Errorf("%w: a delta with depth %d, run %d; depth starts at 1, run at 0 (both below 2^31)", ErrInvalidInput, c.DeltaDepth, c.DeltaRun)
+		// Below 2^31-1: the next write adds 1 to both as a 32-bit integer.
+		if c.DeltaDepth < 1 || c.DeltaRun < 0 || c.DeltaDepth >= math.MaxInt32 || c.DeltaRun >= math.MaxInt32 {
+			return fmt.Errorf("%w: a delta with depth %d, run %d; depth starts at 1, run at 0 (both below 2^31-1)", ErrInvalidInput, c.DeltaDepth, c.DeltaRun)
 		}
 	default:
 		return fmt.Errorf("%w: storage %q; want %q or %q", ErrInvalidInput, c.Storage, StorageFull, StorageDelta)

@@ -381,8 +381,10 @@ func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.T
 	if err := keep.checkFor(useExpiry); err != nil {
 		return fmt.Errorf("set thread expiry: %w", err)
 	}
-	if y := at.UTC().Year(); !at.IsZero() && (y < 1 || y > 9999) {
-		return fmt.Errorf("set thread expiry: %w: %s is outside years 1 to 9999 (UTC)", ErrInvalidInput, at.UTC().Format(time.RFC3339))
+	if !at.IsZero() {
+		if err := checkYears("expiry", at); err != nil {
+			return fmt.Errorf("set thread expiry: %w", err)
+		}
 	}
 	n, err := e.store.SetExpiry(ctx, threadID, at, keep)
 	if err != nil {

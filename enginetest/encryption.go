@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -1236,6 +1237,15 @@ func testEncryptedExport(t *testing.T, e *cryptEnv) {
 		return url
 	}
 	other := importInto(file.Bytes())
+	// A key-encryption key's id holding a NUL, which Postgres text cannot
+	// keep (a file the SQLite store took would not move to Postgres).
+	nul := regexp.MustCompile(`"kek_id":"([^"]*)"`).ReplaceAll(file.Bytes(), []byte(`"kek_id":"a\u0000b"`))
+	if bytes.Equal(nul, file.Bytes()) {
+		t.Fatal("no kek_id in the export")
+	}
+	if _, err := openURL(t, e.h.NewURL(t), pgcheckpoint.Options{}).Import(e.ctx, bytes.NewReader(Reseal(nul)), engine.ImportOptions{}); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(fmt.Sprint(err), "kek_id contains a NUL") {
+		t.Errorf("an import of a kek_id with a NUL: %v, want ErrInvalidInput", err)
+	}
 	open := func(url string, keys engine.KeyProvider) *engine.Engine {
 		return openURL(t, url, pgcheckpoint.Options{Config: engine.Config{Encryption: engine.Encryption{Keys: keys, KeyCacheTTL: -1}}})
 	}
@@ -1319,6 +1329,22 @@ func testTenantsKeepTheirKeys(t *testing.T, e *cryptEnv) {
 	}
 	c, err := b.Latest(e.ctx, "shared")
 	refused(t, "tenant b's shredded thread", c, err, bMarkers...)
+	// A's export names the tenant its key is bound to: another tenant's
+	// import of it is refused (the key would open nowhere there).
+	var file bytes.Buffer
+	if _, err := a.Export(e.ctx, "only-a", &file); err != nil {
+		t.Fatal(err)
+	}
+	c3, err := base.ForTenant("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c3.Import(e.ctx, bytes.NewReader(file.Bytes()), engine.ImportOptions{}); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(fmt.Sprint(err), `bound to tenant "a"`) {
+		t.Errorf("tenant c imports tenant a's encrypted export: %v, want ErrInvalidInput", err)
+	}
+	if got, err := c3.ListThreads(e.ctx, engine.ThreadListOptions{}); err != nil || len(got) != 0 {
+		t.Errorf("the refused import left tenant c %d threads (%v)", len(got), err)
+	}
 	// Tenant a's key makes a's thread encrypted, not b's thread of that id:
 	// an engine of b without encryption writes it.
 	e.writeMarkers(a, "a-later")

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -114,11 +115,14 @@ func testImportRefusesWhatNoWriteMakes(t *testing.T, e *env) {
 	branchSub := e.snap(engine.SnapshotInput{ThreadID: branch, Namespace: "sub", State: json.RawMessage(`{"b": 1}`)}).ID
 	text, _ := exportWith(t, e.ctx, e.eng, "run-1", engine.ExportOptions{Branches: true})
 	ls := splitExport(text)
-	var merge, sub, branchFirst, branchHead uuid.UUID
+	var merge, sub, branchFirst, branchHead, delta uuid.UUID
 	for _, l := range ls {
 		var c engine.ExportCheckpoint
 		if json.Unmarshal([]byte(l), &c) != nil || c.Kind != "checkpoint" {
 			continue
+		}
+		if c.Storage == engine.StorageDelta {
+			delta = c.ID
 		}
 		switch {
 		case c.MergeParentID != nil:
@@ -131,9 +135,13 @@ func testImportRefusesWhatNoWriteMakes(t *testing.T, e *env) {
 			branchHead = c.ID
 		}
 	}
-	if merge == uuid.Nil || sub == uuid.Nil || branchFirst == uuid.Nil || branchHead == uuid.Nil {
-		t.Fatalf("the seed export lacks a merge, a sub-graph checkpoint or the branch's two:\n%s", text)
+	if merge == uuid.Nil || sub == uuid.Nil || branchFirst == uuid.Nil || branchHead == uuid.Nil || delta == uuid.Nil {
+		t.Fatalf("the seed export lacks a merge, a sub-graph checkpoint, the branch's two or a delta:\n%s", text)
 	}
+	// A time in year 10000 in UTC, written with an offset that keeps it in
+	// 9999; and one in year 0.
+	lateOffset := time.Date(9999, 12, 31, 23, 30, 0, 0, time.FixedZone("", -3600))
+	yearZero := time.Date(0, 6, 1, 0, 0, 0, 0, time.UTC)
 	rec := func(id uuid.UUID) int { return ls.checkpointRecord(t, id) }
 	trailerRec := len(ls)
 	subRow := ls.rowRecord(t, "run-1", "sub") - 1
@@ -225,6 +233,19 @@ func testImportRefusesWhatNoWriteMakes(t *testing.T, e *env) {
 			engine.ErrInvalidInput, rec(branchFirst), fmt.Sprintf(`parent %s belongs to thread "run-1" namespace "sub"`, sub)},
 		{"a parent that is not a checkpoint id", nil, one(ids[1], func(c *engine.ExportCheckpoint) { c.ParentID = &v4 }),
 			engine.ErrInvalidInput, rec(ids[1]), fmt.Sprintf("parent_id %s is not a UUIDv7", v4)},
+		// Delta chains, whose next write adds 1 to run and depth.
+		{"a delta run of 2^31-1", nil, one(delta, func(c *engine.ExportCheckpoint) { c.DeltaRun = math.MaxInt32 }),
+			engine.ErrInvalidInput, rec(delta), "run 2147483647; depth starts at 1, run at 0 (both below 2^31-1)"},
+		{"a delta depth of 2^31-1", nil, one(delta, func(c *engine.ExportCheckpoint) { c.DeltaDepth = math.MaxInt32 }),
+			engine.ErrInvalidInput, rec(delta), "a delta with depth 2147483647"},
+		// Times outside what RFC 3339 spells, which no export could write
+		// back.
+		{"a checkpoint in year 10000 (UTC)", nil, one(ids[0], func(c *engine.ExportCheckpoint) { c.CreatedAt = lateOffset }),
+			engine.ErrInvalidInput, rec(ids[0]), "created_at 10000-01-01T00:30:00Z is outside years 1 to 9999 (UTC)"},
+		{"a thread row in year 0", nil, ls.editRow(t, "run-1", "", func(r *engine.ExportThread) { r.CreatedAt = yearZero }),
+			engine.ErrInvalidInput, ls.rowRecord(t, "run-1", ""), `thread "run-1": ` + engine.ErrInvalidInput.Error() + ": created_at"},
+		{"a pending write in year 0", nil, one(ids[2], func(c *engine.ExportCheckpoint) { c.PendingWrites[0].CreatedAt = yearZero }),
+			engine.ErrInvalidInput, rec(ids[2]), "pending write created_at 0000-06-01T00:00:00Z is outside years 1 to 9999"},
 		// Sizes.
 		{"a negative size", nil, one(ids[0], func(c *engine.ExportCheckpoint) { c.SizeBytes = -1 }),
 			engine.ErrInvalidInput, rec(ids[0]), "size_bytes -1; a checkpoint's size is 0 or more"},

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -655,5 +657,39 @@ func TestPlaintextRefusedWhenTheKeyCommitsWhileTheLockIsAwaited(t *testing.T) {
 				t.Errorf("%s: %d plaintext rows after the sealed one (%v)", thread, n, err)
 			}
 		}
+	}
+}
+
+// An export spells a pending write's time in UTC whatever the session's
+// TimeZone: in Europe/Amsterdam a time of 1900 has an offset in seconds
+// (+00:19:32), which the server printed and RFC 3339 does not parse, so
+// the thread no longer exported.
+func TestExportSpellsPendingWriteTimesInUTC(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.snap(t, engine.SnapshotInput{ThreadID: "old"})
+	if _, err := b.eng.PutWrites(b.ctx, res.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`1`)}}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE pgcheckpoint.pending_writes SET created_at = $1`, at); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["timezone"] = "Europe/Amsterdam"
+	pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var out bytes.Buffer
+	if _, err := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{}).Export(b.ctx, "old", &out); err != nil {
+		t.Fatalf("export in Europe/Amsterdam: %v", err)
+	}
+	if !strings.Contains(out.String(), `"created_at":"1900-01-01T00:00:00Z"`) {
+		t.Errorf("the pending write's time is not spelled in UTC:\n%s", out.String())
 	}
 }

@@ -26,8 +26,12 @@ SELECT c.namespace, c.seq, c.checkpoint_id, c.parent_checkpoint_id, c.merge_pare
        substr(jsonb_send(to_jsonb(c.tool_results_removed)), 2) AS tool_results_removed,
        c.next_node, c.size_bytes,
        substr(jsonb_send(coalesce(
+           -- The time spelled in UTC (RFC 3339), whatever the session's
+           -- TimeZone: a zone's old offsets in seconds (+00:19:32) do not
+           -- parse as RFC 3339.
            (SELECT jsonb_agg(jsonb_build_object('task_id', p.task_id, 'idx', p.idx,
-                             'channel', p.channel, 'value', p.value, 'created_at', p.created_at)
+                             'channel', p.channel, 'value', p.value,
+                             'created_at', to_char(p.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
                              ORDER BY p.task_id, p.idx)
             FROM pgcheckpoint.tenant_pending_writes p
             WHERE p.thread_id = c.thread_id AND p.namespace = c.namespace
