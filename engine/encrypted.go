@@ -765,6 +765,9 @@ func (e *Engine) openInfosOfThreads(ctx context.Context, infos []CheckpointInfo)
 type RewrapResult struct {
 	Rewrapped int // data keys wrapped again under the provider's current key
 	Shredded  int // shredded keys, left as they are
+	// Failed counts the keys the provider did not unwrap or wrap again
+	// (ErrEncrypted), left as they are; the error names the first.
+	Failed int
 }
 
 // RewrapKeys wraps every data key of e's tenant again with the
@@ -779,8 +782,9 @@ type RewrapResult struct {
 // encrypt, or one in a caller's transaction (WithTx) whose provider is a
 // KeyShredder (it would destroy the old wrappings before the commit);
 // ErrEncrypted when a key does not unwrap or the provider does not wrap
-// it again (the keys before it stay rewrapped: run it again once the
-// provider holds the key); ErrKeyNotDestroyed when a KeyShredder did not
+// it again, naming the first such thread (the others are rewrapped all
+// the same, Failed counts those left: run it again once the provider holds
+// their keys); ErrKeyNotDestroyed when a KeyShredder did not
 // destroy a wrapping no row holds any more (the row is rewrapped all the
 // same; PruneKeys destroys it); the store's errors.
 func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
@@ -794,13 +798,14 @@ func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 		return r, err
 	}
 	after := ""
+	var failed error // the first key that did not unwrap or wrap
 	for {
 		keys, err := e.store.DataKeys(ctx, after, 100)
 		if err != nil {
 			return r, fmt.Errorf("rewrap keys: %w", err)
 		}
 		if len(keys) == 0 {
-			return r, nil
+			return r, failed
 		}
 		for _, w := range keys {
 			after = w.ThreadID
@@ -811,7 +816,15 @@ func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 			if shredded {
 				r.Shredded++
 			}
-			if err != nil {
+			switch {
+			case errors.Is(err, ErrEncrypted):
+				// One key the provider cannot open (an unknown KEK, a
+				// key imported from elsewhere) stops no other's rotation.
+				r.Failed++
+				if failed == nil {
+					failed = fmt.Errorf("rewrap keys: thread %q: %w", w.ThreadID, err)
+				}
+			case err != nil:
 				return r, fmt.Errorf("rewrap keys: thread %q: %w", w.ThreadID, err)
 			}
 		}

@@ -393,8 +393,11 @@ func importLineBytes(limit int64) int64 {
 // database (an encrypted thread of that id was deleted; DeleteThreads
 // keeps its key) imports only from a file that carries that key. Every
 // time (created_at, shredded_at) within years 1 to 9999 in UTC, what an
-// export spells; a delta's run and depth below 2^31-1; a key-encryption
-// key's id valid UTF-8 without NUL.
+// export spells; a delta's run below 2^31-1 and its depth at most what a
+// read here follows, 2*(Config.DeltaRun-1) (of the default's DeltaRun at
+// least; raise DeltaRun to import deeper chains); a key-encryption key's
+// id valid UTF-8 without NUL; a data key's tenant, when the file names it,
+// this Engine's.
 //
 // Errors: ErrIDConflict for a checkpoint id in use; ErrInvalidInput for
 // anything else refused (ErrInvalidJSON for a line that is not JSON or
@@ -899,8 +902,23 @@ func (im *importer) checkBase(c ExportCheckpoint) error {
 			ErrInvalidInput, base.id, base.thread, base.namespace, c.ThreadID, c.Namespace)
 	case c.DeltaDepth <= base.depth:
 		return fmt.Errorf("%w: delta depth %d; its base %s has depth %d", ErrInvalidInput, c.DeltaDepth, base.id, base.depth)
+	case c.DeltaDepth > im.maxDepth():
+		// A chain deeper than this engine's writes make would break the
+		// bound its reads keep (Config.DeltaRun), and a forged one
+		// thousands deep makes every read of it, and this import (each
+		// row's whole key digests are rebuilt from its chain), that much
+		// slower.
+		return fmt.Errorf("%w: delta depth %d; a read follows at most %d links here (2*(Config.DeltaRun-1), from Config.DeltaRun %d or the default's, whichever is more): raise Config.DeltaRun to import it",
+			ErrInvalidInput, c.DeltaDepth, im.maxDepth(), im.e.cfg.DeltaRun)
 	}
 	return nil
+}
+
+// maxDepth is the deepest delta an import takes: what this engine's
+// writes make, 2*(Config.DeltaRun-1), or the default's, so that an engine
+// that stores snapshots whole (DeltaRun 1) still imports a file of deltas.
+func (im *importer) maxDepth() int64 {
+	return 2 * int64(max(im.e.cfg.DeltaRun, DefaultDeltaRun)-1)
 }
 
 // checkParent checks that a checkpoint's parent is one a write could have

@@ -53,6 +53,7 @@ var encryptionTests = []struct {
 	{name: "WrongMissingAndRevokedKeysFailClosed", fn: testWrongKeysFailClosed},
 	{name: "PlaintextWritesToEncryptedThreadsAreRefused", fn: testPlaintextWritesRefused},
 	{name: "RewrapKeepsEverythingReadable", fn: testRewrap},
+	{name: "RewrapGoesPastAKeyThatDoesNotOpen", fn: testRewrapGoesPastAKeyThatDoesNotOpen},
 	{name: "ExportsCarryCiphertextAndWrappedKeys", fn: testEncryptedExport},
 	{name: "ShreddingErasesOneThread", fn: testShredding},
 	{name: "ShreddingWithHeldKeysReachesBackups", fn: testShreddingReachesBackups},
@@ -980,6 +981,40 @@ func testPlaintextWritesRefused(t *testing.T, e *cryptEnv) {
 	snapWith(t, e.ctx, plain, engine.SnapshotInput{ThreadID: "open", Messages: json.RawMessage(`["plain"]`)})
 	if _, err := plain.Append(e.ctx, engine.AppendInput{ThreadID: "open", Messages: json.RawMessage(`["more"]`)}); err != nil {
 		t.Fatalf("a thread without a key: %v", err)
+	}
+}
+
+// A key the provider cannot unwrap (here one planted under another
+// thread's id, which its wrapping does not name) stops no other key's
+// rotation: RewrapKeys rewraps the rest, counts it as Failed and names it
+// in ErrEncrypted.
+func testRewrapGoesPastAKeyThatDoesNotOpen(t *testing.T, e *cryptEnv) {
+	oldText, newText := engine.NewKeyText("old"), engine.NewKeyText("new")
+	parse := func(s string) *engine.LocalKeys {
+		k, err := engine.ParseLocalKeys(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	eng := e.open(parse(oldText), engine.Config{})
+	for _, thread := range []string{"b-good", "z-good"} {
+		snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["x"]`)})
+	}
+	db := e.h.SQL(t, e.url)
+	if _, err := db.ExecContext(e.ctx, `INSERT INTO data_keys (tenant_id, thread_id, kek_id, wrapped_key, created_at)
+		SELECT tenant_id, 'a-bad', kek_id, wrapped_key, created_at FROM data_keys WHERE thread_id = 'z-good'`); err != nil {
+		t.Fatal(err)
+	}
+	rot := e.open(parse(newText+"\n"+oldText), engine.Config{})
+	r, err := rot.RewrapKeys(e.ctx)
+	if !errors.Is(err, engine.ErrEncrypted) || !strings.Contains(fmt.Sprint(err), `thread "a-bad"`) || r.Failed != 1 || r.Rewrapped != 2 {
+		t.Fatalf("rewrap with a key that does not open first: %+v, %v; want 2 rewrapped, 1 failed, ErrEncrypted naming a-bad", r, err)
+	}
+	for _, thread := range []string{"b-good", "z-good"} {
+		if _, err := e.open(parse(newText), engine.Config{}).Latest(e.ctx, thread); err != nil {
+			t.Errorf("thread %s under the new key alone: %v", thread, err)
+		}
 	}
 }
 

@@ -238,6 +238,8 @@ func testImportRefusesWhatNoWriteMakes(t *testing.T, e *env) {
 			engine.ErrInvalidInput, rec(delta), "run 2147483647; depth starts at 1, run at 0 (both below 2^31-1)"},
 		{"a delta depth of 2^31-1", nil, one(delta, func(c *engine.ExportCheckpoint) { c.DeltaDepth = math.MaxInt32 }),
 			engine.ErrInvalidInput, rec(delta), "a delta with depth 2147483647"},
+		{"a delta deeper than a read here follows", nil, one(delta, func(c *engine.ExportCheckpoint) { c.DeltaDepth = 2*(engine.DefaultDeltaRun-1) + 1 }),
+			engine.ErrInvalidInput, rec(delta), "delta depth 99; a read follows at most 98 links here"},
 		// Times outside what RFC 3339 spells, which no export could write
 		// back.
 		{"a checkpoint in year 10000 (UTC)", nil, one(ids[0], func(c *engine.ExportCheckpoint) { c.CreatedAt = lateOffset }),

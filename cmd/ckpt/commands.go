@@ -505,12 +505,18 @@ func runRewrap(ctx context.Context, c *cli, _ []string) error {
 		return usageError{"rewrap needs the keys: --keys FILE or $" + keysEnv}
 	}
 	r, err := c.eng.RewrapKeys(ctx)
-	if err != nil {
+	if err != nil && r.Failed == 0 {
 		return err
 	}
+	// Keys that did not unwrap leave the others rewrapped: say both.
 	if c.json {
-		return c.printJSON(map[string]int{"rewrapped": r.Rewrapped, "shredded": r.Shredded})
+		if perr := c.printJSON(map[string]int{"rewrapped": r.Rewrapped, "shredded": r.Shredded, "failed": r.Failed}); perr != nil {
+			return perr
+		}
+		return err
 	}
-	_, err = fmt.Fprintf(c.stdout, "rewrapped %d data keys (%d shredded, left as they are)\n", r.Rewrapped, r.Shredded)
+	if _, perr := fmt.Fprintf(c.stdout, "rewrapped %d data keys (%d shredded, left as they are; %d failed, left as they are)\n", r.Rewrapped, r.Shredded, r.Failed); perr != nil {
+		return perr
+	}
 	return err
 }
