@@ -279,7 +279,10 @@ type SweepResult struct {
 }
 
 // Sweep applies thread expiry (see SetThreadExpiry) and then p to every
-// thread, in thread id order, BatchSize threads per transaction. It takes
+// thread, in thread id order, BatchSize threads per transaction; in each
+// batch every due expiry first, then p (on both stores), so a branch that
+// expires no longer protects its source from p when the two share a batch;
+// when the source came in an earlier batch, the next sweep trims it. It takes
 // the retention policies (KeepAll: expiry alone, KeepLastN, KeepAge,
 // KeepMilestones), which the SQL sweep applies too. A crash or a cancelled
 // context loses at most the batch in flight, which rolls back whole: every

@@ -87,6 +87,7 @@ var tests = []conformanceTest{
 	{name: "RetentionAfterEachSnapshot", fn: testRetentionAfterEachSnapshot},
 	{name: "RetentionBadInputDeletesNothing", fn: testRetentionBadInput},
 	{name: "SweepAppliesPoliciesAndExpiry", fn: testSweep},
+	{name: "SweepExpiresBeforeItsPolicy", fn: testSweepExpiresBeforeItsPolicy},
 	{name: "DeletesAndSweepsRaceWriters", fn: testDeletesAndSweepsRaceWriters},
 	{name: "SweepsKeepSourcesOfBranchesMadeMeanwhile", fn: testSweepsKeepSourcesOfBranchesMadeMeanwhile},
 	// deletes.go

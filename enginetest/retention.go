@@ -582,3 +582,29 @@ func testDeletesAndSweepsRaceWriters(t *testing.T, e *env) {
 	}
 	t.Logf("%d snapshots written, %d checkpoints left", len(sent), len(inv.checkpoints))
 }
+
+// In a sweep's batch, expiries apply before the policy, on both stores: a
+// branch that expires (KeepNone) no longer protects its source from the
+// same batch's policy, whichever of the two threads comes first in thread
+// order (a branch's id sorts after its source's).
+func testSweepExpiresBeforeItsPolicy(t *testing.T, e *env) {
+	src := e.line("src", 4)
+	br, err := e.eng.Branch(e.ctx, src[0], "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.eng.SetThreadExpiry(e.ctx, br.ThreadID, time.Now().Add(-time.Minute), engine.KeepNone()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.eng.Sweep(e.ctx, engine.KeepLastN(1), engine.SweepOptions{BatchSize: 10})
+	if err != nil || res.Expired != 1 || res.Threads != 2 {
+		t.Fatalf("sweep: %+v, %v", res, err)
+	}
+	left, err := e.eng.ListCheckpoints(e.ctx, "src", engine.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0].ID != src[3] {
+		t.Errorf("the source after its branch expired in the same batch keeps %d checkpoints, want its head alone", len(left))
+	}
+}

@@ -142,7 +142,21 @@ func (s *Store) sweepBatch(ctx context.Context, p engine.Policy, after string, s
 		for _, d := range due {
 			keepsLatest[d.ThreadID] = d.KeepLatest
 		}
+		// The batch's expiries first, then its policy, as thread_gc_many
+		// applies them: a branch that expires no longer protects its
+		// source from the policy, wherever the two are in the batch.
+		expiringFirst := make([]string, 0, len(ids))
 		for _, t := range ids {
+			if _, expiring := keepsLatest[t]; expiring {
+				expiringFirst = append(expiringFirst, t)
+			}
+		}
+		for _, t := range ids {
+			if _, expiring := keepsLatest[t]; !expiring {
+				expiringFirst = append(expiringFirst, t)
+			}
+		}
+		for _, t := range expiringFirst {
 			if _, err := tx.ExecContext(ctx, `SAVEPOINT sweep_thread`); err != nil {
 				return dbError("savepoint", err)
 			}
