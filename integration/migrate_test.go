@@ -186,6 +186,11 @@ func TestMigrateCLI(t *testing.T) {
 	if r := runCLI(t, bin, env, "down", "1"); r.code != 0 || r.stdout != "version "+itoa(previousVersion())+" of "+latest+"\n" {
 		t.Fatalf("down 1: %+v", r)
 	}
+	// goto 0 reverts every migration, as on SQLite (0 is what version
+	// says of an empty schema).
+	if r := runCLI(t, bin, env, "goto", "0"); r.code != 0 || r.stdout != "version 0 of "+latest+"\n" {
+		t.Fatalf("goto 0: %+v", r)
+	}
 	if r := runCLI(t, bin, env, "goto", latest); r.code != 0 || r.stdout != "version "+latest+" of "+latest+"\n" {
 		t.Fatalf("goto: %+v", r)
 	}

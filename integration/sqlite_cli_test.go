@@ -144,6 +144,8 @@ func TestMigrateSQLiteFile(t *testing.T) {
 	want([]string{"version"}, "version "+latest+" of "+latest)
 	want([]string{"down", "-all"}, "version 0 of "+latest)
 	want([]string{"goto", latest}, "version "+latest+" of "+latest)
+	want([]string{"goto", "0"}, "version 0 of "+latest)
+	want([]string{"goto", latest}, "version "+latest+" of "+latest)
 	// A process that died in the migration left the flag dirty and the
 	// schema as it was (the migration is one transaction): version says
 	// how to go on, force -1 and up do. down takes 1, the one migration.

@@ -258,11 +258,14 @@ func (m *Migrator) DownAll(ctx context.Context) error {
 	return m.run(ctx, false, func(uint) (uint, error) { return 0, nil })
 }
 
-// Goto migrates up or down to the given version. It returns
-// ErrUnknownVersion when no migration has that version.
+// Goto migrates up or down to the given version; 0, the version of a
+// schema with no migration applied (see Version), reverts them all, as
+// DownAll. It returns ErrUnknownVersion when no migration has that version.
 func (m *Migrator) Goto(ctx context.Context, version uint) error {
-	if _, err := SQL(version, true); err != nil {
-		return err
+	if version != 0 {
+		if _, err := SQL(version, true); err != nil {
+			return err
+		}
 	}
 	return m.run(ctx, false, func(uint) (uint, error) { return version, nil })
 }

@@ -46,7 +46,7 @@ Commands:
   up             apply every migration not yet applied
   down N         revert the last N migrations
   down -all      revert every migration
-  goto V         migrate up or down to version V
+  goto V         migrate up or down to version V (0: revert every migration)
   version        print the applied version (creates nothing)
   check          exit 0 if the database is at the latest version, 1 if
                  migrations are pending (or it is dirty); changes nothing
