@@ -632,6 +632,11 @@ func (e *Engine) mergeSealed(ctx context.Context, branchThread, intoThread, name
 	if branchThread == intoThread {
 		return MergeResult{}, fmt.Errorf("%w: cannot merge thread %q into itself", ErrInvalidInput, intoThread)
 	}
+	// The target's head first: a merge creates no thread, and sealing
+	// makes the target's data key, which a refused merge must not leave.
+	if _, err := e.store.HeadID(ctx, intoThread, namespace); err != nil {
+		return MergeResult{}, fmt.Errorf("thread %q has no checkpoint in namespace %q to merge into: %w", intoThread, namespace, err)
+	}
 	head, err := e.store.Head(ctx, branchThread, namespace)
 	if err == nil {
 		err = e.openCheckpoint(ctx, head)

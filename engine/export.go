@@ -44,10 +44,13 @@ const ExportFormat = 3
 // computes them from the content it stores, so a file cannot make a later
 // write store a wrong delta.
 //
-// An export carries no tenant. Import writes every row into the tenant
-// of the Engine it is called on (see Engine.ForTenant), and never into
-// another: an export made by tenant A imports into tenant B as B's rows,
-// with the same thread and checkpoint ids, apart from A's.
+// An export's rows carry no tenant. Import writes every row into the
+// tenant of the Engine it is called on (see Engine.ForTenant), and never
+// into another: an export made by tenant A imports into tenant B as B's
+// rows, with the same thread and checkpoint ids, apart from A's; but an
+// encrypted thread's data key, whose wrapping names its tenant, names it
+// in the file too (ExportDataKey.Tenant), and imports into that tenant
+// alone.
 // An encrypted thread (see Encryption) is exported as stored: its content
 // as ciphertexts, never decrypted, and after the checkpoints of the
 // export's threads, one "data_key" line (ExportDataKey) per thread that has
@@ -607,7 +610,7 @@ func (im *importer) read(ctx context.Context, w ImportWriter, r io.Reader) error
 	if record == 0 {
 		return fmt.Errorf("%w: the input is empty; want a pgcheckpoint export", ErrInvalidInput)
 	}
-	return im.finish(ctx)
+	return im.finish(ctx, w)
 }
 
 // lineError is the error for a line the lineReader could not give.
@@ -988,7 +991,7 @@ func mergeFits(c, mp importedCheckpoint) error {
 // finish checks, at the end of an import, what needed every record: the
 // parents and merge parents that came after their children, what thread
 // rows name, and that no checkpoint is its own ancestor.
-func (im *importer) finish(ctx context.Context) error {
+func (im *importer) finish(ctx context.Context, w ImportWriter) error {
 	if err := im.checkUnresolved(); err != nil {
 		return err
 	}
@@ -998,7 +1001,7 @@ func (im *importer) finish(ctx context.Context) error {
 		return fmt.Errorf("record %d: checkpoint %s: %w: it holds sealed values (an encrypting Engine's), but the import carries no data key, as an export of an encrypted thread does",
 			im.sealedRecord, im.sealedID, ErrInvalidInput)
 	}
-	if err := im.checkKeyedThreads(ctx); err != nil {
+	if err := im.checkKeyedThreads(ctx, w); err != nil {
 		return err
 	}
 	for _, c := range im.mergeLater {
@@ -1021,17 +1024,20 @@ func (im *importer) finish(ctx context.Context) error {
 // thread of that id that was deleted (DeleteThreads keeps the key): such a
 // thread takes only content sealed by that key, and the file's is not (see
 // PutRequest.Sealed). ErrInvalidInput.
-func (im *importer) checkKeyedThreads(ctx context.Context) error {
+// It reads in the import's transaction (w): a read through the Engine's
+// store would wait for a second connection, which an import holding the
+// only one (SQLite in memory, a pool of one) never gets.
+func (im *importer) checkKeyedThreads(ctx context.Context, w ImportWriter) error {
 	for thread := range im.threads {
 		if im.keyed[thread] {
 			continue
 		}
-		_, err := im.e.store.DataKey(ctx, thread)
-		switch {
-		case err == nil:
-			return fmt.Errorf("%w: thread %q has a data key in the database (an encrypted thread of that id was deleted), and the file carries none: import it under another id", ErrInvalidInput, thread)
-		case !errors.Is(err, ErrNotFound):
+		keyed, err := w.HasDataKey(ctx, thread)
+		if err != nil {
 			return err
+		}
+		if keyed {
+			return fmt.Errorf("%w: thread %q has a data key in the database (an encrypted thread of that id was deleted), and the file carries none: import it under another id", ErrInvalidInput, thread)
 		}
 	}
 	return nil

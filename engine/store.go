@@ -121,7 +121,8 @@ type Store interface {
 	// Branch creates thread newThreadID whose first checkpoint (id) has
 	// the content of checkpoint fromID and fromID as parent, and records
 	// the branch name and source on the thread. ErrNotFound for an unknown
-	// source; ErrInvalidInput when newThreadID exists.
+	// source; ErrInvalidInput when newThreadID exists or has a data key
+	// (left by a deleted encrypted thread).
 	Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name string, id uuid.UUID) (BranchResult, error)
 	// Branches lists the branches forked from a thread, oldest first.
 	Branches(ctx context.Context, threadID string) ([]BranchInfo, error)
@@ -129,12 +130,16 @@ type Store interface {
 	// branchThread's head, intoThread's head as parent and the branch head
 	// as merge parent, all three in namespace. ErrNotFound, writing
 	// nothing, for a branch or an intoThread with no checkpoint in
-	// namespace; ErrInvalidInput for a thread merged into itself.
+	// namespace; ErrInvalidInput for a thread merged into itself;
+	// ErrEncrypted for an encrypted branch or intoThread (values are
+	// copied as stored: an encrypting Engine merges by a Put with
+	// MergeParentID).
 	Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error)
 	// CopyThread copies every row of thread src to a new thread dst with
 	// new checkpoint ids, and returns one pair per checkpoint copied, in
 	// namespace then write order. ErrNotFound for an unknown src;
-	// ErrInvalidInput when dst exists.
+	// ErrInvalidInput when dst exists or has a data key; ErrEncrypted for
+	// an encrypted src (an encrypting Engine copies by sealing again).
 	CopyThread(ctx context.Context, src, dst string) ([]CopiedID, error)
 
 	// SweepBatch applies expiry (see SetExpiry) and then p (a checked
@@ -354,6 +359,9 @@ type ImportWriter interface {
 	// checked: wrapped, or shredded with ShreddedAt set).
 	// ErrInvalidInput when the thread has another key already.
 	DataKey(ctx context.Context, k WrappedKey) error
+	// HasDataKey reports whether a thread has a data key in the database
+	// (shredded or not), read in the import's transaction.
+	HasDataKey(ctx context.Context, threadID string) (bool, error)
 	// HoldThread takes the lock of a thread of the database until the
 	// import ends (its writers and deleters wait for the import) and
 	// returns its rows as they are then, as an export has them; none for

@@ -251,11 +251,12 @@ type BranchResult struct {
 // thread records the branch name and the source. It holds the source's
 // thread while it writes (on Postgres, that thread's lock too), so a
 // retention policy applied meanwhile either sees the branch and keeps its
-// source or deletes the source first. Under encryption the branch gets
+// source or deletes the source first. A branch of an encrypted thread gets
 // its own data key at once (its content is its source's, sealed), so a
 // client without the key cannot write plaintext into it (see
 // ErrEncrypted). Errors: ErrNotFound for an unknown
-// source (or one deleted meanwhile); ErrInvalidInput for an empty or
+// source (or one deleted meanwhile); ErrEncrypted from an Engine without
+// Config.Encryption for a source in an encrypted thread; ErrInvalidInput for an empty or
 // over-long name; ErrTransient (retry it) under REPEATABLE READ or
 // SERIALIZABLE when the source's thread changed after the transaction's
 // snapshot, or, on Postgres, when the source's id moved to another thread
@@ -275,6 +276,17 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ B
 		return BranchResult{}, fmt.Errorf("branch: source checkpoint %s: %w", fromID, ErrNotFound)
 	}
 	src := line[0]
+	// Whether the source's thread is encrypted: an Engine without the key
+	// would leave a branch holding its sealed values that it then writes
+	// plaintext onto; an encrypting one gives such a branch its key.
+	_, err = e.store.DataKey(ctx, src.ThreadID)
+	sealed := err == nil
+	switch {
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return BranchResult{}, fmt.Errorf("branch: source: %w", err)
+	case sealed && e.crypt == nil:
+		return BranchResult{}, fmt.Errorf("branch: %w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, src.ThreadID)
+	}
 	suffix := make([]byte, 6) // thousands of branches of a thread: no two alike
 	_, _ = rand.Read(suffix)
 	tail := "-branch-" + name + "-" + hex.EncodeToString(suffix)
@@ -290,11 +302,13 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ B
 	if err != nil {
 		return BranchResult{}, fmt.Errorf("branch %q from checkpoint %s: %w", name, fromID, err)
 	}
-	if e.crypt != nil {
+	if sealed {
 		// The branch holds its source's sealed values: its own key now,
 		// not at its first write, makes it an encrypted thread at once,
 		// which no client without the key writes plaintext into. Should
-		// that fail, the first encrypted write makes the key.
+		// that fail, the first encrypted write makes the key. (A branch
+		// of a thread written before encryption was on gets none: an
+		// Engine without encryption reads and goes on with it.)
 		if _, err := e.dataKey(ctx, r.ThreadID, true); err != nil {
 			e.crypt.log.LogAttrs(ctx, slog.LevelWarn, "pgcheckpoint: a new branch's data key was not made; its first encrypted write will make it",
 				slog.String("thread_id", termsafe.Text(r.ThreadID)), slog.Any("error", loggedError{err}))
@@ -355,7 +369,9 @@ func (e *Engine) MergeBranch(ctx context.Context, branchThread, intoThread strin
 // Under encryption the engine reads the branch head and writes its content
 // sealed under intoThread's own key (see Config.Encryption), so the merge
 // reads on after the branch is deleted; ErrEncrypted when the head does not
-// open, ErrSnapshotTooLarge when its content is over Config.MaxSnapshotBytes.
+// open, ErrSnapshotTooLarge when its content with the merge's own summary
+// ("Merge of ...") and tag is over Config.MaxSnapshotBytes (the limit of
+// any write).
 func (e *Engine) MergeBranchIn(ctx context.Context, branchThread, intoThread, namespace string) (_ MergeResult, err error) {
 	ctx, done := e.tel.call(ctx, "MergeBranchIn", attrNamespace.String(namespace))
 	defer func() { done(err) }()

@@ -632,6 +632,18 @@ func testEncryptedMergeOutlivesItsBranch(t *testing.T, e *cryptEnv) {
 	if c, err := reader.Latest(e.ctx, "target"); err != nil || c.ID != after.ID {
 		t.Errorf("refused merges moved the head: %v", err)
 	}
+	// A retry of a write names the same merge parent, as both stores
+	// compare it (the same content with one would be another write).
+	again := engine.PutRequest{ThreadID: "target", ID: engine.NewCheckpointID(), Trigger: engine.TriggerManual,
+		Tags: []string{}, Metadata: json.RawMessage(`{}`), Messages: json.RawMessage(`["r"]`), State: json.RawMessage(`{}`),
+		ToolResults: json.RawMessage(`{}`), DeltaRun: 1, Sealed: true}
+	if _, err := eng.Store().Put(e.ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	again.MergeParentID = want.ID
+	if _, err := eng.Store().Put(e.ctx, again); !errors.Is(err, engine.ErrIDConflict) {
+		t.Errorf("a retry of a write with a merge parent it had not: %v, want ErrIDConflict", err)
+	}
 }
 
 // metaOf is a checkpoint's metadata, or "(none)" for nil.
@@ -944,6 +956,29 @@ func testPlaintextWritesRefused(t *testing.T, e *cryptEnv) {
 	}
 	if _, err := plain.Append(e.ctx, engine.AppendInput{ThreadID: br.ThreadID, Messages: json.RawMessage(`["plain"]`)}); !errors.Is(err, engine.ErrEncrypted) {
 		t.Errorf("a write without encryption on a fresh branch of an encrypted thread: %v, want ErrEncrypted", err)
+	}
+	// Without the key, no branch of it and no merge of its branch
+	// elsewhere (the values would go where plaintext is then written).
+	if _, err := plain.Branch(e.ctx, head.ID, "plain"); !errors.Is(err, engine.ErrEncrypted) {
+		t.Errorf("a branch of an encrypted thread without encryption: %v, want ErrEncrypted", err)
+	}
+	if _, err := plain.MergeBranch(e.ctx, br.ThreadID, "plain-branch"); !errors.Is(err, engine.ErrEncrypted) {
+		t.Errorf("a merge of an encrypted branch without encryption: %v, want ErrEncrypted", err)
+	}
+	// A refused encrypting merge (no target there) leaves no data key.
+	if _, err := eng.MergeBranch(e.ctx, br.ThreadID, "typo"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("a merge into no thread: %v, want ErrNotFound", err)
+	}
+	snapWith(t, e.ctx, plain, engine.SnapshotInput{ThreadID: "typo", Messages: json.RawMessage(`["plain"]`)})
+	// An encrypting Engine's branch of a thread written before encryption
+	// was on gets no key: an Engine without encryption goes on with it.
+	legacy := snapWith(t, e.ctx, plain, engine.SnapshotInput{ThreadID: "legacy", Messages: json.RawMessage(`["plain"]`)})
+	lb, err := eng.Branch(e.ctx, legacy.ID, "lb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Append(e.ctx, engine.AppendInput{ThreadID: lb.ThreadID, Messages: json.RawMessage(`["more"]`)}); err != nil {
+		t.Errorf("a branch of a plaintext thread, made by an encrypting engine, written without encryption: %v", err)
 	}
 	// An id whose encrypted thread was deleted keeps its key: a copy or an
 	// import of plaintext onto it is refused, nothing written.

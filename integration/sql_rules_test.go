@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -583,6 +584,7 @@ func TestSQLWritesRefusePlaintextForEncryptedThreads(t *testing.T) {
 	before = b.count(t)
 	for _, c := range []struct{ name, code, sql string }{
 		{"thread_merge into an encrypted thread", "PC007", `SELECT * FROM pgcheckpoint.thread_merge('open', 'sealed', pgcheckpoint.uuid_v7())`},
+		{"thread_merge of an encrypted thread", "PC007", `SELECT * FROM pgcheckpoint.thread_merge('sealed', 'open', pgcheckpoint.uuid_v7())`},
 		{"thread_copy of an encrypted thread", "PC007", `SELECT * FROM pgcheckpoint.thread_copy('sealed', 'copy')`},
 		{"thread_copy onto a key left by a deleted thread", "PC003", `SELECT * FROM pgcheckpoint.thread_copy('open', 'gone')`},
 		{"thread_branch onto a key left by a deleted thread", "PC003", `SELECT * FROM pgcheckpoint.thread_branch('` + open.ID.String() + `', 'gone', 'b', pgcheckpoint.uuid_v7())`},
@@ -691,5 +693,28 @@ func TestExportSpellsPendingWriteTimesInUTC(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"created_at":"1900-01-01T00:00:00Z"`) {
 		t.Errorf("the pending write's time is not spelled in UTC:\n%s", out.String())
+	}
+}
+
+// An import through a pool of one connection finishes: every check it
+// makes reads in the import's own transaction. (It waited forever for a
+// second connection, and as many concurrent imports as the pool has
+// connections waited for each other.)
+func TestImportThroughAPoolOfOne(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.snap(t, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["a"]`)})
+	var file bytes.Buffer
+	if _, err := b.eng.Export(b.ctx, "t", &file); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.DeleteThreads(b.ctx, "t"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	one := engine.New(postgres.NewStore(poolOf(t, b.db.URL, 1), postgres.Options{}), engine.Config{})
+	if st, err := one.Import(ctx, &file, engine.ImportOptions{}); err != nil || st.Checkpoints != 1 {
+		t.Fatalf("import through a pool of one: %+v, %v", st, err)
 	}
 }

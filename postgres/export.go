@@ -178,6 +178,12 @@ func (w *pgImport) Thread(ctx context.Context, t engine.ExportThread) error {
 	}))
 }
 
+// HasDataKey implements engine.ImportWriter.
+func (w *pgImport) HasDataKey(ctx context.Context, threadID string) (bool, error) {
+	sealed, err := w.q.ThreadImportSealed(ctx, threadID)
+	return sealed, dbError("look for the thread's data key", err)
+}
+
 // HoldThread implements engine.ImportWriter: the thread's lock
 // (ThreadImportLock), then its rows, in the import's transaction.
 func (w *pgImport) HoldThread(ctx context.Context, threadID string) ([]engine.ExportThread, error) {

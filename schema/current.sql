@@ -2102,6 +2102,13 @@ BEGIN
     IF p_branch_thread_id = p_into_thread_id THEN
         RAISE EXCEPTION 'cannot merge thread % into itself', pgcheckpoint.quoted_text(p_into_thread_id) USING ERRCODE = 'PC003';
     END IF;
+    IF (SELECT s.sealed FROM pgcheckpoint.thread_sealed(p_branch_thread_id) s) THEN
+        -- Its values are bound to its checkpoints and key: copied as they
+        -- are, they would read nowhere in the target, which a client
+        -- without the key would then write plaintext onto.
+        RAISE EXCEPTION 'thread % is encrypted: merge it through an engine opened with its key', pgcheckpoint.quoted_text(p_branch_thread_id)
+            USING ERRCODE = 'PC007';
+    END IF;
     SELECT m.* INTO v_src.messages, v_src.state, v_src.tool_results
     FROM pgcheckpoint.checkpoint_materialize(v_src.checkpoint_id) m;
     IF NOT FOUND THEN
@@ -2123,7 +2130,7 @@ BEGIN
     RETURN QUERY SELECT p_into_thread_id, p_checkpoint_id, v_put.parent_checkpoint_id, v_src.checkpoint_id, v_put.step;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) IS 'Writes on the target thread, in namespace p_namespace (default '''', the root), a checkpoint with the content of the branch''s head in that namespace; parent: the target''s head there; merge_parent_id: the branch head. Errors: PC001 no branch checkpoint in the namespace, or no target checkpoint there (a merge creates no thread), PC003 merge into itself, PC007 an encrypted target (the values are copied as stored; an encrypting client merges through checkpoint_put with p_merge_parent_id).';
+COMMENT ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) IS 'Writes on the target thread, in namespace p_namespace (default '''', the root), a checkpoint with the content of the branch''s head in that namespace; parent: the target''s head there; merge_parent_id: the branch head. Errors: PC001 no branch checkpoint in the namespace, or no target checkpoint there (a merge creates no thread), PC003 merge into itself, PC007 an encrypted branch or target (the values are copied as stored; an encrypting client merges through checkpoint_put with p_merge_parent_id).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_prune_many(p_thread_ids text[], p_keep_latest boolean)

@@ -166,6 +166,11 @@ type importWriter struct {
 	threads map[string]bool // threads this import created
 }
 
+// HasDataKey implements engine.ImportWriter.
+func (w *importWriter) HasDataKey(ctx context.Context, threadID string) (bool, error) {
+	return hasDataKey(ctx, w.q, threadID)
+}
+
 // HoldThread implements engine.ImportWriter: the import's write
 // transaction holds the database's write lock, every thread's.
 func (w *importWriter) HoldThread(ctx context.Context, threadID string) ([]engine.ExportThread, error) {

@@ -10,10 +10,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
+	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
 )
 
 // storedRow is a checkpoint row as stored, with its digests.
@@ -169,4 +171,31 @@ func fromObject(t *testing.T, obj json.RawMessage, keys []string) map[string]str
 		}
 	}
 	return out
+}
+
+// An import into a database held by one connection (in memory: the write
+// connection is the only one) finishes: every check it makes reads in its
+// own transaction. (It waited forever for a second connection.)
+func TestImportIntoAMemoryDatabase(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	open := func() *engine.Engine {
+		st, err := sqlite.Open(ctx, sqlite.Memory, sqlite.Options{Migrate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return engine.New(st, engine.Config{})
+	}
+	src, dst := open(), open()
+	if _, err := src.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["a"]`)}); err != nil {
+		t.Fatal(err)
+	}
+	var file bytes.Buffer
+	if _, err := src.Export(ctx, "t", &file); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := dst.Import(ctx, &file, engine.ImportOptions{}); err != nil || st.Checkpoints != 1 {
+		t.Fatalf("import into a database in memory: %+v, %v", st, err)
+	}
 }

@@ -127,7 +127,8 @@ func setStored(row *sqlitedb.CheckpointInsertParams, st stored) {
 // content (JSON-equal, as Postgres compares jsonb) is a retry that changes
 // nothing; anything else is a conflict.
 func retried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, p engine.PutRequest) (engine.SnapshotResult, error) {
-	same := sameRetry(ex, p.ThreadID, p.Namespace, p.NextNode, p.Metadata)
+	// A merge's retry names the same merge parent, as checkpoint_put compares.
+	same := sameRetry(ex, p.ThreadID, p.Namespace, p.NextNode, p.Metadata) && ex.MergeParentID == nullID(p.MergeParentID)
 	if same {
 		c, err := materialize(ctx, q, storedOf(ex))
 		if err != nil {

@@ -305,7 +305,8 @@ func (s *Store) Branches(ctx context.Context, threadID string) ([]engine.BranchI
 // parent and the branch head as merge parent; it is a write like Put (a
 // retried id is a no-op). Errors: engine.ErrNotFound for a branch with no
 // checkpoint in namespace; engine.ErrInvalidInput for a thread merged into
-// itself.
+// itself; engine.ErrEncrypted for an encrypted branch or target (see
+// refusePlaintext).
 func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (engine.MergeResult, error) {
 	var res engine.MergeResult
 	err := s.write(ctx, func(q *queries, _ execer) error {
@@ -315,6 +316,14 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 		}
 		if branchThread == intoThread {
 			return fmt.Errorf("%w: cannot merge thread %q into itself", engine.ErrInvalidInput, intoThread)
+		}
+		// Its values are bound to its checkpoints and key: copied as they
+		// are, they would read nowhere in the target (an encrypting Engine
+		// merges by a Put of the content sealed for the target).
+		if keyed, err := hasDataKey(ctx, q, branchThread); err != nil {
+			return err
+		} else if keyed {
+			return fmt.Errorf("%w: thread %q is encrypted: merge it through an engine opened with its key", engine.ErrEncrypted, branchThread)
 		}
 		c, err := materialize(ctx, q, storedOf(src))
 		if err != nil {

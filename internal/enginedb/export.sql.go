@@ -307,3 +307,16 @@ func (q *Queries) ThreadImportLock(ctx context.Context, threadID string) error {
 	_, err := q.db.Exec(ctx, ThreadImportLock, threadID)
 	return err
 }
+
+const ThreadImportSealed = `-- name: ThreadImportSealed :one
+SELECT s.sealed::boolean AS sealed FROM pgcheckpoint.thread_sealed($1::text) s
+`
+
+// Whether a thread has a data key (pgcheckpoint.thread_sealed), read in the
+// import's transaction.
+func (q *Queries) ThreadImportSealed(ctx context.Context, threadID string) (bool, error) {
+	row := q.db.QueryRow(ctx, ThreadImportSealed, threadID)
+	var sealed bool
+	err := row.Scan(&sealed)
+	return sealed, err
+}

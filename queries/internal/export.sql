@@ -65,6 +65,11 @@ LIMIT @max_rows::int;
 -- it commits, so no write to the thread interleaves with it.
 SELECT pgcheckpoint.thread_lock(@thread_id::text);
 
+-- name: ThreadImportSealed :one
+-- Whether a thread has a data key (pgcheckpoint.thread_sealed), read in the
+-- import's transaction.
+SELECT s.sealed::boolean AS sealed FROM pgcheckpoint.thread_sealed(@thread_id::text) s;
+
 -- name: ThreadImportExists :one
 -- Whether a thread has a row or a checkpoint in any namespace.
 SELECT (EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads WHERE thread_id = @thread_id::text)
