@@ -618,6 +618,29 @@ func (e *Engine) refuseThread(ctx context.Context, thread string) error {
 	return fmt.Errorf("%w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, thread)
 }
 
+// sourceSealed reports whether a branch of checkpoint id, of thread, holds
+// sealed values: the thread has a data key; or, for an encrypting Engine,
+// the checkpoint holds ciphertext all the same (a thread without a key of
+// its own: a branch made from SQL, or one whose key was not made). An
+// Engine without encryption asks the key alone, which costs a branch no
+// read of content.
+func (e *Engine) sourceSealed(ctx context.Context, thread string, id uuid.UUID) (bool, error) {
+	_, err := e.store.DataKey(ctx, thread)
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, ErrNotFound):
+		return false, err
+	case e.crypt == nil:
+		return false, nil
+	}
+	c, err := e.store.Get(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return holdsCiphertext(c.Messages) || holdsCiphertext(c.State) || holdsCiphertext(c.ToolResults), nil
+}
+
 // mergeSealed is a merge under encryption. The store's merge copies the
 // branch head's values as stored: sealed under the keys of the threads
 // that wrote them (the branch's, its source's) and bound to those
@@ -634,8 +657,13 @@ func (e *Engine) mergeSealed(ctx context.Context, branchThread, intoThread, name
 	}
 	// The target's head first: a merge creates no thread, and sealing
 	// makes the target's data key, which a refused merge must not leave.
-	if _, err := e.store.HeadID(ctx, intoThread, namespace); err != nil {
+	// (Without the target's lock: a delete of the target meanwhile may
+	// still leave a key, which its id then keeps, as DeleteThreads does.)
+	switch _, err := e.store.HeadID(ctx, intoThread, namespace); {
+	case errors.Is(err, ErrNotFound):
 		return MergeResult{}, fmt.Errorf("thread %q has no checkpoint in namespace %q to merge into: %w", intoThread, namespace, err)
+	case err != nil:
+		return MergeResult{}, err
 	}
 	head, err := e.store.Head(ctx, branchThread, namespace)
 	if err == nil {

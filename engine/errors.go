@@ -98,7 +98,8 @@ var (
 	// checkpoint. An Engine without Config.Encryption returns it too for a
 	// thread whose content is encrypted, and for a write (Snapshot, Append,
 	// PutWrites, ClearMemory, MergeBranch) into a thread that has a data
-	// key, shredded or not, or a CopyThread of one: nothing is written.
+	// key, shredded or not, or a CopyThread or Branch of one, or a
+	// MergeBranch of an encrypted branch: nothing is written.
 	ErrEncrypted = errors.New("pgcheckpoint: encrypted content needs its key")
 
 	// ErrKeyNotDestroyed: a KeyShredder (HeldKeys) failed to destroy a

@@ -756,8 +756,8 @@ func (im *importer) checkpoint(ctx context.Context, w ImportWriter, l exportLine
 		func() error { return im.checkSeq(c, row) },
 		func() error { return im.checkFirst(c, row) },
 		func() error { return im.checkBase(c) },
-		func() error { return im.checkParent(ctx, c, record) },
-		func() error { return im.checkMergeParent(ctx, c, record) },
+		func() error { return im.checkParent(ctx, w, c, record) },
+		func() error { return im.checkMergeParent(ctx, w, c, record) },
 	} {
 		if err == nil {
 			err = check()
@@ -929,7 +929,7 @@ func (im *importer) maxDepth() int64 {
 // nor in the database is remembered: it may come later in the import
 // (checked by checkUnresolved at the end), or have been deleted by
 // retention, which leaves children pointing at it.
-func (im *importer) checkParent(ctx context.Context, c ExportCheckpoint, record int) error {
+func (im *importer) checkParent(ctx context.Context, w ImportWriter, c ExportCheckpoint, record int) error {
 	if c.ParentID == nil {
 		return nil
 	}
@@ -938,22 +938,22 @@ func (im *importer) checkParent(ctx context.Context, c ExportCheckpoint, record 
 	if parent, ok := im.ids[p]; ok {
 		return im.parentFits(child, p, parent)
 	}
-	found, err := im.e.store.Lineage(ctx, p, 1)
+	found, ok, err := w.Find(ctx, p)
 	if err != nil {
 		return fmt.Errorf("look up parent %s: %w", p, err)
 	}
-	if len(found) == 0 {
+	if !ok {
 		im.unresolved[p] = append(im.unresolved[p], child)
 		return nil
 	}
-	return im.parentFits(child, p, importedCheckpoint{id: p, thread: found[0].ThreadID, namespace: found[0].Namespace, step: found[0].Step})
+	return im.parentFits(child, p, importedCheckpoint{id: p, thread: found.ThreadID, namespace: found.Namespace, step: found.Step})
 }
 
 // checkMergeParent checks a merge parent as a merge makes it: the head of
 // another thread (the branch merged in), in the same namespace. One found
 // neither in the import so far nor in the database is checked at the end
 // if it comes later in the import (else it was deleted before the export).
-func (im *importer) checkMergeParent(ctx context.Context, c ExportCheckpoint, record int) error {
+func (im *importer) checkMergeParent(ctx context.Context, w ImportWriter, c ExportCheckpoint, record int) error {
 	if c.MergeParentID == nil {
 		return nil
 	}
@@ -965,15 +965,15 @@ func (im *importer) checkMergeParent(ctx context.Context, c ExportCheckpoint, re
 	if mp, ok := im.ids[m]; ok {
 		return mergeFits(child, mp)
 	}
-	found, err := im.e.store.Lineage(ctx, m, 1)
+	found, ok, err := w.Find(ctx, m)
 	if err != nil {
 		return fmt.Errorf("look up merge parent %s: %w", m, err)
 	}
-	if len(found) == 0 {
+	if !ok {
 		im.mergeLater = append(im.mergeLater, child)
 		return nil
 	}
-	return mergeFits(child, importedCheckpoint{id: m, thread: found[0].ThreadID, namespace: found[0].Namespace})
+	return mergeFits(child, importedCheckpoint{id: m, thread: found.ThreadID, namespace: found.Namespace})
 }
 
 // mergeFits is the rule for a merge parent mp of checkpoint c.
@@ -1012,7 +1012,7 @@ func (im *importer) finish(ctx context.Context, w ImportWriter) error {
 		}
 	}
 	for _, row := range im.rowOrder {
-		if err := im.checkRowLinks(ctx, row); err != nil {
+		if err := im.checkRowLinks(ctx, w, row); err != nil {
 			return fmt.Errorf("record %d: %w", row.record, err)
 		}
 	}
@@ -1085,7 +1085,7 @@ func (im *importer) parentFits(c importedCheckpoint, p uuid.UUID, parent importe
 // namespace's (a rewind names one, and a delete of it ends the rewind); its
 // branch source, where the import or the database has it, is in the thread
 // the row says and in the row's namespace.
-func (im *importer) checkRowLinks(ctx context.Context, row *importedRow) error {
+func (im *importer) checkRowLinks(ctx context.Context, w ImportWriter, row *importedRow) error {
 	if to := row.rewoundTo; to != nil {
 		c, ok := im.ids[*to]
 		if !ok {
@@ -1102,14 +1102,14 @@ func (im *importer) checkRowLinks(ctx context.Context, row *importedRow) error {
 	}
 	source, ok := im.ids[*row.branchedFrom]
 	if !ok {
-		found, err := im.e.store.Lineage(ctx, *row.branchedFrom, 1)
+		found, ok, err := w.Find(ctx, *row.branchedFrom)
 		if err != nil {
 			return fmt.Errorf("look up branch source %s: %w", *row.branchedFrom, err)
 		}
-		if len(found) == 0 {
+		if !ok {
 			return nil // deleted with its thread
 		}
-		source = importedCheckpoint{thread: found[0].ThreadID, namespace: found[0].Namespace}
+		source = importedCheckpoint{thread: found.ThreadID, namespace: found.Namespace}
 	}
 	if source.thread != row.branchedFromThread || source.namespace != row.key.namespace {
 		return fmt.Errorf("%w: thread %q namespace %q is branched from %s, a checkpoint of thread %q namespace %q, not of thread %q namespace %q as the row says",

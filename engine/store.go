@@ -362,6 +362,13 @@ type ImportWriter interface {
 	// HasDataKey reports whether a thread has a data key in the database
 	// (shredded or not), read in the import's transaction.
 	HasDataKey(ctx context.Context, threadID string) (bool, error)
+	// Find returns the thread, namespace and step of checkpoint id of the
+	// database (ID, ThreadID, Namespace and Step set), read in the import's
+	// transaction; ok is false when there is none. (An import reads the
+	// database only so: a read through the Store outside its transaction
+	// would wait for a second connection, which an import holding the only
+	// one never gets.)
+	Find(ctx context.Context, id uuid.UUID) (c CheckpointInfo, ok bool, err error)
 	// HoldThread takes the lock of a thread of the database until the
 	// import ends (its writers and deleters wait for the import) and
 	// returns its rows as they are then, as an export has them; none for

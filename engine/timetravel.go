@@ -279,10 +279,9 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ B
 	// Whether the source's thread is encrypted: an Engine without the key
 	// would leave a branch holding its sealed values that it then writes
 	// plaintext onto; an encrypting one gives such a branch its key.
-	_, err = e.store.DataKey(ctx, src.ThreadID)
-	sealed := err == nil
+	sealed, err := e.sourceSealed(ctx, src.ThreadID, fromID)
 	switch {
-	case err != nil && !errors.Is(err, ErrNotFound):
+	case err != nil:
 		return BranchResult{}, fmt.Errorf("branch: source: %w", err)
 	case sealed && e.crypt == nil:
 		return BranchResult{}, fmt.Errorf("branch: %w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, src.ThreadID)

@@ -980,6 +980,20 @@ func testPlaintextWritesRefused(t *testing.T, e *cryptEnv) {
 	if _, err := plain.Append(e.ctx, engine.AppendInput{ThreadID: lb.ThreadID, Messages: json.RawMessage(`["more"]`)}); err != nil {
 		t.Errorf("a branch of a plaintext thread, made by an encrypting engine, written without encryption: %v", err)
 	}
+	// A thread without a key that holds sealed values (a branch the store
+	// made, as thread_branch from SQL does): an encrypting Engine's branch
+	// of it gets a key all the same.
+	raw, err := eng.Store().Branch(e.ctx, head.ID, "raw", "raw", engine.NewCheckpointID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := eng.Branch(e.ctx, raw.CheckpointID, "rb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Append(e.ctx, engine.AppendInput{ThreadID: rb.ThreadID, Messages: json.RawMessage(`["plain"]`)}); !errors.Is(err, engine.ErrEncrypted) {
+		t.Errorf("a write without encryption on a branch of a keyless thread of sealed values: %v, want ErrEncrypted", err)
+	}
 	// An id whose encrypted thread was deleted keeps its key: a copy or an
 	// import of plaintext onto it is refused, nothing written.
 	snapWith(t, e.ctx, plain, engine.SnapshotInput{ThreadID: "reused", Messages: json.RawMessage(`["plain"]`)})

@@ -46,6 +46,7 @@ var notByThread = map[string]string{
 	"query CheckpointLineRange":            globalCheckpointID + " (then the rows before it in its thread, by key)",
 	"query CheckpointRewind":               globalCheckpointID + " (then locks and changes its thread)",
 	"query CheckpointImportIDsInUse":       globalCheckpointID + " (ids of an import, all of them)",
+	"query CheckpointImportFind":           globalCheckpointID + " (a parent, merge parent or branch source an import links to)",
 	"query CheckpointDeleteForRuns":        "deletes by run id (metadata), in every thread of the tenant: a run may span threads",
 	"query ThreadListHeads":                "lists the tenant's threads, in thread id order (a page of keys)",
 	"query DataKeyList":                    "lists the tenant's data keys, in thread id order (a page of keys, for RewrapKeys): one tenant, so one shard when distributed by tenant",

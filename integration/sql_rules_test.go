@@ -703,18 +703,74 @@ func TestExportSpellsPendingWriteTimesInUTC(t *testing.T) {
 func TestImportThroughAPoolOfOne(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.snap(t, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["a"]`)})
-	var file bytes.Buffer
-	if _, err := b.eng.Export(b.ctx, "t", &file); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.eng.DeleteThreads(b.ctx, "t"); err != nil {
+	src := b.snap(t, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["a"]`)})
+	br, err := b.eng.Branch(b.ctx, src.ID, "b")
+	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
 	defer cancel()
 	one := engine.New(postgres.NewStore(poolOf(t, b.db.URL, 1), postgres.Options{}), engine.Config{})
-	if st, err := one.Import(ctx, &file, engine.ImportOptions{}); err != nil || st.Checkpoints != 1 {
-		t.Fatalf("import through a pool of one: %+v, %v", st, err)
+	// A thread, and a branch whose parent and source are in the database.
+	for _, thread := range []string{"t", br.ThreadID} {
+		var file bytes.Buffer
+		if _, err := b.eng.Export(b.ctx, thread, &file); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.eng.DeleteThreads(b.ctx, thread); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := one.Import(ctx, &file, engine.ImportOptions{}); err != nil {
+			t.Fatalf("import of %s through a pool of one: %v", thread, err)
+		}
+	}
+}
+
+// A tenant name the engine refuses (engine.CheckTenant) set from psql
+// writes nothing: PC003 at the thread's first lock, where a name over 255
+// characters failed with the index's row size (54000, no typed error).
+func TestSQLRefusesTenantNamesTheEngineRefuses(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	before := b.count(t)
+	for name, tenant := range map[string]string{
+		"256 characters":      strings.Repeat("t", 256),
+		"3,200 characters":    strings.Repeat("t", 3200),
+		"a control character": "a\x01b",
+		"DEL":                 "a\x7fb",
+		"a C1 character":      "a\u0085b",
+	} {
+		if engine.CheckTenant(tenant) == nil {
+			t.Fatalf("%s: the engine takes it", name)
+		}
+		tx, err := b.db.Pool.Begin(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(b.ctx, `SELECT set_config('pgcheckpoint.tenant', $1, true)`, tenant); err != nil {
+			t.Fatal(err)
+		}
+		_, err = tx.Exec(b.ctx, `SELECT * FROM pgcheckpoint.checkpoint_put('t', '', pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', NULL)`)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "PC003" {
+			t.Errorf("a tenant of %s: %v, want SQLSTATE PC003", name, err)
+		}
+		_ = tx.Rollback(b.ctx)
+	}
+	if n := b.count(t); n != before {
+		t.Fatalf("refused writes left rows: %v, want %v", n, before)
+	}
+	// The longest name the engine takes writes.
+	long := strings.Repeat("é", 255)
+	tx, err := b.db.Pool.Begin(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(b.ctx) //nolint:errcheck
+	if _, err := tx.Exec(b.ctx, `SELECT set_config('pgcheckpoint.tenant', $1, true)`, long); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(b.ctx, `SELECT * FROM pgcheckpoint.checkpoint_put('t', '', pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', NULL)`); err != nil {
+		t.Errorf("a tenant of 255 characters: %v", err)
 	}
 }

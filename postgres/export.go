@@ -178,6 +178,18 @@ func (w *pgImport) Thread(ctx context.Context, t engine.ExportThread) error {
 	}))
 }
 
+// Find implements engine.ImportWriter.
+func (w *pgImport) Find(ctx context.Context, id uuid.UUID) (engine.CheckpointInfo, bool, error) {
+	r, err := w.q.CheckpointImportFind(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return engine.CheckpointInfo{}, false, nil
+	}
+	if err != nil {
+		return engine.CheckpointInfo{}, false, dbError(fmt.Sprintf("look up checkpoint %s", id), err)
+	}
+	return engine.CheckpointInfo{ID: id, ThreadID: r.ThreadID, Namespace: r.Namespace, Step: r.Step}, true, nil
+}
+
 // HasDataKey implements engine.ImportWriter.
 func (w *pgImport) HasDataKey(ctx context.Context, threadID string) (bool, error) {
 	sealed, err := w.q.ThreadImportSealed(ctx, threadID)

@@ -166,6 +166,18 @@ type importWriter struct {
 	threads map[string]bool // threads this import created
 }
 
+// Find implements engine.ImportWriter.
+func (w *importWriter) Find(ctx context.Context, id uuid.UUID) (engine.CheckpointInfo, bool, error) {
+	l, err := w.q.CheckpointLinkByID(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return engine.CheckpointInfo{}, false, nil
+	}
+	if err != nil {
+		return engine.CheckpointInfo{}, false, dbError(fmt.Sprintf("look up checkpoint %s", id), err)
+	}
+	return engine.CheckpointInfo{ID: id, ThreadID: l.ThreadID, Namespace: l.Namespace, Step: l.Step}, true, nil
+}
+
 // HasDataKey implements engine.ImportWriter.
 func (w *importWriter) HasDataKey(ctx context.Context, threadID string) (bool, error) {
 	return hasDataKey(ctx, w.q, threadID)

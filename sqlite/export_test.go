@@ -175,7 +175,8 @@ func fromObject(t *testing.T, obj json.RawMessage, keys []string) map[string]str
 
 // An import into a database held by one connection (in memory: the write
 // connection is the only one) finishes: every check it makes reads in its
-// own transaction. (It waited forever for a second connection.)
+// own transaction. (It waited forever for a second connection: for a data
+// key, and for a parent or branch source in the database.)
 func TestImportIntoAMemoryDatabase(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -188,14 +189,27 @@ func TestImportIntoAMemoryDatabase(t *testing.T) {
 		return engine.New(st, engine.Config{})
 	}
 	src, dst := open(), open()
-	if _, err := src.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["a"]`)}); err != nil {
+	var ids []uuid.UUID
+	for _, m := range []string{`["a"]`, `["a","b"]`} {
+		r, err := src.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(m)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	br, err := src.Branch(ctx, ids[0], "b")
+	if err != nil {
 		t.Fatal(err)
 	}
-	var file bytes.Buffer
-	if _, err := src.Export(ctx, "t", &file); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := dst.Import(ctx, &file, engine.ImportOptions{}); err != nil || st.Checkpoints != 1 {
-		t.Fatalf("import into a database in memory: %+v, %v", st, err)
+	// The thread, then its branch alone, whose parent and source are in
+	// the database by then.
+	for _, thread := range []string{"t", br.ThreadID} {
+		var file bytes.Buffer
+		if _, err := src.Export(ctx, thread, &file); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dst.Import(ctx, &file, engine.ImportOptions{}); err != nil {
+			t.Fatalf("import of %s into a database in memory: %v", thread, err)
+		}
 	}
 }

@@ -133,6 +133,27 @@ func (q *Queries) CheckpointExportPage(ctx context.Context, arg CheckpointExport
 	return items, nil
 }
 
+const CheckpointImportFind = `-- name: CheckpointImportFind :one
+SELECT c.thread_id, c.namespace, c.step
+FROM pgcheckpoint.tenant_checkpoints c
+WHERE c.checkpoint_id = $1::uuid
+LIMIT 1
+`
+
+type CheckpointImportFindRow struct {
+	ThreadID  string
+	Namespace string
+	Step      int64
+}
+
+// A checkpoint of the database by id, as an import checks links to it.
+func (q *Queries) CheckpointImportFind(ctx context.Context, checkpointID uuid.UUID) (CheckpointImportFindRow, error) {
+	row := q.db.QueryRow(ctx, CheckpointImportFind, checkpointID)
+	var i CheckpointImportFindRow
+	err := row.Scan(&i.ThreadID, &i.Namespace, &i.Step)
+	return i, err
+}
+
 const CheckpointImportIDsInUse = `-- name: CheckpointImportIDsInUse :many
 SELECT DISTINCT c.checkpoint_id FROM pgcheckpoint.tenant_checkpoints c
 WHERE c.checkpoint_id = ANY (CAST($1::text[] AS uuid[]))

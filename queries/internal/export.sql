@@ -65,6 +65,13 @@ LIMIT @max_rows::int;
 -- it commits, so no write to the thread interleaves with it.
 SELECT pgcheckpoint.thread_lock(@thread_id::text);
 
+-- name: CheckpointImportFind :one
+-- A checkpoint of the database by id, as an import checks links to it.
+SELECT c.thread_id, c.namespace, c.step
+FROM pgcheckpoint.tenant_checkpoints c
+WHERE c.checkpoint_id = @checkpoint_id::uuid
+LIMIT 1;
+
 -- name: ThreadImportSealed :one
 -- Whether a thread has a data key (pgcheckpoint.thread_sealed), read in the
 -- import's transaction.
