@@ -95,7 +95,13 @@ func newKeys(t testing.TB, ids ...string) *engine.LocalKeys {
 	for _, id := range ids {
 		text = append(text, engine.NewKeyText(id))
 	}
-	k, err := engine.ParseLocalKeys(strings.Join(text, "\n"))
+	return parseKeys(t, strings.Join(text, "\n"))
+}
+
+// parseKeys is the LocalKeys of a key file's text.
+func parseKeys(t testing.TB, text string) *engine.LocalKeys {
+	t.Helper()
+	k, err := engine.ParseLocalKeys(text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1039,13 +1045,7 @@ func testPlaintextWritesRefused(t *testing.T, e *cryptEnv) {
 // in ErrEncrypted.
 func testRewrapGoesPastAKeyThatDoesNotOpen(t *testing.T, e *cryptEnv) {
 	oldText, newText := engine.NewKeyText("old"), engine.NewKeyText("new")
-	parse := func(s string) *engine.LocalKeys {
-		k, err := engine.ParseLocalKeys(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
+	parse := func(s string) *engine.LocalKeys { return parseKeys(t, s) }
 	eng := e.open(parse(oldText), engine.Config{})
 	for _, thread := range []string{"b-good", "z-good"} {
 		snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["x"]`)})
@@ -1071,13 +1071,7 @@ func testRewrapGoesPastAKeyThatDoesNotOpen(t *testing.T, e *cryptEnv) {
 // then the new key alone reads every checkpoint.
 func testRewrap(t *testing.T, e *cryptEnv) {
 	oldText, newText := engine.NewKeyText("old"), engine.NewKeyText("new")
-	parse := func(s string) *engine.LocalKeys {
-		k, err := engine.ParseLocalKeys(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
+	parse := func(s string) *engine.LocalKeys { return parseKeys(t, s) }
 	eng := e.open(parse(oldText), engine.Config{DeltaMinBytes: -1})
 	var ids []uuid.UUID
 	for i := range 6 {

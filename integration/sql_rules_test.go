@@ -352,16 +352,7 @@ func TestSQLMessagesEscapeWhatTheyName(t *testing.T) {
 func TestStandardConformingStringsOff(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	cfg, err := pgxpool.ParseConfig(b.db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["standard_conforming_strings"] = "off"
-	off, err := pgxpool.NewWithConfig(b.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(off.Close)
+	off := b.poolWith(t, "standard_conforming_strings", "off")
 	var setting string
 	if err := off.QueryRow(b.ctx, `SELECT current_setting('standard_conforming_strings')`).Scan(&setting); err != nil || setting != "off" {
 		t.Fatalf("the setting is %q (%v)", setting, err)
@@ -452,14 +443,7 @@ func TestSQLRefusesOddArguments(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	src := b.snap(t, engine.SnapshotInput{ThreadID: "main"})
-	conn, err := b.db.Pool.Acquire(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(b.ctx, `SET pgcheckpoint.tenant = 'default'`); err != nil {
-		t.Fatal(err)
-	}
+	conn := b.defaultTenantConn(t)
 	before := b.count(t)
 	for name, sql := range map[string]string{
 		"thread_list_heads, a negative page":       `SELECT * FROM pgcheckpoint.thread_list_heads('', -1)`,
@@ -503,11 +487,7 @@ func TestSQLRefusesOddArguments(t *testing.T) {
 func TestSQLWritesRefusePlaintextForEncryptedThreads(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{Encryption: engine.Encryption{Keys: keys}})
+	enc := b.encrypting(t)
 	if _, err := enc.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "sealed", Messages: json.RawMessage(`["secret"]`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -552,14 +532,7 @@ func TestSQLWritesRefusePlaintextForEncryptedThreads(t *testing.T) {
 	if n := b.count(t); n != before {
 		t.Fatalf("refused writes left checkpoints: %d, want %d", n, before)
 	}
-	conn, err := b.db.Pool.Acquire(b.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(b.ctx, `SET pgcheckpoint.tenant = 'default'`); err != nil {
-		t.Fatal(err)
-	}
+	conn := b.defaultTenantConn(t)
 	for fn, sql := range map[string]string{"checkpoint_put": put, "checkpoint_append": appendSQL} {
 		if _, err := conn.Exec(b.ctx, sql, "open", engine.NewCheckpointID()); err != nil {
 			t.Errorf("%s into a thread without a key: %v", fn, err)
@@ -617,11 +590,7 @@ func TestSQLWritesRefusePlaintextForEncryptedThreads(t *testing.T) {
 func TestPlaintextRefusedWhenTheKeyCommitsWhileTheLockIsAwaited(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{Encryption: engine.Encryption{Keys: keys}})
+	enc := b.encrypting(t)
 	for _, single := range []bool{false, true} {
 		plain := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{SingleStatement: single}), engine.Config{})
 		for _, before := range []bool{false, true} {
@@ -677,16 +646,7 @@ func TestExportSpellsPendingWriteTimesInUTC(t *testing.T) {
 	if _, err := b.db.Pool.Exec(b.ctx, `UPDATE pgcheckpoint.pending_writes SET created_at = $1`, at); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(b.db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["timezone"] = "Europe/Amsterdam"
-	pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := b.poolWith(t, "timezone", "Europe/Amsterdam")
 	var out bytes.Buffer
 	if _, err := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{}).Export(b.ctx, "old", &out); err != nil {
 		t.Fatalf("export in Europe/Amsterdam: %v", err)
@@ -773,4 +733,48 @@ func TestSQLRefusesTenantNamesTheEngineRefuses(t *testing.T) {
 	if _, err := tx.Exec(b.ctx, `SELECT * FROM pgcheckpoint.checkpoint_put('t', '', pgcheckpoint.uuid_v7(), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', NULL)`); err != nil {
 		t.Errorf("a tenant of 255 characters: %v", err)
 	}
+}
+
+// encrypting is an Engine over the test's database that encrypts with a
+// key of its own.
+func (b *bundle) encrypting(t *testing.T) *engine.Engine {
+	t.Helper()
+	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{Encryption: engine.Encryption{Keys: keys}})
+}
+
+// poolWith is a pool to the test's database whose sessions start with a
+// setting (closed when the test ends).
+func (b *bundle) poolWith(t *testing.T, setting, value string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(b.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams[setting] = value
+	pool, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// defaultTenantConn is a connection of the test's pool whose session is in
+// the default tenant, as a psql session that sets it (released when the
+// test ends).
+func (b *bundle) defaultTenantConn(t *testing.T) *pgxpool.Conn {
+	t.Helper()
+	conn, err := b.db.Pool.Acquire(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if _, err := conn.Exec(b.ctx, `SET pgcheckpoint.tenant = 'default'`); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
