@@ -2056,12 +2056,13 @@ BEGIN
                 USING ERRCODE = '42501';
         END IF;
         -- A tenant name as engine.CheckTenant takes it: at most 255
-        -- characters, no control character (C0, DEL, C1). Every row a
-        -- tenant writes begins here (a thread's first lock), so a name
-        -- the engine refuses makes none, where an over-long one failed on
-        -- the index's row size (54000).
+        -- characters, no control character (C0, DEL; C1 is not looked for:
+        -- chr() above 127 fails in a database of another multibyte
+        -- encoding than UTF-8). Every row a tenant writes begins here (a
+        -- thread's first lock), so such a name makes none, where an
+        -- over-long one failed on the index's row size (54000).
         IF length(pgcheckpoint.current_tenant()) > 255
-           OR pgcheckpoint.current_tenant() ~ ('[' || chr(1) || '-' || chr(31) || chr(127) || '-' || chr(159) || ']') THEN
+           OR pgcheckpoint.current_tenant() ~ ('[' || chr(1) || '-' || chr(31) || chr(127) || ']') THEN
             RAISE EXCEPTION 'pgcheckpoint.tenant is not a tenant name: at most 255 characters, no control character'
                 USING ERRCODE = 'PC003';
         END IF;
@@ -2072,7 +2073,7 @@ BEGIN
     END IF;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_lock(text) IS 'Takes the thread''s lock until the end of the transaction: updates (or creates) its row in thread_locks, in the session''s tenant. Every routine that changes a thread takes it first (several threads: thread_lock_many), so the thread''s writers queue and each sees what the one before wrote; under REPEATABLE READ or SERIALIZABLE, a transaction whose snapshot is older than the previous holder''s commit fails with SQLSTATE 40001 (retry it). Needs UPDATE on thread_locks, so a role that may only read cannot take or hold it. A NULL thread id takes nothing. Errors: 42501 no tenant is set (pgcheckpoint.current_tenant()); PC003, at a thread''s first lock, a tenant name the engine refuses (over 255 characters, a control character).';
+COMMENT ON FUNCTION pgcheckpoint.thread_lock(text) IS 'Takes the thread''s lock until the end of the transaction: updates (or creates) its row in thread_locks, in the session''s tenant. Every routine that changes a thread takes it first (several threads: thread_lock_many), so the thread''s writers queue and each sees what the one before wrote; under REPEATABLE READ or SERIALIZABLE, a transaction whose snapshot is older than the previous holder''s commit fails with SQLSTATE 40001 (retry it). Needs UPDATE on thread_locks, so a role that may only read cannot take or hold it. A NULL thread id takes nothing. Errors: 42501 no tenant is set (pgcheckpoint.current_tenant()); PC003, at a thread''s first lock, a tenant name the engine refuses (over 255 characters, a C0 control character or DEL).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_lock(text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_lock_many(p_thread_ids text[])
