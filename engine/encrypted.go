@@ -546,7 +546,7 @@ func (e *Engine) deletedOriginKeys(ctx context.Context, thread string, threadKey
 // gone is taken for plaintext that looks like a ciphertext, as in a thread
 // without a key.)
 func (e *Engine) refuseCiphertext(ctx context.Context, c *Checkpoint) error {
-	found := holdsCiphertext(c.Messages) || holdsCiphertext(c.State) || holdsCiphertext(c.ToolResults) || holdsCiphertext(c.Metadata)
+	found := holdsCiphertext(c.Messages, c.State, c.ToolResults, c.Metadata)
 	for _, w := range c.PendingWrites {
 		found = found || holdsCiphertext(w.Value)
 	}
@@ -584,13 +584,23 @@ func (e *Engine) refuseCiphertext(ctx context.Context, c *Checkpoint) error {
 	return nil
 }
 
-// holdsCiphertext reports whether the JSON text b holds what starts every
-// ciphertext's JSON string: a quote and envelopePrefix. It looks for the
+// holdsCiphertext reports whether one of the JSON texts holds what starts
+// every ciphertext's JSON string: a quote and envelopePrefix.
+func holdsCiphertext(texts ...[]byte) bool {
+	for _, b := range texts {
+		if textHoldsCiphertext(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// textHoldsCiphertext is holdsCiphertext of one text. It looks for the
 // prefix, then at the byte before it: the prefix's first byte ('$') is
 // rare in text, so the search skips ahead at memchr's pace, where one led
 // by the quote, JSON's commonest byte, falls back to comparing at every
 // position (ten times slower on a conversation's text).
-func holdsCiphertext(b []byte) bool {
+func textHoldsCiphertext(b []byte) bool {
 	for {
 		i := bytes.Index(b, envelopePrefixBytes)
 		switch {
@@ -608,13 +618,25 @@ var envelopePrefixBytes = []byte(envelopePrefix)
 // refuseThread is ErrEncrypted for a thread that has a data key (see
 // refuseCiphertext).
 func (e *Engine) refuseThread(ctx context.Context, thread string) error {
-	_, err := e.store.DataKey(ctx, thread)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil
-	case err != nil:
-		return err
+	keyed, err := e.threadKeyed(ctx, thread)
+	if err == nil && keyed {
+		err = threadEncrypted(thread)
 	}
+	return err
+}
+
+// threadKeyed reports whether a thread has a data key, shredded or not.
+func (e *Engine) threadKeyed(ctx context.Context, thread string) (bool, error) {
+	_, err := e.store.DataKey(ctx, thread)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// threadEncrypted is the ErrEncrypted of an Engine without encryption
+// for an encrypted thread.
+func threadEncrypted(thread string) error {
 	return fmt.Errorf("%w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, thread)
 }
 
@@ -625,20 +647,14 @@ func (e *Engine) refuseThread(ctx context.Context, thread string) error {
 // Engine without encryption asks the key alone, which costs a branch no
 // read of content.
 func (e *Engine) sourceSealed(ctx context.Context, thread string, id uuid.UUID) (bool, error) {
-	_, err := e.store.DataKey(ctx, thread)
-	switch {
-	case err == nil:
-		return true, nil
-	case !errors.Is(err, ErrNotFound):
-		return false, err
-	case e.crypt == nil:
-		return false, nil
+	if keyed, err := e.threadKeyed(ctx, thread); err != nil || keyed || e.crypt == nil {
+		return keyed, err
 	}
 	c, err := e.store.Get(ctx, id)
 	if err != nil {
 		return false, err
 	}
-	return holdsCiphertext(c.Messages) || holdsCiphertext(c.State) || holdsCiphertext(c.ToolResults), nil
+	return holdsCiphertext(c.Messages, c.State, c.ToolResults), nil
 }
 
 // mergeSealed is a merge under encryption. The store's merge copies the

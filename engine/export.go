@@ -1218,7 +1218,7 @@ type keyDigestDelta struct {
 func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 	msgs := jsontext.MessageDigests(c.Messages)
 	rec := &importedDigests{count: int64(len(msgs) / jsontext.DigestSize), listDigest: jsontext.ListDigestAt(nil, 0),
-		sealed: holdsCiphertext(c.Messages) || holdsCiphertext(c.State) || holdsCiphertext(c.ToolResults)}
+		sealed: holdsCiphertext(c.Messages, c.State, c.ToolResults)}
 	// Its messages' bytes: the array's, less its brackets and commas (as
 	// an export spells it, with no space: a space more counts more).
 	messages := sentBytes(jsontext.UnescapeNUL(c.Messages))

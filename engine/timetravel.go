@@ -284,7 +284,7 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ B
 	case err != nil:
 		return BranchResult{}, fmt.Errorf("branch: source: %w", err)
 	case sealed && e.crypt == nil:
-		return BranchResult{}, fmt.Errorf("branch: %w: thread %q is encrypted; open the engine with Config.Encryption and its key", ErrEncrypted, src.ThreadID)
+		return BranchResult{}, fmt.Errorf("branch: %w", threadEncrypted(src.ThreadID))
 	}
 	suffix := make([]byte, 6) // thousands of branches of a thread: no two alike
 	_, _ = rand.Read(suffix)
