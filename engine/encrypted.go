@@ -641,20 +641,20 @@ func threadEncrypted(thread string) error {
 }
 
 // sourceSealed reports whether a branch of checkpoint id, of thread, holds
-// sealed values: the thread has a data key; or, for an encrypting Engine,
-// the checkpoint holds ciphertext all the same (a thread without a key of
-// its own: a branch made from SQL, or one whose key was not made). An
-// Engine without encryption asks the key alone, which costs a branch no
-// read of content.
-func (e *Engine) sourceSealed(ctx context.Context, thread string, id uuid.UUID) (bool, error) {
+// sealed values: keyed, the thread has a data key; sealed, that or, for an
+// encrypting Engine, the checkpoint holds ciphertext all the same (a
+// thread without a key of its own: a branch made before branches were
+// given theirs, or one whose key was not made). An Engine without
+// encryption asks the key alone, which costs a branch no read of content.
+func (e *Engine) sourceSealed(ctx context.Context, thread string, id uuid.UUID) (keyed, sealed bool, _ error) {
 	if keyed, err := e.threadKeyed(ctx, thread); err != nil || keyed || e.crypt == nil {
-		return keyed, err
+		return keyed, keyed, err
 	}
 	c, err := e.store.Get(ctx, id)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	return holdsCiphertext(c.Messages, c.State, c.ToolResults), nil
+	return false, holdsCiphertext(c.Messages, c.State, c.ToolResults), nil
 }
 
 // mergeSealed is a merge under encryption. The store's merge copies the

@@ -122,7 +122,10 @@ type Store interface {
 	// the content of checkpoint fromID and fromID as parent, and records
 	// the branch name and source on the thread. ErrNotFound for an unknown
 	// source; ErrInvalidInput when newThreadID exists or has a data key
-	// (left by a deleted encrypted thread).
+	// (left by a deleted encrypted thread) while the source's thread has
+	// none; ErrEncrypted when the source's thread has a data key and
+	// newThreadID none (make the branch's key first: it holds sealed
+	// values).
 	Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name string, id uuid.UUID) (BranchResult, error)
 	// Branches lists the branches forked from a thread, oldest first.
 	Branches(ctx context.Context, threadID string) ([]BranchInfo, error)

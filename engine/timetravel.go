@@ -252,9 +252,10 @@ type BranchResult struct {
 // thread while it writes (on Postgres, that thread's lock too), so a
 // retention policy applied meanwhile either sees the branch and keeps its
 // source or deletes the source first. A branch of an encrypted thread gets
-// its own data key at once (its content is its source's, sealed), so a
+// its own data key first (its content is its source's, sealed), so a
 // client without the key cannot write plaintext into it (see
-// ErrEncrypted). Errors: ErrNotFound for an unknown
+// ErrEncrypted); the stores, and thread_branch from SQL, refuse such a
+// branch to an id without a key. Errors: ErrNotFound for an unknown
 // source (or one deleted meanwhile); ErrEncrypted from an Engine without
 // Config.Encryption for a source in an encrypted thread; ErrInvalidInput for an empty or
 // over-long name; ErrTransient (retry it) under REPEATABLE READ or
@@ -279,7 +280,7 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ B
 	// Whether the source's thread is encrypted: an Engine without the key
 	// would leave a branch holding its sealed values that it then writes
 	// plaintext onto; an encrypting one gives such a branch its key.
-	sealed, err := e.sourceSealed(ctx, src.ThreadID, fromID)
+	keyed, sealed, err := e.sourceSealed(ctx, src.ThreadID, fromID)
 	switch {
 	case err != nil:
 		return BranchResult{}, fmt.Errorf("branch: source: %w", err)
@@ -297,17 +298,27 @@ func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ B
 	if utf8.RuneCountInString(prefix+tail) > maxIDLength {
 		return BranchResult{}, fmt.Errorf("branch: %w: name %q is too long for a thread id", ErrInvalidInput, name)
 	}
-	r, err := e.store.Branch(ctx, fromID, prefix+tail, name, NewCheckpointID())
+	newID := prefix + tail
+	if keyed {
+		// The branch holds its source's sealed values: encrypted from its
+		// first checkpoint on, which no client without the key writes
+		// plaintext onto, its key made first (the stores refuse a branch
+		// of an encrypted thread to an id without one). Should the branch
+		// then fail, the key's row stays, as a deleted thread's does.
+		if _, err := e.dataKey(ctx, newID, true); err != nil {
+			return BranchResult{}, fmt.Errorf("branch %q from checkpoint %s: data key: %w", name, fromID, err)
+		}
+	}
+	r, err := e.store.Branch(ctx, fromID, newID, name, NewCheckpointID())
 	if err != nil {
 		return BranchResult{}, fmt.Errorf("branch %q from checkpoint %s: %w", name, fromID, err)
 	}
-	if sealed {
-		// The branch holds its source's sealed values: its own key now,
-		// not at its first write, makes it an encrypted thread at once,
-		// which no client without the key writes plaintext into. Should
-		// that fail, the first encrypted write makes the key. (A branch
-		// of a thread written before encryption was on gets none: an
-		// Engine without encryption reads and goes on with it.)
+	if sealed && !keyed {
+		// Ciphertext in a thread without a key of its own: the branch's
+		// key now, not at its first write. Should that fail, the first
+		// encrypted write makes it. (A branch of a thread written before
+		// encryption was on gets none: an Engine without encryption
+		// reads and goes on with it.)
 		if _, err := e.dataKey(ctx, r.ThreadID, true); err != nil {
 			e.crypt.log.LogAttrs(ctx, slog.LevelWarn, "pgcheckpoint: a new branch's data key was not made; its first encrypted write will make it",
 				slog.String("thread_id", termsafe.Text(r.ThreadID)), slog.Any("error", loggedError{err}))

@@ -986,12 +986,26 @@ func testPlaintextWritesRefused(t *testing.T, e *cryptEnv) {
 	if _, err := plain.Append(e.ctx, engine.AppendInput{ThreadID: lb.ThreadID, Messages: json.RawMessage(`["more"]`)}); err != nil {
 		t.Errorf("a branch of a plaintext thread, made by an encrypting engine, written without encryption: %v", err)
 	}
-	// A thread without a key that holds sealed values (a branch the store
-	// made, as thread_branch from SQL does): an encrypting Engine's branch
-	// of it gets a key all the same.
-	raw, err := eng.Store().Branch(e.ctx, head.ID, "raw", "raw", engine.NewCheckpointID())
+	// The stores refuse a branch of an encrypted thread to an id without a
+	// key, as thread_branch from SQL does: a client without the key would
+	// write plaintext onto its sealed values. Nothing is written.
+	if _, err := eng.Store().Branch(e.ctx, head.ID, "raw", "raw", engine.NewCheckpointID()); !errors.Is(err, engine.ErrEncrypted) {
+		t.Errorf("the store's branch of an encrypted thread to an id without a key: %v, want ErrEncrypted", err)
+	}
+	if _, err := eng.Latest(e.ctx, "raw"); !errors.Is(err, engine.ErrNotFound) {
+		t.Errorf("a refused branch left its thread: %v", err)
+	}
+	// A thread without a key that holds sealed values (a branch made before
+	// branches were given keys: here the branch's key deleted from SQL): an
+	// encrypting Engine's branch of it gets a key all the same.
+	raw, err := eng.Branch(e.ctx, head.ID, "raw")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if res, err := db.ExecContext(e.ctx, `DELETE FROM data_keys WHERE thread_id = $1`, raw.ThreadID); err != nil {
+		t.Fatal(err)
+	} else if n, err := res.RowsAffected(); err != nil || n != 1 {
+		t.Fatalf("deleted %d keys of the branch (%v), want 1", n, err)
 	}
 	rb, err := eng.Branch(e.ctx, raw.CheckpointID, "rb")
 	if err != nil {

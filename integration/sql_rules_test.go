@@ -539,7 +539,8 @@ func TestSQLWritesRefusePlaintextForEncryptedThreads(t *testing.T) {
 		}
 	}
 	// What copies stored values from SQL: into an encrypted target, out of
-	// an encrypted source, or onto an id an encrypted thread left its key on.
+	// an encrypted source (a branch of it only to an id with a key), or
+	// plaintext onto an id an encrypted thread left its key on.
 	head, err := enc.Latest(b.ctx, "sealed")
 	if err != nil {
 		t.Fatal(err)
@@ -560,7 +561,8 @@ func TestSQLWritesRefusePlaintextForEncryptedThreads(t *testing.T) {
 		{"thread_merge of an encrypted thread", "PC007", `SELECT * FROM pgcheckpoint.thread_merge('sealed', 'open', pgcheckpoint.uuid_v7())`},
 		{"thread_copy of an encrypted thread", "PC007", `SELECT * FROM pgcheckpoint.thread_copy('sealed', 'copy')`},
 		{"thread_copy onto a key left by a deleted thread", "PC003", `SELECT * FROM pgcheckpoint.thread_copy('open', 'gone')`},
-		{"thread_branch onto a key left by a deleted thread", "PC003", `SELECT * FROM pgcheckpoint.thread_branch('` + open.ID.String() + `', 'gone', 'b', pgcheckpoint.uuid_v7())`},
+		{"thread_branch of a plaintext thread onto a key left by a deleted thread", "PC003", `SELECT * FROM pgcheckpoint.thread_branch('` + open.ID.String() + `', 'gone', 'b', pgcheckpoint.uuid_v7())`},
+		{"thread_branch of an encrypted thread to an id without a key", "PC007", `SELECT * FROM pgcheckpoint.thread_branch('` + head.ID.String() + `', 'fork', 'b', pgcheckpoint.uuid_v7())`},
 	} {
 		_, err := conn.Exec(b.ctx, c.sql)
 		var pgErr *pgconn.PgError
@@ -571,8 +573,10 @@ func TestSQLWritesRefusePlaintextForEncryptedThreads(t *testing.T) {
 	if n := b.count(t); n != before {
 		t.Errorf("refused copies left rows: %v, want %v", n, before)
 	}
-	if _, err := conn.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_branch($1, 'fork', 'b', pgcheckpoint.uuid_v7())`, head.ID); err != nil {
-		t.Errorf("thread_branch of an encrypted thread to a new id: %v", err)
+	// A branch of an encrypted thread to an id with a key (as an encrypting
+	// engine makes it first): sealed values in an encrypted thread.
+	if _, err := conn.Exec(b.ctx, `SELECT * FROM pgcheckpoint.thread_branch($1, 'gone', 'b', pgcheckpoint.uuid_v7())`, head.ID); err != nil {
+		t.Errorf("thread_branch of an encrypted thread to an id with a key: %v", err)
 	}
 	sealed := strings.Replace(put, "NULL)", "NULL, p_sealed => true)", 1)
 	if _, err := conn.Exec(b.ctx, sealed, "sealed", engine.NewCheckpointID()); err != nil {

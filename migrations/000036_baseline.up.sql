@@ -1481,6 +1481,8 @@ AS $function$
 DECLARE
     v_src        pgcheckpoint.tenant_checkpoints%ROWTYPE;
     v_src_thread text;
+    v_src_sealed boolean;
+    v_new_sealed boolean;
 BEGIN
     IF p_branch_name IS NULL OR length(p_branch_name) NOT BETWEEN 1 AND 255 THEN
         -- The name is the branch's tag too, which a NULL would make unreadable.
@@ -1503,9 +1505,19 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_new_thread_id) THEN
         RAISE EXCEPTION 'thread % already exists', pgcheckpoint.quoted_text(p_new_thread_id) USING ERRCODE = 'PC003';
     END IF;
-    IF (SELECT s.sealed FROM pgcheckpoint.thread_sealed(p_new_thread_id) s) THEN
-        -- Its content would be the source's, sealed or not, under no key of
-        -- the branch's: such an id takes only content sealed by its key.
+    -- Encryption: a branch of an encrypted thread holds its sealed values,
+    -- so it must be encrypted from its first checkpoint on: its data key
+    -- made first (an encrypting engine does so), else a client without the
+    -- key would write plaintext onto them. The other way round, an id that
+    -- kept a deleted encrypted thread's key takes only sealed content, not
+    -- a plaintext source's.
+    v_src_sealed := (SELECT s.sealed FROM pgcheckpoint.thread_sealed(v_src.thread_id) s);
+    v_new_sealed := (SELECT s.sealed FROM pgcheckpoint.thread_sealed(p_new_thread_id) s);
+    IF v_src_sealed AND NOT v_new_sealed THEN
+        RAISE EXCEPTION 'thread % is encrypted: branch it through an engine opened with its key', pgcheckpoint.quoted_text(v_src.thread_id)
+            USING ERRCODE = 'PC007';
+    END IF;
+    IF v_new_sealed AND NOT v_src_sealed THEN
         RAISE EXCEPTION 'thread % has a data key (an encrypted thread of that id was deleted): branch to another id', pgcheckpoint.quoted_text(p_new_thread_id)
             USING ERRCODE = 'PC003';
     END IF;
@@ -1533,7 +1545,7 @@ BEGIN
     RETURN QUERY SELECT p_new_thread_id, p_checkpoint_id, v_src.step + 1;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Takes the locks of the new thread and of the source''s thread, so a sweep or delete of the source''s thread either sees the branch (and keeps its source) or deletes the source first (and the branch fails with PC001; under REPEATABLE READ or SERIALIZABLE with 40001, which a retry turns into PC001). Errors: PC001 unknown source, PC002 the id is in use (23505 and 40001 as checkpoint_put), PC003 bad or existing thread id (or one that has a data key left by a deleted encrypted thread), an id that is not a UUIDv7.';
+COMMENT ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) IS 'Forks a new thread from a checkpoint: its first checkpoint has the source as parent and the source''s content; the thread row records the branch name and source. Takes the locks of the new thread and of the source''s thread, so a sweep or delete of the source''s thread either sees the branch (and keeps its source) or deletes the source first (and the branch fails with PC001; under REPEATABLE READ or SERIALIZABLE with 40001, which a retry turns into PC001). Errors: PC001 unknown source, PC002 the id is in use (23505 and 40001 as checkpoint_put), PC003 bad or existing thread id (or one that has a data key left by a deleted encrypted thread, for a source that is not encrypted), an id that is not a UUIDv7; PC007 the source''s thread is encrypted (has a data key) and the new thread has no data key: an encrypting engine makes the branch''s key first.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_branch(uuid,text,text,uuid) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_copy(p_source_thread_id text, p_target_thread_id text)

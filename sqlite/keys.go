@@ -169,6 +169,29 @@ func hasDataKey(ctx context.Context, q *queries, threadID string) (bool, error) 
 	return true, nil
 }
 
+// branchKeys holds a branch to the data keys of its source's thread and
+// of its own id, as thread_branch does: a branch of an encrypted thread
+// holds its sealed values, so it needs its key before it is made
+// (engine.ErrEncrypted without: an encrypting Engine makes it first); an
+// id that kept a deleted encrypted thread's key takes no branch of a
+// thread without one (keylessTarget).
+func branchKeys(ctx context.Context, q *queries, sourceThread, newThread string) error {
+	srcKeyed, err := hasDataKey(ctx, q, sourceThread)
+	if err != nil {
+		return err
+	}
+	newKeyed, err := hasDataKey(ctx, q, newThread)
+	switch {
+	case err != nil:
+		return err
+	case srcKeyed && !newKeyed:
+		return fmt.Errorf("%w: thread %q is encrypted: branch it through an engine opened with its key", engine.ErrEncrypted, sourceThread)
+	case newKeyed && !srcKeyed:
+		return keylessTarget(ctx, q, newThread)
+	}
+	return nil
+}
+
 // keylessTarget is engine.ErrInvalidInput for a new thread (a branch, a
 // copy) whose id has a data key, left by an encrypted thread of that id
 // that was deleted: the content a store copies there is not sealed by that

@@ -224,7 +224,7 @@ func (s *Store) Branch(ctx context.Context, fromID uuid.UUID, newThreadID, name 
 		if err := threadIsNew(ctx, q, newThreadID); err != nil {
 			return err
 		}
-		if err := keylessTarget(ctx, q, newThreadID); err != nil {
+		if err := branchKeys(ctx, q, src.ThreadID, newThreadID); err != nil {
 			return err
 		}
 		if _, err := q.CheckpointLinkByID(ctx, id); err == nil {
