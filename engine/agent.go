@@ -71,6 +71,8 @@ func (e *Engine) SnapshotSafe(ctx context.Context, in SnapshotInput) SafeResult 
 
 // SnapshotFailures returns how many snapshots failed in SnapshotSafe (and
 // so in WrapTool, Scope and interval snapshots) since the Engine was made.
+// An Engine of ForTenant counts its own tenant's failures alone (not
+// counted in its parent's); one of WithTx counts into its parent's.
 func (e *Engine) SnapshotFailures() int64 {
 	return e.failures.Load()
 }
@@ -78,6 +80,7 @@ func (e *Engine) SnapshotFailures() int64 {
 func (e *Engine) snapshotFailed(ctx context.Context, in SnapshotInput, err error) {
 	n := e.failures.Add(1)
 	e.cfg.Logger.LogAttrs(ctx, slog.LevelError, "pgcheckpoint: snapshot failed; the agent goes on without it",
+		slog.String("tenant", termsafe.Text(e.Tenant())),
 		slog.String("thread_id", termsafe.Text(in.ThreadID)),
 		slog.String("namespace", termsafe.Text(in.Namespace)),
 		slog.String("trigger", termsafe.Text(string(in.Trigger.orDefault()))),

@@ -149,7 +149,7 @@ type Engine struct {
 
 	enabled      triggerSet    // from cfg.Triggers
 	retentionErr error         // cfg.Retention checked once, in New
-	failures     *atomic.Int64 // SnapshotSafe failures, see SnapshotFailures; shared with WithTx's engines
+	failures     *atomic.Int64 // SnapshotSafe failures, see SnapshotFailures; shared with WithTx's engines, not ForTenant's
 }
 
 // New returns an Engine over store: the Postgres store
