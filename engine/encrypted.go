@@ -466,7 +466,11 @@ func (e *Engine) originThreads(ctx context.Context, c CheckpointInfo, origins ma
 		if _, ok := threads[o]; ok {
 			continue
 		}
-		if bytes.Compare(o[:6], c.ID[:6]) > 0 {
+		// An origin whose id was made after c's row was written cannot be
+		// its ancestor. (c's own id says nothing of that: it is made
+		// before the write and kept over retries, while other writers go
+		// first, so a parent's id may be the newer.)
+		if idTime(o).After(c.CreatedAt.Add(maxClockSkew)) {
 			return nil, "", nil, fmt.Errorf("%w: checkpoint %s holds a value written by a later checkpoint", ErrEncrypted, c.ID)
 		}
 		other, err := e.store.Lineage(ctx, o, 1)
@@ -494,6 +498,22 @@ func (e *Engine) originThreads(ctx context.Context, c CheckpointInfo, origins ma
 		return nil, "", nil, fmt.Errorf("%w: checkpoint %s holds a value of checkpoint %s, which is not its ancestor", ErrEncrypted, c.ID, o)
 	}
 	return threads, end, deleted, nil
+}
+
+// maxClockSkew is how far ahead of the store's clock, which stamps a
+// checkpoint's CreatedAt, the clock that made a checkpoint id (UUIDv7, see
+// NewCheckpointID) may run: a value whose deleted origin's id is later
+// than a checkpoint's CreatedAt by more is refused as a later
+// checkpoint's.
+const maxClockSkew = time.Minute
+
+// idTime is the time a UUIDv7 was made, to the millisecond.
+func idTime(id uuid.UUID) time.Time {
+	var ms int64
+	for _, b := range id[:6] {
+		ms = ms<<8 | int64(b)
+	}
+	return time.UnixMilli(ms)
 }
 
 // branchSources returns thread and the threads it was branched from,

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -66,6 +67,7 @@ var encryptionTests = []struct {
 	{name: "CopyOfAnEncryptedThreadStaysInItsTenant", fn: testEncryptedCopyInTenant, tenant: true},
 	{name: "CopyOfAFreshEncryptedBranch", fn: testEncryptedCopyOfAFreshBranch},
 	{name: "AppendsAreHeldToTheLimitUnderEncryption", fn: testEncryptedAppendLimit},
+	{name: "AnAncestorWithANewerIDOutlivesRetention", fn: testAncestorWithNewerID},
 }
 
 // RunEncryption runs the encryption suite against the store h names,
@@ -788,8 +790,11 @@ func testTamperingFailsClosed(t *testing.T, e *cryptEnv) {
 			t.Fatalf("%s: put back: %v", tc.name, err)
 		}
 	}
-	// Messages of a later checkpoint, deleted since.
-	a5 := write("a", 5) // a4's child
+	// Messages of a later checkpoint, deleted since: a4's child, whose id
+	// was made after a4 was written by more than clocks may differ.
+	in := content(5, "a")
+	in.ThreadID, in.ID = "a", idAt(t, time.Now().Add(time.Hour))
+	a5 := snapWith(t, e.ctx, eng, in).ID
 	orig, later := column("messages", a4), column("messages", a5)
 	if _, err := eng.RewindAndTruncate(e.ctx, a4); err != nil {
 		t.Fatal(err)
@@ -1497,4 +1502,56 @@ func testEncryptedAppendLimit(t *testing.T, e *cryptEnv) {
 			}
 		})
 	}
+}
+
+// A checkpoint's id may be older than its parent's: the id is made before
+// the write (and kept over retries) while another writer goes first. Once
+// retention deletes that parent, the values it handed on (an Append's
+// messages and state, a delta's) still read: an ancestor is not "a later
+// checkpoint" by its id. Whole snapshots and appends, each pruned to the
+// head alone.
+func testAncestorWithNewerID(t *testing.T, e *cryptEnv) {
+	for _, cfg := range []engine.Config{{}, {FullSnapshots: true}} {
+		eng := e.open(nil, cfg)
+		thread := fmt.Sprintf("t-%v", cfg.FullSnapshots)
+		snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["SECRET one"]`), State: json.RawMessage(`{"a":"SECRET a"}`)})
+		early := engine.NewCheckpointID() // made first, written last
+		time.Sleep(2 * time.Millisecond)  // the parent's id a millisecond later at least
+		parent, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: thread, Messages: json.RawMessage(`["SECRET two"]`), SetState: json.RawMessage(`{"b":"SECRET b"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		child, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: thread, ID: early, Messages: json.RawMessage(`["SECRET three"]`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if child.ParentID != parent.ID || bytes.Compare(child.ID[:], parent.ID[:]) >= 0 {
+			t.Fatalf("child %s on %s: want an id older than its parent's", child.ID, child.ParentID)
+		}
+		if _, err := eng.PruneThreads(e.ctx, engine.KeepLastN(1), thread); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eng.Get(e.ctx, parent.ID); !errors.Is(err, engine.ErrNotFound) {
+			t.Fatalf("the parent after the prune: %v, want ErrNotFound", err)
+		}
+		fresh := e.open(nil, cfg) // no lineage remembered
+		c, err := fresh.Latest(e.ctx, thread)
+		if err != nil {
+			t.Fatalf("full snapshots %v: the head after its parent was pruned: %v", cfg.FullSnapshots, err)
+		}
+		if c.ID != child.ID || string(c.Messages) != `["SECRET one","SECRET two","SECRET three"]` || string(c.State) != `{"a":"SECRET a","b":"SECRET b"}` {
+			t.Fatalf("full snapshots %v: head %s messages %s state %s", cfg.FullSnapshots, c.ID, c.Messages, c.State)
+		}
+	}
+}
+
+// idAt is a new checkpoint id (UUIDv7) made as if at time at.
+func idAt(t testing.TB, at time.Time) uuid.UUID {
+	t.Helper()
+	id := engine.NewCheckpointID()
+	ms := at.UnixMilli()
+	for i := 5; i >= 0; i-- {
+		id[i], ms = byte(ms), ms>>8
+	}
+	return id
 }
