@@ -79,7 +79,10 @@ type AppendInput struct {
 // make the head's content too large; ErrNotFound when the thread
 // has no checkpoint in the namespace (write the first with Snapshot);
 // ErrHeadMoved when in.OnHead is set and is not the head; ErrIDConflict when
-// in.ID names another checkpoint; ErrTransient as for Snapshot. Nothing is
+// in.ID names another checkpoint; ErrTransient as for Snapshot, and from
+// an encrypting Engine when other writers moved the head while the append
+// waited for the thread's lock, ten times over or once in a caller's
+// transaction (which that aborted: retry the transaction). Nothing is
 // written when an error is returned, except for Retention's (see Snapshot).
 func (e *Engine) Append(ctx context.Context, in AppendInput) (_ SnapshotResult, err error) {
 	ctx, done := e.tel.call(ctx, "Append", attrThread.String(in.ThreadID), attrNamespace.String(in.Namespace))

@@ -171,8 +171,17 @@ func (e *Engine) putAppendSealed(ctx context.Context, a AppendRequest) (Snapshot
 		req.SetToolResults = k.sealObject(a.ID, fieldToolResults, a.SetToolResults, nil)
 		req.Sealed = true
 		res, err := e.store.PutAppend(ctx, req)
-		if errors.Is(err, ErrHeadMoved) && a.OnHead == uuid.Nil && attempt < maxAppendAttempts {
-			continue
+		if errors.Is(err, ErrHeadMoved) && a.OnHead == uuid.Nil {
+			// Another writer moved the head while this one waited for the
+			// thread's lock: append on the new head, as a plain Append
+			// would have. Not in a caller's transaction, which the
+			// failure aborted, nor past maxAppendAttempts: ErrTransient
+			// there, which the caller (or Config.Retry) retries, where
+			// ErrHeadMoved is for an append that named its head.
+			if attempt < maxAppendAttempts && !e.inTx() {
+				continue
+			}
+			return res, fmt.Errorf("%w: %s", ErrTransient, err)
 		}
 		return res, err
 	}

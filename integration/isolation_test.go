@@ -1070,3 +1070,53 @@ func TestIsolationRewindToStepWhileTheThreadIsRewound(t *testing.T) {
 		}
 	})
 }
+
+// An encrypting Append in a caller's transaction at READ COMMITTED that
+// waits for the thread's lock while another transaction appends: the head
+// it read has moved, and the failure aborted the caller's transaction, so
+// the call ends with ErrTransient (retry the transaction), where it read
+// the head again inside the aborted transaction and returned its 25P02.
+// Nothing of it is written.
+func TestIsolationEncryptedAppendInATransactionThatWaited(t *testing.T) {
+	t.Parallel()
+	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newIsoEnv(t, isolation{name: "read-committed"})
+	eng := e.engine(engine.Config{Encryption: engine.Encryption{Keys: keys}})
+	seedThread(t, e, eng, "t", 2)
+	holder, holderTx := e.hold(t, eng)
+	if _, err := holder.Append(e.ctx, engine.AppendInput{ThreadID: "t", Messages: json.RawMessage(`[{"role":"user","content":"held"}]`)}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := e.pool.BeginTx(e.ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(e.ctx))
+	inTx, err := eng.WithTx(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := engine.NewCheckpointID()
+	done := make(chan error, 1)
+	go func() {
+		_, err := inTx.Append(e.ctx, engine.AppendInput{ThreadID: "t", ID: id, Messages: json.RawMessage(`[{"role":"user","content":"waited"}]`)})
+		done <- err
+	}()
+	waitForIsoLockWaiter(t, e, done)
+	if err := holderTx.Commit(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, engine.ErrTransient) || errors.Is(err, engine.ErrHeadMoved) {
+		t.Errorf("an encrypting Append in a transaction that waited for the lock: %v, want ErrTransient", err)
+	}
+	_ = tx.Rollback(e.ctx)
+	if n := e.countID(t, id); n != 0 {
+		t.Errorf("the refused append left %d checkpoints", n)
+	}
+	if c, err := eng.Latest(e.ctx, "t"); err != nil || !bytes.HasSuffix(c.Messages, []byte(`{"role":"user","content":"held"}]`)) {
+		t.Errorf("the head after: %v, messages %s", err, c.Messages)
+	}
+}
