@@ -286,8 +286,11 @@ type SweepResult struct {
 // the retention policies (KeepAll: expiry alone, KeepLastN, KeepAge,
 // KeepMilestones), which the SQL sweep applies too. A crash or a cancelled
 // context loses at most the batch in flight, which rolls back whole: every
-// thread stays readable. Errors: ErrInvalidInput for a bad policy or
-// options.
+// thread stays readable. A thread that cannot be cleaned is left as it was
+// and counted (Failed); a serialization failure, deadlock or lock timeout
+// fails its batch instead, which Config.Retry runs again. Errors:
+// ErrInvalidInput for a bad policy or options; ErrTransient when a batch
+// failed so and was not retried (SweepResult.Next goes on from there).
 func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (_ SweepResult, err error) {
 	ctx, done := e.tel.call(ctx, "Sweep")
 	defer func() { done(err) }()
@@ -331,7 +334,14 @@ func (e *Engine) sweep(ctx context.Context, what string, p Policy, opts SweepOpt
 	after := opts.After
 	for {
 		t0 := time.Now()
-		b, err := batch(ctx, p, after, opts.BatchSize)
+		var b SweepBatchResult
+		// A batch rolls back whole on failure: Config.Retry runs it again
+		// (a serialization failure fails the batch rather than skipping a
+		// thread, which REPEATABLE READ would skip again).
+		err := e.cfg.Retry.retry(ctx, func() (err error) {
+			b, err = batch(ctx, p, after, opts.BatchSize)
+			return err
+		})
 		if err != nil {
 			res.Next = after
 			return res, fmt.Errorf("%s %s after thread %q: %w", what, p, after, err)

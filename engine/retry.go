@@ -15,8 +15,8 @@ const (
 )
 
 // RetryPolicy says how Snapshot (and so SnapshotSafe, WrapTool, Scope and
-// interval snapshots) and PutWrites retry a write that failed with
-// ErrTransient. The zero value does not retry. A retry reuses the
+// interval snapshots), Append, PutWrites and each batch of Sweep retry a
+// write that failed with ErrTransient. The zero value does not retry. A retry reuses the
 // checkpoint id of the first attempt, so a write whose commit was done but
 // not acknowledged is found, not stored twice (SnapshotResult.Created is
 // then false). Never retried: bad input, ErrIDConflict, ErrNotFound,
