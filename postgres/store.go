@@ -103,7 +103,11 @@ type Options struct {
 	// statement, and refuses any that goes through a pooler
 	// (ErrPooledSession, nothing else sent). Over a connection or a
 	// transaction it does nothing; transactions (Begin, WithTx) set the
-	// tenant in the transaction as without it.
+	// tenant in the transaction as without it, but begin on a session
+	// whose last tenant is still set: a transaction begun on the pool
+	// for Engine.WithTx runs its own statements before the Engine's
+	// first in that tenant, seeing its rows. Begin those on another pool,
+	// or set the tenant in them first.
 	SessionTenant bool
 }
 
