@@ -470,3 +470,28 @@ func testSmallSnapshotsWhole(t *testing.T, e *env) {
 		jsonEqual(t, "conversation", c.Messages, m)
 	}
 }
+
+// A delta stores the keys it removes: one whose removed keys make it no
+// smaller than the content whole is stored whole, the same on both stores
+// (Postgres left them out of the sizes it compared).
+func testDeltaCountsRemovedKeys(t *testing.T, e *env) {
+	eng := e.open(engine.Config{DeltaMinBytes: -1})
+	long := strings.Repeat("v", 200)
+	format := func(state string) string {
+		t.Helper()
+		res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "rk", State: json.RawMessage(state)})
+		c, err := eng.Get(e.ctx, res.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jsonEqual(t, "state", c.State, []byte(state))
+		return c.Format
+	}
+	format(fmt.Sprintf(`{"k1":%q,"k2":%q,"k3":%q}`, long, long, long))
+	if f := format(fmt.Sprintf(`{"k1":%q,"k2":%q}`, long, long)); f != "delta" {
+		t.Errorf("one long key removed of three: stored %q, want delta", f)
+	}
+	if f := format(`{"x":1}`); f != "full" {
+		t.Errorf("every key removed for a small one: stored %q, want full (the removed keys make the delta larger)", f)
+	}
+}

@@ -104,6 +104,7 @@ var tests = []conformanceTest{
 	{name: "SizeLimitIsOnTheWholeSnapshot", fn: testSizeLimitOnWholeSnapshot},
 	{name: "DeltasStayExactAcrossTimeTravel", fn: testDeltasAcrossTimeTravel},
 	{name: "SmallSnapshotsAreStoredWhole", fn: testSmallSnapshotsWhole},
+	{name: "ADeltaCountsTheKeysItRemoves", fn: testDeltaCountsRemovedKeys},
 	// limit.go
 	{name: "SizeLimitCoversEveryField", fn: testSizeLimitCoversEveryField},
 	{name: "SizeLimitOnAppendedHeads", fn: testSizeLimitOnAppendedHeads},

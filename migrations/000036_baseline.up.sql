@@ -739,16 +739,21 @@ AS $function$
              pgcheckpoint.delta_keys(p_tool_results, p_tool_results_digests, b.tool_results_digests) t
         WHERE f.prefix
         OFFSET 0) x ON true
+    -- The sizes compared are of what each form stores: a delta its
+    -- removed keys too, the whole two empty lists (as on SQLite).
     CROSS JOIN LATERAL (
         SELECT coalesce(f.prefix, false)
                AND (pg_catalog.pg_column_size(x.messages) OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(x.state)
-                    OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(x.tool_results))
+                    OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(x.tool_results)
+                    OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(x.state_removed)
+                    OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(x.tool_results_removed))
                  OPERATOR(pg_catalog.<) (pg_catalog.pg_column_size(p_messages) OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(p_state)
-                    OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(p_tool_results))
+                    OPERATOR(pg_catalog.+) pg_catalog.pg_column_size(p_tool_results)
+                    OPERATOR(pg_catalog.+) (2 OPERATOR(pg_catalog.*) pg_catalog.pg_column_size('{}'::pg_catalog.text[])))
                AS delta
         OFFSET 0) d
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer) IS 'How a checkpoint with this content (messages, state, tool results, with their digests: the message chain, see message_chain, and key digests) is stored on the given parent (its id and the thread_head_for_write columns): one row, the columns to insert. A delta (see checkpoints.format) on the base (the parent while delta_run_continues, else the anchor of its run, see run_anchor) when the base''s messages are a prefix of these by the chained list digest and the delta is smaller than the whole; else whole. p_delta_run 1, or no digests: whole.';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_delta(jsonb,jsonb,jsonb,bytea,jsonb,jsonb,uuid,integer,integer,integer,bytea,jsonb,jsonb,integer) IS 'How a checkpoint with this content (messages, state, tool results, with their digests: the message chain, see message_chain, and key digests) is stored on the given parent (its id and the thread_head_for_write columns): one row, the columns to insert. A delta (see checkpoints.format) on the base (the parent while delta_run_continues, else the anchor of its run, see run_anchor) when the base''s messages are a prefix of these by the chained list digest and the delta is smaller than the whole, counting what each stores (a delta''s removed keys, a whole row''s two empty lists); else whole. p_delta_run 1, or no digests: whole.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_last_message(p_checkpoint_id uuid)
  RETURNS jsonb
