@@ -495,3 +495,34 @@ func testDeltaCountsRemovedKeys(t *testing.T, e *env) {
 		t.Errorf("every key removed for a small one: stored %q, want full (the removed keys make the delta larger)", f)
 	}
 }
+
+// A merge is stored whole, as Postgres's thread_merge stores it, on both
+// stores (SQLite stored it as a delta on the target's head when it could),
+// and reads back as the branch head.
+func testMergeStoredWhole(t *testing.T, e *env) {
+	eng := e.open(engine.Config{DeltaMinBytes: -1})
+	msgs := []string{`{"role":"user","content":"plan a trip"}`}
+	write := func(thread string) engine.SnapshotResult {
+		return snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage("[" + strings.Join(msgs, ",") + "]"),
+			State: json.RawMessage(fmt.Sprintf(`{"n":%d}`, len(msgs)))})
+	}
+	head := write("m")
+	br, err := eng.Branch(e.ctx, head.ID, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs = append(msgs, `{"role":"tool","content":"3 flights"}`)
+	if c := e.get(write(br.ThreadID).ID); c.Format != "delta" {
+		t.Fatalf("the branch's write is stored %q: the test needs deltas", c.Format)
+	}
+	m, err := eng.MergeBranch(e.ctx, br.ThreadID, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.get(m.CheckpointID)
+	jsonEqual(t, "merged messages", c.Messages, []byte("["+strings.Join(msgs, ",")+"]"))
+	jsonEqual(t, "merged state", c.State, []byte(`{"n":2}`))
+	if c.Format != "full" {
+		t.Errorf("the merge is stored %q, want full", c.Format)
+	}
+}

@@ -105,6 +105,7 @@ var tests = []conformanceTest{
 	{name: "DeltasStayExactAcrossTimeTravel", fn: testDeltasAcrossTimeTravel},
 	{name: "SmallSnapshotsAreStoredWhole", fn: testSmallSnapshotsWhole},
 	{name: "ADeltaCountsTheKeysItRemoves", fn: testDeltaCountsRemovedKeys},
+	{name: "AMergeIsStoredWhole", fn: testMergeStoredWhole},
 	// limit.go
 	{name: "SizeLimitCoversEveryField", fn: testSizeLimitCoversEveryField},
 	{name: "SizeLimitOnAppendedHeads", fn: testSizeLimitOnAppendedHeads},

@@ -339,13 +339,9 @@ func (s *Store) Merge(ctx context.Context, branchThread, intoThread, namespace s
 			Sealed: false,
 			// Which put checks: the target has a head to merge onto.
 			MergeParentID: src.CheckpointID,
-		}
-		if src.MessagesDigest != nil {
-			// The source was big enough for deltas: so is the merge.
-			p.DeltaRun = engine.DefaultDeltaRun
-			if err := engine.ComputeDigests(&p); err != nil {
-				return err
-			}
+			// Stored whole, without digests, as thread_merge stores it
+			// (digests of the stored text, which SQL would compute, are
+			// not the engine's; DeltaRun 1 above).
 		}
 		put, err := s.put(ctx, q, p)
 		if err != nil {
