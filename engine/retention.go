@@ -378,7 +378,8 @@ func (e *Engine) sweep(ctx context.Context, what string, p Policy, opts SweepOpt
 // SetThreadExpiry makes a thread, every namespace of it, expire at at:
 // the first Sweep (or SQL thread_gc_sweep) after that applies keep to it, KeepNone
 // (the thread is deleted) or KeepLatest (its heads are kept, and the
-// expiry cleared). A zero at clears the expiry. It deletes nothing itself.
+// expiry cleared). A zero at clears the expiry; a time finer than a
+// microsecond is kept as the next microsecond. It deletes nothing itself.
 // It takes the thread's lock, so a sweep expiring the thread meanwhile
 // either finished first (ErrNotFound) or sees the new expiry.
 // Errors: ErrNotFound for a thread that does not exist; ErrInvalidInput for
@@ -397,6 +398,11 @@ func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.T
 	if !at.IsZero() {
 		if err := checkYears("expiry", at); err != nil {
 			return fmt.Errorf("set thread expiry: %w", err)
+		}
+		// The stores keep microseconds: the next one, never before the
+		// time asked, nor the zero time ("does not expire").
+		if us := at.Truncate(time.Microsecond); !us.Equal(at) {
+			at = us.Add(time.Microsecond)
 		}
 	}
 	n, err := e.store.SetExpiry(ctx, threadID, at, keep)

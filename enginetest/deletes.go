@@ -609,6 +609,29 @@ func testThreadExpiry(t *testing.T, e *env) {
 	if got, _, err := e.eng.ThreadExpiry(e.ctx, "x"); err != nil || !got.IsZero() {
 		t.Fatalf("a cleared expiry reads %v, %v", got, err)
 	}
+	// A time finer than a microsecond is kept as the next microsecond, the
+	// same on both stores (Postgres rounded it, SQLite cut it): never
+	// before the time asked, and never the zero time, which reads as "does
+	// not expire" (a nanosecond after it did, and a sweep expired the
+	// thread all the same).
+	for _, at := range []time.Time{time.Time{}.Add(time.Nanosecond), time.Now().Add(time.Hour).Truncate(time.Microsecond).Add(999 * time.Nanosecond)} {
+		if err := e.eng.SetThreadExpiry(e.ctx, "x", at, engine.KeepNone()); err != nil {
+			t.Fatal(err)
+		}
+		want := at.Truncate(time.Microsecond).Add(time.Microsecond)
+		if got, _, err := e.eng.ThreadExpiry(e.ctx, "x"); err != nil || !got.Equal(want) {
+			t.Fatalf("expiry set to %v: read %v (%v), want %v", at, got, err, want)
+		}
+	}
+	if res, err := e.eng.Sweep(e.ctx, engine.KeepAll(), engine.SweepOptions{}); err != nil || res.Expired != 0 {
+		t.Fatalf("a sweep before the expiry: %+v, %v", res, err)
+	}
+	if err := e.eng.SetThreadExpiry(e.ctx, "x", time.Time{}.Add(time.Nanosecond), engine.KeepNone()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.eng.Sweep(e.ctx, engine.KeepAll(), engine.SweepOptions{}); err != nil || res.Expired != 1 {
+		t.Fatalf("a sweep after an expiry in year 1: %+v, %v", res, err)
+	}
 	if _, _, err := e.eng.ThreadExpiry(e.ctx, "nobody"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("the expiry of an unknown thread: %v, want ErrNotFound", err)
 	}
