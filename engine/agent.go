@@ -71,8 +71,9 @@ func (e *Engine) SnapshotSafe(ctx context.Context, in SnapshotInput) SafeResult 
 
 // SnapshotFailures returns how many snapshots failed in SnapshotSafe (and
 // so in WrapTool, Scope and interval snapshots) since the Engine was made.
-// An Engine of ForTenant counts its own tenant's failures alone (not
-// counted in its parent's); one of WithTx counts into its parent's.
+// The count is the operator's, of the Engine made by New (or Open) and
+// of every Engine made from it (ForTenant's, WithTx's) together, whatever
+// their tenants; each failure's log line names its tenant.
 func (e *Engine) SnapshotFailures() int64 {
 	return e.failures.Load()
 }

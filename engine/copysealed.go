@@ -76,8 +76,9 @@ func (e *Engine) copySealed(ctx context.Context, src, dst string) ([]CopiedID, e
 			}
 		}
 	}
-	// src's own key, read at its first value: a branch that has written
-	// nothing holds only its source's values, and has no key.
+	// src's own key, read at its first value of its own: a branch that
+	// has written nothing holds only its source's values (and, made
+	// before branches were keyed at once, may have no key).
 	var from *dataKey
 	srcKey := func() (*dataKey, error) {
 		if from == nil {

@@ -475,11 +475,14 @@ func (e *Engine) originThreads(ctx context.Context, c CheckpointInfo, origins ma
 		if _, ok := threads[o]; ok {
 			continue
 		}
-		// An origin whose id was made after c's row was written cannot be
-		// its ancestor. (c's own id says nothing of that: it is made
-		// before the write and kept over retries, while other writers go
-		// first, so a parent's id may be the newer.)
-		if idTime(o).After(c.CreatedAt.Add(maxClockSkew)) {
+		// An origin whose id was made after c was written cannot be its
+		// ancestor. When c was written is the later of its CreatedAt and
+		// its id's time: its id is made before the write and kept over
+		// retries, while other writers go first (a parent's id may be the
+		// newer); its CreatedAt is its transaction's start on Postgres (a
+		// caller's transaction may be older than the ids made in it) and
+		// its source's for a copy (CopyThread keeps times, makes ids).
+		if written := latest(c.CreatedAt, idTime(c.ID)); idTime(o).After(written.Add(maxClockSkew)) {
 			return nil, "", nil, fmt.Errorf("%w: checkpoint %s holds a value written by a later checkpoint", ErrEncrypted, c.ID)
 		}
 		other, err := e.store.Lineage(ctx, o, 1)
@@ -509,12 +512,19 @@ func (e *Engine) originThreads(ctx context.Context, c CheckpointInfo, origins ma
 	return threads, end, deleted, nil
 }
 
-// maxClockSkew is how far ahead of the store's clock, which stamps a
-// checkpoint's CreatedAt, the clock that made a checkpoint id (UUIDv7, see
-// NewCheckpointID) may run: a value whose deleted origin's id is later
-// than a checkpoint's CreatedAt by more is refused as a later
-// checkpoint's.
+// maxClockSkew is how far apart the clocks that make checkpoint ids
+// (UUIDv7, see NewCheckpointID) and stamp CreatedAt may run: a value whose
+// deleted origin's id is later by more than when the checkpoint holding it
+// was written is refused as a later checkpoint's (see originThreads).
 const maxClockSkew = time.Minute
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
 
 // idTime is the time a UUIDv7 was made, to the millisecond.
 func idTime(id uuid.UUID) time.Time {

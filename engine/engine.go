@@ -149,7 +149,7 @@ type Engine struct {
 
 	enabled      triggerSet    // from cfg.Triggers
 	retentionErr error         // cfg.Retention checked once, in New
-	failures     *atomic.Int64 // SnapshotSafe failures, see SnapshotFailures; shared with WithTx's engines, not ForTenant's
+	failures     *atomic.Int64 // SnapshotSafe failures, see SnapshotFailures; shared with the engines made from this one
 }
 
 // New returns an Engine over store: the Postgres store

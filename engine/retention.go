@@ -286,9 +286,11 @@ type SweepResult struct {
 // the retention policies (KeepAll: expiry alone, KeepLastN, KeepAge,
 // KeepMilestones), which the SQL sweep applies too. A crash or a cancelled
 // context loses at most the batch in flight, which rolls back whole: every
-// thread stays readable. A thread that cannot be cleaned is left as it was
-// and counted (Failed); a serialization failure, deadlock or lock timeout
-// fails its batch instead, which Config.Retry runs again. Errors:
+// thread stays readable. A thread that cannot be cleaned (a damaged chain,
+// a lock timeout while another transaction holds it) is left as it was and
+// counted (Failed); a serialization failure (under REPEATABLE READ or
+// SERIALIZABLE) fails its batch instead, which Config.Retry runs again on a
+// fresh snapshot. Errors:
 // ErrInvalidInput for a bad policy or options; ErrTransient when a batch
 // failed so and was not retried (SweepResult.Next goes on from there).
 func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (_ SweepResult, err error) {
@@ -396,13 +398,13 @@ func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.T
 		return fmt.Errorf("set thread expiry: %w", err)
 	}
 	if !at.IsZero() {
-		if err := checkYears("expiry", at); err != nil {
-			return fmt.Errorf("set thread expiry: %w", err)
-		}
 		// The stores keep microseconds: the next one, never before the
 		// time asked, nor the zero time ("does not expire").
 		if us := at.Truncate(time.Microsecond); !us.Equal(at) {
 			at = us.Add(time.Microsecond)
+		}
+		if err := checkYears("expiry", at); err != nil {
+			return fmt.Errorf("set thread expiry: %w", err)
 		}
 	}
 	n, err := e.store.SetExpiry(ctx, threadID, at, keep)

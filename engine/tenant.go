@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"sync/atomic"
 )
 
 // DefaultTenant is the tenant of an Engine that never names one, and of
@@ -55,9 +54,7 @@ func (e *Engine) ForTenant(tenant string) (*Engine, error) {
 	if !ok {
 		return nil, fmt.Errorf("for tenant: %w: this engine's store (%T) does not keep tenants apart", ErrInvalidInput, e.base)
 	}
-	out := e.withStore(ts.ForTenant(tenant))
-	out.failures = new(atomic.Int64) // its own: a tenant learns nothing of another's
-	return out, nil
+	return e.withStore(ts.ForTenant(tenant)), nil
 }
 
 // Tenant returns the tenant e reads and writes: DefaultTenant unless e was

@@ -1543,6 +1543,37 @@ func testAncestorWithNewerID(t *testing.T, e *cryptEnv) {
 			t.Fatalf("full snapshots %v: head %s messages %s state %s", cfg.FullSnapshots, c.ID, c.Messages, c.State)
 		}
 	}
+	// A copy keeps its source's times and makes new ids: a copy of a
+	// thread written an hour ago, pruned to its head, still reads (its
+	// ids are an hour after its CreatedAt, as are those of a caller's
+	// transaction begun long before its writes on Postgres).
+	eng := e.open(nil, engine.Config{})
+	snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "old", Messages: json.RawMessage(`["SECRET one"]`)})
+	for _, m := range []string{`["SECRET two"]`, `["SECRET three"]`} {
+		if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: "old", Messages: json.RawMessage(m)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db := e.h.SQL(t, e.url)
+	if _, err := db.ExecContext(e.ctx, `UPDATE checkpoints SET created_at = created_at - interval '1 hour' WHERE thread_id = 'old'`); err != nil {
+		// SQLite's times are microseconds since 1970.
+		if _, err := db.ExecContext(e.ctx, `UPDATE checkpoints SET created_at = created_at - 3600000000 WHERE thread_id = 'old'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := eng.CopyThread(e.ctx, "old", "copy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.PruneThreads(e.ctx, engine.KeepLastN(1), "copy"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.open(nil, engine.Config{}).Latest(e.ctx, "copy")
+	if err != nil {
+		t.Fatalf("a pruned copy of a thread written an hour ago: %v", err)
+	}
+	if string(c.Messages) != `["SECRET one","SECRET two","SECRET three"]` || time.Since(c.CreatedAt) < time.Hour {
+		t.Fatalf("a pruned copy of a thread written an hour ago: messages %s, written %s", c.Messages, c.CreatedAt)
+	}
 }
 
 // idAt is a new checkpoint id (UUIDv7) made as if at time at.

@@ -1858,8 +1858,11 @@ BEGIN
                 v_expired := v_expired + 1;
                 v_deleted := v_deleted + v_n;
             END IF;
-        EXCEPTION WHEN serialization_failure OR deadlock_detected OR lock_not_available THEN
-            RAISE; -- the whole batch again, on a fresh snapshot: the caller's retry
+        EXCEPTION WHEN serialization_failure THEN
+            -- Under REPEATABLE READ or SERIALIZABLE the thread would fail
+            -- the same way again on this transaction's snapshot: the whole
+            -- batch again, on a fresh one (the caller's retry).
+            RAISE;
         WHEN OTHERS THEN
             RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', pgcheckpoint.quoted_text(v_thread), SQLERRM, SQLSTATE;
             v_failed := v_failed + 1;
@@ -1879,14 +1882,14 @@ BEGIN
             IF cardinality(v_threads) > 0 THEN
                 v_deleted := v_deleted + pgcheckpoint.checkpoint_delete_keys(v_threads, v_namespaces, v_seqs, v_ids);
             END IF;
-        EXCEPTION WHEN serialization_failure OR deadlock_detected OR lock_not_available THEN
+        EXCEPTION WHEN serialization_failure THEN
             RAISE;
         WHEN OTHERS THEN
             FOREACH v_thread IN ARRAY v_rest LOOP
                 BEGIN
                     SELECT count(*) INTO v_n FROM pgcheckpoint.thread_gc(v_thread, p_policy, p_n, p_age);
                     v_deleted := v_deleted + v_n;
-                EXCEPTION WHEN serialization_failure OR deadlock_detected OR lock_not_available THEN
+                EXCEPTION WHEN serialization_failure THEN
                     RAISE;
                 WHEN OTHERS THEN
                     RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', pgcheckpoint.quoted_text(v_thread), SQLERRM, SQLSTATE;
@@ -1899,7 +1902,7 @@ BEGIN
     RETURN QUERY SELECT (SELECT count(DISTINCT x)::integer FROM unnest(p_thread_ids) x), v_expired, v_failed, v_deleted;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired one by its expiry, the others through the policy all at once (thread_gc_doomed_many, then checkpoint_delete_keys), and every one marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). A serialization failure, deadlock or lock timeout (40001, 40P01, 55P03) fails the whole call instead: retry it, on a fresh snapshot (a thread skipped then would stay unswept under REPEATABLE READ however often its own part were retried). Returns how many threads, expired, failed, and how many checkpoints deleted.';
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired one by its expiry, the others through the policy all at once (thread_gc_doomed_many, then checkpoint_delete_keys), and every one marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). A serialization failure (40001) fails the whole call instead: retry it, on a fresh snapshot (under REPEATABLE READ or SERIALIZABLE a thread skipped for it would fail again on this one); a deadlock or a lock timeout (40P01, 55P03: a thread held long by another transaction) leaves that thread alone, counted failed. Returns how many threads, expired, failed, and how many checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) FROM PUBLIC;
 
 CREATE OR REPLACE PROCEDURE pgcheckpoint.thread_gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval, IN p_tenant text DEFAULT NULL::text)
@@ -1933,7 +1936,7 @@ BEGIN
     END LOOP;
 END;
 $procedure$;
-COMMENT ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval,text) IS 'Sweeps all threads of one tenant (p_tenant, else the session''s pgcheckpoint.tenant), least recently swept first: expiry, then the policy, in batches of p_batch_size threads (thread_gc_batch_oldest), committing after each and sleeping p_pause between, until every thread is done or p_time_budget is spent; the next call takes up the rest (after a serialization failure, deadlock or lock timeout too, which ends the call with its error: that batch rolled back, the ones before it committed). Usage: CALL pgcheckpoint.thread_gc_sweep(''keep_last_n'', 10, p_tenant => ''acme''); a pg_cron job per tenant. Error PC003: bad policy, or no tenant.';
+COMMENT ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval,text) IS 'Sweeps all threads of one tenant (p_tenant, else the session''s pgcheckpoint.tenant), least recently swept first: expiry, then the policy, in batches of p_batch_size threads (thread_gc_batch_oldest), committing after each and sleeping p_pause between, until every thread is done or p_time_budget is spent; the next call takes up the rest (after a serialization failure too, which ends the call with its error: that batch rolled back, the ones before it committed). Usage: CALL pgcheckpoint.thread_gc_sweep(''keep_last_n'', 10, p_tenant => ''acme''); a pg_cron job per tenant. Error PC003: bad policy, or no tenant.';
 REVOKE EXECUTE ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head(p_thread_id text, p_namespace text DEFAULT ''::text)
