@@ -113,7 +113,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 	}
 	if acc.readOnly == "" {
-		if err := setWAL(ctx, w, path); err != nil {
+		if err := setWAL(ctx, w, path, opts.BusyTimeout); err != nil {
 			return fail(err)
 		}
 	}
@@ -175,7 +175,13 @@ type writeConn struct {
 	texts map[string]*sql.Stmt
 	// yieldMax bounds yieldToQueued's wait: maxYield.
 	yieldMax time.Duration
+	// closed: close ran (under mu); a write after it fails with
+	// errClosed instead of using the statements it finalized.
+	closed bool
 }
+
+// errClosed is the error of a write to a Store that was closed.
+var errClosed = fmt.Errorf("sqlite store: closed: %w", sql.ErrConnDone)
 
 // maxGroup is how many writes at most share one commit.
 const maxGroup = 32
@@ -292,6 +298,9 @@ func (wc *writeConn) runIn(ctx context.Context, fn func() error, alone bool) (wa
 	wc.mu.Lock()
 	wc.waiting.Add(-1)
 	defer wc.mu.Unlock()
+	if wc.closed {
+		return nil, errClosed
+	}
 	g := wc.group
 	if g != nil && alone {
 		if _, err := wc.settle(ctx, g, true); err != nil {
@@ -302,11 +311,19 @@ func (wc *writeConn) runIn(ctx context.Context, fn func() error, alone bool) (wa
 	first := g == nil
 	if first {
 		if _, err := wc.begin.ExecContext(ctx); err != nil {
+			// The driver reports a context that ended during the call
+			// even when BEGIN ran: end the transaction it may have
+			// begun, or the connection would keep the file's write lock
+			// and every later BEGIN fail.
+			_, _ = wc.rollback.ExecContext(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("begin: %w", err)
 		}
 		g = &commitGroup{done: make(chan struct{})}
 		wc.group = g
-	} else if _, err := wc.savepoint.ExecContext(ctx); err != nil {
+	} else if _, err := wc.savepoint.ExecContext(context.WithoutCancel(ctx)); err != nil {
+		// (Without ctx: a SAVEPOINT or RELEASE that ran but reported
+		// the context's end would leave one behind, to which a later
+		// ROLLBACK TO would take back the writes after it.)
 		// Nothing of this write to take back.
 		_, _ = wc.settle(ctx, g, false)
 		return nil, fmt.Errorf("savepoint: %w", err)
@@ -323,7 +340,7 @@ func (wc *writeConn) runIn(ctx context.Context, fn func() error, alone bool) (wa
 		err = ctx.Err()
 	}
 	if err == nil && !first {
-		if _, rerr := wc.release.ExecContext(ctx); rerr != nil {
+		if _, rerr := wc.release.ExecContext(context.WithoutCancel(ctx)); rerr != nil {
 			err = fmt.Errorf("release: %w", rerr)
 		}
 	}
@@ -412,12 +429,23 @@ func (wc *writeConn) end(g *commitGroup, lost bool) {
 	close(g.done)
 }
 
-// close releases the statements and the connection; closed again, it does
-// nothing (a Store closes as many times as it is asked).
+// close commits the writes waiting in the open transaction, then releases
+// the statements and the connection, under mu: a write in flight finishes
+// first, and one after fails with errClosed. Closed again, it does nothing
+// (a Store closes as many times as it is asked).
 func (wc *writeConn) close() error {
+	wc.mu.Lock()
+	defer wc.mu.Unlock()
+	if wc.closed {
+		return nil
+	}
+	wc.closed = true
 	var err error
+	if g := wc.group; g != nil {
+		_, err = wc.settle(context.Background(), g, true)
+	}
 	if wc.q != nil {
-		err = wc.q.Close()
+		err = errors.Join(err, wc.q.Close())
 	}
 	for _, st := range []*sql.Stmt{wc.begin, wc.commit, wc.rollback, wc.savepoint, wc.release, wc.rollbackTo} {
 		if st != nil {
@@ -527,7 +555,7 @@ func openDB(ctx context.Context, path string, opts Options) (*sql.DB, access, er
 		return nil, access{}, fmt.Errorf("open %s: %w", path, openError(err))
 	}
 	if opts.Migrate && acc.readOnly == "" {
-		if err := setWAL(ctx, db, path); err != nil {
+		if err := setWAL(ctx, db, path, opts.BusyTimeout); err != nil {
 			db.Close()
 			return nil, access{}, err
 		}
@@ -538,15 +566,30 @@ func openDB(ctx context.Context, path string, opts Options) (*sql.DB, access, er
 // setWAL puts a database file in WAL mode, which lasts: readers then read
 // a snapshot while a writer writes. It writes to the file, so OpenDB
 // without Migrate (for Version on any file) leaves it to Open.
-func setWAL(ctx context.Context, db *sql.DB, path string) error {
+// Changing the journal mode needs the file to itself, and SQLite does not
+// wait for that (no busy handler): another process opening or writing a
+// new file at the same moment fails it at once, so it is tried again here
+// until wait (Options.BusyTimeout) has passed, then ErrTransient.
+func setWAL(ctx context.Context, db *sql.DB, path string, wait time.Duration) error {
 	if path == Memory {
 		return nil
 	}
-	var mode string
-	if err := db.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode); err != nil {
-		return fmt.Errorf("open %s: set WAL mode: %w", path, openError(err))
+	deadline := time.Now().Add(wait)
+	for {
+		var mode string
+		err := db.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&mode)
+		if err == nil {
+			return nil
+		}
+		if c := resultCode(err); (c != sqlite3lib.SQLITE_BUSY && c != sqlite3lib.SQLITE_LOCKED) || !time.Now().Before(deadline) {
+			return fmt.Errorf("open %s: set WAL mode: %w", path, storeError(openError(err)))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("open %s: set WAL mode: %w", path, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 // dsn is the modernc.org/sqlite data source name of path, opened as acc
@@ -580,7 +623,9 @@ func openError(err error) error {
 	return err
 }
 
-// Close closes the store's connections.
+// Close closes the store's connections. A write in flight finishes first
+// (the writes waiting for its commit are committed); a write after Close
+// fails.
 func (s *Store) Close() error {
 	var err error
 	if s.rq != nil && s.rq != s.wq {
