@@ -24,7 +24,7 @@ var (
 
 // buildCommand builds a command of this module once per test binary and
 // returns the path of the executable.
-func buildCommand(t *testing.T, name string) string {
+func buildCommand(t testing.TB, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binDir, buildErr = filepath.Abs("../bin/test")

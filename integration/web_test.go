@@ -38,11 +38,10 @@ import (
 // page go to $PGCHECKPOINT_WEB_SCREENSHOTS (default: a new temporary
 // directory, logged).
 
-// webBigThread is the length of the thread whose page must render in
-// under webBigLimit.
+// webBigThread is the length of the thread whose page the browser tests
+// open (its load time is logged; BenchmarkWebThreadPage measures it).
 const (
 	webBigThread = 50000
-	webBigLimit  = 2 * time.Second
 	webTreeRows  = 200 // rows of a tree page (cmd/ckpt's webTreePage)
 )
 
@@ -104,7 +103,7 @@ type webProc struct {
 
 // startWeb runs ckpt web on dbURL with extra flags, reads the URL it
 // prints, and stops it (SIGINT) when the test ends.
-func startWeb(t *testing.T, bin, dbURL string, extra ...string) webProc {
+func startWeb(t testing.TB, bin, dbURL string, extra ...string) webProc {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--database", dbURL, "web"}, extra...)...)
 	cmd.Env = envWithout("DATABASE_URL")
@@ -380,7 +379,7 @@ func bodyText(t *testing.T, ctx context.Context) string {
 }
 
 // client returns an HTTP client that has opened the printed URL.
-func client(t *testing.T, w webProc) *http.Client {
+func client(t testing.TB, w webProc) *http.Client {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
@@ -660,17 +659,18 @@ func testWeb(t *testing.T, store, dbURL string) {
 		t.Errorf("keep_last_n:2 deleted %q; the preview showed %q", gone, previewed)
 	}
 
-	// A thread of 50,000 checkpoints: its page renders in the browser in
-	// under webBigLimit, navigation to load event.
+	// A thread of 50,000 checkpoints: its page draws one page of rows and
+	// tells the total. Its load time (navigation to load event) is logged;
+	// its speed is BenchmarkWebThreadPage's, against a bare read.
 	if testing.Short() {
 		t.Logf("the %d-checkpoint page: a long run, left out by -short", webBigThread)
 		return
 	}
 	big := "big-" + store
 	importLinear(t, eng, big, webBigThread)
-	// Each page is opened three times and the fastest counts: the
-	// machine is shared, and a slice of time taken by another process is
-	// not the page's.
+	// Each page is opened three times and the fastest logged: the machine
+	// is shared, and a slice of time taken by another process is not the
+	// page's.
 	for i, path := range []string{"/thread?id=" + big, "/thread?id=" + big + "&page=100"} {
 		best := time.Duration(1 << 62)
 		for range 3 {
@@ -687,9 +687,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 		settle(t, tab, w, path)
 		rows := eval[int](t, tab, `document.querySelectorAll("#tree g.node").length`)
 		total := eval[string](t, tab, `document.getElementById("tree").dataset.total`)
-		if best > webBigLimit {
-			t.Errorf("%s: the %d-checkpoint thread's page took %s to load at best; want under %s", path, webBigThread, best, webBigLimit)
-		}
+		t.Logf("%s: the %d-checkpoint thread's page loaded in %s at best", path, webBigThread, best)
 		if rows != webTreeRows || total != fmt.Sprint(webBigThread) {
 			t.Errorf("%s: %d nodes drawn of %s; want %d of %d", path, rows, total, webTreeRows, webBigThread)
 		}
@@ -701,7 +699,7 @@ func testWeb(t *testing.T, store, dbURL string) {
 
 // importLinear writes a thread of n checkpoints, one line, through an
 // import (one transaction: a few seconds on either store).
-func importLinear(t *testing.T, eng *engine.Engine, thread string, n int) {
+func importLinear(t testing.TB, eng *engine.Engine, thread string, n int) {
 	t.Helper()
 	pr, pw := io.Pipe()
 	go func() {
