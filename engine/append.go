@@ -62,13 +62,14 @@ type AppendInput struct {
 // same content: the head's content (its SizeBytes) plus the change plus
 // the new checkpoint's metadata, summary, next node and tags; when that
 // sum is over, the content the change makes is measured (a key set again
-// counts once) and refuses the append only if that is over too: by the
-// Postgres store as jsonb text, by the SQLite store as the text it
-// composes, and by an encrypting Engine itself, in plaintext, as SQLite
-// composes it (a store holds only ciphertext, compressed). jsonb's text has
-// a space after each colon and comma, so near the limit an Append the
-// SQLite store takes may be refused by the Postgres store, where a
-// Snapshot of the same content, measured as sent, is taken.
+// counts once) and refuses the append only if that is over too, as its
+// text would be sent, compact: by the SQLite store as the text it
+// composes, by the Postgres store as jsonb's text without the spaces it
+// puts after colons and commas (pgcheckpoint.json_compact_size), and by an
+// encrypting Engine itself, in plaintext, as SQLite composes it (a store
+// holds only ciphertext, compressed). Strings and numbers count as each
+// store keeps them: an escape such as \u00e9 as written on SQLite, as the
+// character's UTF-8 bytes on Postgres.
 // SizeBytes records the head's plus the change's, or what was measured.
 // Retries (Config.Retry),
 // Triggers and Retention apply as to Snapshot; a retried Append with the

@@ -109,6 +109,7 @@ var tests = []conformanceTest{
 	// limit.go
 	{name: "SizeLimitCoversEveryField", fn: testSizeLimitCoversEveryField},
 	{name: "SizeLimitOnAppendedHeads", fn: testSizeLimitOnAppendedHeads},
+	{name: "AnAppendIsMeasuredAsItsContentIsSent", fn: testAppendMeasuredAsSent},
 	{name: "TextFieldBounds", fn: testTextFieldBounds},
 	{name: "SizeLimitOnPendingWrites", fn: testSizeLimitOnPendingWrites},
 	{name: "SizeLimitOnImport", fn: testSizeLimitOnImport},

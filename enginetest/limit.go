@@ -625,3 +625,38 @@ func setKeyAgain(t *testing.T, ctx context.Context, eng *engine.Engine, th strin
 		check(i, set, got)
 	}
 }
+
+// An append whose head's size and change's are over the limit is measured
+// as its whole content would be sent, compact: the same on both stores
+// (Postgres measured jsonb's text, a space after each colon and comma,
+// and refused such an append where SQLite took it, or recorded another
+// size).
+func testAppendMeasuredAsSent(t *testing.T, e *env) {
+	var keys, again []string
+	for i := range 50 {
+		keys = append(keys, fmt.Sprintf(`"k%02d":0`, i))
+		again = append(again, fmt.Sprintf(`"k%02d":1`, i))
+	}
+	messages := `[{"role":"user","content":"a"},{"role":"ai","content":"b"}]`
+	state := "{" + strings.Join(keys, ",") + "}"
+	size := int64(len(messages) + len(state) + len(`{}`))
+	for _, set := range []string{"{" + strings.Join(again[:5], ",") + "}", "{" + strings.Join(again, ",") + "}"} {
+		for _, slack := range []int64{0, 10} {
+			// The limit counts the summary ("s") too.
+			eng := e.open(engine.Config{MaxSnapshotBytes: size + 1 + slack, DeltaMinBytes: -1})
+			thread := fmt.Sprintf("measured-%d-%d", len(set), slack)
+			snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(messages), State: json.RawMessage(state), Summary: "s"})
+			res, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: thread, SetState: json.RawMessage(set), Summary: "s"})
+			if err != nil {
+				t.Fatalf("an append setting %d bytes of keys again, content %d bytes, limit %d: %v", len(set), size, size+1+slack, err)
+			}
+			c, err := eng.Get(e.ctx, res.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.SizeBytes != size {
+				t.Errorf("an append measured: SizeBytes %d, want %d (its content as sent)", c.SizeBytes, size)
+			}
+		}
+	}
+}

@@ -63,7 +63,7 @@ func TestRoutineNamesFollowTheRule(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	entityFirst := regexp.MustCompile(`^(thread|checkpoint|pending_writes?|retention_policy)_[a-z0-9_]+$`)
-	values := []string{"current_tenant", "delta_chain", "delta_keys", "delta_merge", "delta_merge_step", "delta_run_continues", "json_text", "key_digests",
+	values := []string{"current_tenant", "delta_chain", "delta_keys", "delta_merge", "delta_merge_step", "delta_run_continues", "json_compact_size", "json_text", "key_digests",
 		"message_chain", "message_chain_at", "message_digests", "message_summary", "quoted_text", "run_anchor", "unescaped_text", "uuid_v7"}
 	for _, r := range routines(t, b) {
 		if entityFirst.MatchString(r.name) || slices.Contains(values, r.name) {

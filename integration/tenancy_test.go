@@ -210,6 +210,7 @@ var sqlProbes = map[string]sqlProbe{
 	"delta_merge(jsonb,text[])":                     {sql: `SELECT pgcheckpoint.delta_merge(x, '{}') FROM (VALUES ('{}'::jsonb)) v(x)`, note: "an aggregate; reads no table"},
 	"delta_merge_step(jsonb,jsonb,text[])":          {sql: `SELECT pgcheckpoint.delta_merge_step('{}', '{}', '{}')`, note: "reads no table"},
 	"delta_run_continues(integer,integer)":          {sql: `SELECT pgcheckpoint.delta_run_continues(1, 50)`, note: "reads no table"},
+	"json_compact_size(jsonb)":                      {sql: `SELECT pgcheckpoint.json_compact_size('{}')`, note: "reads no table"},
 	"json_text(jsonb)":                              {sql: `SELECT pgcheckpoint.json_text('"x"')`, note: "reads no table"},
 	"key_digests(jsonb)":                            {sql: `SELECT pgcheckpoint.key_digests('{}')`, note: "reads no table"},
 	"message_chain(bytea,bytea)":                    {sql: `SELECT pgcheckpoint.message_chain(NULL, NULL)`, note: "reads no table"},

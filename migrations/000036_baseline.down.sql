@@ -50,6 +50,7 @@ DROP FUNCTION
     pgcheckpoint.delta_keys(jsonb,jsonb,jsonb),
     pgcheckpoint.delta_merge_step(jsonb,jsonb,text[]),
     pgcheckpoint.delta_run_continues(integer,integer),
+    pgcheckpoint.json_compact_size(jsonb),
     pgcheckpoint.json_text(jsonb),
     pgcheckpoint.key_digests(jsonb),
     pgcheckpoint.message_chain(bytea,bytea),

@@ -334,9 +334,9 @@ BEGIN
         WHERE c.checkpoint_id = v_head_id
         LIMIT 1;
         IF v_size > p_max_size_bytes THEN
-            SELECT octet_length((m.messages || v_messages)::text)
-                   + octet_length(((m.state - v_rm_state) || v_set_state)::text)
-                   + octet_length(((m.tool_results - v_rm_tools) || v_set_tools)::text)
+            SELECT pgcheckpoint.json_compact_size(m.messages || v_messages)
+                   + pgcheckpoint.json_compact_size((m.state - v_rm_state) || v_set_state)
+                   + pgcheckpoint.json_compact_size((m.tool_results - v_rm_tools) || v_set_tools)
               INTO v_size
             FROM pgcheckpoint.checkpoint_materialize(v_head_id) m;
         END IF;
@@ -1262,6 +1262,27 @@ AS $function$
     SELECT p_delta_run OPERATOR(pg_catalog.>) 1 AND p_run OPERATOR(pg_catalog.+) 1 OPERATOR(pg_catalog.<) p_delta_run
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.delta_run_continues(integer,integer) IS 'The run limit: whether a delta on a checkpoint whose run is p_run (its delta_run) may extend that run when runs hold fewer than p_delta_run deltas (p_delta_run 1: no deltas). NULL when p_run is.';
+
+CREATE OR REPLACE FUNCTION pgcheckpoint.json_compact_size(p_value jsonb)
+ RETURNS bigint
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE STRICT
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    -- jsonb's text has a space after each colon and each comma between
+    -- members or elements, which the text a client sends (and the SQLite
+    -- store composes) has not: an object of n members has n colons and
+    -- n - 1 commas, an array of n elements n - 1 commas.
+    SELECT octet_length(p_value::text) - coalesce((
+        SELECT sum(CASE jsonb_typeof(v) WHEN 'object' THEN 2 * c.n - 1 ELSE c.n - 1 END)
+        FROM jsonb_path_query(p_value, 'strict $.**') v,
+             LATERAL (SELECT CASE jsonb_typeof(v)
+                                 WHEN 'object' THEN (SELECT count(*) FROM jsonb_object_keys(v))
+                                 WHEN 'array' THEN jsonb_array_length(v)
+                             END AS n) c
+        WHERE c.n > 0), 0)
+$function$;
+COMMENT ON FUNCTION pgcheckpoint.json_compact_size(jsonb) IS 'The length in bytes of a JSON value''s text without the spaces jsonb''s text puts after colons and commas: what the size limit counts of content a store composes (an append''s, checkpoint_append), as the SQLite store counts it. Strings and numbers count as jsonb spells them.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.json_text(p_value jsonb)
  RETURNS text
