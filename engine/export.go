@@ -335,7 +335,8 @@ type exportLine struct {
 // ImportOptions tunes Import.
 type ImportOptions struct {
 	// Progress, when set, is called after every batch of checkpoints read
-	// (a few hundred), with the running totals.
+	// (a few hundred), with the running totals. It runs inside the import's
+	// transaction: it must not write through, or close, the store.
 	Progress func(ExportStats)
 }
 

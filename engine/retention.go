@@ -286,11 +286,12 @@ type SweepResult struct {
 // the retention policies (KeepAll: expiry alone, KeepLastN, KeepAge,
 // KeepMilestones), which the SQL sweep applies too. A crash or a cancelled
 // context loses at most the batch in flight, which rolls back whole: every
-// thread stays readable. A thread that cannot be cleaned (a damaged chain,
-// a lock timeout while another transaction holds it) is left as it was and
-// counted (Failed); a serialization failure (under REPEATABLE READ or
-// SERIALIZABLE) fails its batch instead, which Config.Retry runs again on a
-// fresh snapshot. Errors:
+// thread stays readable. A thread that cannot be cleaned (a damaged chain;
+// on Postgres a row held past lock_timeout by another transaction once
+// the thread's lock is taken) is left as it was and counted (Failed); a
+// serialization failure (under REPEATABLE READ or SERIALIZABLE), or on
+// Postgres a batch's thread locks not taken within lock_timeout, fails the
+// batch instead, which Config.Retry runs again. Errors:
 // ErrInvalidInput for a bad policy or options; ErrTransient when a batch
 // failed so and was not retried (SweepResult.Next goes on from there).
 func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (_ SweepResult, err error) {
@@ -398,13 +399,17 @@ func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.T
 		return fmt.Errorf("set thread expiry: %w", err)
 	}
 	if !at.IsZero() {
-		// The stores keep microseconds: the next one, never before the
-		// time asked, nor the zero time ("does not expire").
-		if us := at.Truncate(time.Microsecond); !us.Equal(at) {
-			at = us.Add(time.Microsecond)
-		}
 		if err := checkYears("expiry", at); err != nil {
 			return fmt.Errorf("set thread expiry: %w", err)
+		}
+		// The stores keep microseconds: the next one, never before the
+		// time asked, nor the zero time ("does not expire"). Checked
+		// again: the next microsecond may be in year 10000.
+		if us := at.Truncate(time.Microsecond); !us.Equal(at) {
+			at = us.Add(time.Microsecond)
+			if err := checkYears("expiry", at); err != nil {
+				return fmt.Errorf("set thread expiry: %w", err)
+			}
 		}
 	}
 	n, err := e.store.SetExpiry(ctx, threadID, at, keep)

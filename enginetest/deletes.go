@@ -626,6 +626,9 @@ func testThreadExpiry(t *testing.T, e *env) {
 	if err := e.eng.SetThreadExpiry(e.ctx, "x", time.Date(9999, 12, 31, 23, 59, 59, 999999500, time.UTC), engine.KeepNone()); !errors.Is(err, engine.ErrInvalidInput) {
 		t.Fatalf("an expiry the microsecond takes past year 9999: %v, want ErrInvalidInput", err)
 	}
+	if err := e.eng.SetThreadExpiry(e.ctx, "x", time.Time{}.Add(-500*time.Nanosecond), engine.KeepNone()); !errors.Is(err, engine.ErrInvalidInput) {
+		t.Fatalf("an expiry in year 0 that the microsecond takes to the zero time: %v, want ErrInvalidInput", err)
+	}
 	if res, err := e.eng.Sweep(e.ctx, engine.KeepAll(), engine.SweepOptions{}); err != nil || res.Expired != 0 {
 		t.Fatalf("a sweep before the expiry: %+v, %v", res, err)
 	}

@@ -624,8 +624,9 @@ func openError(err error) error {
 }
 
 // Close closes the store's connections. A write in flight finishes first
-// (the writes waiting for its commit are committed); a write after Close
-// fails.
+// (the writes waiting for its commit are committed), so Close waits for it:
+// for an Import, until its source ends (an ImportOptions.Progress that
+// calls Close waits for itself); a write after Close fails.
 func (s *Store) Close() error {
 	var err error
 	if s.rq != nil && s.rq != s.wq {
