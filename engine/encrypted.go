@@ -706,7 +706,7 @@ func (e *Engine) sourceSealed(ctx context.Context, thread string, id uuid.UUID) 
 // under the target's key, bound to the new checkpoint, with the head as
 // merge parent (PutRequest.MergeParentID). The branch may move meanwhile:
 // the merge is of the head read.
-func (e *Engine) mergeSealed(ctx context.Context, branchThread, intoThread, namespace string) (MergeResult, error) {
+func (e *Engine) mergeSealed(ctx context.Context, branchThread, intoThread, namespace string, id uuid.UUID) (MergeResult, error) {
 	if branchThread == intoThread {
 		return MergeResult{}, fmt.Errorf("%w: cannot merge thread %q into itself", ErrInvalidInput, intoThread)
 	}
@@ -728,7 +728,7 @@ func (e *Engine) mergeSealed(ctx context.Context, branchThread, intoThread, name
 		return MergeResult{}, fmt.Errorf("branch thread %q in namespace %q: %w", branchThread, namespace, err)
 	}
 	unescapeCheckpoint(head)
-	p, err := e.snapshotParams(SnapshotInput{ThreadID: intoThread, Namespace: namespace, Trigger: TriggerManual,
+	p, err := e.snapshotParams(SnapshotInput{ID: id, ThreadID: intoThread, Namespace: namespace, Trigger: TriggerManual,
 		Tags: []string{"merge"}, Summary: "Merge of " + branchThread, Metadata: head.Metadata, Messages: head.Messages,
 		State: head.State, ToolResults: head.ToolResults, NextNode: head.NextNode}, "the merged messages, state and tool results")
 	if err != nil {

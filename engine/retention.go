@@ -412,7 +412,11 @@ func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.T
 			}
 		}
 	}
-	n, err := e.store.SetExpiry(ctx, threadID, at, keep)
+	var n int64
+	err = e.cfg.Retry.retry(ctx, func() (err error) {
+		n, err = e.store.SetExpiry(ctx, threadID, at, keep)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("set the expiry of thread %q: %w", threadID, err)
 	}

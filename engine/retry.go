@@ -15,12 +15,15 @@ const (
 )
 
 // RetryPolicy says how Snapshot (and so SnapshotSafe, WrapTool, Scope and
-// interval snapshots), Append, PutWrites and each batch of Sweep retry a
-// write that failed with ErrTransient. The zero value does not retry. A retry reuses the
-// checkpoint id of the first attempt, so a write whose commit was done but
-// not acknowledged is found, not stored twice (SnapshotResult.Created is
-// then false). Never retried: bad input, ErrIDConflict, ErrNotFound,
-// ErrPermission, ErrStorageFull, a cancelled or expired context.
+// interval snapshots), Append, PutWrites, the rewinds (Rewind,
+// RewindAndTruncate, RewindToStep), MergeBranch, SetThreadExpiry and each
+// batch of Sweep retry a write that failed with ErrTransient. The zero
+// value does not retry. A retry reuses the checkpoint id of the first
+// attempt, so a write whose commit was done but not acknowledged is found,
+// not stored twice (SnapshotResult.Created is then false); a rewind or an
+// expiry set again changes nothing more. Never retried: bad input,
+// ErrIDConflict, ErrNotFound, ErrPermission, ErrStorageFull, a cancelled or
+// expired context.
 type RetryPolicy struct {
 	// Attempts is how many times a write is tried in all, the first
 	// included; 0 or 1: once.

@@ -39,7 +39,7 @@ type RewindResult struct {
 // there builds on it and history becomes a tree. It deletes nothing: every
 // checkpoint stays readable, and a later Rewind can return to the old line.
 // It takes the lock of the thread the checkpoint is in. Errors:
-// ErrNotFound; ErrTransient (retry it) under REPEATABLE READ or
+// ErrNotFound; ErrTransient (retry it; Config.Retry does) under REPEATABLE READ or
 // SERIALIZABLE when the thread changed after the transaction's snapshot,
 // or, on Postgres, when the checkpoint's id moved to another thread while
 // the call waited for the lock (deleted, then written there by an import).
@@ -63,7 +63,11 @@ func (e *Engine) RewindAndTruncate(ctx context.Context, id uuid.UUID) (_ *Rewind
 }
 
 func (e *Engine) rewind(ctx context.Context, id uuid.UUID, truncate bool) (*RewindResult, error) {
-	r, err := e.store.Rewind(ctx, id, truncate)
+	var r *RewindResult
+	err := e.cfg.Retry.retry(ctx, func() (err error) {
+		r, err = e.store.Rewind(ctx, id, truncate)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("rewind to checkpoint %s: %w", id, err)
 	}
@@ -110,7 +114,12 @@ func (e *Engine) rewindToStep(ctx context.Context, threadID, namespace string, s
 	if step < 1 {
 		return nil, fmt.Errorf("rewind to step: %w: step %d; steps start at 1", ErrInvalidInput, step)
 	}
-	id, r, err := e.store.RewindToStep(ctx, threadID, namespace, step)
+	var id uuid.UUID
+	var r *RewindResult
+	err := e.cfg.Retry.retry(ctx, func() (err error) {
+		id, r, err = e.store.RewindToStep(ctx, threadID, namespace, step)
+		return err
+	})
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("rewind thread %q namespace %q to step %d: no checkpoint at or below it on the current line: %w",
 			threadID, namespace, step, err)
@@ -397,14 +406,18 @@ func (e *Engine) mergeBranch(ctx context.Context, branchThread, intoThread, name
 	if err := checkNamespace(namespace); err != nil {
 		return MergeResult{}, fmt.Errorf("merge: %w", err)
 	}
-	if e.crypt != nil {
-		r, err := e.mergeSealed(ctx, branchThread, intoThread, namespace)
-		if err != nil {
-			return MergeResult{}, fmt.Errorf("merge thread %q into %q (namespace %q): %w", branchThread, intoThread, namespace, err)
+	// One id for every attempt: a retried merge whose first attempt
+	// committed finds it (a write of that id is a no-op).
+	id := NewCheckpointID()
+	var r MergeResult
+	err := e.cfg.Retry.retry(ctx, func() (err error) {
+		if e.crypt != nil {
+			r, err = e.mergeSealed(ctx, branchThread, intoThread, namespace, id)
+		} else {
+			r, err = e.store.Merge(ctx, branchThread, intoThread, namespace, id)
 		}
-		return r, nil
-	}
-	r, err := e.store.Merge(ctx, branchThread, intoThread, namespace, NewCheckpointID())
+		return err
+	})
 	if err != nil {
 		return MergeResult{}, fmt.Errorf("merge thread %q into %q (namespace %q): %w", branchThread, intoThread, namespace, err)
 	}

@@ -1199,3 +1199,55 @@ func TestSweepLeavesAThreadHeldPastTheLockTimeout(t *testing.T) {
 		t.Errorf("the held thread: %v", err)
 	}
 }
+
+// Under a REPEATABLE READ database, a rewind, a merge and an expiry that
+// wait for the thread's lock while another transaction writes the thread
+// fail with a serialization failure, which Config.Retry runs again (they
+// returned ErrTransient whatever the policy): each ends done, with an
+// encrypting engine too (its merge writes the merge itself).
+func TestIsolationRewindMergeAndExpiryRetried(t *testing.T) {
+	t.Parallel()
+	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, encrypted := range []bool{false, true} {
+		e := newIsoEnv(t, isolation{name: "database-repeatable-read", database: "repeatable read"})
+		cfg := engine.Config{Retry: retryHard}
+		if encrypted {
+			cfg.Encryption = engine.Encryption{Keys: keys}
+		}
+		eng := e.engine(cfg)
+		s := seedThread(t, e, eng, "t", 3)
+		br, err := eng.Branch(e.ctx, s[0].ID, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, call := range map[string]func() error{
+			"Rewind": func() error { _, err := eng.Rewind(e.ctx, s[1].ID); return err },
+			"RewindAndTruncate": func() error {
+				_, err := eng.RewindAndTruncate(e.ctx, s[1].ID)
+				return err
+			},
+			"RewindToStep": func() error { _, err := eng.RewindToStep(e.ctx, "t", s[1].Step); return err },
+			"MergeBranch":  func() error { _, err := eng.MergeBranch(e.ctx, br.ThreadID, "t"); return err },
+			"SetThreadExpiry": func() error {
+				return eng.SetThreadExpiry(e.ctx, "t", time.Now().Add(time.Hour), engine.KeepLatest())
+			},
+		} {
+			holder, holderTx := e.hold(t, eng)
+			if _, err := holder.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "t", Messages: growingMessages(2)}); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- call() }()
+			waitForIsoLockWaiter(t, e, done)
+			if err := holderTx.Commit(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Errorf("encrypted %v: %s after a write it waited for, with Config.Retry: %v", encrypted, name, err)
+			}
+		}
+	}
+}
