@@ -62,14 +62,17 @@ type AppendInput struct {
 // same content: the head's content (its SizeBytes) plus the change plus
 // the new checkpoint's metadata, summary, next node and tags; when that
 // sum is over, the content the change makes is measured (a key set again
-// counts once) and refuses the append only if that is over too, as its
-// text would be sent, compact: by the SQLite store as the text it
-// composes, by the Postgres store as jsonb's text without the spaces it
-// puts after colons and commas (pgcheckpoint.json_compact_size), and by an
-// encrypting Engine itself, in plaintext, as SQLite composes it (a store
-// holds only ciphertext, compressed). Strings and numbers count as each
-// store keeps them: an escape such as \u00e9 as written on SQLite, as the
-// character's UTF-8 bytes on Postgres.
+// counts once) and refuses the append only if that is over too: by the
+// SQLite store as the text it composes (each value as it was sent, the
+// lists and objects around them compact), by the Postgres store as jsonb's
+// text without the spaces it puts after colons and commas
+// (pgcheckpoint.json_compact_size), and by an encrypting Engine itself, in
+// plaintext, as SQLite composes it (a store holds only ciphertext,
+// compressed). For compact JSON, what encoding/json writes, the stores
+// agree; they differ where a store keeps the text and the other jsonb's
+// spelling: whitespace inside a value and an escape such as \u00e9 count
+// on SQLite as written, a number as the longer of its text and Postgres's
+// spelling on SQLite and as Postgres spells it on Postgres.
 // SizeBytes records the head's plus the change's, or what was measured.
 // Retries (Config.Retry),
 // Triggers and Retention apply as to Snapshot; a retried Append with the

@@ -21,7 +21,8 @@ const (
 // value does not retry. A retry reuses the checkpoint id of the first
 // attempt, so a write whose commit was done but not acknowledged is found,
 // not stored twice (SnapshotResult.Created is then false); a rewind or an
-// expiry set again changes nothing more. Never retried: bad input,
+// expiry set again changes nothing more (a rewind then reports what the
+// retry did: RewindAndTruncate's Truncated counts nothing more deleted). Never retried: bad input,
 // ErrIDConflict, ErrNotFound, ErrPermission, ErrStorageFull, a cancelled or
 // expired context.
 type RetryPolicy struct {

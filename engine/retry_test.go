@@ -302,3 +302,87 @@ func TestSQLiteBusyIsTransient(t *testing.T) {
 		t.Errorf("%d checkpoints stored, want 1", n)
 	}
 }
+
+// A merge whose first attempt committed but was not acknowledged, while
+// the branch moved before the retry: the retry writes other content under
+// the call's own id (ErrIDConflict), so the merge that stands is returned,
+// plain and under encryption (whose merge is a Put).
+func TestMergeRetriedAfterALostAcknowledgment(t *testing.T) {
+	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, encrypted := range []bool{false, true} {
+		store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"), sqlite.Options{Migrate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := engine.Config{}
+		if encrypted {
+			cfg.Encryption = engine.Encryption{Keys: keys}
+		}
+		direct := engine.New(store, cfg)
+		ctx := context.Background()
+		head, err := direct.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["one"]`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		br, err := direct.Branch(ctx, head.ID, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first merge commits, then the branch moves, then the
+		// acknowledgment is lost.
+		moved := func() {
+			if _, err := direct.Snapshot(ctx, engine.SnapshotInput{ThreadID: br.ThreadID, Messages: json.RawMessage(`["one","two"]`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		flaky := &mergeFlaky{Store: store, after: moved, put: encrypted}
+		cfg.Retry = fastRetry(3)
+		eng := engine.New(flaky, cfg)
+		m, err := eng.MergeBranch(ctx, br.ThreadID, "t")
+		if err != nil {
+			t.Fatalf("encrypted %v: a merge retried after its lost acknowledgment: %v", encrypted, err)
+		}
+		if c, err := direct.Get(ctx, m.CheckpointID); err != nil || c.ThreadID != "t" || c.MergeParentID != m.MergeParentID || c.ParentID != head.ID {
+			t.Fatalf("encrypted %v: the merge returned %+v reads %+v, %v", encrypted, m, c, err)
+		}
+		if n := countCheckpoints(t, direct, "t"); n != 2 {
+			t.Errorf("encrypted %v: %d checkpoints on the target, want the head and one merge", encrypted, n)
+		}
+		store.Close()
+	}
+}
+
+// mergeFlaky is a real store whose first merge (a Merge, or under
+// encryption the merge's Put) commits, runs after, and then reports a
+// lost acknowledgment.
+type mergeFlaky struct {
+	engine.Store
+	after func()
+	put   bool
+	calls atomic.Int32
+}
+
+func (s *mergeFlaky) Merge(ctx context.Context, branch, into, ns string, id uuid.UUID) (engine.MergeResult, error) {
+	if !s.put && s.calls.Add(1) == 1 {
+		if _, err := s.Store.Merge(ctx, branch, into, ns, id); err != nil {
+			return engine.MergeResult{}, err
+		}
+		s.after()
+		return engine.MergeResult{}, errLost
+	}
+	return s.Store.Merge(ctx, branch, into, ns, id)
+}
+
+func (s *mergeFlaky) Put(ctx context.Context, p engine.PutRequest) (engine.SnapshotResult, error) {
+	if s.put && p.MergeParentID != uuid.Nil && s.calls.Add(1) == 1 {
+		if _, err := s.Store.Put(ctx, p); err != nil {
+			return engine.SnapshotResult{}, err
+		}
+		s.after()
+		return engine.SnapshotResult{}, errLost
+	}
+	return s.Store.Put(ctx, p)
+}

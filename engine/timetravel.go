@@ -418,6 +418,15 @@ func (e *Engine) mergeBranch(ctx context.Context, branchThread, intoThread, name
 		}
 		return err
 	})
+	if errors.Is(err, ErrIDConflict) {
+		// The id is this call's own: a conflict on it is an attempt that
+		// committed unacknowledged, then a retry that read another
+		// branch head. The merge stands.
+		if line, lerr := e.store.Lineage(ctx, id, 1); lerr == nil && len(line) == 1 && line[0].ThreadID == intoThread && line[0].MergeParentID != uuid.Nil {
+			c := line[0]
+			return MergeResult{ThreadID: intoThread, CheckpointID: id, ParentID: c.ParentID, MergeParentID: c.MergeParentID, Step: c.Step}, nil
+		}
+	}
 	if err != nil {
 		return MergeResult{}, fmt.Errorf("merge thread %q into %q (namespace %q): %w", branchThread, intoThread, namespace, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
@@ -781,4 +782,52 @@ func (b *bundle) defaultTenantConn(t *testing.T) *pgxpool.Conn {
 		t.Fatal(err)
 	}
 	return conn
+}
+
+// json_compact_size is the length of a value's compact JSON text: for
+// random values, nested and empty containers, strings holding ", " and
+// ": ", and non-ASCII text, it equals the length of jsonb's text with its
+// whitespace taken out by encoding/json.
+func TestJSONCompactSize(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rng := rand.New(rand.NewPCG(29, 53))
+	var value func(depth int) any
+	value = func(depth int) any {
+		switch k := rng.IntN(7); {
+		case depth > 4 || k == 0:
+			return []any{"x, y: z", "é ü", 1.5, -3, true, nil, ""}[rng.IntN(7)]
+		case k <= 3:
+			n := rng.IntN(4)
+			a := make([]any, n)
+			for i := range a {
+				a[i] = value(depth + 1)
+			}
+			return a
+		default:
+			m := map[string]any{}
+			for i := range rng.IntN(4) {
+				m[fmt.Sprintf("k%d: ,", i)] = value(depth + 1)
+			}
+			return m
+		}
+	}
+	for i := range 300 {
+		v, err := json.Marshal(value(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text string
+		var got int64
+		if err := b.db.Pool.QueryRow(b.ctx, `SELECT $1::jsonb::text, pgcheckpoint.json_compact_size($1::jsonb)`, string(v)).Scan(&text, &got); err != nil {
+			t.Fatal(err)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, []byte(text)); err != nil {
+			t.Fatal(err)
+		}
+		if got != int64(compact.Len()) {
+			t.Fatalf("value %d, %s: json_compact_size %d, compact text %d bytes (%s)", i, text, got, compact.Len(), compact.String())
+		}
+	}
 }

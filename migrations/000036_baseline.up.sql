@@ -468,7 +468,7 @@ BEGIN
     inserted := true;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint,boolean) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. When the head has digests, the new ones go on from them (message_digests holds 16 bytes per appended message, see message_digests) and it is stored from the change and the head''s run alone, never reading or hashing content before the run''s anchor: while the head''s run may grow (delta_run_continues), a delta on the head made of the change; at the end of the run, a delta on its anchor (run_anchor) made of the run''s deltas and the change; whole when the run has no anchor. A head without digests: whole, through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it (NULL: measured, as jsonb text; negative: PC003); the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (as jsonb text) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. p_content_bytes: NULL, or the size of the content the append makes as the client measured it (an encrypting client, the only one that sees it in plaintext): recorded as size_bytes and held to p_max_size_bytes, nothing measured (negative: PC003). Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes, PC007 plaintext for an encrypted thread (p_sealed as checkpoint_put).';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint,boolean) IS 'Writes one checkpoint on the head of a thread from a change: the head''s messages with p_messages appended, its state without p_remove_state keys and with p_set_state''s members (jsonb ||), tool results likewise; it reads back as if written whole by checkpoint_put. When the head has digests, the new ones go on from them (message_digests holds 16 bytes per appended message, see message_digests) and it is stored from the change and the head''s run alone, never reading or hashing content before the run''s anchor: while the head''s run may grow (delta_run_continues), a delta on the head made of the change; at the end of the run, a delta on its anchor (run_anchor) made of the run''s deltas and the change; whole when the run has no anchor. A head without digests: whole, through checkpoint_put. p_on_head: NULL appends to whatever the head is; else the head must be that checkpoint. Takes the thread lock as checkpoint_put does; idempotent on checkpoint_id (a retry of the same append on the same parent). p_size_bytes: the change''s size as the client sent it (NULL: measured, as jsonb text; negative: PC003); the checkpoint''s size_bytes is the head''s plus it, or the size of the content it makes (its compact JSON text, json_compact_size) when that sum is over p_max_size_bytes. p_max_size_bytes: NULL, no limit; else the most that content may hold. p_content_bytes: NULL, or the size of the content the append makes as the client measured it (an encrypting client, the only one that sees it in plaintext): recorded as size_bytes and held to p_max_size_bytes, nothing measured (negative: PC003). Errors: PC001 thread without checkpoint, PC002 id reused (23505 and 40001 as checkpoint_put), PC003 invalid argument, PC005 the head is not p_on_head, PC006 the content it makes is over p_max_size_bytes, PC007 plaintext for an encrypted thread (p_sealed as checkpoint_put).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.checkpoint_append(text,text,uuid,uuid,text,text[],text,jsonb,jsonb,jsonb,jsonb,text[],text[],text,bigint,integer,bytea,jsonb,jsonb,bigint,bigint,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_check(p_thread_id text, p_namespace text, p_checkpoint_id uuid, p_trigger text, p_tags text[], p_summary text, p_next_node text)
@@ -1270,17 +1270,16 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.json_compact_size(p_value jsonb)
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
     -- jsonb's text has a space after each colon and each comma between
-    -- members or elements, which the text a client sends (and the SQLite
-    -- store composes) has not: an object of n members has n colons and
-    -- n - 1 commas, an array of n elements n - 1 commas.
-    SELECT octet_length(p_value::text) - coalesce((
-        SELECT sum(CASE jsonb_typeof(v) WHEN 'object' THEN 2 * c.n - 1 ELSE c.n - 1 END)
-        FROM jsonb_path_query(p_value, 'strict $.**') v,
-             LATERAL (SELECT CASE jsonb_typeof(v)
-                                 WHEN 'object' THEN (SELECT count(*) FROM jsonb_object_keys(v))
-                                 WHEN 'array' THEN jsonb_array_length(v)
-                             END AS n) c
-        WHERE c.n > 0), 0)
+    -- members or elements, which compact text has not: an object of n
+    -- members has n colons and n - 1 commas, an array of n elements n - 1
+    -- commas. Counted by jsonpath, each container's items mapped to their
+    -- type (a few bytes), never a row per subtree: that copied every level's
+    -- content, which made deep nesting cost its depth times its size.
+    SELECT octet_length(p_value::text)
+           - (jsonb_array_length(jsonb_path_query_array(p_value, 'strict $.** ? (@.type() == "array")[*].type()'))
+              - jsonb_array_length(jsonb_path_query_array(p_value, 'strict $.** ? (@.type() == "array" && @.size() > 0).type()')))
+           - (2 * jsonb_array_length(jsonb_path_query_array(p_value, 'strict $.** ? (@.type() == "object").keyvalue().key'))
+              - jsonb_array_length(jsonb_path_query_array(p_value, 'strict $.** ? (@.type() == "object" && exists(@.*)).type()')))
 $function$;
 COMMENT ON FUNCTION pgcheckpoint.json_compact_size(jsonb) IS 'The length in bytes of a JSON value''s text without the spaces jsonb''s text puts after colons and commas: what the size limit counts of content a store composes (an append''s, checkpoint_append), as the SQLite store counts it. Strings and numbers count as jsonb spells them.';
 
