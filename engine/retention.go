@@ -287,11 +287,10 @@ type SweepResult struct {
 // KeepMilestones), which the SQL sweep applies too. A crash or a cancelled
 // context loses at most the batch in flight, which rolls back whole: every
 // thread stays readable. A thread that cannot be cleaned (a damaged chain;
-// on Postgres a row held past lock_timeout by another transaction once
-// the thread's lock is taken) is left as it was and counted (Failed); a
-// serialization failure (under REPEATABLE READ or SERIALIZABLE), or on
-// Postgres a batch's thread locks not taken within lock_timeout, fails the
-// batch instead, which Config.Retry runs again. Errors:
+// on Postgres one another transaction holds past lock_timeout) is left as
+// it was and counted (Failed); a serialization failure (under REPEATABLE
+// READ or SERIALIZABLE) fails its batch instead, which Config.Retry runs
+// again. Errors:
 // ErrInvalidInput for a bad policy or options; ErrTransient when a batch
 // failed so and was not retried (SweepResult.Next goes on from there).
 func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (_ SweepResult, err error) {

@@ -1158,45 +1158,62 @@ func TestIsolationSweepRetriesASerializationFailure(t *testing.T) {
 	}
 }
 
-// A thread a sweep cannot take within its lock_timeout (another
-// transaction holds a pending write on it) is left as it was and counted
-// Failed; the batch's other threads are swept. Only a serialization
+// A thread a sweep cannot take within its lock_timeout is left as it was
+// and counted Failed, and the batch's other threads are swept: held by a
+// writer (its thread lock: the batch failed whole, so one busy thread
+// stopped every sweep at its batch) or by an uncommitted pending write
+// (a row lock, met once the thread's lock is held). Only a serialization
 // failure fails the whole batch (TestIsolationSweepRetriesASerializationFailure).
 func TestSweepLeavesAThreadHeldPastTheLockTimeout(t *testing.T) {
 	t.Parallel()
-	e := newIsoEnv(t, isolation{name: "read-committed"})
-	eng := e.engine(engine.Config{})
-	var held uuid.UUID
-	for _, thread := range []string{"a", "t", "z"} {
-		s := seedThread(t, e, eng, thread, 2)
-		if thread == "t" {
-			held = s[0].ID
+	for _, holdBy := range []string{"a write", "a pending write"} {
+		e := newIsoEnv(t, isolation{name: "read-committed"})
+		eng := e.engine(engine.Config{})
+		var held uuid.UUID
+		for _, thread := range []string{"a", "t", "z"} {
+			s := seedThread(t, e, eng, thread, 2)
+			if thread == "t" {
+				held = s[0].ID
+			}
+			if err := eng.SetThreadExpiry(e.ctx, thread, time.Now().Add(-time.Hour), engine.KeepNone()); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := eng.SetThreadExpiry(e.ctx, thread, time.Now().Add(-time.Hour), engine.KeepNone()); err != nil {
+		holder, _ := e.hold(t, eng)
+		var err error
+		if holdBy == "a write" {
+			_, err = holder.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "t"})
+		} else {
+			_, err = holder.PutWrites(e.ctx, held, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`1`)}})
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	holder, _ := e.hold(t, eng)
-	if _, err := holder.PutWrites(e.ctx, held, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`1`)}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(e.db.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "200ms"
-	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	sweeper := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{Retry: engine.RetryPolicy{Attempts: 3}})
-	res, err := sweeper.Sweep(e.ctx, engine.KeepAll(), engine.SweepOptions{})
-	if err != nil || res.Expired != 2 || res.Failed != 1 || !res.Done {
-		t.Fatalf("sweep: %+v, %v; want a and z expired, t failed", res, err)
-	}
-	if _, err := eng.Latest(e.ctx, "t"); err != nil {
-		t.Errorf("the held thread: %v", err)
+		cfg, err := pgxpool.ParseConfig(e.db.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.RuntimeParams["lock_timeout"] = "200ms"
+		pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sweeper := engine.New(postgres.NewStore(pool, postgres.Options{}), engine.Config{Retry: engine.RetryPolicy{Attempts: 3}})
+		res, err := sweeper.Sweep(e.ctx, engine.KeepAll(), engine.SweepOptions{})
+		pool.Close()
+		if err != nil || res.Expired != 2 || res.Failed != 1 || !res.Done {
+			t.Fatalf("held by %s: sweep: %+v, %v; want a and z expired, t failed", holdBy, res, err)
+		}
+		if _, err := eng.Latest(e.ctx, "t"); err != nil {
+			t.Errorf("held by %s: the held thread: %v", holdBy, err)
+		}
+		var swept bool
+		if err := e.db.Pool.QueryRow(e.ctx, `SELECT swept_at IS NOT NULL FROM pgcheckpoint.threads WHERE thread_id = 't'`).Scan(&swept); err != nil {
+			t.Fatal(err)
+		}
+		if holdBy == "a write" && swept {
+			t.Errorf("the thread the sweep could not lock is marked swept: the next sweep would take it last")
+		}
 	}
 }
 

@@ -1862,10 +1862,33 @@ DECLARE
     v_namespaces text[];
     v_seqs    bigint[];
     v_ids     uuid[];
+    v_locked  text[];
 BEGIN
     PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
-    PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
-    v_rest := ARRAY(SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1);
+    BEGIN
+        PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
+        v_rest := ARRAY(SELECT DISTINCT x FROM unnest(p_thread_ids) x WHERE x IS NOT NULL ORDER BY 1);
+    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+        -- A thread another transaction holds past lock_timeout (or a
+        -- deadlock): the locks taken are let go; each is taken again
+        -- alone, in the same order, and a thread that cannot be is left
+        -- as it was, counted failed, and not marked swept.
+        v_rest := '{}';
+        FOR v_thread IN
+            SELECT t.id FROM (SELECT DISTINCT x AS id FROM unnest(p_thread_ids) x WHERE x IS NOT NULL) t
+            ORDER BY hashtext(t.id), t.id
+        LOOP
+            BEGIN
+                PERFORM pgcheckpoint.thread_lock(v_thread);
+                v_rest := v_rest || v_thread;
+            EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+                RAISE WARNING 'pgcheckpoint: sweep skipped thread %: % (SQLSTATE %)', pgcheckpoint.quoted_text(v_thread), SQLERRM, SQLSTATE;
+                v_failed := v_failed + 1;
+            END;
+        END LOOP;
+        v_rest := ARRAY(SELECT x FROM unnest(v_rest) x ORDER BY 1);
+    END;
+    v_locked := v_rest;
     -- Expired threads each alone; one whose expiry fails is left as it was.
     FOR v_thread IN
         SELECT DISTINCT t.thread_id FROM pgcheckpoint.tenant_threads t
@@ -1918,11 +1941,11 @@ BEGIN
             END LOOP;
         END;
     END IF;
-    UPDATE pgcheckpoint.tenant_threads t SET swept_at = now() WHERE t.thread_id = ANY (p_thread_ids);
+    UPDATE pgcheckpoint.tenant_threads t SET swept_at = now() WHERE t.thread_id = ANY (v_locked);
     RETURN QUERY SELECT (SELECT count(DISTINCT x)::integer FROM unnest(p_thread_ids) x), v_expired, v_failed, v_deleted;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired one by its expiry, the others through the policy all at once (thread_gc_doomed_many, then checkpoint_delete_keys), and every one marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). A serialization failure (40001) fails the whole call instead: retry it, on a fresh snapshot (under REPEATABLE READ or SERIALIZABLE a thread skipped for it would fail again on this one); so does a lock timeout or deadlock while it takes the threads'' locks, which it does first; one met once they are held (a row another transaction holds past lock_timeout) leaves that thread alone, counted failed. Returns how many threads, expired, failed, and how many checkpoints deleted.';
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) IS 'Sweeps the given threads in one transaction: each expired one by its expiry, the others through the policy all at once (thread_gc_doomed_many, then checkpoint_delete_keys), and every one marked swept (threads.swept_at); a thread that fails is left as it was (WARNING). A serialization failure (40001) fails the whole call instead: retry it, on a fresh snapshot (under REPEATABLE READ or SERIALIZABLE a thread skipped for it would fail again on this one); a lock timeout or deadlock while it takes the threads'' locks (which it does first) leaves the thread it could not lock alone, counted failed and not marked swept, as does one met once they are held (a row another transaction holds past lock_timeout). Returns how many threads, expired, failed, and how many checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_many(text[],text,integer,interval) FROM PUBLIC;
 
 CREATE OR REPLACE PROCEDURE pgcheckpoint.thread_gc_sweep(IN p_policy text, IN p_n integer DEFAULT NULL::integer, IN p_age interval DEFAULT NULL::interval, IN p_batch_size integer DEFAULT 5, IN p_time_budget interval DEFAULT '00:00:50'::interval, IN p_pause interval DEFAULT '00:00:00'::interval, IN p_tenant text DEFAULT NULL::text)
@@ -1956,7 +1979,7 @@ BEGIN
     END LOOP;
 END;
 $procedure$;
-COMMENT ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval,text) IS 'Sweeps all threads of one tenant (p_tenant, else the session''s pgcheckpoint.tenant), least recently swept first: expiry, then the policy, in batches of p_batch_size threads (thread_gc_batch_oldest), committing after each and sleeping p_pause between, until every thread is done or p_time_budget is spent; the next call takes up the rest (after a serialization failure, or a lock timeout or deadlock taking a batch''s thread locks, too, which end the call with their error: that batch rolled back, the ones before it committed). Usage: CALL pgcheckpoint.thread_gc_sweep(''keep_last_n'', 10, p_tenant => ''acme''); a pg_cron job per tenant. Error PC003: bad policy, or no tenant.';
+COMMENT ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval,text) IS 'Sweeps all threads of one tenant (p_tenant, else the session''s pgcheckpoint.tenant), least recently swept first: expiry, then the policy, in batches of p_batch_size threads (thread_gc_batch_oldest), committing after each and sleeping p_pause between, until every thread is done or p_time_budget is spent; the next call takes up the rest (after a serialization failure too, which ends the call with its error: that batch rolled back, the ones before it committed). Usage: CALL pgcheckpoint.thread_gc_sweep(''keep_last_n'', 10, p_tenant => ''acme''); a pg_cron job per tenant. Error PC003: bad policy, or no tenant.';
 REVOKE EXECUTE ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head(p_thread_id text, p_namespace text DEFAULT ''::text)
