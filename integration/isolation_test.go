@@ -1217,6 +1217,56 @@ func TestSweepLeavesAThreadHeldPastTheLockTimeout(t *testing.T) {
 	}
 }
 
+// The SQL procedure, as a pg_cron job calls it: a thread another
+// transaction holds past lock_timeout is tried once in the call and left,
+// and the threads after it are swept. (Its batches picked the least
+// recently swept threads, and the thread left unmarked came first again
+// in every batch: with batches of one, no thread after it was ever swept,
+// and the call spent its whole time budget on it.)
+func TestSQLSweepLeavesAThreadHeldPastTheLockTimeout(t *testing.T) {
+	t.Parallel()
+	e := newIsoEnv(t, isolation{name: "read-committed"})
+	eng := e.engine(engine.Config{})
+	for _, thread := range []string{"a", "t", "z"} {
+		seedThread(t, e, eng, thread, 3)
+	}
+	holder, _ := e.hold(t, eng)
+	if _, err := holder.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig(e.db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["lock_timeout"] = "100ms"
+	var skipped []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if n.Severity == "WARNING" {
+			skipped = append(skipped, n.Message)
+		}
+	}
+	conn, err := pgx.ConnectConfig(e.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(e.ctx)
+	if _, err := conn.Exec(e.ctx, `CALL pgcheckpoint.thread_gc_sweep('keep_last_n', 1, NULL, 1, '20 seconds', p_tenant => 'default')`); err != nil {
+		t.Fatal(err)
+	}
+	if len(skipped) != 1 {
+		t.Errorf("the held thread was tried %d times in one call, want once (first: %q)", len(skipped), append(skipped, "")[0])
+	}
+	for thread, want := range map[string]int{"a": 1, "t": 3, "z": 1} {
+		var n int
+		if err := e.db.Pool.QueryRow(e.ctx, `SELECT count(*) FROM pgcheckpoint.checkpoints WHERE thread_id = $1`, thread).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("thread %s holds %d checkpoints after the sweep, want %d", thread, n, want)
+		}
+	}
+}
+
 // Under a REPEATABLE READ database, a rewind, a merge and an expiry that
 // wait for the thread's lock while another transaction writes the thread
 // fail with a serialization failure, which Config.Retry runs again (they

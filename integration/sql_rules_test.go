@@ -451,6 +451,8 @@ func TestSQLRefusesOddArguments(t *testing.T) {
 		"checkpoint_line_range, a negative page":   `SELECT * FROM pgcheckpoint.checkpoint_line_range('` + src.ID.String() + `', -1)`,
 		"thread_gc, keep_age of a million years":   `SELECT * FROM pgcheckpoint.thread_gc('main', 'keep_age', NULL, '1000000 years')`,
 		"thread_gc_batch_oldest, a negative batch": `SELECT pgcheckpoint.thread_gc_batch_oldest('keep_last_n', 1, NULL, -1, now())`,
+		"thread_prune_many, keep_latest NULL":      `SELECT pgcheckpoint.thread_prune_many(ARRAY['main'], NULL)`,
+		"thread_set_expiry, keep_latest NULL":      `SELECT pgcheckpoint.thread_set_expiry('main', now() - interval '1 hour', NULL)`,
 		"uuid_v7, infinity":                        `SELECT pgcheckpoint.uuid_v7('infinity')`,
 		"uuid_v7, before 1970":                     `SELECT pgcheckpoint.uuid_v7('1960-01-01')`,
 		"uuid_v7, past 48 bits of milliseconds":    `SELECT pgcheckpoint.uuid_v7('10890-01-01')`,

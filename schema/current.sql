@@ -1763,8 +1763,8 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_gc_batch(text,integer,interval,text,integer) IS 'One batch of a sweep in thread id order, in one transaction: thread_gc_many for up to p_batch_size threads after p_after_thread_id. Returns the last thread done (NULL when none was left), how many threads, expired, failed, and how many checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_batch(text,integer,interval,text,integer) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_batch_oldest(p_policy text, p_n integer, p_age interval, p_batch_size integer, p_swept_before timestamp with time zone)
- RETURNS integer
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_batch_oldest(p_policy text, p_n integer, p_age interval, p_batch_size integer, p_swept_before timestamp with time zone, p_skip text[] DEFAULT '{}'::text[])
+ RETURNS TABLE(threads integer, left_ids text[])
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
@@ -1776,18 +1776,25 @@ BEGIN
     END IF;
     v_ids := ARRAY(
         SELECT t.thread_id FROM pgcheckpoint.tenant_threads t
-        WHERE t.swept_at IS NULL OR t.swept_at < p_swept_before
+        WHERE (t.swept_at IS NULL OR t.swept_at < p_swept_before)
+          AND t.thread_id <> ALL (coalesce(p_skip, '{}'))
         ORDER BY t.swept_at NULLS FIRST, t.thread_id
         LIMIT p_batch_size);
     IF cardinality(v_ids) = 0 THEN
-        RETURN 0;
+        RETURN QUERY SELECT 0, '{}'::text[];
+        RETURN;
     END IF;
     PERFORM pgcheckpoint.thread_gc_many(v_ids, p_policy, p_n, p_age);
-    RETURN cardinality(v_ids);
+    -- The threads thread_gc_many could not lock stay unmarked: the caller
+    -- skips them for the rest of its call, or they would come first again.
+    RETURN QUERY SELECT cardinality(v_ids), ARRAY(
+        SELECT t.thread_id FROM pgcheckpoint.tenant_threads t
+        WHERE t.thread_id = ANY (v_ids) AND (t.swept_at IS NULL OR t.swept_at < p_swept_before)
+        ORDER BY 1);
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone) IS 'One batch of thread_gc_sweep: thread_gc_many for up to p_batch_size threads not swept since p_swept_before, least recently swept first. Returns how many threads it took (0: none was left).';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone) FROM PUBLIC;
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone,text[]) IS 'One batch of thread_gc_sweep: thread_gc_many for up to p_batch_size threads not swept since p_swept_before and not in p_skip, least recently swept first. Returns how many threads it took (0: none was left) and those of them left unswept (a lock another transaction held past lock_timeout), which the caller passes in p_skip for the rest of its call.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone,text[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_doomed_many(p_thread_ids text[], p_policy text, p_n integer, p_age interval)
  RETURNS TABLE(thread_id text, namespace text, seq bigint, checkpoint_id uuid, step bigint)
@@ -1955,6 +1962,9 @@ AS $procedure$
 -- schema-qualified, and a batch's work is thread_gc_batch_oldest's.
 DECLARE
     v_start pg_catalog.timestamptz := pg_catalog.now();
+    v_threads pg_catalog.int4;
+    v_left pg_catalog.text[];
+    v_skip pg_catalog.text[] := '{}';
 BEGIN
     PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
     IF p_batch_size IS NULL OR p_batch_size OPERATOR(pg_catalog.<) 1 THEN
@@ -1969,7 +1979,11 @@ BEGIN
         IF pgcheckpoint.current_tenant() IS NULL THEN
             RAISE EXCEPTION 'no tenant to sweep: pass p_tenant, or set pgcheckpoint.tenant' USING ERRCODE = 'PC003';
         END IF;
-        EXIT WHEN pgcheckpoint.thread_gc_batch_oldest(p_policy, p_n, p_age, p_batch_size, v_start) OPERATOR(pg_catalog.=) 0;
+        SELECT b.threads, b.left_ids INTO v_threads, v_left
+        FROM pgcheckpoint.thread_gc_batch_oldest(p_policy, p_n, p_age, p_batch_size, v_start, v_skip) b;
+        EXIT WHEN v_threads OPERATOR(pg_catalog.=) 0;
+        -- A thread it could not lock is not taken again in this call.
+        v_skip := pg_catalog.array_cat(v_skip, v_left);
         COMMIT;
         EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_start OPERATOR(pg_catalog.>=) p_time_budget;
         IF p_pause OPERATOR(pg_catalog.>) '0'::pg_catalog.interval THEN
@@ -1979,7 +1993,7 @@ BEGIN
     END LOOP;
 END;
 $procedure$;
-COMMENT ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval,text) IS 'Sweeps all threads of one tenant (p_tenant, else the session''s pgcheckpoint.tenant), least recently swept first: expiry, then the policy, in batches of p_batch_size threads (thread_gc_batch_oldest), committing after each and sleeping p_pause between, until every thread is done or p_time_budget is spent; the next call takes up the rest (after a serialization failure too, which ends the call with its error: that batch rolled back, the ones before it committed). Usage: CALL pgcheckpoint.thread_gc_sweep(''keep_last_n'', 10, p_tenant => ''acme''); a pg_cron job per tenant. Error PC003: bad policy, or no tenant.';
+COMMENT ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval,text) IS 'Sweeps all threads of one tenant (p_tenant, else the session''s pgcheckpoint.tenant), least recently swept first: expiry, then the policy, in batches of p_batch_size threads (thread_gc_batch_oldest), committing after each and sleeping p_pause between, until every thread is done or p_time_budget is spent (a thread another transaction holds past lock_timeout is tried once a call, left unswept, WARNING); the next call takes up the rest (after a serialization failure too, which ends the call with its error: that batch rolled back, the ones before it committed). Usage: CALL pgcheckpoint.thread_gc_sweep(''keep_last_n'', 10, p_tenant => ''acme''); a pg_cron job per tenant. Error PC003: bad policy, or no tenant.';
 REVOKE EXECUTE ON PROCEDURE pgcheckpoint.thread_gc_sweep(text,integer,interval,integer,interval,interval,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_head(p_thread_id text, p_namespace text DEFAULT ''::text)
@@ -2223,6 +2237,10 @@ DECLARE
     v_n      bigint;
     v_count  bigint := 0;
 BEGIN
+    IF p_keep_latest IS NULL THEN
+        -- Not read as false: false deletes the whole thread.
+        RAISE EXCEPTION 'keep_latest must be true (keep each namespace''s head) or false (delete the thread), not NULL' USING ERRCODE = 'PC003';
+    END IF;
     -- Every lock first (see thread_lock_many).
     PERFORM pgcheckpoint.thread_lock_many(p_thread_ids);
     FOR v_thread IN SELECT DISTINCT x FROM unnest(p_thread_ids) x ORDER BY 1 LOOP
@@ -2246,7 +2264,7 @@ BEGIN
     RETURN v_count;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) IS 'For each thread: keep only the head of each namespace (p_keep_latest) or delete the thread. Returns the number of checkpoints deleted.';
+COMMENT ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) IS 'For each thread: keep only the head of each namespace (p_keep_latest true) or delete the thread (false). Returns the number of checkpoints deleted. Error PC003: p_keep_latest NULL.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_prune_many(text[],boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_refuse_plaintext(p_thread_id text, p_sealed boolean)
@@ -2322,6 +2340,10 @@ AS $function$
 DECLARE
     v_count bigint;
 BEGIN
+    IF p_expires_at IS NOT NULL AND p_keep_latest IS NULL THEN
+        -- Not read as false: an expiry that deletes the whole thread.
+        RAISE EXCEPTION 'keep_latest must be true (keep each namespace''s head) or false (delete the thread), not NULL' USING ERRCODE = 'PC003';
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_thread_id) THEN
         RETURN 0;
     END IF;
@@ -2341,7 +2363,7 @@ BEGIN
     RETURN v_count;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean) IS 'Sets (or, with a NULL time, clears) when a thread expires, on every namespace row, under the thread''s lock: once expired, a sweep keeps its heads (p_keep_latest) or deletes it (see thread_expire). Returns the number of rows changed: 0 for an unknown thread. Error PC001: the thread was deleted while this waited for its lock. A bare UPDATE of threads.expires_at does not wait for a sweep that is expiring the thread, which may then delete it after the UPDATE committed: call this instead. Usage: SELECT pgcheckpoint.thread_set_expiry(''run-42'', now() + interval ''7 days'', false).';
+COMMENT ON FUNCTION pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean) IS 'Sets (or, with a NULL time, clears) when a thread expires, on every namespace row, under the thread''s lock: once expired, a sweep keeps its heads (p_keep_latest) or deletes it (see thread_expire). Returns the number of rows changed: 0 for an unknown thread. Errors: PC001 the thread was deleted while this waited for its lock; PC003 p_keep_latest NULL with a time. A bare UPDATE of threads.expires_at does not wait for a sweep that is expiring the thread, which may then delete it after the UPDATE committed: call this instead. Usage: SELECT pgcheckpoint.thread_set_expiry(''run-42'', now() + interval ''7 days'', false).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_tree(p_thread_id text)
