@@ -432,3 +432,54 @@ func TestMigratePoolEndsWithItsContext(t *testing.T) {
 		t.Fatalf("%d backends still wait for the migration lock", waiting)
 	}
 }
+
+// A database whose lock_timeout is short (a DBA's bound for the
+// application's locks): a migrator waits for another's migration lock
+// past it, as it does without one, and the migrations' own locks are held
+// to it again (a down that meets a reader of a table it drops fails with
+// the lock timeout instead of waiting). Every migrator but the first failed
+// with 55P03 at once.
+func TestMigrateWaitsForTheLockPastLockTimeout(t *testing.T) {
+	t.Parallel()
+	d := pgtest.EmptyDB(t)
+	ctx := context.Background()
+	if _, err := d.Pool.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %q SET lock_timeout = '50ms'`, d.Name)); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, schema.MigrationLockKey); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- schema.Migrate(ctx, d.URL) }()
+	waitFor(t, "the migrator to wait for the lock", func() bool {
+		_, waiting := advisoryLocks(t, d)
+		return waiting == 1
+	})
+	time.Sleep(200 * time.Millisecond) // four times lock_timeout
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("migrate up after waiting past lock_timeout: %v", err)
+	}
+
+	reader, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Rollback(ctx)
+	if _, err := reader.Exec(ctx, `LOCK TABLE pgcheckpoint.checkpoints IN ACCESS SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var pgErr *pgconn.PgError
+	if err := schema.NewMigrator(d.URL).Down(short, 1); !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+		t.Fatalf("a down that meets a reader of its table: %v, want the lock timeout (55P03)", err)
+	}
+}

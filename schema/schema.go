@@ -325,6 +325,8 @@ const (
 	sqlCreateSchema              = "CREATE SCHEMA " + Name
 	sqlCreateVersionTable        = "CREATE TABLE " + Name + "." + VersionTable + " (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)"
 	sqlMigrationLock             = "SELECT pg_advisory_xact_lock($1)"
+	sqlLockTimeout               = "SELECT current_setting('lock_timeout')"
+	sqlSetLockTimeout            = "SELECT set_config('lock_timeout', $1, true)"
 	sqlReadVersion               = "SELECT version, dirty FROM " + Name + "." + VersionTable + " LIMIT 1"
 	sqlClearVersion              = "DELETE FROM " + Name + "." + VersionTable
 	sqlRecordVersion             = "INSERT INTO " + Name + "." + VersionTable + " (version, dirty) VALUES ($1, false)"
@@ -416,8 +418,8 @@ func (m *Migrator) run(ctx context.Context, force bool, target func(current uint
 		return fmt.Errorf("pgcheckpoint migrate: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, sqlMigrationLock, simple, MigrationLockKey); err != nil {
-		return fmt.Errorf("pgcheckpoint migrate: wait for the migration lock: %w", err)
+	if err := migrationLock(ctx, tx); err != nil {
+		return err
 	}
 	if err := createVersionTable(ctx, tx); err != nil {
 		return err
@@ -456,6 +458,29 @@ func (m *Migrator) run(ctx context.Context, force bool, target func(current uint
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("pgcheckpoint migrate: commit: %w", err)
+	}
+	return nil
+}
+
+// migrationLock waits for the migration lock, held by another migrator
+// for as long as its migrations take, whatever the session's lock_timeout
+// (a DBA's bound for the application's locks would fail every migrator
+// but the first at once): only ctx bounds the wait. The migrations' own
+// locks are held to lock_timeout again.
+func migrationLock(ctx context.Context, tx pgx.Tx) error {
+	var saved string
+	err := tx.QueryRow(ctx, sqlLockTimeout, simple).Scan(&saved)
+	if err == nil {
+		_, err = tx.Exec(ctx, sqlSetLockTimeout, simple, "0")
+	}
+	if err == nil {
+		_, err = tx.Exec(ctx, sqlMigrationLock, simple, MigrationLockKey)
+	}
+	if err == nil {
+		_, err = tx.Exec(ctx, sqlSetLockTimeout, simple, saved)
+	}
+	if err != nil {
+		return fmt.Errorf("pgcheckpoint migrate: wait for the migration lock: %w", err)
 	}
 	return nil
 }
