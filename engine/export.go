@@ -391,8 +391,10 @@ func importLineBytes(limit int64) int64 {
 // its metadata, summary, next node and tags, each pending write, a thread
 // row's metadata; tags, summary and next node within their own bounds
 // (see Config.MaxSnapshotBytes). Content that holds sealed values (an
-// encrypting Engine's) is not measured, its plaintext's size being the
-// exporter's, and a file that holds any must carry a data key, as an
+// encrypting Engine's), whose plaintext only the exporter saw, is held to
+// the most that sealing content within the limit can make (4/3 of the
+// limit and 71 bytes a value: messages and keys of state and tool
+// results), and its thread must have a data key line in the file, as an
 // encrypted thread's export does. A thread that has a data key in the
 // database (an encrypted thread of that id was deleted; DeleteThreads
 // keeps its key) imports only from a file that carries that key. Every
@@ -414,7 +416,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_
 	ctx, done := e.tel.call(ctx, "Import")
 	defer func() { done(err) }()
 	im := &importer{e: e, limit: e.cfg.MaxSnapshotBytes, progress: opts.Progress,
-		threads: map[string]bool{}, keyed: map[string]bool{}, rows: map[threadNamespace]*importedRow{}, branchedFrom: map[string]uuid.UUID{},
+		threads: map[string]bool{}, keyed: map[string]bool{}, sealed: map[string]sealedRecord{}, rows: map[threadNamespace]*importedRow{}, branchedFrom: map[string]uuid.UUID{},
 		ids: map[uuid.UUID]importedCheckpoint{}, unresolved: map[uuid.UUID][]importedCheckpoint{},
 		keptDigests: map[uuid.UUID]*importedDigests{}}
 	err = e.store.Import(ctx, func(w ImportWriter) error { return im.read(ctx, w, r) })
@@ -449,11 +451,17 @@ type importer struct {
 	unresolved   map[uuid.UUID][]importedCheckpoint // children by parent id, the parent not seen (yet)
 	mergeLater   []importedCheckpoint               // merge parent not seen (yet)
 	keptDigests  map[uuid.UUID]*importedDigests
-	// The first checkpoint that holds sealed values, which the size limit
-	// takes as the exporter measured them (their plaintext's size): the
-	// import must carry a data key, as an encrypted thread's export does.
-	sealedRecord int
-	sealedID     uuid.UUID
+	// Of each thread, its first checkpoint that holds sealed values, whose
+	// size the limit takes as the exporter measured it (its plaintext's):
+	// the import must carry that thread's data key, as its export does.
+	sealed map[string]sealedRecord
+}
+
+// sealedRecord names a checkpoint of an import that holds sealed values.
+type sealedRecord struct {
+	record int
+	id     uuid.UUID
+	thread string
 }
 
 type threadNamespace struct{ thread, namespace string }
@@ -765,19 +773,23 @@ func (im *importer) checkpoint(ctx context.Context, w ImportWriter, l exportLine
 		}
 	}
 	var d ImportDigests
-	var size int64
+	var size importedSize
 	if err == nil {
 		d, size, err = im.digests(c)
 	}
-	if err == nil && size < 0 && im.sealedRecord == 0 {
-		im.sealedRecord, im.sealedID = record, c.ID // see finish
+	if _, seen := im.sealed[c.ThreadID]; err == nil && size.sealed && !seen {
+		im.sealed[c.ThreadID] = sealedRecord{record, c.ID, c.ThreadID} // see finish
 	}
 	if err == nil {
-		if size > c.SizeBytes+unsentBytes {
+		if size.sealed {
+			err = checkSealedContentSize(size, im.limit)
+		} else if size.bytes > c.SizeBytes+unsentBytes {
 			// Understated (a write's size, see unsentBytes, is no less):
 			// what a later Append's limit starts from must not be.
-			c.SizeBytes = size
+			c.SizeBytes = size.bytes
 		}
+	}
+	if err == nil {
 		err = checkImportContentSize(&c, im.limit)
 	}
 	if err == nil {
@@ -996,11 +1008,19 @@ func (im *importer) finish(ctx context.Context, w ImportWriter) error {
 	if err := im.checkUnresolved(); err != nil {
 		return err
 	}
-	if im.sealedRecord > 0 && im.st.DataKeys == 0 {
-		// Text that only looks sealed, whose size the import did not
-		// measure: a forged file could understate it so.
-		return fmt.Errorf("record %d: checkpoint %s: %w: it holds sealed values (an encrypting Engine's), but the import carries no data key, as an export of an encrypted thread does",
-			im.sealedRecord, im.sealedID, ErrInvalidInput)
+	// Text that only looks sealed, whose plaintext size the import could
+	// not check: a forged file could understate it so, and a reader
+	// without a key would take it as plaintext. (The earliest such record
+	// is named.)
+	var unkeyed sealedRecord
+	for thread, r := range im.sealed {
+		if !im.keyed[thread] && (unkeyed.record == 0 || r.record < unkeyed.record) {
+			unkeyed = r
+		}
+	}
+	if r := unkeyed; r.record > 0 {
+		return fmt.Errorf("record %d: checkpoint %s: %w: it holds sealed values (an encrypting Engine's), but the import carries no data key of its thread %q, as an export of an encrypted thread does",
+			r.record, r.id, ErrInvalidInput, r.thread)
 	}
 	if err := im.checkKeyedThreads(ctx, w); err != nil {
 		return err
@@ -1214,9 +1234,10 @@ type keyDigestDelta struct {
 // It returns the least the checkpoint's whole content took when it was
 // sent (see sentBytes): for one stored whole, its text; for a delta, its
 // chain's, composed as a store rebuilds it (jsontext.Content: the members
-// as written, without spaces); -1 when it holds ciphertext, whose
-// plaintext only the exporter saw.
-func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
+// as written, without spaces), and how many values it holds; for content
+// that holds ciphertext, the size of the ciphertext, whose plaintext only
+// the exporter saw (see checkSealedContentSize).
+func (im *importer) digests(c ExportCheckpoint) (ImportDigests, importedSize, error) {
 	msgs := jsontext.MessageDigests(c.Messages)
 	rec := &importedDigests{count: int64(len(msgs) / jsontext.DigestSize), listDigest: jsontext.ListDigestAt(nil, 0),
 		sealed: holdsCiphertext(c.Messages, c.State, c.ToolResults)}
@@ -1248,15 +1269,15 @@ func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 		{"tool results", c.ToolResults, c.ToolResultsRemoved, &rec.tools},
 	} {
 		if part.delta.set, err = jsontext.KeyDigests(part.obj); err != nil {
-			return ImportDigests{}, 0, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
+			return ImportDigests{}, importedSize{}, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
 		}
 		if err := json.Unmarshal(part.removed, &part.delta.removed); err != nil {
-			return ImportDigests{}, 0, fmt.Errorf("%w: %s removed: %v", ErrInvalidJSON, part.name, err)
+			return ImportDigests{}, importedSize{}, fmt.Errorf("%w: %s removed: %v", ErrInvalidJSON, part.name, err)
 		}
 		// Keyed in stored form, as the removed keys are; sized as sent.
 		ms, err := jsontext.SplitObject(part.obj)
 		if err != nil {
-			return ImportDigests{}, 0, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
+			return ImportDigests{}, importedSize{}, fmt.Errorf("%w: %s: %v", ErrInvalidJSON, part.name, err)
 		}
 		part.delta.sizes = make(map[string]int64, len(ms))
 		for _, m := range ms { // the last of a key given twice, as a store keeps it
@@ -1269,11 +1290,12 @@ func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 		rec.size += jsontext.ObjectSize(int64(len(part.delta.sizes)), bytes)
 	}
 	im.keptDigests[c.ID] = rec
-	size := rec.size
+	size := importedSize{bytes: rec.size, sealed: rec.sealed,
+		values: rec.count + int64(len(rec.state.sizes)+len(rec.tools.sizes))}
 	if rec.base == uuid.Nil {
 		d.StateDigests, d.ToolResultsDigests = rec.state.set, rec.tools.set
 	} else {
-		size = jsontext.ArraySize(rec.count, rec.msgBytes)
+		size.bytes, size.values = jsontext.ArraySize(rec.count, rec.msgBytes), rec.count
 		for _, part := range []struct {
 			of  func(*importedDigests) keyDigestDelta
 			out *json.RawMessage
@@ -1283,15 +1305,37 @@ func (im *importer) digests(c ExportCheckpoint) (ImportDigests, int64, error) {
 		} {
 			var n, bytes int64
 			if *part.out, n, bytes, err = im.wholeKeys(rec, part.of); err != nil {
-				return ImportDigests{}, 0, err
+				return ImportDigests{}, importedSize{}, err
 			}
-			size += jsontext.ObjectSize(n, bytes)
+			size.bytes += jsontext.ObjectSize(n, bytes)
+			size.values += n
 		}
 	}
-	if rec.sealed {
-		size = -1
-	}
 	return d, size, nil
+}
+
+// importedSize is what an import measures of a checkpoint's whole content.
+type importedSize struct {
+	bytes  int64 // the least it took when sent (sentBytes), as stored
+	values int64 // its messages and its state's and tool results' keys
+	sealed bool  // it holds ciphertext (see holdsCiphertext)
+}
+
+// sealedValueBytes is the most a sealed value's text (see sealer.seal)
+// takes beyond 4/3 of its plaintext's: quotes, prefix, and the base64 of
+// origin, nonce, encoding byte and tag, rounded up.
+const sealedValueBytes = 2 + int64(len(envelopePrefix)) + (4*(envelopeHead+1+16+2)+2)/3
+
+// checkSealedContentSize holds content that holds sealed values, whose
+// plaintext only its exporter saw, to the most that sealing content within
+// limit can make: 4/3 of it (base64) and sealedValueBytes a value.
+// ErrSnapshotTooLarge beyond.
+func checkSealedContentSize(size importedSize, limit int64) error {
+	if most := (4*limit+2)/3 + sealedValueBytes*size.values; limit >= 0 && size.bytes > most {
+		return fmt.Errorf("%w: its sealed content takes %d bytes, more than sealing %d values within the limit of %d (Config.MaxSnapshotBytes) can make (%d); raise the limit to import it",
+			ErrSnapshotTooLarge, size.bytes, size.values, limit, most)
+	}
+	return nil
 }
 
 // sentBytes is the least JSON text took when sent, as an import measures
@@ -1489,7 +1533,12 @@ func checkImportSize(c *ExportCheckpoint, limit int64) error {
 		return fmt.Errorf("%w: size_bytes %d, over the limit of %d (Config.MaxSnapshotBytes) that a write keeps to; raise the limit to import it",
 			ErrSnapshotTooLarge, c.SizeBytes, limit)
 	}
-	content := max(contentBytes(c.Messages, c.State, c.ToolResults), c.SizeBytes)
+	content := c.SizeBytes
+	if !holdsCiphertext(c.Messages, c.State, c.ToolResults) {
+		// Sealed text is longer than its plaintext, which the limit
+		// holds: it is held to checkSealedContentSize instead.
+		content = max(contentBytes(c.Messages, c.State, c.ToolResults), content)
+	}
 	if err := checkCheckpointSize(limit, "messages, state and tool results", content, ownBytes(c.Metadata, c.Summary, c.NextNode, c.Tags)); err != nil {
 		return fmt.Errorf("%w; raise the limit to import it", err)
 	}

@@ -67,6 +67,7 @@ var encryptionTests = []struct {
 	{name: "CopyOfAnEncryptedThreadStaysInItsTenant", fn: testEncryptedCopyInTenant, tenant: true},
 	{name: "CopyOfAFreshEncryptedBranch", fn: testEncryptedCopyOfAFreshBranch},
 	{name: "AppendsAreHeldToTheLimitUnderEncryption", fn: testEncryptedAppendLimit},
+	{name: "ImportsHoldSealedContentToTheLimit", fn: testImportedSealedContentLimit},
 	{name: "AnAncestorWithANewerIDOutlivesRetention", fn: testAncestorWithNewerID},
 }
 
@@ -1585,4 +1586,90 @@ func idAt(t testing.TB, at time.Time) uuid.UUID {
 		id[i], ms = byte(ms), ms>>8
 	}
 	return id
+}
+
+// An import cannot measure sealed content's plaintext, so it holds it to
+// the most sealing content within Config.MaxSnapshotBytes can make, and
+// takes it only for a thread whose data key the file carries. An
+// encrypted thread near the limit in short values, which grow most when
+// sealed (four times and more), stored whole and as deltas, imports under
+// that limit; the same export with one sealed value grown by four times
+// the limit (its line still within the longest an import reads) is
+// ErrSnapshotTooLarge; a thread of text that only looks
+// sealed is ErrInvalidInput though the file carries another thread's key
+// (an import took it as long as the file carried any key, and a reader
+// without a key then read it as plaintext over the limit). Nothing is
+// written by either.
+func testImportedSealedContentLimit(t *testing.T, e *cryptEnv) {
+	const limit = 6000
+	eng := e.open(nil, engine.Config{MaxSnapshotBytes: limit, DeltaMinBytes: -1, Encryption: engine.Encryption{NoCompress: true}})
+	words := func(n int) json.RawMessage { // short messages, which grow most when sealed
+		return json.RawMessage("[" + strings.TrimSuffix(strings.Repeat(`"`+strings.Repeat("w", 20)+`",`, n), ",") + "]")
+	}
+	var state strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&state, `%s"k%03d":1`, map[bool]string{true: "{", false: ","}[i == 0], i)
+	}
+	state.WriteString("}")
+	snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "k", Messages: words(160), State: json.RawMessage(state.String())})
+	for range 4 {
+		if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: "k", Messages: words(20)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head, err := eng.Latest(e.ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.SizeBytes < limit-200 || head.Format == "full" {
+		t.Fatalf("the test needs a delta near the limit: %s, %d bytes", head.Format, head.SizeBytes)
+	}
+	var file bytes.Buffer
+	if _, err := e.plain(engine.Config{}).Export(e.ctx, "k", &file); err != nil {
+		t.Fatal(err)
+	}
+	imported := func(url string) int {
+		n := 0
+		for _, th := range []string{"k", "lookalike"} {
+			list, err := openURL(t, url, pgcheckpoint.Options{}).ListCheckpoints(e.ctx, th, engine.ListOptions{Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(list)
+		}
+		return n
+	}
+	into := func(file []byte) (string, error) {
+		url := e.h.NewURL(t)
+		_, err := openURL(t, url, pgcheckpoint.Options{Config: engine.Config{MaxSnapshotBytes: limit}}).Import(e.ctx, bytes.NewReader(file), engine.ImportOptions{})
+		return url, err
+	}
+	if url, err := into(file.Bytes()); err != nil {
+		t.Fatalf("an encrypted thread at the limit, imported under it: %v", err)
+	} else if got, err := e.open(nil, engine.Config{}).Latest(e.ctx, "k"); err != nil || imported(url) != 5 {
+		t.Fatalf("imported: %d checkpoints, %v", imported(url), err)
+	} else if back, err := openURL(t, url, pgcheckpoint.Options{Config: engine.Config{Encryption: engine.Encryption{Keys: e.keys, KeyCacheTTL: -1}}}).Latest(e.ctx, "k"); err != nil || !bytes.Equal(back.Messages, got.Messages) {
+		t.Fatalf("the imported thread reads back: %v", err)
+	}
+
+	at := bytes.Index(file.Bytes(), []byte(`"$pgc1$`))
+	if at < 0 {
+		t.Fatal("no sealed value in the export")
+	}
+	at += len(`"$pgc1$`)
+	grown := slices.Concat(file.Bytes()[:at], bytes.Repeat([]byte("A"), 4*limit), file.Bytes()[at:])
+	if url, err := into(Reseal(grown)); !errors.Is(err, engine.ErrSnapshotTooLarge) || imported(url) != 0 {
+		t.Fatalf("sealed values grown past what sealing the limit makes: %v, %d checkpoints written; want ErrSnapshotTooLarge, none", err, imported(url))
+	}
+
+	plain := e.plain(engine.Config{MaxSnapshotBytes: -1})
+	snapWith(t, e.ctx, plain, engine.SnapshotInput{ThreadID: "lookalike", Messages: json.RawMessage(`["$pgc1$` + strings.Repeat("x", limit+500) + `"]`)})
+	var look bytes.Buffer
+	if _, err := plain.Export(e.ctx, "lookalike", &look); err != nil {
+		t.Fatal(err)
+	}
+	forged := Reseal([]byte(regexp.MustCompile(`"size_bytes":\d+`).ReplaceAllString(look.String(), `"size_bytes":0`)))
+	if url, err := into(append(file.Bytes(), forged...)); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(fmt.Sprint(err), `no data key of its thread "lookalike"`) || imported(url) != 0 {
+		t.Fatalf("text that only looks sealed, in a file with another thread's key: %v, %d checkpoints written; want ErrInvalidInput, none", err, imported(url))
+	}
 }

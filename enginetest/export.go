@@ -652,6 +652,8 @@ func Reseal(data []byte) []byte {
 			continue
 		case l.Kind == "thread":
 			st.Threads++
+		case l.Kind == "data_key":
+			st.DataKeys++
 		case l.Kind == "checkpoint":
 			st.Checkpoints++
 			if l.Storage == engine.StorageDelta {
