@@ -13,7 +13,9 @@
 // checkpoint. Eino's default serializer writes JSON, which is stored as the
 // checkpoint's state: `ckpt show` and `ckpt diff` show it, and delta storage
 // keeps only the changed top-level keys. Bytes that are not a JSON object
-// (a custom serializer's) are stored base64-encoded under the state key
+// (a custom serializer's), or one the stores cannot hold as JSON (text that
+// is not UTF-8, a lone surrogate escape, a number beyond Postgres's
+// numeric), are stored base64-encoded under the state key
 // "eino_checkpoint_base64": exact, but opaque to diffs and stored whole;
 // so is an object of that key alone, which would otherwise read back as
 // the bytes it encodes.
@@ -102,19 +104,34 @@ func wrapped(state []byte) (string, bool) {
 // Set writes checkPoint as a new checkpoint of thread checkPointID, child
 // of its head.
 func (s *Store) Set(ctx context.Context, checkPointID string, checkPoint []byte) error {
-	state := bytes.TrimSpace(checkPoint)
-	// A JSON object is stored as it is, unless Get would read it as one
-	// stored base64-encoded: that is wrapped too.
-	if _, looksWrapped := wrapped(state); len(state) == 0 || state[0] != '{' || !json.Valid(state) || looksWrapped {
-		state, _ = json.Marshal(map[string]string{base64Key: base64.StdEncoding.EncodeToString(checkPoint)})
+	snapshot := func(state []byte) (engine.SnapshotResult, error) {
+		return s.eng.Snapshot(ctx, engine.SnapshotInput{
+			ThreadID: checkPointID,
+			Trigger:  engine.TriggerTaskBoundary,
+			Summary:  "eino checkpoint",
+			Metadata: json.RawMessage(`{"eino": true}`),
+			State:    state,
+		})
 	}
-	res, err := s.eng.Snapshot(ctx, engine.SnapshotInput{
-		ThreadID: checkPointID,
-		Trigger:  engine.TriggerTaskBoundary,
-		Summary:  "eino checkpoint",
-		Metadata: json.RawMessage(`{"eino": true}`),
-		State:    state,
-	})
+	// A JSON object is stored as it is, unless Get would read it as one
+	// stored base64-encoded, or the stores cannot hold it as JSON
+	// (ErrInvalidJSON, nothing written: text that is not UTF-8, say, which
+	// Eino's default serializer writes for such a map key): those are
+	// wrapped too. Only JSON's own white space is trimmed, so that bytes
+	// that are not JSON come back exactly.
+	state := bytes.Trim(checkPoint, " \t\r\n")
+	_, looksWrapped := wrapped(state)
+	wrap := len(state) == 0 || state[0] != '{' || !json.Valid(state) || looksWrapped
+	var res engine.SnapshotResult
+	var err error
+	if !wrap {
+		res, err = snapshot(state)
+		wrap = errors.Is(err, engine.ErrInvalidJSON)
+	}
+	if wrap {
+		state, _ = json.Marshal(map[string]string{base64Key: base64.StdEncoding.EncodeToString(checkPoint)})
+		res, err = snapshot(state)
+	}
 	if err != nil {
 		return fmt.Errorf("eino checkpoint %q: %w", checkPointID, err)
 	}
