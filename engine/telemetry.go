@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"time"
@@ -449,6 +450,7 @@ func (s tracedStore) Export(ctx context.Context, threadID string, opts ExportOpt
 		return s.Store.Export(ctx, threadID, opts, sink)
 	}
 	ctx, end := s.t.span(ctx, "Export", attrThread.String(threadID))
+	defer endOnPanic(end) // sink writes to the caller's writer
 	err := s.Store.Export(ctx, threadID, opts, sink)
 	end(err)
 	return err
@@ -459,9 +461,20 @@ func (s tracedStore) Import(ctx context.Context, fn func(ImportWriter) error) er
 		return s.Store.Import(ctx, fn)
 	}
 	ctx, end := s.t.span(ctx, "Import")
+	defer endOnPanic(end) // fn reads the caller's reader, calls its Progress
 	err := s.Store.Import(ctx, fn)
 	end(err)
 	return err
+}
+
+// endOnPanic, deferred, ends the span of a store call that runs the
+// caller's code (a reader, a writer, a callback) should that code panic,
+// and panics on: a span left open is never exported.
+func endOnPanic(end func(error, ...attribute.KeyValue)) {
+	if r := recover(); r != nil {
+		end(fmt.Errorf("panic: %v", r))
+		panic(r)
+	}
 }
 
 // call starts the span of one Engine call, the parent of the store calls

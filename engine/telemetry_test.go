@@ -218,3 +218,41 @@ func TestWrapToolAppendsWithoutReadingTheHead(t *testing.T) {
 		t.Fatalf("head after the tool call: step %d, %s, tool results %s", head.Step, head.Format, head.ToolResults)
 	}
 }
+
+// panicReader is a caller's reader that panics.
+type panicReader struct{}
+
+func (panicReader) Read([]byte) (int, error) { panic("the reader failed") }
+
+// A caller's reader that panics inside Import (a handler that net/http
+// recovers, say): the store's span ends too, its error the panic, where it
+// was left open and never exported; the store is usable after it.
+func TestTelemetrySpansEndWhenTheCallersCodePanics(t *testing.T) {
+	ctx := context.Background()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "t.db"), sqlite.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(store, engine.Config{TracerProvider: tp})
+	defer eng.Close()
+	func() {
+		defer func() {
+			if r := recover(); r != "the reader failed" {
+				t.Errorf("the panic came out as %v", r)
+			}
+		}()
+		_, _ = eng.Import(ctx, panicReader{}, engine.ImportOptions{})
+	}()
+	ended := map[string]tracetest.SpanStub{}
+	for _, s := range spans.GetSpans() {
+		ended[s.Name] = s
+	}
+	if s, ok := ended["pgcheckpoint.store.Import"]; !ok || s.Status.Code != codes.Error {
+		t.Errorf("the store's span of the Import: ended %v, status %+v; want ended with an error (spans ended: %d)", ok, s.Status, len(ended))
+	}
+	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"}); err != nil {
+		t.Errorf("a snapshot after the panic: %v", err)
+	}
+}
