@@ -186,14 +186,7 @@ func TestTelemetryGlobalProviders(t *testing.T) {
 // no store call reads the head's content: their cost follows what they add.
 func TestWrapToolAppendsWithoutReadingTheHead(t *testing.T) {
 	ctx := context.Background()
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "t.db"), sqlite.Options{Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := engine.New(store, engine.Config{TracerProvider: tp, DeltaMinBytes: -1})
-	defer eng.Close()
+	eng, spans := tracedEngine(t, engine.Config{DeltaMinBytes: -1})
 	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "run", Messages: json.RawMessage(`[{"role":"user","content":"go"}]`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -229,14 +222,7 @@ func (panicReader) Read([]byte) (int, error) { panic("the reader failed") }
 // was left open and never exported; the store is usable after it.
 func TestTelemetrySpansEndWhenTheCallersCodePanics(t *testing.T) {
 	ctx := context.Background()
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "t.db"), sqlite.Options{Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng := engine.New(store, engine.Config{TracerProvider: tp})
-	defer eng.Close()
+	eng, spans := tracedEngine(t, engine.Config{})
 	func() {
 		defer func() {
 			if r := recover(); r != "the reader failed" {
@@ -255,4 +241,19 @@ func TestTelemetrySpansEndWhenTheCallersCodePanics(t *testing.T) {
 	if _, err := eng.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"}); err != nil {
 		t.Errorf("a snapshot after the panic: %v", err)
 	}
+}
+
+// tracedEngine is an Engine with cfg over a SQLite file, its spans
+// recorded in memory.
+func tracedEngine(t *testing.T, cfg engine.Config) (*engine.Engine, *tracetest.InMemoryExporter) {
+	t.Helper()
+	spans := tracetest.NewInMemoryExporter()
+	cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "t.db"), sqlite.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(store, cfg)
+	t.Cleanup(func() { eng.Close() })
+	return eng, spans
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -50,6 +51,22 @@ func advisoryLocks(t *testing.T, d *pgtest.DB) (held, waiting int) {
 		t.Fatal(err)
 	}
 	return held, waiting
+}
+
+// holdMigrationLock takes the migration lock in a transaction of its own,
+// which the test commits or leaves to be rolled back at its end.
+func holdMigrationLock(t *testing.T, d *pgtest.DB) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	holder, err := d.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Rollback(ctx) })
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, schema.MigrationLockKey); err != nil {
+		t.Fatal(err)
+	}
+	return holder
 }
 
 // migrateUpCLI runs `migrate up` on dbURL; ctx kills it.
@@ -272,14 +289,7 @@ func TestMigrateCLIEndsOnSIGTERMBehindPgBouncer(t *testing.T) {
 	via := withExecMode(t, startPgBouncer(t, d.URL), "exec")
 	ctx := context.Background()
 
-	holder, err := d.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(ctx)
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, schema.MigrationLockKey); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdMigrationLock(t, d)
 
 	cmd := exec.Command(bin, "up")
 	cmd.Env = []string{"DATABASE_URL=" + via}
@@ -396,14 +406,7 @@ func TestMigratePoolEndsWithItsContext(t *testing.T) {
 	t.Parallel()
 	d := pgtest.EmptyDB(t)
 	ctx := context.Background()
-	holder, err := d.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(ctx)
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, schema.MigrationLockKey); err != nil {
-		t.Fatal(err)
-	}
+	holdMigrationLock(t, d)
 	cfg, err := pgxpool.ParseConfig(d.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -446,14 +449,7 @@ func TestMigrateWaitsForTheLockPastLockTimeout(t *testing.T) {
 	if _, err := d.Pool.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %q SET lock_timeout = '50ms'`, d.Name)); err != nil {
 		t.Fatal(err)
 	}
-	holder, err := d.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(ctx)
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, schema.MigrationLockKey); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdMigrationLock(t, d)
 	done := make(chan error, 1)
 	go func() { done <- schema.Migrate(ctx, d.URL) }()
 	waitFor(t, "the migrator to wait for the lock", func() bool {
