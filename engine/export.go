@@ -400,8 +400,10 @@ func importLineBytes(limit int64) int64 {
 // keeps its key) imports only from a file that carries that key. Every
 // time (created_at, shredded_at) within years 1 to 9999 in UTC, what an
 // export spells; a delta's run below 2^31-1 and its depth at most what a
-// read here follows, 2*(Config.DeltaRun-1) (of the default's DeltaRun at
-// least; raise DeltaRun to import deeper chains); a key-encryption key's
+// read here follows, 2*(Config.DeltaRun-1), its run starting (depth less
+// run) at most Config.DeltaRun-1 deep, as writes start runs, so that later
+// appends stay within that bound (of the default's DeltaRun at least;
+// raise DeltaRun to import deeper chains); a key-encryption key's
 // id valid UTF-8 without NUL; a data key's tenant, when the file names it,
 // this Engine's.
 //
@@ -926,6 +928,12 @@ func (im *importer) checkBase(c ExportCheckpoint) error {
 		// slower.
 		return fmt.Errorf("%w: delta depth %d; a read follows at most %d links here (2*(Config.DeltaRun-1), from Config.DeltaRun %d or the default's, whichever is more): raise Config.DeltaRun to import it",
 			ErrInvalidInput, c.DeltaDepth, im.maxDepth(), im.e.cfg.DeltaRun)
+	case c.DeltaDepth-c.DeltaRun > im.maxDepth()/2:
+		// Its run's anchor, c.DeltaRun links down, is deeper than a write
+		// starts a run: later appends would go on from it past the bound
+		// above.
+		return fmt.Errorf("%w: delta depth %d at run %d: its run starts %d links deep, where a write here starts one at most %d deep (Config.DeltaRun-1, from Config.DeltaRun %d or the default's, whichever is more): raise Config.DeltaRun to import it",
+			ErrInvalidInput, c.DeltaDepth, c.DeltaRun, c.DeltaDepth-c.DeltaRun, im.maxDepth()/2, im.e.cfg.DeltaRun)
 	}
 	return nil
 }

@@ -240,6 +240,8 @@ func testImportRefusesWhatNoWriteMakes(t *testing.T, e *env) {
 			engine.ErrInvalidInput, rec(delta), "a delta with depth 2147483647"},
 		{"a delta deeper than a read here follows", nil, one(delta, func(c *engine.ExportCheckpoint) { c.DeltaDepth = 2*(engine.DefaultDeltaRun-1) + 1 }),
 			engine.ErrInvalidInput, rec(delta), "delta depth 99; a read follows at most 98 links here"},
+		{"a run that starts deeper than a write starts one", nil, one(delta, func(c *engine.ExportCheckpoint) { c.DeltaDepth = engine.DefaultDeltaRun + c.DeltaRun }),
+			engine.ErrInvalidInput, rec(delta), fmt.Sprintf("its run starts %d links deep, where a write here starts one at most %d deep", engine.DefaultDeltaRun, engine.DefaultDeltaRun-1)},
 		// Times outside what RFC 3339 spells, which no export could write
 		// back.
 		{"a checkpoint in year 10000 (UTC)", nil, one(ids[0], func(c *engine.ExportCheckpoint) { c.CreatedAt = lateOffset }),
