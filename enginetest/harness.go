@@ -70,6 +70,7 @@ var tests = []conformanceTest{
 	{name: "RewindToStepFollowsTheHeadLine", fn: testRewindToStep},
 	{name: "TimeTravelPointsPage", fn: testTimeTravelPoints},
 	{name: "TimeTravelPointsStayInTheThread", fn: testTimeTravelPointsStayInTheThread},
+	{name: "AnIDReusedAfterItsDeleteIsNoOnesParent", fn: testReusedIDIsNoOnesParent},
 	{name: "ListingsFillEveryField", fn: testListingsFillEveryField},
 	{name: "BranchMergeTreeAndLineage", fn: testBranchMergeTreeLineage},
 	{name: "TimeTravelBadInputWritesNothing", fn: testTimeTravelBadInput},

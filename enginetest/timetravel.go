@@ -1,6 +1,7 @@
 package enginetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -362,6 +364,53 @@ func testTimeTravelPointsStayInTheThread(t *testing.T, e *env) {
 	// The thread's own cursors still page.
 	if page, err := e.eng.TimeTravelPoints(e.ctx, "a", engine.PointsOptions{Before: a[2]}); err != nil || len(page) != 2 || page[0].ID != a[1] || page[1].ID != a[0] {
 		t.Fatalf("points of a before a[2]: %+v %v", page, err)
+	}
+}
+
+// The id of a deleted checkpoint written again (a retry that comes after
+// retention, with the id it was given) is a new checkpoint on the head,
+// not the parent of the deleted one's children: their lineage ends where
+// their parent was deleted, as it did before, in this thread, in another
+// namespace and in another thread. (It went on into the new checkpoint,
+// whose own lineage led back to them: Lineage never returned, and
+// TimeTravelPoints listed the thread again and again.)
+func testReusedIDIsNoOnesParent(t *testing.T, e *env) {
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second) // a lineage cycle must not hang the suite
+	defer cancel()
+	for _, again := range []engine.SnapshotInput{
+		{ThreadID: "t"},
+		{ThreadID: "t", Namespace: "sub"},
+		{ThreadID: "u"},
+	} {
+		thread := fmt.Sprintf("t-%s-%s", again.ThreadID, again.Namespace)
+		c := e.line(thread, 3)
+		if again.ThreadID == "t" {
+			again.ThreadID = thread
+		}
+		if n, err := e.eng.DeleteCheckpoints(ctx, engine.BeforeStep(thread, 2)); err != nil || n.Deleted != 1 {
+			t.Fatalf("delete step 1 of %s: %d, %v", thread, n.Deleted, err)
+		}
+		again.ID = c[0]
+		where := fmt.Sprintf("step 1 of %s written again in thread %q namespace %q", thread, again.ThreadID, again.Namespace)
+		if r, err := e.eng.Snapshot(ctx, again); err != nil || !r.Created {
+			t.Fatalf("%s: %+v, %v", where, r, err)
+		}
+		line, err := e.eng.Lineage(ctx, c[2])
+		var ids []uuid.UUID
+		for _, l := range line {
+			ids = append(ids, l.ID)
+		}
+		if want := []uuid.UUID{c[2], c[1]}; err != nil || !slices.Equal(ids, want) {
+			t.Errorf("%s: the lineage of the head: %v, %v; want %v", where, ids, err, want)
+		}
+		points, err := e.eng.TimeTravelPoints(ctx, thread, engine.PointsOptions{Limit: 10})
+		var steps []int64
+		for _, p := range points {
+			steps = append(steps, p.Step)
+		}
+		if want := map[bool][]int64{true: {4, 3, 2}, false: {3, 2}}[again.ThreadID == thread && again.Namespace == ""]; err != nil || !slices.Equal(steps, want) {
+			t.Errorf("%s: the thread's points: steps %v, %v; want %v", where, steps, err, want)
+		}
 	}
 }
 

@@ -228,7 +228,7 @@ var sqlProbes = map[string]sqlProbe{
 	"thread_gc(text,text,integer,interval)":         {sql: `SELECT * FROM pgcheckpoint.thread_gc('{thread}', 'keep_last_n', 1)`},
 	"thread_gc_batch(text,integer,interval,text,integer)": {
 		sql: `SELECT * FROM pgcheckpoint.thread_gc_batch('keep_last_n', 1, NULL, '', 100)`},
-	"thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone,text[])": {
+	"thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone,timestamp with time zone,text)": {
 		sql: `SELECT pgcheckpoint.thread_gc_batch_oldest('keep_last_n', 1, NULL, 100, now() + interval '1 day')`},
 	"thread_gc_doomed_many(text[],text,integer,interval)": {
 		sql: `SELECT * FROM pgcheckpoint.thread_gc_doomed_many(ARRAY['{thread}', '{branch}'], 'keep_last_n', 1, NULL)`, named: true},

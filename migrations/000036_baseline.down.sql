@@ -68,7 +68,7 @@ DROP FUNCTION
     pgcheckpoint.thread_expire(text),
     pgcheckpoint.thread_gc(text,text,integer,interval),
     pgcheckpoint.thread_gc_batch(text,integer,interval,text,integer),
-    pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone,text[]),
+    pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone,timestamp with time zone,text),
     pgcheckpoint.thread_gc_doomed_many(text[],text,integer,interval),
     pgcheckpoint.thread_gc_many(text[],text,integer,interval),
     pgcheckpoint.thread_head(text,text),

@@ -796,11 +796,19 @@ AS $function$
                              x.metadata, x.next_node, x.size_bytes
                       FROM pgcheckpoint.tenant_checkpoints x
                       WHERE x.checkpoint_id = w.parent_checkpoint_id LIMIT 1) c ON true
-        WHERE p_max_depth IS NULL OR w.depth < p_max_depth
+        WHERE (p_max_depth IS NULL OR w.depth < p_max_depth)
+          -- The parent a write gave it, not a later checkpoint that took
+          -- the id of a deleted one: one step before it, in its namespace,
+          -- in its thread or the checkpoint its thread was branched from.
+          -- (Steps fall by one a link, so the walk ends.)
+          AND c.step = w.step - 1 AND c.namespace = w.namespace
+          AND (c.thread_id = w.thread_id OR EXISTS (
+              SELECT 1 FROM pgcheckpoint.tenant_threads t
+              WHERE t.thread_id = w.thread_id AND t.namespace = w.namespace AND t.branched_from = c.checkpoint_id))
     )
     SELECT * FROM walk
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.checkpoint_lineage(uuid,integer) IS 'A checkpoint and its ancestors back to the root, newest first (depth 0 is the checkpoint), across branch threads. Usage: SELECT * FROM pgcheckpoint.checkpoint_lineage(''<id>'').';
+COMMENT ON FUNCTION pgcheckpoint.checkpoint_lineage(uuid,integer) IS 'A checkpoint and its ancestors back to the root, newest first (depth 0 is the checkpoint), across branch threads. It ends where a parent was deleted, also where a later checkpoint took the deleted parent''s id (a parent is one step before its child, in its namespace, in its thread or the checkpoint a branch was forked from). Usage: SELECT * FROM pgcheckpoint.checkpoint_lineage(''<id>'').';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.checkpoint_materialize(p_checkpoint_id uuid)
  RETURNS TABLE(messages jsonb, state jsonb, tool_results jsonb)
@@ -1763,38 +1771,41 @@ $function$;
 COMMENT ON FUNCTION pgcheckpoint.thread_gc_batch(text,integer,interval,text,integer) IS 'One batch of a sweep in thread id order, in one transaction: thread_gc_many for up to p_batch_size threads after p_after_thread_id. Returns the last thread done (NULL when none was left), how many threads, expired, failed, and how many checkpoints deleted.';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_batch(text,integer,interval,text,integer) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_batch_oldest(p_policy text, p_n integer, p_age interval, p_batch_size integer, p_swept_before timestamp with time zone, p_skip text[] DEFAULT '{}'::text[])
- RETURNS TABLE(threads integer, left_ids text[])
+CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_batch_oldest(p_policy text, p_n integer, p_age interval, p_batch_size integer, p_swept_before timestamp with time zone, p_after_swept_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_after_thread_id text DEFAULT NULL::text)
+ RETURNS TABLE(threads integer, last_swept_at timestamp with time zone, last_thread_id text)
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    v_ids text[];
+    v_ids   text[];
+    v_swept timestamptz[];
 BEGIN
     IF p_batch_size IS NULL OR p_batch_size < 1 THEN
         RAISE EXCEPTION 'batch size must be 1 or more' USING ERRCODE = 'PC003';
     END IF;
-    v_ids := ARRAY(
-        SELECT t.thread_id FROM pgcheckpoint.tenant_threads t
+    -- After the cursor (the last thread the call took, as it was when
+    -- taken): a thread swept since moved past p_swept_before, and one left
+    -- unswept (its lock held past lock_timeout) is not taken again.
+    SELECT coalesce(array_agg(x.thread_id ORDER BY x.swept_at NULLS FIRST, x.thread_id), '{}'),
+           array_agg(x.swept_at ORDER BY x.swept_at NULLS FIRST, x.thread_id)
+    INTO v_ids, v_swept
+    FROM (
+        SELECT t.thread_id, t.swept_at FROM pgcheckpoint.tenant_threads t
         WHERE (t.swept_at IS NULL OR t.swept_at < p_swept_before)
-          AND t.thread_id <> ALL (coalesce(p_skip, '{}'))
+          AND (p_after_thread_id IS NULL
+               OR (coalesce(t.swept_at, '-infinity'), t.thread_id) > (coalesce(p_after_swept_at, '-infinity'), p_after_thread_id))
         ORDER BY t.swept_at NULLS FIRST, t.thread_id
-        LIMIT p_batch_size);
+        LIMIT p_batch_size) x;
     IF cardinality(v_ids) = 0 THEN
-        RETURN QUERY SELECT 0, '{}'::text[];
+        RETURN QUERY SELECT 0, NULL::timestamptz, NULL::text;
         RETURN;
     END IF;
     PERFORM pgcheckpoint.thread_gc_many(v_ids, p_policy, p_n, p_age);
-    -- The threads thread_gc_many could not lock stay unmarked: the caller
-    -- skips them for the rest of its call, or they would come first again.
-    RETURN QUERY SELECT cardinality(v_ids), ARRAY(
-        SELECT t.thread_id FROM pgcheckpoint.tenant_threads t
-        WHERE t.thread_id = ANY (v_ids) AND (t.swept_at IS NULL OR t.swept_at < p_swept_before)
-        ORDER BY 1);
+    RETURN QUERY SELECT cardinality(v_ids), v_swept[cardinality(v_ids)], v_ids[cardinality(v_ids)];
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone,text[]) IS 'One batch of thread_gc_sweep: thread_gc_many for up to p_batch_size threads not swept since p_swept_before and not in p_skip, least recently swept first. Returns how many threads it took (0: none was left) and those of them left unswept (a lock another transaction held past lock_timeout), which the caller passes in p_skip for the rest of its call.';
-REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone,text[]) FROM PUBLIC;
+COMMENT ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone,timestamp with time zone,text) IS 'One batch of thread_gc_sweep: thread_gc_many for up to p_batch_size threads not swept since p_swept_before, least recently swept first, after the cursor p_after_swept_at, p_after_thread_id (NULL thread: from the first). Returns how many threads it took (0: none was left) and the cursor of the last, as it was when taken, for the next batch: a thread left unswept (its lock held past lock_timeout) is then not taken again in the call.';
+REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_gc_batch_oldest(text,integer,interval,integer,timestamp with time zone,timestamp with time zone,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_gc_doomed_many(p_thread_ids text[], p_policy text, p_n integer, p_age interval)
  RETURNS TABLE(thread_id text, namespace text, seq bigint, checkpoint_id uuid, step bigint)
@@ -1963,8 +1974,8 @@ AS $procedure$
 DECLARE
     v_start pg_catalog.timestamptz := pg_catalog.now();
     v_threads pg_catalog.int4;
-    v_left pg_catalog.text[];
-    v_skip pg_catalog.text[] := '{}';
+    v_after_swept pg_catalog.timestamptz;
+    v_after_thread pg_catalog.text;
 BEGIN
     PERFORM pgcheckpoint.retention_policy_check(p_policy, p_n, p_age);
     IF p_batch_size IS NULL OR p_batch_size OPERATOR(pg_catalog.<) 1 THEN
@@ -1979,11 +1990,9 @@ BEGIN
         IF pgcheckpoint.current_tenant() IS NULL THEN
             RAISE EXCEPTION 'no tenant to sweep: pass p_tenant, or set pgcheckpoint.tenant' USING ERRCODE = 'PC003';
         END IF;
-        SELECT b.threads, b.left_ids INTO v_threads, v_left
-        FROM pgcheckpoint.thread_gc_batch_oldest(p_policy, p_n, p_age, p_batch_size, v_start, v_skip) b;
+        SELECT b.threads, b.last_swept_at, b.last_thread_id INTO v_threads, v_after_swept, v_after_thread
+        FROM pgcheckpoint.thread_gc_batch_oldest(p_policy, p_n, p_age, p_batch_size, v_start, v_after_swept, v_after_thread) b;
         EXIT WHEN v_threads OPERATOR(pg_catalog.=) 0;
-        -- A thread it could not lock is not taken again in this call.
-        v_skip := pg_catalog.array_cat(v_skip, v_left);
         COMMIT;
         EXIT WHEN pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_start OPERATOR(pg_catalog.>=) p_time_budget;
         IF p_pause OPERATOR(pg_catalog.>) '0'::pg_catalog.interval THEN

@@ -168,17 +168,24 @@ WHERE t.tenant_id = @tenant_id AND t.branched_from_thread = @thread_id AND t.bra
 -- A checkpoint and its ancestors, newest first (depth 0 is the checkpoint),
 -- following parent links across threads (a branch's first checkpoint has
 -- its source as parent) within the tenant. max_depth -1: no bound. A
--- parent that was deleted ends the walk. CROSS JOIN keeps the join order
--- (SQLite's rule): each step looks a parent up by (tenant_id,
--- checkpoint_id), where the planner would otherwise read the tenant's
--- checkpoints.
+-- parent that was deleted ends the walk, and so does a later checkpoint
+-- that took a deleted parent's id: a parent is one step before its child,
+-- in its namespace, in its thread or the checkpoint its thread was
+-- branched from (steps fall by one a link, so the walk ends). CROSS JOIN
+-- keeps the join order (SQLite's rule): each step looks a parent up by
+-- (tenant_id, checkpoint_id), where the planner would otherwise read the
+-- tenant's checkpoints.
 WITH RECURSIVE walk AS (
-    SELECT 0 AS depth, c.checkpoint_id AS id
+    SELECT 0 AS depth, c.checkpoint_id AS id, c.parent_checkpoint_id AS parent, c.step, c.namespace, c.thread_id
     FROM checkpoints c WHERE c.tenant_id = @tenant_id AND c.checkpoint_id = @checkpoint_id
     UNION ALL
-    SELECT w.depth + 1, c.parent_checkpoint_id
-    FROM walk w CROSS JOIN checkpoints c ON c.tenant_id = @tenant_id AND c.checkpoint_id = w.id
-    WHERE c.parent_checkpoint_id IS NOT NULL
+    SELECT w.depth + 1, p.checkpoint_id, p.parent_checkpoint_id, p.step, p.namespace, p.thread_id
+    FROM walk w CROSS JOIN checkpoints p ON p.tenant_id = @tenant_id AND p.checkpoint_id = w.parent
+    WHERE p.step = w.step - 1 AND p.namespace = w.namespace
+      AND (p.thread_id = w.thread_id OR EXISTS (
+          SELECT 1 FROM threads t
+          WHERE t.tenant_id = @tenant_id AND t.thread_id = w.thread_id AND t.namespace = w.namespace
+            AND t.branched_from = p.checkpoint_id))
       AND (CAST(@max_depth AS INTEGER) < 0 OR w.depth < CAST(@max_depth AS INTEGER))
 )
 SELECT CAST(w.depth AS INTEGER) AS depth, c.thread_id, c.namespace, c.seq, c.checkpoint_id,
