@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -131,7 +132,9 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 		if c.json {
 			return c.printJSON(treeJSON(tree))
 		}
-		lines := drawGraph(tree, c.limit, func(n engine.TreeNode, parentMissing bool) string { return nodeLabel(n, parentMissing, thread) })
+		lines := drawGraph(tree, c.limit, func(n engine.TreeNode, parentMissing, inCycle bool) string {
+			return nodeLabel(n, parentMissing, inCycle, thread)
+		})
 		for _, l := range lines {
 			fmt.Fprintln(c.stdout, l)
 		}
@@ -177,7 +180,7 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 }
 
 // nodeLabel is the text after a checkpoint in a graph.
-func nodeLabel(n engine.TreeNode, parentMissing bool, thread string) string {
+func nodeLabel(n engine.TreeNode, parentMissing, inCycle bool, thread string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s step %d %s", n.ID, n.Step, n.Trigger)
 	if n.ThreadID != thread {
@@ -191,6 +194,9 @@ func nodeLabel(n engine.TreeNode, parentMissing bool, thread string) string {
 	}
 	if parentMissing {
 		b.WriteString(" (parent not in this tree)")
+	}
+	if inCycle {
+		b.WriteString(" (in a parent cycle)")
 	}
 	if n.Summary != "" {
 		b.WriteString("  " + oneLine(n.Summary, 60))
@@ -452,28 +458,53 @@ func runTree(ctx context.Context, c *cli, args []string) error {
 	return err
 }
 
+// deleteThread deletes a thread whole, or, with preview, says what that
+// would delete (the store's delete, rolled back). A thread that does not
+// exist is ErrNotFound, where the engine deletes nothing and says nothing
+// (a retry is harmless): whoever asked has the wrong name, or someone else
+// deleted it first. ckpt delete and ckpt web's delete both ask here.
+func deleteThread(ctx context.Context, eng *engine.Engine, thread string, preview bool) (engine.DeleteResult, error) {
+	var r engine.DeleteResult
+	var err error
+	if preview {
+		r, err = eng.PreviewPrune(ctx, engine.KeepNone(), thread)
+	} else {
+		r, err = eng.DeleteThreads(ctx, thread)
+	}
+	if err == nil && r.Deleted == 0 {
+		err = fmt.Errorf("thread %q: %w", thread, engine.ErrNotFound)
+	}
+	return r, err
+}
+
+// threadExists returns ErrNotFound, naming the thread, for a thread that
+// does not exist, which a policy would prune nothing of without a word.
+// (Its expiry, not its head: a thread may have checkpoints in sub-graph
+// namespaces alone, which a policy prunes too.) ckpt gc --thread and ckpt
+// web's prune both ask here.
+func threadExists(ctx context.Context, eng *engine.Engine, thread string) error {
+	_, _, err := eng.ThreadExpiry(ctx, thread)
+	if errors.Is(err, engine.ErrNotFound) {
+		return fmt.Errorf("thread %q: %w", thread, engine.ErrNotFound)
+	}
+	return err
+}
+
 func runDelete(ctx context.Context, c *cli, args []string) error {
 	thread := args[0]
 	var r engine.DeleteResult
 	var err error
 	if c.dryRun || c.asks() {
-		// What goes: the store's delete, rolled back.
-		if r, err = c.eng.PreviewPrune(ctx, engine.KeepNone(), thread); err != nil {
+		if r, err = deleteThread(ctx, c.eng, thread, true); err != nil {
 			return err
-		}
-		if r.Deleted == 0 {
-			return fmt.Errorf("thread %q: %w", thread, engine.ErrNotFound)
 		}
 	}
 	if !c.dryRun {
 		if err := c.confirm(fmt.Sprintf("delete thread %s: %d checkpoint(s), with their pending writes?", termsafe.Line(thread), r.Deleted)); err != nil {
 			return err
 		}
-		if r, err = c.eng.DeleteThreads(ctx, thread); err != nil {
+		if r, err = deleteThread(ctx, c.eng, thread, false); err != nil {
 			return err
-		}
-		if r.Deleted == 0 {
-			return fmt.Errorf("thread %q: %w", thread, engine.ErrNotFound)
 		}
 	}
 	if c.json {

@@ -316,8 +316,8 @@ func runDemo(ctx context.Context, c *cli, _ []string) error {
 }
 
 // demoLabel is a short graph label: step, trigger, thread if a branch,
-// head, summary.
-func demoLabel(n engine.TreeNode, parentMissing bool) string {
+// head, summary (the demo writes no cycle of parents).
+func demoLabel(n engine.TreeNode, parentMissing, _ bool) string {
 	s := fmt.Sprintf("step %d %s", n.Step, n.Trigger)
 	if n.ThreadID != demoThread {
 		s += " [branch]"

@@ -166,10 +166,7 @@ func shellWord(w string) string {
 
 // gcThread applies p to one thread (gc --thread).
 func gcThread(ctx context.Context, c *cli, p engine.Policy) error {
-	// Not found: say so, as log does. (Its expiry, not its head: a thread
-	// may have checkpoints in sub-graph namespaces alone, which the policy
-	// prunes too.)
-	if _, _, err := c.eng.ThreadExpiry(ctx, c.thread); err != nil {
+	if err := threadExists(ctx, c.eng, c.thread); err != nil {
 		return err
 	}
 	var res engine.DeleteResult

@@ -43,16 +43,20 @@ from a checkpoint down to its parent; a line never changes column.
   *-. a merge: a line starts on the right, down to the merged branch's head
 A column left blank under a checkpoint: it has no parent in the tree (a
 thread's first checkpoint, or its parent was pruned or lies outside the
-tree: the label says so).`
+tree: the label says so), or its parent is drawn above it: "in a parent
+cycle", parent ids changed by hand so that a checkpoint descends from
+itself (ckpt show gives each one's parents).`
 
 // drawGraph draws a tree (see the glyphs above) and returns one line per
 // checkpoint, newest first, at most limit of them (0: all): the drawing,
-// then the label. label gets each node and whether its parent is missing
-// from the tree (pruned, or outside it); a label is shown on one line, its
-// newlines escaped. A row is as wide as the lines it crosses, so the rows
-// not asked for are not drawn at all: N checkpoints forked from one are N
-// lines side by side, N*N bytes for all the rows.
-func drawGraph(t *engine.Tree, limit int, label func(n engine.TreeNode, parentMissing bool) string) []string {
+// then the label. label gets each node, whether its parent is missing
+// from the tree (pruned, or outside it) and whether it is in a cycle of
+// parents (see treeIndex.newestFirst), whose lines up to a parent drawn
+// above are not drawn; a label is shown on one line, its newlines escaped.
+// A row is as wide as the lines it crosses, so the rows not asked for are
+// not drawn at all: N checkpoints forked from one are N lines side by
+// side, N*N bytes for all the rows.
+func drawGraph(t *engine.Tree, limit int, label func(n engine.TreeNode, parentMissing, inCycle bool) string) []string {
 	parent := map[uuid.UUID]uuid.UUID{}
 	merge := map[uuid.UUID]uuid.UUID{}
 	for _, e := range t.Edges {
@@ -84,7 +88,10 @@ func drawGraph(t *engine.Tree, limit int, label func(n engine.TreeNode, parentMi
 			}
 		}
 	}
-	order := x.newestFirst(t.Nodes)
+	order, cycle := x.newestFirst(t.Nodes)
+	inCycle := func(id uuid.UUID) bool { return cycle != nil && cycle[x.index[id]] }
+	drawn := make([]bool, len(t.Nodes))
+	isDrawn := func(id uuid.UUID) bool { return drawn[x.index[id]] }
 	if limit > 0 && len(order) > limit {
 		order = order[:limit]
 	}
@@ -110,8 +117,10 @@ func drawGraph(t *engine.Tree, limit int, label func(n engine.TreeNode, parentMi
 			col = free(-1)
 			lanes[col] = &lane{to: n.ID} // taken on this row
 		}
+		drawn[x.index[n.ID]] = true
 		fork := -1
 		m, merged := merge[n.ID]
+		merged = merged && !isDrawn(m)
 		if merged {
 			fork = free(col)
 		}
@@ -146,7 +155,7 @@ func drawGraph(t *engine.Tree, limit int, label func(n engine.TreeNode, parentMi
 			lanes[j] = nil
 		}
 		lanes[col] = nil
-		if p, ok := parent[n.ID]; ok {
+		if p, ok := parent[n.ID]; ok && !isDrawn(p) {
 			lanes[col] = &lane{to: p, left: left(n.ID)}
 		}
 		if merged {
@@ -164,7 +173,7 @@ func drawGraph(t *engine.Tree, limit int, label func(n engine.TreeNode, parentMi
 	out := make([]string, len(nodes))
 	for i, n := range nodes {
 		_, hasParent := parent[n.ID]
-		text := termsafe.Line(label(n, !hasParent && n.ParentID != uuid.Nil))
+		text := termsafe.Line(label(n, !hasParent && n.ParentID != uuid.Nil, inCycle(n.ID)))
 		out[i] = string(rows[i]) + strings.Repeat(" ", width-len(rows[i])) + " " + text
 	}
 	return out

@@ -19,14 +19,14 @@ import (
 func drawNamed(t *testing.T, m *historyModel) string {
 	t.Helper()
 	tree := m.tree()
-	lines := drawGraph(tree, 0, func(n engine.TreeNode, parentMissing bool) string {
+	lines := drawGraph(tree, 0, func(n engine.TreeNode, parentMissing, _ bool) string {
 		s := fmt.Sprintf("%s %d", n.ThreadID, n.Step)
 		if parentMissing {
 			s += " (parent pruned)"
 		}
 		return s
 	})
-	withIDs := drawGraph(tree, 0, func(n engine.TreeNode, _ bool) string { return n.ID.String() })
+	withIDs := drawGraph(tree, 0, func(n engine.TreeNode, _, _ bool) string { return n.ID.String() })
 	checkDrawing(t, "fixed case", tree, m.expectedLeft(tree))
 	for i := range lines {
 		if strings.Fields(lines[i])[0] != strings.Fields(withIDs[i])[0] {
@@ -129,7 +129,9 @@ func TestGraphLabelsStayOnTheirRow(t *testing.T) {
 	m.write(threadLine{"main", ""}, uuid.Nil, uuid.Nil, 1)
 	m.write(evil, m.heads[threadLine{"main", ""}], uuid.Nil, 1)
 	tree := m.tree()
-	lines := drawGraph(tree, 0, func(n engine.TreeNode, parentMissing bool) string { return nodeLabel(n, parentMissing, "main") })
+	lines := drawGraph(tree, 0, func(n engine.TreeNode, parentMissing, inCycle bool) string {
+		return nodeLabel(n, parentMissing, inCycle, "main")
+	})
 	if len(lines) != 2 {
 		t.Fatalf("%d rows for 2 checkpoints:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
@@ -227,7 +229,9 @@ func TestGraphDrawsEngineTrees(t *testing.T) {
 		seen.add(checkDrawing(t, name, tree, left))
 
 		// ckpt log's labels start with the id: the same drawing.
-		lines := drawGraph(tree, 0, func(n engine.TreeNode, parentMissing bool) string { return nodeLabel(n, parentMissing, "main") })
+		lines := drawGraph(tree, 0, func(n engine.TreeNode, parentMissing, inCycle bool) string {
+			return nodeLabel(n, parentMissing, inCycle, "main")
+		})
 		got, err := parseGraph(lines)
 		if err != nil || len(got.edges) != len(tree.Edges) {
 			t.Fatalf("%s: with ckpt log's labels: %v\n%s", name, err, strings.Join(lines, "\n"))

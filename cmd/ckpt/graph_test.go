@@ -257,10 +257,10 @@ func expectedLeft(all map[uuid.UUID]engine.TreeNode, present []engine.TreeNode, 
 // compares it with t's edges and the expected marks.
 func checkDrawing(t *testing.T, name string, tree *engine.Tree, left map[uuid.UUID]bool) drawingFeatures {
 	t.Helper()
-	lines := drawGraph(tree, 0, func(n engine.TreeNode, _ bool) string { return n.ID.String() })
+	lines := drawGraph(tree, 0, func(n engine.TreeNode, _, _ bool) string { return n.ID.String() })
 	// A limit draws the first rows of the whole drawing, and no more.
 	for _, limit := range []int{1, (len(lines) + 1) / 2} {
-		part := drawGraph(tree, limit, func(n engine.TreeNode, _ bool) string { return n.ID.String() })
+		part := drawGraph(tree, limit, func(n engine.TreeNode, _, _ bool) string { return n.ID.String() })
 		if len(part) != min(limit, len(lines)) {
 			t.Fatalf("%s: limit %d drew %d rows of %d", name, limit, len(part), len(lines))
 		}

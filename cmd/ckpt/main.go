@@ -210,6 +210,11 @@ type terminals struct{ stdin, stdout, stderr bool }
 // device: /dev/null is none).
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
+// encryptedHint is what to do about engine.ErrEncrypted, in ckpt's
+// words and ckpt web's (the engine's own text speaks to a Go program).
+const encryptedHint = "the content is encrypted: pass the key-encryption keys with --keys FILE or $" + keysEnv +
+	", and --held-keys DIR where the data keys are held; with them, it was erased or altered"
+
 // hint adds advice to errors whose fix is not in their text.
 func hint(err error) string {
 	if errors.Is(err, engine.ErrNotMigrated) {
@@ -223,7 +228,7 @@ func hint(err error) string {
 		}
 	}
 	if errors.Is(err, engine.ErrEncrypted) {
-		return "\n(the content is encrypted: pass the key-encryption keys with --keys FILE or $PGCHECKPOINT_KEYS, and --held-keys DIR where the data keys are held; with them, it was erased or altered)"
+		return "\n(" + encryptedHint + ")"
 	}
 	if errors.Is(err, engine.ErrPermission) {
 		return "\n(a read-only role runs threads, log, show, diff, tree and export; connect as a role that may write for the rest)"

@@ -52,8 +52,12 @@ func indexTree(t *engine.Tree) treeIndex {
 }
 
 // newestFirst orders the nodes so every checkpoint comes before its
-// parents, and otherwise newest first (indexHeap's order).
-func (x treeIndex) newestFirst(nodes []engine.TreeNode) []int32 {
+// parents, and otherwise newest first (indexHeap's order). A cycle of
+// parents (a parent id changed by hand: neither store's schema prevents
+// it) has no such order: its checkpoints come once no other can, newest
+// first, and cycle reports which nodes are in one (nil when none is), so
+// a drawing shows every node and marks those.
+func (x treeIndex) newestFirst(nodes []engine.TreeNode) (order []int32, cycle []bool) {
 	children := make([]int32, len(nodes))
 	for _, f := range x.from {
 		children[f]++
@@ -65,29 +69,132 @@ func (x treeIndex) newestFirst(nodes []engine.TreeNode) []int32 {
 		}
 	}
 	heap.Init(ready)
-	order := make([]int32, 0, len(nodes))
-	for ready.Len() > 0 {
-		i := heap.Pop(ready).(int32)
-		order = append(order, i)
-		for _, e := range x.out[x.outStart[i]:x.outStart[i+1]] {
-			p := x.from[e]
-			if children[p]--; children[p] == 0 {
-				heap.Push(ready, p)
+	order = make([]int32, 0, len(nodes))
+	placed := make([]bool, len(nodes))
+	var stuck *indexHeap
+	for {
+		for ready.Len() > 0 {
+			i := heap.Pop(ready).(int32)
+			order = append(order, i)
+			placed[i] = true
+			for _, e := range x.out[x.outStart[i]:x.outStart[i+1]] {
+				p := x.from[e]
+				if children[p]--; children[p] == 0 && !placed[p] {
+					heap.Push(ready, p)
+				}
+			}
+		}
+		if len(order) == len(nodes) {
+			return order, cycle
+		}
+		// Every node left has a child left: some are in a cycle. Take
+		// the newest of the cycle whose nodes have no children left
+		// outside it (the latest component Tarjan's algorithm finds).
+		if stuck == nil {
+			var component []int32
+			component, cycle = x.cycles()
+			stuck = &indexHeap{nodes: nodes, component: component}
+			for i, in := range cycle {
+				if in {
+					stuck.ix = append(stuck.ix, int32(i))
+				}
+			}
+			heap.Init(stuck)
+		}
+		for {
+			i := heap.Pop(stuck).(int32)
+			if !placed[i] {
+				heap.Push(ready, i)
+				break
 			}
 		}
 	}
-	return order
+}
+
+// cycles finds the strongly connected components of the graph of child
+// to parent edges (Tarjan's algorithm, without recursion: a line of
+// history is as deep as it is long). component numbers each node's
+// component in the order found, which puts a component after every
+// component of its ancestors; cycle marks the nodes of components of
+// more than one node, and nodes that are their own parents.
+func (x treeIndex) cycles() (component []int32, cycle []bool) {
+	n := len(x.parent)
+	index, low := make([]int32, n), make([]int32, n)
+	for i := range index {
+		index[i] = -1
+	}
+	component, cycle = make([]int32, n), make([]bool, n)
+	onStack := make([]bool, n)
+	var stack []int32
+	type frame struct{ v, next int32 } // next: v's next edge in out
+	var calls []frame
+	found, components := int32(0), int32(0)
+	visit := func(v int32) {
+		index[v], low[v] = found, found
+		found++
+		stack = append(stack, v)
+		onStack[v] = true
+		calls = append(calls, frame{v, x.outStart[v]})
+	}
+	for s := range int32(n) {
+		if index[s] >= 0 {
+			continue
+		}
+		visit(s)
+		for len(calls) > 0 {
+			f := &calls[len(calls)-1]
+			v := f.v
+			if f.next < x.outStart[v+1] {
+				w := x.from[x.out[f.next]]
+				f.next++
+				switch {
+				case w == v:
+					cycle[v] = true
+				case index[w] < 0:
+					visit(w)
+				case onStack[w]:
+					low[v] = min(low[v], index[w])
+				}
+				continue
+			}
+			calls = calls[:len(calls)-1]
+			if len(calls) > 0 {
+				u := calls[len(calls)-1].v
+				low[u] = min(low[u], low[v])
+			}
+			if low[v] != index[v] {
+				continue
+			}
+			k := len(stack) - 1
+			for stack[k] != v {
+				k--
+			}
+			for _, w := range stack[k:] {
+				onStack[w] = false
+				component[w] = components
+				cycle[w] = cycle[w] || len(stack)-k > 1
+			}
+			stack = stack[:k]
+			components++
+		}
+	}
+	return component, cycle
 }
 
 // indexHeap pops the newest node first: latest created, then by thread
-// id, then highest seq.
+// id, then highest seq. With component, the node of the latest component
+// comes first (see cycles).
 type indexHeap struct {
-	ix    []int32
-	nodes []engine.TreeNode
+	ix        []int32
+	nodes     []engine.TreeNode
+	component []int32
 }
 
 func (h *indexHeap) Len() int { return len(h.ix) }
 func (h *indexHeap) Less(i, j int) bool {
+	if h.component != nil && h.component[h.ix[i]] != h.component[h.ix[j]] {
+		return h.component[h.ix[i]] > h.component[h.ix[j]]
+	}
 	a, b := &h.nodes[h.ix[i]], &h.nodes[h.ix[j]]
 	if !a.CreatedAt.Equal(b.CreatedAt) {
 		return a.CreatedAt.After(b.CreatedAt)
@@ -124,7 +231,7 @@ func (x treeIndex) leftBehind(nodes []engine.TreeNode) []bool {
 		for {
 			onLine[j] = true
 			p := x.parent[j]
-			if p < 0 || lineOf(p) != l {
+			if p < 0 || lineOf(p) != l || onLine[p] { // onLine: a cycle
 				break
 			}
 			j = p

@@ -281,8 +281,7 @@ type pageData struct {
 }
 
 // page makes a handler from a function that returns a page's template
-// name, title and data. Errors render as an error page: 404 for
-// engine.ErrNotFound, 400 for bad input, 500 otherwise.
+// name, title and data. Errors render as an error page (renderError).
 func (s *webServer) page(fn func(r *http.Request) (string, string, any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, title, data, err := fn(r)
@@ -307,8 +306,12 @@ func (s *webServer) render(w http.ResponseWriter, status int, name, title string
 	fmt.Fprint(w, b.String())
 }
 
+// renderError shows err as an error page: 404 for engine.ErrNotFound,
+// 400 for bad input, 403 for a role that may not write and for encrypted
+// content (with what to pass to ckpt web, as ckpt says it), 500 otherwise.
 func (s *webServer) renderError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
+	msg := termsafe.Text(err.Error())
 	var we webError
 	switch {
 	case errors.As(err, &we):
@@ -319,11 +322,20 @@ func (s *webServer) renderError(w http.ResponseWriter, err error) {
 		status = http.StatusBadRequest
 	case errors.Is(err, engine.ErrPermission):
 		status = http.StatusForbidden
+	case errors.Is(err, engine.ErrEncrypted):
+		status = http.StatusForbidden
+		if s.eng.Encrypted() {
+			msg += " (" + encryptedHint + ")"
+		} else {
+			// The engine's text then tells a Go program to configure
+			// encryption: the keys are what this server lacks.
+			msg = encryptedHint + " (this ckpt web was started without them)"
+		}
 	}
 	s.render(w, status, "error", http.StatusText(status), struct {
 		Status int
 		Msg    string
-	}{status, termsafe.Text(err.Error())})
+	}{status, msg})
 }
 
 // parsePages parses each page's template with the layout.

@@ -5,17 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 )
 
 // Agent content as ckpt web shows it: JSON pretty-printed as the store
 // returns it (numbers and key order kept), messages as a conversation.
-// Every string made here goes through termsafe.Text, so control and bidi characters
-// show as escapes; the templates then escape it for HTML.
+// Every string made here goes through termsafe.Text, so control and bidi
+// characters show as escapes (shownText for content, cut to a size); the
+// templates then escape it for HTML.
 
-// webMaxJSON is the most of one JSON value a page shows; ckpt show has the
-// rest.
+// webMaxJSON is the most of one JSON value, message text or tool call's
+// arguments a page shows, in bytes as shown; ckpt show has the rest.
 const webMaxJSON = 256 << 10
 
 // member is one member of a JSON object, in the order written.
@@ -47,20 +49,34 @@ func objectMembers(raw json.RawMessage) ([]member, bool) {
 	return out, true
 }
 
-// prettyJSON is raw indented, made safe to show, and cut at webMaxJSON.
+// prettyJSON is raw indented, as shownText shows it.
 func prettyJSON(raw json.RawMessage) string {
 	var b bytes.Buffer
 	if err := json.Indent(&b, raw, "", "  "); err != nil {
 		b.Reset()
 		b.Write(raw)
 	}
-	s := b.String()
-	if len(s) > webMaxJSON {
-		cut := webMaxJSON
-		for cut > 0 && s[cut]&0xc0 == 0x80 {
-			cut-- // not inside a character
+	return shownText(b.String())
+}
+
+// shownText is agent content as a page shows it: made safe (termsafe.Text)
+// and cut between characters where what is shown would pass webMaxJSON
+// bytes, escapes counted (a control character shows as six), then a note
+// of the bytes left out. It cuts before it escapes: a text of megabytes
+// costs what is shown.
+func shownText(s string) string {
+	shown := 0
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		n := size
+		if termsafe.Unsafe(r) {
+			n = len(termsafe.Text(s[i : i+size]))
 		}
-		s = fmt.Sprintf("%s\n… %d more bytes (ckpt show has them all)", s[:cut], len(s)-cut)
+		if shown+n > webMaxJSON {
+			return fmt.Sprintf("%s\n… %d more bytes (ckpt show has them all)", termsafe.Text(s[:i]), len(s)-i)
+		}
+		shown += n
+		i += size
 	}
 	return termsafe.Text(s)
 }
@@ -174,7 +190,7 @@ func webMessageOf(raw json.RawMessage) webMessage {
 			}
 		case "content":
 			if s, ok := jsonString(f.Value); ok {
-				m.Text = termsafe.Text(s)
+				m.Text = shownText(s)
 				continue
 			}
 			var parts []json.RawMessage
@@ -206,7 +222,7 @@ func webPartOf(raw json.RawMessage, calls *[]webCall) webPart {
 	ms, ok := objectMembers(raw)
 	if !ok {
 		if s, ok := jsonString(raw); ok {
-			return webPart{Kind: "text", Text: termsafe.Text(s)}
+			return webPart{Kind: "text", Text: shownText(s)}
 		}
 		return webPart{Kind: "value", JSON: prettyJSON(raw)}
 	}
@@ -228,7 +244,7 @@ func webPartOf(raw json.RawMessage, calls *[]webCall) webPart {
 		*calls = append(*calls, webCallOf(raw))
 	}
 	if text != nil && (p.Kind == "text" || p.Kind == "part") {
-		p.Text = termsafe.Text(*text)
+		p.Text = shownText(*text)
 	} else {
 		p.JSON = prettyJSON(raw)
 	}
@@ -269,7 +285,7 @@ func (c *webCall) readMember(f member) {
 		if s, ok := jsonString(f.Value); ok && json.Valid([]byte(s)) {
 			c.Args = prettyJSON(json.RawMessage(s))
 		} else if ok {
-			c.Args = termsafe.Text(s)
+			c.Args = shownText(s)
 		} else {
 			c.Args = prettyJSON(f.Value)
 		}

@@ -142,6 +142,9 @@ func (s *webServer) threadsPage(r *http.Request) (string, string, any, error) {
 		}
 	}
 	tags := splitTags(v.Tags)
+	// Past the last page: the last, before the page number is multiplied
+	// (a filter keeps fewer, so its last page is no later).
+	v.Page = min(v.Page, max(1, (len(kept)+webThreadsPage-1)/webThreadsPage))
 	lo, hi := (v.Page-1)*webThreadsPage, v.Page*webThreadsPage
 	v.Total = len(kept)
 	if v.Meta != "" || len(tags) > 0 {

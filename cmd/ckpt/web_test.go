@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -431,7 +432,7 @@ func TestWebTreeLayout(t *testing.T) {
 
 		// The rows are ckpt log --graph's (treeIndex orders and marks
 		// both): the same checkpoints, each before its parents.
-		want := indexTree(tree).newestFirst(tree.Nodes)
+		want, _ := indexTree(tree).newestFirst(tree.Nodes)
 		if len(l.Rows) != len(want) || len(l.Lines) != len(tree.Edges) {
 			t.Fatalf("seed %d: %d rows, %d lines; want %d, %d", seed, len(l.Rows), len(l.Lines), len(want), len(tree.Edges))
 		}
@@ -654,5 +655,161 @@ func BenchmarkWebTreeLayoutStar(b *testing.B) {
 		if l := layoutTree(tree); l.Columns != 50000 {
 			b.Fatalf("%d columns", l.Columns)
 		}
+	}
+}
+
+// A page number past the last shows the last page, filtered or not: a
+// number whose offset overflows int used to index the list with a
+// negative number, a panic that dropped the connection.
+func TestWebThreadsPageBeyondTheLast(t *testing.T) {
+	t.Parallel()
+	f := newWebFixture(t, false)
+	f.snap(engine.SnapshotInput{ThreadID: "run", Metadata: json.RawMessage(`{"k": 1}`)})
+	for _, query := range []string{"page=2", "page=9223372036854775807", "page=184467440737095517", "page=-9223372036854775808",
+		"meta=" + url.QueryEscape(`{"k": 1}`) + "&page=9223372036854775807"} {
+		var w *httptest.ResponseRecorder
+		finishes(t, "GET /?"+query, func() { w = f.get("/?" + query) })
+		if body := w.Body.String(); w.Code != http.StatusOK || !strings.Contains(body, `href="thread?id=run"`) || !strings.Contains(body, "page 1 of 1") {
+			t.Errorf("GET /?%s: %d; want the last page, page 1, with thread run\n%s", query, w.Code, body)
+		}
+	}
+}
+
+// An encrypted thread's content, in a ckpt web started without the keys,
+// is refused with a 4xx page that says to pass them, as ckpt show says,
+// where it was a 500 with advice for a Go program.
+func TestWebEncryptedWithoutKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	dbURL := "sqlite:" + filepath.Join(dir, "enc.db")
+	keys, err := engine.LocalKeysFromFile(writeKeys(t, dir, "k", engine.NewKeyText("k")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := pgcheckpoint.Open(ctx, dbURL, pgcheckpoint.Options{Migrate: true, Config: engine.Config{Encryption: engine.Encryption{Keys: keys}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := enc.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["secret"]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := enc.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["secret", "more"]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc.Close()
+	eng, err := pgcheckpoint.Open(ctx, dbURL, pgcheckpoint.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	s, err := newWebServer(eng, true, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4711})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &webFixture{t: t, s: s, eng: eng, ctx: ctx}
+	check := func(what string, w *httptest.ResponseRecorder) {
+		t.Helper()
+		body := w.Body.String()
+		if w.Code < 400 || w.Code >= 500 || !strings.Contains(body, html.EscapeString(encryptedHint)) || strings.Contains(body, "Config.Encryption") {
+			t.Errorf("%s without keys: %d; want a 4xx that says to pass --keys\n%s", what, w.Code, body)
+		}
+	}
+	check("the checkpoint page", f.get("/checkpoint?id="+a.ID.String()))
+	check("the diff page", f.get("/diff?a="+a.ID.String()+"&b="+b.ID.String()))
+	check("the rewind's confirmation", f.get("/confirm?action=rewind&id="+a.ID.String()))
+	check("the branch's confirmation", f.get("/confirm?action=branch&id="+a.ID.String()))
+	check("a branch", f.post("branch", url.Values{"id": {a.ID.String()}, "name": {"alt"}, "confirm": {"yes"}, "csrf": {f.s.csrf}}, nil))
+	if w := f.get("/thread?id=t"); w.Code != http.StatusOK {
+		t.Errorf("the thread page, which shows no content: %d", w.Code)
+	}
+}
+
+// Deleting or pruning a thread that no longer exists (another tab, or ckpt
+// delete, took it meanwhile) is a 404 naming it, as ckpt delete and gc
+// --thread say not found, where the page said "Done" and 0 deleted.
+func TestWebDeleteOfAMissingThread(t *testing.T) {
+	t.Parallel()
+	f := newWebFixture(t, true)
+	f.snap(engine.SnapshotInput{ThreadID: "kept"})
+	for action, form := range map[string]url.Values{
+		"delete": {"thread": {"gone"}, "confirm": {"yes"}, "csrf": {f.s.csrf}},
+		"prune":  {"thread": {"gone"}, "policy": {"keep_last_n:1"}, "confirm": {"yes"}, "csrf": {f.s.csrf}},
+	} {
+		w := f.post(action, form, nil)
+		if body := w.Body.String(); w.Code != http.StatusNotFound || !strings.Contains(body, "&#34;gone&#34;") || !strings.Contains(body, "not found") {
+			t.Errorf("%s of a missing thread: %d; want 404 naming it\n%s", action, w.Code, body)
+		}
+	}
+	if _, err := f.eng.Latest(f.ctx, "kept"); err != nil {
+		t.Errorf("another thread: %v", err)
+	}
+
+	// The rule the pages follow is ckpt's own.
+	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "cli.db")
+	eng, err := pgcheckpoint.Open(f.ctx, dbURL, pgcheckpoint.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Close()
+	for _, args := range [][]string{{"delete", "gone", "--yes"}, {"delete", "gone", "--dry-run"}, {"gc", "--policy", "keep_last_n:1", "--thread", "gone", "--yes"}} {
+		var out, errOut bytes.Buffer
+		if err := run(f.ctx, append([]string{"--database", dbURL}, args...), &out, &errOut, terminals{}); !errors.Is(err, engine.ErrNotFound) || !strings.Contains(err.Error(), `"gone"`) {
+			t.Errorf("ckpt %s: %v; want not found, naming the thread", strings.Join(args, " "), err)
+		}
+	}
+}
+
+// Message text, text parts and string tool-call arguments are cut as
+// JSON values are, to webMaxJSON bytes as shown (escapes counted) with a
+// note of what is left out; they used to be shown whole, a 1.5 MB text of
+// control characters a 9 MB page.
+func TestWebCutsLongText(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("\x01", 300<<10) // 6 bytes each when shown
+	bidi := strings.Repeat("\u202e", 100<<10)
+	js := func(v any) json.RawMessage {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	msgs := webMessages(js([]any{
+		map[string]string{"role": "user", "content": big},
+		map[string]any{"role": "assistant", "content": []any{map[string]string{"type": "text", "text": big}, big},
+			"tool_calls": []any{map[string]any{"function": map[string]string{"name": "f", "arguments": big}}}},
+		map[string]string{"role": "tool_call", "name": "g", "args": big},
+	}))
+	if len(msgs) != 3 || len(msgs[1].Parts) != 2 || len(msgs[1].Calls) != 1 || len(msgs[2].Calls) != 1 {
+		t.Fatalf("messages: %+v", msgs)
+	}
+	// A JSON value whose characters grow when shown: U+202E is 3 bytes in
+	// the JSON, 6 as \u202e.
+	state := jsonFields(js(map[string]string{"k": bidi}))
+	for what, shown := range map[string]string{
+		"a message's text": msgs[0].Text, "a text part": msgs[1].Parts[0].Text, "a string part": msgs[1].Parts[1].Text,
+		"a call's string arguments": msgs[1].Calls[0].Args, "a WrapTool call's arguments": msgs[2].Calls[0].Args,
+		"a state value": state[0].Value,
+	} {
+		kept, note, ok := strings.Cut(shown, "\n… ")
+		if !ok || !strings.HasSuffix(note, " more bytes (ckpt show has them all)") || len(kept) > webMaxJSON || len(kept) < webMaxJSON-10 {
+			t.Errorf("%s: %d bytes shown, note %q; want at most %d, and the note", what, len(kept), note[:min(len(note), 80)], webMaxJSON)
+		}
+		if termsafe.First(shown) >= 0 || (what != "a state value" && len(kept)%6 != 0) {
+			t.Errorf("%s: cut inside an escape, or not escaped: …%q", what, kept[max(0, len(kept)-20):])
+		}
+	}
+	if msgs[0].Text[:6] != `\u0001` {
+		t.Errorf("the text shown begins %q", msgs[0].Text[:12])
+	}
+
+	// A page: one such message is a page of about webMaxJSON.
+	f := newWebFixture(t, false)
+	r := f.snap(engine.SnapshotInput{ThreadID: "big", Messages: js([]map[string]string{{"role": "tool", "content": big}})})
+	if w := f.get("/checkpoint?id=" + r.ID.String()); w.Code != http.StatusOK || w.Body.Len() > webMaxJSON+64<<10 {
+		t.Errorf("the page of a %d-byte message: %d, %d bytes", len(big), w.Code, w.Body.Len())
 	}
 }

@@ -18,12 +18,15 @@ import (
 // its own column (a merge's line from a column of its own, to the right)
 // to the parent's row, where it bends into the parent's column. Columns are
 // reused, but not by a line that starts right below the end of another.
+// In a cycle of parents (see treeIndex.newestFirst) the line up to a
+// parent drawn above is not drawn: the checkpoints say they are in one.
 
 // treeRow is one checkpoint of a laid-out tree.
 type treeRow struct {
-	Node *engine.TreeNode
-	Col  int
-	Left bool // a rewind left it behind (see treeIndex.leftBehind)
+	Node  *engine.TreeNode
+	Col   int
+	Left  bool // a rewind left it behind (see treeIndex.leftBehind)
+	Cycle bool // in a cycle of parents
 }
 
 // treeLine is one edge of a laid-out tree: from the child's row and column
@@ -33,6 +36,7 @@ type treeLine struct {
 	ChildRow, ParentRow       int
 	ChildCol, Lane, ParentCol int
 	Left                      bool // the child was left behind by a rewind
+	Cycle                     bool // up to a parent above: not drawn
 }
 
 // treeLayout is a tree laid out in rows and columns.
@@ -70,7 +74,8 @@ func layoutTree(t *engine.Tree) *treeLayout {
 		l.Lines[i] = treeLine{Edge: e}
 	}
 	left := x.leftBehind(t.Nodes)
-	order := x.newestFirst(t.Nodes)
+	order, cycle := x.newestFirst(t.Nodes)
+	placed := make([]bool, n)
 
 	// lanes[c] is the index of the line going down column c, or -1. A
 	// line takes the lowest free column (avail, a heap); a column whose
@@ -126,10 +131,16 @@ func layoutTree(t *engine.Tree) *treeLayout {
 		for _, li := range ending {
 			l.Lines[li].ParentRow, l.Lines[li].ParentCol = r, col
 		}
-		l.Rows[r] = treeRow{Node: &t.Nodes[ni], Col: col, Left: left[ni]}
+		l.Rows[r] = treeRow{Node: &t.Nodes[ni], Col: col, Left: left[ni], Cycle: cycle != nil && cycle[ni]}
+		placed[ni] = true
 		// The parent's line goes down this column; a merge parent's down a
 		// free one to the right.
 		for _, li := range out[outStart[ni]:outStart[ni+1]] {
+			if p := from[li]; placed[p] {
+				l.Lines[li] = treeLine{Edge: l.Lines[li].Edge, ChildRow: r, ParentRow: int(l.rowOf[p]), ChildCol: col, Lane: col,
+					ParentCol: l.Rows[l.rowOf[p]].Col, Left: left[ni], Cycle: true}
+				continue
+			}
 			lane := col
 			if l.Lines[li].Edge.Merge {
 				lane = take(col)
@@ -244,10 +255,13 @@ func (l *treeLayout) page(thread string, pageNo, size int, current uuid.UUID) tr
 			// outside this tree (the source of the branch shown).
 			sr.Label += " · parent not in this tree"
 		}
+		if row.Cycle {
+			sr.Label += " · in a parent cycle"
+		}
 		p.Rows = append(p.Rows, sr)
 	}
 	for _, ln := range l.Lines {
-		if ln.ChildRow >= hi || ln.ParentRow < lo {
+		if ln.Cycle || ln.ChildRow >= hi || ln.ParentRow < lo {
 			continue
 		}
 		if ln.ChildRow < lo || ln.ParentRow >= hi {

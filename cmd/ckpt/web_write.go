@@ -100,7 +100,7 @@ var webActions = map[string]webAction{
 				v.Shown, v.Count), nil
 		},
 		do: func(s *webServer, r *http.Request, q url.Values) (string, string, error) {
-			res, err := s.eng.DeleteThreads(r.Context(), q.Get("thread"))
+			res, err := deleteThread(r.Context(), s.eng, q.Get("thread"), false)
 			if err != nil {
 				return "", "", err
 			}
@@ -124,6 +124,9 @@ var webActions = map[string]webAction{
 			p, err := engine.ParsePolicy(q.Get("policy"))
 			if err != nil {
 				return "", "", badRequest("%s", termsafe.Text(err.Error()))
+			}
+			if err := threadExists(r.Context(), s.eng, q.Get("thread")); err != nil {
+				return "", "", err
 			}
 			res, err := s.eng.PruneThreads(r.Context(), p, q.Get("thread"))
 			if err != nil {
