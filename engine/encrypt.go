@@ -596,6 +596,10 @@ type crypter struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedKey // by tenant + "\x00" + thread
+	// forgets counts forget's calls: a key read while one ran (a read
+	// racing ShredThread) is not cached, or the key forgotten would come
+	// back.
+	forgets uint64
 
 	// links are parent links read from the store (see knownOrigins).
 	linksMu sync.Mutex
@@ -742,10 +746,12 @@ func wrapADTenant(aad []byte) (string, bool) {
 	return parts[0], len(rest) == 0
 }
 
-// forget drops a thread's key from the cache.
+// forget drops a thread's key from the cache, and keeps a key read
+// meanwhile out of it.
 func (c *crypter) forget(tenant, thread string) {
 	c.mu.Lock()
 	delete(c.cache, tenant+"\x00"+thread)
+	c.forgets++
 	c.mu.Unlock()
 }
 
@@ -816,13 +822,12 @@ func (c *crypter) unwrapRow(ctx context.Context, s Store, tenant string, w Wrapp
 // does not unwrap; the store's errors.
 func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, create, inTx bool) (*dataKey, error) {
 	id := tenant + "\x00" + thread
-	if c.ttl > 0 {
-		c.mu.Lock()
-		ck, ok := c.cache[id]
-		c.mu.Unlock()
-		if ok && time.Since(ck.at) < c.ttl {
-			return ck.key, nil
-		}
+	c.mu.Lock()
+	ck, ok := c.cache[id]
+	forgets := c.forgets
+	c.mu.Unlock()
+	if ok && time.Since(ck.at) < c.ttl {
+		return ck.key, nil
 	}
 	w, err := s.DataKey(ctx, thread)
 	var fresh []byte
@@ -875,7 +880,9 @@ func (c *crypter) key(ctx context.Context, s Store, tenant, thread string, creat
 		// with it: kept, it would encrypt later writes under a key that
 		// is nowhere.
 		c.mu.Lock()
-		c.cache[id] = cachedKey{key: k, at: time.Now()}
+		if c.forgets == forgets {
+			c.cache[id] = cachedKey{key: k, at: time.Now()}
+		}
 		c.mu.Unlock()
 	}
 	return k, nil

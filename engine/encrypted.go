@@ -339,6 +339,14 @@ func (e *Engine) originKeys(ctx context.Context, c CheckpointInfo, origins map[u
 		keys[thread] = []*dataKey{k}
 		return k, nil
 	}
+	// A shredded thread reads nothing, also the values it holds of
+	// another thread's (a branch's first checkpoint holds its source's):
+	// its own key must open, whoever wrote the values.
+	if len(origins) > 0 {
+		if _, err := threadKey(c.ThreadID); err != nil {
+			return nil, nil, err
+		}
+	}
 	var candidates []*dataKey // for deleted origins, found once
 	keyFor = func(origin uuid.UUID) ([]*dataKey, error) {
 		if thread, ok := threads[origin]; ok {

@@ -57,6 +57,8 @@ var encryptionTests = []struct {
 	{name: "RewrapGoesPastAKeyThatDoesNotOpen", fn: testRewrapGoesPastAKeyThatDoesNotOpen},
 	{name: "ExportsCarryCiphertextAndWrappedKeys", fn: testEncryptedExport},
 	{name: "ShreddingErasesOneThread", fn: testShredding},
+	{name: "ShreddingIsSeenAtOnceByItsEngine", fn: testShredRacesARead},
+	{name: "AShreddedBranchReadsNothing", fn: testShreddedBranchReadsNothing},
 	{name: "ShreddingWithHeldKeysReachesBackups", fn: testShreddingReachesBackups},
 	{name: "ShreddingRacingARotationLeavesNoHeldKey", fn: testShredRacesRewrap},
 	{name: "FirstWritesRacingLeaveOneHeldKey", fn: testFirstWriteRaceLeavesOneKey},

@@ -11,9 +11,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/pgcheckpoint/pgcheckpoint"
 	"github.com/pgcheckpoint/pgcheckpoint/engine"
 )
 
@@ -340,5 +342,104 @@ func testKeyNotDestroyed(t *testing.T, e *cryptEnv) {
 	}
 	if files, named := h.files(), h.named(eng); len(files) != 3 || len(named) != 1 {
 		t.Fatalf("key files %v, named %v; want the shredded and the replaced keys left besides the named one", files, named)
+	}
+}
+
+// gatedKeys is a KeyProvider whose next UnwrapKey, once armed, unwraps and
+// then waits for release before it returns: a read that read the key row
+// before a shredding and ends after it.
+type gatedKeys struct {
+	engine.KeyProvider
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedKeys) UnwrapKey(ctx context.Context, kek string, wrapped, ad []byte) ([]byte, error) {
+	dek, err := g.KeyProvider.UnwrapKey(ctx, kek, wrapped, ad)
+	if err == nil && g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+	}
+	return dek, err
+}
+
+// gatedShredder is gatedKeys over a KeyShredder.
+type gatedShredder struct{ *gatedKeys }
+
+func (g gatedShredder) ShredKey(ctx context.Context, kek string, wrapped, ad []byte) error {
+	return g.KeyProvider.(engine.KeyShredder).ShredKey(ctx, kek, wrapped, ad)
+}
+
+// Once ShredThread returns, its Engine refuses the thread's reads and
+// writes (ErrEncrypted), with its key cache on (other processes may use a
+// key they cached for Encryption.KeyCacheTTL), also after a read that
+// unwrapped the key before the shredding ended after it: that read cached
+// the key again, and for a minute the Engine read the thread and wrote to
+// it (under HeldKeys, content no one could ever read).
+func testShredRacesARead(t *testing.T, e *cryptEnv) {
+	for _, held := range []bool{false, true} {
+		var inner engine.KeyProvider = e.keys
+		if held {
+			inner = &engine.HeldKeys{Dir: t.TempDir(), KEKs: e.keys}
+		}
+		g := &gatedKeys{KeyProvider: inner, entered: make(chan struct{}), release: make(chan struct{})}
+		var keys engine.KeyProvider = g
+		if held {
+			keys = gatedShredder{g}
+		}
+		thread := fmt.Sprintf("shredded-held-%v", held)
+		open := func() *engine.Engine { // the default key cache
+			return openURL(t, e.url, pgcheckpoint.Options{Config: engine.Config{Encryption: engine.Encryption{Keys: keys}}})
+		}
+		snapWith(t, e.ctx, open(), engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["secret"]`)})
+		eng := open()
+		g.armed.Store(true)
+		read := make(chan error, 1)
+		go func() {
+			_, err := eng.Latest(e.ctx, thread)
+			read <- err
+		}()
+		<-g.entered
+		if had, err := eng.ShredThread(e.ctx, thread); err != nil || !had {
+			t.Fatalf("held %v: shred: %v, %v", held, had, err)
+		}
+		close(g.release)
+		if err := <-read; err != nil {
+			t.Fatalf("held %v: the read begun before the shredding: %v", held, err)
+		}
+		if c, err := eng.Latest(e.ctx, thread); !errors.Is(err, engine.ErrEncrypted) {
+			t.Errorf("held %v: a read after ShredThread returned, same Engine: %v (read back: %v); want ErrEncrypted", held, err, c != nil)
+		}
+		if _, err := eng.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage(`["after"]`)}); !errors.Is(err, engine.ErrEncrypted) {
+			t.Errorf("held %v: a write after ShredThread returned, same Engine: %v; want ErrEncrypted", held, err)
+		}
+	}
+}
+
+// A shredded branch reads nothing, also what it holds of its source's
+// values (its first checkpoint's content, sealed under the source's key,
+// read back while the source's key lived); its source reads on.
+func testShreddedBranchReadsNothing(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{})
+	src := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "source", Messages: json.RawMessage(`["from the source"]`),
+		State: json.RawMessage(`{"plan":"the source's"}`)})
+	br, err := eng.Branch(e.ctx, src.ID, "side")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if had, err := eng.ShredThread(e.ctx, br.ThreadID); err != nil || !had {
+		t.Fatalf("shred the branch: %v, %v", had, err)
+	}
+	for name, read := range map[string]func() (*engine.Checkpoint, error){
+		"Latest": func() (*engine.Checkpoint, error) { return eng.Latest(e.ctx, br.ThreadID) },
+		"Get":    func() (*engine.Checkpoint, error) { return eng.Get(e.ctx, br.CheckpointID) },
+	} {
+		if c, err := read(); !errors.Is(err, engine.ErrEncrypted) || c != nil {
+			t.Errorf("%s of the shredded branch: %v, %v; want ErrEncrypted and nothing", name, c != nil, err)
+		}
+	}
+	if _, err := eng.Get(e.ctx, src.ID); err != nil {
+		t.Errorf("the source after its branch was shredded: %v", err)
 	}
 }
