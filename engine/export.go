@@ -208,7 +208,7 @@ type ExportOptions struct {
 // error, what was written to w has no trailer, and no import takes it.
 func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer, opts ...ExportOptions) (_ ExportStats, err error) {
 	ctx, done := e.tel.call(ctx, "Export", attrThread.String(threadID))
-	defer func() { done(err) }()
+	defer endCall(done, &err)
 	var st ExportStats
 	if err := checkID("thread id", threadID, false); err != nil {
 		return st, fmt.Errorf("export: %w", err)
@@ -390,12 +390,12 @@ func importLineBytes(limit int64) int64 {
 // records that, so no later Append starts from an understated size) with
 // its metadata, summary, next node and tags, each pending write, a thread
 // row's metadata; tags, summary and next node within their own bounds
-// (see Config.MaxSnapshotBytes). Content that holds sealed values (an
-// encrypting Engine's), whose plaintext only the exporter saw, is held to
-// the most that sealing content within the limit can make (4/3 of the
-// limit and 71 bytes a value: messages and keys of state and tool
-// results), and its thread must have a data key line in the file, as an
-// encrypted thread's export does. A thread that has a data key in the
+// (see Config.MaxSnapshotBytes). Sealed values (an encrypting Engine's
+// content, pending writes and encrypted metadata), whose plaintext only
+// the exporter saw, count as the least plaintext that seals to their
+// length (sealedPlainBytes: 3/4 of it after 71 bytes a value), and content
+// that holds any must be of a thread whose data key line the file
+// carries, as an encrypted thread's export does. A thread that has a data key in the
 // database (an encrypted thread of that id was deleted; DeleteThreads
 // keeps its key) imports only from a file that carries that key. Every
 // time (created_at, shredded_at) within years 1 to 9999 in UTC, what an
@@ -416,7 +416,7 @@ func importLineBytes(limit int64) int64 {
 // refuses it in a batch written later. On error nothing is written.
 func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_ ExportStats, err error) {
 	ctx, done := e.tel.call(ctx, "Import")
-	defer func() { done(err) }()
+	defer endCall(done, &err)
 	im := &importer{e: e, limit: e.cfg.MaxSnapshotBytes, progress: opts.Progress,
 		threads: map[string]bool{}, keyed: map[string]bool{}, sealed: map[string]sealedRecord{}, rows: map[threadNamespace]*importedRow{}, branchedFrom: map[string]uuid.UUID{},
 		ids: map[uuid.UUID]importedCheckpoint{}, unresolved: map[uuid.UUID][]importedCheckpoint{},
@@ -784,7 +784,7 @@ func (im *importer) checkpoint(ctx context.Context, w ImportWriter, l exportLine
 	}
 	if err == nil {
 		if size.sealed {
-			err = checkSealedContentSize(size, im.limit)
+			err = checkSealedContentSize(size, importOwnBytes(&c), im.limit)
 		} else if size.bytes > c.SizeBytes+unsentBytes {
 			// Understated (a write's size, see unsentBytes, is no less):
 			// what a later Append's limit starts from must not be.
@@ -1334,14 +1334,20 @@ type importedSize struct {
 // origin, nonce, encoding byte and tag, rounded up.
 const sealedValueBytes = 2 + int64(len(envelopePrefix)) + (4*(envelopeHead+1+16+2)+2)/3
 
-// checkSealedContentSize holds content that holds sealed values, whose
-// plaintext only its exporter saw, to the most that sealing content within
-// limit can make: 4/3 of it (base64) and sealedValueBytes a value.
-// ErrSnapshotTooLarge beyond.
-func checkSealedContentSize(size importedSize, limit int64) error {
-	if most := (4*limit+2)/3 + sealedValueBytes*size.values; limit >= 0 && size.bytes > most {
-		return fmt.Errorf("%w: its sealed content takes %d bytes, more than sealing %d values within the limit of %d (Config.MaxSnapshotBytes) can make (%d); raise the limit to import it",
-			ErrSnapshotTooLarge, size.bytes, size.values, limit, most)
+// sealedPlainBytes is the least plaintext that sealing makes n bytes of
+// text of, in values values: 3/4 of what is left after sealedValueBytes a
+// value. An import counts sealed text so (its plaintext only its exporter
+// saw), and so holds it to the limit a write of that plaintext met.
+func sealedPlainBytes(n, values int64) int64 {
+	return max(0, 3*(n-sealedValueBytes*values)/4)
+}
+
+// checkSealedContentSize holds content that holds sealed values, with own
+// bytes of its own fields, to the limit, the content counted as the least
+// plaintext it holds (sealedPlainBytes). ErrSnapshotTooLarge beyond.
+func checkSealedContentSize(size importedSize, own, limit int64) error {
+	if err := checkCheckpointSize(limit, "sealed messages, state and tool results (the least plaintext they hold)", sealedPlainBytes(size.bytes, size.values), own); err != nil {
+		return fmt.Errorf("%w; raise the limit to import it", err)
 	}
 	return nil
 }
@@ -1547,11 +1553,15 @@ func checkImportSize(c *ExportCheckpoint, limit int64) error {
 		// holds: it is held to checkSealedContentSize instead.
 		content = max(contentBytes(c.Messages, c.State, c.ToolResults), content)
 	}
-	if err := checkCheckpointSize(limit, "messages, state and tool results", content, ownBytes(c.Metadata, c.Summary, c.NextNode, c.Tags)); err != nil {
+	if err := checkCheckpointSize(limit, "messages, state and tool results", content, importOwnBytes(c)); err != nil {
 		return fmt.Errorf("%w; raise the limit to import it", err)
 	}
 	for _, w := range c.PendingWrites {
-		if err := checkWriteSize(limit, fmt.Sprintf("pending write %d of task %q", w.Index, w.TaskID), writeBytes(w.Channel, w.Value)); err != nil {
+		n := writeBytes(w.Channel, w.Value)
+		if isEnvelope(w.Value) { // an encrypting Engine's: see sealedPlainBytes
+			n = int64(len(w.Channel)) + sealedPlainBytes(int64(len(w.Value)), 1)
+		}
+		if err := checkWriteSize(limit, fmt.Sprintf("pending write %d of task %q", w.Index, w.TaskID), n); err != nil {
 			return fmt.Errorf("%w; raise the limit to import it", err)
 		}
 	}
@@ -1563,11 +1573,27 @@ func checkImportSize(c *ExportCheckpoint, limit int64) error {
 // if that is more: see importer.digests), with its metadata, summary,
 // next node and tags, to the limit (negative: none).
 func checkImportContentSize(c *ExportCheckpoint, limit int64) error {
-	own := ownBytes(jsontext.UnescapeNUL(c.Metadata), c.Summary, c.NextNode, c.Tags) // as sent, as a write counts it
-	if err := checkCheckpointSize(limit, "messages, state and tool results", c.SizeBytes, own); err != nil {
+	if err := checkCheckpointSize(limit, "messages, state and tool results", c.SizeBytes, importOwnBytes(c)); err != nil {
 		return fmt.Errorf("%w; raise the limit to import it", err)
 	}
 	return nil
+}
+
+// importOwnBytes is ownBytes of an imported checkpoint, its metadata as
+// sent, as a write counts it: without the stores' escape of U+0000, and a
+// sealed value (Encryption.MetadataKeys) as the least plaintext it holds
+// (sealedPlainBytes).
+func importOwnBytes(c *ExportCheckpoint) int64 {
+	metadata := jsontext.UnescapeNUL(c.Metadata)
+	n := ownBytes(metadata, c.Summary, c.NextNode, c.Tags)
+	if holdsCiphertext(metadata) {
+		eachMember(metadata, func(_, _, v []byte) {
+			if isEnvelope(v) {
+				n -= int64(len(v)) - sealedPlainBytes(int64(len(v)), 1)
+			}
+		})
+	}
+	return n
 }
 
 // checkImportStorage checks how a checkpoint line says it is stored.

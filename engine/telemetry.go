@@ -467,6 +467,19 @@ func (s tracedStore) Import(ctx context.Context, fn func(ImportWriter) error) er
 	return err
 }
 
+// endCall, deferred with an Engine call's named error, ends the call's
+// span (call's done) with that error, or with the panic of the caller's
+// code the call ran (a reader, a writer, a wrapped tool, a callback),
+// which it then panics on with: a span left open is never exported, and
+// one ended without the error says the call went well.
+func endCall(done func(error), err *error) {
+	if r := recover(); r != nil {
+		done(fmt.Errorf("panic: %v", r))
+		panic(r)
+	}
+	done(*err)
+}
+
 // endOnPanic, deferred, ends the span of a store call that runs the
 // caller's code (a reader, a writer, a callback) should that code panic,
 // and panics on: a span left open is never exported.

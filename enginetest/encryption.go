@@ -70,6 +70,7 @@ var encryptionTests = []struct {
 	{name: "CopyOfAFreshEncryptedBranch", fn: testEncryptedCopyOfAFreshBranch},
 	{name: "AppendsAreHeldToTheLimitUnderEncryption", fn: testEncryptedAppendLimit},
 	{name: "ImportsHoldSealedContentToTheLimit", fn: testImportedSealedContentLimit},
+	{name: "ImportsHoldSealedWritesAndMetadataToTheLimit", fn: testImportedSealedWritesAndMetadataLimit},
 	{name: "AnAncestorWithANewerIDOutlivesRetention", fn: testAncestorWithNewerID},
 }
 
@@ -1673,5 +1674,48 @@ func testImportedSealedContentLimit(t *testing.T, e *cryptEnv) {
 	forged := Reseal([]byte(regexp.MustCompile(`"size_bytes":\d+`).ReplaceAllString(look.String(), `"size_bytes":0`)))
 	if url, err := into(append(file.Bytes(), forged...)); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(fmt.Sprint(err), `no data key of its thread "lookalike"`) || imported(url) != 0 {
 		t.Fatalf("text that only looks sealed, in a file with another thread's key: %v, %d checkpoints written; want ErrInvalidInput, none", err, imported(url))
+	}
+}
+
+// A sealed pending write and sealed metadata (Encryption.MetadataKeys)
+// count on import as the least plaintext they hold, as content does: a
+// thread with a pending write and metadata each near the limit imports
+// under the limit it was written under (both were held to it by their
+// ciphertext's length, a third more, and refused), and the same export
+// with the write's sealed value grown by the limit is ErrSnapshotTooLarge,
+// nothing written.
+func testImportedSealedWritesAndMetadataLimit(t *testing.T, e *cryptEnv) {
+	const limit = 2000
+	eng := e.open(nil, engine.Config{MaxSnapshotBytes: limit, Encryption: engine.Encryption{NoCompress: true, MetadataKeys: []string{"secret"}}})
+	res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "w", Messages: json.RawMessage(`["hi"]`),
+		Metadata: json.RawMessage(`{"secret":"` + strings.Repeat("s", limit-100) + `"}`)})
+	if _, err := eng.PutWrites(e.ctx, res.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(`"` + strings.Repeat("v", limit-20) + `"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	var file bytes.Buffer
+	if _, err := e.plain(engine.Config{}).Export(e.ctx, "w", &file); err != nil {
+		t.Fatal(err)
+	}
+	into := func(file []byte) (int, error) {
+		url := e.h.NewURL(t)
+		_, err := openURL(t, url, pgcheckpoint.Options{Config: engine.Config{MaxSnapshotBytes: limit}}).Import(e.ctx, bytes.NewReader(file), engine.ImportOptions{})
+		reader := openURL(t, url, pgcheckpoint.Options{Config: engine.Config{Encryption: engine.Encryption{Keys: e.keys, KeyCacheTTL: -1, MetadataKeys: []string{"secret"}}}})
+		list, lerr := reader.ListCheckpoints(e.ctx, "w", engine.ListOptions{})
+		if lerr != nil {
+			t.Fatal(lerr)
+		}
+		return len(list), err
+	}
+	if n, err := into(file.Bytes()); err != nil || n != 1 {
+		t.Fatalf("a sealed pending write and metadata near the limit, imported under it: %d checkpoints, %v", n, err)
+	}
+	at := bytes.Index(file.Bytes(), []byte(`"pending_writes":[`))
+	if at < 0 {
+		t.Fatal("no pending write in the export")
+	}
+	at += bytes.Index(file.Bytes()[at:], []byte(`"$pgc1$`)) + len(`"$pgc1$`)
+	grown := slices.Concat(file.Bytes()[:at], bytes.Repeat([]byte("A"), limit), file.Bytes()[at:])
+	if n, err := into(Reseal(grown)); !errors.Is(err, engine.ErrSnapshotTooLarge) || n != 0 {
+		t.Fatalf("a sealed pending write grown past the limit: %d checkpoints, %v; want ErrSnapshotTooLarge, none", n, err)
 	}
 }
