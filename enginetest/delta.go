@@ -496,9 +496,9 @@ func testDeltaCountsRemovedKeys(t *testing.T, e *env) {
 	}
 }
 
-// A merge is stored whole, as Postgres's thread_merge stores it, on both
-// stores (SQLite stored it as a delta on the target's head when it could),
-// and reads back as the branch head.
+// A merge is stored whole on both stores (SQLite stored it as a delta on
+// the target's head when it could, Postgres when the head's digests were
+// its own, as a merge's are), and reads back as the branch head.
 func testMergeStoredWhole(t *testing.T, e *env) {
 	eng := e.open(engine.Config{DeltaMinBytes: -1})
 	msgs := []string{`{"role":"user","content":"plan a trip"}`}
@@ -524,5 +524,16 @@ func testMergeStoredWhole(t *testing.T, e *env) {
 	jsonEqual(t, "merged state", c.State, []byte(`{"n":2}`))
 	if c.Format != "full" {
 		t.Errorf("the merge is stored %q, want full", c.Format)
+	}
+	// A second merge, onto the first: a head whose digests the store made
+	// (Postgres's thread_merge stored this one as a delta on it).
+	msgs = append(msgs, `{"role":"assistant","content":"booked"}`)
+	write(br.ThreadID)
+	m2, err := eng.MergeBranch(e.ctx, br.ThreadID, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := e.get(m2.CheckpointID); c.Format != "full" {
+		t.Errorf("the second merge is stored %q, want full", c.Format)
 	}
 }

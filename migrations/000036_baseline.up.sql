@@ -2227,13 +2227,17 @@ BEGIN
         -- client merges by writing the content sealed for the target
         -- itself (checkpoint_put with p_merge_parent_id and p_sealed).
         p_sealed => false,
+        -- Stored whole, as the SQLite store stores a merge: a delta on the
+        -- target's head needs digests of the sent text, which SQL, reading
+        -- jsonb, cannot make as a client does.
+        p_delta_run => 1,
         -- Which checks that the target has a head to merge onto (a merge
         -- creates no thread) under the target's lock.
         p_merge_parent_id => v_src.checkpoint_id);
     RETURN QUERY SELECT p_into_thread_id, p_checkpoint_id, v_put.parent_checkpoint_id, v_src.checkpoint_id, v_put.step;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) IS 'Writes on the target thread, in namespace p_namespace (default '''', the root), a checkpoint with the content of the branch''s head in that namespace; parent: the target''s head there; merge_parent_id: the branch head. Errors: PC001 no branch checkpoint in the namespace, or no target checkpoint there (a merge creates no thread), PC003 merge into itself, PC007 an encrypted branch or target (the values are copied as stored; an encrypting client merges through checkpoint_put with p_merge_parent_id).';
+COMMENT ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) IS 'Writes on the target thread, in namespace p_namespace (default '''', the root), a checkpoint with the content of the branch''s head in that namespace, stored whole; parent: the target''s head there; merge_parent_id: the branch head. Errors: PC001 no branch checkpoint in the namespace, or no target checkpoint there (a merge creates no thread), PC003 merge into itself, PC007 an encrypted branch or target (the values are copied as stored; an encrypting client merges through checkpoint_put with p_merge_parent_id).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_merge(text,text,uuid,text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_prune_many(p_thread_ids text[], p_keep_latest boolean)
