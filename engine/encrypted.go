@@ -93,6 +93,7 @@ func (e *Engine) sealedRetry(ctx context.Context, p PutRequest) (SnapshotResult,
 		return SnapshotResult{}, false
 	}
 	if c.ThreadID != p.ThreadID || c.Namespace != p.Namespace || c.NextNode != p.NextNode ||
+		(p.ParentID != uuid.Nil && c.ParentID != p.ParentID) ||
 		!jsontext.Same(c.Metadata, p.Metadata) || !jsontext.Same(c.Messages, p.Messages) ||
 		!jsontext.Same(c.State, p.State) || !jsontext.Same(c.ToolResults, p.ToolResults) {
 		return SnapshotResult{}, false

@@ -71,6 +71,7 @@ var encryptionTests = []struct {
 	{name: "AppendsAreHeldToTheLimitUnderEncryption", fn: testEncryptedAppendLimit},
 	{name: "ImportsHoldSealedContentToTheLimit", fn: testImportedSealedContentLimit},
 	{name: "ImportsHoldSealedWritesAndMetadataToTheLimit", fn: testImportedSealedWritesAndMetadataLimit},
+	{name: "ARetryNamingAnotherParentIsAConflict", fn: testSealedRetryNamesItsParent},
 	{name: "AnAncestorWithANewerIDOutlivesRetention", fn: testAncestorWithNewerID},
 }
 
@@ -1717,5 +1718,26 @@ func testImportedSealedWritesAndMetadataLimit(t *testing.T, e *cryptEnv) {
 	grown := slices.Concat(file.Bytes()[:at], bytes.Repeat([]byte("A"), limit), file.Bytes()[at:])
 	if n, err := into(Reseal(grown)); !errors.Is(err, engine.ErrSnapshotTooLarge) || n != 0 {
 		t.Fatalf("a sealed pending write grown past the limit: %d checkpoints, %v; want ErrSnapshotTooLarge, none", n, err)
+	}
+}
+
+// Under encryption a retry is compared in plaintext (its ciphertext
+// differs), and by the parent it names, as a store compares a plaintext
+// retry: naming another parent is ErrIDConflict, nothing written.
+func testSealedRetryNamesItsParent(t *testing.T, e *cryptEnv) {
+	eng := e.open(nil, engine.Config{})
+	root := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["root"]`)})
+	other := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "t", Messages: json.RawMessage(`["other"]`)})
+	child := engine.SnapshotInput{ThreadID: "t", ID: engine.NewCheckpointID(), ParentID: root.ID, Messages: json.RawMessage(`["child"]`)}
+	snapWith(t, e.ctx, eng, child)
+	if again := snapWith(t, e.ctx, eng, child); again.Created || again.ParentID != root.ID {
+		t.Fatalf("a retry naming the same parent: %+v", again)
+	}
+	child.ParentID = other.ID
+	if r, err := eng.Snapshot(e.ctx, child); !errors.Is(err, engine.ErrIDConflict) {
+		t.Fatalf("a retry naming another parent: %+v, %v; want ErrIDConflict", r, err)
+	}
+	if n := len(listAll(t, e.ctx, eng, "t", "")); n != 3 {
+		t.Fatalf("%d checkpoints after the refused retry, want 3", n)
 	}
 }

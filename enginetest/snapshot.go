@@ -344,6 +344,21 @@ func testRetryIsIdempotent(t *testing.T, e *env) {
 		}
 		e.unchanged("a conflicting write", before, "other")
 	}
+	// A write that names its parent: its retry naming the same one is a
+	// retry, one naming another (a checkpoint of the thread too) is a
+	// conflict, where it returned the stored checkpoint as if written on
+	// the one named.
+	child := engine.SnapshotInput{ThreadID: "t", ID: engine.NewCheckpointID(), ParentID: id, State: json.RawMessage(`{"c": 1}`)}
+	written := e.snap(child)
+	if again := e.snap(child); again.Created || again.ParentID != id || again.Step != written.Step {
+		t.Fatalf("a retry naming the same parent: %+v", again)
+	}
+	before = e.inventory()
+	child.ParentID = next.ID
+	if r, err := e.eng.Snapshot(e.ctx, child); !errors.Is(err, engine.ErrIDConflict) {
+		t.Fatalf("a retry naming another parent: %+v, %v; want ErrIDConflict", r, err)
+	}
+	e.unchanged("a retry naming another parent", before)
 }
 
 // An explicit parent other than the head starts a new line from it, with

@@ -123,12 +123,16 @@ func setStored(row *sqlitedb.CheckpointInsertParams, st stored) {
 	row.StateRemoved, row.ToolResultsRemoved = string(st.stateRemoved), string(st.toolsRemoved)
 }
 
-// retried answers a write whose id exists: the same thread, namespace and
-// content (JSON-equal, as Postgres compares jsonb) is a retry that changes
-// nothing; anything else is a conflict.
+// retried answers a write whose id exists: the same thread, namespace,
+// content (JSON-equal, as Postgres compares jsonb), merge parent and the
+// parent it names, if it names one, is a retry that changes nothing;
+// anything else is a conflict. (Tags, summary and trigger are the first
+// write's.)
 func retried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, p engine.PutRequest) (engine.SnapshotResult, error) {
-	// A merge's retry names the same merge parent, as checkpoint_put compares.
-	same := sameRetry(ex, p.ThreadID, p.Namespace, p.NextNode, p.Metadata) && ex.MergeParentID == nullID(p.MergeParentID)
+	// A merge's retry names the same merge parent, and a write that names
+	// its parent the same parent, as checkpoint_put compares.
+	same := sameRetry(ex, p.ThreadID, p.Namespace, p.NextNode, p.Metadata) && ex.MergeParentID == nullID(p.MergeParentID) &&
+		(p.ParentID == uuid.Nil || ex.ParentCheckpointID == nullID(p.ParentID))
 	if same {
 		c, err := materialize(ctx, q, storedOf(ex))
 		if err != nil {
