@@ -58,7 +58,8 @@ type SnapshotInput struct {
 	// Tags are free-form labels, usable as a ListCheckpoints filter: at
 	// most MaxTags, each at most 255 characters.
 	Tags []string
-	// Summary defaults to "[role] first 100 characters" of the last message,
+	// Summary defaults to "[role] content" of the last message, each cut to
+	// its first 100 characters,
 	// else "State: N keys", a string content's text as written (a U+0000,
 	// which a summary cannot hold, shown as U+FFFD); content that is not a
 	// string (a list of parts, a number) as the store holds its JSON: on

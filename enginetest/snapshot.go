@@ -110,6 +110,9 @@ func testDefaultSummary(t *testing.T, e *env) {
 		{"last message counts", engine.SnapshotInput{Messages: json.RawMessage(`[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]`)}, "[assistant] b", false},
 		{"no content", engine.SnapshotInput{Messages: json.RawMessage(`[{"role":"assistant"}]`)}, "[assistant] ", false},
 		{"no role", engine.SnapshotInput{Messages: json.RawMessage(`[{"content":"hello"}]`)}, "[unknown] hello", false},
+		// A role is cut as content is (Postgres stored one of 5,000
+		// characters, past MaxSummaryLength; SQLite refused the write).
+		{"long role", engine.SnapshotInput{Messages: json.RawMessage(`[{"role":"` + strings.Repeat("r", 5000) + `","content":"hi"}]`)}, "[" + strings.Repeat("r", 100) + "] hi", false},
 		{"explicit", engine.SnapshotInput{Summary: "mine", Messages: json.RawMessage(`[{"role":"user","content":"x"}]`)}, "mine", false},
 		{"last message not an object", engine.SnapshotInput{Messages: json.RawMessage(`[{"role":"user","content":"x"},"plain"]`), State: json.RawMessage(`{"k":1}`)}, "State: 1 keys", false},
 		{"no messages", engine.SnapshotInput{State: json.RawMessage(`{"a":1,"b":2,"c":{"d":3}}`)}, "State: 3 keys", false},

@@ -1386,11 +1386,11 @@ CREATE OR REPLACE FUNCTION pgcheckpoint.message_summary(p_message jsonb)
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    RETURN '[' || coalesce(pgcheckpoint.json_text(p_message -> 'role'), 'unknown') || '] '
+    RETURN '[' || left(coalesce(pgcheckpoint.json_text(p_message -> 'role'), 'unknown'), 100) || '] '
            || left(coalesce(pgcheckpoint.json_text(p_message -> 'content'), ''), 100);
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.message_summary(jsonb) IS 'The default summary of a checkpoint whose last message is p_message (an object): "[role] first 100 characters of content", the text as written (see json_text). See checkpoint_default_summary.';
+COMMENT ON FUNCTION pgcheckpoint.message_summary(jsonb) IS 'The default summary of a checkpoint whose last message is p_message (an object): "[role] content", each cut to its first 100 characters, the text as written (see json_text). See checkpoint_default_summary.';
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.pending_writes_json(p_thread_id text, p_namespace text, p_seq bigint)
  RETURNS jsonb

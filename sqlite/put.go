@@ -147,8 +147,8 @@ func retried(ctx context.Context, q *queries, ex sqlitedb.Checkpoint, p engine.P
 	return snapshotResult(ex, false), nil
 }
 
-// defaultSummary is "[role] first 100 characters of content" of the last
-// message when it is an object, else "State: N keys", as
+// defaultSummary is "[role] content", each cut to its first 100
+// characters, of the last message when it is an object, else "State: N keys", as
 // pgcheckpoint.checkpoint_default_summary makes it. It shows the text as
 // written, not as stored (messages are NUL-escaped): U+0001 as itself and
 // U+0000, which Postgres text cannot hold, as U+FFFD. A role or content
@@ -173,11 +173,7 @@ func defaultSummary(messages, state []byte) (string, error) {
 			}
 		}
 		role, text = strings.ReplaceAll(role, "\x00", "\uFFFD"), strings.ReplaceAll(text, "\x00", "\uFFFD")
-		if utf8.RuneCountInString(text) > 100 {
-			r := []rune(text)
-			text = string(r[:100])
-		}
-		return fmt.Sprintf("[%s] %s", role, text), nil
+		return fmt.Sprintf("[%s] %s", firstRunes(role, 100), firstRunes(text, 100)), nil
 	}
 	ms, err := jsontext.SplitObject(state)
 	if err != nil {
@@ -202,6 +198,14 @@ func textOf(v []byte, def string) string {
 }
 
 func nullID(id uuid.UUID) uuid.NullUUID { return uuid.NullUUID{UUID: id, Valid: id != uuid.Nil} }
+
+// firstRunes is s cut to its first n characters.
+func firstRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
+}
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
