@@ -24,6 +24,11 @@ const DefaultMaxSnapshotBytes = 10 << 20
 // DefaultDeltaRun is the default Config.DeltaRun.
 const DefaultDeltaRun = 50
 
+// MaxDeltaRun is the most Config.DeltaRun takes: chains of 2*(MaxDeltaRun-1)
+// links stay within the 65,536 a read of a delta follows, and the run
+// within the stores' 32-bit columns.
+const MaxDeltaRun = 1 << 15
+
 // DefaultDeltaMinBytes is the default Config.DeltaMinBytes: 8 KiB.
 const DefaultDeltaMinBytes = 8 << 10
 
@@ -69,7 +74,7 @@ type Config struct {
 	// where that run started (an anchor); after DeltaRun-1 anchors in a
 	// row, whole. A read follows at most 2*(DeltaRun-1) links; storage grows
 	// with what changed. Zero means DefaultDeltaRun; 1 is the same as
-	// FullSnapshots.
+	// FullSnapshots; more than MaxDeltaRun is MaxDeltaRun.
 	DeltaRun int
 	// DeltaMinBytes is the size (messages + state + tool results, in bytes
 	// as sent) below which a snapshot is stored whole even with delta
@@ -168,6 +173,7 @@ func New(store Store, cfg Config) *Engine {
 	if cfg.DeltaRun <= 0 {
 		cfg.DeltaRun = DefaultDeltaRun
 	}
+	cfg.DeltaRun = min(cfg.DeltaRun, MaxDeltaRun)
 	if cfg.FullSnapshots {
 		cfg.DeltaRun = 1
 	}

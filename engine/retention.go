@@ -242,8 +242,9 @@ const DefaultSweepBatch = 5
 // SweepOptions tunes Sweep.
 type SweepOptions struct {
 	// BatchSize is how many threads one transaction handles (default
-	// DefaultSweepBatch). Their locks are held until it commits, so a
-	// Snapshot on one of them waits that long: keep it small.
+	// DefaultSweepBatch, at most MaxListLimit). Their locks are held until
+	// it commits, so a Snapshot on one of them waits that long: keep it
+	// small.
 	BatchSize int
 	// TimeBudget stops the sweep after the batch during which it runs out;
 	// zero means no limit. SweepResult.Next says where to go on.
@@ -327,6 +328,12 @@ func (e *Engine) sweep(ctx context.Context, what string, p Policy, opts SweepOpt
 	if opts.BatchSize < 0 || opts.TimeBudget < 0 || opts.Pause < 0 {
 		return SweepResult{}, fmt.Errorf("%s: %w: batch size %d, time budget %s and pause %s must not be negative",
 			what, ErrInvalidInput, opts.BatchSize, opts.TimeBudget, opts.Pause)
+	}
+	if opts.BatchSize > MaxListLimit {
+		// A page of threads, as a listing's (the Postgres store passed a
+		// larger one on as a 32-bit integer: 2^32+1 became 1, and the
+		// sweep ended after one thread, Done).
+		return SweepResult{}, fmt.Errorf("%s: %w: batch size %d; at most %d", what, ErrInvalidInput, opts.BatchSize, MaxListLimit)
 	}
 	if err := checkText("after", opts.After); err != nil { // a thread id, as ListThreads' cursor
 		return SweepResult{}, fmt.Errorf("%s: %w", what, err)

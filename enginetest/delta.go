@@ -537,3 +537,23 @@ func testMergeStoredWhole(t *testing.T, e *env) {
 		t.Errorf("the second merge is stored %q, want full", c.Format)
 	}
 }
+
+// A Config.DeltaRun past MaxDeltaRun is MaxDeltaRun on both stores: the
+// writes are deltas and read back (on Postgres, 2^31 reached the SQL as a
+// negative run and every write failed; 2^32+1 as 1, every write whole).
+func testHugeDeltaRun(t *testing.T, e *env) {
+	for _, run := range []int{1 << 31, 1<<32 + 1} {
+		eng := e.open(engine.Config{DeltaRun: run, DeltaMinBytes: -1})
+		thread := fmt.Sprintf("run-%d", run)
+		var msgs []string
+		for i := range 3 {
+			msgs = append(msgs, fmt.Sprintf(`{"role":"user","content":"%d"}`, i))
+			res := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: thread, Messages: json.RawMessage("[" + strings.Join(msgs, ",") + "]")})
+			c := e.get(res.ID)
+			jsonEqual(t, "messages", c.Messages, []byte("["+strings.Join(msgs, ",")+"]"))
+			if want := map[bool]string{true: "full", false: "delta"}[i == 0]; c.Format != want {
+				t.Errorf("DeltaRun %d, write %d: stored %q, want %q", run, i, c.Format, want)
+			}
+		}
+	}
+}

@@ -104,6 +104,7 @@ var tests = []conformanceTest{
 	{name: "RandomHistoriesReadBackAsWritten", fn: testRandomHistories},
 	{name: "SizeLimitIsOnTheWholeSnapshot", fn: testSizeLimitOnWholeSnapshot},
 	{name: "DeltasStayExactAcrossTimeTravel", fn: testDeltasAcrossTimeTravel},
+	{name: "AHugeDeltaRunIsTheLongest", fn: testHugeDeltaRun},
 	{name: "SmallSnapshotsAreStoredWhole", fn: testSmallSnapshotsWhole},
 	{name: "ADeltaCountsTheKeysItRemoves", fn: testDeltaCountsRemovedKeys},
 	{name: "AMergeIsStoredWhole", fn: testMergeStoredWhole},

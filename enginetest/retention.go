@@ -288,7 +288,10 @@ func testRetentionBadInput(t *testing.T, e *env) {
 	if _, err := e.eng.PruneThreads(e.ctx, engine.KeepLastN(1), ""); !errors.Is(err, engine.ErrInvalidInput) {
 		t.Fatalf("empty thread id: %v", err)
 	}
-	for _, o := range []engine.SweepOptions{{BatchSize: -1}, {TimeBudget: -time.Second}, {Pause: -time.Second}, {After: "a\x00"}, {After: "a\xff"}} {
+	// A batch past a page of threads too (Postgres swept one thread of a
+	// batch of 2^32+1 and said it was done).
+	for _, o := range []engine.SweepOptions{{BatchSize: -1}, {BatchSize: engine.MaxListLimit + 1}, {BatchSize: 1<<32 + 1},
+		{TimeBudget: -time.Second}, {Pause: -time.Second}, {After: "a\x00"}, {After: "a\xff"}} {
 		if _, err := e.eng.Sweep(e.ctx, engine.KeepLastN(1), o); !errors.Is(err, engine.ErrInvalidInput) || errors.Is(err, engine.ErrInvalidJSON) {
 			t.Fatalf("sweep options %+v: %v, want ErrInvalidInput", o, err)
 		}
