@@ -239,26 +239,37 @@ func WrapToolIn[A, R any](e *Engine, threadID, namespace, name string, tool func
 			messages: []any{map[string]any{"role": "tool_call", "name": name, "args": encodeJSON(args)}},
 			nextNode: name,
 		})
+		// The after checkpoint is written whatever became of ctx: a tool
+		// that ended, well or not, while it was cancelled did what it did.
+		after := context.WithoutCancel(ctx)
 		panicked := true
 		defer func() {
 			if !panicked {
 				return
 			}
 			p := recover()
-			msg := fmt.Sprint("panic: ", p)
-			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, namespace, e.toolAfter(name, nil, msg))
+			if p == nil { // runtime.Goexit (t.FailNow, say): not a panic to raise
+				e.snapshotOnHead(after, threadID, namespace, e.toolAfter(name, nil, goexitFailure))
+				return
+			}
+			e.snapshotOnHead(after, threadID, namespace, e.toolAfter(name, nil, fmt.Sprint("panic: ", p)))
 			panic(p)
 		}()
 		result, err = tool(ctx, args)
 		panicked = false
 		if err != nil {
-			e.snapshotOnHead(context.WithoutCancel(ctx), threadID, namespace, e.toolAfter(name, nil, err.Error()))
+			e.snapshotOnHead(after, threadID, namespace, e.toolAfter(name, nil, err.Error()))
 			return result, err
 		}
-		e.snapshotOnHead(ctx, threadID, namespace, e.toolAfter(name, encodeJSON(result), ""))
+		e.snapshotOnHead(after, threadID, namespace, e.toolAfter(name, encodeJSON(result), ""))
 		return result, nil
 	}
 }
+
+// goexitFailure is what a wrapped tool or a scope's function that ended
+// its goroutine (runtime.Goexit) records: a recover there returns nil, and
+// raising that as a panic would crash the program.
+const goexitFailure = "the goroutine exited (runtime.Goexit)"
 
 // toolAfter is the checkpoint after a tool call. Its failure's text is
 // content (an error quoting the call's arguments, a panic's value): it goes
@@ -288,10 +299,11 @@ func (e *Engine) toolAfter(name string, result json.RawMessage, failure string) 
 // and one on exit, whatever the outcome. state is encoded as JSON at each of the two (so a
 // pointer shows what fn changed); nil carries the head's state forward.
 // The exit checkpoint's metadata says how fn ended: {"scope": "exit",
-// "outcome": "ok" | "error" | "panic", "error": ...}, and its summary
+// "outcome": "ok" | "error" | "panic" | "goexit", "error": ...}, and its summary
 // names the error too; under encryption both say EncryptedSummary instead
 // of the error's text (summaries and metadata are stored as given). Scope
-// returns fn's error unchanged; a panic in fn is recorded, then re-raised.
+// returns fn's error unchanged; a panic in fn is recorded, then re-raised;
+// a runtime.Goexit is recorded and goes on.
 // A failed snapshot never fails the scope.
 func (e *Engine) Scope(ctx context.Context, threadID string, state any, fn func(context.Context) error) (err error) {
 	return e.ScopeIn(ctx, threadID, "", state, fn)
@@ -334,6 +346,10 @@ func (e *Engine) ScopeIn(ctx context.Context, threadID, namespace string, state 
 	defer func() {
 		if panicked {
 			p := recover()
+			if p == nil { // runtime.Goexit: not a panic to raise
+				exit("goexit", goexitFailure)
+				return
+			}
 			exit("panic", fmt.Sprint(p))
 			panic(p)
 		}

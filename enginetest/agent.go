@@ -291,6 +291,25 @@ func testWrapTool(t *testing.T, e *env) {
 	if head.Step != 7 || !strings.Contains(head.Summary, "panic: kaboom") {
 		t.Fatalf("panic checkpoint: step %d summary %q", head.Step, head.Summary)
 	}
+	// A tool that succeeds while its context is cancelled (a booking made
+	// as the user gave up): its result is recorded (it was not written).
+	ctx, cancel := context.WithCancel(e.ctx)
+	booked := engine.WrapTool(e.eng, "run", "book", func(context.Context, string) (string, error) { cancel(); return "PNR42", nil })
+	if out, err := booked(ctx, "TP1"); err != nil || out != "PNR42" {
+		t.Fatalf("a tool cancelled as it succeeded: %q, %v", out, err)
+	}
+	if _, _, tools, _ = content(t, e.head("run")); e.head("run").Step != 9 || tools["book"] != "PNR42" {
+		t.Fatalf("a tool cancelled as it succeeded: head at step %d, tool results %v; want step 9 holding its result", e.head("run").Step, tools)
+	}
+	// A tool that ends its goroutine (runtime.Goexit, as t.FailNow does):
+	// recorded, and the goroutine exits, where a panic of nil crashed it.
+	exited := engine.WrapTool(e.eng, "run", "quit", func(context.Context, int) (int, error) { runtime.Goexit(); return 0, nil })
+	if p := goexitOf(func() { _, _ = exited(e.ctx, 1) }); p != nil {
+		t.Fatalf("a tool that called runtime.Goexit: the goroutine ended with %v, want a quiet exit", p)
+	}
+	if head := e.head("run"); head.Step != 11 || !strings.Contains(head.Summary, "runtime.Goexit") {
+		t.Fatalf("a tool that called runtime.Goexit: head at step %d, %q", head.Step, head.Summary)
+	}
 	// A wrapped tool on a new thread starts it.
 	fresh := engine.WrapTool(e.eng, "fresh", "echo", func(_ context.Context, s string) (string, error) { return s, nil })
 	if out, err := fresh(e.ctx, "hi\x00"); err != nil || out != "hi\x00" {
@@ -361,12 +380,40 @@ func testScope(t *testing.T, e *env) {
 	if _, _, _, meta = content(t, exit); !strings.Contains(fmt.Sprint(meta["error"]), "context canceled") {
 		t.Fatalf("cancelled scope exit: %s", exit.Metadata)
 	}
-	if n := listAll(t, e.ctx, e.eng, "job", ""); len(n) != 8 {
+	// A function that ends its goroutine (runtime.Goexit): recorded, and
+	// the goroutine exits.
+	if p := goexitOf(func() {
+		_ = e.eng.Scope(e.ctx, "job", nil, func(context.Context) error { runtime.Goexit(); return nil })
+	}); p != nil {
+		t.Fatalf("a scope whose function called runtime.Goexit: the goroutine ended with %v, want a quiet exit", p)
+	}
+	if _, exit = lastTwo(t, e, "job"); !strings.Contains(exit.Summary, "goexit") {
+		t.Fatalf("a scope whose function called runtime.Goexit: exit %q", exit.Summary)
+	}
+	if n := listAll(t, e.ctx, e.eng, "job", ""); len(n) != 10 {
 		t.Fatalf("%d checkpoints, want 2 per scope", len(n))
 	}
 	if e.eng.SnapshotFailures() != 0 {
 		t.Fatalf("%d snapshot failures", e.eng.SnapshotFailures())
 	}
+}
+
+// goexitOf runs f on a goroutine of its own and returns what ended it: nil
+// for runtime.Goexit or a return, else the panic's value.
+func goexitOf(f func()) (panicked any) {
+	done := make(chan any)
+	go func() {
+		ok := false
+		defer func() {
+			if !ok {
+				done <- recover()
+			}
+		}()
+		f()
+		ok = true
+		done <- nil
+	}()
+	return <-done
 }
 
 // lastTwo returns the two newest checkpoints of a thread, oldest first.
