@@ -113,7 +113,7 @@ const ThreadGetExpiry = `-- name: ThreadGetExpiry :one
 SELECT t.expires_at, t.expire_action
 FROM pgcheckpoint.tenant_threads t
 WHERE t.thread_id = $1::text
-ORDER BY t.namespace
+ORDER BY t.expires_at NULLS LAST, t.namespace
 LIMIT 1
 `
 
@@ -124,7 +124,9 @@ type ThreadGetExpiryRow struct {
 
 // When a thread expires and what its expiry keeps ('delete' or
 // 'keep_latest'), as ThreadSetExpiry set it on every namespace row; no row
-// for an unknown thread, a NULL time when it does not expire.
+// for an unknown thread, a NULL time when it does not expire. A namespace
+// first written since has no expiry of its own: the earliest row's is the
+// thread's, as thread_expire takes it.
 func (q *Queries) ThreadGetExpiry(ctx context.Context, threadID string) (ThreadGetExpiryRow, error) {
 	row := q.db.QueryRow(ctx, ThreadGetExpiry, threadID)
 	var i ThreadGetExpiryRow

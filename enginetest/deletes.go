@@ -638,6 +638,19 @@ func testThreadExpiry(t *testing.T, e *env) {
 	if res, err := e.eng.Sweep(e.ctx, engine.KeepAll(), engine.SweepOptions{}); err != nil || res.Expired != 1 {
 		t.Fatalf("a sweep after an expiry in year 1: %+v, %v", res, err)
 	}
+	// A namespace first written after the expiry was set has none of its
+	// own: the thread's is the one a sweep applies (it read as "does not
+	// expire" when that namespace sorted first, and a sweep then expired
+	// the thread).
+	e.snap(engine.SnapshotInput{ThreadID: "y", Namespace: "sub"})
+	soon := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	if err := e.eng.SetThreadExpiry(e.ctx, "y", soon, engine.KeepLatest()); err != nil {
+		t.Fatal(err)
+	}
+	e.snap(engine.SnapshotInput{ThreadID: "y"})
+	if got, keep, err := e.eng.ThreadExpiry(e.ctx, "y"); err != nil || !got.Equal(soon) || keep.String() != engine.KeepLatest().String() {
+		t.Fatalf("the expiry after a new namespace was written: %v, %s, %v; want %v, keep_latest", got, keep, err, soon)
+	}
 	if _, _, err := e.eng.ThreadExpiry(e.ctx, "nobody"); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("the expiry of an unknown thread: %v, want ErrNotFound", err)
 	}

@@ -25,9 +25,11 @@ SELECT pgcheckpoint.thread_set_expiry(@thread_id::text, sqlc.narg(expires_at)::t
 -- name: ThreadGetExpiry :one
 -- When a thread expires and what its expiry keeps ('delete' or
 -- 'keep_latest'), as ThreadSetExpiry set it on every namespace row; no row
--- for an unknown thread, a NULL time when it does not expire.
+-- for an unknown thread, a NULL time when it does not expire. A namespace
+-- first written since has no expiry of its own: the earliest row's is the
+-- thread's, as thread_expire takes it.
 SELECT t.expires_at, t.expire_action
 FROM pgcheckpoint.tenant_threads t
 WHERE t.thread_id = @thread_id::text
-ORDER BY t.namespace
+ORDER BY t.expires_at NULLS LAST, t.namespace
 LIMIT 1;

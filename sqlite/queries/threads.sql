@@ -106,8 +106,10 @@ WHERE tenant_id = @tenant_id AND thread_id > @after AND thread_id <= @last;
 -- name: ThreadGetExpiry :one
 -- When a thread expires and what its expiry keeps ('delete' or
 -- 'keep_latest'), as ThreadSetExpiry set it on every namespace row; no row
--- for an unknown thread, a NULL time when it does not expire.
+-- for an unknown thread, a NULL time when it does not expire. A namespace
+-- first written since has no expiry of its own: the earliest row's is the
+-- thread's, as a sweep takes it (ThreadExpiriesDue).
 SELECT expires_at, expire_action FROM threads
 WHERE tenant_id = @tenant_id AND thread_id = @thread_id
-ORDER BY namespace
+ORDER BY expires_at IS NULL, expires_at, namespace
 LIMIT 1;

@@ -173,7 +173,7 @@ func (q *Queries) ThreadGet(ctx context.Context, arg ThreadGetParams) (Thread, e
 const ThreadGetExpiry = `-- name: ThreadGetExpiry :one
 SELECT expires_at, expire_action FROM threads
 WHERE tenant_id = ?1 AND thread_id = ?2
-ORDER BY namespace
+ORDER BY expires_at IS NULL, expires_at, namespace
 LIMIT 1
 `
 
@@ -189,7 +189,9 @@ type ThreadGetExpiryRow struct {
 
 // When a thread expires and what its expiry keeps ('delete' or
 // 'keep_latest'), as ThreadSetExpiry set it on every namespace row; no row
-// for an unknown thread, a NULL time when it does not expire.
+// for an unknown thread, a NULL time when it does not expire. A namespace
+// first written since has no expiry of its own: the earliest row's is the
+// thread's, as a sweep takes it (ThreadExpiriesDue).
 func (q *Queries) ThreadGetExpiry(ctx context.Context, arg ThreadGetExpiryParams) (ThreadGetExpiryRow, error) {
 	row := q.queryRow(ctx, q.threadGetExpiryStmt, ThreadGetExpiry, arg.TenantID, arg.ThreadID)
 	var i ThreadGetExpiryRow
