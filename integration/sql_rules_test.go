@@ -453,6 +453,9 @@ func TestSQLRefusesOddArguments(t *testing.T) {
 		"thread_gc_batch_oldest, a negative batch": `SELECT pgcheckpoint.thread_gc_batch_oldest('keep_last_n', 1, NULL, -1, now())`,
 		"thread_prune_many, keep_latest NULL":      `SELECT pgcheckpoint.thread_prune_many(ARRAY['main'], NULL)`,
 		"thread_set_expiry, keep_latest NULL":      `SELECT pgcheckpoint.thread_set_expiry('main', now() - interval '1 hour', NULL)`,
+		"thread_set_expiry, -infinity":             `SELECT pgcheckpoint.thread_set_expiry('main', '-infinity', false)`,
+		"thread_set_expiry, infinity":              `SELECT pgcheckpoint.thread_set_expiry('main', 'infinity', false)`,
+		"thread_set_expiry, year 12000":            `SELECT pgcheckpoint.thread_set_expiry('main', '12000-01-01', false)`,
 		"uuid_v7, infinity":                        `SELECT pgcheckpoint.uuid_v7('infinity')`,
 		"uuid_v7, before 1970":                     `SELECT pgcheckpoint.uuid_v7('1960-01-01')`,
 		"uuid_v7, past 48 bits of milliseconds":    `SELECT pgcheckpoint.uuid_v7('10890-01-01')`,
@@ -706,6 +709,7 @@ func TestSQLRefusesTenantNamesTheEngineRefuses(t *testing.T) {
 		"3,200 characters":    strings.Repeat("t", 3200),
 		"a control character": "a\x01b",
 		"DEL":                 "a\x7fb",
+		"a C1 control":        "acme\u0085",
 	} {
 		if engine.CheckTenant(tenant) == nil {
 			t.Fatalf("%s: the engine takes it", name)
@@ -831,5 +835,31 @@ func TestJSONCompactSize(t *testing.T) {
 		if got != int64(compact.Len()) {
 			t.Fatalf("value %d, %s: json_compact_size %d, compact text %d bytes (%s)", i, text, got, compact.Len(), compact.String())
 		}
+	}
+}
+
+// An expiry of -infinity set by a bare UPDATE (thread_set_expiry refuses
+// it) reads as expired, as a sweep takes it, not as the zero time of "does
+// not expire" (a sweep expired the thread that ThreadExpiry said never
+// would); +infinity reads as not expiring, and no sweep expires it.
+func TestExpiryOfInfinitySetFromSQL(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, c := range []struct {
+		thread, at string
+		expired    bool
+	}{{"past", "-infinity", true}, {"never", "infinity", false}} {
+		b.snap(t, engine.SnapshotInput{ThreadID: c.thread})
+		if _, err := b.db.Pool.Exec(b.ctx, `UPDATE pgcheckpoint.threads SET expires_at = $2::timestamptz WHERE thread_id = $1`, c.thread, c.at); err != nil {
+			t.Fatal(err)
+		}
+		at, _, err := b.eng.ThreadExpiry(b.ctx, c.thread)
+		if err != nil || at.IsZero() == c.expired || (c.expired && at.Year() != 1) {
+			t.Errorf("an expiry of %s: ThreadExpiry %v, %v", c.at, at, err)
+		}
+	}
+	res, err := b.eng.Sweep(b.ctx, engine.KeepAll(), engine.SweepOptions{})
+	if err != nil || res.Expired != 1 {
+		t.Fatalf("sweep: %+v, %v; want the thread expired at -infinity alone", res, err)
 	}
 }

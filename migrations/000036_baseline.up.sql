@@ -2149,15 +2149,21 @@ BEGIN
                 USING ERRCODE = '42501';
         END IF;
         -- A tenant name as engine.CheckTenant takes it: at most 255
-        -- characters, no control character (C0, DEL; C1 is not looked for:
-        -- chr() above 127 fails in a database of another multibyte
-        -- encoding than UTF-8). Every row a tenant writes begins here (a
-        -- thread's first lock), so such a name makes none, where an
-        -- over-long one failed on the index's row size (54000).
+        -- characters, no control character (C0, DEL, and C1 in a UTF-8
+        -- database: chr() above 127 fails in one of another multibyte
+        -- encoding, so it is asked only there). Every row a tenant writes
+        -- begins here (a thread's first lock), so such a name makes none,
+        -- where an over-long one failed on the index's row size (54000).
         IF length(pgcheckpoint.current_tenant()) > 255
            OR pgcheckpoint.current_tenant() ~ ('[' || chr(1) || '-' || chr(31) || chr(127) || ']') THEN
             RAISE EXCEPTION 'pgcheckpoint.tenant is not a tenant name: at most 255 characters, no control character'
                 USING ERRCODE = 'PC003';
+        END IF;
+        IF current_setting('server_encoding') = 'UTF8' THEN
+            IF pgcheckpoint.current_tenant() ~ ('[' || chr(128) || '-' || chr(159) || ']') THEN
+                RAISE EXCEPTION 'pgcheckpoint.tenant is not a tenant name: at most 255 characters, no control character'
+                    USING ERRCODE = 'PC003';
+            END IF;
         END IF;
         -- The thread's first lock (or the first since it was deleted): two
         -- first writers meet on the key, the second waits for the first.
@@ -2166,7 +2172,7 @@ BEGIN
     END IF;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_lock(text) IS 'Takes the thread''s lock until the end of the transaction: updates (or creates) its row in thread_locks, in the session''s tenant. Every routine that changes a thread takes it first (several threads: thread_lock_many), so the thread''s writers queue and each sees what the one before wrote; under REPEATABLE READ or SERIALIZABLE, a transaction whose snapshot is older than the previous holder''s commit fails with SQLSTATE 40001 (retry it). Needs UPDATE on thread_locks, so a role that may only read cannot take or hold it. A NULL thread id takes nothing. Errors: 42501 no tenant is set (pgcheckpoint.current_tenant()); PC003, at a thread''s first lock, a tenant name the engine refuses (over 255 characters, a C0 control character or DEL).';
+COMMENT ON FUNCTION pgcheckpoint.thread_lock(text) IS 'Takes the thread''s lock until the end of the transaction: updates (or creates) its row in thread_locks, in the session''s tenant. Every routine that changes a thread takes it first (several threads: thread_lock_many), so the thread''s writers queue and each sees what the one before wrote; under REPEATABLE READ or SERIALIZABLE, a transaction whose snapshot is older than the previous holder''s commit fails with SQLSTATE 40001 (retry it). Needs UPDATE on thread_locks, so a role that may only read cannot take or hold it. A NULL thread id takes nothing. Errors: 42501 no tenant is set (pgcheckpoint.current_tenant()); PC003, at a thread''s first lock, a tenant name the engine refuses (over 255 characters, a control character: C0, DEL, and C1 in a UTF-8 database).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_lock(text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_lock_many(p_thread_ids text[])
@@ -2358,6 +2364,12 @@ BEGIN
         -- Not read as false: an expiry that deletes the whole thread.
         RAISE EXCEPTION 'keep_latest must be true (keep each namespace''s head) or false (delete the thread), not NULL' USING ERRCODE = 'PC003';
     END IF;
+    IF p_expires_at IS NOT NULL AND (NOT isfinite(p_expires_at)
+       OR p_expires_at < '0001-01-01 00:00:00+00' OR p_expires_at >= '10000-01-01 00:00:00+00') THEN
+        -- The years the engine takes (SetThreadExpiry): -infinity read
+        -- back as "does not expire" while a sweep expired the thread.
+        RAISE EXCEPTION 'expiry % is outside years 1 to 9999 (UTC)', p_expires_at USING ERRCODE = 'PC003';
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_thread_id) THEN
         RETURN 0;
     END IF;
@@ -2377,7 +2389,7 @@ BEGIN
     RETURN v_count;
 END;
 $function$;
-COMMENT ON FUNCTION pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean) IS 'Sets (or, with a NULL time, clears) when a thread expires, on every namespace row, under the thread''s lock: once expired, a sweep keeps its heads (p_keep_latest) or deletes it (see thread_expire). Returns the number of rows changed: 0 for an unknown thread. Errors: PC001 the thread was deleted while this waited for its lock; PC003 p_keep_latest NULL with a time. A bare UPDATE of threads.expires_at does not wait for a sweep that is expiring the thread, which may then delete it after the UPDATE committed: call this instead. Usage: SELECT pgcheckpoint.thread_set_expiry(''run-42'', now() + interval ''7 days'', false).';
+COMMENT ON FUNCTION pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean) IS 'Sets (or, with a NULL time, clears) when a thread expires, on every namespace row, under the thread''s lock: once expired, a sweep keeps its heads (p_keep_latest) or deletes it (see thread_expire). Returns the number of rows changed: 0 for an unknown thread. Errors: PC001 the thread was deleted while this waited for its lock; PC003 p_keep_latest NULL with a time, a time outside years 1 to 9999 (UTC) or infinite. A bare UPDATE of threads.expires_at does not wait for a sweep that is expiring the thread, which may then delete it after the UPDATE committed: call this instead. Usage: SELECT pgcheckpoint.thread_set_expiry(''run-42'', now() + interval ''7 days'', false).';
 REVOKE EXECUTE ON FUNCTION pgcheckpoint.thread_set_expiry(text,timestamp with time zone,boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgcheckpoint.thread_tree(p_thread_id text)

@@ -607,7 +607,13 @@ func (s *Store) Expiry(ctx context.Context, threadID string) (time.Time, bool, e
 	if err != nil {
 		return time.Time{}, false, storeError(err)
 	}
-	return r.ExpiresAt.Time, r.ExpireAction == "keep_latest", nil
+	at := r.ExpiresAt.Time
+	if r.ExpiresAt.InfinityModifier == pgtype.NegativeInfinity {
+		// Set by a bare UPDATE (thread_set_expiry refuses it): expired,
+		// as a sweep takes it, not the zero time of "does not expire".
+		at = time.Time{}.Add(time.Microsecond)
+	}
+	return at, r.ExpireAction == "keep_latest", nil
 }
 
 // SetExpiry implements engine.Store.
