@@ -242,21 +242,18 @@ func WrapToolIn[A, R any](e *Engine, threadID, namespace, name string, tool func
 		// The after checkpoint is written whatever became of ctx: a tool
 		// that ended, well or not, while it was cancelled did what it did.
 		after := context.WithoutCancel(ctx)
-		panicked := true
+		back := false
 		defer func() {
-			if !panicked {
-				return
-			}
-			p := recover()
-			if p == nil { // runtime.Goexit (t.FailNow, say): not a panic to raise
+			if !back { // runtime.Goexit: recorded, and the goroutine goes on ending
 				e.snapshotOnHead(after, threadID, namespace, e.toolAfter(name, nil, goexitFailure))
-				return
 			}
+		}()
+		p, panicked := caught(func() { result, err = tool(ctx, args) })
+		back = true
+		if panicked {
 			e.snapshotOnHead(after, threadID, namespace, e.toolAfter(name, nil, fmt.Sprint("panic: ", p)))
 			panic(p)
-		}()
-		result, err = tool(ctx, args)
-		panicked = false
+		}
 		if err != nil {
 			e.snapshotOnHead(after, threadID, namespace, e.toolAfter(name, nil, err.Error()))
 			return result, err
@@ -264,6 +261,23 @@ func WrapToolIn[A, R any](e *Engine, threadID, namespace, name string, tool func
 		e.snapshotOnHead(after, threadID, namespace, e.toolAfter(name, encodeJSON(result), ""))
 		return result, nil
 	}
+}
+
+// caught runs f, the caller's code, and reports whether it panicked, with
+// the value recover gave (nil for a panic(nil) under GODEBUG=panicnil=1):
+// the panic is stopped, to be recorded and raised again. A runtime.Goexit
+// in f (t.FailNow, say) does not return here: the caller's deferred
+// function tells it by that, not by what recover returns.
+func caught(f func()) (value any, panicked bool) {
+	returned := false
+	defer func() {
+		if !returned {
+			value, panicked = recover(), true
+		}
+	}()
+	f()
+	returned = true
+	return nil, false
 }
 
 // goexitFailure is what a wrapped tool or a scope's function that ended
@@ -342,20 +356,18 @@ func (e *Engine) ScopeIn(ctx context.Context, threadID, namespace string, state 
 			state:    enc(),
 		})
 	}
-	panicked := true
+	back := false
 	defer func() {
-		if panicked {
-			p := recover()
-			if p == nil { // runtime.Goexit: not a panic to raise
-				exit("goexit", goexitFailure)
-				return
-			}
-			exit("panic", fmt.Sprint(p))
-			panic(p)
+		if !back { // runtime.Goexit: recorded, and the goroutine goes on ending
+			exit("goexit", goexitFailure)
 		}
 	}()
-	err = fn(ctx)
-	panicked = false
+	p, panicked := caught(func() { err = fn(ctx) })
+	back = true
+	if panicked {
+		exit("panic", fmt.Sprint(p))
+		panic(p)
+	}
 	if err != nil {
 		exit("error", err.Error())
 		return err

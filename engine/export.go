@@ -206,9 +206,17 @@ type ExportOptions struct {
 // Errors: ErrNotFound for an unknown thread; ErrInvalidInput for a
 // malformed thread id or more than one opts; w's write errors. After an
 // error, what was written to w has no trailer, and no import takes it.
-func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer, opts ...ExportOptions) (_ ExportStats, err error) {
+func (e *Engine) Export(ctx context.Context, threadID string, w io.Writer, opts ...ExportOptions) (st ExportStats, err error) {
 	ctx, done := e.tel.call(ctx, "Export", attrThread.String(threadID))
-	defer endCall(done, &err)
+	returned := false // w is the caller's
+	defer endUnlessReturned(done, &err, &returned)
+	st, err = e.export(ctx, threadID, w, opts...)
+	returned = true
+	return st, err
+}
+
+// export is Export, its span apart.
+func (e *Engine) export(ctx context.Context, threadID string, w io.Writer, opts ...ExportOptions) (_ ExportStats, err error) {
 	var st ExportStats
 	if err := checkID("thread id", threadID, false); err != nil {
 		return st, fmt.Errorf("export: %w", err)
@@ -414,9 +422,17 @@ func importLineBytes(limit int64) int64 {
 // what is wrong and what to do. An error about a checkpoint names its
 // record and id ("record 7: checkpoint <id>: ..."), also when the store
 // refuses it in a batch written later. On error nothing is written.
-func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (_ ExportStats, err error) {
+func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (st ExportStats, err error) {
 	ctx, done := e.tel.call(ctx, "Import")
-	defer endCall(done, &err)
+	returned := false // r and opts.Progress are the caller's
+	defer endUnlessReturned(done, &err, &returned)
+	st, err = e.importAll(ctx, r, opts)
+	returned = true
+	return st, err
+}
+
+// importAll is Import, its span apart.
+func (e *Engine) importAll(ctx context.Context, r io.Reader, opts ImportOptions) (_ ExportStats, err error) {
 	im := &importer{e: e, limit: e.cfg.MaxSnapshotBytes, progress: opts.Progress,
 		threads: map[string]bool{}, keyed: map[string]bool{}, sealed: map[string]sealedRecord{}, rows: map[threadNamespace]*importedRow{}, branchedFrom: map[string]uuid.UUID{},
 		ids: map[uuid.UUID]importedCheckpoint{}, unresolved: map[uuid.UUID][]importedCheckpoint{},

@@ -2,7 +2,7 @@ package engine
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"reflect"
 	"slices"
 	"time"
@@ -445,49 +445,45 @@ func (s tracedStore) SetExpiry(ctx context.Context, threadID string, at time.Tim
 	return n, err
 }
 
-func (s tracedStore) Export(ctx context.Context, threadID string, opts ExportOptions, sink ExportSink) error {
+func (s tracedStore) Export(ctx context.Context, threadID string, opts ExportOptions, sink ExportSink) (err error) {
 	if !s.t.on(ctx) {
 		return s.Store.Export(ctx, threadID, opts, sink)
 	}
 	ctx, end := s.t.span(ctx, "Export", attrThread.String(threadID))
-	defer endOnPanic(end) // sink writes to the caller's writer
-	err := s.Store.Export(ctx, threadID, opts, sink)
-	end(err)
+	returned := false // sink writes to the caller's writer
+	defer endUnlessReturned(func(err error) { end(err) }, &err, &returned)
+	err = s.Store.Export(ctx, threadID, opts, sink)
+	returned = true
 	return err
 }
 
-func (s tracedStore) Import(ctx context.Context, fn func(ImportWriter) error) error {
+func (s tracedStore) Import(ctx context.Context, fn func(ImportWriter) error) (err error) {
 	if !s.t.on(ctx) {
 		return s.Store.Import(ctx, fn)
 	}
 	ctx, end := s.t.span(ctx, "Import")
-	defer endOnPanic(end) // fn reads the caller's reader, calls its Progress
-	err := s.Store.Import(ctx, fn)
-	end(err)
+	returned := false // fn reads the caller's reader, calls its Progress
+	defer endUnlessReturned(func(err error) { end(err) }, &err, &returned)
+	err = s.Store.Import(ctx, fn)
+	returned = true
 	return err
 }
 
-// endCall, deferred with an Engine call's named error, ends the call's
-// span (call's done) with that error, or with the panic of the caller's
-// code the call ran (a reader, a writer, a wrapped tool, a callback),
-// which it then panics on with: a span left open is never exported, and
-// one ended without the error says the call went well.
-func endCall(done func(error), err *error) {
-	if r := recover(); r != nil {
-		done(fmt.Errorf("panic: %v", r))
-		panic(r)
-	}
-	done(*err)
-}
+// errNotReturned ends the span of a call that did not return: the caller's
+// code it ran (a reader, a writer, a callback) panicked or called
+// runtime.Goexit. Nothing recovers the panic, which goes on as it was (a
+// recover would also stop a panic(nil) under GODEBUG=panicnil=1): the span
+// is ended, not left open and never exported, and says so.
+var errNotReturned = errors.New("the call did not return: a panic or runtime.Goexit in the caller's code it ran")
 
-// endOnPanic, deferred, ends the span of a store call that runs the
-// caller's code (a reader, a writer, a callback) should that code panic,
-// and panics on: a span left open is never exported.
-func endOnPanic(end func(error, ...attribute.KeyValue)) {
-	if r := recover(); r != nil {
-		end(fmt.Errorf("panic: %v", r))
-		panic(r)
+// endUnlessReturned, deferred, ends a span with *err, or with
+// errNotReturned when *returned is false.
+func endUnlessReturned(end func(error), err *error, returned *bool) {
+	if !*returned {
+		end(errNotReturned)
+		return
 	}
+	end(*err)
 }
 
 // call starts the span of one Engine call, the parent of the store calls
