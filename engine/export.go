@@ -795,7 +795,7 @@ func (im *importer) checkpoint(ctx context.Context, w ImportWriter, l exportLine
 	if err == nil {
 		d, size, err = im.digests(c)
 	}
-	if _, seen := im.sealed[c.ThreadID]; err == nil && size.sealed && !seen {
+	if _, seen := im.sealed[c.ThreadID]; err == nil && (size.sealed || sealedBeyondContent(&c)) && !seen {
 		im.sealed[c.ThreadID] = sealedRecord{record, c.ID, c.ThreadID} // see finish
 	}
 	if err == nil {
@@ -1593,6 +1593,23 @@ func checkImportContentSize(c *ExportCheckpoint, limit int64) error {
 		return fmt.Errorf("%w; raise the limit to import it", err)
 	}
 	return nil
+}
+
+// sealedBeyondContent reports whether a checkpoint line's metadata or
+// pending writes hold sealed values, which the limit counts as the least
+// plaintext they hold (importOwnBytes, checkImportSize): as sealed
+// content, they are taken only for a thread whose data key the file
+// carries (see finish).
+func sealedBeyondContent(c *ExportCheckpoint) bool {
+	if holdsCiphertext(c.Metadata) {
+		return true
+	}
+	for _, w := range c.PendingWrites {
+		if isEnvelope(w.Value) {
+			return true
+		}
+	}
+	return false
 }
 
 // importOwnBytes is ownBytes of an imported checkpoint, its metadata as

@@ -1697,17 +1697,17 @@ func testImportedSealedWritesAndMetadataLimit(t *testing.T, e *cryptEnv) {
 	if _, err := e.plain(engine.Config{}).Export(e.ctx, "w", &file); err != nil {
 		t.Fatal(err)
 	}
-	into := func(file []byte) (int, error) {
+	into := func(file []byte, thread string) (int, error) {
 		url := e.h.NewURL(t)
 		_, err := openURL(t, url, pgcheckpoint.Options{Config: engine.Config{MaxSnapshotBytes: limit}}).Import(e.ctx, bytes.NewReader(file), engine.ImportOptions{})
 		reader := openURL(t, url, pgcheckpoint.Options{Config: engine.Config{Encryption: engine.Encryption{Keys: e.keys, KeyCacheTTL: -1, MetadataKeys: []string{"secret"}}}})
-		list, lerr := reader.ListCheckpoints(e.ctx, "w", engine.ListOptions{})
+		list, lerr := reader.ListCheckpoints(e.ctx, thread, engine.ListOptions{})
 		if lerr != nil {
 			t.Fatal(lerr)
 		}
 		return len(list), err
 	}
-	if n, err := into(file.Bytes()); err != nil || n != 1 {
+	if n, err := into(file.Bytes(), "w"); err != nil || n != 1 {
 		t.Fatalf("a sealed pending write and metadata near the limit, imported under it: %d checkpoints, %v", n, err)
 	}
 	at := bytes.Index(file.Bytes(), []byte(`"pending_writes":[`))
@@ -1716,8 +1716,34 @@ func testImportedSealedWritesAndMetadataLimit(t *testing.T, e *cryptEnv) {
 	}
 	at += bytes.Index(file.Bytes()[at:], []byte(`"$pgc1$`)) + len(`"$pgc1$`)
 	grown := slices.Concat(file.Bytes()[:at], bytes.Repeat([]byte("A"), limit), file.Bytes()[at:])
-	if n, err := into(Reseal(grown)); !errors.Is(err, engine.ErrSnapshotTooLarge) || n != 0 {
+	if n, err := into(Reseal(grown), "w"); !errors.Is(err, engine.ErrSnapshotTooLarge) || n != 0 {
 		t.Fatalf("a sealed pending write grown past the limit: %d checkpoints, %v; want ErrSnapshotTooLarge, none", n, err)
+	}
+	// Text that only looks sealed, in a thread the file carries no key of,
+	// is not counted as sealed: refused, as content of that kind is (a
+	// pending write or metadata over the limit a write keeps to was taken).
+	plain := e.plain(engine.Config{MaxSnapshotBytes: -1})
+	lookalike := `"$pgc1$` + strings.Repeat("x", limit+200) + `"`
+	for name, write := range map[string]func(thread string){
+		"pending write": func(thread string) {
+			r := snapWith(t, e.ctx, plain, engine.SnapshotInput{ThreadID: thread})
+			if _, err := plain.PutWrites(e.ctx, r.ID, "task", []engine.Write{{Channel: "c", Value: json.RawMessage(lookalike)}}); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"metadata": func(thread string) {
+			snapWith(t, e.ctx, plain, engine.SnapshotInput{ThreadID: thread, Metadata: json.RawMessage(`{"note":` + lookalike + `}`)})
+		},
+	} {
+		thread := "plain " + name
+		write(thread)
+		var file bytes.Buffer
+		if _, err := plain.Export(e.ctx, thread, &file); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := into(file.Bytes(), thread); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(fmt.Sprint(err), "no data key of its thread") || n != 0 {
+			t.Fatalf("a %s that only looks sealed, over the limit: %d checkpoints, %v; want ErrInvalidInput, none", name, n, err)
+		}
 	}
 }
 

@@ -447,19 +447,20 @@ func TestSQLRefusesOddArguments(t *testing.T) {
 	conn := b.defaultTenantConn(t)
 	before := b.count(t)
 	for name, sql := range map[string]string{
-		"thread_list_heads, a negative page":       `SELECT * FROM pgcheckpoint.thread_list_heads('', -1)`,
-		"checkpoint_line_range, a negative page":   `SELECT * FROM pgcheckpoint.checkpoint_line_range('` + src.ID.String() + `', -1)`,
-		"thread_gc, keep_age of a million years":   `SELECT * FROM pgcheckpoint.thread_gc('main', 'keep_age', NULL, '1000000 years')`,
-		"thread_gc_batch_oldest, a negative batch": `SELECT pgcheckpoint.thread_gc_batch_oldest('keep_last_n', 1, NULL, -1, now())`,
-		"thread_prune_many, keep_latest NULL":      `SELECT pgcheckpoint.thread_prune_many(ARRAY['main'], NULL)`,
-		"thread_set_expiry, keep_latest NULL":      `SELECT pgcheckpoint.thread_set_expiry('main', now() - interval '1 hour', NULL)`,
-		"thread_set_expiry, -infinity":             `SELECT pgcheckpoint.thread_set_expiry('main', '-infinity', false)`,
-		"thread_set_expiry, infinity":              `SELECT pgcheckpoint.thread_set_expiry('main', 'infinity', false)`,
-		"thread_set_expiry, year 12000":            `SELECT pgcheckpoint.thread_set_expiry('main', '12000-01-01', false)`,
-		"uuid_v7, infinity":                        `SELECT pgcheckpoint.uuid_v7('infinity')`,
-		"uuid_v7, before 1970":                     `SELECT pgcheckpoint.uuid_v7('1960-01-01')`,
-		"uuid_v7, past 48 bits of milliseconds":    `SELECT pgcheckpoint.uuid_v7('10890-01-01')`,
-		"checkpoint_put, an id made before 1970":   `SELECT * FROM pgcheckpoint.checkpoint_put('main', '', pgcheckpoint.uuid_v7('1969-12-31'), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`,
+		"thread_list_heads, a negative page":        `SELECT * FROM pgcheckpoint.thread_list_heads('', -1)`,
+		"checkpoint_line_range, a negative page":    `SELECT * FROM pgcheckpoint.checkpoint_line_range('` + src.ID.String() + `', -1)`,
+		"thread_gc, keep_age of a million years":    `SELECT * FROM pgcheckpoint.thread_gc('main', 'keep_age', NULL, '1000000 years')`,
+		"thread_gc_batch_oldest, a negative batch":  `SELECT pgcheckpoint.thread_gc_batch_oldest('keep_last_n', 1, NULL, -1, now())`,
+		"thread_prune_many, keep_latest NULL":       `SELECT pgcheckpoint.thread_prune_many(ARRAY['main'], NULL)`,
+		"thread_set_expiry, keep_latest NULL":       `SELECT pgcheckpoint.thread_set_expiry('main', now() - interval '1 hour', NULL)`,
+		"thread_set_expiry, -infinity":              `SELECT pgcheckpoint.thread_set_expiry('main', '-infinity', false)`,
+		"thread_set_expiry, infinity":               `SELECT pgcheckpoint.thread_set_expiry('main', 'infinity', false)`,
+		"thread_set_expiry, year 12000":             `SELECT pgcheckpoint.thread_set_expiry('main', '12000-01-01', false)`,
+		"thread_set_expiry, year 1's first instant": `SELECT pgcheckpoint.thread_set_expiry('main', '0001-01-01 00:00:00+00', false)`,
+		"uuid_v7, infinity":                         `SELECT pgcheckpoint.uuid_v7('infinity')`,
+		"uuid_v7, before 1970":                      `SELECT pgcheckpoint.uuid_v7('1960-01-01')`,
+		"uuid_v7, past 48 bits of milliseconds":     `SELECT pgcheckpoint.uuid_v7('10890-01-01')`,
+		"checkpoint_put, an id made before 1970":    `SELECT * FROM pgcheckpoint.checkpoint_put('main', '', pgcheckpoint.uuid_v7('1969-12-31'), NULL, 'manual', '{}', '', '{}', '[]', '{}', '{}', '', 0)`,
 	} {
 		_, err := conn.Exec(b.ctx, sql)
 		var pgErr *pgconn.PgError
@@ -848,7 +849,7 @@ func TestExpiryOfInfinitySetFromSQL(t *testing.T) {
 	for _, c := range []struct {
 		thread, at string
 		expired    bool
-	}{{"past", "-infinity", true}, {"never", "infinity", false}} {
+	}{{"past", "-infinity", true}, {"first", "0001-01-01 00:00:00+00", true}, {"never", "infinity", false}} {
 		b.snap(t, engine.SnapshotInput{ThreadID: c.thread})
 		if _, err := b.db.Pool.Exec(b.ctx, `UPDATE pgcheckpoint.threads SET expires_at = $2::timestamptz WHERE thread_id = $1`, c.thread, c.at); err != nil {
 			t.Fatal(err)
@@ -859,7 +860,7 @@ func TestExpiryOfInfinitySetFromSQL(t *testing.T) {
 		}
 	}
 	res, err := b.eng.Sweep(b.ctx, engine.KeepAll(), engine.SweepOptions{})
-	if err != nil || res.Expired != 1 {
-		t.Fatalf("sweep: %+v, %v; want the thread expired at -infinity alone", res, err)
+	if err != nil || res.Expired != 2 {
+		t.Fatalf("sweep: %+v, %v; want the threads expired at -infinity and year 1 alone", res, err)
 	}
 }

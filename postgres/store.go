@@ -608,9 +608,11 @@ func (s *Store) Expiry(ctx context.Context, threadID string) (time.Time, bool, e
 		return time.Time{}, false, storeError(err)
 	}
 	at := r.ExpiresAt.Time
-	if r.ExpiresAt.InfinityModifier == pgtype.NegativeInfinity {
-		// Set by a bare UPDATE (thread_set_expiry refuses it): expired,
-		// as a sweep takes it, not the zero time of "does not expire".
+	if r.ExpiresAt.Valid && r.ExpiresAt.InfinityModifier != pgtype.Infinity && at.IsZero() {
+		// -infinity or year 1's first instant, set by a bare UPDATE
+		// (thread_set_expiry refuses both): expired, as a sweep takes it,
+		// not the zero time of "does not expire". (+infinity never
+		// expires: the zero time.)
 		at = time.Time{}.Add(time.Microsecond)
 	}
 	return at, r.ExpireAction == "keep_latest", nil

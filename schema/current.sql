@@ -2365,9 +2365,10 @@ BEGIN
         RAISE EXCEPTION 'keep_latest must be true (keep each namespace''s head) or false (delete the thread), not NULL' USING ERRCODE = 'PC003';
     END IF;
     IF p_expires_at IS NOT NULL AND (NOT isfinite(p_expires_at)
-       OR p_expires_at < '0001-01-01 00:00:00+00' OR p_expires_at >= '10000-01-01 00:00:00+00') THEN
-        -- The years the engine takes (SetThreadExpiry): -infinity read
-        -- back as "does not expire" while a sweep expired the thread.
+       OR p_expires_at <= '0001-01-01 00:00:00+00' OR p_expires_at >= '10000-01-01 00:00:00+00') THEN
+        -- The years the engine takes (SetThreadExpiry), after the first
+        -- instant, Go's zero time: that and -infinity read back as "does
+        -- not expire" while a sweep expired the thread.
         RAISE EXCEPTION 'expiry % is outside years 1 to 9999 (UTC)', p_expires_at USING ERRCODE = 'PC003';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pgcheckpoint.tenant_threads t WHERE t.thread_id = p_thread_id) THEN
