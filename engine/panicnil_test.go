@@ -42,7 +42,9 @@ func returns(f func()) bool {
 func TestPanicOfNilGoesOn(t *testing.T) {
 	ctx := context.Background()
 	eng, _ := tracedEngine(t, engine.Config{})
-	if returns(func() { _, _ = eng.Import(ctx, io.MultiReader(strings.NewReader(""), nilPanicReader{}), engine.ImportOptions{}) }) {
+	if returns(func() {
+		_, _ = eng.Import(ctx, io.MultiReader(strings.NewReader(""), nilPanicReader{}), engine.ImportOptions{})
+	}) {
 		t.Error("an Import whose reader panicked with nil returned")
 	}
 	tool := engine.WrapTool(eng, "t", "boom", func(context.Context, int) (int, error) { panic(nil) })
