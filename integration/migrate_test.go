@@ -326,3 +326,15 @@ func TestEveryKeyStartsWithThreadAndTenant(t *testing.T) {
 		t.Fatalf("found keys of %d tables, want at least threads, checkpoints, pending_writes", tables)
 	}
 }
+
+// migrate's errors reach the terminal escaped, as ckpt's do: a URL's
+// control characters (here an ESC and a CR in a SQLite path) were written
+// as they were.
+func TestMigrateCLIEscapesItsErrors(t *testing.T) {
+	t.Parallel()
+	bin := buildCommand(t, "migrate")
+	r := runCLI(t, bin, nil, "-database", "sqlite:/nope\x1b[2J\r/x.db", "up")
+	if r.code != 1 || strings.ContainsAny(r.stderr, "\x1b\r") || !strings.Contains(r.stderr, `\u001b`) {
+		t.Fatalf("exit %d, stderr %q: want exit 1 and the control characters escaped", r.code, r.stderr)
+	}
+}

@@ -193,8 +193,10 @@ func (w *importWriter) HoldThread(ctx context.Context, threadID string) ([]engin
 // engine.ErrInvalidInput when the thread exists.
 func (w *importWriter) Thread(ctx context.Context, t engine.ExportThread) error {
 	if !w.threads[t.ThreadID] {
-		if err := threadIsNew(ctx, w.q, t.ThreadID); err != nil {
+		if err := threadIsNew(ctx, w.q, t.ThreadID); errors.Is(err, engine.ErrInvalidInput) {
 			return fmt.Errorf("%w; delete it first, or import into another database", err)
+		} else if err != nil {
+			return err
 		}
 		w.threads[t.ThreadID] = true
 	}

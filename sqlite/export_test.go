@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -211,5 +212,46 @@ func TestImportIntoAMemoryDatabase(t *testing.T) {
 		if _, err := dst.Import(ctx, &file, engine.ImportOptions{}); err != nil {
 			t.Fatalf("import of %s into a database in memory: %v", thread, err)
 		}
+	}
+}
+
+// cancelOnRead cancels its context at its first read.
+type cancelOnRead struct {
+	r      *bytes.Reader
+	cancel context.CancelFunc
+}
+
+func (c cancelOnRead) Read(p []byte) (int, error) {
+	c.cancel()
+	return c.r.Read(p)
+}
+
+// An import whose context ends as it begins fails with the context's end,
+// and does not tell to delete a thread that does not exist (the advice of
+// a thread that exists was added to any error of the look-up).
+func TestImportCancelledGivesNoAdviceOfAThreadThatExists(t *testing.T) {
+	ctx := context.Background()
+	open := func() *sqlite.Store {
+		st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "t.db"), sqlite.Options{Migrate: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	src := engine.New(open(), engine.Config{})
+	if _, err := src.Snapshot(ctx, engine.SnapshotInput{ThreadID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	var file bytes.Buffer
+	if _, err := src.Export(ctx, "t", &file); err != nil {
+		t.Fatal(err)
+	}
+	dst := engine.New(open(), engine.Config{})
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, err := dst.Import(cctx, cancelOnRead{bytes.NewReader(file.Bytes()), cancel}, engine.ImportOptions{})
+	if err == nil || strings.Contains(err.Error(), "delete it first") {
+		t.Fatalf("an import whose context ended: %v; want the context's end alone", err)
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/pgcheckpoint/pgcheckpoint/internal/cliflags"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/dburl"
+	"github.com/pgcheckpoint/pgcheckpoint/internal/termsafe"
 	"github.com/pgcheckpoint/pgcheckpoint/internal/version"
 	"github.com/pgcheckpoint/pgcheckpoint/schema"
 	"github.com/pgcheckpoint/pgcheckpoint/sqlite"
@@ -81,10 +82,11 @@ func main() {
 	switch {
 	case err == nil:
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "migrate: %v\n\n%s", err, usage)
+		fmt.Fprintf(os.Stderr, "migrate: %s\n\n%s", termsafe.Text(err.Error()), usage)
 		os.Exit(2)
 	default:
-		fmt.Fprintf(os.Stderr, "migrate: %v\n", err)
+		// A URL's text or a server's error may hold control characters.
+		fmt.Fprintf(os.Stderr, "migrate: %s\n", termsafe.Text(err.Error()))
 		os.Exit(1)
 	}
 }

@@ -157,8 +157,13 @@ func shown(url string) string {
 var (
 	// password=VALUE or password='VALUE' in a keyword/value string, or in
 	// a URL's query (password=VALUE&...).
-	kvPassword  = regexp.MustCompile(`(?i)\b(ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&]*)`)
-	urlUserinfo = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@`)
+	kvPassword = regexp.MustCompile(`(?i)\b(ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&]*)`)
+	// kvOnlyPassword is kvPassword in a keyword/value string, whose
+	// unquoted value runs to the next space that no backslash escapes
+	// (as libpq and pgx read it): & is a character of it, as in a URL's
+	// query it is not.
+	kvOnlyPassword = regexp.MustCompile(`(?i)\b(ssl)?password\s*=\s*('(?:[^'\\]|\\.)*'|(?:[^\s\\]|\\.)*)`)
+	urlUserinfo    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@`)
 )
 
 // secrets lists what in url may be a password, best effort even when url
@@ -215,6 +220,9 @@ func Redact(s string) string {
 		if i := strings.IndexByte(s[m[2]:m[3]], ':'); i >= 0 {
 			s = s[:m[2]+i+1] + "xxxxx" + s[m[3]:]
 		}
+	}
+	if !strings.Contains(s, "://") {
+		return kvOnlyPassword.ReplaceAllString(s, "${1}password=xxxxx")
 	}
 	return kvPassword.ReplaceAllString(s, "${1}password=xxxxx")
 }

@@ -101,6 +101,10 @@ func TestRedact(t *testing.T) {
 		{"postgresql://u@h/db?password=" + secret + "&x=1", "postgresql://u@h/db?password=xxxxx&x=1"},
 		{"host=h password=" + secret + " dbname=d", "host=h password=xxxxx dbname=d"},
 		{"host=h password='" + secret + " x' dbname=d", "host=h password=xxxxx dbname=d"},
+		// A keyword/value string's unquoted value runs to an unescaped
+		// space, & and escaped spaces in it (the tail was shown).
+		{"host=h password=p&" + secret + " dbname=d", "host=h password=xxxxx dbname=d"},
+		{`host=h password=ab\ ` + secret + " dbname=d", "host=h password=xxxxx dbname=d"},
 		{"sqlite:agent.db", "sqlite:agent.db"},
 		{"mysql://u:" + secret + "@h", `"mysql://..."`},
 	} {
