@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -375,5 +377,75 @@ func TestVersionFlags(t *testing.T) {
 				t.Errorf("%s %s: exit %d\n%s%s", name, flag, r.code, r.stdout, r.stderr)
 			}
 		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A signal at the question ends ckpt at once, nothing deleted, where it
+// went on waiting for an answer through any number of them; `import` with
+// no FILE on a terminal is a usage error, where it read the terminal and
+// no signal ended it.
+func TestCkptSignalAtTheQuestion(t *testing.T) {
+	t.Parallel()
+	bin := buildCommand(t, "ckpt")
+	env := envWithout("DATABASE_URL")
+	s := oncallStores(t)[1]
+	s.line(t, "a", 3)
+	before := s.ids(t, "a")
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("open a pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	go io.Copy(io.Discard, ptmx) //nolint:errcheck // the echo
+
+	cmd := exec.Command(bin, "--database", s.url, "delete", "a")
+	cmd.Env, cmd.Stdin = env, tty
+	var errOut lockedBuffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill() //nolint:errcheck
+	waitFor(t, "the question", func() bool { return strings.Contains(errOut.String(), "[y/N]") })
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(errOut.String(), "not confirmed") {
+			t.Fatalf("delete interrupted at its question: %v\n%s", err, errOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("delete still waits for an answer 10 s after SIGINT\n%s", errOut.String())
+	}
+	if after := s.ids(t, "a"); !equalIDs(after, before) {
+		t.Fatalf("the interrupted delete deleted %v", gone(before, after))
+	}
+
+	r := runOnTerminal(t, bin, env, "", "--database", s.url, "import")
+	if r.code != 2 || !strings.Contains(r.stderr, "give FILE, or pipe an export in") {
+		t.Fatalf("import with a terminal for input: %+v", r)
 	}
 }

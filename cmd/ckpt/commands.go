@@ -383,6 +383,11 @@ func runExport(ctx context.Context, c *cli, args []string) error {
 }
 
 func runImport(ctx context.Context, c *cli, args []string) error {
+	if (len(args) == 0 || args[0] == "-") && c.tty.stdin {
+		// Nothing would come but what someone types, and a signal does
+		// not end a read of a terminal.
+		return usagef("import: give FILE, or pipe an export in (stdin is a terminal)")
+	}
 	var in io.Reader = os.Stdin
 	var size int64
 	counter := &countingReader{}
@@ -500,7 +505,7 @@ func runDelete(ctx context.Context, c *cli, args []string) error {
 		}
 	}
 	if !c.dryRun {
-		if err := c.confirm(fmt.Sprintf("delete thread %s: %d checkpoint(s), with their pending writes?", termsafe.Line(thread), r.Deleted)); err != nil {
+		if err := c.confirm(ctx, fmt.Sprintf("delete thread %s: %d checkpoint(s), with their pending writes?", termsafe.Line(thread), r.Deleted)); err != nil {
 			return err
 		}
 		if r, err = deleteThread(ctx, c.eng, thread, false); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -18,14 +19,31 @@ var errNotConfirmed = errors.New("not confirmed; nothing was deleted")
 // --dry-run is given, and only when ckpt's input is a terminal: without
 // one nobody could answer, so scripts, cron jobs and pipelines go on
 // without a question, as they did before ckpt asked.
-func (c *cli) confirm(question string) error {
+// A signal (ctx's end) while it waits is no answer: errNotConfirmed.
+func (c *cli) confirm(ctx context.Context, question string) error {
 	if !c.asks() {
 		return nil
 	}
 	fmt.Fprintf(c.stderr, "%s [y/N] ", question)
-	answer, err := bufio.NewReader(c.stdin).ReadString('\n')
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("read the answer: %w", err)
+	type read struct {
+		answer string
+		err    error
+	}
+	got := make(chan read, 1)
+	go func() {
+		answer, err := bufio.NewReader(c.stdin).ReadString('\n')
+		got <- read{answer, err}
+	}()
+	var answer string
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(c.stderr)
+		return fmt.Errorf("%w (%w)", errNotConfirmed, ctx.Err())
+	case r := <-got:
+		if r.err != nil && !errors.Is(r.err, io.EOF) {
+			return fmt.Errorf("read the answer: %w", r.err)
+		}
+		answer = r.answer
 	}
 	switch strings.ToLower(strings.TrimSpace(answer)) {
 	case "y", "yes":

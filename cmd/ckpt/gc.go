@@ -40,7 +40,7 @@ func runGC(ctx context.Context, c *cli, _ []string) error {
 		}
 	}
 	if !c.dryRun {
-		if err := c.confirm(fmt.Sprintf("gc %s: sweep every thread, applying the expiries that are due (--dry-run shows what would go)?", p)); err != nil {
+		if err := c.confirm(ctx, fmt.Sprintf("gc %s: sweep every thread, applying the expiries that are due (--dry-run shows what would go)?", p)); err != nil {
 			return err
 		}
 	}
@@ -179,7 +179,7 @@ func gcThread(ctx context.Context, c *cli, p engine.Policy) error {
 	}
 	// Asked, with nothing to delete: no question, and nothing to do.
 	if !c.dryRun && (res.Deleted > 0 || !c.asks()) {
-		if err := c.confirm(fmt.Sprintf("gc %s on thread %s: delete %d checkpoint(s)?", p, termsafe.Line(c.thread), res.Deleted)); err != nil {
+		if err := c.confirm(ctx, fmt.Sprintf("gc %s on thread %s: delete %d checkpoint(s)?", p, termsafe.Line(c.thread), res.Deleted)); err != nil {
 			return err
 		}
 		if res, err = c.eng.PruneThreads(ctx, p, c.thread); err != nil {

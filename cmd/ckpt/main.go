@@ -187,6 +187,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	context.AfterFunc(ctx, stop) // a second signal gets the default action
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, terminals{stdin: isTerminal(os.Stdin), stdout: isTerminal(os.Stdout), stderr: isTerminal(os.Stderr)})
 	var ue usageError
 	switch {
