@@ -220,6 +220,7 @@ func TestCkptCLI(t *testing.T) {
 		{env, []string{"tree", "run-1", "--format", "png"}, `--format "png"; use dot or mermaid`},
 		{env, []string{"log", "run-1", "--limit", "-1"}, "--limit -1"},
 		{env, []string{"log", "run-1", "--graph", "--namespace", "sub"}, "--graph draws every namespace"},
+		{env, []string{"--json", "log", "run-1", "--graph", "--limit", "2"}, "--limit cuts the drawing alone"},
 		{nil, []string{"threads"}, "no database: pass --database URL or set DATABASE_URL"},
 		{nil, []string{"--database", "postgres://x:y@:::bad", "threads"}, "database URL: cannot parse"},
 	} {

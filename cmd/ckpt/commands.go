@@ -130,6 +130,11 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 			return err
 		}
 		if c.json {
+			if c.limit > 0 {
+				// The JSON is the whole tree, its edges among every node:
+				// a cut of it would name nodes it leaves out.
+				return usagef("log: --graph --json gives the whole tree; --limit cuts the drawing alone")
+			}
 			return c.printJSON(treeJSON(tree))
 		}
 		lines := drawGraph(tree, c.limit, func(n engine.TreeNode, parentMissing, inCycle bool) string {
