@@ -242,18 +242,21 @@ func WrapToolIn[A, R any](e *Engine, threadID, namespace, name string, tool func
 		// The after checkpoint is written whatever became of ctx: a tool
 		// that ended, well or not, while it was cancelled did what it did.
 		after := context.WithoutCancel(ctx)
-		back := false
+		recorded := false
 		defer func() {
-			if !back { // runtime.Goexit: recorded, and the goroutine goes on ending
+			if !recorded { // runtime.Goexit: recorded, and the goroutine goes on ending
 				e.snapshotOnHead(after, threadID, namespace, e.toolAfter(name, nil, goexitFailure))
 			}
 		}()
-		p, panicked := caught(func() { result, err = tool(ctx, args) })
-		back = true
-		if panicked {
+		onPanic := func(p any) {
+			recorded = true
 			e.snapshotOnHead(after, threadID, namespace, e.toolAfter(name, nil, fmt.Sprint("panic: ", p)))
-			panic(p)
 		}
+		if caught(func() { result, err = tool(ctx, args) }, onPanic) {
+			onPanic(nil)
+			panic(nil)
+		}
+		recorded = true
 		if err != nil {
 			e.snapshotOnHead(after, threadID, namespace, e.toolAfter(name, nil, err.Error()))
 			return result, err
@@ -263,21 +266,27 @@ func WrapToolIn[A, R any](e *Engine, threadID, namespace, name string, tool func
 	}
 }
 
-// caught runs f, the caller's code, and reports whether it panicked, with
-// the value recover gave (nil for a panic(nil) under GODEBUG=panicnil=1):
-// the panic is stopped, to be recorded and raised again. A runtime.Goexit
-// in f (t.FailNow, say) does not return here: the caller's deferred
-// function tells it by that, not by what recover returns.
-func caught(f func()) (value any, panicked bool) {
+// caught runs f, the caller's code. A panic in f is given to onPanic and
+// raised again at once, from f's deferred call, so that its trace still
+// shows f's frames. caught returns true for a panic whose value recover
+// gives as nil (a panic(nil) under GODEBUG=panicnil=1), which it stopped:
+// the caller records it and raises it again. A runtime.Goexit in f (t.FailNow,
+// say), which recover also gives as nil, does not return here: the
+// caller's deferred function tells it by that, not by what recover gives.
+func caught(f func(), onPanic func(p any)) (nilPanic bool) {
 	returned := false
 	defer func() {
 		if !returned {
-			value, panicked = recover(), true
+			if p := recover(); p != nil {
+				onPanic(p)
+				panic(p)
+			}
+			nilPanic = true // a Goexit goes on ending, and returns nothing
 		}
 	}()
 	f()
 	returned = true
-	return nil, false
+	return false
 }
 
 // goexitFailure is what a wrapped tool or a scope's function that ended
@@ -356,18 +365,21 @@ func (e *Engine) ScopeIn(ctx context.Context, threadID, namespace string, state 
 			state:    enc(),
 		})
 	}
-	back := false
+	recorded := false
 	defer func() {
-		if !back { // runtime.Goexit: recorded, and the goroutine goes on ending
+		if !recorded { // runtime.Goexit: recorded, and the goroutine goes on ending
 			exit("goexit", goexitFailure)
 		}
 	}()
-	p, panicked := caught(func() { err = fn(ctx) })
-	back = true
-	if panicked {
+	onPanic := func(p any) {
+		recorded = true
 		exit("panic", fmt.Sprint(p))
-		panic(p)
 	}
+	if caught(func() { err = fn(ctx) }, onPanic) {
+		onPanic(nil)
+		panic(nil)
+	}
+	recorded = true
 	if err != nil {
 		exit("error", err.Error())
 		return err

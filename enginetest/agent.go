@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -276,12 +277,16 @@ func testWrapTool(t *testing.T, e *env) {
 		t.Fatalf("error checkpoint: step %d summary %q tags %v metadata %s tools %v", head.Step, head.Summary, head.Tags, head.Metadata, tools)
 	}
 
-	// A panicking tool: recorded, then re-raised.
-	boom := engine.WrapTool(e.eng, "run", "boom", func(context.Context, int) (int, error) { panic("kaboom") })
+	// A panicking tool: recorded, then re-raised from where it began (its
+	// trace shows the tool's frame).
+	boom := engine.WrapTool(e.eng, "run", "boom", explode)
 	func() {
 		defer func() {
 			if p := recover(); p != "kaboom" {
 				t.Fatalf("recovered %v, want the tool's panic", p)
+			}
+			if stack := string(debug.Stack()); !strings.Contains(stack, "enginetest.explode") {
+				t.Errorf("the tool's panic does not show where it began:\n%s", stack)
 			}
 		}()
 		_, _ = boom(e.ctx, 1)
@@ -397,6 +402,9 @@ func testScope(t *testing.T, e *env) {
 		t.Fatalf("%d snapshot failures", e.eng.SnapshotFailures())
 	}
 }
+
+// explode is a tool that panics.
+func explode(context.Context, int) (int, error) { panic("kaboom") }
 
 // goexitOf runs f on a goroutine of its own and returns what ended it: nil
 // for runtime.Goexit or a return, else the panic's value.

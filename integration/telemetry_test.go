@@ -2,11 +2,13 @@ package integration
 
 import (
 	"context"
+	"runtime/debug"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -178,5 +180,54 @@ func TestTelemetryComposesWithAPgxTracer(t *testing.T) {
 	}
 	if sql < 2 {
 		t.Fatalf("%d SQL spans, want at least one per store call: %v", sql, names)
+	}
+}
+
+// panickingKeys is a key provider (a KMS client, say) that panics.
+type panickingKeys struct{ engine.KeyProvider }
+
+func (panickingKeys) WrapKey(context.Context, []byte, []byte) (string, []byte, error) {
+	panic("the KMS client failed")
+}
+
+// A panic in the caller's code a call runs (here its key provider) ends the
+// call's span with the panic as its error, where the span said the call
+// went well, and goes on as it was, raised from where it began: its trace
+// shows the provider's frame.
+func TestTelemetryOfAPanicInTheCallersCode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	keys, err := engine.ParseLocalKeys(engine.NewKeyText("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(postgres.NewStore(b.db.Pool, postgres.Options{}), engine.Config{TracerProvider: tp,
+		Encryption: engine.Encryption{Keys: panickingKeys{keys}}})
+	var stack string
+	func() {
+		defer func() {
+			if p := recover(); p != "the KMS client failed" {
+				t.Errorf("the panic came out as %v", p)
+			}
+			stack = string(debug.Stack())
+		}()
+		_, _ = eng.Snapshot(b.ctx, engine.SnapshotInput{ThreadID: "t"})
+	}()
+	if !strings.Contains(stack, "panickingKeys.WrapKey") {
+		t.Errorf("the panic's trace does not show where it began:\n%s", stack)
+	}
+	var found bool
+	for _, s := range spans.GetSpans() {
+		if s.Name == "pgcheckpoint.Snapshot" {
+			found = true
+			if s.Status.Code != codes.Error || !strings.Contains(s.Status.Description, "the KMS client failed") {
+				t.Errorf("the Snapshot's span: status %+v, want the panic", s.Status)
+			}
+		}
+	}
+	if !found {
+		t.Error("no span of the Snapshot ended")
 	}
 }

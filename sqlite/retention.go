@@ -229,6 +229,12 @@ func (s *Store) Expiry(ctx context.Context, threadID string) (time.Time, bool, e
 	var at time.Time
 	if r.ExpiresAt.Valid {
 		at = fromMicros(r.ExpiresAt.Int64)
+		if at.IsZero() || at.Before(time.Time{}) {
+			// Year 1's first instant or before, set by a bare UPDATE
+			// (SetThreadExpiry refuses it): expired, as a sweep takes
+			// it, not the zero time of "does not expire".
+			at = time.Time{}.Add(time.Microsecond)
+		}
 	}
 	return at, r.ExpireAction == "keep_latest", nil
 }

@@ -78,7 +78,7 @@ var keywordValue = regexp.MustCompile(`^\s*[A-Za-z_][A-Za-z0-9_]*\s*=`)
 // Errors: ErrBadURL, for an empty URL too.
 func Parse(url string) (kind, target string, err error) {
 	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"), keywordValue.MatchString(url):
+	case isURL(url), keywordValue.MatchString(url):
 		return KindPostgres, url, nil
 	case strings.HasPrefix(url, "sqlite:"):
 		path := strings.TrimPrefix(url, "sqlite:")
@@ -205,6 +205,11 @@ func secrets(s string) []string {
 
 var keywordAfterSpace = regexp.MustCompile(`\s[A-Za-z_][A-Za-z0-9_]*\s*=`)
 
+// isURL reports whether s is a Postgres URL, not a keyword/value string.
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
 // Redact is url with its passwords masked, for printing: a sqlite: URL as
 // it is, a Postgres URL or keyword/value string with each password as
 // xxxxx, anything else as messages quote it.
@@ -221,7 +226,7 @@ func Redact(s string) string {
 			s = s[:m[2]+i+1] + "xxxxx" + s[m[3]:]
 		}
 	}
-	if !strings.Contains(s, "://") {
+	if !isURL(s) {
 		return kvOnlyPassword.ReplaceAllString(s, "${1}password=xxxxx")
 	}
 	return kvPassword.ReplaceAllString(s, "${1}password=xxxxx")

@@ -105,6 +105,7 @@ func TestRedact(t *testing.T) {
 		// space, & and escaped spaces in it (the tail was shown).
 		{"host=h password=p&" + secret + " dbname=d", "host=h password=xxxxx dbname=d"},
 		{`host=h password=ab\ ` + secret + " dbname=d", "host=h password=xxxxx dbname=d"},
+		{"host=h password=p&" + secret + " application_name=http://app", "host=h password=xxxxx application_name=http://app"},
 		{"sqlite:agent.db", "sqlite:agent.db"},
 		{"mysql://u:" + secret + "@h", `"mysql://..."`},
 	} {
