@@ -234,10 +234,14 @@ func (e *Engine) export(ctx context.Context, threadID string, w io.Writer, opts 
 	enc := json.NewEncoder(io.MultiWriter(bw, sum))
 	enc.SetEscapeHTML(false)
 	var threads []string // in export order, each once
+	var sources []string // the threads branches were forked from
 	err = e.store.Export(ctx, threadID, o, ExportSink{
 		Thread: func(t ExportThread) error {
 			if len(threads) == 0 || threads[len(threads)-1] != t.ThreadID {
 				threads = append(threads, t.ThreadID)
+			}
+			if t.BranchedFromThread != nil && !slices.Contains(sources, *t.BranchedFromThread) {
+				sources = append(sources, *t.BranchedFromThread)
 			}
 			if st.Threads == 0 {
 				h := ExportHeader{Kind: kindHeader, Format: ExportFormat, ThreadID: threadID, Branches: o.Branches}
@@ -273,6 +277,14 @@ func (e *Engine) export(ctx context.Context, threadID string, w io.Writer, opts 
 		},
 	})
 	if err == nil {
+		// The keys of the sources the export does not hold too: a
+		// branch's first checkpoint holds its source's values, sealed
+		// under the source's key.
+		for _, src := range sources {
+			if !slices.Contains(threads, src) {
+				threads = append(threads, src)
+			}
+		}
 		err = e.exportDataKeys(ctx, enc, threads, &st)
 	}
 	if err != nil {
@@ -434,7 +446,7 @@ func (e *Engine) Import(ctx context.Context, r io.Reader, opts ImportOptions) (s
 // importAll is Import, its span apart.
 func (e *Engine) importAll(ctx context.Context, r io.Reader, opts ImportOptions) (_ ExportStats, err error) {
 	im := &importer{e: e, limit: e.cfg.MaxSnapshotBytes, progress: opts.Progress,
-		threads: map[string]bool{}, keyed: map[string]bool{}, sealed: map[string]sealedRecord{}, rows: map[threadNamespace]*importedRow{}, branchedFrom: map[string]uuid.UUID{},
+		threads: map[string]bool{}, keyed: map[string]bool{}, sources: map[string]bool{}, sealed: map[string]sealedRecord{}, rows: map[threadNamespace]*importedRow{}, branchedFrom: map[string]uuid.UUID{},
 		ids: map[uuid.UUID]importedCheckpoint{}, unresolved: map[uuid.UUID][]importedCheckpoint{},
 		keptDigests: map[uuid.UUID]*importedDigests{}}
 	err = e.store.Import(ctx, func(w ImportWriter) error { return im.read(ctx, w, r) })
@@ -462,6 +474,7 @@ type importer struct {
 
 	threads      map[string]bool // thread ids with a row
 	keyed        map[string]bool // thread ids with a data key line
+	sources      map[string]bool // the threads the import's branches were forked from
 	rows         map[threadNamespace]*importedRow
 	rowOrder     []*importedRow       // in record order
 	branchedFrom map[string]uuid.UUID // a branch thread's source checkpoint
@@ -689,9 +702,18 @@ func (st ExportStats) text() string {
 func (im *importer) dataKey(ctx context.Context, w ImportWriter, l exportLine) error {
 	k := WrappedKey{ThreadID: l.ThreadID, KEKID: l.KEKID, Wrapped: l.WrappedKey}
 	im.keyed[l.ThreadID] = true
+	if !im.threads[l.ThreadID] {
+		if !im.sources[l.ThreadID] {
+			return fmt.Errorf("%w: a data key of thread %q, which the import has no row of and no branch of", ErrInvalidInput, l.ThreadID)
+		}
+		// The key of a branch's source the file does not hold, which the
+		// branch's values need: kept as a deleted thread's key is. It may
+		// not give a key to a thread of the database that has none.
+		if err := im.sourceKeyFits(ctx, w, l.ThreadID); err != nil {
+			return err
+		}
+	}
 	switch {
-	case !im.threads[l.ThreadID]:
-		return fmt.Errorf("%w: a data key of thread %q, which the import has no row of", ErrInvalidInput, l.ThreadID)
 	case l.ShreddedAt != nil:
 		if l.KEKID != "" || len(l.WrappedKey) > 0 {
 			return fmt.Errorf("%w: the data key of thread %q is both shredded and there", ErrInvalidInput, l.ThreadID)
@@ -716,6 +738,24 @@ func (im *importer) dataKey(ctx context.Context, w ImportWriter, l exportLine) e
 	return w.DataKey(ctx, k)
 }
 
+// sourceKeyFits refuses the key of a branch's source for a thread the
+// database holds without a key: the key would make it an encrypted thread
+// whose plaintext its readers then refuse. (One that has a key takes the
+// same key alone: see ImportWriter.DataKey.)
+func (im *importer) sourceKeyFits(ctx context.Context, w ImportWriter, thread string) error {
+	rows, err := w.HoldThread(ctx, thread)
+	if err != nil || len(rows) == 0 {
+		return err
+	}
+	switch keyed, err := w.HasDataKey(ctx, thread); {
+	case err != nil:
+		return err
+	case !keyed:
+		return fmt.Errorf("%w: the file carries a data key of thread %q, a branch's source, which the database holds unencrypted: import it elsewhere", ErrInvalidInput, thread)
+	}
+	return nil
+}
+
 func (im *importer) thread(ctx context.Context, w ImportWriter, l exportLine, record int) error {
 	t, err := checkImportThread(l)
 	if err == nil {
@@ -738,6 +778,9 @@ func (im *importer) thread(ctx context.Context, w ImportWriter, l exportLine, re
 	im.rows[row.key] = row
 	im.rowOrder = append(im.rowOrder, row)
 	im.threads[t.ThreadID] = true
+	if t.BranchedFromThread != nil {
+		im.sources[*t.BranchedFromThread] = true
+	}
 	return nil
 }
 

@@ -72,6 +72,7 @@ var encryptionTests = []struct {
 	{name: "ImportsHoldSealedContentToTheLimit", fn: testImportedSealedContentLimit},
 	{name: "ImportsHoldSealedWritesAndMetadataToTheLimit", fn: testImportedSealedWritesAndMetadataLimit},
 	{name: "ARetryNamingAnotherParentIsAConflict", fn: testSealedRetryNamesItsParent},
+	{name: "ABranchExportedAloneReadsWhereImported", fn: testEncryptedBranchExportedAlone},
 	{name: "AnAncestorWithANewerIDOutlivesRetention", fn: testAncestorWithNewerID},
 }
 
@@ -1765,5 +1766,73 @@ func testSealedRetryNamesItsParent(t *testing.T, e *cryptEnv) {
 	}
 	if n := len(listAll(t, e.ctx, eng, "t", "")); n != 3 {
 		t.Fatalf("%d checkpoints after the refused retry, want 3", n)
+	}
+}
+
+// A branch of an encrypted thread, exported without its source (deleted
+// or not), imports and reads back whole: its first checkpoint holds the
+// source's values, sealed under the source's key, which the export now
+// carries (the import read nothing of the branch, ErrEncrypted on every
+// checkpoint). Such a key only goes with a branch of its thread, and never
+// onto a thread of the database that has no key.
+func testEncryptedBranchExportedAlone(t *testing.T, e *cryptEnv) {
+	for _, deleteSource := range []bool{false, true} {
+		eng := e.open(nil, engine.Config{DeltaMinBytes: -1})
+		src := fmt.Sprintf("source-%v", deleteSource)
+		var msgs []string
+		var at engine.SnapshotResult
+		for i := range 3 {
+			msgs = append(msgs, fmt.Sprintf(`"source %d"`, i))
+			at = snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: src, Messages: json.RawMessage("[" + strings.Join(msgs, ",") + "]")})
+		}
+		br, err := eng.Branch(e.ctx, at.ID, "side")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eng.Append(e.ctx, engine.AppendInput{ThreadID: br.ThreadID, Messages: json.RawMessage(`["on the branch"]`)}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[uuid.UUID]json.RawMessage{}
+		for _, c := range listAll(t, e.ctx, eng, br.ThreadID, "") {
+			got, err := eng.Get(e.ctx, c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[c.ID] = got.Messages
+		}
+		if deleteSource {
+			if _, err := eng.DeleteThreads(e.ctx, src); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var file bytes.Buffer
+		if _, err := e.plain(engine.Config{}).Export(e.ctx, br.ThreadID, &file); err != nil {
+			t.Fatal(err)
+		}
+		url := e.h.NewURL(t)
+		if _, err := openURL(t, url, pgcheckpoint.Options{}).Import(e.ctx, bytes.NewReader(file.Bytes()), engine.ImportOptions{}); err != nil {
+			t.Fatalf("source deleted %v: the branch's import: %v", deleteSource, err)
+		}
+		there := openURL(t, url, pgcheckpoint.Options{Config: engine.Config{Encryption: engine.Encryption{Keys: e.keys, KeyCacheTTL: -1}}})
+		for id, msgs := range want {
+			got, err := there.Get(e.ctx, id)
+			if err != nil || !bytes.Equal(got.Messages, msgs) {
+				t.Fatalf("source deleted %v: checkpoint %s of the imported branch: %v", deleteSource, id, err)
+			}
+		}
+		if len(want) != 2 {
+			t.Fatalf("the branch has %d checkpoints, want 2", len(want))
+		}
+		// Into a database where the source's id is a thread without a key:
+		// refused, nothing written.
+		url = e.h.NewURL(t)
+		plainThere := openURL(t, url, pgcheckpoint.Options{})
+		snapWith(t, e.ctx, plainThere, engine.SnapshotInput{ThreadID: src, Messages: json.RawMessage(`["plain"]`)})
+		if _, err := plainThere.Import(e.ctx, bytes.NewReader(file.Bytes()), engine.ImportOptions{}); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(fmt.Sprint(err), "holds unencrypted") {
+			t.Fatalf("source deleted %v: the branch into a database holding its source's id unencrypted: %v; want ErrInvalidInput", deleteSource, err)
+		}
+		if _, err := plainThere.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: src, Messages: json.RawMessage(`["still plain"]`)}); err != nil {
+			t.Fatalf("source deleted %v: the refused import left its key on the plaintext thread: %v", deleteSource, err)
+		}
 	}
 }
