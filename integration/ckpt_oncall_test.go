@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -380,24 +379,6 @@ func TestVersionFlags(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer a process writes while a test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A signal at the question ends ckpt at once, nothing deleted, where it
 // went on waiting for an answer through any number of them; `import` with
 // no FILE on a terminal is a usage error, where it read the terminal and
@@ -419,26 +400,40 @@ func TestCkptSignalAtTheQuestion(t *testing.T) {
 
 	cmd := exec.Command(bin, "--database", s.url, "delete", "a")
 	cmd.Env, cmd.Stdin = env, tty
-	var errOut lockedBuffer
-	cmd.Stderr = &errOut
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill() //nolint:errcheck
-	waitFor(t, "the question", func() bool { return strings.Contains(errOut.String(), "[y/N]") })
+	var errOut []byte        // stderr up to the question, then the rest
+	for !bytes.Contains(errOut, []byte("[y/N]")) {
+		buf := make([]byte, 256)
+		n, err := stderr.Read(buf)
+		if err != nil {
+			t.Fatalf("no question: %v\n%s", err, errOut)
+		}
+		errOut = append(errOut, buf[:n]...)
+	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() {
+		rest, _ := io.ReadAll(stderr)
+		errOut = append(errOut, rest...)
+		exited <- cmd.Wait()
+	}()
 	select {
 	case err := <-exited:
 		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(errOut.String(), "not confirmed") {
-			t.Fatalf("delete interrupted at its question: %v\n%s", err, errOut.String())
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !bytes.Contains(errOut, []byte("not confirmed")) {
+			t.Fatalf("delete interrupted at its question: %v\n%s", err, errOut)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatalf("delete still waits for an answer 10 s after SIGINT\n%s", errOut.String())
+		t.Fatal("delete still waits for an answer 10 s after SIGINT")
 	}
 	if after := s.ids(t, "a"); !equalIDs(after, before) {
 		t.Fatalf("the interrupted delete deleted %v", gone(before, after))
