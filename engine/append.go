@@ -90,7 +90,7 @@ type AppendInput struct {
 // written when an error is returned, except for Retention's (see Snapshot).
 func (e *Engine) Append(ctx context.Context, in AppendInput) (_ SnapshotResult, err error) {
 	ctx, done := e.tel.call(ctx, "Append", attrThread.String(in.ThreadID), attrNamespace.String(in.Namespace))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	a, err := e.appendParams(in)
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("append: %w", err)

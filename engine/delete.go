@@ -58,7 +58,7 @@ func sortDeleted(ds []Deleted) {
 // bad thread id, with nothing deleted.
 func (e *Engine) DeleteThreads(ctx context.Context, threadIDs ...string) (_ DeleteResult, err error) {
 	ctx, done := e.tel.call(ctx, "DeleteThreads", threadsAttrs(threadIDs)...)
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.prune(ctx, "delete threads", KeepNone(), threadIDs, e.store.PruneThreads)
 }
 
@@ -159,7 +159,7 @@ func (s Selection) attrs() []attribute.KeyValue {
 // a bad selection, with nothing deleted.
 func (e *Engine) DeleteCheckpoints(ctx context.Context, sel Selection) (_ DeleteResult, err error) {
 	ctx, done := e.tel.call(ctx, "DeleteCheckpoints", sel.attrs()...)
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	q, err := sel.query()
 	if err != nil {
 		return DeleteResult{}, fmt.Errorf("delete checkpoints: %w", err)

@@ -886,7 +886,7 @@ type RewrapResult struct {
 // same; PruneKeys destroys it); the store's errors.
 func (e *Engine) RewrapKeys(ctx context.Context) (_ RewrapResult, err error) {
 	ctx, done := e.tel.call(ctx, "RewrapKeys")
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	var r RewrapResult
 	if e.crypt == nil {
 		return r, fmt.Errorf("rewrap keys: %w: the engine has no Config.Encryption", ErrInvalidInput)
@@ -1004,7 +1004,7 @@ const MinKeyPruneGrace = time.Minute
 // under MinKeyPruneGrace, a bad tenant.
 func (e *Engine) PruneKeys(ctx context.Context, grace time.Duration, tenants ...string) (_ int, err error) {
 	ctx, done := e.tel.call(ctx, "PruneKeys")
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if e.crypt == nil {
 		return 0, fmt.Errorf("prune keys: %w: the engine has no Config.Encryption", ErrInvalidInput)
 	}
@@ -1084,7 +1084,7 @@ func (e *Engine) PruneKeys(ctx context.Context, grace time.Duration, tenants ...
 // the key; ErrTransient when the key row kept changing.
 func (e *Engine) ShredThread(ctx context.Context, threadID string) (_ bool, err error) {
 	ctx, done := e.tel.call(ctx, "ShredThread", attrThread.String(threadID))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if e.crypt == nil {
 		return false, fmt.Errorf("shred thread: %w: the engine has no Config.Encryption", ErrInvalidInput)
 	}

@@ -287,7 +287,7 @@ func isUUIDv7(id uuid.UUID) bool {
 // attempts when it is set.
 func (e *Engine) Snapshot(ctx context.Context, in SnapshotInput) (_ SnapshotResult, err error) {
 	ctx, done := e.tel.call(ctx, "Snapshot", attrThread.String(in.ThreadID), attrNamespace.String(in.Namespace))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	p, err := e.snapshotParams(in, "messages, state and tool results")
 	if err != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot: %w", err)
@@ -427,7 +427,7 @@ func ComputeDigests(p *PutRequest) error {
 // Errors: ErrNotFound.
 func (e *Engine) Get(ctx context.Context, id uuid.UUID) (_ *Checkpoint, err error) {
 	ctx, done := e.tel.callID(ctx, "Get", id)
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	c, err := e.store.Get(ctx, id)
 	if err == nil {
 		err = e.openCheckpoint(ctx, c)
@@ -444,7 +444,7 @@ func (e *Engine) Get(ctx context.Context, id uuid.UUID) (_ *Checkpoint, err erro
 // ErrInvalidInput for a malformed thread id.
 func (e *Engine) Latest(ctx context.Context, threadID string) (_ *Checkpoint, err error) {
 	ctx, done := e.tel.call(ctx, "Latest", attrThread.String(threadID))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.LatestIn(ctx, threadID, "")
 }
 
@@ -453,7 +453,7 @@ func (e *Engine) Latest(ctx context.Context, threadID string) (_ *Checkpoint, er
 // ErrInvalidInput for a malformed thread id or namespace.
 func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (_ *Checkpoint, err error) {
 	ctx, done := e.tel.call(ctx, "LatestIn", attrThread.String(threadID), attrNamespace.String(namespace))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("latest: %w", err)
 	}
@@ -476,7 +476,7 @@ func (e *Engine) LatestIn(ctx context.Context, threadID, namespace string) (_ *C
 // filter).
 func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts ListOptions) (_ []CheckpointInfo, err error) {
 	ctx, done := e.tel.call(ctx, "ListCheckpoints", attrThread.String(threadID))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
@@ -521,7 +521,7 @@ func (e *Engine) ListCheckpoints(ctx context.Context, threadID string, opts List
 // however many checkpoints the threads hold.
 func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) (_ []ThreadInfo, err error) {
 	ctx, done := e.tel.call(ctx, "ListThreads")
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	limit, err := pageSize(opts.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list threads: %w", err)
@@ -553,7 +553,7 @@ func (e *Engine) ListThreads(ctx context.Context, opts ThreadListOptions) (_ []T
 // was deleted after the transaction's snapshot.
 func (e *Engine) PutWrites(ctx context.Context, id uuid.UUID, taskID string, writes []Write) (_ int64, err error) {
 	ctx, done := e.tel.callID(ctx, "PutWrites", id)
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if err := checkID("task id", taskID, false); err != nil {
 		return 0, fmt.Errorf("put writes: %w", err)
 	}

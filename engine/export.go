@@ -708,9 +708,14 @@ func (im *importer) dataKey(ctx context.Context, w ImportWriter, l exportLine) e
 		}
 		// The key of a branch's source the file does not hold, which the
 		// branch's values need: kept as a deleted thread's key is. It may
-		// not give a key to a thread of the database that has none.
-		if err := im.sourceKeyFits(ctx, w, l.ThreadID); err != nil {
+		// not give a key to a thread of the database that has none; one
+		// that has a key keeps it (a source shredded, or met by another
+		// branch's import before).
+		switch keyed, err := im.sourceKeyFits(ctx, w, l.ThreadID); {
+		case err != nil:
 			return err
+		case keyed:
+			return nil
 		}
 	}
 	switch {
@@ -740,20 +745,20 @@ func (im *importer) dataKey(ctx context.Context, w ImportWriter, l exportLine) e
 
 // sourceKeyFits refuses the key of a branch's source for a thread the
 // database holds without a key: the key would make it an encrypted thread
-// whose plaintext its readers then refuse. (One that has a key takes the
-// same key alone: see ImportWriter.DataKey.)
-func (im *importer) sourceKeyFits(ctx context.Context, w ImportWriter, thread string) error {
+// whose plaintext its readers then refuse. keyed: the database has a key of
+// it, which stands.
+func (im *importer) sourceKeyFits(ctx context.Context, w ImportWriter, thread string) (keyed bool, _ error) {
 	rows, err := w.HoldThread(ctx, thread)
-	if err != nil || len(rows) == 0 {
-		return err
+	if err != nil {
+		return false, err
 	}
-	switch keyed, err := w.HasDataKey(ctx, thread); {
-	case err != nil:
-		return err
-	case !keyed:
-		return fmt.Errorf("%w: the file carries a data key of thread %q, a branch's source, which the database holds unencrypted: import it elsewhere", ErrInvalidInput, thread)
+	if keyed, err = w.HasDataKey(ctx, thread); err != nil {
+		return false, err
 	}
-	return nil
+	if len(rows) > 0 && !keyed {
+		return false, fmt.Errorf("%w: the file carries a data key of thread %q, a branch's source, which the database holds unencrypted: import it elsewhere", ErrInvalidInput, thread)
+	}
+	return keyed, nil
 }
 
 func (im *importer) thread(ctx context.Context, w ImportWriter, l exportLine, record int) error {
@@ -1091,6 +1096,13 @@ func (im *importer) finish(ctx context.Context, w ImportWriter) error {
 	}
 	if err := im.checkKeyedThreads(ctx, w); err != nil {
 		return err
+	}
+	for thread := range im.sources {
+		if _, sealed := im.sealed[thread]; im.threads[thread] && im.keyed[thread] && !sealed {
+			// The key a branch's export carries of its source, on rows of
+			// another thread of that id that hold no sealed value.
+			return fmt.Errorf("%w: thread %q holds no sealed value, but the file carries a data key of it (a branch's source): import the branch elsewhere", ErrInvalidInput, thread)
+		}
 	}
 	for _, c := range im.mergeLater {
 		if mp, ok := im.ids[c.mergeParent]; ok {

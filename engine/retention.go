@@ -167,7 +167,7 @@ func (p Policy) checkFor(use policyUse) error {
 // deleted.
 func (e *Engine) PruneThreads(ctx context.Context, keep Policy, threadIDs ...string) (_ DeleteResult, err error) {
 	ctx, done := e.tel.call(ctx, "PruneThreads", threadsAttrs(threadIDs)...)
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if err := keep.checkFor(usePrune); err != nil {
 		return DeleteResult{}, fmt.Errorf("prune threads: %w", err)
 	}
@@ -185,7 +185,7 @@ func (e *Engine) PruneThreads(ctx context.Context, keep Policy, threadIDs ...str
 // written (the preview writes, then rolls back).
 func (e *Engine) PreviewPrune(ctx context.Context, keep Policy, threadIDs ...string) (_ DeleteResult, err error) {
 	ctx, done := e.tel.call(ctx, "PreviewPrune", threadsAttrs(threadIDs)...)
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if err := keep.checkFor(usePrune); err != nil {
 		return DeleteResult{}, fmt.Errorf("preview prune: %w", err)
 	}
@@ -296,7 +296,7 @@ type SweepResult struct {
 // failed so and was not retried (SweepResult.Next goes on from there).
 func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (_ SweepResult, err error) {
 	ctx, done := e.tel.call(ctx, "Sweep")
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.sweep(ctx, "sweep", p, opts, e.store.SweepBatch)
 }
 
@@ -312,7 +312,7 @@ func (e *Engine) Sweep(ctx context.Context, p Policy, opts SweepOptions) (_ Swee
 // (the preview writes, then rolls back).
 func (e *Engine) PreviewSweep(ctx context.Context, p Policy, opts SweepOptions) (_ SweepResult, err error) {
 	ctx, done := e.tel.call(ctx, "PreviewSweep")
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.sweep(ctx, "preview sweep", p, opts, e.store.PreviewSweepBatch)
 }
 
@@ -397,7 +397,7 @@ func (e *Engine) sweep(ctx context.Context, what string, p Policy, opts SweepOpt
 // the thread changed after the transaction's snapshot (retry it).
 func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.Time, keep Policy) (err error) {
 	ctx, done := e.tel.call(ctx, "SetThreadExpiry", attrThread.String(threadID))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return fmt.Errorf("set thread expiry: %w", err)
 	}
@@ -439,7 +439,7 @@ func (e *Engine) SetThreadExpiry(ctx context.Context, threadID string, at time.T
 // thread.
 func (e *Engine) ThreadExpiry(ctx context.Context, threadID string) (_ time.Time, _ Policy, err error) {
 	ctx, done := e.tel.call(ctx, "ThreadExpiry", attrThread.String(threadID))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return time.Time{}, Policy{}, fmt.Errorf("thread expiry: %w", err)
 	}

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"reflect"
 	"slices"
 	"time"
@@ -469,31 +468,6 @@ func (s tracedStore) Import(ctx context.Context, fn func(ImportWriter) error) (e
 	returned = true
 	return err
 }
-
-// endCall, deferred with an Engine call's named error, ends the call's span
-// (call's done) with that error, or, when the caller's code the call ran (a
-// key provider, a store, a callback) panicked, with the panic, which it
-// raises again at once, from the deferred call, so its trace still shows
-// where it began. Where recover gives a panic(nil) as nil
-// (GODEBUG=panicnil=1) and so could not tell it from a return, it does not
-// recover: the span then ends with the call's error.
-func endCall(done func(error), err *error) {
-	if !nilPanicsRecoverAsNil {
-		if p := recover(); p != nil {
-			done(fmt.Errorf("panic: %v", p))
-			panic(p)
-		}
-	}
-	done(*err)
-}
-
-// nilPanicsRecoverAsNil reports whether recover gives a panic(nil) as nil
-// (GODEBUG=panicnil=1, the program's setting): a recover would then stop
-// such a panic unseen.
-var nilPanicsRecoverAsNil = func() (isNil bool) {
-	defer func() { isNil = recover() == nil }()
-	panic(nil)
-}()
 
 // errNotReturned ends the span of a call that did not return: the caller's
 // code it ran (a reader, a writer, a callback) panicked or called

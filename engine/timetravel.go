@@ -45,7 +45,7 @@ type RewindResult struct {
 // the call waited for the lock (deleted, then written there by an import).
 func (e *Engine) Rewind(ctx context.Context, id uuid.UUID) (_ *RewindResult, err error) {
 	ctx, done := e.tel.callID(ctx, "Rewind", id)
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.rewind(ctx, id, false)
 }
 
@@ -58,7 +58,7 @@ func (e *Engine) Rewind(ctx context.Context, id uuid.UUID) (_ *RewindResult, err
 // other threads are untouched. Errors: as Rewind's.
 func (e *Engine) RewindAndTruncate(ctx context.Context, id uuid.UUID) (_ *RewindResult, err error) {
 	ctx, done := e.tel.callID(ctx, "RewindAndTruncate", id)
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.rewind(ctx, id, true)
 }
 
@@ -86,7 +86,7 @@ func (e *Engine) withTarget(ctx context.Context, id uuid.UUID, r *RewindResult) 
 // RewindToStep is RewindToStepIn for the thread's root namespace.
 func (e *Engine) RewindToStep(ctx context.Context, threadID string, step int64) (_ *RewindResult, err error) {
 	ctx, done := e.tel.call(ctx, "RewindToStep", attrThread.String(threadID))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.rewindToStep(ctx, threadID, "", step)
 }
 
@@ -100,7 +100,7 @@ func (e *Engine) RewindToStep(ctx context.Context, threadID string, step int64) 
 // committed meanwhile is on it.
 func (e *Engine) RewindToStepIn(ctx context.Context, threadID, namespace string, step int64) (_ *RewindResult, err error) {
 	ctx, done := e.tel.call(ctx, "RewindToStepIn", attrThread.String(threadID), attrNamespace.String(namespace))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.rewindToStep(ctx, threadID, namespace, step)
 }
 
@@ -153,7 +153,7 @@ type PointsOptions struct {
 // id or namespace or a bad limit.
 func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts PointsOptions) (_ []CheckpointInfo, err error) {
 	ctx, done := e.tel.call(ctx, "TimeTravelPoints", attrThread.String(threadID))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("time travel points: %w", err)
 	}
@@ -198,7 +198,7 @@ func (e *Engine) TimeTravelPoints(ctx context.Context, threadID string, opts Poi
 // first, across threads where a branch was forked. Errors: ErrNotFound.
 func (e *Engine) Lineage(ctx context.Context, id uuid.UUID) (_ []CheckpointInfo, err error) {
 	ctx, done := e.tel.callID(ctx, "Lineage", id)
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	points, err := e.lineage(ctx, id, 0)
 	if err != nil {
 		return nil, err
@@ -273,7 +273,7 @@ type BranchResult struct {
 // while the call waited for its lock.
 func (e *Engine) Branch(ctx context.Context, fromID uuid.UUID, name string) (_ BranchResult, err error) {
 	ctx, done := e.tel.call(ctx, "Branch")
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if err := checkID("branch name", name, false); err != nil {
 		return BranchResult{}, fmt.Errorf("branch: %w", err)
 	}
@@ -351,7 +351,7 @@ type BranchInfo struct {
 // namespaces, oldest first.
 func (e *Engine) Branches(ctx context.Context, threadID string) (_ []BranchInfo, err error) {
 	ctx, done := e.tel.call(ctx, "Branches", attrThread.String(threadID))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("branches: %w", err)
 	}
@@ -374,7 +374,7 @@ type MergeResult struct {
 // MergeBranch is MergeBranchIn for the root namespace.
 func (e *Engine) MergeBranch(ctx context.Context, branchThread, intoThread string) (_ MergeResult, err error) {
 	ctx, done := e.tel.call(ctx, "MergeBranch")
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.mergeBranch(ctx, branchThread, intoThread, "")
 }
 
@@ -393,7 +393,7 @@ func (e *Engine) MergeBranch(ctx context.Context, branchThread, intoThread strin
 // any write).
 func (e *Engine) MergeBranchIn(ctx context.Context, branchThread, intoThread, namespace string) (_ MergeResult, err error) {
 	ctx, done := e.tel.call(ctx, "MergeBranchIn", attrNamespace.String(namespace))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.mergeBranch(ctx, branchThread, intoThread, namespace)
 }
 
@@ -473,7 +473,7 @@ type TreeEdge struct {
 // checkpoint.
 func (e *Engine) Tree(ctx context.Context, threadID string) (_ *Tree, err error) {
 	ctx, done := e.tel.call(ctx, "Tree", attrThread.String(threadID))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	if err := checkID("thread id", threadID, false); err != nil {
 		return nil, fmt.Errorf("tree: %w", err)
 	}
@@ -503,7 +503,7 @@ func (e *Engine) Tree(ctx context.Context, threadID string) (_ *Tree, err error)
 // ClearMemory is ClearMemoryIn for the thread's root namespace.
 func (e *Engine) ClearMemory(ctx context.Context, threadID string) (_ SnapshotResult, err error) {
 	ctx, done := e.tel.call(ctx, "ClearMemory", attrThread.String(threadID))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.clearMemory(ctx, threadID, "")
 }
 
@@ -515,7 +515,7 @@ func (e *Engine) ClearMemory(ctx context.Context, threadID string) (_ SnapshotRe
 // namespace, with nothing written).
 func (e *Engine) ClearMemoryIn(ctx context.Context, threadID, namespace string) (_ SnapshotResult, err error) {
 	ctx, done := e.tel.call(ctx, "ClearMemoryIn", attrThread.String(threadID), attrNamespace.String(namespace))
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	return e.clearMemory(ctx, threadID, namespace)
 }
 
@@ -550,7 +550,7 @@ type KeyDiff struct {
 // Diff compares checkpoint a with checkpoint b. Errors: ErrNotFound.
 func (e *Engine) Diff(ctx context.Context, a, b uuid.UUID) (_ *Diff, err error) {
 	ctx, done := e.tel.call(ctx, "Diff")
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	from, err := e.Get(ctx, a)
 	if err != nil {
 		return nil, fmt.Errorf("diff: %w", err)
@@ -699,7 +699,7 @@ func (r CopyResult) NewID(old uuid.UUID) (uuid.UUID, bool) {
 // for a database role that may not write.
 func (e *Engine) CopyThread(ctx context.Context, src, dst string) (_ CopyResult, err error) {
 	ctx, done := e.tel.call(ctx, "CopyThread")
-	defer endCall(done, &err)
+	defer func() { done(err) }()
 	for _, t := range []string{src, dst} {
 		if err := checkID("thread id", t, false); err != nil {
 			return CopyResult{}, fmt.Errorf("copy thread: %w", err)

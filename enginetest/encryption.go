@@ -1834,5 +1834,43 @@ func testEncryptedBranchExportedAlone(t *testing.T, e *cryptEnv) {
 		if _, err := plainThere.Snapshot(e.ctx, engine.SnapshotInput{ThreadID: src, Messages: json.RawMessage(`["still plain"]`)}); err != nil {
 			t.Fatalf("source deleted %v: the refused import left its key on the plaintext thread: %v", deleteSource, err)
 		}
+		// Nor onto a thread of that id the same file holds in plaintext
+		// (another database's), in either order: refused, nothing written.
+		var plainFile bytes.Buffer
+		if _, err := plainThere.Export(e.ctx, src, &plainFile); err != nil {
+			t.Fatal(err)
+		}
+		for _, order := range [][]byte{slices.Concat(plainFile.Bytes(), file.Bytes()), slices.Concat(file.Bytes(), plainFile.Bytes())} {
+			empty := openURL(t, e.h.NewURL(t), pgcheckpoint.Options{})
+			if _, err := empty.Import(e.ctx, bytes.NewReader(order), engine.ImportOptions{}); !errors.Is(err, engine.ErrInvalidInput) || !strings.Contains(fmt.Sprint(err), "holds no sealed value") {
+				t.Fatalf("source deleted %v: the branch with a plaintext thread of its source's id: %v; want ErrInvalidInput", deleteSource, err)
+			}
+		}
+	}
+	// Two branches of a source shredded since, each exported alone, import
+	// into one database: the source's key the first brought stands (the
+	// second was refused: the file's key was not the database's, shredded).
+	eng := e.open(nil, engine.Config{})
+	root := snapWith(t, e.ctx, eng, engine.SnapshotInput{ThreadID: "shredded-source", Messages: json.RawMessage(`["root"]`)})
+	var branches []string
+	for _, name := range []string{"one", "two"} {
+		br, err := eng.Branch(e.ctx, root.ID, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		branches = append(branches, br.ThreadID)
+	}
+	if _, err := eng.ShredThread(e.ctx, "shredded-source"); err != nil {
+		t.Fatal(err)
+	}
+	into := openURL(t, e.h.NewURL(t), pgcheckpoint.Options{})
+	for _, thread := range branches {
+		var f bytes.Buffer
+		if _, err := e.plain(engine.Config{}).Export(e.ctx, thread, &f); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := into.Import(e.ctx, bytes.NewReader(f.Bytes()), engine.ImportOptions{}); err != nil {
+			t.Fatalf("branch %s of a shredded source, imported after its sibling: %v", thread, err)
+		}
 	}
 }

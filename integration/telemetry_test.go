@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -190,10 +189,11 @@ func (panickingKeys) WrapKey(context.Context, []byte, []byte) (string, []byte, e
 	panic("the KMS client failed")
 }
 
-// A panic in the caller's code a call runs (here its key provider) ends the
-// call's span with the panic as its error, where the span said the call
-// went well, and goes on as it was, raised from where it began: its trace
-// shows the provider's frame.
+// A panic in the caller's code a call runs (here its key provider) goes on
+// untouched, raised from where it began (its trace shows the provider's
+// frame), and the call's span ends: no recover stops it (one would also
+// stop a panic(nil) under GODEBUG=panicnil=1, which the runtime reads
+// afresh when the program sets it).
 func TestTelemetryOfAPanicInTheCallersCode(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -220,12 +220,7 @@ func TestTelemetryOfAPanicInTheCallersCode(t *testing.T) {
 	}
 	var found bool
 	for _, s := range spans.GetSpans() {
-		if s.Name == "pgcheckpoint.Snapshot" {
-			found = true
-			if s.Status.Code != codes.Error || !strings.Contains(s.Status.Description, "the KMS client failed") {
-				t.Errorf("the Snapshot's span: status %+v, want the panic", s.Status)
-			}
-		}
+		found = found || s.Name == "pgcheckpoint.Snapshot"
 	}
 	if !found {
 		t.Error("no span of the Snapshot ended")
