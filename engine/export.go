@@ -407,7 +407,8 @@ func importLineBytes(limit int64) int64 {
 // took when sent, escapes at their shortest and each number one byte, a
 // delta's rebuilt from its chain, where that is more than size_bytes and
 // the 6 bytes of "[]", "{}", "{}" a write does not count; the import then
-// records that, so no later Append starts from an understated size) with
+// records that, so no later Append starts from an understated size; for
+// sealed content, the least plaintext it holds, see below) with
 // its metadata, summary, next node and tags, each pending write, a thread
 // row's metadata; tags, summary and next node within their own bounds
 // (see Config.MaxSnapshotBytes). Sealed values (an encrypting Engine's
@@ -847,12 +848,16 @@ func (im *importer) checkpoint(ctx context.Context, w ImportWriter, l exportLine
 		im.sealed[c.ThreadID] = sealedRecord{record, c.ID, c.ThreadID} // see finish
 	}
 	if err == nil {
+		least := size.bytes
 		if size.sealed {
 			err = checkSealedContentSize(size, importOwnBytes(&c), im.limit)
-		} else if size.bytes > c.SizeBytes+unsentBytes {
-			// Understated (a write's size, see unsentBytes, is no less):
-			// what a later Append's limit starts from must not be.
-			c.SizeBytes = size.bytes
+			least = sealedPlainBytes(size.bytes, size.values)
+		}
+		if least > c.SizeBytes+unsentBytes {
+			// Understated (a write's size, see unsentBytes, is no less;
+			// sealed content's is no less than the least plaintext it
+			// holds): what a later Append's limit starts from must not be.
+			c.SizeBytes = least
 		}
 	}
 	if err == nil {

@@ -1655,8 +1655,23 @@ func testImportedSealedContentLimit(t *testing.T, e *cryptEnv) {
 		t.Fatalf("imported: %d checkpoints, %v", imported(url), err)
 	} else if back, err := openURL(t, url, pgcheckpoint.Options{Config: engine.Config{Encryption: engine.Encryption{Keys: e.keys, KeyCacheTTL: -1}}}).Latest(e.ctx, "k"); err != nil || !bytes.Equal(back.Messages, got.Messages) {
 		t.Fatalf("the imported thread reads back: %v", err)
+	} else if back.SizeBytes != got.SizeBytes {
+		t.Fatalf("the imported head's SizeBytes %d, written %d: an honest size is kept", back.SizeBytes, got.SizeBytes)
 	}
 
+	// A file that understates the sealed content's size (size_bytes 0)
+	// imports with at least the least plaintext that content holds, so a
+	// later Append over the limit is measured and refused (it started from
+	// 0 and went through).
+	understated := Reseal(regexp.MustCompile(`"size_bytes":\d+`).ReplaceAll(file.Bytes(), []byte(`"size_bytes":0`)))
+	if url, err := into(understated); err != nil {
+		t.Fatalf("an understated export: %v", err)
+	} else {
+		there := openURL(t, url, pgcheckpoint.Options{Config: engine.Config{MaxSnapshotBytes: limit, Encryption: engine.Encryption{Keys: e.keys, KeyCacheTTL: -1}}})
+		if _, err := there.Append(e.ctx, engine.AppendInput{ThreadID: "k", Messages: words(40)}); !errors.Is(err, engine.ErrSnapshotTooLarge) {
+			t.Fatalf("an Append past the limit on a head imported with size_bytes 0: %v, want ErrSnapshotTooLarge", err)
+		}
+	}
 	at := bytes.Index(file.Bytes(), []byte(`"$pgc1$`))
 	if at < 0 {
 		t.Fatal("no sealed value in the export")
